@@ -1,0 +1,115 @@
+// ferry/config.hpp: Ferry's settings, from defaults, FERRY_* environment variables and code.
+//
+// Every setting is three things at once: an environment variable, a setter here, and a row of the
+// settings table in docs/settings.md (settings_table() below is the source of that table).
+// Thread safety: Config is a value. default_config()/set_default_config() may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ferry/status.hpp"
+
+namespace ferry {
+
+/// Whether Ferry hands device reads to cuFile. `on`: never (Ferry's staged route); `off`: always, and
+/// fail clearly when cuFile cannot be used; `automatic` ("auto"): cuFile only where it would move data
+/// directly (nvidia-fs or P2PDMA present and the handle registered), otherwise the staged route.
+enum class CompatMode { automatic, on, off };
+
+/// O_DIRECT use for the aligned body of a request. `automatic`: O_DIRECT for data that is not in the
+/// page cache, buffered reads for data that is (checked per task); `on`: O_DIRECT whenever alignment
+/// allows; `off`: never.
+enum class DirectIo { automatic, on, off };
+
+/// What a caller insists on. `gds`: fail before I/O when cuFile's direct route is impossible, and after
+/// I/O when cuFile's statistics show an operation went another way.
+enum class Requirement { none, gds };
+
+const char* compat_mode_name(CompatMode m) noexcept;  // "auto", "on", "off"
+const char* direct_io_name(DirectIo d) noexcept;      // "auto", "on", "off"
+const char* requirement_name(Requirement r) noexcept; // "none", "gds"
+
+/// Where a setting's value came from, for reports and `ferry doctor`.
+enum class SettingSource { default_value, environment, api };
+const char* setting_source_name(SettingSource s) noexcept;
+
+/// Parses a byte size: plain bytes ("4096"), binary suffixes ("4KiB", "16k", "4MiB", "1G") and decimal
+/// ones ("1KB" = 1000, "1GB" = 10^9). Suffixes are case-insensitive; "k/m/g/t" alone are binary.
+/// Errors: invalid_argument naming `setting` and the text, for anything else (negative, fractional,
+/// unknown suffix, overflow).
+[[nodiscard]] Result<std::uint64_t> parse_size(std::string_view text, std::string_view setting);
+
+/// "1.00 GiB", "4.00 MiB", "512 B".
+std::string format_size(std::uint64_t bytes);
+
+/// One row of the settings table.
+struct SettingInfo {
+  std::string name;         // "task_size"
+  std::string env;          // "FERRY_TASK_SIZE"
+  std::string default_text; // "4MiB"
+  std::string description;
+};
+
+/// All settings, in documentation order.
+const std::vector<SettingInfo>& settings_table();
+
+class Config {
+ public:
+  /// Built-in defaults only (no environment).
+  Config();
+
+  /// Defaults overridden by FERRY_* environment variables. Errors: invalid_argument naming the variable
+  /// and the text it could not parse.
+  [[nodiscard]] static Result<Config> from_environment();
+
+  /// Sets a setting by its name ("task_size") or variable ("FERRY_TASK_SIZE") from text, as the
+  /// environment would. Errors: invalid_argument for an unknown name or a value that does not parse.
+  Status set(std::string_view name, std::string_view value, SettingSource source = SettingSource::api);
+  /// The value of a setting as text ("4MiB" style sizes are shown in bytes); empty for unknown names.
+  std::string get(std::string_view name) const;
+  SettingSource source(std::string_view name) const;
+
+  // Worker threads one request may use (>= 1). Default: the number of CPUs, at least 4, at most 16.
+  unsigned threads() const { return threads_; }
+  Config& set_threads(unsigned n);
+  // Bytes per task: one request is split into tasks of this size (aligned to 4 KiB). Default 4 MiB.
+  std::uint64_t task_size() const { return task_size_; }
+  Config& set_task_size(std::uint64_t bytes);
+  DirectIo direct_io() const { return direct_io_; }
+  Config& set_direct_io(DirectIo d);
+  CompatMode compat_mode() const { return compat_mode_; }
+  Config& set_compat_mode(CompatMode m);
+  // Device requests smaller than this take the staged route. Default 16 KiB.
+  std::uint64_t gds_threshold() const { return gds_threshold_; }
+  Config& set_gds_threshold(std::uint64_t bytes);
+  // Size of one pinned bounce buffer of the staged route. Default: the task size (4 MiB).
+  std::uint64_t bounce_buffer_size() const { return bounce_buffer_size_; }
+  Config& set_bounce_buffer_size(std::uint64_t bytes);
+  // Pinned bounce buffers per worker (>= 2, so that reading and copying overlap). Default 2.
+  unsigned bounce_buffers_per_thread() const { return bounce_buffers_per_thread_; }
+  Config& set_bounce_buffers_per_thread(unsigned n);
+  Requirement require() const { return require_; }
+  Config& set_require(Requirement r);
+
+ private:
+  void mark(std::string_view name, SettingSource s);
+  unsigned threads_;
+  std::uint64_t task_size_;
+  DirectIo direct_io_;
+  CompatMode compat_mode_;
+  std::uint64_t gds_threshold_;
+  std::uint64_t bounce_buffer_size_;
+  unsigned bounce_buffers_per_thread_;
+  Requirement require_;
+  std::vector<std::pair<std::string, SettingSource>> sources_;
+};
+
+/// The configuration File::open uses when given none: from_environment() on first use, unless
+/// set_default_config() replaced it. Errors: the environment's parse error.
+[[nodiscard]] Result<Config> default_config();
+void set_default_config(const Config& config);
+
+}  // namespace ferry

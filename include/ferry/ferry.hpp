@@ -1,0 +1,7 @@
+// ferry/ferry.hpp: the whole public API.
+#pragma once
+
+#include "ferry/config.hpp"
+#include "ferry/file.hpp"
+#include "ferry/route.hpp"
+#include "ferry/status.hpp"

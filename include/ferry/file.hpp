@@ -1,0 +1,109 @@
+// ferry/file.hpp: reading and writing a file from and into host or GPU memory.
+//
+// A request is split into tasks of Config::task_size that run in parallel on Ferry's thread pool; each
+// task is one operation in the route report. Buffers may be host memory (pageable or pinned) or device
+// memory (a CUdeviceptr cast to void*); Ferry classifies them itself.
+// Thread safety: a File may be read and written from many threads at once. close() and destruction
+// must not race other calls; outstanding futures keep what they need alive.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "ferry/config.hpp"
+#include "ferry/route.hpp"
+#include "ferry/status.hpp"
+
+namespace ferry {
+
+/// The outcome of a successful request.
+struct Transfer {
+  std::uint64_t bytes = 0;  // bytes transferred: fewer than asked only when a read reaches EOF
+  Report report;            // routes and reasons of this request's operations
+};
+
+namespace detail {
+class RequestState;
+class FileState;
+}  // namespace detail
+
+/// The pending result of pread/pwrite. It completes when every task of the request has stopped: after
+/// an error no task still writes into the buffer. Move-only; get() may be called once.
+class Future {
+ public:
+  Future() = default;
+  explicit Future(std::shared_ptr<detail::RequestState> state);
+
+  bool valid() const noexcept { return state_ != nullptr; }
+  /// True once every task has stopped.
+  bool done() const;
+  /// Blocks until done. Called from a Ferry worker (inside a completion callback), it runs queued tasks
+  /// while it waits instead of blocking a worker, so nested reads cannot deadlock the pool.
+  void wait() const;
+  /// Waits at most `timeout`; returns done().
+  bool wait_for(std::chrono::milliseconds timeout) const;
+  /// Waits, then returns bytes and report, or the first error of any task (its message names the file,
+  /// the offset and the cause).
+  Result<Transfer> get();
+  /// Runs `callback` once the request is done (at once when it already is), on a Ferry worker thread or
+  /// on the calling thread. The callback may issue and wait for further Ferry requests.
+  void then(std::function<void(const Result<Transfer>&)> callback);
+
+ private:
+  std::shared_ptr<detail::RequestState> state_;
+};
+
+class File {
+ public:
+  /// Opens `path` with `mode`: "r" (read), "w" (create or truncate, write), "r+" (read and write an
+  /// existing file), "a" (create if needed; write() appends). Uses default_config() when no config is
+  /// given. Errors: not_found, permission_denied, is_a_directory, invalid_argument (bad mode, bad
+  /// FERRY_* variable), all naming the path.
+  [[nodiscard]] static Result<File> open(const std::string& path, std::string_view mode);
+  [[nodiscard]] static Result<File> open(const std::string& path, std::string_view mode,
+                                         const Config& config);
+
+  File(File&&) noexcept;
+  File& operator=(File&&) noexcept;
+  ~File();
+
+  /// Current size in bytes (fstat). Errors: io_error naming the path.
+  [[nodiscard]] Result<std::uint64_t> size() const;
+
+  /// Reads `size` bytes at `offset` into `buffer` (host or device memory), in parallel. The Transfer's
+  /// bytes are fewer than `size` only when the file ends first; bytes past the end are not written.
+  /// The buffer must stay valid until the future is done.
+  Future pread(void* buffer, std::uint64_t size, std::uint64_t offset);
+  /// Writes `size` bytes from `buffer` at `offset`. The data is in the page cache, not necessarily on
+  /// disk, when the future completes: call sync() for durability. Errors: no_space, io_error, ...
+  Future pwrite(const void* buffer, std::uint64_t size, std::uint64_t offset);
+
+  /// Blocking read at the file position, which advances by the bytes read.
+  [[nodiscard]] Result<Transfer> read(void* buffer, std::uint64_t size);
+  /// Blocking write at the file position (at the end of the file in mode "a"), which advances.
+  [[nodiscard]] Result<Transfer> write(const void* buffer, std::uint64_t size);
+
+  /// fdatasync: what was written is on the device when this returns OK.
+  Status sync();
+  /// Waits for nothing: callers wait for their futures first. Closes the descriptors.
+  Status close();
+
+  const std::string& path() const;
+  const Config& config() const;
+  /// All operations of this File so far.
+  Report report() const;
+  /// Whether the file system accepted O_DIRECT for this file, and if not, why.
+  bool direct_io_available() const;
+  const std::string& direct_io_note() const;
+
+ private:
+  explicit File(std::shared_ptr<detail::FileState> state);
+  std::shared_ptr<detail::FileState> state_;
+  friend class detail::FileState;
+};
+
+}  // namespace ferry

@@ -1,0 +1,101 @@
+// ferry/route.hpp: the route every operation took, the reason for each decision, and reports.
+//
+// Every operation (one task of a request) ends in exactly one Route. Decisions carry a Reason and a
+// detail text ("cuFileHandleRegister failed with 5027: ..."). Reports count operations, bytes and time
+// per route, per call (Transfer::report), per File (File::report) and per process (process_report).
+// Thread safety: Report is a value; process_report() may be called from any thread.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ferry {
+
+enum class Route { nvfs, p2p, cufile_posix, staged, host };
+inline constexpr std::size_t kRouteCount = 5;
+
+/// "nvfs", "p2p", "cufile-posix", "staged", "host".
+const char* route_name(Route r) noexcept;
+
+/// Why a route was chosen. The spelling of route_reason_name() is the one in logs, JSON and Python.
+enum class Reason {
+  buffer_is_host_memory,         // host route: the destination is host memory
+  compat_mode_on,                // staged: policy forbids cuFile
+  below_gds_threshold,           // staged: request smaller than gds_threshold
+  cuda_unavailable,              // (error) device buffer but no CUDA driver
+  cufile_library_missing,        // staged: libcufile could not be loaded
+  cufile_driver_open_failed,     // staged: cuFileDriverOpen failed
+  cufile_handle_register_failed, // staged: cuFileHandleRegister failed for this file
+  nvidia_fs_not_loaded,          // staged: cuFile would only use its POSIX path (no nvidia-fs, no P2PDMA)
+  compat_mode_off,               // cuFile: policy requires cuFile
+  gds_available,                 // cuFile: nvidia-fs or P2PDMA present and the handle registered
+  cufile_stats,                  // nvfs/p2p/cufile-posix: split by cuFile's own statistics
+};
+const char* reason_name(Reason r) noexcept;
+/// A sentence for people: "buffer is host memory".
+const char* reason_text(Reason r) noexcept;
+
+struct RouteCounters {
+  std::uint64_t ops = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t nanoseconds = 0;  // summed over tasks (not wall time)
+};
+
+/// How many operations one (route, reason, detail) accounted for.
+struct ReasonCount {
+  Route route;
+  Reason reason;
+  std::string detail;
+  std::uint64_t ops = 0;
+};
+
+/// Per-task I/O mechanics below the route: how the bytes left the file.
+struct IoCounters {
+  std::uint64_t direct_ops = 0;     // O_DIRECT reads/writes
+  std::uint64_t buffered_ops = 0;   // buffered reads/writes
+  std::uint64_t cached_ops = 0;     // of buffered reads: served whole from the page cache (RWF_NOWAIT)
+  std::uint64_t eintr_retries = 0;  // system calls restarted after EINTR/EAGAIN
+  std::uint64_t short_transfers = 0;// partial transfers that were continued
+};
+
+/// cuFile's own counters (statistics level 3), as a delta over the operations of a report.
+struct CuFileCounters {
+  std::uint64_t nvfs_reads = 0, posix_reads = 0, p2p_reads = 0;
+  std::uint64_t nvfs_writes = 0, posix_writes = 0, p2p_writes = 0;
+  std::uint64_t read_bytes = 0, write_bytes = 0;
+  std::uint64_t read_errors = 0, write_errors = 0;
+};
+
+struct Report {
+  std::array<RouteCounters, kRouteCount> routes{};
+  std::vector<ReasonCount> reasons;
+  IoCounters io;
+  std::optional<CuFileCounters> cufile;  // present when cuFile took part and its statistics were read
+  std::vector<std::string> notes;         // facts found on the way ("O_DIRECT refused on tmpfs: ...")
+
+  const RouteCounters& at(Route r) const { return routes[static_cast<std::size_t>(r)]; }
+  std::uint64_t total_ops() const;
+  std::uint64_t total_bytes() const;
+
+  /// Adds one operation of `bytes` to `route` for `reason`.
+  void count(Route route, Reason reason, const std::string& detail, std::uint64_t bytes,
+             std::uint64_t nanoseconds);
+  void add_note(const std::string& note);  // kept once
+  void merge(const Report& other);
+
+  /// One line: "256 operations, 1.00 GiB, all host (buffer is host memory)".
+  std::string summary() const;
+  /// A table for people: one row per route with ops, bytes and reasons, then I/O mechanics and notes.
+  std::string table() const;
+  /// The same as JSON (stable keys: routes, reasons, io, cufile, notes, total_ops, total_bytes).
+  std::string to_json() const;
+};
+
+/// Everything this process transferred through Ferry so far.
+Report process_report();
+void reset_process_report();
+
+}  // namespace ferry
