@@ -1,0 +1,312 @@
+// Config: defaults, FERRY_* environment variables, setters, and the settings table.
+#include "ferry/config.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include <fmt/format.h>
+
+namespace ferry {
+namespace {
+
+constexpr std::uint64_t kMiB = 1024 * 1024;
+
+unsigned default_threads() {
+  unsigned cpus = std::thread::hardware_concurrency();
+  return std::clamp(cpus == 0 ? 4u : cpus, 4u, 16u);
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
+  return out;
+}
+
+Status bad_value(std::string_view setting, std::string_view text, std::string_view expected) {
+  return Status(ErrorCode::invalid_argument,
+                fmt::format("{}: cannot use \"{}\" (expected {})", setting, text, expected));
+}
+
+Result<unsigned> parse_count(std::string_view text, std::string_view setting, unsigned min, unsigned max) {
+  FERRY_ASSIGN_OR_RETURN(std::uint64_t n, parse_size(text, setting));
+  if (n < min || n > max) return bad_value(setting, text, fmt::format("a whole number from {} to {}", min, max));
+  return static_cast<unsigned>(n);
+}
+
+template <typename Enum>
+Result<Enum> parse_choice(std::string_view text, std::string_view setting,
+                          std::initializer_list<std::pair<const char*, Enum>> choices) {
+  std::string t = lower(text);
+  std::string names;
+  for (const auto& [name, value] : choices) {
+    if (t == name) return value;
+    names += names.empty() ? "" : ", ";
+    names += name;
+  }
+  return bad_value(setting, text, "one of " + names);
+}
+
+}  // namespace
+
+const char* compat_mode_name(CompatMode m) noexcept {
+  switch (m) {
+    case CompatMode::automatic: return "auto";
+    case CompatMode::on: return "on";
+    case CompatMode::off: return "off";
+  }
+  return "?";
+}
+
+const char* direct_io_name(DirectIo d) noexcept {
+  switch (d) {
+    case DirectIo::automatic: return "auto";
+    case DirectIo::on: return "on";
+    case DirectIo::off: return "off";
+  }
+  return "?";
+}
+
+const char* requirement_name(Requirement r) noexcept { return r == Requirement::gds ? "gds" : "none"; }
+
+const char* setting_source_name(SettingSource s) noexcept {
+  switch (s) {
+    case SettingSource::default_value: return "default";
+    case SettingSource::environment: return "environment";
+    case SettingSource::api: return "api";
+  }
+  return "?";
+}
+
+Result<std::uint64_t> parse_size(std::string_view text, std::string_view setting) {
+  std::string t = lower(text);
+  // Trim surrounding blanks: environment values often carry them.
+  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+  std::size_t start = 0;
+  while (start < t.size() && std::isspace(static_cast<unsigned char>(t[start]))) ++start;
+  t.erase(0, start);
+  const char* expected = "a size such as 4096, 16k, 4MiB or 1GB";
+  std::size_t digits = 0;
+  while (digits < t.size() && std::isdigit(static_cast<unsigned char>(t[digits]))) ++digits;
+  if (digits == 0) return bad_value(setting, text, expected);
+
+  std::uint64_t number = 0;
+  for (std::size_t i = 0; i < digits; ++i) {
+    std::uint64_t d = static_cast<std::uint64_t>(t[i] - '0');
+    if (number > (UINT64_MAX - d) / 10) return bad_value(setting, text, "a size below 16 EiB");
+    number = number * 10 + d;
+  }
+  std::string suffix = t.substr(digits);
+  while (!suffix.empty() && suffix.front() == ' ') suffix.erase(0, 1);
+
+  static const std::pair<const char*, std::uint64_t> kSuffixes[] = {
+      {"", 1},           {"b", 1},
+      {"k", 1ull << 10}, {"kib", 1ull << 10}, {"kb", 1000ull},
+      {"m", 1ull << 20}, {"mib", 1ull << 20}, {"mb", 1000ull * 1000},
+      {"g", 1ull << 30}, {"gib", 1ull << 30}, {"gb", 1000ull * 1000 * 1000},
+      {"t", 1ull << 40}, {"tib", 1ull << 40}, {"tb", 1000ull * 1000 * 1000 * 1000},
+  };
+  for (const auto& [name, multiplier] : kSuffixes) {
+    if (suffix != name) continue;
+    if (number > UINT64_MAX / multiplier) return bad_value(setting, text, "a size below 16 EiB");
+    return number * multiplier;
+  }
+  return bad_value(setting, text, expected);
+}
+
+std::string format_size(std::uint64_t bytes) {
+  static const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+  if (bytes < 1024) return fmt::format("{} B", bytes);
+  double v = static_cast<double>(bytes) / 1024.0;
+  int unit = 0;
+  while (v >= 1024.0 && unit < 4) {
+    v /= 1024.0;
+    ++unit;
+  }
+  return fmt::format("{:.2f} {}", v, kUnits[unit]);
+}
+
+const std::vector<SettingInfo>& settings_table() {
+  static const std::vector<SettingInfo> kTable = {
+      {"threads", "FERRY_THREADS", "CPUs, clamped to 4..16",
+       "Worker threads one request may use. Reads of cached data scale with threads until memory "
+       "bandwidth; cold O_DIRECT reads want enough requests in flight."},
+      {"task_size", "FERRY_TASK_SIZE", "4MiB",
+       "Bytes per task. A request is split into tasks of this size, each one operation in the report. "
+       "Rounded up to 4 KiB."},
+      {"direct_io", "FERRY_DIRECT_IO", "auto",
+       "O_DIRECT for the aligned body of a request: auto (for data not in the page cache, checked per "
+       "task), on (whenever alignment allows), off."},
+      {"compat_mode", "FERRY_COMPAT_MODE", "auto",
+       "Device reads through cuFile: on = never (Ferry's staged route), off = always (fail if cuFile "
+       "cannot be used), auto = only where cuFile moves data directly (nvidia-fs or P2PDMA)."},
+      {"gds_threshold", "FERRY_GDS_THRESHOLD", "16KiB",
+       "Device requests smaller than this take the staged route."},
+      {"bounce_buffer_size", "FERRY_BOUNCE_BUFFER_SIZE", "4MiB",
+       "Size of each pinned bounce buffer of the staged route (at least the task size is used)."},
+      {"bounce_buffers_per_thread", "FERRY_BOUNCE_BUFFERS_PER_THREAD", "2",
+       "Pinned bounce buffers per worker of the staged route (at least 2: read one while copying another)."},
+      {"require", "FERRY_REQUIRE", "none",
+       "gds = fail before I/O when cuFile's direct route is impossible, and after I/O when cuFile's "
+       "statistics show any operation took another way."},
+  };
+  return kTable;
+}
+
+Config::Config()
+    : threads_(default_threads()),
+      task_size_(4 * kMiB),
+      direct_io_(DirectIo::automatic),
+      compat_mode_(CompatMode::automatic),
+      gds_threshold_(16 * 1024),
+      bounce_buffer_size_(4 * kMiB),
+      bounce_buffers_per_thread_(2),
+      require_(Requirement::none) {}
+
+void Config::mark(std::string_view name, SettingSource s) {
+  for (auto& [n, src] : sources_) {
+    if (n == name) {
+      src = s;
+      return;
+    }
+  }
+  sources_.emplace_back(std::string(name), s);
+}
+
+SettingSource Config::source(std::string_view name) const {
+  for (const auto& [n, src] : sources_) {
+    if (n == name) return src;
+  }
+  return SettingSource::default_value;
+}
+
+Config& Config::set_threads(unsigned n) {
+  threads_ = std::clamp(n, 1u, 1024u);
+  mark("threads", SettingSource::api);
+  return *this;
+}
+Config& Config::set_task_size(std::uint64_t bytes) {
+  constexpr std::uint64_t kAlign = 4096;
+  task_size_ = std::max<std::uint64_t>(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
+  mark("task_size", SettingSource::api);
+  return *this;
+}
+Config& Config::set_direct_io(DirectIo d) {
+  direct_io_ = d;
+  mark("direct_io", SettingSource::api);
+  return *this;
+}
+Config& Config::set_compat_mode(CompatMode m) {
+  compat_mode_ = m;
+  mark("compat_mode", SettingSource::api);
+  return *this;
+}
+Config& Config::set_gds_threshold(std::uint64_t bytes) {
+  gds_threshold_ = bytes;
+  mark("gds_threshold", SettingSource::api);
+  return *this;
+}
+Config& Config::set_bounce_buffer_size(std::uint64_t bytes) {
+  bounce_buffer_size_ = std::max<std::uint64_t>(4096, bytes);
+  mark("bounce_buffer_size", SettingSource::api);
+  return *this;
+}
+Config& Config::set_bounce_buffers_per_thread(unsigned n) {
+  bounce_buffers_per_thread_ = std::clamp(n, 2u, 64u);
+  mark("bounce_buffers_per_thread", SettingSource::api);
+  return *this;
+}
+Config& Config::set_require(Requirement r) {
+  require_ = r;
+  mark("require", SettingSource::api);
+  return *this;
+}
+
+Status Config::set(std::string_view name_or_env, std::string_view value, SettingSource source) {
+  const SettingInfo* info = nullptr;
+  for (const auto& row : settings_table()) {
+    if (row.name == name_or_env || row.env == name_or_env) info = &row;
+  }
+  if (info == nullptr) {
+    return Status(ErrorCode::invalid_argument, fmt::format("unknown setting \"{}\"", name_or_env));
+  }
+  // Errors name the variable when the value came from the environment, the setting otherwise.
+  const std::string& label = source == SettingSource::environment ? info->env : info->name;
+  const std::string& name = info->name;
+  if (name == "threads") {
+    FERRY_ASSIGN_OR_RETURN(unsigned n, parse_count(value, label, 1, 1024));
+    set_threads(n);
+  } else if (name == "task_size") {
+    FERRY_ASSIGN_OR_RETURN(std::uint64_t n, parse_size(value, label));
+    if (n == 0) return bad_value(label, value, "a size above 0");
+    set_task_size(n);
+  } else if (name == "direct_io") {
+    FERRY_ASSIGN_OR_RETURN(DirectIo d, parse_choice<DirectIo>(value, label,
+        {{"auto", DirectIo::automatic}, {"on", DirectIo::on}, {"off", DirectIo::off}}));
+    set_direct_io(d);
+  } else if (name == "compat_mode") {
+    FERRY_ASSIGN_OR_RETURN(CompatMode m, parse_choice<CompatMode>(value, label,
+        {{"auto", CompatMode::automatic}, {"on", CompatMode::on}, {"off", CompatMode::off}}));
+    set_compat_mode(m);
+  } else if (name == "gds_threshold") {
+    FERRY_ASSIGN_OR_RETURN(std::uint64_t n, parse_size(value, label));
+    set_gds_threshold(n);
+  } else if (name == "bounce_buffer_size") {
+    FERRY_ASSIGN_OR_RETURN(std::uint64_t n, parse_size(value, label));
+    if (n == 0) return bad_value(label, value, "a size above 0");
+    set_bounce_buffer_size(n);
+  } else if (name == "bounce_buffers_per_thread") {
+    FERRY_ASSIGN_OR_RETURN(unsigned n, parse_count(value, label, 2, 64));
+    set_bounce_buffers_per_thread(n);
+  } else if (name == "require") {
+    FERRY_ASSIGN_OR_RETURN(Requirement r, parse_choice<Requirement>(value, label,
+        {{"none", Requirement::none}, {"", Requirement::none}, {"gds", Requirement::gds}}));
+    set_require(r);
+  }
+  mark(name, source);
+  return Status();
+}
+
+std::string Config::get(std::string_view name) const {
+  if (name == "threads") return std::to_string(threads_);
+  if (name == "task_size") return std::to_string(task_size_);
+  if (name == "direct_io") return direct_io_name(direct_io_);
+  if (name == "compat_mode") return compat_mode_name(compat_mode_);
+  if (name == "gds_threshold") return std::to_string(gds_threshold_);
+  if (name == "bounce_buffer_size") return std::to_string(bounce_buffer_size_);
+  if (name == "bounce_buffers_per_thread") return std::to_string(bounce_buffers_per_thread_);
+  if (name == "require") return requirement_name(require_);
+  return {};
+}
+
+Result<Config> Config::from_environment() {
+  Config config;
+  for (const auto& row : settings_table()) {
+    const char* value = std::getenv(row.env.c_str());
+    if (value == nullptr) continue;
+    FERRY_RETURN_IF_ERROR(config.set(row.env, value, SettingSource::environment));
+  }
+  return config;
+}
+
+namespace {
+std::mutex g_default_mutex;
+std::optional<Config> g_default_config;
+}  // namespace
+
+Result<Config> default_config() {
+  std::lock_guard<std::mutex> lock(g_default_mutex);
+  if (g_default_config) return *g_default_config;
+  FERRY_ASSIGN_OR_RETURN(Config config, Config::from_environment());
+  g_default_config = config;
+  return config;
+}
+
+void set_default_config(const Config& config) {
+  std::lock_guard<std::mutex> lock(g_default_mutex);
+  g_default_config = config;
+}
+
+}  // namespace ferry

@@ -1,0 +1,207 @@
+// File and Future: the public facade over FileState and RequestState.
+#include "ferry/file.hpp"
+
+#include <sys/stat.h>
+
+#include <fmt/format.h>
+
+#include "file/file_state.hpp"
+#include "file/route_selection.hpp"
+#include "io/request.hpp"
+
+namespace ferry {
+namespace detail {
+
+FileState::FileState(std::string path_in, Config config_in, Syscalls& sys_in, FileDescriptors fds_in,
+                     OpenFlags flags_in, bool append_in, const GpuPlatform* gpu_in)
+    : path(std::move(path_in)),
+      config(std::move(config_in)),
+      sys(sys_in),
+      fds(std::move(fds_in)),
+      flags(flags_in),
+      append(append_in),
+      gpu(gpu_in) {
+  if (append) end_ = current_size().ok() ? *current_size() : 0;
+  if (!fds.direct_note().empty()) report_.add_note(fds.direct_note());
+}
+
+Result<std::uint64_t> FileState::current_size() const {
+  struct stat st;
+  int rc = sys.fstat(fds.buffered_fd(), &st);
+  if (rc < 0) return Status::from_errno(-rc, fmt::format("Could not stat \"{}\"", path), path);
+  return static_cast<std::uint64_t>(st.st_size);
+}
+
+Report FileState::report() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return report_;
+}
+
+TaskIo FileState::task_io(std::uint64_t file_size) {
+  TaskIo io;
+  io.sys = &sys;
+  io.fds = &fds;
+  io.path = &path;
+  io.policy = config.direct_io();
+  io.file_size = file_size;
+  io.nowait_unsupported = &nowait_unsupported_;
+  io.keep_alive = shared_from_this();
+  return io;
+}
+
+Status FileState::check_access(bool is_read) const {
+  if (is_read && flags.access == AccessMode::write_only) {
+    return Status(ErrorCode::failed_precondition,
+                  fmt::format("Could not read \"{}\": it was opened for writing only", path), EBADF, path);
+  }
+  if (!is_read && flags.access == AccessMode::read_only) {
+    return Status(ErrorCode::failed_precondition,
+                  fmt::format("Could not write \"{}\": it was opened for reading only (mode \"r\")", path), EBADF,
+                  path);
+  }
+  if (fds.buffered_fd() < 0) {
+    return Status(ErrorCode::failed_precondition, fmt::format("\"{}\" is closed", path), EBADF, path);
+  }
+  return Status();
+}
+
+Future FileState::submit(bool is_read, void* buffer, std::uint64_t size, std::uint64_t offset) {
+  Status access = check_access(is_read);
+  if (!access.ok()) return Future(RequestState::failed(access));
+  if (size > 0 && buffer == nullptr) {
+    return Future(RequestState::failed(
+        Status(ErrorCode::invalid_argument, fmt::format("null buffer for {} bytes of \"{}\"", size, path), 0, path)));
+  }
+  std::uint64_t file_size = 0;
+  if (is_read) {
+    auto s = current_size();
+    if (!s.ok()) return Future(RequestState::failed(s.status()));
+    file_size = *s;
+  }
+  auto source = select_route_source(*this, task_io(file_size), is_read, buffer, size, offset);
+  if (!source.ok()) return Future(RequestState::failed(source.status()));
+  std::vector<Task> tasks = split_request(offset, size, config.task_size(), fds.direct_offset_alignment());
+  std::weak_ptr<FileState> weak = shared_from_this();
+  auto on_complete = [weak](const Result<Transfer>& r) {
+    auto self = weak.lock();
+    if (!self || !r.ok()) return;
+    std::lock_guard<std::mutex> lock(self->mutex_);
+    self->report_.merge(r->report);
+  };
+  return Future(RequestState::start(std::move(tasks), size, is_read, std::move(*source), config.threads(),
+                                    std::move(on_complete)));
+}
+
+std::uint64_t FileState::reserve(std::uint64_t size, bool is_write) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::uint64_t& cursor = (is_write && append) ? end_ : position_;
+  std::uint64_t at = cursor;
+  cursor += size;
+  return at;
+}
+
+void FileState::settle_position(std::uint64_t reserved_offset, std::uint64_t reserved_size, std::uint64_t bytes) {
+  if (bytes == reserved_size) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Only pull the position back if nobody moved it since: a short read ends where the data ended.
+  if (position_ == reserved_offset + reserved_size) position_ = reserved_offset + bytes;
+}
+
+Result<File> open_file(const std::string& path, std::string_view mode, const Config& config,
+                       const OpenOptions& options) {
+  bool append = false;
+  auto flags = parse_open_mode(mode, &append);
+  if (!flags.ok()) {
+    return Status(ErrorCode::invalid_argument, fmt::format("Could not open \"{}\": {}", path,
+                                                           flags.status().message()), 0, path);
+  }
+  FERRY_ASSIGN_OR_RETURN(FileDescriptors fds, FileDescriptors::open(*options.syscalls, path, *flags));
+  auto state = std::make_shared<FileState>(path, config, *options.syscalls, std::move(fds), *flags, append,
+                                           options.gpu);
+  return FileState::make_file(std::move(state));
+}
+
+}  // namespace detail
+
+// ---- Future ----
+
+Future::Future(std::shared_ptr<detail::RequestState> state) : state_(std::move(state)) {}
+
+bool Future::done() const { return state_ && state_->done(); }
+
+void Future::wait() const {
+  if (state_) state_->wait();
+}
+
+bool Future::wait_for(std::chrono::milliseconds timeout) const { return !state_ || state_->wait_for(timeout); }
+
+Result<Transfer> Future::get() {
+  if (!state_) return Status(ErrorCode::failed_precondition, "get() on an empty Future");
+  auto state = std::move(state_);
+  return state->take_result();
+}
+
+void Future::then(std::function<void(const Result<Transfer>&)> callback) {
+  if (!state_) return;
+  state_->then(std::move(callback));
+}
+
+// ---- File ----
+
+File::File(std::shared_ptr<detail::FileState> state) : state_(std::move(state)) {}
+File::File(File&&) noexcept = default;
+File& File::operator=(File&&) noexcept = default;
+File::~File() = default;
+
+Result<File> File::open(const std::string& path, std::string_view mode) {
+  auto config = default_config();
+  if (!config.ok()) {
+    return Status(ErrorCode::invalid_argument,
+                  fmt::format("Could not open \"{}\": {}", path, config.status().message()), 0, path);
+  }
+  return open(path, mode, *config);
+}
+
+Result<File> File::open(const std::string& path, std::string_view mode, const Config& config) {
+  return detail::open_file(path, mode, config, detail::OpenOptions{});
+}
+
+Result<std::uint64_t> File::size() const { return state_->current_size(); }
+
+Future File::pread(void* buffer, std::uint64_t size, std::uint64_t offset) {
+  return state_->submit(true, buffer, size, offset);
+}
+
+Future File::pwrite(const void* buffer, std::uint64_t size, std::uint64_t offset) {
+  return state_->submit(false, const_cast<void*>(buffer), size, offset);
+}
+
+Result<Transfer> File::read(void* buffer, std::uint64_t size) {
+  std::uint64_t at = state_->reserve(size, false);
+  auto r = state_->submit(true, buffer, size, at).get();
+  state_->settle_position(at, size, r.ok() ? r->bytes : 0);
+  return r;
+}
+
+Result<Transfer> File::write(const void* buffer, std::uint64_t size) {
+  std::uint64_t at = state_->reserve(size, true);
+  return state_->submit(false, const_cast<void*>(buffer), size, at).get();
+}
+
+Status File::sync() {
+  int rc = state_->sys.fdatasync(state_->fds.buffered_fd());
+  if (rc < 0) {
+    return Status::from_errno(-rc, fmt::format("Could not sync \"{}\" to its device", state_->path), state_->path);
+  }
+  return Status();
+}
+
+Status File::close() { return state_->fds.close(); }
+
+const std::string& File::path() const { return state_->path; }
+const Config& File::config() const { return state_->config; }
+Report File::report() const { return state_->report(); }
+bool File::direct_io_available() const { return state_->fds.direct_available(); }
+const std::string& File::direct_io_note() const { return state_->fds.direct_note(); }
+
+}  // namespace ferry

@@ -1,0 +1,51 @@
+// The shared state behind a File: descriptors, settings, position and the File's report.
+// Requests hold a reference, so a File may be destroyed while its futures are still running.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "ferry/file.hpp"
+#include "file/open_options.hpp"
+#include "io/file_descriptors.hpp"
+#include "io/task_io.hpp"
+
+namespace ferry::detail {
+
+class FileState : public std::enable_shared_from_this<FileState> {
+ public:
+  FileState(std::string path, Config config, Syscalls& sys, FileDescriptors fds, OpenFlags flags, bool append,
+            const GpuPlatform* gpu);
+
+  static File make_file(std::shared_ptr<FileState> state) { return File(std::move(state)); }
+
+  Future submit(bool is_read, void* buffer, std::uint64_t size, std::uint64_t offset);
+  Result<std::uint64_t> current_size() const;
+  /// Reserves [offset, offset + size) at the position (or the end, in append mode) and advances it.
+  std::uint64_t reserve(std::uint64_t size, bool is_write);
+  void settle_position(std::uint64_t reserved_offset, std::uint64_t reserved_size, std::uint64_t bytes);
+
+  const std::string path;
+  const Config config;
+  Syscalls& sys;
+  FileDescriptors fds;
+  const OpenFlags flags;
+  const bool append;
+  const GpuPlatform* const gpu;  // nullptr until a device buffer needs it (then the process's platform)
+
+  Report report() const;
+
+ private:
+  TaskIo task_io(std::uint64_t file_size);
+  Status check_access(bool is_read) const;
+
+  std::atomic<bool> nowait_unsupported_{false};
+  mutable std::mutex mutex_;
+  Report report_;
+  std::uint64_t position_ = 0;
+  std::uint64_t end_ = 0;  // append mode: where the next write() lands
+};
+
+}  // namespace ferry::detail

@@ -1,0 +1,161 @@
+// RequestState: jobs pulling tasks, first-error-wins, completion and waiting.
+#include "io/request.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "io/thread_pool.hpp"
+
+namespace ferry::detail {
+
+void add_to_process_report(const Report& report);  // route/report.cpp
+
+std::shared_ptr<RequestState> RequestState::start(std::vector<Task> tasks, std::uint64_t requested, bool is_read,
+                                                  std::shared_ptr<TaskSource> source, unsigned threads,
+                                                  Callback on_complete) {
+  auto state = std::make_shared<RequestState>();
+  state->tasks_ = std::move(tasks);
+  state->requested_ = requested;
+  state->is_read_ = is_read;
+  state->source_ = std::move(source);
+  state->on_complete_ = std::move(on_complete);
+  unsigned jobs = static_cast<unsigned>(std::min<std::size_t>(std::max(1u, threads), state->tasks_.size()));
+  if (jobs == 0) {
+    state->complete();
+    return state;
+  }
+  state->self_ = state;
+  state->active_jobs_ = jobs;
+  ThreadPool& pool = shared_pool();
+  pool.ensure_workers(std::max<std::size_t>(threads, 1));
+  for (unsigned j = 0; j < jobs; ++j) pool.submit([state] { state->run_job(); });
+  return state;
+}
+
+std::shared_ptr<RequestState> RequestState::failed(Status status) {
+  auto state = std::make_shared<RequestState>();
+  state->first_error_ = std::move(status);
+  state->failed_ = true;
+  state->complete();
+  return state;
+}
+
+void RequestState::record_error(Status s) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (first_error_.ok()) first_error_ = std::move(s);
+  failed_.store(true, std::memory_order_release);
+}
+
+void RequestState::run_job() {
+  Report local;
+  auto worker = source_->make_worker();
+  if (!worker.ok()) {
+    record_error(worker.status());
+  } else {
+    const Decision& decision = source_->decision();
+    std::uint64_t short_end = UINT64_MAX;
+    while (!failed_.load(std::memory_order_acquire)) {
+      std::size_t i = next_task_.fetch_add(1, std::memory_order_relaxed);
+      if (i >= tasks_.size()) break;
+      const Task& t = tasks_[i];
+      // A read that already ended early needs no tasks past that point.
+      if (is_read_ && t.file_offset >= short_end) continue;
+      auto started = std::chrono::steady_clock::now();
+      Result<std::uint64_t> bytes = (*worker)->run(t, local);
+      auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started);
+      if (!bytes.ok()) {
+        record_error(bytes.status());
+        break;
+      }
+      local.count(decision.route, decision.reason, decision.detail, *bytes, static_cast<std::uint64_t>(ns.count()));
+      if (*bytes < t.length) short_end = std::min(short_end, t.file_offset + *bytes);
+    }
+    Status finished = (*worker)->finish(local);
+    if (!finished.ok()) record_error(finished);
+    std::lock_guard<std::mutex> lock(mutex_);
+    short_end_ = std::min(short_end_, short_end);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    report_.merge(local);
+  }
+  if (active_jobs_.fetch_sub(1, std::memory_order_acq_rel) == 1) complete();
+}
+
+void RequestState::complete() {
+  std::vector<Callback> callbacks;
+  Result<Transfer> result = Status(ErrorCode::internal, "unset");
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Status status = first_error_;
+    if (source_) status = source_->finish_request(report_, status);
+    if (status.ok()) {
+      std::uint64_t bytes = requested_;
+      if (is_read_ && short_end_ != UINT64_MAX && !tasks_.empty()) {
+        bytes = short_end_ - tasks_.front().file_offset;
+      }
+      result = Transfer{bytes, report_};
+    } else {
+      result = status;
+    }
+  }
+  add_to_process_report(report_);
+  if (on_complete_) on_complete_(result);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    result_ = result;
+    done_ = true;
+    callbacks.swap(callbacks_);
+  }
+  done_cv_.notify_all();
+  for (auto& cb : callbacks) cb(result);
+  // Drop the self-reference last: waiters and callbacks may hold their own references.
+  std::shared_ptr<RequestState> keep;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    keep.swap(self_);
+  }
+}
+
+bool RequestState::done() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return done_;
+}
+
+void RequestState::wait() const {
+  if (ThreadPool::on_worker_thread()) {
+    // Never block a worker: run queued jobs (perhaps this very request's) while waiting.
+    for (;;) {
+      if (done()) return;
+      if (shared_pool().help_one()) continue;
+      std::unique_lock<std::mutex> lock(mutex_);
+      done_cv_.wait_for(lock, std::chrono::microseconds(200), [this] { return done_; });
+    }
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  done_cv_.wait(lock, [this] { return done_; });
+}
+
+bool RequestState::wait_for(std::chrono::milliseconds timeout) const {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return done_cv_.wait_for(lock, timeout, [this] { return done_; });
+}
+
+Result<Transfer> RequestState::take_result() {
+  wait();
+  std::lock_guard<std::mutex> lock(mutex_);
+  return *result_;
+}
+
+void RequestState::then(Callback callback) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!done_) {
+      callbacks_.push_back(std::move(callback));
+      return;
+    }
+  }
+  callback(*result_);
+}
+
+}  // namespace ferry::detail

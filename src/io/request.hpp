@@ -1,0 +1,89 @@
+// One request in flight: its tasks, the jobs that pull them, and the shared state behind a Future.
+//
+// A request runs as min(threads, tasks) jobs on the shared pool. Each job owns a TaskWorker (per-thread
+// resources such as bounce buffers and a stream) and pulls task indices from an atomic counter until none
+// are left or any task failed. The request completes only when every job has stopped, so after a
+// failure nothing writes into the caller's buffer any more.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "ferry/file.hpp"
+#include "io/task_split.hpp"
+#include "route/decision.hpp"
+
+namespace ferry::detail {
+
+/// Moves the bytes of tasks, one worker per job (not shared between threads).
+class TaskWorker {
+ public:
+  virtual ~TaskWorker() = default;
+  /// Bytes transferred: fewer than t.length only when a read reached EOF.
+  virtual Result<std::uint64_t> run(const Task& t, Report& report) = 0;
+  /// Waits for the worker's outstanding asynchronous work (copies in flight).
+  virtual Status finish(Report& /*report*/) { return Status(); }
+};
+
+/// What a request needs from a route's backend.
+class TaskSource {
+ public:
+  virtual ~TaskSource() = default;
+  virtual Result<std::unique_ptr<TaskWorker>> make_worker() = 0;
+  /// The decision every operation of this request is counted under.
+  virtual const Decision& decision() const = 0;
+  /// Runs once after every job stopped: may re-attribute operations (cuFile statistics) or fail a
+  /// request that succeeded (strict mode). Returns the request's final status.
+  virtual Status finish_request(Report& /*report*/, Status status) { return status; }
+};
+
+class RequestState {
+ public:
+  using Callback = std::function<void(const Result<Transfer>&)>;
+
+  /// Starts `tasks` on the shared pool with at most `threads` jobs. `requested` is the byte count the
+  /// caller asked for; `is_read` decides whether a short task ends the request early (EOF).
+  /// `on_complete` runs first at completion (File accounting), before callbacks registered by then().
+  static std::shared_ptr<RequestState> start(std::vector<Task> tasks, std::uint64_t requested, bool is_read,
+                                             std::shared_ptr<TaskSource> source, unsigned threads,
+                                             Callback on_complete);
+  /// A request that failed before any I/O.
+  static std::shared_ptr<RequestState> failed(Status status);
+
+  bool done() const;
+  void wait() const;
+  bool wait_for(std::chrono::milliseconds timeout) const;
+  Result<Transfer> take_result();
+  void then(Callback callback);
+
+ private:
+  void run_job();
+  void record_error(Status s);
+  void complete();
+
+  std::vector<Task> tasks_;
+  std::uint64_t requested_ = 0;
+  bool is_read_ = true;
+  std::shared_ptr<TaskSource> source_;
+  Callback on_complete_;
+  std::atomic<std::size_t> next_task_{0};
+  std::atomic<unsigned> active_jobs_{0};
+  std::atomic<bool> failed_{false};
+
+  mutable std::mutex mutex_;
+  mutable std::condition_variable done_cv_;
+  bool done_ = false;
+  Status first_error_;
+  Report report_;
+  std::uint64_t short_end_ = UINT64_MAX;  // lowest file offset at which a read ended early
+  std::optional<Result<Transfer>> result_;
+  std::vector<Callback> callbacks_;
+  std::shared_ptr<RequestState> self_;  // keeps the state alive while jobs run
+};
+
+}  // namespace ferry::detail

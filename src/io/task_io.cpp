@@ -1,0 +1,100 @@
+// read_task / write_task: the per-task choice between the page cache and O_DIRECT.
+#include "io/task_io.hpp"
+
+#include <fmt/format.h>
+
+#include "io/transfer_loops.hpp"
+
+namespace ferry::detail {
+namespace {
+
+bool direct_fits(const TaskIo& io, std::uint64_t offset, std::uint64_t length, const void* mem) {
+  if (!io.fds->direct_available()) return false;
+  std::uint64_t oa = io.fds->direct_offset_alignment();
+  std::uint64_t ma = io.fds->direct_memory_alignment();
+  return is_aligned(offset, oa) && is_aligned(length, oa) &&
+         is_aligned(reinterpret_cast<std::uintptr_t>(mem), ma);
+}
+
+Status transfer_error(const TaskIo& io, const char* verb, const char* prep, std::uint64_t length,
+                      std::uint64_t offset, const char* route_label, bool direct, int err) {
+  return Status::from_errno(err,
+                            fmt::format("Could not {} {} bytes at offset {} {} \"{}\" via {} ({})", verb, length,
+                                        offset, prep, *io.path, route_label, direct ? "O_DIRECT" : "buffered"),
+                            *io.path);
+}
+
+}  // namespace
+
+Result<std::uint64_t> read_task(const TaskIo& io, const Task& t, void* dst, const char* route_label,
+                                Report& report) {
+  char* out = static_cast<char*>(dst);
+  std::uint64_t done = 0;
+  // O_DIRECT only below the size seen at the start: past EOF a direct read could fill whole blocks.
+  bool below_eof = t.file_offset + t.length <= io.file_size;
+
+  if (io.policy == DirectIo::automatic && !io.nowait_unsupported->load(std::memory_order_relaxed)) {
+    LoopOutcome cached = read_cached_prefix(*io.sys, io.fds->buffered_fd(), out, t.length, t.file_offset,
+                                            report.io);
+    if (cached.error == EOPNOTSUPP || cached.error == ENOSYS || cached.error == EINVAL) {
+      io.nowait_unsupported->store(true, std::memory_order_relaxed);
+      report.add_note("the kernel cannot tell what is in the page cache (RWF_NOWAIT refused): "
+                      "buffered reads are used for data that may be cached");
+    } else if (cached.error != 0) {
+      return transfer_error(io, "read", "from", t.length, t.file_offset, route_label, false, cached.error);
+    } else {
+      done = cached.bytes;
+      if (done == t.length || cached.eof) {
+        ++report.io.buffered_ops;
+        ++report.io.cached_ops;
+        return done;
+      }
+    }
+  }
+
+  std::uint64_t offset = t.file_offset + done;
+  std::uint64_t length = t.length - done;
+  bool want_direct = io.policy == DirectIo::on ||
+                     (io.policy == DirectIo::automatic && !io.nowait_unsupported->load(std::memory_order_relaxed));
+  bool direct = want_direct && below_eof && direct_fits(io, offset, length, out + done);
+  if (direct) {
+    LoopOutcome r = read_fully(*io.sys, io.fds->direct_fd(), out + done, length, offset, report.io);
+    if (r.error == EINVAL && r.bytes == 0) {
+      // Some file systems accept the O_DIRECT open but refuse the read itself: fall back, and say so.
+      report.add_note(fmt::format("O_DIRECT read refused (EINVAL) on \"{}\": buffered reads used", *io.path));
+      direct = false;
+    } else {
+      ++report.io.direct_ops;
+      if (r.error != 0) {
+        return transfer_error(io, "read", "from", length - r.bytes, offset + r.bytes, route_label, true, r.error);
+      }
+      return done + r.bytes;
+    }
+  }
+  LoopOutcome r = read_fully(*io.sys, io.fds->buffered_fd(), out + done, length, offset, report.io);
+  ++report.io.buffered_ops;
+  if (r.error != 0) {
+    return transfer_error(io, "read", "from", length - r.bytes, offset + r.bytes, route_label, false, r.error);
+  }
+  return done + r.bytes;
+}
+
+Status write_task(const TaskIo& io, const Task& t, const void* src, const char* route_label, Report& report) {
+  // Writes go through the page cache unless O_DIRECT is asked for: buffered writes measured faster.
+  bool direct = io.policy == DirectIo::on && direct_fits(io, t.file_offset, t.length, src);
+  int fd = direct ? io.fds->direct_fd() : io.fds->buffered_fd();
+  LoopOutcome w = write_fully(*io.sys, fd, src, t.length, t.file_offset, report.io);
+  if (direct && w.error == EINVAL && w.bytes == 0) {
+    report.add_note(fmt::format("O_DIRECT write refused (EINVAL) on \"{}\": buffered writes used", *io.path));
+    direct = false;
+    w = write_fully(*io.sys, io.fds->buffered_fd(), src, t.length, t.file_offset, report.io);
+  }
+  ++(direct ? report.io.direct_ops : report.io.buffered_ops);
+  if (w.error != 0) {
+    return transfer_error(io, "write", "to", t.length - w.bytes, t.file_offset + w.bytes, route_label, direct,
+                          w.error);
+  }
+  return Status();
+}
+
+}  // namespace ferry::detail

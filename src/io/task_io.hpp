@@ -1,0 +1,37 @@
+// Moving one task's bytes between the file and host memory, choosing O_DIRECT or buffered I/O per task:
+// in `auto`, bytes already in the page cache are taken with a non-blocking buffered read and the rest
+// goes through O_DIRECT when alignment allows. Shared by the host route (the caller's buffer) and the
+// staged route (a pinned bounce buffer).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "ferry/config.hpp"
+#include "ferry/route.hpp"
+#include "io/file_descriptors.hpp"
+#include "io/syscalls.hpp"
+#include "io/task_split.hpp"
+
+namespace ferry::detail {
+
+struct TaskIo {
+  Syscalls* sys = nullptr;
+  const FileDescriptors* fds = nullptr;
+  const std::string* path = nullptr;
+  DirectIo policy = DirectIo::automatic;
+  std::uint64_t file_size = 0;                 // at the start of the request: O_DIRECT stays below it
+  std::atomic<bool>* nowait_unsupported = nullptr;  // shared per file: RWF_NOWAIT refused once
+  std::shared_ptr<const void> keep_alive;      // owns what the pointers above point into
+};
+
+/// Reads task `t` into `dst`. Returns the bytes read: fewer than t.length only at EOF. Errors name the
+/// file, the offset at which the failure happened, the route label and the I/O mode.
+Result<std::uint64_t> read_task(const TaskIo& io, const Task& t, void* dst, const char* route_label,
+                                Report& report);
+/// Writes task `t` from `src`. Errors as read_task's (no_space for ENOSPC).
+Status write_task(const TaskIo& io, const Task& t, const void* src, const char* route_label, Report& report);
+
+}  // namespace ferry::detail

@@ -1,0 +1,71 @@
+// ThreadPool: a plain FIFO of jobs with lazily grown workers.
+#include "io/thread_pool.hpp"
+
+namespace ferry::detail {
+namespace {
+thread_local bool t_on_worker = false;
+}  // namespace
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void ThreadPool::ensure_workers(std::size_t n) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  while (threads_.size() < n) threads_.emplace_back([this] { worker_loop(); });
+}
+
+std::size_t ThreadPool::workers() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return threads_.size();
+}
+
+void ThreadPool::submit(std::function<void()> job) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(std::move(job));
+  }
+  wake_.notify_one();
+}
+
+bool ThreadPool::help_one() {
+  std::function<void()> job;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (queue_.empty()) return false;
+    job = std::move(queue_.front());
+    queue_.pop_front();
+  }
+  job();
+  return true;
+}
+
+bool ThreadPool::on_worker_thread() { return t_on_worker; }
+
+void ThreadPool::worker_loop() {
+  t_on_worker = true;
+  for (;;) {
+    std::function<void()> job;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping and drained
+      job = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    job();
+  }
+}
+
+ThreadPool& shared_pool() {
+  // Leaked on purpose: workers may still be finishing detached requests during static destruction.
+  static ThreadPool* pool = new ThreadPool();
+  return *pool;
+}
+
+}  // namespace ferry::detail

@@ -1,0 +1,47 @@
+// The process-wide worker pool that runs the tasks of every request.
+//
+// Workers never block waiting for other tasks: a request's jobs pull tasks until none are left, and a
+// wait issued on a worker thread (a nested read inside a completion callback) runs queued jobs while it
+// waits (help_one), so nested requests cannot deadlock the pool however small it is.
+// Thread safety: all members may be called from any thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace ferry::detail {
+
+class ThreadPool {
+ public:
+  ThreadPool() = default;
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  /// Grows the pool to at least `n` workers (it never shrinks while the process runs).
+  void ensure_workers(std::size_t n);
+  std::size_t workers() const;
+  void submit(std::function<void()> job);
+  /// Runs one queued job on the calling thread. Returns false when the queue was empty.
+  bool help_one();
+  /// True on a thread owned by any ThreadPool.
+  static bool on_worker_thread();
+
+ private:
+  void worker_loop();
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::function<void()>> queue_;
+  std::vector<std::thread> threads_;
+  bool stopping_ = false;
+};
+
+/// The pool all Files share.
+ThreadPool& shared_pool();
+
+}  // namespace ferry::detail

@@ -1,0 +1,86 @@
+// read_fully / write_fully / read_cached_prefix.
+#include "io/transfer_loops.hpp"
+
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+
+namespace ferry::detail {
+namespace {
+
+// One system call moves at most this much: Linux caps a transfer near 2 GiB anyway.
+constexpr std::uint64_t kMaxChunk = 1ull << 30;
+
+template <typename Call>
+LoopOutcome loop(std::uint64_t length, IoCounters& io, bool is_read, Call call) {
+  LoopOutcome out;
+  int retries = 0;
+  while (out.bytes < length) {
+    std::uint64_t want = std::min(length - out.bytes, kMaxChunk);
+    ssize_t n = call(out.bytes, want);
+    if (n < 0) {
+      int e = static_cast<int>(-n);
+      if ((e == EINTR || e == EAGAIN) && retries < kMaxRetries) {
+        ++retries;
+        ++io.eintr_retries;
+        continue;
+      }
+      out.error = e;
+      return out;
+    }
+    if (n == 0) {
+      if (is_read) {
+        out.eof = true;
+        return out;
+      }
+      // A write that moves nothing cannot finish; the kernel would normally have said ENOSPC.
+      out.error = EIO;
+      return out;
+    }
+    out.bytes += static_cast<std::uint64_t>(n);
+    if (static_cast<std::uint64_t>(n) < want && out.bytes < length) ++io.short_transfers;
+  }
+  return out;
+}
+
+}  // namespace
+
+LoopOutcome read_fully(Syscalls& sys, int fd, void* buf, std::uint64_t length, std::uint64_t offset,
+                       IoCounters& io) {
+  auto* p = static_cast<char*>(buf);
+  return loop(length, io, true, [&](std::uint64_t done, std::uint64_t want) {
+    return sys.pread(fd, p + done, want, static_cast<off_t>(offset + done));
+  });
+}
+
+LoopOutcome write_fully(Syscalls& sys, int fd, const void* buf, std::uint64_t length, std::uint64_t offset,
+                        IoCounters& io) {
+  const auto* p = static_cast<const char*>(buf);
+  return loop(length, io, false, [&](std::uint64_t done, std::uint64_t want) {
+    return sys.pwrite(fd, p + done, want, static_cast<off_t>(offset + done));
+  });
+}
+
+LoopOutcome read_cached_prefix(Syscalls& sys, int fd, void* buf, std::uint64_t length, std::uint64_t offset,
+                               IoCounters& io) {
+  LoopOutcome out;
+  struct iovec iov{buf, static_cast<std::size_t>(std::min(length, kMaxChunk))};
+  for (int retries = 0;; ++retries) {
+    ssize_t n = sys.preadv2(fd, &iov, 1, static_cast<off_t>(offset), RWF_NOWAIT);
+    if (n == -EINTR && retries < kMaxRetries) {
+      ++io.eintr_retries;
+      continue;
+    }
+    if (n == -EAGAIN) return out;  // nothing cached at the start
+    if (n < 0) {
+      out.error = static_cast<int>(-n);
+      return out;
+    }
+    out.bytes = static_cast<std::uint64_t>(n);
+    out.eof = n == 0;
+    return out;
+  }
+}
+
+}  // namespace ferry::detail

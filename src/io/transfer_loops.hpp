@@ -1,0 +1,32 @@
+// Loops around pread/pwrite: continue short transfers, restart EINTR/EAGAIN (a bounded number of
+// times), stop at EOF. Errors come back as errno values with the offset they happened at; callers turn
+// them into messages that name the file.
+#pragma once
+
+#include <cstdint>
+
+#include "ferry/route.hpp"
+#include "io/syscalls.hpp"
+
+namespace ferry::detail {
+
+struct LoopOutcome {
+  std::uint64_t bytes = 0;  // transferred before EOF or the error
+  int error = 0;            // errno, 0 on success
+  bool eof = false;         // a read returned 0 before `length` bytes
+};
+
+/// Reads until `length` bytes, EOF, or an error. EIO is never retried.
+LoopOutcome read_fully(Syscalls& sys, int fd, void* buf, std::uint64_t length, std::uint64_t offset,
+                       IoCounters& io);
+/// Writes all `length` bytes or fails. A write that makes no progress fails with ENOSPC's neighbour EIO.
+LoopOutcome write_fully(Syscalls& sys, int fd, const void* buf, std::uint64_t length, std::uint64_t offset,
+                        IoCounters& io);
+/// One preadv2(RWF_NOWAIT): the bytes already in the page cache (a prefix), 0 if none; error is
+/// EOPNOTSUPP/ENOSYS where the kernel cannot tell, other errno values as they come.
+LoopOutcome read_cached_prefix(Syscalls& sys, int fd, void* buf, std::uint64_t length, std::uint64_t offset,
+                               IoCounters& io);
+
+inline constexpr int kMaxRetries = 1000;
+
+}  // namespace ferry::detail

@@ -1,0 +1,268 @@
+// Report: per-route counters, reasons, and their human and JSON forms; the process-wide report.
+#include <algorithm>
+#include <mutex>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "ferry/config.hpp"
+#include "ferry/route.hpp"
+
+namespace ferry {
+
+const char* route_name(Route r) noexcept {
+  switch (r) {
+    case Route::nvfs: return "nvfs";
+    case Route::p2p: return "p2p";
+    case Route::cufile_posix: return "cufile-posix";
+    case Route::staged: return "staged";
+    case Route::host: return "host";
+  }
+  return "?";
+}
+
+const char* reason_name(Reason r) noexcept {
+  switch (r) {
+    case Reason::buffer_is_host_memory: return "buffer_is_host_memory";
+    case Reason::compat_mode_on: return "compat_mode_on";
+    case Reason::below_gds_threshold: return "below_gds_threshold";
+    case Reason::cuda_unavailable: return "cuda_unavailable";
+    case Reason::cufile_library_missing: return "cufile_library_missing";
+    case Reason::cufile_driver_open_failed: return "cufile_driver_open_failed";
+    case Reason::cufile_handle_register_failed: return "cufile_handle_register_failed";
+    case Reason::nvidia_fs_not_loaded: return "nvidia_fs_not_loaded";
+    case Reason::compat_mode_off: return "compat_mode_off";
+    case Reason::gds_available: return "gds_available";
+    case Reason::cufile_stats: return "cufile_stats";
+  }
+  return "?";
+}
+
+const char* reason_text(Reason r) noexcept {
+  switch (r) {
+    case Reason::buffer_is_host_memory: return "buffer is host memory";
+    case Reason::compat_mode_on: return "compat mode on: cuFile not used";
+    case Reason::below_gds_threshold: return "request below the GDS threshold";
+    case Reason::cuda_unavailable: return "CUDA driver unavailable";
+    case Reason::cufile_library_missing: return "cuFile library missing";
+    case Reason::cufile_driver_open_failed: return "cuFile driver open failed";
+    case Reason::cufile_handle_register_failed: return "cuFile handle registration failed";
+    case Reason::nvidia_fs_not_loaded: return "nvidia-fs not loaded (cuFile would only use its POSIX path)";
+    case Reason::compat_mode_off: return "compat mode off: cuFile required";
+    case Reason::gds_available: return "GPUDirect Storage available";
+    case Reason::cufile_stats: return "attributed by cuFile's statistics";
+  }
+  return "?";
+}
+
+std::uint64_t Report::total_ops() const {
+  std::uint64_t n = 0;
+  for (const auto& r : routes) n += r.ops;
+  return n;
+}
+
+std::uint64_t Report::total_bytes() const {
+  std::uint64_t n = 0;
+  for (const auto& r : routes) n += r.bytes;
+  return n;
+}
+
+void Report::count(Route route, Reason reason, const std::string& detail, std::uint64_t bytes,
+                   std::uint64_t nanoseconds) {
+  auto& c = routes[static_cast<std::size_t>(route)];
+  c.ops += 1;
+  c.bytes += bytes;
+  c.nanoseconds += nanoseconds;
+  for (auto& rc : reasons) {
+    if (rc.route == route && rc.reason == reason && rc.detail == detail) {
+      rc.ops += 1;
+      return;
+    }
+  }
+  reasons.push_back(ReasonCount{route, reason, detail, 1});
+}
+
+void Report::add_note(const std::string& note) {
+  if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
+}
+
+void Report::merge(const Report& other) {
+  for (std::size_t i = 0; i < kRouteCount; ++i) {
+    routes[i].ops += other.routes[i].ops;
+    routes[i].bytes += other.routes[i].bytes;
+    routes[i].nanoseconds += other.routes[i].nanoseconds;
+  }
+  for (const auto& rc : other.reasons) {
+    auto it = std::find_if(reasons.begin(), reasons.end(), [&](const ReasonCount& mine) {
+      return mine.route == rc.route && mine.reason == rc.reason && mine.detail == rc.detail;
+    });
+    if (it == reasons.end()) {
+      reasons.push_back(rc);
+    } else {
+      it->ops += rc.ops;
+    }
+  }
+  io.direct_ops += other.io.direct_ops;
+  io.buffered_ops += other.io.buffered_ops;
+  io.cached_ops += other.io.cached_ops;
+  io.eintr_retries += other.io.eintr_retries;
+  io.short_transfers += other.io.short_transfers;
+  if (other.cufile) {
+    CuFileCounters& c = cufile ? *cufile : cufile.emplace();
+    const CuFileCounters& o = *other.cufile;
+    c.nvfs_reads += o.nvfs_reads;
+    c.posix_reads += o.posix_reads;
+    c.p2p_reads += o.p2p_reads;
+    c.nvfs_writes += o.nvfs_writes;
+    c.posix_writes += o.posix_writes;
+    c.p2p_writes += o.p2p_writes;
+    c.read_bytes += o.read_bytes;
+    c.write_bytes += o.write_bytes;
+    c.read_errors += o.read_errors;
+    c.write_errors += o.write_errors;
+  }
+  for (const auto& n : other.notes) add_note(n);
+}
+
+namespace {
+
+std::string reason_phrase(const ReasonCount& rc) {
+  std::string text = reason_text(rc.reason);
+  if (!rc.detail.empty()) text += ": " + rc.detail;
+  return text;
+}
+
+}  // namespace
+
+std::string Report::summary() const {
+  std::uint64_t ops = total_ops();
+  std::string out = fmt::format("{} operation{}, {}", ops, ops == 1 ? "" : "s", format_size(total_bytes()));
+  if (ops == 0) return out;
+  std::vector<std::string> parts;
+  for (std::size_t i = 0; i < kRouteCount; ++i) {
+    if (routes[i].ops == 0) continue;
+    if (routes[i].ops == ops) {
+      parts.push_back(fmt::format("all {}", route_name(static_cast<Route>(i))));
+    } else {
+      parts.push_back(fmt::format("{} {}", route_name(static_cast<Route>(i)), routes[i].ops));
+    }
+  }
+  out += ", ";
+  for (std::size_t i = 0; i < parts.size(); ++i) out += (i ? ", " : "") + parts[i];
+  std::vector<std::string> why;
+  for (const auto& rc : reasons) why.push_back(reason_phrase(rc));
+  if (!why.empty()) {
+    out += " (reason: ";
+    for (std::size_t i = 0; i < why.size(); ++i) out += (i ? "; " : "") + why[i];
+    out += ")";
+  }
+  if (cufile) {
+    out += fmt::format(" [cuFile: nvfs={} p2p={} posix={}]", cufile->nvfs_reads + cufile->nvfs_writes,
+                       cufile->p2p_reads + cufile->p2p_writes, cufile->posix_reads + cufile->posix_writes);
+  }
+  return out;
+}
+
+std::string Report::table() const {
+  std::string out = fmt::format("{:<13} {:>10} {:>12} {:>10}  {}\n", "route", "ops", "bytes", "GiB/s*",
+                                "reason");
+  for (std::size_t i = 0; i < kRouteCount; ++i) {
+    const auto& c = routes[i];
+    if (c.ops == 0) continue;
+    Route route = static_cast<Route>(i);
+    // Per-task rate: bytes over summed task time, i.e. what one worker sustained.
+    double rate = c.nanoseconds ? static_cast<double>(c.bytes) / static_cast<double>(c.nanoseconds) *
+                                      1e9 / (1024.0 * 1024 * 1024)
+                                : 0.0;
+    bool first = true;
+    for (const auto& rc : reasons) {
+      if (rc.route != route) continue;
+      if (first) {
+        out += fmt::format("{:<13} {:>10} {:>12} {:>10.2f}  {} ({} ops)\n", route_name(route), c.ops,
+                           format_size(c.bytes), rate, reason_phrase(rc), rc.ops);
+      } else {
+        out += fmt::format("{:<13} {:>10} {:>12} {:>10}  {} ({} ops)\n", "", "", "", "", reason_phrase(rc),
+                           rc.ops);
+      }
+      first = false;
+    }
+    if (first) {
+      out += fmt::format("{:<13} {:>10} {:>12} {:>10.2f}\n", route_name(route), c.ops, format_size(c.bytes),
+                         rate);
+    }
+  }
+  out += fmt::format("total         {:>10} {:>12}\n", total_ops(), format_size(total_bytes()));
+  out += "* per worker: bytes over the summed time of that route's tasks\n";
+  out += fmt::format("I/O: {} O_DIRECT, {} buffered ({} served from the page cache), {} EINTR/EAGAIN retries, "
+                     "{} short transfers continued\n",
+                     io.direct_ops, io.buffered_ops, io.cached_ops, io.eintr_retries, io.short_transfers);
+  if (cufile) {
+    out += fmt::format("cuFile statistics: reads nvfs={} p2p={} posix={}; writes nvfs={} p2p={} posix={}; "
+                       "errors read={} write={}\n",
+                       cufile->nvfs_reads, cufile->p2p_reads, cufile->posix_reads, cufile->nvfs_writes,
+                       cufile->p2p_writes, cufile->posix_writes, cufile->read_errors, cufile->write_errors);
+  }
+  for (const auto& n : notes) out += "note: " + n + "\n";
+  return out;
+}
+
+std::string Report::to_json() const {
+  nlohmann::json j;
+  nlohmann::json r = nlohmann::json::object();
+  for (std::size_t i = 0; i < kRouteCount; ++i) {
+    const auto& c = routes[i];
+    r[route_name(static_cast<Route>(i))] = {{"ops", c.ops}, {"bytes", c.bytes}, {"nanoseconds", c.nanoseconds}};
+  }
+  j["routes"] = r;
+  j["reasons"] = nlohmann::json::array();
+  for (const auto& rc : reasons) {
+    j["reasons"].push_back({{"route", route_name(rc.route)},
+                            {"reason", reason_name(rc.reason)},
+                            {"text", reason_text(rc.reason)},
+                            {"detail", rc.detail},
+                            {"ops", rc.ops}});
+  }
+  j["io"] = {{"direct_ops", io.direct_ops},
+             {"buffered_ops", io.buffered_ops},
+             {"cached_ops", io.cached_ops},
+             {"eintr_retries", io.eintr_retries},
+             {"short_transfers", io.short_transfers}};
+  if (cufile) {
+    j["cufile"] = {{"nvfs_reads", cufile->nvfs_reads},   {"posix_reads", cufile->posix_reads},
+                   {"p2p_reads", cufile->p2p_reads},     {"nvfs_writes", cufile->nvfs_writes},
+                   {"posix_writes", cufile->posix_writes}, {"p2p_writes", cufile->p2p_writes},
+                   {"read_bytes", cufile->read_bytes},   {"write_bytes", cufile->write_bytes},
+                   {"read_errors", cufile->read_errors}, {"write_errors", cufile->write_errors}};
+  } else {
+    j["cufile"] = nullptr;
+  }
+  j["notes"] = notes;
+  j["total_ops"] = total_ops();
+  j["total_bytes"] = total_bytes();
+  j["summary"] = summary();
+  return j.dump();
+}
+
+namespace {
+std::mutex g_process_mutex;
+Report g_process_report;
+}  // namespace
+
+namespace detail {
+void add_to_process_report(const Report& report) {
+  std::lock_guard<std::mutex> lock(g_process_mutex);
+  g_process_report.merge(report);
+}
+}  // namespace detail
+
+Report process_report() {
+  std::lock_guard<std::mutex> lock(g_process_mutex);
+  return g_process_report;
+}
+
+void reset_process_report() {
+  std::lock_guard<std::mutex> lock(g_process_mutex);
+  g_process_report = Report{};
+}
+
+}  // namespace ferry
