@@ -1,0 +1,150 @@
+#include "platform/cuda/cuda_api.hpp"
+
+#include <mutex>
+
+#include "platform/dynamic_library.hpp"
+
+namespace ferry::detail {
+
+Result<CudaApi> CudaApi::load(const char* library) {
+  FERRY_ASSIGN_OR_RETURN(void* handle, open_dynamic_library(library));
+  CudaApi api;
+  api.library = library;
+  // One line per symbol: the exported name is the one cuda.h's macros resolve to.
+#define FERRY_LOAD_CUDA_(member) FERRY_RETURN_IF_ERROR(load_symbol(handle, library, #member, api.member))
+  FERRY_LOAD_CUDA_(cuInit);
+  FERRY_LOAD_CUDA_(cuDriverGetVersion);
+  FERRY_LOAD_CUDA_(cuDeviceGetCount);
+  FERRY_LOAD_CUDA_(cuDeviceGet);
+  FERRY_LOAD_CUDA_(cuDeviceGetName);
+  FERRY_LOAD_CUDA_(cuDeviceGetAttribute);
+  FERRY_LOAD_CUDA_(cuDeviceGetPCIBusId);
+  FERRY_LOAD_CUDA_(cuDeviceTotalMem_v2);
+  FERRY_LOAD_CUDA_(cuDevicePrimaryCtxRetain);
+  FERRY_LOAD_CUDA_(cuDevicePrimaryCtxRelease_v2);
+  FERRY_LOAD_CUDA_(cuCtxSetCurrent);
+  FERRY_LOAD_CUDA_(cuCtxGetCurrent);
+  FERRY_LOAD_CUDA_(cuCtxSynchronize);
+  FERRY_LOAD_CUDA_(cuPointerGetAttribute);
+  FERRY_LOAD_CUDA_(cuPointerGetAttributes);
+  FERRY_LOAD_CUDA_(cuMemAlloc_v2);
+  FERRY_LOAD_CUDA_(cuMemFree_v2);
+  FERRY_LOAD_CUDA_(cuMemHostAlloc);
+  FERRY_LOAD_CUDA_(cuMemFreeHost);
+  FERRY_LOAD_CUDA_(cuMemHostRegister_v2);
+  FERRY_LOAD_CUDA_(cuMemHostUnregister);
+  FERRY_LOAD_CUDA_(cuMemcpyHtoD_v2);
+  FERRY_LOAD_CUDA_(cuMemcpyDtoH_v2);
+  FERRY_LOAD_CUDA_(cuMemcpyHtoDAsync_v2);
+  FERRY_LOAD_CUDA_(cuMemcpyDtoHAsync_v2);
+  FERRY_LOAD_CUDA_(cuMemsetD8_v2);
+  FERRY_LOAD_CUDA_(cuStreamCreate);
+  FERRY_LOAD_CUDA_(cuStreamDestroy_v2);
+  FERRY_LOAD_CUDA_(cuStreamSynchronize);
+  FERRY_LOAD_CUDA_(cuEventCreate);
+  FERRY_LOAD_CUDA_(cuEventRecord);
+  FERRY_LOAD_CUDA_(cuEventSynchronize);
+  FERRY_LOAD_CUDA_(cuEventQuery);
+  FERRY_LOAD_CUDA_(cuEventDestroy_v2);
+  FERRY_LOAD_CUDA_(cuGetErrorName);
+  FERRY_LOAD_CUDA_(cuGetErrorString);
+#undef FERRY_LOAD_CUDA_
+  return api;
+}
+
+bool CudaApi::complete() const noexcept {
+  return cuInit && cuDriverGetVersion && cuDeviceGetCount && cuDeviceGet && cuDeviceGetName &&
+         cuDeviceGetAttribute && cuDeviceGetPCIBusId && cuDeviceTotalMem_v2 && cuDevicePrimaryCtxRetain &&
+         cuDevicePrimaryCtxRelease_v2 && cuCtxSetCurrent && cuCtxGetCurrent && cuCtxSynchronize &&
+         cuPointerGetAttribute && cuPointerGetAttributes && cuMemAlloc_v2 && cuMemFree_v2 && cuMemHostAlloc &&
+         cuMemFreeHost && cuMemHostRegister_v2 && cuMemHostUnregister && cuMemcpyHtoD_v2 && cuMemcpyDtoH_v2 &&
+         cuMemcpyHtoDAsync_v2 && cuMemcpyDtoHAsync_v2 && cuMemsetD8_v2 && cuStreamCreate && cuStreamDestroy_v2 &&
+         cuStreamSynchronize && cuEventCreate && cuEventRecord && cuEventSynchronize && cuEventQuery &&
+         cuEventDestroy_v2 && cuGetErrorName && cuGetErrorString;
+}
+
+namespace {
+
+struct ProcessCuda {
+  CudaApi api;
+  Status status;
+  bool usable = false;
+};
+
+const ProcessCuda& process_cuda() {
+  static std::once_flag once;
+  static ProcessCuda state;
+  std::call_once(once, [] {
+    Result<CudaApi> loaded = CudaApi::load();
+    if (!loaded.ok()) {
+      state.status = loaded.status();
+      return;
+    }
+    state.api = std::move(loaded).value();
+    CUresult result = state.api.cuInit(0);
+    if (result != CUDA_SUCCESS) {
+      state.status = Status(ErrorCode::unavailable, "cuInit failed: " + cuda_error_text(state.api, result));
+      return;
+    }
+    state.usable = true;
+  });
+  return state;
+}
+
+}  // namespace
+
+const CudaApi* process_cuda_api() {
+  const ProcessCuda& cuda = process_cuda();
+  return cuda.usable ? &cuda.api : nullptr;
+}
+
+Status process_cuda_status() { return process_cuda().status; }
+
+std::string cuda_error_text(const CudaApi& api, CUresult result) {
+  const char* name = nullptr;
+  const char* text = nullptr;
+  // Both lookups work before cuInit and fail only for values the driver does not know.
+  if (api.cuGetErrorName == nullptr || api.cuGetErrorName(result, &name) != CUDA_SUCCESS || name == nullptr) {
+    return "CUDA error " + std::to_string(static_cast<int>(result));
+  }
+  std::string out = name;
+  if (api.cuGetErrorString != nullptr && api.cuGetErrorString(result, &text) == CUDA_SUCCESS && text != nullptr) {
+    out += " (";
+    out += text;
+    out += ")";
+  }
+  return out;
+}
+
+Status cuda_check(const CudaApi& api, CUresult result, std::string_view what) {
+  if (result == CUDA_SUCCESS) return Status();
+  ErrorCode code = ErrorCode::io_error;
+  switch (result) {
+    case CUDA_ERROR_INVALID_VALUE:
+      code = ErrorCode::invalid_argument;
+      break;
+    case CUDA_ERROR_INVALID_HANDLE:
+    case CUDA_ERROR_INVALID_CONTEXT:
+      code = ErrorCode::internal;
+      break;
+    case CUDA_ERROR_OUT_OF_MEMORY:
+    case CUDA_ERROR_NOT_INITIALIZED:
+    case CUDA_ERROR_DEINITIALIZED:
+    case CUDA_ERROR_STUB_LIBRARY:
+    case CUDA_ERROR_DEVICE_UNAVAILABLE:
+    case CUDA_ERROR_NO_DEVICE:
+    case CUDA_ERROR_INVALID_DEVICE:
+    case CUDA_ERROR_NOT_PERMITTED:
+    case CUDA_ERROR_NOT_SUPPORTED:
+    case CUDA_ERROR_SYSTEM_NOT_READY:
+    case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
+    case CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE:
+      code = ErrorCode::unavailable;
+      break;
+    default:
+      break;
+  }
+  return Status(code, std::string(what) + " failed: " + cuda_error_text(api, result));
+}
+
+}  // namespace ferry::detail

@@ -1,0 +1,95 @@
+#include "platform/cufile/cufile_api.hpp"
+
+#include <mutex>
+
+#include "platform/cufile/cufile_log.hpp"
+#include "platform/dynamic_library.hpp"
+
+namespace ferry::detail {
+
+namespace {
+
+constexpr const char* kDefaultLibraries[] = {"libcufile.so.0", "libcufile.so", "/usr/local/cuda/lib64/libcufile.so.0"};
+
+Status resolve(void* handle, const char* name, CuFileApi& api) {
+#define FERRY_REQUIRE_CUFILE_(member) FERRY_RETURN_IF_ERROR(load_symbol(handle, name, #member, api.member))
+#define FERRY_OPTIONAL_CUFILE_(member) \
+  if (!load_optional_symbol(handle, name, #member, api.member)) api.missing_optional.push_back(#member)
+  FERRY_REQUIRE_CUFILE_(cuFileDriverOpen);
+  // cufile.h's macro points cuFileDriverClose at the _v2 entry; older libraries export only the plain one.
+  if (!load_optional_symbol(handle, name, "cuFileDriverClose_v2", api.cuFileDriverClose_v2)) {
+    FERRY_RETURN_IF_ERROR(load_symbol(handle, name, "cuFileDriverClose", api.cuFileDriverClose_v2));
+  }
+  FERRY_REQUIRE_CUFILE_(cuFileDriverGetProperties);
+  FERRY_REQUIRE_CUFILE_(cuFileHandleRegister);
+  FERRY_REQUIRE_CUFILE_(cuFileHandleDeregister);
+  FERRY_REQUIRE_CUFILE_(cuFileBufRegister);
+  FERRY_REQUIRE_CUFILE_(cuFileBufDeregister);
+  FERRY_REQUIRE_CUFILE_(cuFileRead);
+  FERRY_REQUIRE_CUFILE_(cuFileWrite);
+  FERRY_OPTIONAL_CUFILE_(cuFileGetVersion);
+  FERRY_OPTIONAL_CUFILE_(cuFileSetStatsLevel);
+  FERRY_OPTIONAL_CUFILE_(cuFileStatsStart);
+  FERRY_OPTIONAL_CUFILE_(cuFileStatsReset);
+  FERRY_OPTIONAL_CUFILE_(cuFileGetStatsL1);
+  FERRY_OPTIONAL_CUFILE_(cuFileGetStatsL3);
+#undef FERRY_REQUIRE_CUFILE_
+#undef FERRY_OPTIONAL_CUFILE_
+  return Status();
+}
+
+}  // namespace
+
+Result<CuFileApi> CuFileApi::load(const char* library) {
+  std::string tried;
+  for (const char* name : kDefaultLibraries) {
+    if (library != nullptr) name = library;
+    Result<void*> handle = open_dynamic_library(name);
+    if (handle.ok()) {
+      CuFileApi api;
+      api.library = name;
+      FERRY_RETURN_IF_ERROR(resolve(*handle, name, api));
+      return api;
+    }
+    if (!tried.empty()) tried += "; ";
+    tried += handle.status().message();
+    if (library != nullptr) break;
+  }
+  return Status(ErrorCode::unavailable, tried);
+}
+
+namespace {
+
+struct ProcessCuFile {
+  CuFileApi api;
+  Status status;
+  bool loaded = false;
+};
+
+const ProcessCuFile& process_cufile() {
+  static std::once_flag once;
+  static ProcessCuFile state;
+  std::call_once(once, [] {
+    // cuFile may read its environment as soon as it is loaded, so the log goes to our file from the start.
+    prepare_cufile_log();
+    Result<CuFileApi> loaded = CuFileApi::load();
+    if (!loaded.ok()) {
+      state.status = loaded.status();
+      return;
+    }
+    state.api = std::move(loaded).value();
+    state.loaded = true;
+  });
+  return state;
+}
+
+}  // namespace
+
+const CuFileApi* process_cufile_api() {
+  const ProcessCuFile& cufile = process_cufile();
+  return cufile.loaded ? &cufile.api : nullptr;
+}
+
+Status process_cufile_status() { return process_cufile().status; }
+
+}  // namespace ferry::detail

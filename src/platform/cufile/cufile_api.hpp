@@ -1,0 +1,56 @@
+// The cuFile API as a table of function pointers, loaded from libcufile at run time.
+//
+// Not a singleton: the router is handed a `const CuFileApi*` (the process's real one from
+// process_cufile_api(), or tests/support/fake_cufile.hpp's), so routing and GDS logic run without cuFile.
+// Members are named after the exported symbol they hold (cufile.h maps cuFileDriverClose to
+// cuFileDriverClose_v2 by macro).
+// Thread safety: a loaded table is immutable; cuFile's functions are documented as thread-safe.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ferry/status.hpp"
+#include "platform/cufile/cufile_abi.hpp"
+
+namespace ferry::detail {
+
+struct CuFileApi {
+  // Required: load() fails without them.
+  cuFileDriverOpen_fn cuFileDriverOpen = nullptr;
+  cuFileDriverClose_v2_fn cuFileDriverClose_v2 = nullptr;  // or the older cuFileDriverClose
+  cuFileDriverGetProperties_fn cuFileDriverGetProperties = nullptr;
+  cuFileHandleRegister_fn cuFileHandleRegister = nullptr;
+  cuFileHandleDeregister_fn cuFileHandleDeregister = nullptr;
+  cuFileBufRegister_fn cuFileBufRegister = nullptr;
+  cuFileBufDeregister_fn cuFileBufDeregister = nullptr;
+  cuFileRead_fn cuFileRead = nullptr;
+  cuFileWrite_fn cuFileWrite = nullptr;
+  // Optional: null where this libcufile lacks them; their names are listed in missing_optional.
+  cuFileGetVersion_fn cuFileGetVersion = nullptr;
+  cuFileSetStatsLevel_fn cuFileSetStatsLevel = nullptr;
+  cuFileStatsStart_fn cuFileStatsStart = nullptr;
+  cuFileStatsReset_fn cuFileStatsReset = nullptr;
+  cuFileGetStatsL1_fn cuFileGetStatsL1 = nullptr;
+  cuFileGetStatsL3_fn cuFileGetStatsL3 = nullptr;
+
+  std::string library;                    // the name or path that was opened ("libcufile.so.0")
+  std::vector<std::string> missing_optional;  // optional symbols this library lacks
+
+  /// Opens `library`, or with nullptr the first of "libcufile.so.0", "libcufile.so",
+  /// "/usr/local/cuda/lib64/libcufile.so.0" that loads. Errors: unavailable, naming every name tried and
+  /// the loader's reason for each ("libcufile.so.0 not found: ...; libcufile.so not found: ..."), or the
+  /// missing required symbol.
+  [[nodiscard]] static Result<CuFileApi> load(const char* library = nullptr);
+
+  /// True when cuFile's per-GPU statistics can be read (level 3 settable and readable).
+  bool has_stats() const noexcept { return cuFileSetStatsLevel && cuFileStatsStart && cuFileGetStatsL3; }
+};
+
+/// The process's cuFile library, loaded on first call (after pointing cuFile's log at Ferry's per-process
+/// file, see cufile_log.hpp). nullptr when it cannot be loaded; process_cufile_status() says why.
+/// Loading does not open the driver: see CuFileDriver::open. Thread-safe.
+const CuFileApi* process_cufile_api();
+Status process_cufile_status();
+
+}  // namespace ferry::detail
