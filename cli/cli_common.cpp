@@ -1,0 +1,80 @@
+// Option handling, error printing and timing shared by the subcommands.
+#include "cli_common.hpp"
+
+#include <chrono>
+#include <cstring>
+#include <iostream>
+
+namespace ferry::cli {
+
+void add_common_options(CLI::App& cmd, CommonOptions& o) {
+  cmd.add_option("--threads", o.threads, "Worker threads for this request (default: FERRY_THREADS or CPUs, 4..16)");
+  cmd.add_option("--task-size", o.task_size, "Bytes per task, e.g. 4MiB (default: FERRY_TASK_SIZE or 4MiB)");
+  cmd.add_option("--direct-io", o.direct_io, "O_DIRECT policy: auto, on, off (default: auto)");
+  cmd.add_option("--compat", o.compat, "cuFile use for device memory: auto, on (never), off (always)");
+  cmd.add_flag("--require-gds", o.require_gds, "Fail unless every operation takes cuFile's direct route");
+  cmd.add_option("--device", o.device, "GPU ordinal to read into or write from (default: host memory)");
+  cmd.add_flag("--json", o.json, "Print one JSON object instead of text");
+}
+
+std::uint64_t parse_size_option(const std::string& text, const char* option) {
+  auto r = parse_size(text, option);
+  if (!r.ok()) throw UsageError{r.status().message()};
+  return *r;
+}
+
+Config build_config(const CommonOptions& o) {
+  auto base = default_config();
+  if (!base.ok()) throw UsageError{base.status().message()};
+  Config c = *base;
+  auto apply = [&](const char* setting, const char* option, const std::string& value) {
+    if (value.empty()) return;
+    Status s = c.set(setting, value);
+    if (!s.ok()) {
+      std::string msg = s.message();
+      // The setting's name means little on a command line: name the option instead.
+      auto at = msg.find(setting);
+      if (at != std::string::npos) msg.replace(at, std::strlen(setting), option);
+      throw UsageError{msg};
+    }
+  };
+  apply("threads", "--threads", o.threads);
+  apply("task_size", "--task-size", o.task_size);
+  apply("direct_io", "--direct-io", o.direct_io);
+  apply("compat_mode", "--compat", o.compat);
+  if (o.require_gds) c.set_require(Requirement::gds);
+  return c;
+}
+
+void print_error(const std::string& message) { std::cerr << "ferry: " << message << "\n"; }
+
+int exit_code_for(const Status& s) {
+  return s.code() == ErrorCode::invalid_argument && s.sys_errno() == 0 ? kExitUsage : kExitFailure;
+}
+
+std::uint64_t now_ns() {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+double seconds_since(std::uint64_t start_ns) { return static_cast<double>(now_ns() - start_ns) / 1e9; }
+
+void fill_generated(std::uint8_t* dst, std::uint64_t size, std::uint64_t file_offset) {
+  // One 64-bit mix per 8-byte word of the file: position-dependent, so misplaced data cannot match.
+  std::uint64_t at = file_offset;
+  std::uint64_t end = file_offset + size;
+  while (at < end) {
+    std::uint64_t word = at / 8;
+    std::uint64_t x = (word + 1) * 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    x ^= x >> 31;
+    std::uint64_t in_word = at % 8;
+    std::uint64_t n = std::min<std::uint64_t>(8 - in_word, end - at);
+    std::memcpy(dst + (at - file_offset), reinterpret_cast<const std::uint8_t*>(&x) + in_word, n);
+    at += n;
+  }
+}
+
+}  // namespace ferry::cli

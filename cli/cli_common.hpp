@@ -1,0 +1,59 @@
+// Shared pieces of the `ferry` subcommands: exit codes, option parsing helpers, output.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "ferry/ferry.hpp"
+
+namespace ferry::cli {
+
+// Exit codes, as documented in `ferry --help` and the README.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;   // the operation failed: missing file, permission, I/O error, ...
+inline constexpr int kExitUsage = 2;     // bad command line: unknown option, bad size suffix, ...
+inline constexpr int kExitMismatch = 3;  // --verify found different bytes
+inline constexpr int kExitRouteRefused = 4;  // --require-gds / doctor: the required route is not available
+
+/// A usage error raised while interpreting options (exit 2).
+struct UsageError {
+  std::string message;
+};
+
+/// Options every I/O subcommand shares, kept as text until parsed so errors can name the option.
+struct CommonOptions {
+  std::string threads;
+  std::string task_size;
+  std::string direct_io;
+  std::string compat;
+  bool require_gds = false;
+  bool json = false;
+  int device = -1;  // -1: host memory
+};
+
+void add_common_options(CLI::App& cmd, CommonOptions& o);
+/// default_config() with the command line's settings applied. Throws UsageError.
+Config build_config(const CommonOptions& o);
+/// parse_size for an option; throws UsageError naming the option.
+std::uint64_t parse_size_option(const std::string& text, const char* option);
+
+/// "ferry: <message>" on stderr.
+void print_error(const std::string& message);
+/// Exit code for a failed Status: permission/missing/IO are failures; invalid arguments are usage.
+int exit_code_for(const Status& s);
+
+/// Seconds since `start` (steady clock).
+double seconds_since(std::uint64_t start_ns);
+std::uint64_t now_ns();
+
+/// The deterministic bytes `ferry write` generates and `ferry read --verify` can check.
+void fill_generated(std::uint8_t* dst, std::uint64_t size, std::uint64_t file_offset);
+
+int run_read(const std::string& path, const std::string& offset, const std::string& size, bool verify,
+             const CommonOptions& o);
+int run_write(const std::string& path, const std::string& size, bool no_sync, const CommonOptions& o);
+
+}  // namespace ferry::cli

@@ -1,0 +1,159 @@
+// `ferry read`: read a file (or part of it) into host or GPU memory, report throughput and routes.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli_common.hpp"
+#include "device_memory.hpp"
+#include "host_buffer.hpp"
+
+namespace ferry::cli {
+namespace {
+
+struct VerifyOutcome {
+  bool ok = true;
+  std::string detail;
+};
+
+// The reference: one plain descriptor, sequential 16 MiB preads, nothing of Ferry's engine.
+VerifyOutcome verify_against_sequential(const std::string& path, const std::uint8_t* got, std::uint64_t offset,
+                                        std::uint64_t bytes) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {false, fmt::format("could not reopen for verification: {}", std::strerror(errno))};
+  constexpr std::uint64_t kChunk = 16ull << 20;
+  auto ref = allocate_host(kChunk);
+  VerifyOutcome out;
+  for (std::uint64_t at = 0; at < bytes && out.ok;) {
+    std::uint64_t want = std::min(kChunk, bytes - at);
+    ssize_t n = ::pread(fd, ref.get(), want, static_cast<off_t>(offset + at));
+    if (n <= 0) {
+      out = {false, fmt::format("sequential read stopped at offset {} ({})", offset + at,
+                                n == 0 ? "end of file" : std::strerror(errno))};
+      break;
+    }
+    if (std::memcmp(ref.get(), got + at, static_cast<std::size_t>(n)) != 0) {
+      std::uint64_t i = 0;
+      while (ref[i] == got[at + i]) ++i;
+      out = {false, fmt::format("first difference at file offset {}: expected 0x{:02x}, got 0x{:02x}",
+                                offset + at + i, ref[i], got[at + i])};
+    }
+    at += static_cast<std::uint64_t>(n);
+  }
+  ::close(fd);
+  if (out.ok) out.detail = fmt::format("{} bytes match a sequential read", bytes);
+  return out;
+}
+
+}  // namespace
+
+int run_read(const std::string& path, const std::string& offset_text, const std::string& size_text, bool verify,
+             const CommonOptions& o) {
+  Config config = build_config(o);
+  std::uint64_t offset = offset_text.empty() ? 0 : parse_size_option(offset_text, "--offset");
+
+  auto file = File::open(path, "r", config);
+  if (!file.ok()) {
+    print_error(file.status().to_string());
+    return exit_code_for(file.status());
+  }
+  auto file_size = file->size();
+  if (!file_size.ok()) {
+    print_error(file_size.status().to_string());
+    return kExitFailure;
+  }
+  std::uint64_t size = 0;
+  if (!size_text.empty()) {
+    size = parse_size_option(size_text, "--size");
+  } else {
+    size = *file_size > offset ? *file_size - offset : 0;
+  }
+
+  // Destination: host memory, or device memory of GPU `o.device`.
+  HostBuffer host;
+  std::optional<DeviceBuffer> device;
+  void* destination = nullptr;
+  if (o.device >= 0) {
+    auto d = DeviceBuffer::allocate(o.device, size);
+    if (!d.ok()) {
+      print_error(d.status().to_string());
+      return kExitFailure;
+    }
+    device.emplace(std::move(*d));
+    destination = device->pointer();
+  } else {
+    host = allocate_host(size);
+    if (!host) {
+      print_error(fmt::format("could not allocate {} of host memory", format_size(size)));
+      return kExitFailure;
+    }
+    destination = host.get();
+  }
+
+  std::uint64_t start = now_ns();
+  auto result = file->pread(destination, size, offset).get();
+  double seconds = seconds_since(start);
+  if (!result.ok()) {
+    print_error(result.status().to_string());
+    return o.require_gds && result.status().code() == ErrorCode::failed_precondition ? kExitRouteRefused
+                                                                                     : kExitFailure;
+  }
+  const Transfer& t = *result;
+
+  std::optional<VerifyOutcome> verified;
+  if (verify) {
+    const std::uint8_t* got = host.get();
+    HostBuffer copy;
+    if (device) {
+      copy = allocate_host(t.bytes);
+      Status s = device->copy_to_host(copy.get(), t.bytes);
+      if (!s.ok()) {
+        print_error(s.to_string());
+        return kExitFailure;
+      }
+      got = copy.get();
+    }
+    verified = verify_against_sequential(path, got, offset, t.bytes);
+  }
+
+  double gib_s = seconds > 0 ? static_cast<double>(t.bytes) / seconds / (1024.0 * 1024 * 1024) : 0.0;
+  std::string target = o.device >= 0 ? fmt::format("GPU {}", o.device) : "host memory";
+  if (o.json) {
+    nlohmann::json j;
+    j["command"] = "read";
+    j["path"] = path;
+    j["offset"] = offset;
+    j["requested_bytes"] = size;
+    j["bytes"] = t.bytes;
+    j["seconds"] = seconds;
+    j["gib_per_s"] = gib_s;
+    j["target"] = o.device >= 0 ? nlohmann::json(o.device) : nlohmann::json("host");
+    j["settings"] = {{"threads", config.threads()},
+                     {"task_size", config.task_size()},
+                     {"direct_io", direct_io_name(config.direct_io())},
+                     {"compat_mode", compat_mode_name(config.compat_mode())},
+                     {"require", requirement_name(config.require())}};
+    j["report"] = nlohmann::json::parse(t.report.to_json());
+    if (verified) j["verify"] = {{"ok", verified->ok}, {"detail", verified->detail}};
+    std::cout << j.dump() << "\n";
+  } else {
+    std::cout << fmt::format("read {} of \"{}\" at offset {} into {} in {:.3f} s: {:.2f} GiB/s\n",
+                             format_size(t.bytes), path, offset, target, seconds, gib_s);
+    std::cout << fmt::format("settings: {} threads, {} tasks, direct I/O {}, compat {}\n", config.threads(),
+                             format_size(config.task_size()), direct_io_name(config.direct_io()),
+                             compat_mode_name(config.compat_mode()));
+    std::cout << t.report.summary() << "\n\n" << t.report.table();
+    if (verified) std::cout << "verify: " << (verified->ok ? "OK, " : "FAILED, ") << verified->detail << "\n";
+  }
+  if (verified && !verified->ok) {
+    if (o.json) print_error("verify failed: " + verified->detail);
+    return kExitMismatch;
+  }
+  return kExitOk;
+}
+
+}  // namespace ferry::cli
