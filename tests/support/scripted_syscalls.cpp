@@ -1,0 +1,204 @@
+// ScriptedSyscalls: rule matching, recording, and forwarding.
+#include "support/scripted_syscalls.hpp"
+
+#include <fcntl.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <thread>
+
+namespace ferry::testing {
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::open: return "open";
+    case Op::close: return "close";
+    case Op::pread: return "pread";
+    case Op::pwrite: return "pwrite";
+    case Op::preadv2: return "preadv2";
+    case Op::fstat: return "fstat";
+    case Op::fdatasync: return "fdatasync";
+    case Op::ftruncate: return "ftruncate";
+  }
+  return "?";
+}
+
+void ScriptedSyscalls::add(Rule rule) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  rules_.push_back(std::move(rule));
+  fired_.push_back(0);
+}
+
+void ScriptedSyscalls::clear_rules() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  rules_.clear();
+  fired_.clear();
+}
+
+std::vector<Call> ScriptedSyscalls::calls() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return calls_;
+}
+
+std::vector<Call> ScriptedSyscalls::calls(Op op) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<Call> out;
+  std::copy_if(calls_.begin(), calls_.end(), std::back_inserter(out), [op](const Call& c) { return c.op == op; });
+  return out;
+}
+
+int ScriptedSyscalls::count(Op op) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return op_counts_[static_cast<std::size_t>(op)];
+}
+
+int ScriptedSyscalls::scripted_count() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return static_cast<int>(std::count_if(calls_.begin(), calls_.end(), [](const Call& c) { return c.scripted; }));
+}
+
+bool ScriptedSyscalls::is_direct_fd(int fd) const { return direct_fds_.count(fd) != 0; }
+
+ScriptedSyscalls::Matched ScriptedSyscalls::begin(Op op, int fd, std::uint64_t offset, std::uint64_t count,
+                                                  int flags, Call& call) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  int nth = ++op_counts_[static_cast<std::size_t>(op)];
+  call.op = op;
+  call.fd = fd;
+  call.offset = offset;
+  call.count = count;
+  call.flags = flags;
+  call.direct = op == Op::open ? (flags & O_DIRECT) != 0 : is_direct_fd(fd);
+  call.started = std::chrono::steady_clock::now();
+  Matched m;
+  for (std::size_t i = 0; i < rules_.size(); ++i) {
+    const Rule& r = rules_[i];
+    if (std::find(r.ops.begin(), r.ops.end(), op) == r.ops.end()) continue;
+    if (r.times >= 0 && fired_[i] >= r.times) continue;
+    if (r.nth != 0 && r.nth != nth) continue;
+    if (r.direct_only && !call.direct) continue;
+    if (r.buffered_only && call.direct) continue;
+    if (r.preadv2_flags != 0 && (op != Op::preadv2 || (flags & r.preadv2_flags) != r.preadv2_flags)) continue;
+    if (r.covers && !(offset <= *r.covers && *r.covers < offset + count)) continue;
+    ++fired_[i];
+    m.any = true;
+    m.rule = r;
+    call.scripted = true;
+    break;
+  }
+  return m;
+}
+
+void ScriptedSyscalls::end(Call& call, long long result) {
+  call.result = result;
+  call.ended = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (call.op == Op::open && result >= 0 && call.direct) direct_fds_.insert(static_cast<int>(result));
+  if (call.op == Op::open && result >= 0) call.fd = static_cast<int>(result);
+  if (call.op == Op::close && result == 0) direct_fds_.erase(call.fd);
+  calls_.push_back(call);
+}
+
+int ScriptedSyscalls::open(const char* path, int flags, mode_t mode) {
+  Call call;
+  Matched m = begin(Op::open, -1, 0, 0, flags, call);
+  if (m.any && m.rule.delay.count() > 0) std::this_thread::sleep_for(m.rule.delay);
+  int rc = (m.any && m.rule.error != 0) ? -m.rule.error : base_.open(path, flags, mode);
+  end(call, rc);
+  return rc;
+}
+
+int ScriptedSyscalls::close(int fd) {
+  Call call;
+  Matched m = begin(Op::close, fd, 0, 0, 0, call);
+  int rc = (m.any && m.rule.error != 0) ? -m.rule.error : base_.close(fd);
+  end(call, rc);
+  return rc;
+}
+
+namespace {
+
+// The byte count a read/write rule lets through: half (at least one byte), or all.
+std::size_t allowed(const Rule& r, std::size_t count) {
+  if (!r.half || count <= 1) return count;
+  return count / 2;
+}
+
+}  // namespace
+
+ssize_t ScriptedSyscalls::pread(int fd, void* buf, std::size_t count, off_t offset) {
+  Call call;
+  Matched m = begin(Op::pread, fd, static_cast<std::uint64_t>(offset), count, 0, call);
+  if (m.any && m.rule.delay.count() > 0) std::this_thread::sleep_for(m.rule.delay);
+  ssize_t rc;
+  if (m.any && m.rule.error != 0) {
+    rc = -m.rule.error;
+  } else if (m.any && m.rule.eof) {
+    rc = 0;
+  } else {
+    rc = base_.pread(fd, buf, m.any ? allowed(m.rule, count) : count, offset);
+  }
+  end(call, rc);
+  return rc;
+}
+
+ssize_t ScriptedSyscalls::pwrite(int fd, const void* buf, std::size_t count, off_t offset) {
+  Call call;
+  Matched m = begin(Op::pwrite, fd, static_cast<std::uint64_t>(offset), count, 0, call);
+  if (m.any && m.rule.delay.count() > 0) std::this_thread::sleep_for(m.rule.delay);
+  ssize_t rc;
+  if (m.any && m.rule.error != 0) {
+    rc = -m.rule.error;
+  } else {
+    rc = base_.pwrite(fd, buf, m.any ? allowed(m.rule, count) : count, offset);
+  }
+  end(call, rc);
+  return rc;
+}
+
+ssize_t ScriptedSyscalls::preadv2(int fd, const struct iovec* iov, int iovcnt, off_t offset, int flags) {
+  std::size_t total = 0;
+  for (int i = 0; i < iovcnt; ++i) total += iov[i].iov_len;
+  Call call;
+  Matched m = begin(Op::preadv2, fd, static_cast<std::uint64_t>(offset), total, flags, call);
+  if (m.any && m.rule.delay.count() > 0) std::this_thread::sleep_for(m.rule.delay);
+  ssize_t rc;
+  if (m.any && m.rule.error != 0) {
+    rc = -m.rule.error;
+  } else if (m.any && m.rule.eof) {
+    rc = 0;
+  } else if (m.any && m.rule.half && iovcnt == 1) {
+    struct iovec half{iov[0].iov_base, allowed(m.rule, iov[0].iov_len)};
+    rc = base_.preadv2(fd, &half, 1, offset, flags);
+  } else {
+    rc = base_.preadv2(fd, iov, iovcnt, offset, flags);
+  }
+  end(call, rc);
+  return rc;
+}
+
+int ScriptedSyscalls::fstat(int fd, struct stat* st) {
+  Call call;
+  Matched m = begin(Op::fstat, fd, 0, 0, 0, call);
+  int rc = (m.any && m.rule.error != 0) ? -m.rule.error : base_.fstat(fd, st);
+  end(call, rc);
+  return rc;
+}
+
+int ScriptedSyscalls::fdatasync(int fd) {
+  Call call;
+  Matched m = begin(Op::fdatasync, fd, 0, 0, 0, call);
+  int rc = (m.any && m.rule.error != 0) ? -m.rule.error : base_.fdatasync(fd);
+  end(call, rc);
+  return rc;
+}
+
+int ScriptedSyscalls::ftruncate(int fd, off_t length) {
+  Call call;
+  Matched m = begin(Op::ftruncate, fd, static_cast<std::uint64_t>(length), 0, 0, call);
+  int rc = (m.any && m.rule.error != 0) ? -m.rule.error : base_.ftruncate(fd, length);
+  end(call, rc);
+  return rc;
+}
+
+}  // namespace ferry::testing
