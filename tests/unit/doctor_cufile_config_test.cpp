@@ -34,7 +34,7 @@ TEST(CuFileConfig, ParsesTheKeysWeReport) {
   const auto& c = *r;
   EXPECT_TRUE(c.file_found);
   EXPECT_EQ(c.path, "/etc/cufile.json");
-  EXPECT_EQ(c.path_source, "default (/etc/cufile.json)");
+  EXPECT_EQ(c.path_source, "default path");
   EXPECT_TRUE(c.allow_compat_mode.value);
   EXPECT_FALSE(c.allow_compat_mode.is_default);
   EXPECT_TRUE(c.use_pci_p2pdma.value);

@@ -154,7 +154,7 @@ Result<CuFileConfig> probe_cufile_config(const std::filesystem::path& root, std:
     env_value = e ? std::string(e) : std::string();
   }
   std::string path = cufile_config_path(env_value->c_str());
-  std::string source = env_value->empty() ? "default (/etc/cufile.json)" : "CUFILE_ENV_PATH_JSON";
+  std::string source = env_value->empty() ? "default path" : "CUFILE_ENV_PATH_JSON";
   auto text = read_file_bytes(under_root(root, path));
   if (!text.ok()) {
     if (text.status().code() != ErrorCode::not_found) return text.status();

@@ -25,7 +25,7 @@ struct CuFileSetting {
 
 struct CuFileConfig {
   std::string path;        // live path of the file in effect
-  std::string path_source; // "CUFILE_ENV_PATH_JSON" or "default (/etc/cufile.json)"
+  std::string path_source; // "CUFILE_ENV_PATH_JSON" or "default path"
   bool file_found = false;
   CuFileSetting<bool> allow_compat_mode;                       // fall back to cuFile's POSIX path
   CuFileSetting<bool> use_pci_p2pdma;                          // use PCI P2PDMA instead of nvidia-fs
