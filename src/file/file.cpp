@@ -3,6 +3,8 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "file/file_state.hpp"
@@ -93,8 +95,17 @@ Future FileState::submit(bool is_read, void* buffer, std::uint64_t size, std::ui
 }
 
 std::uint64_t FileState::reserve(std::uint64_t size, bool is_write) {
+  const bool appending = is_write && append;
+  // Mode "a": a write lands at the end of the file as it is now, not as it was at open: bytes added since
+  // (by pwrite() or another writer) must not be overwritten.
+  std::uint64_t size_now = 0;
+  if (appending) {
+    auto s = current_size();
+    if (s.ok()) size_now = *s;
+  }
   std::lock_guard<std::mutex> lock(mutex_);
-  std::uint64_t& cursor = (is_write && append) ? end_ : position_;
+  if (appending) end_ = std::max(end_, size_now);
+  std::uint64_t& cursor = appending ? end_ : position_;
   std::uint64_t at = cursor;
   cursor += size;
   return at;

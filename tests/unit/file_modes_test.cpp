@@ -1,0 +1,318 @@
+// File modes ("r", "w", "r+", "a"), the blocking read()/write() position, size(), sync() and close().
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "ferry/ferry.hpp"
+#include "support/test_files.hpp"
+
+using ::testing::HasSubstr;
+
+namespace ferry {
+namespace {
+
+constexpr std::uint64_t kTask = 64 * 1024;
+
+Config small_config() {
+  Config c;
+  c.set_task_size(kTask).set_threads(4);
+  return c;
+}
+
+std::vector<std::uint8_t> bytes_of(std::string_view s) { return {s.begin(), s.end()}; }
+
+std::string contents(const std::filesystem::path& p) {
+  auto v = testing::read_whole_file(p);
+  return {v.begin(), v.end()};
+}
+
+TEST(FileModes, ReadOnlyRefusesWritesWithAMessageNamingThePath) {
+  auto dir = testing::test_dir();
+  auto path = testing::write_pattern_file(dir / "ro.bin", 4096);
+  auto file = File::open(path, "r", small_config());
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  char data[16] = {};
+  auto w = file->pwrite(data, sizeof data, 0).get();
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.status().code(), ErrorCode::failed_precondition);
+  EXPECT_THAT(w.status().message(), HasSubstr(path));
+  EXPECT_THAT(w.status().message(), HasSubstr("reading only"));
+  EXPECT_EQ(w.status().path(), path);
+  auto w2 = file->write(data, sizeof data);
+  ASSERT_FALSE(w2.ok());
+  EXPECT_THAT(w2.status().to_string(), HasSubstr(path));
+  EXPECT_EQ(testing::read_whole_file(path), testing::pattern(0, 4096)) << "nothing may have been written";
+}
+
+TEST(FileModes, WriteModeCreatesAMissingFile) {
+  auto dir = testing::test_dir();
+  auto path = (dir / "new.bin").string();
+  auto file = File::open(path, "w", small_config());
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  EXPECT_TRUE(std::filesystem::exists(path));
+  EXPECT_EQ(*file->size(), 0u);
+}
+
+TEST(FileModes, WriteModeTruncatesAnExistingFile) {
+  auto dir = testing::test_dir();
+  auto path = testing::write_pattern_file(dir / "old.bin", 3 * kTask);
+  auto file = File::open(path, "w", small_config());
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  EXPECT_EQ(*file->size(), 0u);
+  auto data = bytes_of("fresh");
+  ASSERT_TRUE(file->write(data.data(), data.size()).ok());
+  EXPECT_EQ(contents(path), "fresh");
+}
+
+TEST(FileModes, WriteModeRefusesReads) {
+  auto dir = testing::test_dir();
+  auto path = (dir / "w.bin").string();
+  auto file = File::open(path, "w", small_config());
+  ASSERT_TRUE(file.ok());
+  char buf[8];
+  auto r = file->pread(buf, sizeof buf, 0).get();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::failed_precondition);
+  EXPECT_THAT(r.status().message(), HasSubstr("writing only"));
+  EXPECT_THAT(r.status().message(), HasSubstr(path));
+}
+
+TEST(FileModes, ReadWriteModeKeepsContentsAndAllowsBoth) {
+  auto dir = testing::test_dir();
+  auto path = testing::write_pattern_file(dir / "rw.bin", 2 * kTask);
+  auto file = File::open(path, "r+", small_config());
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  EXPECT_EQ(*file->size(), 2 * kTask) << "r+ must not truncate";
+  auto patch = bytes_of("PATCH");
+  ASSERT_TRUE(file->pwrite(patch.data(), patch.size(), 1000).get().ok());
+  std::vector<std::uint8_t> back(2 * kTask);
+  auto r = file->pread(back.data(), back.size(), 0).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  auto want = testing::pattern(0, 2 * kTask);
+  std::copy(patch.begin(), patch.end(), want.begin() + 1000);
+  EXPECT_EQ(back, want);
+}
+
+TEST(FileModes, ReadWriteModeOnAMissingFileIsNotFound) {
+  auto dir = testing::test_dir();
+  auto path = (dir / "absent.bin").string();
+  auto file = File::open(path, "r+", small_config());
+  ASSERT_FALSE(file.ok());
+  EXPECT_EQ(file.status().code(), ErrorCode::not_found);
+  EXPECT_THAT(file.status().to_string(), HasSubstr(path));
+  EXPECT_FALSE(std::filesystem::exists(path)) << "r+ must not create";
+}
+
+TEST(FileModes, AppendModeWritesLandAtTheEndInSequence) {
+  auto dir = testing::test_dir();
+  auto path = (dir / "log.txt").string();
+  {
+    auto file = File::open(path, "a", small_config());
+    ASSERT_TRUE(file.ok()) << file.status().to_string();
+    auto a = bytes_of("first;"), b = bytes_of("second;");
+    auto ra = file->write(a.data(), a.size());
+    ASSERT_TRUE(ra.ok()) << ra.status().to_string();
+    EXPECT_EQ(ra->bytes, a.size());
+    ASSERT_TRUE(file->write(b.data(), b.size()).ok());
+  }
+  EXPECT_EQ(contents(path), "first;second;");
+  {
+    auto file = File::open(path, "a", small_config());
+    ASSERT_TRUE(file.ok());
+    auto c = bytes_of("third;");
+    ASSERT_TRUE(file->write(c.data(), c.size()).ok());
+  }
+  EXPECT_EQ(contents(path), "first;second;third;") << "a reopened file in mode a must append, not overwrite";
+}
+
+TEST(FileModes, AppendModeWriteLandsAfterDataAddedSinceOpen) {
+  // Regression: write() in mode "a" used the size seen at open, so it overwrote bytes that a pwrite()
+  // (or another writer) had added since.
+  auto dir = testing::test_dir();
+  auto path = (dir / "log.txt").string();
+  auto file = File::open(path, "a", small_config());
+  ASSERT_TRUE(file.ok());
+  auto head = bytes_of("0123456789");
+  ASSERT_TRUE(file->pwrite(head.data(), head.size(), 0).get().ok());
+  auto tail = bytes_of("abc");
+  ASSERT_TRUE(file->write(tail.data(), tail.size()).ok());
+  EXPECT_EQ(contents(path), "0123456789abc");
+  {
+    auto other = File::open(path, "a", small_config());
+    ASSERT_TRUE(other.ok());
+    auto more = bytes_of("XYZ");
+    ASSERT_TRUE(other->write(more.data(), more.size()).ok());
+  }
+  auto last = bytes_of("!");
+  ASSERT_TRUE(file->write(last.data(), last.size()).ok());
+  EXPECT_EQ(contents(path), "0123456789abcXYZ!");
+}
+
+TEST(FileModes, BlockingReadAdvancesThePositionAndStopsAtTheEnd) {
+  auto dir = testing::test_dir();
+  const std::uint64_t size = 2 * kTask + 100;
+  auto path = testing::write_pattern_file(dir / "seq.bin", size);
+  auto file = File::open(path, "r", small_config());
+  ASSERT_TRUE(file.ok());
+  std::vector<std::uint8_t> buf(kTask + 7);
+  std::uint64_t at = 0;
+  for (int i = 0; i < 2; ++i) {
+    auto r = file->read(buf.data(), buf.size());
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    ASSERT_EQ(r->bytes, buf.size());
+    EXPECT_EQ(buf, testing::pattern(at, buf.size())) << "read " << i;
+    at += buf.size();
+  }
+  auto r = file->read(buf.data(), buf.size());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->bytes, size - at) << "the last read stops at the end of the file";
+  EXPECT_TRUE(std::equal(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(r->bytes),
+                         testing::pattern(at, size - at).begin()));
+  auto at_end = file->read(buf.data(), buf.size());
+  ASSERT_TRUE(at_end.ok());
+  EXPECT_EQ(at_end->bytes, 0u);
+}
+
+TEST(FileModes, BlockingWriteAdvancesThePosition) {
+  auto dir = testing::test_dir();
+  auto path = (dir / "seq.bin").string();
+  auto file = File::open(path, "w", small_config());
+  ASSERT_TRUE(file.ok());
+  auto all = testing::pattern(0, 3 * kTask + 5);
+  std::uint64_t at = 0;
+  for (std::uint64_t chunk : {std::uint64_t{1}, kTask - 1, kTask + 3, all.size() - 2 * kTask - 3}) {
+    auto w = file->write(all.data() + at, chunk);
+    ASSERT_TRUE(w.ok()) << w.status().to_string();
+    EXPECT_EQ(w->bytes, chunk);
+    at += chunk;
+  }
+  ASSERT_EQ(at, all.size());
+  EXPECT_EQ(*file->size(), all.size());
+  EXPECT_TRUE(file->sync().ok());
+  EXPECT_EQ(testing::read_whole_file(path), all);
+}
+
+TEST(FileModes, PreadAndPwriteDoNotMoveThePosition) {
+  auto dir = testing::test_dir();
+  auto path = testing::write_pattern_file(dir / "pos.bin", 10000);
+  auto file = File::open(path, "r+", small_config());
+  ASSERT_TRUE(file.ok());
+  std::vector<std::uint8_t> buf(100);
+  ASSERT_TRUE(file->pread(buf.data(), buf.size(), 5000).get().ok());
+  ASSERT_TRUE(file->pwrite(buf.data(), buf.size(), 5000).get().ok());
+  auto r = file->read(buf.data(), buf.size());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(buf, testing::pattern(0, 100));
+}
+
+TEST(FileModes, SizeFollowsWritesAndSyncSucceeds) {
+  auto dir = testing::test_dir();
+  auto path = (dir / "grow.bin").string();
+  auto file = File::open(path, "w", small_config());
+  ASSERT_TRUE(file.ok());
+  auto data = testing::pattern(0, 5000);
+  ASSERT_TRUE(file->pwrite(data.data(), data.size(), kTask).get().ok());
+  EXPECT_EQ(*file->size(), kTask + 5000);
+  Status s = file->sync();
+  EXPECT_TRUE(s.ok()) << s.to_string();
+}
+
+TEST(FileModes, UseAfterCloseFailsCleanlyNamingThePath) {
+  auto dir = testing::test_dir();
+  auto path = testing::write_pattern_file(dir / "closed.bin", 8192);
+  auto file = File::open(path, "r+", small_config());
+  ASSERT_TRUE(file.ok());
+  Status c = file->close();
+  ASSERT_TRUE(c.ok()) << c.to_string();
+  char buf[64];
+  auto r = file->pread(buf, sizeof buf, 0).get();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::failed_precondition);
+  EXPECT_THAT(r.status().message(), HasSubstr("closed"));
+  EXPECT_THAT(r.status().message(), HasSubstr(path));
+  auto w = file->pwrite(buf, sizeof buf, 0).get();
+  ASSERT_FALSE(w.ok());
+  EXPECT_THAT(w.status().message(), HasSubstr("closed"));
+  auto rr = file->read(buf, sizeof buf);
+  ASSERT_FALSE(rr.ok());
+  EXPECT_THAT(rr.status().message(), HasSubstr("closed"));
+  auto size = file->size();
+  ASSERT_FALSE(size.ok());
+  EXPECT_THAT(size.status().to_string(), HasSubstr(path));
+  Status sync = file->sync();
+  ASSERT_FALSE(sync.ok());
+  EXPECT_THAT(sync.to_string(), HasSubstr(path));
+  EXPECT_TRUE(file->close().ok()) << "closing twice is harmless";
+  EXPECT_EQ(file->path(), path);
+}
+
+TEST(FileModes, UnknownModeIsInvalidArgumentNamingPathAndMode) {
+  auto dir = testing::test_dir();
+  auto path = testing::write_pattern_file(dir / "x.bin", 10);
+  for (const char* mode : {"", "x", "rw", "r++", "wa"}) {
+    auto file = File::open(path, mode, small_config());
+    ASSERT_FALSE(file.ok()) << mode;
+    EXPECT_EQ(file.status().code(), ErrorCode::invalid_argument);
+    EXPECT_THAT(file.status().message(), HasSubstr(path));
+    EXPECT_THAT(file.status().message(), HasSubstr(std::string("\"") + mode + "\""));
+  }
+}
+
+TEST(FileModes, BinaryLetterIsAccepted) {
+  auto dir = testing::test_dir();
+  auto path = testing::write_pattern_file(dir / "x.bin", 10);
+  EXPECT_TRUE(File::open(path, "rb", small_config()).ok());
+  EXPECT_TRUE(File::open(path, "r+b", small_config()).ok());
+  EXPECT_TRUE(File::open(path, "ab", small_config()).ok());
+}
+
+TEST(FileModes, MissingFileIsNotFoundWithErrno) {
+  auto dir = testing::test_dir();
+  auto path = (dir / "nope.bin").string();
+  auto file = File::open(path, "r", small_config());
+  ASSERT_FALSE(file.ok());
+  EXPECT_EQ(file.status().code(), ErrorCode::not_found);
+  EXPECT_EQ(file.status().sys_errno(), ENOENT);
+  EXPECT_EQ(file.status().path(), path);
+  EXPECT_THAT(file.status().to_string(), HasSubstr(path));
+  EXPECT_THAT(file.status().to_string(), HasSubstr("ENOENT"));
+}
+
+TEST(FileModes, DirectoryIsRefusedForReadingAndWriting) {
+  auto dir = testing::test_dir();
+  auto sub = dir / "subdir";
+  std::filesystem::create_directories(sub);
+  for (const char* mode : {"r", "r+", "w", "a"}) {
+    auto file = File::open(sub.string(), mode, small_config());
+    ASSERT_FALSE(file.ok()) << mode;
+    EXPECT_EQ(file.status().code(), ErrorCode::is_a_directory) << mode << ": " << file.status().to_string();
+    EXPECT_THAT(file.status().to_string(), HasSubstr(sub.string()));
+  }
+}
+
+TEST(FileModes, PathAndConfigAreKept) {
+  auto dir = testing::test_dir();
+  auto path = testing::write_pattern_file(dir / "x.bin", 10);
+  auto file = File::open(path, "r", small_config());
+  ASSERT_TRUE(file.ok());
+  EXPECT_EQ(file->path(), path);
+  EXPECT_EQ(file->config().task_size(), kTask);
+}
+
+TEST(FileModes, MovedFromFileLeavesTheMovedToUsable) {
+  auto dir = testing::test_dir();
+  auto path = testing::write_pattern_file(dir / "x.bin", 100);
+  auto opened = File::open(path, "r", small_config());
+  ASSERT_TRUE(opened.ok());
+  File file = std::move(*opened);
+  std::vector<std::uint8_t> buf(100);
+  auto r = file.pread(buf.data(), buf.size(), 0).get();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(buf, testing::pattern(0, 100));
+}
+
+}  // namespace
+}  // namespace ferry
