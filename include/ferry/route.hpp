@@ -30,6 +30,8 @@ enum class Reason {
   cufile_driver_open_failed,     // staged: cuFileDriverOpen failed
   cufile_handle_register_failed, // staged: cuFileHandleRegister failed for this file
   nvidia_fs_not_loaded,          // staged: cuFile would only use its POSIX path (no nvidia-fs, no P2PDMA)
+  cufile_forced_compat,          // staged: CUFILE_FORCE_COMPAT_MODE makes cuFile use only its POSIX path
+  managed_memory,                // staged: cuFile does not take managed (unified) memory
   compat_mode_off,               // cuFile: policy requires cuFile
   gds_available,                 // cuFile: nvidia-fs or P2PDMA present and the handle registered
   cufile_stats,                  // nvfs/p2p/cufile-posix: split by cuFile's own statistics

@@ -145,7 +145,8 @@ const std::vector<SettingInfo>& settings_table() {
       {"gds_threshold", "FERRY_GDS_THRESHOLD", "16KiB",
        "Device requests smaller than this take the staged route."},
       {"bounce_buffer_size", "FERRY_BOUNCE_BUFFER_SIZE", "4MiB",
-       "Size of each pinned bounce buffer of the staged route (at least the task size is used)."},
+       "Size of each pinned bounce buffer of the staged route (rounded up to 4 KiB); tasks larger than "
+       "this move in pieces of this size."},
       {"bounce_buffers_per_thread", "FERRY_BOUNCE_BUFFERS_PER_THREAD", "2",
        "Pinned bounce buffers per worker of the staged route (at least 2: read one while copying another)."},
       {"require", "FERRY_REQUIRE", "none",
@@ -209,7 +210,7 @@ Config& Config::set_gds_threshold(std::uint64_t bytes) {
   return *this;
 }
 Config& Config::set_bounce_buffer_size(std::uint64_t bytes) {
-  bounce_buffer_size_ = std::max<std::uint64_t>(4096, bytes);
+  bounce_buffer_size_ = std::max<std::uint64_t>(4096, (bytes + 4095) / 4096 * 4096);
   mark("bounce_buffer_size", SettingSource::api);
   return *this;
 }

@@ -14,6 +14,8 @@
 
 namespace ferry::detail {
 
+struct GdsFileState;  // route_selection.cpp: what cuFile said about this file, and its handle
+
 class FileState : public std::enable_shared_from_this<FileState> {
  public:
   FileState(std::string path, Config config, Syscalls& sys, FileDescriptors fds, OpenFlags flags, bool append,
@@ -36,6 +38,10 @@ class FileState : public std::enable_shared_from_this<FileState> {
   const GpuPlatform* const gpu;  // nullptr until a device buffer needs it (then the process's platform)
 
   Report report() const;
+
+  // Filled by route selection on the first device request that may use cuFile; guarded by gds_mutex.
+  std::mutex gds_mutex;
+  std::shared_ptr<GdsFileState> gds;
 
  private:
   TaskIo task_io(std::uint64_t file_size);

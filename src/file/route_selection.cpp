@@ -1,14 +1,109 @@
-// select_route_source: host buffers only until the GPU platform lands.
+// select_route_source: classify the buffer, learn what cuFile can do for this file (once per file), ask
+// the router, and build the backend for the decision.
 #include "file/route_selection.hpp"
 
+#include <cstdlib>
+#include <cstring>
+#include <strings.h>
+
+#include <fmt/format.h>
+
+#include "backends/gds_backend.hpp"
 #include "backends/host_backend.hpp"
+#include "backends/staged_backend.hpp"
+#include "platform/cuda/buffer_kind.hpp"
+#include "platform/cufile/cufile_driver.hpp"
+#include "route/gpu_platform.hpp"
+#include "route/router.hpp"
 
 namespace ferry::detail {
 
-Result<std::shared_ptr<TaskSource>> select_route_source(FileState& /*file*/, const TaskIo& io, bool is_read,
-                                                        void* buffer, std::uint64_t /*size*/,
-                                                        std::uint64_t /*offset*/) {
-  return make_host_source(io, is_read, buffer, Decision{Route::host, Reason::buffer_is_host_memory, ""});
+struct GdsFileState {
+  CuFileFacts facts;
+  const CuFileDriver* driver = nullptr;
+  std::shared_ptr<GdsFileHandle> handle;
+};
+
+namespace {
+
+bool cufile_forced_compat() {
+  const char* v = std::getenv("CUFILE_FORCE_COMPAT_MODE");
+  return v != nullptr && (::strcasecmp(v, "true") == 0 || std::strcmp(v, "1") == 0);
+}
+
+// Loads cuFile, opens its driver and registers this file, each once; later requests reuse the outcome.
+std::shared_ptr<GdsFileState> cufile_state(FileState& file, const GpuPlatform& gpu) {
+  std::lock_guard<std::mutex> lock(file.gds_mutex);
+  if (file.gds) return file.gds;
+  auto state = std::make_shared<GdsFileState>();
+  state->facts.forced_compat = cufile_forced_compat();
+  Status why;
+  const CuFileApi* api = gpu.cufile(&why);
+  if (api == nullptr) {
+    state->facts.library = why.ok() ? Status(ErrorCode::unavailable, "libcufile could not be loaded") : why;
+  } else if (auto driver = CuFileDriver::open(*api); !driver.ok()) {
+    state->facts.driver = driver.status();
+  } else {
+    state->driver = *driver;
+    state->facts.nvidia_fs_loaded = state->driver->properties().nvidia_fs_loaded;
+    state->facts.p2pdma_supported = state->driver->properties().p2pdma_supported;
+    // cuFile's direct path needs an O_DIRECT descriptor; its POSIX path takes either.
+    int fd = file.fds.direct_available() ? file.fds.direct_fd() : file.fds.buffered_fd();
+    auto handle = state->driver->register_handle(fd, file.path);
+    if (handle.ok()) {
+      state->handle = std::make_shared<GdsFileHandle>(*state->driver, *handle);
+    } else {
+      state->facts.handle = handle.status();
+    }
+  }
+  file.gds = state;
+  return state;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<TaskSource>> select_route_source(FileState& file, const TaskIo& io, bool is_read,
+                                                        void* buffer, std::uint64_t size, std::uint64_t /*offset*/) {
+  const GpuPlatform& gpu = file.gpu ? *file.gpu : process_gpu_platform();
+  Status cuda_why;
+  const CudaApi* cuda = gpu.cuda(&cuda_why);
+  FERRY_ASSIGN_OR_RETURN(BufferKind kind, classify_buffer(cuda, buffer));
+
+  RouteQuery q;
+  q.is_read = is_read;
+  q.buffer = kind;
+  q.size = size;
+  q.compat = file.config.compat_mode();
+  q.gds_threshold = file.config.gds_threshold();
+  q.require = file.config.require();
+  q.path = file.path;
+  std::shared_ptr<GdsFileState> gds;
+  CuFileFacts facts;
+  if (needs_cufile(q)) {
+    gds = cufile_state(file, gpu);
+    facts = gds->facts;
+  }
+  FERRY_ASSIGN_OR_RETURN(Decision decision, decide(q, facts));
+
+  if (decision.route == Route::host) return make_host_source(io, is_read, buffer, std::move(decision));
+  if (decision.route == Route::staged) {
+    StagedTarget target;
+    target.api = cuda;
+    target.device = kind.device;
+    target.base = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(buffer));
+    target.bounce_buffer_size = file.config.bounce_buffer_size();
+    target.buffers_per_worker = file.config.bounce_buffers_per_thread();
+    return make_staged_source(io, is_read, target, std::move(decision));
+  }
+  GdsTarget target;
+  target.cuda = cuda;
+  target.device = kind.device;
+  target.base = buffer;
+  target.driver = gds->driver;
+  target.handle = gds->handle;
+  target.require = file.config.require();
+  target.path = file.path;
+  return make_gds_source(is_read, std::move(target), std::move(decision));
 }
 
 }  // namespace ferry::detail

@@ -31,6 +31,8 @@ const char* reason_name(Reason r) noexcept {
     case Reason::cufile_driver_open_failed: return "cufile_driver_open_failed";
     case Reason::cufile_handle_register_failed: return "cufile_handle_register_failed";
     case Reason::nvidia_fs_not_loaded: return "nvidia_fs_not_loaded";
+    case Reason::cufile_forced_compat: return "cufile_forced_compat";
+    case Reason::managed_memory: return "managed_memory";
     case Reason::compat_mode_off: return "compat_mode_off";
     case Reason::gds_available: return "gds_available";
     case Reason::cufile_stats: return "cufile_stats";
@@ -48,6 +50,8 @@ const char* reason_text(Reason r) noexcept {
     case Reason::cufile_driver_open_failed: return "cuFile driver open failed";
     case Reason::cufile_handle_register_failed: return "cuFile handle registration failed";
     case Reason::nvidia_fs_not_loaded: return "nvidia-fs not loaded (cuFile would only use its POSIX path)";
+    case Reason::cufile_forced_compat: return "CUFILE_FORCE_COMPAT_MODE is set (cuFile would only use its POSIX path)";
+    case Reason::managed_memory: return "buffer is managed memory, which cuFile does not take";
     case Reason::compat_mode_off: return "compat mode off: cuFile required";
     case Reason::gds_available: return "GPUDirect Storage available";
     case Reason::cufile_stats: return "attributed by cuFile's statistics";

@@ -1,0 +1,116 @@
+// Staged workers: bounce buffers in rotation, copies overlapped with the next read.
+#include "backends/staged_backend.hpp"
+
+#include <fmt/format.h>
+
+#include "backends/staging_pool.hpp"
+#include "platform/cuda/primary_context.hpp"
+
+namespace ferry::detail {
+namespace {
+
+class StagedSource final : public TaskSource {
+ public:
+  StagedSource(const TaskIo& io, bool is_read, const StagedTarget& target, Decision decision)
+      : io_(io), is_read_(is_read), target_(target), decision_(std::move(decision)) {}
+
+  Result<std::unique_ptr<TaskWorker>> make_worker() override;
+  const Decision& decision() const override { return decision_; }
+
+  TaskIo io_;
+  bool is_read_;
+  StagedTarget target_;
+  Decision decision_;
+};
+
+class StagedWorker final : public TaskWorker {
+ public:
+  StagedWorker(StagedSource& source, std::unique_ptr<StagingKit> kit)
+      : s_(source), kit_(std::move(kit)), pending_(kit_->buffers.size(), false) {}
+
+  ~StagedWorker() override {
+    // finish() normally returned the kit; if it could not (a failed sync), free it rather than reuse it.
+    if (kit_) destroy_kit(*kit_);
+  }
+
+  Result<std::uint64_t> run(const Task& t, Report& report) override {
+    const std::uint64_t piece_size = kit_->buffer_size;
+    std::uint64_t done = 0;
+    while (done < t.length) {
+      Task piece{t.file_offset + done, std::min(piece_size, t.length - done), t.buffer_offset + done, t.aligned};
+      FERRY_ASSIGN_OR_RETURN(std::uint64_t n, s_.is_read_ ? read_piece(piece, report) : write_piece(piece, report));
+      done += n;
+      if (n < piece.length) break;  // EOF
+    }
+    return done;
+  }
+
+  Status finish(Report& /*report*/) override {
+    const CudaApi& api = *s_.target_.api;
+    FERRY_RETURN_IF_ERROR(cuda_check(api, api.cuStreamSynchronize(kit_->stream),
+                                     fmt::format("waiting for copies to GPU {}", s_.target_.device)));
+    process_staging_pool().release(std::move(kit_));
+    return Status();
+  }
+
+ private:
+  // Waits until bounce buffer `slot` is no longer the source or target of a copy in flight.
+  Status wait_slot(std::size_t slot) {
+    if (!pending_[slot]) return Status();
+    const CudaApi& api = *s_.target_.api;
+    FERRY_RETURN_IF_ERROR(cuda_check(api, api.cuEventSynchronize(kit_->events[slot]), "cuEventSynchronize"));
+    pending_[slot] = false;
+    return Status();
+  }
+
+  Result<std::uint64_t> read_piece(const Task& piece, Report& report) {
+    const CudaApi& api = *s_.target_.api;
+    std::size_t slot = next_slot_;
+    next_slot_ = (next_slot_ + 1) % kit_->buffers.size();
+    FERRY_RETURN_IF_ERROR(wait_slot(slot));
+    void* bounce = kit_->buffers[slot];
+    FERRY_ASSIGN_OR_RETURN(std::uint64_t n, read_task(s_.io_, piece, bounce, "staged", report));
+    if (n == 0) return n;
+    CUdeviceptr dst = s_.target_.base + piece.buffer_offset;
+    FERRY_RETURN_IF_ERROR(cuda_check(api, api.cuMemcpyHtoDAsync_v2(dst, bounce, n, kit_->stream),
+                                     fmt::format("copying {} bytes from file offset {} to GPU {}", n,
+                                                 piece.file_offset, s_.target_.device)));
+    FERRY_RETURN_IF_ERROR(cuda_check(api, api.cuEventRecord(kit_->events[slot], kit_->stream), "cuEventRecord"));
+    pending_[slot] = true;
+    return n;
+  }
+
+  Result<std::uint64_t> write_piece(const Task& piece, Report& report) {
+    const CudaApi& api = *s_.target_.api;
+    void* bounce = kit_->buffers[0];
+    CUdeviceptr src = s_.target_.base + piece.buffer_offset;
+    FERRY_RETURN_IF_ERROR(cuda_check(api, api.cuMemcpyDtoHAsync_v2(bounce, src, piece.length, kit_->stream),
+                                     fmt::format("copying {} bytes from GPU {} for file offset {}", piece.length,
+                                                 s_.target_.device, piece.file_offset)));
+    FERRY_RETURN_IF_ERROR(cuda_check(api, api.cuStreamSynchronize(kit_->stream), "cuStreamSynchronize"));
+    FERRY_RETURN_IF_ERROR(write_task(s_.io_, piece, bounce, "staged", report));
+    return piece.length;
+  }
+
+  StagedSource& s_;
+  std::unique_ptr<StagingKit> kit_;
+  std::vector<bool> pending_;
+  std::size_t next_slot_ = 0;
+};
+
+Result<std::unique_ptr<TaskWorker>> StagedSource::make_worker() {
+  const CudaApi& api = *target_.api;
+  FERRY_RETURN_IF_ERROR(make_current(api, target_.device));
+  FERRY_ASSIGN_OR_RETURN(auto kit, process_staging_pool().acquire(api, target_.device, target_.bounce_buffer_size,
+                                                                  target_.buffers_per_worker));
+  return std::unique_ptr<TaskWorker>(new StagedWorker(*this, std::move(kit)));
+}
+
+}  // namespace
+
+std::shared_ptr<TaskSource> make_staged_source(const TaskIo& io, bool is_read, const StagedTarget& target,
+                                               Decision decision) {
+  return std::make_shared<StagedSource>(io, is_read, target, std::move(decision));
+}
+
+}  // namespace ferry::detail

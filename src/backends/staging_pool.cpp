@@ -1,0 +1,82 @@
+// StagingPool: pinned bounce buffers, streams and events, created once and reused.
+#include "backends/staging_pool.hpp"
+
+#include <fmt/format.h>
+
+namespace ferry::detail {
+
+void destroy_kit(StagingKit& kit) {
+  if (kit.api == nullptr) return;
+  const CudaApi& api = *kit.api;
+  for (CUevent e : kit.events) {
+    if (e) (void)api.cuEventDestroy_v2(e);
+  }
+  for (void* b : kit.buffers) {
+    if (b) (void)api.cuMemFreeHost(b);
+  }
+  if (kit.stream) (void)api.cuStreamDestroy_v2(kit.stream);
+  kit.events.clear();
+  kit.buffers.clear();
+  kit.stream = nullptr;
+}
+
+Result<std::unique_ptr<StagingKit>> StagingPool::acquire(const CudaApi& api, int device,
+                                                         std::uint64_t buffer_size, unsigned count) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = idle_.begin(); it != idle_.end(); ++it) {
+      StagingKit& k = **it;
+      if (k.api == &api && k.device == device && k.buffer_size == buffer_size && k.buffers.size() == count) {
+        auto kit = std::move(*it);
+        idle_.erase(it);
+        return kit;
+      }
+    }
+  }
+  auto kit = std::make_unique<StagingKit>();
+  kit->api = &api;
+  kit->device = device;
+  kit->buffer_size = buffer_size;
+  auto fail = [&](CUresult rc, std::string what) -> Status {
+    Status s = cuda_check(api, rc, what);
+    destroy_kit(*kit);
+    return s;
+  };
+  CUresult rc = api.cuStreamCreate(&kit->stream, CU_STREAM_NON_BLOCKING);
+  if (rc != CUDA_SUCCESS) return fail(rc, fmt::format("cuStreamCreate for GPU {}", device));
+  for (unsigned i = 0; i < count; ++i) {
+    void* buffer = nullptr;
+    rc = api.cuMemHostAlloc(&buffer, buffer_size, kMemHostAllocPortable);
+    if (rc != CUDA_SUCCESS) {
+      return fail(rc, fmt::format("cuMemHostAlloc of a {}-byte pinned bounce buffer", buffer_size));
+    }
+    kit->buffers.push_back(buffer);
+    CUevent event = nullptr;
+    rc = api.cuEventCreate(&event, CU_EVENT_DISABLE_TIMING);
+    if (rc != CUDA_SUCCESS) return fail(rc, "cuEventCreate");
+    kit->events.push_back(event);
+  }
+  return kit;
+}
+
+void StagingPool::release(std::unique_ptr<StagingKit> kit) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  idle_.push_back(std::move(kit));
+}
+
+void StagingPool::clear() {
+  std::vector<std::unique_ptr<StagingKit>> idle;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    idle.swap(idle_);
+  }
+  for (auto& k : idle) destroy_kit(*k);
+}
+
+StagingPool& process_staging_pool() {
+  // Leaked on purpose: freeing pinned memory during static destruction races the driver's own teardown.
+  static StagingPool* pool = new StagingPool();
+  return *pool;
+}
+
+}  // namespace ferry::detail

@@ -1,0 +1,50 @@
+// Ferry's router: the first of the two decision points. Given the policy, the buffer and what is known
+// about cuFile for this file, it picks host, staged or cuFile, with the reason. It is a pure function of
+// its inputs, so every decision is unit-tested without a GPU; gathering the inputs (loading cuFile,
+// opening its driver, registering the file) happens in the file layer.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ferry/config.hpp"
+#include "platform/cuda/buffer_kind.hpp"
+#include "route/decision.hpp"
+
+namespace ferry::detail {
+
+struct RouteQuery {
+  bool is_read = true;
+  BufferKind buffer;
+  std::uint64_t size = 0;
+  CompatMode compat = CompatMode::automatic;
+  std::uint64_t gds_threshold = 0;
+  Requirement require = Requirement::none;
+  std::string path;  // for messages
+};
+
+/// What the file layer found out about cuFile for this file. Each step is only meaningful when the
+/// previous one succeeded.
+struct CuFileFacts {
+  Status library;  // libcufile loaded
+  Status driver;   // cuFileDriverOpen succeeded
+  Status handle;   // cuFileHandleRegister succeeded for this file
+  bool nvidia_fs_loaded = false;
+  bool p2pdma_supported = false;
+  bool forced_compat = false;  // CUFILE_FORCE_COMPAT_MODE is true
+};
+
+/// True when decide() needs CuFileFacts for this query: a device buffer that policy allows to go to
+/// cuFile. Otherwise decide() ignores them (and nothing needs to load cuFile).
+bool needs_cufile(const RouteQuery& q);
+
+/// The decision. For cuFile routes, `route` is provisional (nvfs when nvidia-fs is loaded, p2p when only
+/// P2PDMA is, else cufile-posix) until cuFile's statistics split the operations.
+/// Errors: unavailable when compat mode is off and cuFile cannot be used (with the reason);
+/// failed_precondition when require=gds and the direct route is impossible (before any I/O).
+[[nodiscard]] Result<Decision> decide(const RouteQuery& q, const CuFileFacts& facts);
+
+/// Whether a route is one of cuFile's.
+constexpr bool is_cufile_route(Route r) { return r == Route::nvfs || r == Route::p2p || r == Route::cufile_posix; }
+
+}  // namespace ferry::detail
