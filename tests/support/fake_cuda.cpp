@@ -1,0 +1,650 @@
+#include "support/fake_cuda.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <iterator>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <vector>
+
+#include "platform/cuda/primary_context.hpp"
+
+namespace ferry::testing {
+
+using namespace ferry::detail;
+
+namespace {
+
+constexpr int kMaxDevices = 16;
+
+enum class RangeKind { device, managed, pinned_alloc, registered };
+
+struct Range {
+  std::size_t size;
+  RangeKind kind;
+  int device;
+  bool owned;  // allocated by the fake (freed on reset); registered ranges belong to the caller
+};
+
+struct PendingCopy {
+  std::uint64_t sequence;
+  void* dst;
+  const void* src;
+  std::size_t bytes;
+};
+
+struct FakeStream {
+  std::deque<PendingCopy> pending;
+  std::uint64_t last_sequence = 0;
+};
+
+struct FakeEvent {
+  CUstream stream = nullptr;
+  std::uint64_t sequence = 0;
+  bool recorded = false;
+};
+
+struct FakeContext {
+  int device;
+};
+
+struct State {
+  std::mutex mutex;
+  FakeCudaScript script;
+  FakeCudaCounters counters;
+  std::map<std::uintptr_t, Range> ranges;  // start address -> range
+  std::map<CUstream, std::unique_ptr<FakeStream>> streams;  // nullptr key: the default stream
+  std::map<CUevent, std::unique_ptr<FakeEvent>> events;
+  std::uint64_t next_sequence = 1;
+  FakeContext contexts[kMaxDevices];
+};
+
+State& state() {
+  static State* s = [] {
+    auto* created = new State;
+    for (int i = 0; i < kMaxDevices; ++i) created->contexts[i].device = i;
+    return created;
+  }();
+  return *s;
+}
+
+thread_local CUcontext current_context = nullptr;
+
+// Every entry point starts here: counts the call and applies a scripted failure.
+bool scripted_failure(State& s, const char* symbol, CUresult* out) {
+  ++s.counters.calls;
+  auto it = s.script.failures.find(symbol);
+  if (it == s.script.failures.end() || it->second.remaining == 0) return false;
+  if (it->second.remaining > 0) --it->second.remaining;
+  *out = it->second.result;
+  return true;
+}
+
+#define FAKE_ENTER_(symbol)                       \
+  State& s = state();                             \
+  std::lock_guard<std::mutex> lock(s.mutex);      \
+  if (CUresult scripted; scripted_failure(s, symbol, &scripted)) return scripted
+
+int current_device() {
+  if (current_context == nullptr) return -1;
+  return reinterpret_cast<FakeContext*>(current_context)->device;
+}
+
+// The range holding [address, address + bytes), or nullptr.
+const Range* find_range(State& s, std::uintptr_t address, std::size_t bytes, std::uintptr_t* start = nullptr) {
+  auto it = s.ranges.upper_bound(address);
+  if (it == s.ranges.begin()) return nullptr;
+  --it;
+  if (address + bytes > it->first + it->second.size) return nullptr;
+  if (bytes == 0 && address >= it->first + it->second.size) return nullptr;
+  if (start) *start = it->first;
+  return &it->second;
+}
+
+bool is_device_range(State& s, CUdeviceptr address, std::size_t bytes) {
+  const Range* r = find_range(s, static_cast<std::uintptr_t>(address), bytes);
+  return r != nullptr && (r->kind == RangeKind::device || r->kind == RangeKind::managed);
+}
+
+void* aligned_block(std::size_t bytes, std::size_t alignment) {
+  std::size_t rounded = (bytes + alignment - 1) / alignment * alignment;
+  return std::aligned_alloc(alignment, rounded == 0 ? alignment : rounded);
+}
+
+void* add_range(State& s, std::size_t bytes, RangeKind kind, int device) {
+  void* block = aligned_block(bytes, kind == RangeKind::pinned_alloc ? 4096 : 256);
+  s.ranges[reinterpret_cast<std::uintptr_t>(block)] = Range{bytes == 0 ? 1 : bytes, kind, device, true};
+  return block;
+}
+
+FakeStream& stream_of(State& s, CUstream stream) {
+  auto& slot = s.streams[stream];  // the default stream is created on first use
+  if (!slot) slot = std::make_unique<FakeStream>();
+  return *slot;
+}
+
+void run_pending(FakeStream& stream, std::uint64_t up_to) {
+  while (!stream.pending.empty() && stream.pending.front().sequence <= up_to) {
+    PendingCopy& copy = stream.pending.front();
+    std::memcpy(copy.dst, copy.src, copy.bytes);
+    stream.pending.pop_front();
+  }
+}
+
+CUresult copy_async(State& s, void* dst, const void* src, std::size_t bytes, CUstream stream) {
+  if (s.script.copy_mode == FakeCopyMode::immediate) {
+    std::memcpy(dst, src, bytes);
+    return CUDA_SUCCESS;
+  }
+  FakeStream& queue = stream_of(s, stream);
+  std::uint64_t sequence = s.next_sequence++;
+  queue.pending.push_back(PendingCopy{sequence, dst, src, bytes});
+  queue.last_sequence = sequence;
+  return CUDA_SUCCESS;
+}
+
+CUresult need_context() { return current_context == nullptr ? CUDA_ERROR_INVALID_CONTEXT : CUDA_SUCCESS; }
+
+// ---- entry points ----
+
+CUresult fake_cuInit(unsigned int flags) {
+  FAKE_ENTER_("cuInit");
+  return flags == 0 ? s.script.init_result : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult fake_cuDriverGetVersion(int* version) {
+  FAKE_ENTER_("cuDriverGetVersion");
+  *version = 13000;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDeviceGetCount(int* count) {
+  FAKE_ENTER_("cuDeviceGetCount");
+  *count = s.script.device_count;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDeviceGet(CUdevice* device, int ordinal) {
+  FAKE_ENTER_("cuDeviceGet");
+  if (ordinal < 0 || ordinal >= s.script.device_count) return CUDA_ERROR_INVALID_DEVICE;
+  *device = ordinal;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDeviceGetName(char* name, int length, CUdevice device) {
+  FAKE_ENTER_("cuDeviceGetName");
+  if (device < 0 || device >= s.script.device_count) return CUDA_ERROR_INVALID_DEVICE;
+  std::string text = "Fake GPU " + std::to_string(device);
+  std::snprintf(name, static_cast<std::size_t>(length), "%s", text.c_str());
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice device) {
+  FAKE_ENTER_("cuDeviceGetAttribute");
+  if (device < 0 || device >= s.script.device_count) return CUDA_ERROR_INVALID_DEVICE;
+  switch (attribute) {
+    case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: *value = 0; return CUDA_SUCCESS;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: *value = 0x10 + device; return CUDA_SUCCESS;
+    case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: *value = 0; return CUDA_SUCCESS;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = 9; return CUDA_SUCCESS;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = 0; return CUDA_SUCCESS;
+    case CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID: *value = 0; return CUDA_SUCCESS;
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: *value = 1; return CUDA_SUCCESS;
+    default: return CUDA_ERROR_INVALID_VALUE;  // as an older driver answers for attributes it lacks
+  }
+}
+
+CUresult fake_cuDeviceGetPCIBusId(char* bus_id, int length, CUdevice device) {
+  FAKE_ENTER_("cuDeviceGetPCIBusId");
+  if (device < 0 || device >= s.script.device_count) return CUDA_ERROR_INVALID_DEVICE;
+  std::snprintf(bus_id, static_cast<std::size_t>(length), "0000:%02x:00.0", 0x10 + device);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDeviceTotalMem_v2(std::size_t* bytes, CUdevice device) {
+  FAKE_ENTER_("cuDeviceTotalMem_v2");
+  if (device < 0 || device >= s.script.device_count) return CUDA_ERROR_INVALID_DEVICE;
+  *bytes = static_cast<std::size_t>(s.script.device_total_memory_bytes);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice device) {
+  FAKE_ENTER_("cuDevicePrimaryCtxRetain");
+  if (device < 0 || device >= s.script.device_count) return CUDA_ERROR_INVALID_DEVICE;
+  ++s.counters.context_retains;
+  *context = reinterpret_cast<CUcontext>(&s.contexts[device]);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDevicePrimaryCtxRelease_v2(CUdevice device) {
+  FAKE_ENTER_("cuDevicePrimaryCtxRelease_v2");
+  if (device < 0 || device >= s.script.device_count) return CUDA_ERROR_INVALID_DEVICE;
+  ++s.counters.context_releases;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuCtxSetCurrent(CUcontext context) {
+  FAKE_ENTER_("cuCtxSetCurrent");
+  ++s.counters.set_current_calls;
+  current_context = context;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuCtxGetCurrent(CUcontext* context) {
+  FAKE_ENTER_("cuCtxGetCurrent");
+  *context = current_context;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuCtxSynchronize() {
+  FAKE_ENTER_("cuCtxSynchronize");
+  if (CUresult r = need_context(); r != CUDA_SUCCESS) return r;
+  ++s.counters.context_syncs;
+  for (auto& [handle, stream] : s.streams) run_pending(*stream, UINT64_MAX);
+  return CUDA_SUCCESS;
+}
+
+// Writes one attribute for `address`; unknown memory gets the zero values cuPointerGetAttributes gives.
+void write_attribute(State& s, CUpointer_attribute attribute, void* data, std::uintptr_t address) {
+  std::uintptr_t start = 0;
+  const Range* r = find_range(s, address, 0, &start);
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: {
+      unsigned int type = 0;
+      if (r) type = (r->kind == RangeKind::device || r->kind == RangeKind::managed) ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+      *static_cast<unsigned int*>(data) = type;
+      break;
+    }
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+      *static_cast<int*>(data) = r ? (r->device < 0 ? 0 : r->device) : -2;
+      break;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+      *static_cast<unsigned int*>(data) = (r && r->kind == RangeKind::managed) ? 1u : 0u;
+      break;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+      *static_cast<CUdeviceptr*>(data) = r ? start : 0;
+      break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+      *static_cast<std::size_t*>(data) = r ? r->size : 0;
+      break;
+    default:
+      break;
+  }
+}
+
+CUresult fake_cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr pointer) {
+  FAKE_ENTER_("cuPointerGetAttribute");
+  ++s.counters.pointer_queries;
+  if (find_range(s, static_cast<std::uintptr_t>(pointer), 0) == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  write_attribute(s, attribute, data, static_cast<std::uintptr_t>(pointer));
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuPointerGetAttributes(unsigned int count, CUpointer_attribute* attributes, void** data,
+                                     CUdeviceptr pointer) {
+  FAKE_ENTER_("cuPointerGetAttributes");
+  ++s.counters.pointer_queries;
+  for (unsigned int i = 0; i < count; ++i) write_attribute(s, attributes[i], data[i], static_cast<std::uintptr_t>(pointer));
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuMemAlloc_v2(CUdeviceptr* pointer, std::size_t bytes) {
+  FAKE_ENTER_("cuMemAlloc_v2");
+  if (CUresult r = need_context(); r != CUDA_SUCCESS) return r;
+  ++s.counters.device_allocs;
+  *pointer = reinterpret_cast<std::uintptr_t>(add_range(s, bytes, RangeKind::device, current_device()));
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuMemFree_v2(CUdeviceptr pointer) {
+  FAKE_ENTER_("cuMemFree_v2");
+  auto it = s.ranges.find(static_cast<std::uintptr_t>(pointer));
+  if (it == s.ranges.end() || it->second.kind != RangeKind::device) return CUDA_ERROR_INVALID_VALUE;
+  ++s.counters.device_frees;
+  std::free(reinterpret_cast<void*>(it->first));
+  s.ranges.erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuMemHostAlloc(void** pointer, std::size_t bytes, unsigned int /*flags*/) {
+  FAKE_ENTER_("cuMemHostAlloc");
+  if (CUresult r = need_context(); r != CUDA_SUCCESS) return r;
+  ++s.counters.pinned_allocs;
+  *pointer = add_range(s, bytes, RangeKind::pinned_alloc, current_device());
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuMemFreeHost(void* pointer) {
+  FAKE_ENTER_("cuMemFreeHost");
+  auto it = s.ranges.find(reinterpret_cast<std::uintptr_t>(pointer));
+  if (it == s.ranges.end() || it->second.kind != RangeKind::pinned_alloc) return CUDA_ERROR_INVALID_VALUE;
+  ++s.counters.pinned_frees;
+  std::free(pointer);
+  s.ranges.erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuMemHostRegister_v2(void* pointer, std::size_t bytes, unsigned int /*flags*/) {
+  FAKE_ENTER_("cuMemHostRegister_v2");
+  if (CUresult r = need_context(); r != CUDA_SUCCESS) return r;
+  if (pointer == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  auto address = reinterpret_cast<std::uintptr_t>(pointer);
+  // Any overlap with a known range is refused, as the driver refuses overlapping registrations.
+  auto next = s.ranges.lower_bound(address);
+  if (next != s.ranges.end() && next->first < address + bytes) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  if (find_range(s, address, 0) != nullptr) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  ++s.counters.host_registers;
+  s.ranges[address] = Range{bytes, RangeKind::registered, current_device(), false};
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuMemHostUnregister(void* pointer) {
+  FAKE_ENTER_("cuMemHostUnregister");
+  auto it = s.ranges.find(reinterpret_cast<std::uintptr_t>(pointer));
+  if (it == s.ranges.end() || it->second.kind != RangeKind::registered) return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+  ++s.counters.host_unregisters;
+  s.ranges.erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, std::size_t bytes) {
+  FAKE_ENTER_("cuMemcpyHtoD_v2");
+  if (CUresult r = need_context(); r != CUDA_SUCCESS) return r;
+  if (!is_device_range(s, dst, bytes)) return CUDA_ERROR_INVALID_VALUE;
+  ++s.counters.htod_copies;
+  s.counters.htod_bytes += bytes;
+  std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, std::size_t bytes) {
+  FAKE_ENTER_("cuMemcpyDtoH_v2");
+  if (CUresult r = need_context(); r != CUDA_SUCCESS) return r;
+  if (!is_device_range(s, src, bytes)) return CUDA_ERROR_INVALID_VALUE;
+  ++s.counters.dtoh_copies;
+  s.counters.dtoh_bytes += bytes;
+  std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, std::size_t bytes, CUstream stream) {
+  FAKE_ENTER_("cuMemcpyHtoDAsync_v2");
+  if (CUresult r = need_context(); r != CUDA_SUCCESS) return r;
+  if (!is_device_range(s, dst, bytes)) return CUDA_ERROR_INVALID_VALUE;
+  if (stream != nullptr && s.streams.count(stream) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  ++s.counters.htod_async_copies;
+  s.counters.htod_bytes += bytes;
+  return copy_async(s, reinterpret_cast<void*>(dst), src, bytes, stream);
+}
+
+CUresult fake_cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, std::size_t bytes, CUstream stream) {
+  FAKE_ENTER_("cuMemcpyDtoHAsync_v2");
+  if (CUresult r = need_context(); r != CUDA_SUCCESS) return r;
+  if (!is_device_range(s, src, bytes)) return CUDA_ERROR_INVALID_VALUE;
+  if (stream != nullptr && s.streams.count(stream) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  ++s.counters.dtoh_async_copies;
+  s.counters.dtoh_bytes += bytes;
+  return copy_async(s, dst, reinterpret_cast<const void*>(src), bytes, stream);
+}
+
+CUresult fake_cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, std::size_t count) {
+  FAKE_ENTER_("cuMemsetD8_v2");
+  if (CUresult r = need_context(); r != CUDA_SUCCESS) return r;
+  if (!is_device_range(s, dst, count)) return CUDA_ERROR_INVALID_VALUE;
+  ++s.counters.memsets;
+  std::memset(reinterpret_cast<void*>(dst), value, count);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuStreamCreate(CUstream* stream, unsigned int /*flags*/) {
+  FAKE_ENTER_("cuStreamCreate");
+  if (CUresult r = need_context(); r != CUDA_SUCCESS) return r;
+  auto created = std::make_unique<FakeStream>();
+  *stream = reinterpret_cast<CUstream>(created.get());
+  s.streams[*stream] = std::move(created);
+  ++s.counters.streams_created;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuStreamDestroy_v2(CUstream stream) {
+  FAKE_ENTER_("cuStreamDestroy_v2");
+  auto it = s.streams.find(stream);
+  if (stream == nullptr || it == s.streams.end()) return CUDA_ERROR_INVALID_HANDLE;
+  run_pending(*it->second, UINT64_MAX);  // work already queued still completes, as on a real device
+  s.streams.erase(it);
+  ++s.counters.streams_destroyed;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuStreamSynchronize(CUstream stream) {
+  FAKE_ENTER_("cuStreamSynchronize");
+  if (stream != nullptr && s.streams.count(stream) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  ++s.counters.stream_syncs;
+  run_pending(stream_of(s, stream), UINT64_MAX);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuEventCreate(CUevent* event, unsigned int /*flags*/) {
+  FAKE_ENTER_("cuEventCreate");
+  if (CUresult r = need_context(); r != CUDA_SUCCESS) return r;
+  auto created = std::make_unique<FakeEvent>();
+  *event = reinterpret_cast<CUevent>(created.get());
+  s.events[*event] = std::move(created);
+  ++s.counters.events_created;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuEventRecord(CUevent event, CUstream stream) {
+  FAKE_ENTER_("cuEventRecord");
+  auto it = s.events.find(event);
+  if (it == s.events.end()) return CUDA_ERROR_INVALID_HANDLE;
+  if (stream != nullptr && s.streams.count(stream) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  ++s.counters.events_recorded;
+  it->second->stream = stream;
+  it->second->sequence = stream_of(s, stream).last_sequence;
+  it->second->recorded = true;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuEventSynchronize(CUevent event) {
+  FAKE_ENTER_("cuEventSynchronize");
+  auto it = s.events.find(event);
+  if (it == s.events.end()) return CUDA_ERROR_INVALID_HANDLE;
+  ++s.counters.event_syncs;
+  auto stream = s.streams.find(it->second->stream);
+  if (it->second->recorded && stream != s.streams.end()) run_pending(*stream->second, it->second->sequence);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuEventQuery(CUevent event) {
+  FAKE_ENTER_("cuEventQuery");
+  auto it = s.events.find(event);
+  if (it == s.events.end()) return CUDA_ERROR_INVALID_HANDLE;
+  ++s.counters.event_queries;
+  auto stream = s.streams.find(it->second->stream);
+  if (!it->second->recorded || stream == s.streams.end()) return CUDA_SUCCESS;
+  FakeStream& queue = *stream->second;
+  bool busy = !queue.pending.empty() && queue.pending.front().sequence <= it->second->sequence;
+  if (!busy) return CUDA_SUCCESS;
+  run_pending(queue, it->second->sequence);  // done by the next query
+  return CUDA_ERROR_NOT_READY;
+}
+
+CUresult fake_cuEventDestroy_v2(CUevent event) {
+  FAKE_ENTER_("cuEventDestroy_v2");
+  if (s.events.erase(event) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  ++s.counters.events_destroyed;
+  return CUDA_SUCCESS;
+}
+
+struct ErrorWords {
+  CUresult code;
+  const char* name;
+  const char* text;
+};
+constexpr ErrorWords kErrorWords[] = {
+    {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
+    {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
+    {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+    {CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
+     "part or all of the requested memory range is already mapped"},
+    {CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",
+     "pointer does not correspond to a registered memory region"},
+    {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
+};
+
+const ErrorWords* words_for(CUresult code) {
+  for (const ErrorWords& w : kErrorWords) {
+    if (w.code == code) return &w;
+  }
+  return nullptr;
+}
+
+// Like the real driver, these two answer without initialisation and take no lock-worthy state.
+CUresult fake_cuGetErrorName(CUresult error, const char** name) {
+  const ErrorWords* w = words_for(error);
+  *name = w ? w->name : nullptr;
+  return w ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult fake_cuGetErrorString(CUresult error, const char** text) {
+  const ErrorWords* w = words_for(error);
+  *text = w ? w->text : nullptr;
+  return w ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+#undef FAKE_ENTER_
+
+CudaApi make_table() {
+  CudaApi api;
+  api.cuInit = fake_cuInit;
+  api.cuDriverGetVersion = fake_cuDriverGetVersion;
+  api.cuDeviceGetCount = fake_cuDeviceGetCount;
+  api.cuDeviceGet = fake_cuDeviceGet;
+  api.cuDeviceGetName = fake_cuDeviceGetName;
+  api.cuDeviceGetAttribute = fake_cuDeviceGetAttribute;
+  api.cuDeviceGetPCIBusId = fake_cuDeviceGetPCIBusId;
+  api.cuDeviceTotalMem_v2 = fake_cuDeviceTotalMem_v2;
+  api.cuDevicePrimaryCtxRetain = fake_cuDevicePrimaryCtxRetain;
+  api.cuDevicePrimaryCtxRelease_v2 = fake_cuDevicePrimaryCtxRelease_v2;
+  api.cuCtxSetCurrent = fake_cuCtxSetCurrent;
+  api.cuCtxGetCurrent = fake_cuCtxGetCurrent;
+  api.cuCtxSynchronize = fake_cuCtxSynchronize;
+  api.cuPointerGetAttribute = fake_cuPointerGetAttribute;
+  api.cuPointerGetAttributes = fake_cuPointerGetAttributes;
+  api.cuMemAlloc_v2 = fake_cuMemAlloc_v2;
+  api.cuMemFree_v2 = fake_cuMemFree_v2;
+  api.cuMemHostAlloc = fake_cuMemHostAlloc;
+  api.cuMemFreeHost = fake_cuMemFreeHost;
+  api.cuMemHostRegister_v2 = fake_cuMemHostRegister_v2;
+  api.cuMemHostUnregister = fake_cuMemHostUnregister;
+  api.cuMemcpyHtoD_v2 = fake_cuMemcpyHtoD_v2;
+  api.cuMemcpyDtoH_v2 = fake_cuMemcpyDtoH_v2;
+  api.cuMemcpyHtoDAsync_v2 = fake_cuMemcpyHtoDAsync_v2;
+  api.cuMemcpyDtoHAsync_v2 = fake_cuMemcpyDtoHAsync_v2;
+  api.cuMemsetD8_v2 = fake_cuMemsetD8_v2;
+  api.cuStreamCreate = fake_cuStreamCreate;
+  api.cuStreamDestroy_v2 = fake_cuStreamDestroy_v2;
+  api.cuStreamSynchronize = fake_cuStreamSynchronize;
+  api.cuEventCreate = fake_cuEventCreate;
+  api.cuEventRecord = fake_cuEventRecord;
+  api.cuEventSynchronize = fake_cuEventSynchronize;
+  api.cuEventQuery = fake_cuEventQuery;
+  api.cuEventDestroy_v2 = fake_cuEventDestroy_v2;
+  api.cuGetErrorName = fake_cuGetErrorName;
+  api.cuGetErrorString = fake_cuGetErrorString;
+  api.library = "fake-cuda";
+  return api;
+}
+
+}  // namespace
+
+const CudaApi& fake_cuda_api() {
+  static const CudaApi table = make_table();
+  return table;
+}
+
+void reset_fake_cuda() {
+  release_primary_contexts_for_testing(fake_cuda_api());
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  for (auto& [start, range] : s.ranges) {
+    if (range.owned) std::free(reinterpret_cast<void*>(start));
+  }
+  s.ranges.clear();
+  s.streams.clear();
+  s.events.clear();
+  s.next_sequence = 1;
+  s.script = FakeCudaScript{};
+  s.counters = FakeCudaCounters{};
+  current_context = nullptr;  // this thread's; worker threads set theirs through make_current
+}
+
+FakeCudaScript& fake_cuda_script() { return state().script; }
+
+FakeCudaCounters fake_cuda_counters() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.counters;
+}
+
+std::size_t fake_cuda_live_pinned() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  std::size_t n = 0;
+  for (const auto& [start, range] : s.ranges) {
+    if (range.kind == RangeKind::pinned_alloc || range.kind == RangeKind::registered) ++n;
+  }
+  return n;
+}
+
+std::size_t fake_cuda_live_device() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  std::size_t n = 0;
+  for (const auto& [start, range] : s.ranges) {
+    if (range.kind == RangeKind::device) ++n;
+  }
+  return n;
+}
+
+std::size_t fake_cuda_pending_copies() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  std::size_t n = 0;
+  for (const auto& [handle, stream] : s.streams) n += stream->pending.size();
+  return n;
+}
+
+void* fake_cuda_alloc_managed(std::size_t bytes, int device) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return add_range(s, bytes, RangeKind::managed, device);
+}
+
+void* fake_cuda_alloc_device(std::size_t bytes, int device) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return add_range(s, bytes, RangeKind::device, device);
+}
+
+void fake_cuda_free(void* ptr) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto it = s.ranges.find(reinterpret_cast<std::uintptr_t>(ptr));
+  if (it == s.ranges.end() || !it->second.owned) return;
+  std::free(ptr);
+  s.ranges.erase(it);
+}
+
+}  // namespace ferry::testing
