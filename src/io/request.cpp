@@ -99,6 +99,16 @@ void RequestState::complete() {
       result = status;
     }
   }
+  // Release the route's resources before anyone can see the request done: they hold the File's state
+  // (descriptors, and the Syscalls they were opened with). Otherwise the last reference could drop on
+  // this worker after get() returned, closing descriptors behind a caller that already destroyed the
+  // File (and whatever it was opened with).
+  std::shared_ptr<TaskSource> source;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    source.swap(source_);
+  }
+  source.reset();
   add_to_process_report(report_);
   if (on_complete_) on_complete_(result);
   {
