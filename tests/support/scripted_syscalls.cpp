@@ -99,10 +99,27 @@ void ScriptedSyscalls::end(Call& call, long long result) {
   calls_.push_back(call);
 }
 
+namespace {
+
+// What a matched rule does before the call itself: its hook, then its delay.
+void prelude(bool matched, const Rule& rule) {
+  if (!matched) return;
+  if (rule.before) rule.before();
+  if (rule.delay.count() > 0) std::this_thread::sleep_for(rule.delay);
+}
+
+// The byte count a read/write rule lets through: half (at least one byte), or all.
+std::size_t allowed(const Rule& r, std::size_t count) {
+  if (!r.half || count <= 1) return count;
+  return count / 2;
+}
+
+}  // namespace
+
 int ScriptedSyscalls::open(const char* path, int flags, mode_t mode) {
   Call call;
   Matched m = begin(Op::open, -1, 0, 0, flags, call);
-  if (m.any && m.rule.delay.count() > 0) std::this_thread::sleep_for(m.rule.delay);
+  prelude(m.any, m.rule);
   int rc = (m.any && m.rule.error != 0) ? -m.rule.error : base_.open(path, flags, mode);
   end(call, rc);
   return rc;
@@ -116,20 +133,11 @@ int ScriptedSyscalls::close(int fd) {
   return rc;
 }
 
-namespace {
-
-// The byte count a read/write rule lets through: half (at least one byte), or all.
-std::size_t allowed(const Rule& r, std::size_t count) {
-  if (!r.half || count <= 1) return count;
-  return count / 2;
-}
-
-}  // namespace
 
 ssize_t ScriptedSyscalls::pread(int fd, void* buf, std::size_t count, off_t offset) {
   Call call;
   Matched m = begin(Op::pread, fd, static_cast<std::uint64_t>(offset), count, 0, call);
-  if (m.any && m.rule.delay.count() > 0) std::this_thread::sleep_for(m.rule.delay);
+  prelude(m.any, m.rule);
   ssize_t rc;
   if (m.any && m.rule.error != 0) {
     rc = -m.rule.error;
@@ -145,12 +153,12 @@ ssize_t ScriptedSyscalls::pread(int fd, void* buf, std::size_t count, off_t offs
 ssize_t ScriptedSyscalls::pwrite(int fd, const void* buf, std::size_t count, off_t offset) {
   Call call;
   Matched m = begin(Op::pwrite, fd, static_cast<std::uint64_t>(offset), count, 0, call);
-  if (m.any && m.rule.delay.count() > 0) std::this_thread::sleep_for(m.rule.delay);
+  prelude(m.any, m.rule);
   ssize_t rc;
   if (m.any && m.rule.error != 0) {
     rc = -m.rule.error;
   } else {
-    rc = base_.pwrite(fd, buf, m.any ? allowed(m.rule, count) : count, offset);
+    rc = (m.any && m.rule.eof) ? 0 : base_.pwrite(fd, buf, m.any ? allowed(m.rule, count) : count, offset);
   }
   end(call, rc);
   return rc;
@@ -161,7 +169,7 @@ ssize_t ScriptedSyscalls::preadv2(int fd, const struct iovec* iov, int iovcnt, o
   for (int i = 0; i < iovcnt; ++i) total += iov[i].iov_len;
   Call call;
   Matched m = begin(Op::preadv2, fd, static_cast<std::uint64_t>(offset), total, flags, call);
-  if (m.any && m.rule.delay.count() > 0) std::this_thread::sleep_for(m.rule.delay);
+  prelude(m.any, m.rule);
   ssize_t rc;
   if (m.any && m.rule.error != 0) {
     rc = -m.rule.error;

@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -40,8 +41,9 @@ struct Rule {
   // ---- action ----
   int error = 0;                           // return -error without calling through
   bool half = false;                       // transfer only half of the bytes asked (at least 1)
-  bool eof = false;                        // reads: return 0 as at the end of the file
+  bool eof = false;                        // return 0: reads as at the end of the file, writes as no progress
   std::chrono::milliseconds delay{0};      // sleep first (then call through unless another action says)
+  std::function<void()> before;            // runs first, outside the wrapper's lock (e.g. truncate the file)
 
   static Rule on(Op op) { Rule r; r.ops = {op}; return r; }
   /// Every call that moves bytes: pread, pwrite, preadv2.
@@ -56,6 +58,7 @@ struct Rule {
   Rule& returns_half() { half = true; return *this; }
   Rule& returns_eof() { eof = true; return *this; }
   Rule& sleeps(std::chrono::milliseconds d) { delay = d; return *this; }
+  Rule& runs_first(std::function<void()> f) { before = std::move(f); return *this; }
 };
 
 /// What the wrapper saw.

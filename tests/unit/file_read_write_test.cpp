@@ -104,7 +104,9 @@ TEST(FileRead, EverySizeAndOffsetMatchesThePatternForEachPolicyAndBuffer) {
           if (policy == DirectIo::off) {
             EXPECT_EQ(r->report.io.direct_ops, 0u);
           }
-          if (!page_aligned) {
+          if (!page_aligned && offset % 4096 == 0) {
+            // Buffer address and file offset are out of step by one byte: no task can use O_DIRECT. (With
+            // offset 4097 and the buffer one byte off they line up again, and O_DIRECT is right.)
             EXPECT_EQ(r->report.io.direct_ops, 0u) << "a misaligned buffer cannot use O_DIRECT";
           }
           if (policy == DirectIo::on && page_aligned && file->direct_io_available() && offset % 4096 == 0 &&
@@ -189,8 +191,8 @@ TEST(FileWrite, EverySizeAndOffsetLandsExactlyForEachPolicyAndBuffer) {
           EXPECT_EQ(r->report.total_ops(), expected_tasks(offset, size, kTask));
           EXPECT_EQ(r->report.at(Route::host).ops, r->report.total_ops());
           direct_seen += r->report.io.direct_ops;
-          if (policy != DirectIo::on || !page_aligned) {
-            EXPECT_EQ(r->report.io.direct_ops, 0u);
+          if (policy != DirectIo::on || (!page_aligned && offset % 4096 == 0)) {
+            EXPECT_EQ(r->report.io.direct_ops, 0u) << "writes use O_DIRECT only when asked and aligned";
           }
           std::vector<std::uint8_t> back(hi - lo);
           ASSERT_EQ(::pread(raw, back.data(), back.size(), static_cast<off_t>(lo)), static_cast<ssize_t>(back.size()));

@@ -1,0 +1,570 @@
+// Fault injection through ScriptedSyscalls: short transfers, EINTR/EAGAIN, EIO and ENOSPC at an offset,
+// O_DIRECT refused at open or at the read, permission errors, RWF_NOWAIT refused. Each test checks the
+// outcome and what the error or report says about it.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ferry/ferry.hpp"
+#include "file/open_options.hpp"
+#include "support/scripted_syscalls.hpp"
+#include "support/test_files.hpp"
+
+using ::testing::AnyOf;
+using ::testing::Contains;
+using ::testing::HasSubstr;
+
+namespace ferry {
+namespace {
+
+using testing::Op;
+using testing::Rule;
+using testing::ScriptedSyscalls;
+
+constexpr std::uint64_t kTask = 64 * 1024;
+constexpr std::uint64_t kMiB = 1024 * 1024;
+
+Config config(DirectIo policy, unsigned threads = 4) {
+  Config c;
+  c.set_task_size(kTask).set_threads(threads).set_direct_io(policy);
+  return c;
+}
+
+Result<File> open_with(ScriptedSyscalls& sys, const std::string& path, std::string_view mode, const Config& c) {
+  return detail::open_file(path, mode, c, detail::OpenOptions{.syscalls = &sys});
+}
+
+struct AlignedBuffer {
+  explicit AlignedBuffer(std::uint64_t n) : size(n) {
+    p.reset(static_cast<std::uint8_t*>(std::aligned_alloc(4096, (n + 4095) / 4096 * 4096 + 4096)));
+  }
+  std::uint8_t* data() { return p.get(); }
+  bool matches(std::uint64_t offset, std::uint64_t n) const {
+    auto want = testing::pattern(offset, n);
+    return std::equal(want.begin(), want.end(), p.get());
+  }
+  struct Free {
+    void operator()(std::uint8_t* q) const { std::free(q); }
+  };
+  std::unique_ptr<std::uint8_t, Free> p;
+  std::uint64_t size;
+};
+
+bool any_note_has(const Report& r, const std::string& text) {
+  return std::any_of(r.notes.begin(), r.notes.end(), [&](const std::string& n) { return n.find(text) != n.npos; });
+}
+
+// ---- short transfers, EINTR, EAGAIN ----
+
+TEST(FaultShortRead, SecondPreadReturnsHalfAndTheBytesAreStillRight) {
+  auto dir = testing::test_dir();
+  const std::uint64_t size = 4 * kTask;
+  auto path = testing::write_pattern_file(dir / "d.bin", size);
+  ScriptedSyscalls sys;
+  sys.add(Rule::on(Op::pread).nth_call(2).returns_half());
+  auto file = open_with(sys, path, "r", config(DirectIo::off));
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  AlignedBuffer buf(size);
+  auto r = file->pread(buf.data(), size, 0).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->bytes, size);
+  EXPECT_TRUE(buf.matches(0, size));
+  EXPECT_EQ(sys.scripted_count(), 1);
+  EXPECT_EQ(r->report.io.short_transfers, 1u);
+  EXPECT_EQ(file->report().io.short_transfers, 1u);
+  EXPECT_EQ(sys.count(Op::pread), 5) << "4 tasks plus one call to continue the short one";
+}
+
+TEST(FaultShortRead, EveryPreadReturningHalfStillCompletesEachTask) {
+  auto dir = testing::test_dir();
+  const std::uint64_t size = 2 * kTask + 3000;
+  auto path = testing::write_pattern_file(dir / "d.bin", size);
+  ScriptedSyscalls sys;
+  sys.add(Rule::on(Op::pread).returns_half());
+  auto file = open_with(sys, path, "r", config(DirectIo::off));
+  ASSERT_TRUE(file.ok());
+  AlignedBuffer buf(size);
+  auto r = file->pread(buf.data(), size - 1, 1).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->bytes, size - 1);
+  EXPECT_TRUE(buf.matches(1, size - 1));
+  EXPECT_GT(r->report.io.short_transfers, 10u);
+}
+
+TEST(FaultShortRead, ShortReadsOnTheDirectDescriptorFinishTheTask) {
+  // A short O_DIRECT read can leave a remainder that is no longer aligned (possible on network and FUSE
+  // file systems); the task must still deliver every byte.
+  auto dir = testing::test_dir();
+  const std::uint64_t size = 2 * kTask;
+  auto path = testing::write_pattern_file(dir / "d.bin", size);
+  ScriptedSyscalls sys;
+  sys.add(Rule::on(Op::pread).only_direct().returns_half());
+  auto file = open_with(sys, path, "r", config(DirectIo::on));
+  ASSERT_TRUE(file.ok());
+  if (!file->direct_io_available()) GTEST_SKIP() << "no O_DIRECT here: " << file->direct_io_note();
+  AlignedBuffer buf(size);
+  auto r = file->pread(buf.data(), size, 0).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->bytes, size);
+  EXPECT_TRUE(buf.matches(0, size));
+  EXPECT_GT(r->report.io.short_transfers, 0u);
+}
+
+TEST(FaultShortWrite, HalfWritesAreContinued) {
+  auto dir = testing::test_dir();
+  auto path = (dir / "w.bin").string();
+  ScriptedSyscalls sys;
+  sys.add(Rule::on(Op::pwrite).returns_half());
+  auto file = open_with(sys, path, "w", config(DirectIo::off));
+  ASSERT_TRUE(file.ok());
+  auto data = testing::pattern(0, 3 * kTask + 11);
+  auto r = file->pwrite(data.data(), data.size(), 0).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->bytes, data.size());
+  EXPECT_EQ(testing::read_whole_file(path), data);
+  EXPECT_GT(r->report.io.short_transfers, 4u);
+}
+
+TEST(FaultShortWrite, WriteThatMakesNoProgressFailsInsteadOfSpinning) {
+  auto dir = testing::test_dir();
+  auto path = (dir / "w.bin").string();
+  ScriptedSyscalls sys;
+  sys.add(Rule::on(Op::pwrite).returns_eof());
+  auto file = open_with(sys, path, "w", config(DirectIo::off, 1));
+  ASSERT_TRUE(file.ok());
+  auto data = testing::pattern(0, 100);
+  auto r = file->pwrite(data.data(), data.size(), 4096).get();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::io_error);
+  EXPECT_THAT(r.status().message(), HasSubstr("offset 4096"));
+  EXPECT_THAT(r.status().message(), HasSubstr(path));
+}
+
+TEST(FaultEintr, ThreeEintrsAreRetriedAndCounted) {
+  auto dir = testing::test_dir();
+  const std::uint64_t size = 3 * kTask;
+  auto path = testing::write_pattern_file(dir / "d.bin", size);
+  ScriptedSyscalls sys;
+  sys.add(Rule::on(Op::pread).fail(EINTR).limit(3));
+  auto file = open_with(sys, path, "r", config(DirectIo::off));
+  ASSERT_TRUE(file.ok());
+  AlignedBuffer buf(size);
+  auto r = file->pread(buf.data(), size, 0).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(buf.matches(0, size));
+  EXPECT_EQ(r->report.io.eintr_retries, 3u);
+  EXPECT_EQ(file->report().io.eintr_retries, 3u);
+}
+
+TEST(FaultEintr, EagainIsRetriedLikeEintr) {
+  auto dir = testing::test_dir();
+  const std::uint64_t size = kTask;
+  auto path = testing::write_pattern_file(dir / "d.bin", size);
+  ScriptedSyscalls sys;
+  sys.add(Rule::on(Op::pread).fail(EAGAIN).limit(2));
+  sys.add(Rule::on(Op::pwrite).fail(EINTR).limit(2));
+  auto file = open_with(sys, path, "r+", config(DirectIo::off));
+  ASSERT_TRUE(file.ok());
+  AlignedBuffer buf(size);
+  auto r = file->pread(buf.data(), size, 0).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(buf.matches(0, size));
+  EXPECT_EQ(r->report.io.eintr_retries, 2u);
+  auto w = file->pwrite(buf.data(), size, 0).get();
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  EXPECT_EQ(w->report.io.eintr_retries, 2u);
+  EXPECT_EQ(testing::read_whole_file(path), testing::pattern(0, size));
+}
+
+TEST(FaultEintr, EndlessEintrGivesUpWithAClearError) {
+  auto dir = testing::test_dir();
+  auto path = testing::write_pattern_file(dir / "d.bin", 4096);
+  ScriptedSyscalls sys;
+  sys.add(Rule::on(Op::pread).fail(EINTR));
+  auto file = open_with(sys, path, "r", config(DirectIo::off, 1));
+  ASSERT_TRUE(file.ok());
+  AlignedBuffer buf(4096);
+  auto r = file->pread(buf.data(), 4096, 0).get();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().sys_errno(), EINTR);
+  EXPECT_THAT(r.status().to_string(), HasSubstr("EINTR"));
+  EXPECT_THAT(r.status().message(), HasSubstr(path));
+  EXPECT_LE(sys.count(Op::pread), 1001) << "retries are bounded";
+}
+
+// ---- EIO, ENOSPC ----
+
+TEST(FaultEio, ReadErrorNamesPathOffsetAndCauseUnderEachPolicy) {
+  auto dir = testing::test_dir();
+  const std::uint64_t size = 2 * kMiB;
+  auto path = testing::write_pattern_file(dir / "d.bin", size);
+  for (DirectIo policy : {DirectIo::automatic, DirectIo::on, DirectIo::off}) {
+    SCOPED_TRACE(direct_io_name(policy));
+    ScriptedSyscalls sys;
+    sys.add(Rule::on_io().covering(kMiB).fail(EIO));
+    auto file = open_with(sys, path, "r", config(policy));
+    ASSERT_TRUE(file.ok());
+    AlignedBuffer buf(size);
+    auto r = file->pread(buf.data(), size, 0).get();
+    ASSERT_FALSE(r.ok());
+    const Status& s = r.status();
+    EXPECT_EQ(s.code(), ErrorCode::io_error);
+    EXPECT_EQ(s.sys_errno(), EIO);
+    EXPECT_EQ(s.path(), path);
+    EXPECT_THAT(s.message(), HasSubstr("offset 1048576"));
+    EXPECT_THAT(s.message(), HasSubstr(path));
+    EXPECT_THAT(s.message(), HasSubstr("via host"));
+    EXPECT_THAT(s.to_string(), HasSubstr("EIO"));
+    EXPECT_THAT(s.to_string(), HasSubstr("Input/output error"));
+    EXPECT_THAT(s.to_string(), HasSubstr("io_error: Could not read"));
+    // EIO is never retried.
+    int covering = 0;
+    for (const auto& c : sys.calls()) {
+      if ((c.op == Op::pread || c.op == Op::preadv2) && c.offset <= kMiB && kMiB < c.offset + c.count) ++covering;
+    }
+    EXPECT_EQ(covering, 1);
+  }
+}
+
+TEST(FaultEio, ErrorInsideATaskNamesTheOffsetOfTheFailingCall) {
+  auto dir = testing::test_dir();
+  const std::uint64_t size = 4 * kTask;
+  auto path = testing::write_pattern_file(dir / "d.bin", size);
+  ScriptedSyscalls sys;
+  // The first call of task 2 returns half; the continuation (at 2.5 tasks) fails.
+  sys.add(Rule::on(Op::pread).covering(2 * kTask).returns_half().limit(1));
+  sys.add(Rule::on(Op::pread).covering(2 * kTask + kTask / 2).fail(EIO));
+  auto file = open_with(sys, path, "r", config(DirectIo::off, 1));
+  ASSERT_TRUE(file.ok());
+  AlignedBuffer buf(size);
+  auto r = file->pread(buf.data(), size, 0).get();
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("at offset " + std::to_string(2 * kTask + kTask / 2)));
+  EXPECT_THAT(r.status().message(), HasSubstr(std::to_string(kTask / 2) + " bytes"));
+}
+
+TEST(FaultEio, DirectReadErrorSaysODirect) {
+  auto dir = testing::test_dir();
+  auto path = testing::write_pattern_file(dir / "d.bin", 4 * kTask);
+  ScriptedSyscalls sys;
+  sys.add(Rule::on(Op::pread).only_direct().covering(kTask).fail(EIO));
+  auto file = open_with(sys, path, "r", config(DirectIo::on));
+  ASSERT_TRUE(file.ok());
+  if (!file->direct_io_available()) GTEST_SKIP() << file->direct_io_note();
+  AlignedBuffer buf(4 * kTask);
+  auto r = file->pread(buf.data(), 4 * kTask, 0).get();
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("O_DIRECT"));
+  EXPECT_THAT(r.status().message(), HasSubstr("offset 65536"));
+}
+
+TEST(FaultEnospc, WriteErrorIsNoSpaceNamingPathAndOffset) {
+  auto dir = testing::test_dir();
+  auto path = (dir / "full.bin").string();
+  for (DirectIo policy : {DirectIo::off, DirectIo::on}) {
+    SCOPED_TRACE(direct_io_name(policy));
+    ScriptedSyscalls sys;
+    sys.add(Rule::on(Op::pwrite).covering(3 * kTask).fail(ENOSPC));
+    auto file = open_with(sys, path, "w", config(policy));
+    ASSERT_TRUE(file.ok());
+    AlignedBuffer buf(6 * kTask);
+    std::memset(buf.data(), 7, 6 * kTask);
+    auto r = file->pwrite(buf.data(), 6 * kTask, 0).get();
+    ASSERT_FALSE(r.ok());
+    const Status& s = r.status();
+    EXPECT_EQ(s.code(), ErrorCode::no_space);
+    EXPECT_EQ(s.sys_errno(), ENOSPC);
+    EXPECT_EQ(s.path(), path);
+    EXPECT_THAT(s.message(), HasSubstr("offset 196608"));
+    EXPECT_THAT(s.message(), HasSubstr("Could not write"));
+    EXPECT_THAT(s.message(), HasSubstr(path));
+    EXPECT_THAT(s.to_string(), HasSubstr("ENOSPC"));
+    EXPECT_THAT(s.to_string(), HasSubstr("No space left on device"));
+  }
+}
+
+TEST(FaultEnospc, BlockingWriteReportsTheSameError) {
+  auto dir = testing::test_dir();
+  auto path = (dir / "full.bin").string();
+  ScriptedSyscalls sys;
+  sys.add(Rule::on(Op::pwrite).fail(ENOSPC));
+  auto file = open_with(sys, path, "a", config(DirectIo::off));
+  ASSERT_TRUE(file.ok());
+  char data[10] = {};
+  auto r = file->write(data, sizeof data);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::no_space);
+  EXPECT_THAT(r.status().message(), HasSubstr("offset 0"));
+}
+
+TEST(FaultSync, FdatasyncFailureIsIoErrorNamingThePath) {
+  auto dir = testing::test_dir();
+  auto path = (dir / "s.bin").string();
+  ScriptedSyscalls sys;
+  sys.add(Rule::on(Op::fdatasync).fail(EIO));
+  auto file = open_with(sys, path, "w", config(DirectIo::off));
+  ASSERT_TRUE(file.ok());
+  Status s = file->sync();
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), ErrorCode::io_error);
+  EXPECT_EQ(s.sys_errno(), EIO);
+  EXPECT_THAT(s.to_string(), HasSubstr(path));
+  EXPECT_THAT(s.to_string(), HasSubstr("EIO"));
+}
+
+TEST(FaultStat, FstatFailureBeforeAReadFailsItNamingThePath) {
+  auto dir = testing::test_dir();
+  auto path = testing::write_pattern_file(dir / "d.bin", 4096);
+  ScriptedSyscalls sys;
+  auto file = open_with(sys, path, "r", config(DirectIo::off));
+  ASSERT_TRUE(file.ok());
+  sys.add(Rule::on(Op::fstat).fail(EIO));
+  char buf[16];
+  auto r = file->pread(buf, sizeof buf, 0).get();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::io_error);
+  EXPECT_THAT(r.status().to_string(), HasSubstr(path));
+  auto size = file->size();
+  ASSERT_FALSE(size.ok());
+  EXPECT_THAT(size.status().to_string(), HasSubstr(path));
+}
+
+// ---- opening ----
+
+TEST(FaultOpen, PermissionDeniedNamesThePath) {
+  auto dir = testing::test_dir();
+  auto path = testing::write_pattern_file(dir / "secret.bin", 10);
+  ScriptedSyscalls sys;
+  sys.add(Rule::on(Op::open).fail(EACCES));
+  auto file = open_with(sys, path, "r", config(DirectIo::automatic));
+  ASSERT_FALSE(file.ok());
+  EXPECT_EQ(file.status().code(), ErrorCode::permission_denied);
+  EXPECT_EQ(file.status().sys_errno(), EACCES);
+  EXPECT_EQ(file.status().path(), path);
+  EXPECT_THAT(file.status().to_string(), HasSubstr(path));
+  EXPECT_THAT(file.status().to_string(), HasSubstr("EACCES"));
+  EXPECT_THAT(file.status().to_string(), HasSubstr("Permission denied"));
+}
+
+TEST(FaultOpen, ODirectRefusedAtOpenFallsBackToBufferedAndSaysSo) {
+  auto dir = testing::test_dir();
+  const std::uint64_t size = 4 * kTask;
+  auto path = testing::write_pattern_file(dir / "d.bin", size);
+  ScriptedSyscalls sys;
+  sys.add(Rule::on(Op::open).only_direct().fail(EINVAL));
+  auto file = open_with(sys, path, "r", config(DirectIo::on));
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  EXPECT_FALSE(file->direct_io_available());
+  EXPECT_THAT(file->direct_io_note(), HasSubstr("O_DIRECT"));
+  EXPECT_THAT(file->direct_io_note(), HasSubstr("EINVAL"));
+  EXPECT_THAT(file->direct_io_note(), HasSubstr(path));
+  EXPECT_THAT(file->report().notes, Contains(file->direct_io_note()));
+  AlignedBuffer buf(size);
+  auto r = file->pread(buf.data(), size, 0).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->bytes, size);
+  EXPECT_TRUE(buf.matches(0, size));
+  EXPECT_EQ(r->report.io.direct_ops, 0u);
+  EXPECT_EQ(r->report.io.buffered_ops, 4u);
+  EXPECT_THAT(file->report().notes, Contains(file->direct_io_note())) << "the note survives later requests";
+  EXPECT_THAT(file->report().table(), HasSubstr("refused O_DIRECT"));
+  // No call went to an O_DIRECT descriptor.
+  for (const auto& c : sys.calls()) EXPECT_FALSE(c.direct && c.op != Op::open) << testing::op_name(c.op);
+}
+
+TEST(FaultOpen, ODirectRefusedAtReadFallsBackToBufferedAndSaysSo) {
+  auto dir = testing::test_dir();
+  const std::uint64_t size = 4 * kTask;
+  auto path = testing::write_pattern_file(dir / "d.bin", size);
+  ScriptedSyscalls sys;
+  sys.add(Rule::on(Op::pread).only_direct().fail(EINVAL));
+  sys.add(Rule::on(Op::pwrite).only_direct().fail(EINVAL));
+  auto file = open_with(sys, path, "r+", config(DirectIo::on));
+  ASSERT_TRUE(file.ok());
+  if (!file->direct_io_available()) GTEST_SKIP() << file->direct_io_note();
+  AlignedBuffer buf(size);
+  auto r = file->pread(buf.data(), size, 0).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(buf.matches(0, size));
+  EXPECT_TRUE(any_note_has(r->report, "O_DIRECT read refused (EINVAL)"));
+  EXPECT_EQ(r->report.io.direct_ops, 0u);
+  auto w = file->pwrite(buf.data(), size, 0).get();
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  EXPECT_TRUE(any_note_has(w->report, "O_DIRECT write refused (EINVAL)"));
+  EXPECT_EQ(w->report.io.direct_ops, 0u);
+  EXPECT_EQ(testing::read_whole_file(path), testing::pattern(0, size));
+}
+
+TEST(FaultOpen, RealMissingFileAndRealDirectory) {
+  auto dir = testing::test_dir();
+  ScriptedSyscalls sys;
+  auto missing = open_with(sys, (dir / "missing").string(), "r", config(DirectIo::automatic));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), ErrorCode::not_found);
+  EXPECT_THAT(missing.status().to_string(), HasSubstr("ENOENT"));
+  auto directory = open_with(sys, dir.string(), "r", config(DirectIo::automatic));
+  ASSERT_FALSE(directory.ok());
+  EXPECT_EQ(directory.status().code(), ErrorCode::is_a_directory);
+  EXPECT_THAT(directory.status().to_string(), HasSubstr(dir.string()));
+  // Nothing leaked: every descriptor opened was closed.
+  int opened = 0, closed = 0;
+  for (const auto& c : sys.calls()) {
+    if (c.op == Op::open && c.result >= 0) ++opened;
+    if (c.op == Op::close && c.result == 0) ++closed;
+  }
+  EXPECT_EQ(opened, closed);
+}
+
+TEST(FaultOpen, RealTmpfsODirectIsReportedConsistently) {
+  if (!std::filesystem::is_directory("/dev/shm")) GTEST_SKIP() << "no /dev/shm";
+  // The one deliberate file outside the build tree: tmpfs is where O_DIRECT is refused on older kernels.
+  auto path = std::string("/dev/shm/ferry-odirect-probe-") + std::to_string(::getpid()) + ".bin";
+  struct Cleanup {
+    std::string p;
+    ~Cleanup() { std::filesystem::remove(p); }
+  } cleanup{path};
+  testing::write_pattern_file(path, 2 * kTask);
+  auto file = File::open(path, "r", config(DirectIo::on));
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  AlignedBuffer buf(2 * kTask);
+  auto r = file->pread(buf.data(), 2 * kTask, 0).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(buf.matches(0, 2 * kTask));
+  if (file->direct_io_available()) {
+    EXPECT_EQ(file->direct_io_note(), "");
+    EXPECT_GT(r->report.io.direct_ops + r->report.notes.size(), 0u);
+  } else {
+    EXPECT_THAT(file->direct_io_note(), HasSubstr("O_DIRECT"));
+    EXPECT_THAT(file->report().notes, Contains(file->direct_io_note()));
+    EXPECT_EQ(r->report.io.direct_ops, 0u);
+  }
+}
+
+// ---- RWF_NOWAIT ----
+
+TEST(FaultNowait, PreadvRefusedOnceMeansBufferedReadsAndANote) {
+  auto dir = testing::test_dir();
+  const std::uint64_t size = 4 * kTask;
+  auto path = testing::write_pattern_file(dir / "d.bin", size);
+  ScriptedSyscalls sys;
+  sys.add(Rule::on(Op::preadv2).fail(EOPNOTSUPP));
+  auto file = open_with(sys, path, "r", config(DirectIo::automatic, 1));
+  ASSERT_TRUE(file.ok());
+  AlignedBuffer buf(size);
+  auto r = file->pread(buf.data(), size, 0).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(buf.matches(0, size));
+  EXPECT_TRUE(any_note_has(r->report, "RWF_NOWAIT refused"));
+  EXPECT_EQ(r->report.io.buffered_ops, 4u);
+  EXPECT_EQ(r->report.io.cached_ops, 0u);
+  EXPECT_EQ(sys.count(Op::preadv2), 1) << "a refusal is remembered for the file";
+  auto again = file->pread(buf.data(), size, 0).get();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(sys.count(Op::preadv2), 1);
+  EXPECT_TRUE(any_note_has(file->report(), "RWF_NOWAIT refused"));
+}
+
+TEST(FaultNowait, NothingCachedGoesToODirect) {
+  auto dir = testing::test_dir();
+  const std::uint64_t size = 4 * kTask;
+  auto path = testing::write_pattern_file(dir / "d.bin", size);
+  ScriptedSyscalls sys;
+  sys.add(Rule::on(Op::preadv2).fail(EAGAIN));
+  auto file = open_with(sys, path, "r", config(DirectIo::automatic));
+  ASSERT_TRUE(file.ok());
+  AlignedBuffer buf(size);
+  auto r = file->pread(buf.data(), size, 0).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(buf.matches(0, size));
+  EXPECT_EQ(r->report.io.cached_ops, 0u);
+  if (file->direct_io_available()) {
+    EXPECT_EQ(r->report.io.direct_ops, 4u);
+  } else {
+    EXPECT_EQ(r->report.io.buffered_ops, 4u);
+  }
+}
+
+TEST(FaultNowait, PartlyCachedTaskReadsTheRestAndIsCorrect) {
+  auto dir = testing::test_dir();
+  const std::uint64_t size = 4 * kTask;
+  auto path = testing::write_pattern_file(dir / "d.bin", size);
+  ScriptedSyscalls sys;
+  sys.add(Rule::on(Op::preadv2).returns_half());
+  auto file = open_with(sys, path, "r", config(DirectIo::automatic));
+  ASSERT_TRUE(file.ok());
+  AlignedBuffer buf(size);
+  auto r = file->pread(buf.data(), size - 5, 5).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->bytes, size - 5);
+  EXPECT_TRUE(buf.matches(5, size - 5));
+  EXPECT_EQ(r->report.io.cached_ops, 0u) << "no task was served whole from the cache";
+}
+
+TEST(FaultNowait, EioFromTheCacheProbeIsAnError) {
+  auto dir = testing::test_dir();
+  auto path = testing::write_pattern_file(dir / "d.bin", 2 * kTask);
+  ScriptedSyscalls sys;
+  sys.add(Rule::on(Op::preadv2).covering(kTask).fail(EIO));
+  auto file = open_with(sys, path, "r", config(DirectIo::automatic));
+  ASSERT_TRUE(file.ok());
+  AlignedBuffer buf(2 * kTask);
+  auto r = file->pread(buf.data(), 2 * kTask, 0).get();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().sys_errno(), EIO);
+  EXPECT_THAT(r.status().message(), HasSubstr("offset 65536"));
+}
+
+TEST(FaultNowait, EintrOnTheCacheProbeIsRetried) {
+  auto dir = testing::test_dir();
+  auto path = testing::write_pattern_file(dir / "d.bin", kTask);
+  ScriptedSyscalls sys;
+  sys.add(Rule::on(Op::preadv2).fail(EINTR).limit(2));
+  auto file = open_with(sys, path, "r", config(DirectIo::automatic));
+  ASSERT_TRUE(file.ok());
+  AlignedBuffer buf(kTask);
+  auto r = file->pread(buf.data(), kTask, 0).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(buf.matches(0, kTask));
+  EXPECT_EQ(r->report.io.eintr_retries, 2u);
+  EXPECT_EQ(r->report.io.cached_ops, 1u);
+}
+
+// ---- lifetime ----
+
+TEST(FaultLifetime, DescriptorsAreClosedOnceTheFileIsGoneAfterGet) {
+  // Regression: a finished request kept the File's state alive until its worker dropped the job, so the
+  // descriptors were closed (through the Syscalls the File was opened with) at some moment after get()
+  // returned and the File was destroyed: a use after free when those Syscalls were gone too.
+  auto dir = testing::test_dir();
+  auto path = testing::write_pattern_file(dir / "d.bin", 8 * kTask);
+  AlignedBuffer buf(8 * kTask);
+  for (int round = 0; round < 50; ++round) {
+    auto sys = std::make_unique<ScriptedSyscalls>();
+    {
+      auto file = open_with(*sys, path, "r", config(DirectIo::off, 4));
+      ASSERT_TRUE(file.ok());
+      auto r = file->pread(buf.data(), 8 * kTask, 0).get();
+      ASSERT_TRUE(r.ok()) << r.status().to_string();
+    }
+    int opened = 0, closed = 0;
+    for (const auto& c : sys->calls()) {
+      if (c.op == Op::open && c.result >= 0) ++opened;
+      if (c.op == Op::close) ++closed;
+    }
+    ASSERT_EQ(closed, opened) << "round " << round << ": descriptors still open after the File was destroyed";
+    sys.reset();  // a late close would now touch freed memory
+  }
+}
+
+}  // namespace
+}  // namespace ferry
