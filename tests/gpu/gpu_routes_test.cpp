@@ -1,0 +1,210 @@
+// Reads and writes of real device memory on every route, byte for byte. Skips, with the driver's own
+// reason, where CUDA is unusable; the cuFile cases skip where cuFile cannot register the test file.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "ferry/ferry.hpp"
+#include "file/open_options.hpp"
+#include "platform/cuda/cuda_api.hpp"
+#include "platform/cuda/primary_context.hpp"
+#include "support/test_files.hpp"
+
+using ::testing::HasSubstr;
+
+namespace ferry {
+namespace {
+
+using detail::CudaApi;
+using detail::CUdeviceptr;
+
+class DeviceMemory {
+ public:
+  DeviceMemory(const CudaApi& api, std::uint64_t size) : api_(api), size_(size) {
+    EXPECT_TRUE(detail::make_current(api_, 0).ok());
+    EXPECT_EQ(api_.cuMemAlloc_v2(&ptr_, std::max<std::uint64_t>(size, 1)), detail::CUDA_SUCCESS);
+    // Poison, so that bytes a read should not touch can be checked.
+    EXPECT_EQ(api_.cuMemsetD8_v2(ptr_, 0xA5, std::max<std::uint64_t>(size, 1)), detail::CUDA_SUCCESS);
+  }
+  ~DeviceMemory() { (void)api_.cuMemFree_v2(ptr_); }
+  void* get() const { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(ptr_)); }
+  std::vector<std::uint8_t> to_host() const {
+    std::vector<std::uint8_t> out(size_);
+    EXPECT_TRUE(detail::make_current(api_, 0).ok());
+    if (size_) EXPECT_EQ(api_.cuMemcpyDtoH_v2(out.data(), ptr_, size_), detail::CUDA_SUCCESS);
+    return out;
+  }
+  void from_host(const std::vector<std::uint8_t>& in) {
+    EXPECT_TRUE(detail::make_current(api_, 0).ok());
+    if (!in.empty()) EXPECT_EQ(api_.cuMemcpyHtoD_v2(ptr_, in.data(), in.size()), detail::CUDA_SUCCESS);
+  }
+
+ private:
+  const CudaApi& api_;
+  std::uint64_t size_;
+  CUdeviceptr ptr_ = 0;
+};
+
+const CudaApi* cuda_or_skip_reason(std::string* why) {
+  const CudaApi* api = detail::process_cuda_api();
+  if (api == nullptr) *why = detail::process_cuda_status().to_string();
+  return api;
+}
+
+#define REQUIRE_GPU()                                        \
+  std::string skip_reason;                                   \
+  const CudaApi* api = cuda_or_skip_reason(&skip_reason);    \
+  if (api == nullptr) GTEST_SKIP() << "no usable GPU: " << skip_reason
+
+Config config_for(CompatMode compat, std::uint64_t task_size = 64 * 1024) {
+  Config c;
+  c.set_compat_mode(compat).set_task_size(task_size).set_bounce_buffer_size(task_size);
+  return c;
+}
+
+struct Case {
+  std::uint64_t size;
+  std::uint64_t offset;
+};
+
+std::vector<Case> size_classes(std::uint64_t task) {
+  std::vector<Case> out;
+  for (std::uint64_t size : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{4095}, std::uint64_t{4096},
+                             std::uint64_t{4097}, task - 1, task, task + 1, 5 * task + 123}) {
+    for (std::uint64_t offset : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{4095}, std::uint64_t{4096},
+                                 task - 1, task + 4096}) {
+      out.push_back({size, offset});
+    }
+  }
+  return out;
+}
+
+// Reads every size class at every offset into device memory with `compat`, checking bytes and routes.
+void read_every_class(const CudaApi& api, CompatMode compat, std::vector<Route> allowed, bool* skipped) {
+  constexpr std::uint64_t kTask = 64 * 1024;
+  auto dir = testing::test_dir();
+  const std::uint64_t file_size = 8 * kTask + 777;
+  std::string path = testing::write_pattern_file(dir / "data.bin", file_size);
+  auto file = File::open(path, "r", config_for(compat, kTask));
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  for (const Case& c : size_classes(kTask)) {
+    DeviceMemory dev(api, c.size);
+    auto r = file->pread(dev.get(), c.size, c.offset).get();
+    if (!r.ok() && compat == CompatMode::off && r.status().code() == ErrorCode::unavailable) {
+      *skipped = true;
+      GTEST_SKIP() << "cuFile cannot be used for " << path << ": " << r.status().to_string();
+    }
+    ASSERT_TRUE(r.ok()) << "size " << c.size << " offset " << c.offset << ": " << r.status().to_string();
+    std::uint64_t expect_bytes = c.offset >= file_size ? 0 : std::min(c.size, file_size - c.offset);
+    ASSERT_EQ(r->bytes, expect_bytes) << "size " << c.size << " offset " << c.offset;
+    auto got = dev.to_host();
+    auto want = testing::pattern(c.offset, expect_bytes);
+    ASSERT_EQ(0, std::memcmp(got.data(), want.data(), expect_bytes)) << "size " << c.size << " offset " << c.offset;
+    for (std::uint64_t i = expect_bytes; i < c.size; ++i) ASSERT_EQ(got[i], 0xA5) << "byte past EOF written at " << i;
+    if (expect_bytes > 0) {
+      const Report& rep = r->report;
+      std::uint64_t on_allowed = 0;
+      for (Route a : allowed) on_allowed += rep.at(a).ops;
+      EXPECT_EQ(rep.total_ops(), on_allowed) << "size " << c.size << " offset " << c.offset << ": " << rep.summary();
+      EXPECT_EQ(rep.at(Route::host).ops, 0u) << rep.summary();
+    }
+  }
+}
+
+TEST(GpuRoutes, StagedReadsEverySizeClassByteExact) {
+  REQUIRE_GPU();
+  bool skipped = false;
+  read_every_class(*api, CompatMode::on, {Route::staged}, &skipped);
+}
+
+TEST(GpuRoutes, AutoReadsEverySizeClassByteExact) {
+  REQUIRE_GPU();
+  bool skipped = false;
+  // Without nvidia-fs, auto is the staged route; with it (or P2PDMA), cuFile's direct routes. Requests
+  // below the GDS threshold are staged either way; never cuFile's POSIX path.
+  read_every_class(*api, CompatMode::automatic, {Route::staged, Route::nvfs, Route::p2p}, &skipped);
+}
+
+TEST(GpuRoutes, CuFileReadsEverySizeClassByteExact) {
+  REQUIRE_GPU();
+  bool skipped = false;
+  read_every_class(*api, CompatMode::off, {Route::cufile_posix, Route::nvfs, Route::p2p}, &skipped);
+}
+
+void write_every_class(const CudaApi& api, CompatMode compat) {
+  constexpr std::uint64_t kTask = 64 * 1024;
+  auto dir = testing::test_dir();
+  for (const Case& c : size_classes(kTask)) {
+    std::string path = (dir / "out.bin").string();
+    std::filesystem::remove(path);
+    auto file = File::open(path, "w", config_for(compat, kTask));
+    ASSERT_TRUE(file.ok()) << file.status().to_string();
+    DeviceMemory dev(api, c.size);
+    auto data = testing::pattern(c.offset, c.size);
+    dev.from_host(data);
+    auto r = file->pwrite(dev.get(), c.size, c.offset).get();
+    if (!r.ok() && compat == CompatMode::off && r.status().code() == ErrorCode::unavailable) {
+      GTEST_SKIP() << "cuFile cannot be used for " << path << ": " << r.status().to_string();
+    }
+    ASSERT_TRUE(r.ok()) << "size " << c.size << " offset " << c.offset << ": " << r.status().to_string();
+    ASSERT_EQ(r->bytes, c.size);
+    ASSERT_TRUE(file->close().ok());
+    auto on_disk = testing::read_whole_file(path);
+    ASSERT_EQ(on_disk.size(), c.size ? c.offset + c.size : 0u) << "size " << c.size << " offset " << c.offset;
+    if (c.size) ASSERT_EQ(0, std::memcmp(on_disk.data() + c.offset, data.data(), c.size));
+  }
+}
+
+TEST(GpuRoutes, StagedWritesEverySizeClassByteExact) {
+  REQUIRE_GPU();
+  write_every_class(*api, CompatMode::on);
+}
+
+TEST(GpuRoutes, CuFileWritesEverySizeClassByteExact) {
+  REQUIRE_GPU();
+  write_every_class(*api, CompatMode::off);
+}
+
+TEST(GpuRoutes, OneGibibyteReadIs256OperationsWithDefaults) {
+  REQUIRE_GPU();
+  auto dir = testing::test_dir();
+  const std::uint64_t size = 1ull << 30;
+  std::string path = testing::write_pattern_file(dir / "big.bin", size);
+  auto file = File::open(path, "r", Config());
+  ASSERT_TRUE(file.ok());
+  DeviceMemory dev(*api, size);
+  auto r = file->pread(dev.get(), size, 0).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->bytes, size);
+  EXPECT_EQ(r->report.total_ops(), 256u) << r->report.summary();
+  auto got = dev.to_host();
+  auto want = testing::pattern(0, size);
+  EXPECT_EQ(0, std::memcmp(got.data(), want.data(), size));
+  std::cout << r->report.summary() << "\n";
+}
+
+TEST(GpuRoutes, RequireGdsFailsBeforeIoWithoutNvidiaFs) {
+  REQUIRE_GPU();
+  auto dir = testing::test_dir();
+  std::string path = testing::write_pattern_file(dir / "data.bin", 1 << 20);
+  Config c;
+  c.set_require(Requirement::gds);
+  auto file = File::open(path, "r", c);
+  ASSERT_TRUE(file.ok());
+  DeviceMemory dev(*api, 1 << 20);
+  auto r = file->pread(dev.get(), 1 << 20, 0).get();
+  if (r.ok()) {
+    // Only a machine with nvidia-fs (or P2PDMA) gets here, and then every op was direct.
+    EXPECT_EQ(r->report.at(Route::cufile_posix).ops, 0u);
+    return;
+  }
+  EXPECT_EQ(r.status().code(), ErrorCode::failed_precondition);
+  EXPECT_THAT(r.status().message(), HasSubstr("require=gds"));
+  auto untouched = dev.to_host();
+  EXPECT_EQ(untouched[0], 0xA5);
+  EXPECT_EQ(untouched.back(), 0xA5);
+}
+
+}  // namespace
+}  // namespace ferry
