@@ -63,6 +63,13 @@ Result<std::uint64_t> read_task(const TaskIo& io, const Task& t, void* dst, cons
       // Some file systems accept the O_DIRECT open but refuse the read itself: fall back, and say so.
       report.add_note(fmt::format("O_DIRECT read refused (EINVAL) on \"{}\": buffered reads used", *io.path));
       direct = false;
+    } else if (r.error == EINVAL) {
+      // A short O_DIRECT read left a remainder O_DIRECT cannot take (unaligned): finish it buffered.
+      ++report.io.direct_ops;
+      done += r.bytes;
+      offset += r.bytes;
+      length -= r.bytes;
+      direct = false;
     } else {
       ++report.io.direct_ops;
       if (r.error != 0) {
@@ -88,6 +95,14 @@ Status write_task(const TaskIo& io, const Task& t, const void* src, const char* 
     report.add_note(fmt::format("O_DIRECT write refused (EINVAL) on \"{}\": buffered writes used", *io.path));
     direct = false;
     w = write_fully(*io.sys, io.fds->buffered_fd(), src, t.length, t.file_offset, report.io);
+  } else if (direct && w.error == EINVAL) {
+    // A short O_DIRECT write left a remainder O_DIRECT cannot take (unaligned): finish it buffered.
+    ++report.io.direct_ops;
+    direct = false;
+    std::uint64_t written = w.bytes;
+    w = write_fully(*io.sys, io.fds->buffered_fd(), static_cast<const char*>(src) + written, t.length - written,
+                    t.file_offset + written, report.io);
+    w.bytes += written;
   }
   ++(direct ? report.io.direct_ops : report.io.buffered_ops);
   if (w.error != 0) {
