@@ -1,0 +1,560 @@
+"""Ferry: read files into GPU or host memory at the speed the machine allows, and see the route taken.
+
+Quick start::
+
+    import cupy, ferry
+
+    with ferry.open("/data/shard.bin") as f:
+        dst = cupy.empty(f.size(), dtype=cupy.uint8)
+        n = f.read(dst)                 # blocking, at the file position; the GIL is released
+        print(f.last_report)            # routes and reasons of that read
+    print(ferry.stats())                # everything this process moved through Ferry
+
+Buffers may be anything with ``__cuda_array_interface__`` (CuPy, Numba, PyTorch CUDA tensors), a DLPack
+producer (``__dlpack__``), or the buffer protocol (NumPy, bytearray, memoryview, mmap). Settings live in
+:data:`ferry.config` (``ferry.config.compat_mode = "on"``, ``with ferry.config.override(...)``) and may be
+overridden per file: ``ferry.open(path, task_size="1MiB")``. See python/README.md for a guided tour.
+
+Errors: OS failures are ``OSError`` subclasses with ``errno`` and ``filename`` (``FileNotFoundError``,
+``PermissionError``, ...); Ferry's own are :class:`FerryError`; unusable buffers raise
+:class:`InvalidBufferError` (a ``ValueError``) before any I/O. Every exception from the C++ side has a
+``code`` attribute (``"not_found"``, ``"io_error"``, ...).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import threading
+import weakref
+from typing import Any, Dict, Generator, Iterator, List, NamedTuple, Optional, Union
+
+from . import _ferry
+from ._buffers import acquire as _acquire
+from ._errors import FerryError, InvalidArgumentError, InvalidBufferError, UnavailableError
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "open",
+    "File",
+    "Future",
+    "Report",
+    "config",
+    "Setting",
+    "stats",
+    "reset_stats",
+    "doctor",
+    "parse_size",
+    "format_size",
+    "FerryError",
+    "InvalidArgumentError",
+    "UnavailableError",
+    "InvalidBufferError",
+    "ROUTES",
+]
+
+PathLike = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+SettingValue = Union[int, str, bool]
+
+#: Every route an operation can take, in report order.
+ROUTES = ("nvfs", "p2p", "cufile-posix", "staged", "host")
+
+
+# ---------------------------------------------------------------------------------------------- reports
+
+
+class Report(Dict[str, Any]):
+    """A route report: a ``dict`` with the C++ report's JSON keys, shown as a readable table.
+
+    Keys (the same as ``ferry::Report::to_json()`` and the CLI's JSON): ``routes`` (route name ->
+    ``{"ops", "bytes", "nanoseconds"}``), ``reasons`` (a list of ``{"route", "reason", "text", "detail",
+    "ops"}``), ``io`` (O_DIRECT/buffered/cached operation counts, EINTR retries, short transfers),
+    ``cufile`` (cuFile's own counters, or None), ``notes``, ``total_ops``, ``total_bytes``, ``summary``.
+    """
+
+    __slots__ = ("_table",)
+
+    def __init__(self, data: Optional[Dict[str, Any]] = None, table: str = "") -> None:
+        super().__init__(data or {})
+        self._table = table
+
+    @classmethod
+    def _from_parts(cls, parts: Any) -> "Report":
+        text, table = parts
+        return cls(json.loads(text), table)
+
+    @property
+    def summary(self) -> str:
+        """One line: "256 operations, 1.00 GiB, all host (buffer is host memory)"."""
+        return str(self.get("summary", ""))
+
+    @property
+    def table(self) -> str:
+        """The C++ report's table: one row per route, then I/O mechanics and notes."""
+        return self._table
+
+    @property
+    def routes_used(self) -> Dict[str, int]:
+        """Operations per route, for the routes that were taken: ``{"staged": 256}``."""
+        routes = self.get("routes", {})
+        return {name: int(routes[name]["ops"]) for name in ROUTES if routes.get(name, {}).get("ops")}
+
+    def __repr__(self) -> str:
+        head = f"ferry.Report({self.summary!r})"
+        return f"{head}\n{self._table.rstrip()}" if self._table else head
+
+    def __str__(self) -> str:
+        return self._table.rstrip() if self._table else self.summary
+
+    def __reduce__(self) -> Any:
+        return (Report, (dict(self), self._table))
+
+
+def stats() -> Report:
+    """Everything this process has transferred through Ferry so far (``ferry::process_report()``)."""
+    return Report._from_parts(_ferry.process_report())
+
+
+def reset_stats() -> None:
+    """Starts the process report from zero."""
+    _ferry.reset_process_report()
+
+
+# ----------------------------------------------------------------------------------------------- config
+
+
+class Setting(NamedTuple):
+    """One row of Ferry's settings table."""
+
+    name: str
+    env: str
+    default: str
+    description: str
+
+
+def _setting_names() -> List[str]:
+    return [row[0] for row in _ferry.settings_table()]
+
+
+def _value_from_text(text: str) -> SettingValue:
+    return int(text) if text.isdigit() else text
+
+
+def _value_to_text(name: str, value: SettingValue) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return value
+    raise TypeError(f"setting {name!r} takes an int, a str (\"4MiB\", \"auto\") or a bool, not {type(value).__name__}")
+
+
+def _apply(cfg: "_ferry.Config", settings: Dict[str, SettingValue]) -> "_ferry.Config":
+    for name, value in settings.items():
+        cfg.set(name, _value_to_text(name, value))
+    return cfg
+
+
+class _Config:
+    """Ferry's process-wide settings (``ferry::default_config()``), read and written by attribute.
+
+    ``ferry.config.task_size`` is an ``int`` (bytes); choices are strings (``compat_mode``: "auto", "on",
+    "off"). Assign ints, strings with units (``ferry.config.task_size = "8MiB"``) or, for on/off settings,
+    bools. Values that do not parse raise :class:`InvalidArgumentError` (a ``ValueError``). The first
+    read takes defaults from ``FERRY_*`` environment variables. Settings apply to files opened after the
+    change; a File keeps the settings it was opened with.
+    """
+
+    __slots__ = ()
+    _lock = threading.RLock()
+
+    threads: int
+    task_size: int
+    direct_io: str
+    compat_mode: str
+    gds_threshold: int
+    bounce_buffer_size: int
+    bounce_buffers_per_thread: int
+    require: str
+
+    def __getattr__(self, name: str) -> SettingValue:
+        if name.startswith("_") or name not in _setting_names():
+            raise AttributeError(f"ferry.config has no setting {name!r} (settings: {', '.join(_setting_names())})")
+        return _value_from_text(_ferry.default_config().get(name))
+
+    def __setattr__(self, name: str, value: SettingValue) -> None:
+        self.update(**{name: value})
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("settings cannot be deleted; use ferry.config.reset() or override()")
+
+    def __dir__(self) -> List[str]:
+        return sorted(set(super().__dir__()) | set(_setting_names()))
+
+    def __repr__(self) -> str:
+        cfg = _ferry.default_config()
+        parts = []
+        for name in _setting_names():
+            text = cfg.get(name)
+            source = cfg.source(name)
+            parts.append(f"{name}={_value_from_text(text)!r}" + ("" if source == "default" else f" ({source})"))
+        return "ferry.config(" + ", ".join(parts) + ")"
+
+    def update(self, **settings: SettingValue) -> None:
+        """Sets several settings at once: all of them, or (when one is invalid) none."""
+        unknown = [n for n in settings if n not in _setting_names()]
+        if unknown:
+            raise AttributeError(f"ferry.config has no setting {unknown[0]!r} (settings: {', '.join(_setting_names())})")
+        with self._lock:
+            _ferry.set_default_config(_apply(_ferry.default_config(), settings))
+
+    def as_dict(self) -> Dict[str, SettingValue]:
+        """Every setting and its value."""
+        cfg = _ferry.default_config()
+        return {name: _value_from_text(cfg.get(name)) for name in _setting_names()}
+
+    def source(self, name: str) -> str:
+        """Where a setting's value came from: "default", "environment" or "api"."""
+        if name not in _setting_names():
+            raise AttributeError(f"ferry.config has no setting {name!r}")
+        return str(_ferry.default_config().source(name))
+
+    def settings(self) -> List[Setting]:
+        """The settings table: name, environment variable, default and description of each setting."""
+        return [Setting(*row) for row in _ferry.settings_table()]
+
+    def reset(self) -> None:
+        """Back to the defaults and ``FERRY_*`` environment variables, forgetting settings made in code."""
+        with self._lock:
+            _ferry.set_default_config(_ferry.environment_config())
+
+    @contextlib.contextmanager
+    def override(self, **settings: SettingValue) -> Iterator["_Config"]:
+        """Temporary settings: ``with ferry.config.override(compat_mode="on"): ...``.
+
+        The previous configuration comes back on exit, also after an exception. The settings are process
+        wide, so other threads see them while the block runs.
+        """
+        with self._lock:
+            saved = _ferry.default_config()
+            self.update(**settings)
+        try:
+            yield self
+        finally:
+            with self._lock:
+                _ferry.set_default_config(saved)
+
+
+#: Ferry's process-wide settings; see :class:`_Config`.
+config = _Config()
+
+
+def parse_size(text: Union[str, int]) -> int:
+    """Parses "4MiB", "16k", "1GB" (10**9) into bytes, as the settings do. Ints pass through."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        if text < 0:
+            raise InvalidArgumentError(f"size must not be negative: {text}")
+        return text
+    return int(_ferry.parse_size(str(text), "size"))
+
+
+def format_size(nbytes: int) -> str:
+    """1073741824 -> "1.00 GiB"."""
+    return str(_ferry.format_size(int(nbytes)))
+
+
+# ------------------------------------------------------------------------------------------------ files
+
+
+class Future:
+    """The pending result of :meth:`File.pread` or :meth:`File.pwrite`.
+
+    ``result()`` waits and returns the bytes transferred (fewer than asked only when a read reached the
+    end of the file), or raises the request's error. ``report`` is the request's route report. The
+    buffer stays referenced until the request is done; dropping a Future waits for its request, so a
+    buffer is never written after Python could free it. ``await future`` works in asyncio code (the wait
+    runs in the default executor). All waits release the GIL.
+    """
+
+    __slots__ = ("_impl", "_op", "_size", "_offset", "__weakref__")
+
+    def __init__(self, impl: "_ferry.Future", op: str, size: int, offset: int) -> None:
+        self._impl = impl
+        self._op = op
+        self._size = size
+        self._offset = offset
+
+    def done(self) -> bool:
+        """True once every task of the request has stopped. Never blocks."""
+        return bool(self._impl.done())
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Waits until done, or at most ``timeout`` seconds; returns :meth:`done`."""
+        return bool(self._impl.wait(timeout))
+
+    def result(self, timeout: Optional[float] = None) -> int:
+        """Bytes transferred. Raises ``TimeoutError`` when ``timeout`` passes first, else the request's
+        error (``OSError`` subclasses, :class:`FerryError`)."""
+        if timeout is not None and not self._impl.wait(timeout):
+            raise TimeoutError(f"ferry {self._op} of {self._size} bytes at offset {self._offset} still running "
+                               f"after {timeout} s")
+        return int(self._impl.result())
+
+    def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
+        """The request's error, or None when it succeeded (waits like :meth:`result`)."""
+        if timeout is not None and not self._impl.wait(timeout):
+            raise TimeoutError(f"ferry {self._op} still running after {timeout} s")
+        return self._impl.exception()
+
+    @property
+    def report(self) -> Report:
+        """The request's route report (waits for the request; raises its error if it failed)."""
+        return Report._from_parts(self._impl.report())
+
+    def __await__(self) -> Generator[Any, None, int]:
+        loop = asyncio.get_running_loop()
+        return loop.run_in_executor(None, self.result).__await__()
+
+    def __repr__(self) -> str:
+        state = "done" if self.done() else "pending"
+        return f"<ferry.Future {self._op} {self._size} bytes at offset {self._offset}: {state}>"
+
+
+def _nonnegative(name: str, value: int) -> int:
+    value = int(value)
+    if value < 0:
+        raise ValueError(f"{name} must not be negative, got {value}")
+    return value
+
+
+def _request_size(buf: "_ferry.Buffer", size: Optional[int]) -> int:
+    if size is None:
+        return int(buf.nbytes)
+    size = _nonnegative("size", size)
+    if size > buf.nbytes:
+        raise InvalidBufferError(f"buffer too small: {size} bytes requested, the buffer holds {buf.nbytes}")
+    return size
+
+
+class File:
+    """An open file; create it with :func:`ferry.open`. Use it as a context manager to close it.
+
+    Reads and writes go in parallel tasks of ``task_size`` through Ferry's thread pool, to host or GPU
+    memory, with the GIL released. A File may be used from many threads at once; :meth:`close` waits for
+    the File's outstanding futures first.
+    """
+
+    def __init__(self, impl: "_ferry.File", mode: str) -> None:
+        self._impl = impl
+        self._mode = mode
+        self._pending: "weakref.WeakSet[Future]" = weakref.WeakSet()
+        self.last_report: Optional[Report] = None
+        """The route report of the last blocking read/readinto/write on this File."""
+
+    # -- state
+
+    @property
+    def path(self) -> str:
+        """The path the file was opened with."""
+        return str(self._impl.path)
+
+    name = path
+
+    @property
+    def mode(self) -> str:
+        return self._mode
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._impl.closed)
+
+    @property
+    def config(self) -> Dict[str, SettingValue]:
+        """The settings this File was opened with."""
+        cfg = self._impl.config()
+        return {name: _value_from_text(cfg.get(name)) for name in _setting_names()}
+
+    @property
+    def direct_io_available(self) -> bool:
+        """Whether the file system accepted O_DIRECT for this file."""
+        return bool(self._impl.direct_io_available())
+
+    @property
+    def direct_io_note(self) -> str:
+        """Why O_DIRECT is unavailable, when it is."""
+        return str(self._impl.direct_io_note())
+
+    def _check_open(self) -> None:
+        if self._impl.closed:
+            raise ValueError(f"I/O operation on closed file {self.path!r}")
+
+    # -- I/O
+
+    def size(self) -> int:
+        """Current size of the file in bytes."""
+        self._check_open()
+        return int(self._impl.size())
+
+    def pread(self, buf: Any, offset: int = 0, size: Optional[int] = None) -> Future:
+        """Starts reading ``size`` bytes (default: all of ``buf``) at ``offset`` into ``buf``; returns a
+        :class:`Future`. ``buf`` must stay unchanged until the future is done (Ferry keeps it alive)."""
+        self._check_open()
+        offset = _nonnegative("offset", offset)
+        b = _acquire(buf, for_read=True)
+        n = _request_size(b, size)
+        fut = Future(self._impl.pread(b, n, offset), "pread", n, offset)
+        self._pending.add(fut)
+        return fut
+
+    def pwrite(self, buf: Any, offset: int = 0, size: Optional[int] = None) -> Future:
+        """Starts writing ``size`` bytes (default: all of ``buf``) from ``buf`` at ``offset``; returns a
+        :class:`Future`. The data is in the page cache when it completes: call :meth:`sync` for
+        durability."""
+        self._check_open()
+        offset = _nonnegative("offset", offset)
+        b = _acquire(buf, for_read=False)
+        n = _request_size(b, size)
+        fut = Future(self._impl.pwrite(b, n, offset), "pwrite", n, offset)
+        self._pending.add(fut)
+        return fut
+
+    def read(self, buf_or_size: Any = -1, size: Optional[int] = None) -> Any:
+        """Blocking read at the file position, which advances by the bytes read.
+
+        * ``read(buf)`` / ``read(buf, size)``: reads into ``buf`` (any buffer, host or GPU) and returns the
+          number of bytes read (fewer than asked only at the end of the file), like ``readinto``;
+        * ``read(n)``: returns up to ``n`` bytes as ``bytes``; ``read()`` / ``read(-1)`` reads to the end.
+
+        The route report of the read is in :attr:`last_report`.
+        """
+        if isinstance(buf_or_size, int) and not isinstance(buf_or_size, bool):
+            if size is not None:
+                raise TypeError("read(n) takes no size argument; use read(buf, size) to read into a buffer")
+            self._check_open()
+            n = buf_or_size if buf_or_size >= 0 else int(self._impl.size())
+            data, parts = self._impl.read_bytes(n)
+            self.last_report = Report._from_parts(parts)
+            return data
+        return self.readinto(buf_or_size, size)
+
+    def readinto(self, buf: Any, size: Optional[int] = None) -> int:
+        """Blocking read at the file position into ``buf``; returns the bytes read."""
+        self._check_open()
+        b = _acquire(buf, for_read=True)
+        n = _request_size(b, size)
+        got, parts = self._impl.read_into(b, n)
+        self.last_report = Report._from_parts(parts)
+        return int(got)
+
+    def write(self, buf: Any, size: Optional[int] = None) -> int:
+        """Blocking write of ``size`` bytes (default: all of ``buf``) at the file position (at the end in
+        mode "a"); returns the bytes written."""
+        self._check_open()
+        b = _acquire(buf, for_read=False)
+        n = _request_size(b, size)
+        got, parts = self._impl.write(b, n)
+        self.last_report = Report._from_parts(parts)
+        return int(got)
+
+    def sync(self) -> None:
+        """fdatasync: what was written is on the device when this returns."""
+        self._check_open()
+        self._impl.sync()
+
+    def report(self) -> Report:
+        """The route report of every operation of this File so far."""
+        return Report._from_parts(self._impl.report())
+
+    def close(self) -> None:
+        """Waits for this File's outstanding futures, then closes it. Closing twice is allowed."""
+        if self._impl.closed:
+            return
+        for fut in list(self._pending):
+            fut.wait()
+        self._impl.close()
+
+    def __enter__(self) -> "File":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"<ferry.File {self.path!r} mode={self._mode!r} {state}>"
+
+
+def open(path: PathLike, mode: str = "r", **settings: SettingValue) -> File:  # noqa: A001 (like io.open)
+    """Opens ``path`` for Ferry I/O.
+
+    ``mode``: "r" (read), "w" (create or truncate; write), "r+" (read and write an existing file), "a"
+    (create if needed; write() appends). A "b" is accepted and ignored: Ferry I/O is always binary.
+    ``settings`` override :data:`ferry.config` for this file only, e.g. ``ferry.open(p, compat_mode="on",
+    task_size="1MiB")``.
+
+    Raises ``FileNotFoundError``, ``PermissionError``, ``IsADirectoryError`` (``OSError`` with ``errno``
+    and ``filename``), or :class:`InvalidArgumentError` for a bad mode or setting.
+    """
+    fs_path = os.fsdecode(os.fspath(path))
+    if not isinstance(mode, str):
+        raise TypeError(f"mode must be a str, not {type(mode).__name__}")
+    cpp_mode = mode.replace("b", "")
+    cfg = None
+    if settings:
+        unknown = [n for n in settings if n not in _setting_names()]
+        if unknown:
+            raise TypeError(f"ferry.open() got an unknown setting {unknown[0]!r} "
+                            f"(settings: {', '.join(_setting_names())})")
+        cfg = _apply(_ferry.default_config(), settings)
+    return File(_ferry.File.open(fs_path, cpp_mode, cfg), mode)
+
+
+# ----------------------------------------------------------------------------------------------- doctor
+
+
+def _find_cli() -> Optional[str]:
+    explicit = os.environ.get("FERRY_CLI")
+    if explicit:
+        return explicit
+    return shutil.which("ferry")
+
+
+def doctor(path: Optional[PathLike] = None, *, device: int = 0, probe: bool = False) -> Dict[str, Any]:
+    """Checks the platform (CUDA, cuFile, nvidia-fs, the file system of ``path``) and predicts the route
+    a read of ``path`` into GPU ``device`` would take; returns the doctor's JSON report as a dict.
+
+    Uses the library's doctor when this build has it; otherwise runs ``ferry doctor --json`` (the CLI
+    named by ``$FERRY_CLI``, or ``ferry`` on ``PATH``). Raises NotImplementedError, saying so, when
+    neither is available.
+    """
+    p = os.fsdecode(os.fspath(path)) if path is not None else ""
+    if getattr(_ferry, "has_doctor_json", False):
+        return dict(json.loads(_ferry.doctor_json(p, int(device), bool(probe))))
+    cli = _find_cli()
+    tried = "this build of the ferry extension has no doctor (ferry::doctor_json)"
+    if cli:
+        cmd = [cli, "doctor", "--json"] + (["--device", str(int(device))] if device else []) + \
+              (["--probe"] if probe else []) + ([p] if p else [])
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
+        except OSError as e:
+            tried += f", and running {cli!r} failed: {e}"
+        else:
+            if out.returncode == 0:
+                try:
+                    result = json.loads(out.stdout)
+                except ValueError:
+                    result = None
+                if isinstance(result, dict):
+                    return result
+            detail = (out.stderr or out.stdout).strip().splitlines()
+            tried += f", and `{' '.join(cmd)}` exited {out.returncode}" + (f": {detail[-1]}" if detail else "")
+    else:
+        tried += ", and no ferry CLI was found ($FERRY_CLI, PATH)"
+    raise NotImplementedError(f"ferry.doctor() is not available: {tried}")

@@ -1,0 +1,174 @@
+"""From any Python buffer to memory Ferry can use: the CUDA Array Interface, DLPack, the buffer protocol.
+
+Order of preference: ``__cuda_array_interface__`` (CuPy, Numba, PyTorch CUDA tensors), then the buffer
+protocol (NumPy, bytes, bytearray, memoryview, mmap), then DLPack (``__dlpack__``/``__dlpack_device__``:
+PyTorch CPU tensors, JAX, any array-API library). Every check that can fail does so here, before any I/O:
+a read-only destination, a strided layout, a device type Ferry cannot reach (ROCm, Metal, ...), a pointer
+CUDA does not know, a producer's device that does not match the pointer's.
+
+Streams: a producer that names a stream (CAI version 3's ``stream``; DLPack's ``stream`` argument, for
+which Ferry passes the legacy default stream) may still have work pending on the memory. Ferry's own
+copies are not ordered after that work, so the Python layer waits for the stream before starting the I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Tuple
+
+from . import _cuda
+from ._errors import InvalidBufferError
+from ._ferry import Buffer
+
+__all__ = ["acquire"]
+
+# DLPack device types (dlpack.h DLDeviceType) and what Ferry makes of them.
+_DL_CPU, _DL_CUDA, _DL_CUDA_HOST, _DL_CUDA_MANAGED = 1, 2, 3, 13
+_DL_NAMES = {
+    1: "CPU", 2: "CUDA", 3: "CUDA host (pinned)", 4: "OpenCL", 7: "Vulkan", 8: "Metal", 9: "VPI", 10: "ROCm",
+    11: "ROCm host", 12: "ext_dev", 13: "CUDA managed", 14: "oneAPI", 15: "WebGPU", 16: "Hexagon", 17: "MAIA",
+}
+_SUPPORTED_DL = (_DL_CPU, _DL_CUDA, _DL_CUDA_HOST, _DL_CUDA_MANAGED)
+_LEGACY_DEFAULT_STREAM = 1
+
+
+def _what(obj: Any) -> str:
+    t = type(obj)
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+def _check_device_pointer(obj: Any, address: int, claimed_device: int, nbytes: int) -> Tuple[int, int]:
+    """(DLPack device type, ordinal) of a pointer a producer says is CUDA memory, checked with the driver."""
+    if nbytes == 0:
+        return _DL_CUDA, max(claimed_device, 0)
+    try:
+        kind, ordinal = _cuda.pointer_info(address)
+    except _cuda.CudaError as e:
+        raise InvalidBufferError(
+            f"{_what(obj)} says its memory at {address:#x} is CUDA memory, but CUDA does not know it: {e}"
+        ) from None
+    if claimed_device >= 0 and ordinal >= 0 and ordinal != claimed_device:
+        raise InvalidBufferError(
+            f"{_what(obj)} says it lives on cuda:{claimed_device}, but its pointer {address:#x} is on cuda:{ordinal}"
+        )
+    dl = {"device": _DL_CUDA, "managed": _DL_CUDA_MANAGED, "host-pinned": _DL_CUDA_HOST}.get(kind)
+    if dl is None:
+        raise InvalidBufferError(f"{_what(obj)}: CUDA reports {kind} for {address:#x}, which Ferry cannot use")
+    return dl, ordinal
+
+
+def _sync(obj: Any, stream: int) -> None:
+    try:
+        _cuda.stream_synchronize(stream)
+    except _cuda.CudaError as e:
+        raise InvalidBufferError(f"could not wait for the stream {_what(obj)} named: {e}") from None
+
+
+def _from_cuda_array_interface(obj: Any, cai: Any) -> Buffer:
+    try:
+        address, readonly = cai["data"]
+        shape = tuple(int(n) for n in cai["shape"])
+        typestr = str(cai["typestr"])
+        itemsize = int(typestr[2:])
+    except (KeyError, TypeError, ValueError) as e:
+        raise InvalidBufferError(f"{_what(obj)} has a malformed __cuda_array_interface__: {e!r}") from None
+    if cai.get("mask") is not None:
+        raise InvalidBufferError(f"{_what(obj)} is a masked array; Ferry needs plain contiguous memory")
+    count = 1
+    for n in shape:
+        count *= n
+    nbytes = count * itemsize
+    strides = cai.get("strides")
+    if strides is not None and count > 0:
+        expected = itemsize
+        for n, s in zip(reversed(shape), reversed(tuple(strides))):
+            if n != 1 and s != expected:
+                raise InvalidBufferError(
+                    f"{_what(obj)} is not contiguous (strides {tuple(strides)} in bytes for shape {shape}); "
+                    "pass a C-contiguous array (cupy.ascontiguousarray, tensor.contiguous())"
+                )
+            expected *= n
+    address = int(address or 0)
+    dl_type, ordinal = _check_device_pointer(obj, address, -1, nbytes)
+    stream = cai.get("stream") if int(cai.get("version", 0)) >= 3 else None
+    if stream is not None:
+        if int(stream) == 0:
+            raise InvalidBufferError(f"{_what(obj)} names stream 0, which the CUDA Array Interface forbids")
+        _sync(obj, int(stream))
+    return Buffer.from_pointer(address, nbytes, bool(readonly), dl_type, ordinal, obj)
+
+
+def _from_dlpack(obj: Any) -> Buffer:
+    try:
+        dev_type, dev_id = obj.__dlpack_device__() if hasattr(obj, "__dlpack_device__") else (_DL_CPU, 0)
+        dev_type, dev_id = int(dev_type), int(dev_id)
+    except Exception as e:  # a producer's own failure: say whose
+        raise InvalidBufferError(f"{_what(obj)}.__dlpack_device__() failed: {e}") from e
+    if dev_type not in _SUPPORTED_DL:
+        name = _DL_NAMES.get(dev_type, f"device type {dev_type}")
+        raise InvalidBufferError(
+            f"{_what(obj)} lives on a {name} device ({name.lower()}:{dev_id}); Ferry reads into and writes "
+            "from CPU and CUDA memory only"
+        )
+    kwargs = {"stream": _LEGACY_DEFAULT_STREAM} if dev_type in (_DL_CUDA, _DL_CUDA_MANAGED) else {}
+    capsule = None
+    # Ask for a DLPack 1.x capsule (it carries the read-only flag); older producers take fewer arguments.
+    for attempt in ({**kwargs, "max_version": (1, 0)}, kwargs, {}):
+        try:
+            capsule = obj.__dlpack__(**attempt)
+            break
+        except TypeError:
+            continue
+        except Exception as e:
+            raise InvalidBufferError(f"{_what(obj)}.__dlpack__() failed: {e}") from e
+    if capsule is None:
+        raise InvalidBufferError(f"{_what(obj)}.__dlpack__() rejected every calling convention Ferry knows")
+    try:
+        buf = Buffer.from_dlpack(capsule)
+    except (TypeError, ValueError) as e:
+        raise InvalidBufferError(f"{_what(obj)}: {e}") from None
+    if buf.device_type != dev_type:
+        raise InvalidBufferError(
+            f"{_what(obj)}: __dlpack_device__() says device type {dev_type}, its capsule says {buf.device_type}"
+        )
+    if dev_type in (_DL_CUDA, _DL_CUDA_MANAGED):
+        _check_device_pointer(obj, buf.address, dev_id, buf.nbytes)
+        if "stream" in kwargs:
+            _sync(obj, _LEGACY_DEFAULT_STREAM)
+    return buf
+
+
+def acquire(obj: Any, *, for_read: bool) -> Buffer:
+    """Pins ``obj``'s memory for one request. ``for_read``: Ferry will write into it (a file read).
+
+    Raises TypeError for objects that expose no memory at all, and InvalidBufferError (a ValueError) for
+    memory Ferry cannot use.
+    """
+    if isinstance(obj, Buffer):
+        buf = obj
+    elif isinstance(obj, str):
+        raise TypeError("a bytes-like object or an array is required, not 'str'")
+    else:
+        try:
+            cai = getattr(obj, "__cuda_array_interface__", None)
+        except Exception as e:  # PyTorch refuses tensors that require grad, for example
+            raise InvalidBufferError(f"{_what(obj)}.__cuda_array_interface__ failed: {e}") from e
+        if cai is not None:
+            buf = _from_cuda_array_interface(obj, cai)
+        else:
+            try:
+                buf = Buffer.from_buffer_protocol(obj)
+            except TypeError:
+                if not hasattr(obj, "__dlpack__"):
+                    raise TypeError(
+                        f"{_what(obj)} is not a buffer: Ferry takes objects with __cuda_array_interface__, "
+                        "__dlpack__ or the buffer protocol (NumPy, CuPy, PyTorch, bytearray, memoryview, ...)"
+                    ) from None
+                buf = _from_dlpack(obj)
+    if for_read and buf.readonly:
+        raise InvalidBufferError(f"cannot read into a read-only {_what(obj)}")
+    if not buf.contiguous:
+        raise InvalidBufferError(
+            f"{_what(obj)} is not contiguous ({buf.layout_note}); pass a contiguous array "
+            "(numpy.ascontiguousarray, cupy.ascontiguousarray, tensor.contiguous())"
+        )
+    return buf

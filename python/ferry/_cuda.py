@@ -1,0 +1,101 @@
+"""The few CUDA driver calls the Python layer makes itself, through ctypes (never linked, never required).
+
+Ferry's C++ side classifies and moves device memory on its own. Python needs the driver for two checks
+before handing a device pointer to C++: that the pointer really is memory CUDA knows (a wrong pointer
+would otherwise be treated as host memory), and which device it is on; and to honour a producer's
+stream (the CUDA Array Interface's ``stream``, DLPack's ``stream`` argument): the producer's pending work
+on it must finish before Ferry reads or writes the memory.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import Optional, Tuple
+
+__all__ = ["CudaError", "driver_error", "stream_synchronize", "pointer_info"]
+
+# Values from cuda.h (CUpointer_attribute, CUmemorytype).
+_CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2
+_CU_POINTER_ATTRIBUTE_IS_MANAGED = 8
+_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9
+_CU_MEMORYTYPE_HOST = 1
+_CU_MEMORYTYPE_DEVICE = 2
+_CU_MEMORYTYPE_UNIFIED = 4
+
+_lock = threading.Lock()
+_driver: Optional[ctypes.CDLL] = None
+_driver_error: Optional[str] = None
+_loaded = False
+
+
+class CudaError(RuntimeError):
+    """A CUDA driver call made by the Python layer failed."""
+
+
+def _load() -> Optional[ctypes.CDLL]:
+    global _driver, _driver_error, _loaded
+    with _lock:
+        if not _loaded:
+            _loaded = True
+            try:
+                lib = ctypes.CDLL("libcuda.so.1")
+                lib.cuPointerGetAttribute.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64]
+                lib.cuPointerGetAttribute.restype = ctypes.c_int
+                lib.cuStreamSynchronize.argtypes = [ctypes.c_void_p]
+                lib.cuStreamSynchronize.restype = ctypes.c_int
+                lib.cuGetErrorName.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+                lib.cuGetErrorName.restype = ctypes.c_int
+                _driver = lib
+            except (OSError, AttributeError) as e:
+                _driver_error = f"the CUDA driver (libcuda.so.1) could not be loaded: {e}"
+        return _driver
+
+
+def driver_error() -> Optional[str]:
+    """None when the CUDA driver loads, else why not."""
+    _load()
+    return _driver_error
+
+
+def _name(lib: ctypes.CDLL, rc: int) -> str:
+    out = ctypes.c_char_p()
+    if lib.cuGetErrorName(rc, ctypes.byref(out)) == 0 and out.value:
+        return f"{out.value.decode()} ({rc})"
+    return f"CUresult {rc}"
+
+
+def stream_synchronize(stream: int) -> None:
+    """Waits for the work queued on a CUDA stream handle (1 = legacy default, 2 = per-thread default)."""
+    lib = _load()
+    if lib is None:
+        raise CudaError(_driver_error or "CUDA driver missing")
+    rc = lib.cuStreamSynchronize(ctypes.c_void_p(stream))
+    if rc != 0:
+        raise CudaError(f"cuStreamSynchronize(stream {stream:#x}) failed: {_name(lib, rc)}")
+
+
+def pointer_info(address: int) -> Tuple[str, int]:
+    """What CUDA knows about ``address``: (kind, device ordinal), kind one of "device", "managed",
+    "host-pinned". Raises CudaError (with the driver's error name) when CUDA does not know the pointer or
+    the driver cannot be used."""
+    lib = _load()
+    if lib is None:
+        raise CudaError(_driver_error or "CUDA driver missing")
+    memtype = ctypes.c_uint(0)
+    rc = lib.cuPointerGetAttribute(ctypes.byref(memtype), _CU_POINTER_ATTRIBUTE_MEMORY_TYPE, address)
+    if rc != 0:
+        raise CudaError(f"cuPointerGetAttribute({address:#x}) failed: {_name(lib, rc)}")
+    managed = ctypes.c_int(0)
+    if lib.cuPointerGetAttribute(ctypes.byref(managed), _CU_POINTER_ATTRIBUTE_IS_MANAGED, address) != 0:
+        managed.value = 0
+    ordinal = ctypes.c_int(-1)
+    if lib.cuPointerGetAttribute(ctypes.byref(ordinal), _CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, address) != 0:
+        ordinal.value = -1
+    if managed.value or memtype.value == _CU_MEMORYTYPE_UNIFIED:
+        return "managed", ordinal.value
+    if memtype.value == _CU_MEMORYTYPE_DEVICE:
+        return "device", ordinal.value
+    if memtype.value == _CU_MEMORYTYPE_HOST:
+        return "host-pinned", ordinal.value
+    return f"memory type {memtype.value}", ordinal.value

@@ -1,0 +1,63 @@
+#include "errors.hpp"
+
+#include <string>
+
+namespace py = pybind11;
+
+namespace ferry::python {
+namespace {
+
+// The message Python shows: Status::to_string() without its "code: " prefix, so it keeps the C++ text
+// and the errno's name ("Could not read ... from \"/d/x.bin\": Input/output error (EIO)"); the code is an
+// attribute of the exception instead.
+std::string python_message(const Status& status) {
+  std::string text = status.to_string();
+  std::string prefix = std::string(error_code_name(status.code())) + ": ";
+  if (text.compare(0, prefix.size(), prefix) == 0) text.erase(0, prefix.size());
+  return text;
+}
+
+// Paths are bytes on Linux: decode them as os.fsdecode() does, so odd names round-trip; messages are for
+// people and must never fail to decode.
+py::object steal_or_throw(PyObject* o) {
+  if (o == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(o);
+}
+py::object fs_path(const std::string& path) {
+  return steal_or_throw(PyUnicode_DecodeFSDefaultAndSize(path.data(), static_cast<Py_ssize_t>(path.size())));
+}
+py::object text(const std::string& s) {
+  return steal_or_throw(PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace"));
+}
+
+[[noreturn]] void raise_object(py::object exc) {
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
+  throw py::error_already_set();
+}
+
+}  // namespace
+
+void throw_status(const Status& status) {
+  py::object exc;
+  try {
+    py::object make = py::module_::import("ferry._errors").attr("status_error");
+    exc = make(error_code_name(status.code()), text(python_message(status)), status.sys_errno(),
+               status.path().empty() ? py::object(py::none()) : fs_path(status.path()));
+  } catch (py::error_already_set&) {
+    // ferry._errors is missing only when _ferry is imported outside its package: still say what failed.
+    throw std::runtime_error(status.to_string());
+  }
+  raise_object(std::move(exc));
+}
+
+void throw_invalid_buffer(const std::string& message) {
+  py::object cls;
+  try {
+    cls = py::module_::import("ferry._errors").attr("InvalidBufferError");
+  } catch (py::error_already_set&) {
+    throw py::value_error(message);
+  }
+  raise_object(cls(text(message)));
+}
+
+}  // namespace ferry::python

@@ -1,0 +1,33 @@
+// Ferry's Status values become Python exceptions here, and only here.
+//
+// The mapping itself (which code becomes FileNotFoundError, ferry.InvalidArgumentError, ...) lives in
+// Python, in ferry/_errors.py, so that it is written once and tested from Python; this file hands it the
+// Status fields. Every function here must be called with the GIL held.
+#pragma once
+
+#include <utility>
+
+#include <pybind11/pybind11.h>
+
+#include "ferry/status.hpp"
+
+namespace ferry::python {
+
+/// Raises the Python exception for a non-OK `status` (ferry._errors.status_error decides its type), as a
+/// pybind11::error_already_set so pybind11 passes it through unchanged.
+[[noreturn]] void throw_status(const Status& status);
+
+/// Raises ferry.InvalidBufferError (a ValueError) with `message`.
+[[noreturn]] void throw_invalid_buffer(const std::string& message);
+
+inline void check(const Status& status) {
+  if (!status.ok()) throw_status(status);
+}
+
+template <typename T>
+T unwrap(Result<T>&& result) {
+  if (!result.ok()) throw_status(result.status());
+  return std::move(result).value();
+}
+
+}  // namespace ferry::python
