@@ -1,5 +1,6 @@
 #include "support/fake_cufile.hpp"
 
+#include <fcntl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -186,6 +187,15 @@ bool prepare_io(CUfileHandle_t handle, int* fd, ssize_t* forced, int* forced_err
   return true;
 }
 
+// cuFile's POSIX path copes with O_DIRECT descriptors and unaligned buffers through its own bounce
+// buffers; the fake gets the same effect by doing its I/O on a buffered twin of the registered descriptor.
+int buffered_twin(int fd) {
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || !(flags & O_DIRECT)) return ::dup(fd);
+  std::string self = "/proc/self/fd/" + std::to_string(fd);
+  return ::open(self.c_str(), (flags & O_ACCMODE) | O_CLOEXEC);
+}
+
 ssize_t fake_cuFileRead(CUfileHandle_t handle, void* base, std::size_t size, off_t file_offset, off_t buffer_offset) {
   int fd = -1, forced_errno = 0, gpu = 0;
   ssize_t forced = 0;
@@ -197,6 +207,7 @@ ssize_t fake_cuFileRead(CUfileHandle_t handle, void* base, std::size_t size, off
     if (forced == -1) errno = forced_errno;
   } else {
     auto* dst = static_cast<char*>(base) + buffer_offset;
+    fd = buffered_twin(fd);
     while (static_cast<std::size_t>(done) < size) {
       ssize_t n = ::pread(fd, dst + done, size - static_cast<std::size_t>(done), file_offset + done);
       if (n < 0 && errno == EINTR) continue;
@@ -207,6 +218,7 @@ ssize_t fake_cuFileRead(CUfileHandle_t handle, void* base, std::size_t size, off
       if (n == 0) break;
       done += n;
     }
+    ::close(fd);
   }
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
@@ -233,6 +245,7 @@ ssize_t fake_cuFileWrite(CUfileHandle_t handle, const void* base, std::size_t si
     if (forced == -1) errno = forced_errno;
   } else {
     const auto* src = static_cast<const char*>(base) + buffer_offset;
+    fd = buffered_twin(fd);
     while (static_cast<std::size_t>(done) < size) {
       ssize_t n = ::pwrite(fd, src + done, size - static_cast<std::size_t>(done), file_offset + done);
       if (n < 0 && errno == EINTR) continue;
@@ -242,6 +255,7 @@ ssize_t fake_cuFileWrite(CUfileHandle_t handle, const void* base, std::size_t si
       }
       done += n;
     }
+    ::close(fd);
   }
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);

@@ -1,0 +1,288 @@
+// Device reads and writes end to end through File, on the fake CUDA driver and the fake cuFile: the
+// staged pipeline's ordering, every router decision as a user sees it, cuFile's statistics splitting the
+// operations, and strict mode. The same paths run on the real GPU in tests/gpu.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "backends/staging_pool.hpp"
+#include "file/open_options.hpp"
+#include "backends/gds_backend.hpp"
+#include "route/gpu_platform.hpp"
+#include "support/fake_cuda.hpp"
+#include "support/fake_cufile.hpp"
+#include "support/test_files.hpp"
+
+using ::testing::HasSubstr;
+
+namespace ferry {
+namespace {
+
+using detail::CudaApi;
+using detail::CuFileApi;
+using testing::FakeCopyMode;
+using testing::FakeCuFileRoute;
+
+const detail::GpuPlatform kFakePlatform{
+    [](Status*) -> const CudaApi* { return &testing::fake_cuda_api(); },
+    [](Status* why) -> const CuFileApi* {
+      auto api = testing::fake_cufile_api();
+      if (!api.ok()) {
+        *why = api.status();
+        return nullptr;
+      }
+      return *api;
+    },
+};
+
+class DeviceRoutes : public ::testing::Test {
+ protected:
+  static constexpr std::uint64_t kTask = 64 * 1024;
+
+  void SetUp() override {
+    detail::process_staging_pool().clear();  // kits made on an earlier test's fake
+    testing::reset_fake_cuda();
+    testing::reset_fake_cufile();
+    dir_ = testing::test_dir();
+  }
+  void TearDown() override {
+    detail::process_staging_pool().clear();
+    EXPECT_EQ(testing::fake_cuda_pending_copies(), 0u) << "copies still queued after the request completed";
+    EXPECT_EQ(testing::fake_cuda_live_pinned(), 0u) << "pinned memory leaked";
+    testing::reset_fake_cuda();
+    testing::reset_fake_cufile();
+  }
+
+  Config config(CompatMode compat) {
+    Config c;
+    c.set_compat_mode(compat).set_task_size(kTask).set_bounce_buffer_size(kTask).set_threads(4);
+    return c;
+  }
+  File open(const std::string& path, const char* mode, const Config& c) {
+    detail::OpenOptions o;
+    o.gpu = &kFakePlatform;
+    auto f = detail::open_file(path, mode, c, o);
+    EXPECT_TRUE(f.ok()) << f.status().to_string();
+    return std::move(*f);
+  }
+  Result<Transfer> read_to_device(const Config& c, std::uint64_t file_size, std::uint64_t size,
+                                  std::uint64_t offset, std::vector<std::uint8_t>* got) {
+    std::string path = testing::write_pattern_file(dir_ / "data.bin", file_size);
+    File f = open(path, "r", c);
+    void* dev = testing::fake_cuda_alloc_device(size + 1);
+    std::memset(dev, 0xA5, size + 1);
+    auto r = f.pread(dev, size, offset).get();
+    got->assign(static_cast<std::uint8_t*>(dev), static_cast<std::uint8_t*>(dev) + size + 1);
+    testing::fake_cuda_free(dev);
+    return r;
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(DeviceRoutes, StagedReadIsByteExactWithDeferredCopies) {
+  // Copies happen only when synchronised: a bounce buffer reused too early would corrupt the result.
+  testing::fake_cuda_script().copy_mode = FakeCopyMode::deferred;
+  Config c = config(CompatMode::on);
+  c.set_bounce_buffer_size(16 * 1024);  // four pieces per task, two buffers per worker
+  std::vector<std::uint8_t> got;
+  const std::uint64_t size = 20 * kTask + 12345;
+  auto r = read_to_device(c, size + 99, size, 77, &got);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->bytes, size);
+  auto want = testing::pattern(77, size);
+  EXPECT_EQ(0, std::memcmp(got.data(), want.data(), size));
+  EXPECT_EQ(got[size], 0xA5);
+  EXPECT_EQ(r->report.at(Route::staged).ops, r->report.total_ops());
+  EXPECT_THAT(r->report.summary(), HasSubstr("all staged (reason: compat mode on"));
+  EXPECT_GT(testing::fake_cuda_counters().htod_async_copies, 20u * 4);
+}
+
+TEST_F(DeviceRoutes, StagedReadStopsAtEndOfFileWithoutWritingPastIt) {
+  std::vector<std::uint8_t> got;
+  auto r = read_to_device(config(CompatMode::on), 3 * kTask + 5, 10 * kTask, kTask, &got);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->bytes, 2 * kTask + 5);
+  auto want = testing::pattern(kTask, 2 * kTask + 5);
+  EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size()));
+  for (std::uint64_t i = want.size(); i < got.size(); ++i) ASSERT_EQ(got[i], 0xA5) << i;
+}
+
+TEST_F(DeviceRoutes, PinnedBounceBuffersAreReusedAcrossRequests) {
+  std::vector<std::uint8_t> got;
+  ASSERT_TRUE(read_to_device(config(CompatMode::on), 8 * kTask, 8 * kTask, 0, &got).ok());
+  auto first = testing::fake_cuda_counters().pinned_allocs;
+  ASSERT_TRUE(read_to_device(config(CompatMode::on), 8 * kTask, 8 * kTask, 0, &got).ok());
+  EXPECT_EQ(testing::fake_cuda_counters().pinned_allocs, first);
+  EXPECT_LE(first, 4u * 2);  // at most threads x buffers per worker
+}
+
+TEST_F(DeviceRoutes, StagedWriteIsByteExact) {
+  std::string path = (dir_ / "out.bin").string();
+  File f = open(path, "w", config(CompatMode::on));
+  const std::uint64_t size = 7 * kTask + 3;
+  auto data = testing::pattern(4096, size);
+  void* dev = testing::fake_cuda_alloc_device(size);
+  std::memcpy(dev, data.data(), size);
+  auto r = f.pwrite(dev, size, 4096).get();
+  testing::fake_cuda_free(dev);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->report.at(Route::staged).ops, r->report.total_ops());
+  auto disk = testing::read_whole_file(path);
+  ASSERT_EQ(disk.size(), 4096 + size);
+  EXPECT_EQ(0, std::memcmp(disk.data() + 4096, data.data(), size));
+}
+
+TEST_F(DeviceRoutes, CopyFailureFailsTheRequestAndDrainsEveryStream) {
+  testing::fake_cuda_script().copy_mode = FakeCopyMode::deferred;
+  testing::fake_cuda_script().fail("cuMemcpyHtoDAsync_v2", detail::CUDA_ERROR_ILLEGAL_ADDRESS, 1);
+  std::vector<std::uint8_t> got;
+  auto r = read_to_device(config(CompatMode::on), 16 * kTask, 16 * kTask, 0, &got);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("CUDA_ERROR_ILLEGAL_ADDRESS"));
+  EXPECT_THAT(r.status().message(), HasSubstr("to GPU 0"));
+}
+
+TEST_F(DeviceRoutes, AutoStagesWhenNvidiaFsIsNotLoaded) {
+  std::vector<std::uint8_t> got;
+  auto r = read_to_device(config(CompatMode::automatic), 4 * kTask, 4 * kTask, 0, &got);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->report.at(Route::staged).ops, 4u);
+  ASSERT_EQ(r->report.reasons.size(), 1u);
+  EXPECT_EQ(r->report.reasons[0].reason, Reason::nvidia_fs_not_loaded);
+  EXPECT_EQ(testing::fake_cufile_counters().reads, 0u);
+}
+
+TEST_F(DeviceRoutes, AutoNamesTheFailedRegistrationAndCuFilesOwnWords) {
+  testing::fake_cufile_script().handle_register_error = 5027;
+  testing::fake_cufile_script().handle_register_log_line = "udev property not found: ID_FS_USAGE /dev/vda";
+  std::vector<std::uint8_t> got;
+  auto r = read_to_device(config(CompatMode::automatic), 4 * kTask, 4 * kTask, 0, &got);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->report.at(Route::staged).ops, 4u);
+  ASSERT_EQ(r->report.reasons.size(), 1u);
+  EXPECT_EQ(r->report.reasons[0].reason, Reason::cufile_handle_register_failed);
+  EXPECT_THAT(r->report.reasons[0].detail, HasSubstr("5027"));
+  EXPECT_THAT(r->report.reasons[0].detail, HasSubstr("ID_FS_USAGE"));
+  EXPECT_THAT(r->report.summary(), HasSubstr("cuFile handle registration failed"));
+}
+
+TEST_F(DeviceRoutes, CompatOffFailsClearlyWhenRegistrationFails) {
+  testing::fake_cufile_script().handle_register_error = 5027;
+  std::vector<std::uint8_t> got;
+  auto r = read_to_device(config(CompatMode::off), 4 * kTask, 4 * kTask, 0, &got);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::unavailable);
+  EXPECT_THAT(r.status().message(), HasSubstr("compat mode off requires cuFile"));
+  EXPECT_THAT(r.status().message(), HasSubstr("5027"));
+  EXPECT_THAT(r.status().message(), HasSubstr("data.bin"));
+  EXPECT_EQ(got[0], 0xA5);  // nothing was read
+}
+
+TEST_F(DeviceRoutes, CompatOffIsAttributedToCuFilesPosixPathByItsStatistics) {
+  std::vector<std::uint8_t> got;
+  const std::uint64_t size = 6 * kTask + 100;
+  auto r = read_to_device(config(CompatMode::off), size, size, 0, &got);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  auto want = testing::pattern(0, size);
+  EXPECT_EQ(0, std::memcmp(got.data(), want.data(), size));
+  const Report& rep = r->report;
+  EXPECT_EQ(rep.at(Route::cufile_posix).ops, rep.total_ops());
+  EXPECT_EQ(rep.at(Route::cufile_posix).bytes, size);
+  ASSERT_TRUE(rep.cufile.has_value());
+  EXPECT_EQ(rep.cufile->nvfs_reads, 0u);
+  EXPECT_EQ(rep.cufile->posix_reads, testing::fake_cufile_counters().reads);
+  EXPECT_THAT(rep.summary(), HasSubstr("all cufile-posix"));
+  EXPECT_THAT(rep.summary(), HasSubstr("nvfs=0"));
+}
+
+TEST_F(DeviceRoutes, StatisticsSplitMixedRoutes) {
+  testing::fake_cufile_script().nvfs_major = 2;
+  testing::fake_cufile_script().nvfs_minor = 17;
+  testing::fake_cufile_script().read_route = FakeCuFileRoute::nvfs;
+  std::vector<std::uint8_t> got;
+  auto r = read_to_device(config(CompatMode::automatic), 8 * kTask, 8 * kTask, 0, &got);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->report.at(Route::nvfs).ops, 8u);
+  EXPECT_EQ(r->report.reasons[0].reason, Reason::gds_available);
+
+  Report mixed;
+  for (int i = 0; i < 10; ++i) mixed.count(Route::nvfs, Reason::gds_available, "", 100, 10);
+  CuFileCounters delta;
+  delta.nvfs_reads = 6;
+  delta.posix_reads = 4;
+  detail::attribute_by_cufile_stats(mixed, delta, true);
+  EXPECT_EQ(mixed.at(Route::nvfs).ops, 6u);
+  EXPECT_EQ(mixed.at(Route::cufile_posix).ops, 4u);
+  EXPECT_EQ(mixed.total_bytes(), 1000u);
+}
+
+TEST_F(DeviceRoutes, StrictModeFailsAfterIoWhenStatisticsShowThePosixPath) {
+  // The driver claims nvidia-fs, but cuFile's counters say its POSIX path did the work.
+  testing::fake_cufile_script().nvfs_major = 2;
+  testing::fake_cufile_script().read_route = FakeCuFileRoute::posix;
+  Config c = config(CompatMode::automatic);
+  c.set_require(Requirement::gds);
+  std::vector<std::uint8_t> got;
+  auto r = read_to_device(c, 4 * kTask, 4 * kTask, 0, &got);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::failed_precondition);
+  EXPECT_THAT(r.status().message(), HasSubstr("4 of 4 operations"));
+  EXPECT_THAT(r.status().message(), HasSubstr("posix=4"));
+}
+
+TEST_F(DeviceRoutes, StrictModeRefusesBeforeIoWithoutNvidiaFs) {
+  Config c = config(CompatMode::automatic);
+  c.set_require(Requirement::gds);
+  std::vector<std::uint8_t> got;
+  auto r = read_to_device(c, 4 * kTask, 4 * kTask, 0, &got);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("no I/O was done"));
+  EXPECT_EQ(testing::fake_cufile_counters().reads, 0u);
+  EXPECT_EQ(got[0], 0xA5);
+}
+
+TEST_F(DeviceRoutes, ForcedCompatModeShowsUpInBothPolicies) {
+  testing::ScopedEnv force("CUFILE_FORCE_COMPAT_MODE", "true");
+  testing::fake_cufile_script().nvfs_major = 2;
+  std::vector<std::uint8_t> got;
+  auto a = read_to_device(config(CompatMode::automatic), 2 * kTask, 2 * kTask, 0, &got);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->report.reasons[0].reason, Reason::cufile_forced_compat);
+  auto off = read_to_device(config(CompatMode::off), 2 * kTask, 2 * kTask, 0, &got);
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(off->report.at(Route::cufile_posix).ops, 2u);
+}
+
+TEST_F(DeviceRoutes, CuFileWriteIsByteExactAndAttributed) {
+  std::string path = (dir_ / "out.bin").string();
+  File f = open(path, "w", config(CompatMode::off));
+  const std::uint64_t size = 5 * kTask;
+  auto data = testing::pattern(0, size);
+  void* dev = testing::fake_cuda_alloc_device(size);
+  std::memcpy(dev, data.data(), size);
+  auto r = f.pwrite(dev, size, 0).get();
+  testing::fake_cuda_free(dev);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->report.at(Route::cufile_posix).ops, 5u);
+  ASSERT_TRUE(r->report.cufile.has_value());
+  EXPECT_EQ(r->report.cufile->posix_writes, 5u);
+  auto disk = testing::read_whole_file(path);
+  ASSERT_EQ(disk.size(), size);
+  EXPECT_EQ(0, std::memcmp(disk.data(), data.data(), size));
+}
+
+TEST_F(DeviceRoutes, MissingCuFileLibraryIsAReasonInAutoAndAnErrorWhenOff) {
+  testing::fake_cufile_script().library_present = false;
+  std::vector<std::uint8_t> got;
+  auto a = read_to_device(config(CompatMode::automatic), 2 * kTask, 2 * kTask, 0, &got);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->report.reasons[0].reason, Reason::cufile_library_missing);
+  auto off = read_to_device(config(CompatMode::off), 2 * kTask, 2 * kTask, 0, &got);
+  ASSERT_FALSE(off.ok());
+  EXPECT_THAT(off.status().message(), HasSubstr("libcufile"));
+}
+
+}  // namespace
+}  // namespace ferry
