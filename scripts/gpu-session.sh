@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# One run on the GPU machine (see DEVELOPERS notes in README): build everything, run every test with the
+# GPU tests for real, the forced-route matrix, and a few timed reads. Logs go to $OUT (or build-gpu/out).
+# Usage, from the repository root on the GPU machine: source .device-deps/gpu-env.sh; scripts/gpu-session.sh [STEPS]
+# STEPS: any of build test matrix reads python (default: all).
+set -uo pipefail
+steps=${1:-"build test matrix reads"}
+build=${FERRY_BUILD_DIR:-build-gpu}
+out=${OUT:-$build/out}
+mkdir -p "$out"
+python=$(command -v python3)
+has() { [[ " $steps " == *" $1 "* ]]; }
+log() { echo "== $(date -u +%H:%M:%S) $*"; }
+
+{
+  log "machine"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
+  uname -r; nproc; free -g | head -2; findmnt -n -o SOURCE,FSTYPE,OPTIONS --target . ; git rev-parse HEAD 2>/dev/null
+  ls /usr/local/cuda/lib64/libcufile.so* 2>&1 | head -3
+} 2>&1 | tee "$out/machine.txt"
+
+if has build; then
+  log "build"
+  pybind=$($python -m pybind11 --cmakedir 2>/dev/null || true)
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFERRY_BUILD_PYTHON=ON \
+    -DPython_EXECUTABLE="$python" ${pybind:+-Dpybind11_DIR=$pybind} > "$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
+  cmake --build "$build" -j "$(nproc)" > "$out/build.log" 2>&1 || { grep -E 'error|Error' "$out/build.log" | head -30; exit 1; }
+fi
+if has test; then
+  log "ctest (unit, fault, cli, python, gpu)"
+  ctest --test-dir "$build" --output-on-failure -j 8 --timeout 600 > "$out/ctest.log" 2>&1
+  grep -E "tests passed|tests failed|Failed|\*\*\*" "$out/ctest.log" | tail -20
+  "$build/tests/ferry_gpu_tests" --gtest_brief=0 > "$out/gpu_tests.log" 2>&1
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[==========\]|Skipped|operations" "$out/gpu_tests.log" | head -60
+fi
+if has matrix; then
+  log "forced-route matrix"
+  bash scripts/gpu-route-matrix.sh "$build/cli/ferry" "$build/data" 1GiB 2>&1 | tee "$out/matrix.log"
+  cp "$build/data/matrix.jsonl" "$out/" 2>/dev/null
+fi
+if has reads; then
+  log "timed reads of an 8 GiB file (hot)"
+  big="$build/data/big-8GiB.bin"
+  [ -f "$big" ] || "$build/cli/ferry" write "$big" --size 8GiB --no-sync > /dev/null
+  cat "$big" > /dev/null
+  for args in "--device 0" "--device 0" "--device 0 --compat off" "" ; do
+    "$build/cli/ferry" read "$big" $args --json | $python -c 'import json,sys; d=json.load(sys.stdin); r=d["report"]; print(sys.argv[1] or "host", f"{d[\"gib_per_s\"]:.2f} GiB/s", r["summary"][:150])' "$args"
+  done
+  log "cold read (caches dropped)"
+  if sync && echo 3 > /proc/sys/vm/drop_caches 2>/dev/null; then
+    "$build/cli/ferry" read "$big" --device 0 --json | $python -c 'import json,sys; d=json.load(sys.stdin); print("cold staged", f"{d[\"gib_per_s\"]:.2f} GiB/s", d["report"]["io"])'
+  else
+    echo "cannot drop caches here"
+  fi
+fi
+log "done"
