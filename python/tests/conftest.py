@@ -1,0 +1,81 @@
+"""Shared fixtures for the ferry Python tests.
+
+Run against a build tree: PYTHONPATH=<build>/python /usr/bin/python3 -m pytest python/tests -q
+(CTest's `python.pytest` does exactly that, with temporary files under <build>/python/test-tmp).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Callable, Dict, Optional, Tuple
+
+import numpy as np
+import pytest
+
+import ferry
+from ferry import _ferry
+
+
+@pytest.fixture(autouse=True)
+def _restore_config():
+    """Every test starts from, and leaves, the same process-wide configuration."""
+    saved = _ferry.default_config()
+    yield
+    _ferry.set_default_config(saved)
+
+
+@pytest.fixture
+def make_file(tmp_path: Path) -> Callable[..., Tuple[Path, np.ndarray]]:
+    """make_file(size, seed=0, name="data.bin") -> (path, the bytes as a uint8 array)."""
+
+    def make(size: int, seed: int = 0, name: str = "data.bin") -> Tuple[Path, np.ndarray]:
+        data = np.random.default_rng(seed).integers(0, 256, size, dtype=np.uint8)
+        path = tmp_path / name
+        path.write_bytes(data.tobytes())
+        return path, data
+
+    return make
+
+
+def cli_path() -> Optional[str]:
+    """The ferry CLI of the same build: $FERRY_CLI (set by CTest), else <build>/cli/ferry next to the
+    package's build directory."""
+    explicit = os.environ.get("FERRY_CLI")
+    if explicit:
+        return explicit if os.access(explicit, os.X_OK) else None
+    guess = Path(ferry.__file__).resolve().parents[2] / "cli" / "ferry"
+    return str(guess) if os.access(guess, os.X_OK) else None
+
+
+_CLI_FLAGS = {"compat_mode": "--compat", "task_size": "--task-size", "direct_io": "--direct-io", "threads": "--threads"}
+
+
+def cli_read_report(path: Path, settings: Dict[str, object], device: Optional[int] = None) -> dict:
+    """The route report `ferry read --json` prints for the same file and settings; skips the test when
+    the CLI is missing or cannot do it."""
+    cli = cli_path()
+    if cli is None:
+        pytest.skip("the ferry CLI was not found (set FERRY_CLI or build with FERRY_BUILD_CLI=ON)")
+    cmd = [cli, "read", str(path), "--json"]
+    for name, value in settings.items():
+        cmd += [_CLI_FLAGS[name], str(value)]
+    if device is not None:
+        cmd += ["--device", str(device)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if out.returncode != 0:
+        pytest.fail(f"`{' '.join(cmd)}` exited {out.returncode}: {out.stderr.strip()}")
+    return json.loads(out.stdout)["report"]
+
+
+def route_signature(report: dict) -> dict:
+    """What must match between two reports of the same request: operations and bytes per route, and
+    the (route, reason, detail, ops) rows. Times and page-cache counters may differ between runs."""
+    return {
+        "routes": {name: (r["ops"], r["bytes"]) for name, r in report["routes"].items()},
+        "reasons": sorted((r["route"], r["reason"], r["detail"], r["ops"]) for r in report["reasons"]),
+        "total_ops": report["total_ops"],
+        "total_bytes": report["total_bytes"],
+    }
