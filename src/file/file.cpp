@@ -111,11 +111,14 @@ std::uint64_t FileState::reserve(std::uint64_t size, bool is_write) {
   return at;
 }
 
-void FileState::settle_position(std::uint64_t reserved_offset, std::uint64_t reserved_size, std::uint64_t bytes) {
+void FileState::settle_position(std::uint64_t reserved_offset, std::uint64_t reserved_size, std::uint64_t bytes,
+                                bool is_write) {
   if (bytes == reserved_size) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  // Only pull the position back if nobody moved it since: a short read ends where the data ended.
-  if (position_ == reserved_offset + reserved_size) position_ = reserved_offset + bytes;
+  std::uint64_t& cursor = (is_write && append) ? end_ : position_;
+  // Only pull the cursor back if nobody moved it since: a short read ends where the data ended, a failed
+  // write leaves the cursor where the write began.
+  if (cursor == reserved_offset + reserved_size) cursor = reserved_offset + bytes;
 }
 
 Result<File> open_file(const std::string& path, std::string_view mode, const Config& config,
@@ -196,7 +199,9 @@ Result<Transfer> File::read(void* buffer, std::uint64_t size) {
 
 Result<Transfer> File::write(const void* buffer, std::uint64_t size) {
   std::uint64_t at = state_->reserve(size, true);
-  return state_->submit(false, const_cast<void*>(buffer), size, at).get();
+  auto r = state_->submit(false, const_cast<void*>(buffer), size, at).get();
+  if (!r.ok()) state_->settle_position(at, size, 0, true);
+  return r;
 }
 
 Status File::sync() {

@@ -27,7 +27,10 @@ class FileState : public std::enable_shared_from_this<FileState> {
   Result<std::uint64_t> current_size() const;
   /// Reserves [offset, offset + size) at the position (or the end, in append mode) and advances it.
   std::uint64_t reserve(std::uint64_t size, bool is_write);
-  void settle_position(std::uint64_t reserved_offset, std::uint64_t reserved_size, std::uint64_t bytes);
+  /// After a read() or write() of `reserved_size` bytes at `reserved_offset` moved `bytes`: pulls the cursor
+  /// reserve() advanced back to reserved_offset + bytes, unless another call moved it since.
+  void settle_position(std::uint64_t reserved_offset, std::uint64_t reserved_size, std::uint64_t bytes,
+                       bool is_write = false);
 
   const std::string path;
   const Config config;

@@ -325,6 +325,27 @@ TEST(FaultEnospc, BlockingWriteReportsTheSameError) {
   EXPECT_THAT(r.status().message(), HasSubstr("offset 0"));
 }
 
+TEST(FaultEnospc, FailedBlockingWriteDoesNotMoveThePosition) {
+  // Regression: a failed write() still advanced the write position (and in mode "a" the append cursor),
+  // so the next successful write() left a hole of zeros where the failed bytes would have gone.
+  auto dir = testing::test_dir();
+  for (const char* mode : {"w", "a"}) {
+    SCOPED_TRACE(mode);
+    auto path = (dir / (std::string("f-") + mode)).string();
+    ScriptedSyscalls sys;
+    sys.add(Rule::on(Op::pwrite).fail(ENOSPC).limit(1));
+    auto file = open_with(sys, path, mode, config(DirectIo::off));
+    ASSERT_TRUE(file.ok());
+    const char lost[] = "lost-";
+    const char kept[] = "kept";
+    ASSERT_FALSE(file->write(lost, 5).ok());
+    auto w = file->write(kept, 4);
+    ASSERT_TRUE(w.ok()) << w.status().to_string();
+    auto back = testing::read_whole_file(path);
+    EXPECT_EQ(std::string(back.begin(), back.end()), "kept");
+  }
+}
+
 TEST(FaultSync, FdatasyncFailureIsIoErrorNamingThePath) {
   auto dir = testing::test_dir();
   auto path = (dir / "s.bin").string();
