@@ -147,8 +147,19 @@ void RequestState::wait() const {
 }
 
 bool RequestState::wait_for(std::chrono::milliseconds timeout) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  if (ThreadPool::on_worker_thread()) {
+    // As wait(): a worker blocked here could be the one the request's jobs are queued behind.
+    for (;;) {
+      if (done()) return true;
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      if (shared_pool().help_one()) continue;
+      std::unique_lock<std::mutex> lock(mutex_);
+      done_cv_.wait_for(lock, std::chrono::microseconds(200), [this] { return done_; });
+    }
+  }
   std::unique_lock<std::mutex> lock(mutex_);
-  return done_cv_.wait_for(lock, timeout, [this] { return done_; });
+  return done_cv_.wait_until(lock, deadline, [this] { return done_; });
 }
 
 Result<Transfer> RequestState::take_result() {

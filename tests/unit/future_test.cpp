@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <unistd.h>
 #include <thread>
 #include <vector>
 
@@ -35,6 +36,21 @@ void finishes_in_time(Body body) {
   auto done = std::async(std::launch::async, body);
   ASSERT_EQ(done.wait_for(kDeadlockGuard), std::future_status::ready) << "deadlock: not done after 20 s";
   done.get();
+}
+
+// Runs `body` in a fresh process (a "threadsafe" death test re-executes this binary), so that Ferry's shared
+// pool really has one worker: in this process earlier tests have grown it. SIGALRM ends a deadlocked child.
+template <typename Body>
+void in_fresh_process_with_one_worker(Body body) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        ::alarm(20);
+        if (detail::shared_pool().workers() > 1) std::_Exit(3);
+        body();
+        std::_Exit(::testing::Test::HasFailure() ? 1 : (detail::shared_pool().workers() == 1 ? 0 : 2));
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 TEST(Future, EmptyFutureFailsCleanly) {
@@ -140,7 +156,7 @@ TEST(Future, ThenOnAFailedRequestSeesTheError) {
 TEST(Future, ReadIssuedFromACallbackWithOneThreadDoesNotDeadlock) {
   auto dir = testing::test_dir();
   auto path = testing::write_pattern_file(dir / "d.bin", 8 * kTask);
-  finishes_in_time([&] {
+  in_fresh_process_with_one_worker([&] {
     auto file = File::open(path, "r", config(1));
     ASSERT_TRUE(file.ok());
     std::vector<std::uint8_t> outer(4 * kTask), inner(4 * kTask);
@@ -159,10 +175,28 @@ TEST(Future, ReadIssuedFromACallbackWithOneThreadDoesNotDeadlock) {
   });
 }
 
+TEST(Future, WaitForInsideACallbackWithOneThreadMakesProgress) {
+  auto dir = testing::test_dir();
+  auto path = testing::write_pattern_file(dir / "d.bin", 4 * kTask);
+  in_fresh_process_with_one_worker([&] {
+    auto file = File::open(path, "r", config(1));
+    ASSERT_TRUE(file.ok());
+    std::vector<std::uint8_t> outer(kTask), inner(kTask);
+    std::promise<bool> finished;
+    Future f = file->pread(outer.data(), kTask, 0);
+    f.then([&](const Result<Transfer>&) {
+      Future nested = file->pread(inner.data(), kTask, kTask);
+      finished.set_value(nested.wait_for(std::chrono::seconds(5)));
+    });
+    EXPECT_TRUE(finished.get_future().get()) << "wait_for on a worker must run queued jobs, like wait()";
+    EXPECT_EQ(inner, testing::pattern(kTask, kTask));
+  });
+}
+
 TEST(Future, NestedWaitsThreeDeepWithOneThread) {
   auto dir = testing::test_dir();
   auto path = testing::write_pattern_file(dir / "d.bin", 6 * kTask);
-  finishes_in_time([&] {
+  in_fresh_process_with_one_worker([&] {
     auto file = File::open(path, "r", config(1));
     ASSERT_TRUE(file.ok());
     std::vector<std::vector<std::uint8_t>> bufs(3, std::vector<std::uint8_t>(2 * kTask));
