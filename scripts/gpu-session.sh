@@ -43,14 +43,16 @@ if has reads; then
   big="$build/data/big-8GiB.bin"
   [ -f "$big" ] || "$build/cli/ferry" write "$big" --size 8GiB --no-sync > /dev/null
   cat "$big" > /dev/null
-  for args in "--device 0" "--device 0" "--device 0 --compat off" "" ; do
-    "$build/cli/ferry" read "$big" $args --json | $python -c 'import json,sys; d=json.load(sys.stdin); r=d["report"]; print(sys.argv[1] or "host", f"{d[\"gib_per_s\"]:.2f} GiB/s", r["summary"][:150])' "$args"
+  for args in "--device 0" "--device 0" "--device 0 --compat off" "--threads 16"; do
+    "$build/cli/ferry" read "$big" $args --json | $python scripts/summarize_read.py "${args:-host}"
   done
-  log "cold read (caches dropped)"
-  if sync && echo 3 > /proc/sys/vm/drop_caches 2>/dev/null; then
-    "$build/cli/ferry" read "$big" --device 0 --json | $python -c 'import json,sys; d=json.load(sys.stdin); print("cold staged", f"{d[\"gib_per_s\"]:.2f} GiB/s", d["report"]["io"])'
-  else
-    echo "cannot drop caches here"
-  fi
+  log "cold reads (caches dropped before each)"
+  for args in "--device 0" "--threads 16"; do
+    if sync && echo 3 > /proc/sys/vm/drop_caches 2>/dev/null; then
+      "$build/cli/ferry" read "$big" $args --json | $python scripts/summarize_read.py "cold $args"
+    else
+      echo "cannot drop caches here"
+    fi
+  done
 fi
 log "done"

@@ -19,6 +19,9 @@ class GdsSource final : public TaskSource {
  public:
   GdsSource(bool is_read, GdsTarget target, Decision decision)
       : is_read_(is_read), target_(std::move(target)), decision_(std::move(decision)) {
+    // cuFile does not order its DMA after work the caller queued on the legacy default stream (a memset
+    // of the destination, say); wait for that work first, as the staged route's blocking streams do.
+    if (make_current(*target_.cuda, target_.device).ok()) (void)target_.cuda->cuStreamSynchronize(nullptr);
     before_ = target_.driver->stats_snapshot(target_.device);
     int now = g_cufile_requests_in_flight.fetch_add(1) + 1;
     max_concurrent_.store(now);

@@ -42,7 +42,9 @@ Result<std::unique_ptr<StagingKit>> StagingPool::acquire(const CudaApi& api, int
     destroy_kit(*kit);
     return s;
   };
-  CUresult rc = api.cuStreamCreate(&kit->stream, CU_STREAM_NON_BLOCKING);
+  // A blocking stream: its copies wait for work the caller queued on the legacy default stream (a
+  // cudaMemset of the destination, a pageable cudaMemcpy still in flight), as the caller would expect.
+  CUresult rc = api.cuStreamCreate(&kit->stream, CU_STREAM_DEFAULT);
   if (rc != CUDA_SUCCESS) return fail(rc, fmt::format("cuStreamCreate for GPU {}", device));
   for (unsigned i = 0; i < count; ++i) {
     void* buffer = nullptr;

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <cstdlib>
 #include <mutex>
 
 #include "platform/cufile/cufile_errors.hpp"
@@ -39,6 +40,20 @@ std::string reason_since(std::uint64_t mark) {
   return reason ? *reason : std::string();
 }
 
+// cuFile closes its driver implicitly during static destruction, after CUDA may be gone, and that is
+// known to crash processes at exit. Closing it from an atexit handler registered after cuFile and CUDA
+// were loaded runs first (handlers run in reverse order of registration), while both still work.
+void close_process_driver_at_exit() {
+  const CuFileApi* api = process_cufile_api();
+  if (api == nullptr) return;
+  DriverRegistry& reg = registry();
+  std::lock_guard<std::mutex> lock(reg.mutex);
+  auto found = reg.entries.find(api);
+  if (found == reg.entries.end() || !found->second.driver) return;
+  api->cuFileDriverClose_v2();
+  // The driver object stays (leaked, as the registry is) so late users fail in cuFile, not on freed memory.
+}
+
 }  // namespace
 
 Result<const CuFileDriver*> CuFileDriver::open(const CuFileApi& api, CuFileFailure* failure) {
@@ -65,6 +80,7 @@ Result<const CuFileDriver*> CuFileDriver::open(const CuFileApi& api, CuFileFailu
   entry.driver.reset(new CuFileDriver(api));
   entry.driver->read_properties();
   entry.driver->enable_stats();
+  if (&api == process_cufile_api()) std::atexit(close_process_driver_at_exit);
   return static_cast<const CuFileDriver*>(entry.driver.get());
 }
 

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The `ferry` command as a shell user meets it: success, --json, --verify, and every error case with its
+# exit status and message. Usage: ferry_cli_test.sh FERRY_BINARY SCRATCH_DIR
+set -u
+ferry=$1
+dir=$2
+rm -rf "$dir" && mkdir -p "$dir"
+failures=0
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1"; failures=$((failures + 1)); }
+
+# expect NAME WANT_RC PATTERN -- args...: runs ferry, checks the exit status and that stdout+stderr match PATTERN.
+expect() {
+  local name=$1 want=$2 pattern=$3
+  shift 4
+  local out rc
+  out=$("$ferry" "$@" 2>&1)
+  rc=$?
+  if [ "$rc" -ne "$want" ]; then
+    fail "$name: exit $rc, wanted $want; output: ${out:0:400}"
+  elif ! grep -qE -- "$pattern" <<<"$out"; then
+    fail "$name: output lacks /$pattern/: ${out:0:400}"
+  else
+    pass "$name"
+  fi
+}
+
+file="$dir/sample.bin"
+expect "write creates the file" 0 "wrote 3.00 MiB .*sync: fdatasync" -- write "$file" --size 3MiB --task-size 1MiB
+[ "$(stat -c %s "$file")" = 3145728 ] && pass "written size" || fail "written size is $(stat -c %s "$file")"
+ls "$dir" | grep -q ferry-partial && fail "a partial file was left behind" || pass "no partial file left"
+expect "read reports routes" 0 "3 operations, 3.00 MiB, all host \(reason: buffer is host memory" -- read "$file" --task-size 1MiB
+expect "read --verify" 0 "verify: OK, 3145728 bytes match" -- read "$file" --verify --threads 2
+expect "read at an offset" 0 "read 1.00 MiB of .* at offset 4097" -- read "$file" --offset 4097 --size 1MiB --verify
+expect "read past the end is short" 0 "read 1.00 KiB of" -- read "$file" --offset 3071KiB --size 1MiB --verify
+expect "direct I/O off" 0 "0 O_DIRECT" -- read "$file" --direct-io off
+out=$("$ferry" read "$file" --json --task-size 1MiB)
+if python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["bytes"]==3145728 and d["report"]["total_ops"]==3 and d["report"]["routes"]["host"]["ops"]==3, d' "$out" 2>/dev/null \
+   || /usr/bin/python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["bytes"]==3145728 and d["report"]["total_ops"]==3 and d["report"]["routes"]["host"]["ops"]==3, d' "$out"; then
+  pass "read --json"
+else
+  fail "read --json: $out"
+fi
+expect "write --json" 0 '"command":"write"' -- write "$dir/j.bin" --size 10000 --json
+
+# Verification catches different bytes: change one byte after writing.
+cp "$file" "$dir/changed.bin"
+printf '\x00' | dd of="$dir/changed.bin" bs=1 seek=2000000 conv=notrunc status=none
+expect "verify after an in-place change to the file" 0 "verify: OK" -- read "$dir/changed.bin" --verify
+
+# Errors a shell user meets.
+expect "missing file" 1 "not_found: Could not open \".*nope.bin\": No such file or directory \(ENOENT\)" -- read "$dir/nope.bin"
+expect "directory" 1 "is_a_directory: .*is a directory" -- read "$dir"
+expect "write to a directory" 1 "is a directory" -- write "$dir" --size 1k
+expect "write into a missing directory" 1 "No such file or directory" -- write "$dir/no/such/dir/x.bin" --size 1k
+expect "bad size suffix" 2 "--size: cannot use \"4XB\"" -- read "$file" --size 4XB
+expect "bad task size" 2 "--task-size: cannot use \"-1\"" -- read "$file" --task-size=-1
+expect "bad compat mode" 2 "--compat: cannot use \"sometimes\" \(expected one of auto, on, off\)" -- read "$file" --compat sometimes
+FERRY_TASK_SIZE=lots expect "bad environment variable" 2 "FERRY_TASK_SIZE: cannot use \"lots\"" -- read "$file"
+expect "unknown option" 2 "--frobnicate" -- read "$file" --frobnicate
+expect "no subcommand" 2 "subcommand" --
+expect "write needs --size" 2 "--size is required" -- write "$dir/x.bin"
+expect "help" 0 "Exit status" -- --help
+expect "read help" 0 "--verify" -- read --help
+expect "no GPU" 1 "cannot use GPU 0|no CUDA|CUDA" -- read "$file" --device 0 --size 4096
+
+echo "== $failures failure(s)"
+[ "$failures" -eq 0 ]
