@@ -73,7 +73,8 @@ struct ProcessCuda {
 
 const ProcessCuda& process_cuda() {
   static std::once_flag once;
-  static ProcessCuda state;
+  // Never destroyed: worker threads may still use the table while statics are torn down at exit.
+  static ProcessCuda& state = *new ProcessCuda;
   std::call_once(once, [] {
     Result<CudaApi> loaded = CudaApi::load();
     if (!loaded.ok()) {

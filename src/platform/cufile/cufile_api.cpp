@@ -68,7 +68,8 @@ struct ProcessCuFile {
 
 const ProcessCuFile& process_cufile() {
   static std::once_flag once;
-  static ProcessCuFile state;
+  // Never destroyed: I/O threads may still use the table while statics are torn down at exit.
+  static ProcessCuFile& state = *new ProcessCuFile;
   std::call_once(once, [] {
     // cuFile may read its environment as soon as it is loaded, so the log goes to our file from the start.
     prepare_cufile_log();
