@@ -53,9 +53,9 @@ def cli_path() -> Optional[str]:
 _CLI_FLAGS = {"compat_mode": "--compat", "task_size": "--task-size", "direct_io": "--direct-io", "threads": "--threads"}
 
 
-def cli_read_report(path: Path, settings: Dict[str, object], device: Optional[int] = None) -> dict:
-    """The route report `ferry read --json` prints for the same file and settings; skips the test when
-    the CLI is missing or cannot do it."""
+def cli_read(path: Path, settings: Dict[str, object], device: Optional[int] = None) -> Tuple[int, Optional[dict], str]:
+    """Runs `ferry read PATH --json` with the same settings: (exit status, its report or None, stderr).
+    Skips the test when the CLI is missing."""
     cli = cli_path()
     if cli is None:
         pytest.skip("the ferry CLI was not found (set FERRY_CLI or build with FERRY_BUILD_CLI=ON)")
@@ -65,9 +65,17 @@ def cli_read_report(path: Path, settings: Dict[str, object], device: Optional[in
     if device is not None:
         cmd += ["--device", str(device)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    if out.returncode != 0:
-        pytest.fail(f"`{' '.join(cmd)}` exited {out.returncode}: {out.stderr.strip()}")
-    return json.loads(out.stdout)["report"]
+    report = json.loads(out.stdout)["report"] if out.returncode == 0 else None
+    return out.returncode, report, out.stderr.strip()
+
+
+def cli_read_report(path: Path, settings: Dict[str, object], device: Optional[int] = None) -> dict:
+    """The route report `ferry read --json` prints for the same file and settings (fails the test when
+    the CLI fails)."""
+    rc, report, stderr = cli_read(path, settings, device)
+    if report is None:
+        pytest.fail(f"`ferry read {path} --json` with {settings} exited {rc}: {stderr}")
+    return report
 
 
 def route_signature(report: dict) -> dict:
