@@ -76,23 +76,21 @@ class PyFuture {
     return outcome_.has_value() || future_.done();
   }
 
-  /// Waits (forever when `timeout` is None); returns done().
+  /// Waits (forever when `timeout` is None); returns done(). Ctrl-C interrupts an endless wait
+  /// (KeyboardInterrupt); the request itself goes on, and this future still owns its buffer.
   bool wait(std::optional<double> timeout) {
-    {
-      py::gil_scoped_release release;
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (outcome_) return true;
-      if (!timeout) {
-        future_.wait();
-        return true;
-      }
-      if (!future_.wait_for(to_millis(*timeout))) return false;
+    if (!timeout) {
+      wait_interruptibly();
+      return true;
     }
-    return true;
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(mutex_);
+    return outcome_.has_value() || future_.wait_for(to_millis(*timeout));
   }
 
   /// Bytes transferred, or the request's error as a Python exception.
   std::uint64_t result() {
+    wait_interruptibly();
     const Result<Transfer>& r = settle();
     if (!r.ok()) throw_status(r.status());
     return r->bytes;
@@ -100,6 +98,7 @@ class PyFuture {
 
   /// (json, table) of the request's report; raises the request's error when it failed.
   py::tuple report() {
+    wait_interruptibly();
     const Result<Transfer>& r = settle();
     if (!r.ok()) throw_status(r.status());
     return report_parts(r->report);
@@ -107,6 +106,7 @@ class PyFuture {
 
   /// The error as an exception object, or None (waits first).
   py::object exception() {
+    wait_interruptibly();
     const Result<Transfer>& r = settle();
     if (r.ok()) return py::none();
     try {
@@ -117,6 +117,20 @@ class PyFuture {
   }
 
  private:
+  // Waits in slices with the GIL released, checking for signals between them.
+  void wait_interruptibly() {
+    for (;;) {
+      bool finished = false;
+      {
+        py::gil_scoped_release release;
+        std::lock_guard<std::mutex> lock(mutex_);
+        finished = outcome_.has_value() || future_.wait_for(std::chrono::milliseconds(100));
+      }
+      if (finished) return;
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    }
+  }
+
   const Result<Transfer>& settle() {
     bool drop_keep = false;
     {
