@@ -22,6 +22,8 @@ class FileState : public std::enable_shared_from_this<FileState> {
             const GpuPlatform* gpu);
 
   static File make_file(std::shared_ptr<FileState> state) { return File(std::move(state)); }
+  /// The state behind a File (for `ferry doctor`, which asks the router about an open file).
+  static FileState& of(const File& file) { return *file.state_; }
 
   Future submit(bool is_read, void* buffer, std::uint64_t size, std::uint64_t offset);
   Result<std::uint64_t> current_size() const;
