@@ -96,6 +96,17 @@ struct Report {
   std::string to_json() const;
 };
 
+/// The route a request would take, decided before any I/O (File::prepare).
+struct RoutePlan {
+  Route route = Route::host;
+  Reason reason = Reason::buffer_is_host_memory;
+  std::string detail;
+  std::string memory;  // the buffer: "host-pageable", "host-pinned", "device" or "managed"
+  int device = -1;     // GPU ordinal of device or managed memory, else -1
+  /// "staged: nvidia-fs not loaded (...): detail"
+  std::string to_string() const;
+};
+
 /// Everything this process transferred through Ferry so far.
 Report process_report();
 void reset_process_report();

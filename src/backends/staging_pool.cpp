@@ -61,6 +61,22 @@ Result<std::unique_ptr<StagingKit>> StagingPool::acquire(const CudaApi& api, int
   return kit;
 }
 
+Status StagingPool::reserve(const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count,
+                            unsigned kits) {
+  std::vector<std::unique_ptr<StagingKit>> taken;
+  Status status;
+  for (unsigned i = 0; i < kits && status.ok(); ++i) {
+    auto kit = acquire(api, device, buffer_size, count);
+    if (kit.ok()) {
+      taken.push_back(std::move(*kit));
+    } else {
+      status = kit.status();
+    }
+  }
+  for (auto& kit : taken) release(std::move(kit));
+  return status;
+}
+
 void StagingPool::release(std::unique_ptr<StagingKit> kit) {
   std::lock_guard<std::mutex> lock(mutex_);
   idle_.push_back(std::move(kit));

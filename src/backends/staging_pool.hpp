@@ -31,6 +31,8 @@ class StagingPool {
                                               unsigned count);
   /// Gives a kit back. The kit's stream must be idle (synchronised).
   void release(std::unique_ptr<StagingKit> kit);
+  /// Makes sure at least `kits` idle kits of this shape exist, so that the next request pins nothing.
+  Status reserve(const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count, unsigned kits);
   /// Frees every idle kit (tests use it for leak checks).
   void clear();
 

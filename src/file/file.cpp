@@ -84,11 +84,12 @@ Future FileState::submit(bool is_read, void* buffer, std::uint64_t size, std::ui
   if (!source.ok()) return Future(RequestState::failed(source.status()));
   std::vector<Task> tasks = split_request(offset, size, config.task_size(), fds.direct_offset_alignment());
   std::weak_ptr<FileState> weak = shared_from_this();
-  auto on_complete = [weak](const Result<Transfer>& r) {
+  // Failed requests count too: their operations, notes and I/O counters belong to the file's trail.
+  auto on_complete = [weak](const Report& report) {
     auto self = weak.lock();
-    if (!self || !r.ok()) return;
+    if (!self) return;
     std::lock_guard<std::mutex> lock(self->mutex_);
-    self->report_.merge(r->report);
+    self->report_.merge(report);
   };
   return Future(RequestState::start(std::move(tasks), size, is_read, std::move(*source), config.threads(),
                                     std::move(on_complete)));
@@ -202,6 +203,12 @@ Result<Transfer> File::write(const void* buffer, std::uint64_t size) {
   auto r = state_->submit(false, const_cast<void*>(buffer), size, at).get();
   if (!r.ok()) state_->settle_position(at, size, 0, true);
   return r;
+}
+
+Result<RoutePlan> File::prepare(const void* buffer, std::uint64_t size, bool for_write) {
+  FERRY_ASSIGN_OR_RETURN(detail::RoutePlanDetail plan, detail::prepare_route(*state_, !for_write, buffer, size));
+  return RoutePlan{plan.decision.route, plan.decision.reason, plan.decision.detail,
+                   detail::memory_kind_name(plan.buffer.kind), plan.buffer.device};
 }
 
 Status File::sync() {

@@ -11,6 +11,8 @@
 #include "backends/gds_backend.hpp"
 #include "backends/host_backend.hpp"
 #include "backends/staged_backend.hpp"
+#include "backends/staging_pool.hpp"
+#include "platform/cuda/primary_context.hpp"
 #include "platform/cuda/buffer_kind.hpp"
 #include "platform/cufile/cufile_driver.hpp"
 #include "route/gpu_platform.hpp"
@@ -62,48 +64,71 @@ std::shared_ptr<GdsFileState> cufile_state(FileState& file, const GpuPlatform& g
 
 }  // namespace
 
-Result<std::shared_ptr<TaskSource>> select_route_source(FileState& file, const TaskIo& io, bool is_read,
-                                                        void* buffer, std::uint64_t size, std::uint64_t /*offset*/) {
+Result<RoutePlanDetail> route_for(FileState& file, bool is_read, const void* buffer, std::uint64_t size) {
   const GpuPlatform& gpu = file.gpu ? *file.gpu : process_gpu_platform();
-  Status cuda_why;
-  const CudaApi* cuda = gpu.cuda(&cuda_why);
-  FERRY_ASSIGN_OR_RETURN(BufferKind kind, classify_buffer(cuda, buffer));
+  RoutePlanDetail plan;
+  plan.cuda = gpu.cuda(&plan.cuda_status);
+  FERRY_ASSIGN_OR_RETURN(plan.buffer, classify_buffer(plan.cuda, buffer));
 
   RouteQuery q;
   q.is_read = is_read;
-  q.buffer = kind;
+  q.buffer = plan.buffer;
   q.size = size;
   q.compat = file.config.compat_mode();
   q.gds_threshold = file.config.gds_threshold();
   q.require = file.config.require();
   q.path = file.path;
-  std::shared_ptr<GdsFileState> gds;
-  CuFileFacts facts;
   if (needs_cufile(q)) {
-    gds = cufile_state(file, gpu);
-    facts = gds->facts;
+    plan.gds = cufile_state(file, gpu);
+    plan.facts = plan.gds->facts;
+    plan.cufile_consulted = true;
   }
-  FERRY_ASSIGN_OR_RETURN(Decision decision, decide(q, facts));
+  FERRY_ASSIGN_OR_RETURN(plan.decision, decide(q, plan.facts));
+  return plan;
+}
 
+namespace {
+
+StagedTarget staged_target(const FileState& file, const RoutePlanDetail& plan, const void* buffer) {
+  StagedTarget target;
+  target.api = plan.cuda;
+  target.device = plan.buffer.device;
+  target.base = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(buffer));
+  target.bounce_buffer_size = file.config.bounce_buffer_size();
+  target.buffers_per_worker = file.config.bounce_buffers_per_thread();
+  return target;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<TaskSource>> select_route_source(FileState& file, const TaskIo& io, bool is_read,
+                                                        void* buffer, std::uint64_t size, std::uint64_t /*offset*/) {
+  FERRY_ASSIGN_OR_RETURN(RoutePlanDetail plan, route_for(file, is_read, buffer, size));
+  Decision& decision = plan.decision;
   if (decision.route == Route::host) return make_host_source(io, is_read, buffer, std::move(decision));
   if (decision.route == Route::staged) {
-    StagedTarget target;
-    target.api = cuda;
-    target.device = kind.device;
-    target.base = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(buffer));
-    target.bounce_buffer_size = file.config.bounce_buffer_size();
-    target.buffers_per_worker = file.config.bounce_buffers_per_thread();
-    return make_staged_source(io, is_read, target, std::move(decision));
+    return make_staged_source(io, is_read, staged_target(file, plan, buffer), std::move(decision));
   }
   GdsTarget target;
-  target.cuda = cuda;
-  target.device = kind.device;
+  target.cuda = plan.cuda;
+  target.device = plan.buffer.device;
   target.base = buffer;
-  target.driver = gds->driver;
-  target.handle = gds->handle;
+  target.driver = plan.gds->driver;
+  target.handle = plan.gds->handle;
   target.require = file.config.require();
   target.path = file.path;
   return make_gds_source(is_read, std::move(target), std::move(decision));
+}
+
+Result<RoutePlanDetail> prepare_route(FileState& file, bool is_read, const void* buffer, std::uint64_t size) {
+  FERRY_ASSIGN_OR_RETURN(RoutePlanDetail plan, route_for(file, is_read, buffer, size));
+  if (plan.decision.route == Route::staged) {
+    StagedTarget t = staged_target(file, plan, buffer);
+    FERRY_RETURN_IF_ERROR(make_current(*t.api, t.device));
+    FERRY_RETURN_IF_ERROR(process_staging_pool().reserve(*t.api, t.device, t.bounce_buffer_size,
+                                                         t.buffers_per_worker, file.config.threads()));
+  }
+  return plan;
 }
 
 }  // namespace ferry::detail

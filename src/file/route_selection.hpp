@@ -1,15 +1,37 @@
 // Choosing the route of one request and building the backend that carries it out: classify the buffer,
-// ask the router, hand the decision to the host, staged or cuFile backend.
+// learn what cuFile can do for this file (once per file), ask the router, and hand the decision to the
+// host, staged or cuFile backend. route_for() is the decision alone, shared by real requests,
+// File::prepare() and `ferry doctor`, so a prediction is the decision a read would make.
 #pragma once
 
 #include <memory>
 
 #include "file/file_state.hpp"
 #include "io/request.hpp"
+#include "platform/cuda/buffer_kind.hpp"
+#include "route/router.hpp"
 
 namespace ferry::detail {
 
+struct RoutePlanDetail {
+  Decision decision;
+  BufferKind buffer;
+  const CudaApi* cuda = nullptr;     // nullptr where CUDA is unusable
+  Status cuda_status;                // why CUDA is unusable
+  CuFileFacts facts;                 // meaningful when cufile_consulted
+  bool cufile_consulted = false;     // the router needed cuFile's facts for this request
+  std::shared_ptr<GdsFileState> gds; // set when cufile_consulted
+};
+
+/// The decision a request of `size` bytes with `buffer` would get now. Errors: the router's refusals
+/// (compat off without cuFile, require=gds), a buffer the driver cannot classify.
+Result<RoutePlanDetail> route_for(FileState& file, bool is_read, const void* buffer, std::uint64_t size);
+
 Result<std::shared_ptr<TaskSource>> select_route_source(FileState& file, const TaskIo& io, bool is_read,
                                                         void* buffer, std::uint64_t size, std::uint64_t offset);
+
+/// Does the one-time work of the route a request would take: loads CUDA and cuFile, registers the file,
+/// and for the staged route pins bounce buffers for every worker. Returns the decision.
+Result<RoutePlanDetail> prepare_route(FileState& file, bool is_read, const void* buffer, std::uint64_t size);
 
 }  // namespace ferry::detail

@@ -12,7 +12,7 @@ void add_to_process_report(const Report& report);  // route/report.cpp
 
 std::shared_ptr<RequestState> RequestState::start(std::vector<Task> tasks, std::uint64_t requested, bool is_read,
                                                   std::shared_ptr<TaskSource> source, unsigned threads,
-                                                  Callback on_complete) {
+                                                  std::function<void(const Report&)> on_complete) {
   auto state = std::make_shared<RequestState>();
   state->tasks_ = std::move(tasks);
   state->requested_ = requested;
@@ -110,7 +110,7 @@ void RequestState::complete() {
   }
   source.reset();
   add_to_process_report(report_);
-  if (on_complete_) on_complete_(result);
+  if (on_complete_) on_complete_(report_);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     result_ = result;

@@ -48,10 +48,11 @@ class RequestState {
 
   /// Starts `tasks` on the shared pool with at most `threads` jobs. `requested` is the byte count the
   /// caller asked for; `is_read` decides whether a short task ends the request early (EOF).
-  /// `on_complete` runs first at completion (File accounting), before callbacks registered by then().
+  /// `on_complete` gets the request's report at completion, failed or not (File accounting), before
+  /// callbacks registered by then() run.
   static std::shared_ptr<RequestState> start(std::vector<Task> tasks, std::uint64_t requested, bool is_read,
                                              std::shared_ptr<TaskSource> source, unsigned threads,
-                                             Callback on_complete);
+                                             std::function<void(const Report&)> on_complete);
   /// A request that failed before any I/O.
   static std::shared_ptr<RequestState> failed(Status status);
 
@@ -70,7 +71,7 @@ class RequestState {
   std::uint64_t requested_ = 0;
   bool is_read_ = true;
   std::shared_ptr<TaskSource> source_;
-  Callback on_complete_;
+  std::function<void(const Report&)> on_complete_;
   std::atomic<std::size_t> next_task_{0};
   std::atomic<unsigned> active_jobs_{0};
   std::atomic<bool> failed_{false};

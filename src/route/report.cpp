@@ -247,6 +247,12 @@ std::string Report::to_json() const {
   return j.dump();
 }
 
+std::string RoutePlan::to_string() const {
+  std::string out = fmt::format("{}: {}", route_name(route), reason_text(reason));
+  if (!detail.empty()) out += ": " + detail;
+  return out;
+}
+
 namespace {
 std::mutex g_process_mutex;
 Report g_process_report;

@@ -62,7 +62,14 @@ expect "no subcommand" 2 "subcommand" --
 expect "write needs --size" 2 "--size is required" -- write "$dir/x.bin"
 expect "help" 0 "Exit status" -- --help
 expect "read help" 0 "--verify" -- read --help
-expect "no GPU" 1 "cannot use GPU 0|no CUDA|CUDA" -- read "$file" --device 0 --size 4096
+# --device: a clear error where no GPU is usable; where one is, a verified read into it.
+if "$ferry" read "$file" --device 0 --size 4096 >/dev/null 2>&1; then
+  expect "read into GPU 0" 0 "into GPU 0 .*verify: OK" -- read "$file" --device 0 --verify
+  expect "write from GPU 0" 0 "from GPU 0" -- write "$dir/from-gpu.bin" --size 3MiB --device 0
+  cmp -s "$dir/from-gpu.bin" "$file" && pass "GPU write matches the host write" || fail "GPU write differs"
+else
+  expect "no GPU" 1 "cannot use GPU 0: .*(libcuda|CUDA)" -- read "$file" --device 0 --size 4096
+fi
 
 echo "== $failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -149,5 +149,20 @@ TEST(FirstError, FailedRequestLeavesTheFileUsable) {
   EXPECT_EQ(buf, testing::pattern(0, 4 * kTask));
 }
 
+TEST(FirstError, FailedRequestStillCountsInTheFilesReport) {
+  auto dir = testing::test_dir();
+  auto path = testing::write_pattern_file(dir / "d.bin", 4 * kTask);
+  ScriptedSyscalls sys;
+  sys.add(Rule::on(Op::pread).covering(3 * kTask).fail(EIO).limit(1));
+  auto file = detail::open_file(path, "r", config(1), detail::OpenOptions{.syscalls = &sys});
+  ASSERT_TRUE(file.ok());
+  std::vector<std::uint8_t> buf(4 * kTask);
+  ASSERT_FALSE(file->pread(buf.data(), buf.size(), 0).get().ok());
+  // One worker, in order: three tasks succeeded before the fourth failed; the trail keeps them.
+  Report report = file->report();
+  EXPECT_EQ(report.at(Route::host).ops, 3u) << report.summary();
+  EXPECT_EQ(report.io.buffered_ops, 4u);
+}
+
 }  // namespace
 }  // namespace ferry

@@ -1,0 +1,119 @@
+// The baselines and ceilings of `ferry bench`, built from plain system calls and the CUDA driver, with
+// nothing of Ferry's engine: pinned host<->device copies, raw parallel pread/pwrite into one large host
+// buffer, and the naive way (one read of the whole file, then one copy).
+// Thread safety: each function may be called from one thread at a time per object; parallel_file_io
+// starts and joins its own threads.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ferry/status.hpp"
+
+namespace ferry::cli::bench {
+
+/// A file descriptor closed on destruction.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  Fd& operator=(Fd&& o) noexcept;
+  ~Fd();
+  int get() const { return fd_; }
+
+ private:
+  int fd_ = -1;
+};
+
+/// Opens `path` for reading or writing (never creating or truncating), with O_DIRECT when `direct`.
+/// Errors: from open(2), naming the path and the mode ("O_DIRECT refused" when the file system says EINVAL).
+[[nodiscard]] Result<Fd> open_file(const std::string& path, bool write, bool direct);
+
+/// Host memory for the baselines and the host route: pinned with cuMemHostAlloc on `device` when one is
+/// given (>= 0), otherwise page-aligned ordinary memory (huge pages where allowed), touched before use.
+class HostMemory {
+ public:
+  /// Errors: the driver's (pinned memory exhausted, ...), or resource_exhausted when mmap fails.
+  [[nodiscard]] static Result<HostMemory> allocate(std::uint64_t size, int device);
+  HostMemory(HostMemory&& o) noexcept;
+  HostMemory& operator=(HostMemory&&) = delete;
+  ~HostMemory();
+  std::uint8_t* data() const { return data_; }
+  std::uint64_t size() const { return size_; }
+  bool pinned() const { return device_ >= 0; }
+
+ private:
+  HostMemory(std::uint8_t* data, std::uint64_t size, int device) : data_(data), size_(size), device_(device) {}
+  std::uint8_t* data_ = nullptr;
+  std::uint64_t size_ = 0;
+  int device_ = -1;
+};
+
+/// Chunk start offsets covering [0, size) in steps of `task_size`: in order, or shuffled with `seed`.
+std::vector<std::uint64_t> chunk_offsets(std::uint64_t size, std::uint64_t task_size, bool shuffled,
+                                         std::uint64_t seed);
+
+/// Raw parallel file I/O: `threads` threads take the chunks of `offsets` in turn and pread (or pwrite)
+/// each whole, looping over short transfers and EINTR, between the file and `buffer` at the same offset.
+/// With an O_DIRECT descriptor, lengths are rounded up to 4 KiB (the buffer must have room: see
+/// round_up_4k) and a read that ends early at the end of the file is fine.
+/// Returns the bytes moved (at most `size`). Errors: the first failing call, naming the offset.
+struct FileIo {
+  int fd = -1;
+  bool write = false;
+  bool direct = false;
+  std::uint8_t* buffer = nullptr;
+  std::uint64_t size = 0;
+  std::uint64_t task_size = 0;
+  unsigned threads = 1;
+  const std::vector<std::uint64_t>* offsets = nullptr;
+};
+[[nodiscard]] Result<std::uint64_t> parallel_file_io(const FileIo& job);
+
+inline std::uint64_t round_up_4k(std::uint64_t n) { return (n + 4095) / 4096 * 4096; }
+
+/// The copy ceiling: host<->device copies of pinned memory in chunks, round-robin on a few streams, timed by
+/// the caller around run() (which returns after every stream is synchronised).
+class CopyEngine {
+ public:
+  static constexpr std::uint64_t kChunk = 64ull << 20;
+  static constexpr unsigned kStreams = 2;
+  /// Errors: no CUDA, or the driver's failure to create streams.
+  [[nodiscard]] static Result<CopyEngine> create(int device);
+  CopyEngine(CopyEngine&& o) noexcept;
+  CopyEngine& operator=(CopyEngine&&) = delete;
+  ~CopyEngine();
+  /// Copies `size` bytes between `host` (pinned) and device address `device_ptr`, in either direction.
+  [[nodiscard]] Status run(std::uint8_t* host, void* device_ptr, std::uint64_t size, bool to_device);
+
+ private:
+  explicit CopyEngine(int device) : device_(device) {}
+  int device_;
+  std::vector<void*> streams_;  // CUstream
+};
+
+/// The naive read: one read() loop over the whole file into `pageable`, then (with `device_ptr`) one
+/// synchronous cuMemcpyHtoD of all of it. Returns bytes read.
+[[nodiscard]] Result<std::uint64_t> naive_read(int fd, std::uint8_t* pageable, std::uint64_t size, int device,
+                                               void* device_ptr);
+/// The naive write: (with `device_ptr`) one synchronous cuMemcpyDtoH of everything into `pageable`, then
+/// one write() loop at offset 0.
+[[nodiscard]] Status naive_write(int fd, std::uint8_t* pageable, std::uint64_t size, int device,
+                                 const void* device_ptr);
+
+/// Fills `size` bytes at `dst` with fill_generated's data for file offset 0, with `threads` threads.
+void fill_generated_parallel(std::uint8_t* dst, std::uint64_t size, unsigned threads);
+
+struct VerifyOutcome {
+  bool ok = true;
+  std::string detail;
+};
+
+/// Compares [0, size) of the file at `path` with `got` (or, when `got` is null, with the generated data),
+/// with `threads` threads of plain preads. ok=false names the first differing offset found.
+VerifyOutcome compare_with_file(const std::string& path, const std::uint8_t* got, std::uint64_t size,
+                                unsigned threads);
+
+}  // namespace ferry::cli::bench

@@ -1,0 +1,49 @@
+// The settings section: every Ferry setting in effect for the predicted read, with where its value came
+// from (default, FERRY_* environment, or code/command line), and warnings for settings that keep reads
+// off cuFile.
+#include <cstdlib>
+#include <cstring>
+#include <strings.h>
+
+#include <fmt/format.h>
+
+#include "doctor/doctor_internal.hpp"
+
+namespace ferry::detail::doctor {
+
+DoctorSection settings_section(DoctorContext& c) {
+  DoctorSection s{"settings", "Ferry settings", CheckStatus::not_applicable, {}};
+  if (!c.config_status.ok()) {
+    s.checks.push_back({"environment", CheckStatus::problem, "a FERRY_* variable does not parse: reads would fail",
+                        {c.config_status.message()}, "Fix or unset the variable named above."});
+  }
+  for (const SettingInfo& row : settings_table()) {
+    DoctorCheck k{row.name, CheckStatus::ok, "", {}, ""};
+    std::string value = c.config.get(row.name);
+    if (row.name == "task_size" || row.name == "gds_threshold" || row.name == "bounce_buffer_size") {
+      std::uint64_t bytes = std::strtoull(value.c_str(), nullptr, 10);
+      value = fmt::format("{} ({} bytes)", format_size(bytes), bytes);
+    }
+    SettingSource src = c.config.source(row.name);
+    k.summary = fmt::format("{} [{}{}]", value, setting_source_name(src),
+                            src == SettingSource::environment ? ": " + row.env : std::string());
+    if (row.name == "compat_mode" && c.config.compat_mode() == CompatMode::on) {
+      k.status = CheckStatus::warning;
+      k.advice = "compat_mode=on keeps every device read off cuFile (staged route).";
+    }
+    if (row.name == "require" && c.config.require() == Requirement::gds) {
+      k.evidence.push_back("require=gds: reads fail before any I/O unless cuFile's direct route is possible");
+    }
+    s.checks.push_back(std::move(k));
+  }
+  const char* forced = std::getenv("CUFILE_FORCE_COMPAT_MODE");
+  if (forced != nullptr && (::strcasecmp(forced, "true") == 0 || std::strcmp(forced, "1") == 0)) {
+    s.checks.push_back({"CUFILE_FORCE_COMPAT_MODE", CheckStatus::warning,
+                        fmt::format("set to {}: cuFile uses only its POSIX path", forced), {},
+                        "Unset CUFILE_FORCE_COMPAT_MODE for cuFile's direct route."});
+  }
+  s.status = worst_status(s.checks);
+  return s;
+}
+
+}  // namespace ferry::detail::doctor
