@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "cli_common.hpp"
+#include "doctor_command.hpp"
 
 namespace {
 
@@ -40,6 +41,10 @@ int main(int argc, char** argv) {
   write->add_flag("--no-sync", no_sync, "Skip fdatasync before the rename");
   add_common_options(*write, write_opts);
 
+  DoctorCommandOptions doctor_opts;
+  CLI::App* doctor = app.add_subcommand("doctor", "Check CUDA, cuFile, nvidia-fs, the platform and PATH; predict (and with --probe prove) the route a read of PATH into a GPU takes, and why");
+  add_doctor_options(*doctor, doctor_opts);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -49,6 +54,7 @@ int main(int argc, char** argv) {
   try {
     if (*read) return run_read(read_path, read_offset, read_size, verify, read_opts);
     if (*write) return run_write(write_path, write_size, no_sync, write_opts);
+    if (*doctor) return run_doctor_command(doctor_opts);
   } catch (const UsageError& e) {
     print_error(e.message);
     return kExitUsage;
