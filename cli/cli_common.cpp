@@ -5,6 +5,10 @@
 #include <cstring>
 #include <iostream>
 
+#include <unistd.h>
+
+#include <fmt/format.h>
+
 namespace ferry::cli {
 
 void add_common_options(CLI::App& cmd, CommonOptions& o) {
@@ -44,6 +48,20 @@ Config build_config(const CommonOptions& o) {
   apply("compat_mode", "--compat", o.compat);
   if (o.require_gds) c.set_require(Requirement::gds);
   return c;
+}
+
+void wait_with_progress(const Future& future, const char* verb, std::uint64_t total) {
+  if (!::isatty(STDERR_FILENO) || future.wait_for(std::chrono::milliseconds(1000))) {
+    future.wait();
+    return;
+  }
+  while (!future.wait_for(std::chrono::milliseconds(250))) {
+    std::uint64_t done = future.bytes_done();
+    std::cerr << fmt::format("\r{} {} of {} ({:.0f}%)   ", verb, format_size(done), format_size(total),
+                             total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0)
+              << std::flush;
+  }
+  std::cerr << "\r" << std::string(60, ' ') << "\r" << std::flush;
 }
 
 void print_error(const std::string& message) { std::cerr << "ferry: " << message << "\n"; }

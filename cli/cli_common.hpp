@@ -49,6 +49,10 @@ int exit_code_for(const Status& s);
 double seconds_since(std::uint64_t start_ns);
 std::uint64_t now_ns();
 
+/// Waits for `future`, showing "reading 2.50 GiB of 8.00 GiB (31%)" on stderr when it is a terminal and
+/// the wait lasts longer than a second.
+void wait_with_progress(const Future& future, const char* verb, std::uint64_t total);
+
 /// The deterministic bytes `ferry write` generates and `ferry read --verify` can check.
 void fill_generated(std::uint8_t* dst, std::uint64_t size, std::uint64_t file_offset);
 

@@ -104,7 +104,9 @@ int run_read(const std::string& path, const std::string& offset_text, const std:
     return plan.status().code() == ErrorCode::failed_precondition ? kExitRouteRefused : kExitFailure;
   }
   std::uint64_t start = now_ns();
-  auto result = file->pread(destination, size, offset).get();
+  Future pending = file->pread(destination, size, offset);
+  wait_with_progress(pending, "reading", size);
+  auto result = pending.get();
   double seconds = seconds_since(start);
   if (!result.ok()) {
     print_error(result.status().to_string());

@@ -50,7 +50,9 @@ int run_write(const std::string& path, const std::string& size_text, bool no_syn
     return exit_code_for(file.status());
   }
   std::uint64_t start = now_ns();
-  auto result = file->pwrite(source, size, 0).get();
+  Future pending = file->pwrite(source, size, 0);
+  wait_with_progress(pending, "writing", size);
+  auto result = pending.get();
   Status synced = result.ok() && !no_sync ? file->sync() : Status();
   double seconds = seconds_since(start);
   Status closed = file->close();

@@ -46,6 +46,8 @@ class Future {
   void wait() const;
   /// Waits at most `timeout`; returns done().
   bool wait_for(std::chrono::milliseconds timeout) const;
+  /// Bytes moved so far by the request's finished tasks (for progress displays); the total once done.
+  std::uint64_t bytes_done() const;
   /// Waits, then returns bytes and report, or the first error of any task (its message names the file,
   /// the offset and the cause).
   Result<Transfer> get();

@@ -150,6 +150,8 @@ void Future::wait() const {
 
 bool Future::wait_for(std::chrono::milliseconds timeout) const { return !state_ || state_->wait_for(timeout); }
 
+std::uint64_t Future::bytes_done() const { return state_ ? state_->bytes_done() : 0; }
+
 Result<Transfer> Future::get() {
   if (!state_) return Status(ErrorCode::failed_precondition, "get() on an empty Future");
   auto state = std::move(state_);

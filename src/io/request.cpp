@@ -68,6 +68,7 @@ void RequestState::run_job() {
         break;
       }
       local.count(decision.route, decision.reason, decision.detail, *bytes, static_cast<std::uint64_t>(ns.count()));
+      bytes_done_.fetch_add(*bytes, std::memory_order_relaxed);
       if (*bytes < t.length) short_end = std::min(short_end, t.file_offset + *bytes);
     }
     Status finished = (*worker)->finish(local);

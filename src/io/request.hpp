@@ -57,6 +57,7 @@ class RequestState {
   static std::shared_ptr<RequestState> failed(Status status);
 
   bool done() const;
+  std::uint64_t bytes_done() const { return bytes_done_.load(std::memory_order_relaxed); }
   void wait() const;
   bool wait_for(std::chrono::milliseconds timeout) const;
   Result<Transfer> take_result();
@@ -75,6 +76,7 @@ class RequestState {
   std::atomic<std::size_t> next_task_{0};
   std::atomic<unsigned> active_jobs_{0};
   std::atomic<bool> failed_{false};
+  std::atomic<std::uint64_t> bytes_done_{0};
 
   mutable std::mutex mutex_;
   mutable std::condition_variable done_cv_;
