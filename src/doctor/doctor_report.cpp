@@ -57,6 +57,14 @@ void wrap(std::string& out, const std::string& text, const std::string& first, c
       line = rest;
       empty_line = true;
     }
+    // A word longer than a whole line (a long path) is cut where the line ends.
+    while (line.size() + (empty_line ? 0 : 1) + word.size() > kWidth) {
+      std::size_t room = kWidth - line.size() - (empty_line ? 0 : 1);
+      out += line + (empty_line ? "" : " ") + word.substr(0, room) + "\n";
+      word.erase(0, room);
+      line = rest;
+      empty_line = true;
+    }
     line += (empty_line ? "" : " ") + word;
     empty_line = false;
   }

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# `ferry doctor` as a shell user meets it, on whatever machine runs it: without a usable GPU it must say so,
+# predict `host` and exit 0 (4 with --require-gds); with a GPU it must predict a device route and prove it
+# with --probe. Usage: doctor_test.sh FERRY_BINARY SCRATCH_DIR
+set -u
+ferry=$1
+dir=$2
+rm -rf "$dir" && mkdir -p "$dir"
+failures=0
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1"; failures=$((failures + 1)); }
+py=$(command -v python3 || echo /usr/bin/python3)
+
+# expect NAME WANT_RC PATTERN -- args...: runs ferry, checks the exit status and that stdout+stderr match PATTERN.
+expect() {
+  local name=$1 want=$2 pattern=$3
+  shift 4
+  local out rc
+  out=$("$ferry" "$@" 2>&1)
+  rc=$?
+  if [ "$rc" -ne "$want" ]; then
+    fail "$name: exit $rc, wanted $want; output: ${out:0:600}"
+  elif ! grep -qE -- "$pattern" <<<"$out"; then
+    fail "$name: output lacks /$pattern/: ${out:0:600}"
+  else
+    pass "$name"
+  fi
+}
+
+# check NAME PYTHON_EXPR -- args...: runs ferry doctor --json and evaluates PYTHON_EXPR with d = the document
+# and rc = the exit status.
+check() {
+  local name=$1 expr=$2
+  shift 3
+  local out rc
+  out=$("$ferry" doctor --json "$@" 2>"$dir/stderr.txt")
+  rc=$?
+  if "$py" -c 'import json,sys; d=json.loads(sys.argv[1]); rc=int(sys.argv[2]); assert eval(sys.argv[3]), (rc, d.get("prediction"), d.get("probe"), d.get("exit_reason"))' \
+      "$out" "$rc" "$expr" 2>"$dir/py.txt"; then
+    pass "$name"
+  else
+    fail "$name: $(tail -c 800 "$dir/py.txt") stderr: $(head -c 300 "$dir/stderr.txt")"
+  fi
+}
+
+file="$dir/doctor.bin"
+head -c 5000000 /dev/zero > "$file"
+
+# Does this machine have a GPU Ferry can use? The doctor itself says, and `ferry read --device 0` agrees.
+if "$ferry" read "$file" --size 4096 --device 0 >/dev/null 2>&1; then gpu=1; else gpu=0; fi
+echo "GPU usable: $gpu"
+
+check "--json parses, schema and sections" \
+  'd["schema"] == "ferry.doctor/1" and [s["id"] for s in d["sections"]] == ["cuda","cufile","nvidia_fs","platform","file","settings"] and rc == d["exit_status"]' \
+  -- "$file"
+check "settings carry their source" \
+  'any(c["name"] == "compat_mode" and "[api]" in c["summary"] for s in d["sections"] if s["id"] == "settings" for c in s["checks"])' \
+  -- "$file" --compat on
+if [ "$gpu" = 0 ]; then
+  expect "no GPU: says so and predicts host" 0 "no usable CUDA driver.*|will take route host, because no GPU is usable" -- doctor "$file"
+  expect "no GPU: the prediction paragraph" 0 "will take route host, because no GPU is usable" -- doctor "$file"
+  expect "no GPU, no PATH" 0 "into host memory will take route host" -- doctor
+  check "no GPU: JSON prediction is host" \
+    'rc == 0 and d["prediction"]["route"] == "host" and d["prediction"]["reason"] == "buffer_is_host_memory" and d["sections"][0]["status"] == "problem"' \
+    -- "$file"
+  expect "no GPU: --require-gds exits 4" 4 "require=gds|direct route is not available" -- doctor --require-gds "$file"
+  check "no GPU: --probe proves host" \
+    'rc == 0 and d["probe"]["ran"] and d["probe"]["matches_prediction"] and d["probe"]["report"]["routes"]["host"]["ops"] == d["probe"]["report"]["total_ops"] > 0' \
+    -- "$file" --probe
+else
+  check "GPU: predicts a device route" \
+    'rc == 0 and d["prediction"]["target"] == "GPU 0" and d["prediction"]["route"] in ("staged","cufile-posix","nvfs","p2p") and d["sections"][0]["status"] != "problem"' \
+    -- "$file"
+  check "GPU: --probe proves the prediction" \
+    'rc == 0 and d["probe"]["ran"] and d["probe"]["matches_prediction"] and d["probe"]["report"]["routes"][d["prediction"]["route"]]["ops"] == d["probe"]["report"]["total_ops"] > 0' \
+    -- "$file" --probe
+  check "GPU: --require-gds exits 4 exactly when the route is not direct" \
+    '(rc == 0) == d["prediction"]["direct"] and rc in (0, 4)' -- "$file" --require-gds
+  check "GPU: compat on stages" \
+    'rc == 0 and d["prediction"]["route"] == "staged" and d["prediction"]["reason"] == "compat_mode_on"' -- "$file" --compat on
+fi
+
+# Errors a shell user meets.
+expect "missing PATH" 1 "could not be opened|No such file or directory" -- doctor "$dir/nope.bin"
+check "missing PATH in JSON" 'rc == 1 and d["prediction"]["read_works"] is False and d["prediction"]["reason"] == "not_found"' \
+  -- "$dir/nope.bin"
+expect "--probe needs PATH" 2 "--probe needs a PATH" -- doctor --probe
+expect "bad --compat" 2 "--compat: cannot use \"sometimes\"" -- doctor "$file" --compat sometimes
+expect "negative --device" 2 "negative GPU ordinal" -- doctor --device -1
+expect "doctor help documents exit statuses" 0 "Exit status: 0 the requested route is available" -- doctor --help
+# Human output fits 100 columns.
+wide=$("$ferry" doctor "$file" 2>/dev/null | awk 'length > 100' | head -3)
+[ -z "$wide" ] && pass "text fits 100 columns" || fail "text wider than 100 columns: $wide"
+
+echo "== $failures failure(s)"
+[ "$failures" -eq 0 ]
