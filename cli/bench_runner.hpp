@@ -70,6 +70,8 @@ struct Measurement {
   std::string status = "ok";     // "ok", "skipped" (the reason says why), "failed" (the reason is the error)
   std::string reason;
   std::vector<Sample> runs;          // the timed repeats
+  std::optional<double> setup_seconds;  // Ferry: File::prepare() (cuFile registration, pinned buffers), untimed
+  std::string setup_plan;              // Ferry: the route prepare() chose, and why
   std::optional<Sample> first_run;   // Ferry: the cold-start run, timed, kept out of the statistics
   std::optional<Report> report;      // Ferry: routes and reasons of the last timed run
   std::string first_run_summary;     // Ferry: the route summary of the first run
@@ -135,6 +137,7 @@ class Progress {
   explicit Progress(bool enabled);
   ~Progress();
   void show(const std::string& line);  // transient (rewritten in place on a terminal)
+  void run(const std::string& line);   // one timed run: rewritten in place on a terminal, else a line of its own
   void done(const std::string& line);  // a finished step
   void clear();
 

@@ -3,6 +3,7 @@
 
 #include "cli_common.hpp"
 #include "doctor_command.hpp"
+#include "bench_command.hpp"
 
 namespace {
 
@@ -45,6 +46,9 @@ int main(int argc, char** argv) {
   CLI::App* doctor = app.add_subcommand("doctor", "Check CUDA, cuFile, nvidia-fs, the platform and PATH; predict (and with --probe prove) the route a read of PATH into a GPU takes, and why");
   add_doctor_options(*doctor, doctor_opts);
 
+  BenchOptions bench_opts;
+  CLI::App* bench = add_bench_command(app, bench_opts);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -55,6 +59,7 @@ int main(int argc, char** argv) {
     if (*read) return run_read(read_path, read_offset, read_size, verify, read_opts);
     if (*write) return run_write(write_path, write_size, no_sync, write_opts);
     if (*doctor) return run_doctor_command(doctor_opts);
+    if (*bench) return run_bench(bench_opts);
   } catch (const UsageError& e) {
     print_error(e.message);
     return kExitUsage;

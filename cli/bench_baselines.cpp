@@ -1,0 +1,304 @@
+// Baselines of `ferry bench`: plain system calls and CUDA driver calls, nothing of Ferry's engine.
+#include "bench_baselines.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <numeric>
+#include <random>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "cli_common.hpp"
+#include "platform/cuda/cuda_api.hpp"
+#include "platform/cuda/primary_context.hpp"
+
+namespace ferry::cli::bench {
+
+using detail::cuda_check;
+using detail::process_cuda_api;
+
+Fd& Fd::operator=(Fd&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = o.fd_;
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+Fd::~Fd() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Result<Fd> open_file(const std::string& path, bool write, bool direct) {
+  int flags = (write ? O_WRONLY : O_RDONLY) | O_CLOEXEC | (direct ? O_DIRECT : 0);
+  int fd = ::open(path.c_str(), flags);
+  if (fd < 0) {
+    int e = errno;
+    std::string what = fmt::format("Could not open \"{}\" for {}{}", path, write ? "writing" : "reading",
+                                   direct ? " with O_DIRECT" : "");
+    if (direct && e == EINVAL) what += " (O_DIRECT refused by the file system)";
+    return Status::from_errno(e, what, path);
+  }
+  return Fd(fd);
+}
+
+// ---- host memory ----
+
+Result<HostMemory> HostMemory::allocate(std::uint64_t size, int device) {
+  size = std::max<std::uint64_t>(round_up_4k(size), 4096);
+  if (device >= 0) {
+    const detail::CudaApi* api = process_cuda_api();
+    if (api == nullptr) return detail::process_cuda_status();
+    FERRY_RETURN_IF_ERROR(detail::make_current(*api, device));
+    void* p = nullptr;
+    FERRY_RETURN_IF_ERROR(cuda_check(*api, api->cuMemHostAlloc(&p, size, detail::kMemHostAllocPortable),
+                                     fmt::format("cuMemHostAlloc of {} bytes", size)));
+    return HostMemory(static_cast<std::uint8_t*>(p), size, device);
+  }
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return Status::from_errno(errno, fmt::format("Could not map {} bytes of host memory", size));
+  (void)::madvise(p, size, MADV_HUGEPAGE);
+  (void)::madvise(p, size, MADV_POPULATE_WRITE);
+  return HostMemory(static_cast<std::uint8_t*>(p), size, -1);
+}
+
+HostMemory::HostMemory(HostMemory&& o) noexcept : data_(o.data_), size_(o.size_), device_(o.device_) {
+  o.data_ = nullptr;
+}
+
+HostMemory::~HostMemory() {
+  if (data_ == nullptr) return;
+  if (device_ >= 0) {
+    const detail::CudaApi* api = process_cuda_api();
+    if (api && detail::make_current(*api, device_).ok()) (void)api->cuMemFreeHost(data_);
+  } else {
+    ::munmap(data_, size_);
+  }
+}
+
+// ---- parallel file I/O ----
+
+std::vector<std::uint64_t> chunk_offsets(std::uint64_t size, std::uint64_t task_size, bool shuffled,
+                                         std::uint64_t seed) {
+  std::vector<std::uint64_t> offsets;
+  if (task_size == 0) return offsets;
+  offsets.reserve(static_cast<std::size_t>((size + task_size - 1) / task_size));
+  for (std::uint64_t at = 0; at < size; at += task_size) offsets.push_back(at);
+  if (shuffled) {
+    std::mt19937_64 rng(seed);
+    std::shuffle(offsets.begin(), offsets.end(), rng);
+  }
+  return offsets;
+}
+
+namespace {
+
+// One whole chunk: loops over short transfers and EINTR. Returns bytes moved (fewer only at EOF on reads).
+Result<std::uint64_t> transfer_chunk(const FileIo& job, std::uint64_t offset) {
+  std::uint64_t want = std::min(job.task_size, job.size - offset);
+  std::uint64_t length = job.direct ? round_up_4k(want) : want;
+  std::uint64_t done = 0;
+  while (done < length) {
+    std::uint8_t* p = job.buffer + offset + done;
+    off_t at = static_cast<off_t>(offset + done);
+    ssize_t n = job.write ? ::pwrite(job.fd, p, length - done, at) : ::pread(job.fd, p, length - done, at);
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return Status::from_errno(errno, fmt::format("Could not {} {} bytes at offset {}{}", job.write ? "write" : "read",
+                                                   length - done, offset + done, job.direct ? " (O_DIRECT)" : ""));
+    }
+    if (n == 0) break;  // end of file
+    done += static_cast<std::uint64_t>(n);
+    if (job.direct && done % 4096 != 0) break;  // a short O_DIRECT read ends at the end of the file
+  }
+  return std::min(done, want);
+}
+
+}  // namespace
+
+Result<std::uint64_t> parallel_file_io(const FileIo& job) {
+  std::atomic<std::size_t> next{0};
+  std::atomic<std::uint64_t> moved{0};
+  std::atomic<bool> failed{false};
+  std::mutex error_mutex;
+  Status first_error;
+  auto worker = [&] {
+    for (;;) {
+      if (failed.load(std::memory_order_relaxed)) return;
+      std::size_t i = next.fetch_add(1, std::memory_order_relaxed);
+      if (i >= job.offsets->size()) return;
+      auto n = transfer_chunk(job, (*job.offsets)[i]);
+      if (!n.ok()) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!failed.exchange(true)) first_error = n.status();
+        return;
+      }
+      moved.fetch_add(*n, std::memory_order_relaxed);
+    }
+  };
+  std::vector<std::thread> pool;
+  unsigned n_threads = std::max(1u, job.threads);
+  pool.reserve(n_threads);
+  for (unsigned i = 0; i < n_threads; ++i) pool.emplace_back(worker);
+  for (auto& t : pool) t.join();
+  if (failed) return first_error;
+  return moved.load();
+}
+
+// ---- copies ----
+
+Result<CopyEngine> CopyEngine::create(int device) {
+  const detail::CudaApi* api = process_cuda_api();
+  if (api == nullptr) return detail::process_cuda_status();
+  FERRY_RETURN_IF_ERROR(detail::make_current(*api, device));
+  CopyEngine engine(device);
+  for (unsigned i = 0; i < kStreams; ++i) {
+    detail::CUstream s = nullptr;
+    FERRY_RETURN_IF_ERROR(cuda_check(*api, api->cuStreamCreate(&s, detail::CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
+    engine.streams_.push_back(s);
+  }
+  return engine;
+}
+
+CopyEngine::CopyEngine(CopyEngine&& o) noexcept : device_(o.device_), streams_(std::move(o.streams_)) {
+  o.streams_.clear();
+}
+
+CopyEngine::~CopyEngine() {
+  if (streams_.empty()) return;
+  const detail::CudaApi* api = process_cuda_api();
+  if (api == nullptr || !detail::make_current(*api, device_).ok()) return;
+  for (void* s : streams_) (void)api->cuStreamDestroy_v2(static_cast<detail::CUstream>(s));
+}
+
+Status CopyEngine::run(std::uint8_t* host, void* device_ptr, std::uint64_t size, bool to_device) {
+  const detail::CudaApi* api = process_cuda_api();
+  FERRY_RETURN_IF_ERROR(detail::make_current(*api, device_));
+  auto base = static_cast<detail::CUdeviceptr>(reinterpret_cast<std::uintptr_t>(device_ptr));
+  std::size_t i = 0;
+  for (std::uint64_t at = 0; at < size; at += kChunk, ++i) {
+    std::uint64_t n = std::min(kChunk, size - at);
+    auto stream = static_cast<detail::CUstream>(streams_[i % streams_.size()]);
+    detail::CUresult r = to_device ? api->cuMemcpyHtoDAsync_v2(base + at, host + at, n, stream)
+                           : api->cuMemcpyDtoHAsync_v2(host + at, base + at, n, stream);
+    FERRY_RETURN_IF_ERROR(cuda_check(*api, r, to_device ? "cuMemcpyHtoDAsync" : "cuMemcpyDtoHAsync"));
+  }
+  for (void* s : streams_)
+    FERRY_RETURN_IF_ERROR(cuda_check(*api, api->cuStreamSynchronize(static_cast<detail::CUstream>(s)), "cuStreamSynchronize"));
+  return Status();
+}
+
+// ---- the naive way ----
+
+Result<std::uint64_t> naive_read(int fd, std::uint8_t* pageable, std::uint64_t size, int device, void* device_ptr) {
+  std::uint64_t done = 0;
+  while (done < size) {
+    // One read() call for everything left (Linux moves at most about 2 GiB per call; loop for the rest).
+    ssize_t n = ::pread(fd, pageable + done, size - done, static_cast<off_t>(done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::from_errno(errno, fmt::format("Could not read {} bytes at offset {}", size - done, done));
+    }
+    if (n == 0) break;
+    done += static_cast<std::uint64_t>(n);
+  }
+  if (device_ptr != nullptr) {
+    const detail::CudaApi* api = process_cuda_api();
+    FERRY_RETURN_IF_ERROR(detail::make_current(*api, device));
+    auto dst = static_cast<detail::CUdeviceptr>(reinterpret_cast<std::uintptr_t>(device_ptr));
+    FERRY_RETURN_IF_ERROR(cuda_check(*api, api->cuMemcpyHtoD_v2(dst, pageable, done), "cuMemcpyHtoD"));
+  }
+  return done;
+}
+
+Status naive_write(int fd, std::uint8_t* pageable, std::uint64_t size, int device, const void* device_ptr) {
+  if (device_ptr != nullptr) {
+    const detail::CudaApi* api = process_cuda_api();
+    FERRY_RETURN_IF_ERROR(detail::make_current(*api, device));
+    auto src = static_cast<detail::CUdeviceptr>(reinterpret_cast<std::uintptr_t>(device_ptr));
+    FERRY_RETURN_IF_ERROR(cuda_check(*api, api->cuMemcpyDtoH_v2(pageable, src, size), "cuMemcpyDtoH"));
+  }
+  std::uint64_t done = 0;
+  while (done < size) {
+    ssize_t n = ::pwrite(fd, pageable + done, size - done, static_cast<off_t>(done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::from_errno(errno, fmt::format("Could not write {} bytes at offset {}", size - done, done));
+    }
+    done += static_cast<std::uint64_t>(n);
+  }
+  return Status();
+}
+
+// ---- generated data and verification ----
+
+void fill_generated_parallel(std::uint8_t* dst, std::uint64_t size, unsigned threads) {
+  constexpr std::uint64_t kPiece = 16ull << 20;
+  std::atomic<std::uint64_t> next{0};
+  auto worker = [&] {
+    for (std::uint64_t at = next.fetch_add(kPiece); at < size; at = next.fetch_add(kPiece))
+      fill_generated(dst + at, std::min(kPiece, size - at), at);
+  };
+  std::vector<std::thread> pool;
+  for (unsigned i = 0; i < std::max(1u, threads); ++i) pool.emplace_back(worker);
+  for (auto& t : pool) t.join();
+}
+
+VerifyOutcome compare_with_file(const std::string& path, const std::uint8_t* got, std::uint64_t size,
+                                unsigned threads) {
+  auto fd = open_file(path, false, false);
+  if (!fd.ok()) return {false, fd.status().to_string()};
+  constexpr std::uint64_t kPiece = 16ull << 20;
+  std::atomic<std::uint64_t> next{0};
+  std::mutex mutex;
+  std::uint64_t first_bad = UINT64_MAX;
+  std::string first_detail;
+  auto report = [&](std::uint64_t offset, std::string detail) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (offset < first_bad) {
+      first_bad = offset;
+      first_detail = std::move(detail);
+    }
+  };
+  auto worker = [&] {
+    std::vector<std::uint8_t> ref(kPiece), expect(got ? 0 : kPiece);
+    for (std::uint64_t at = next.fetch_add(kPiece); at < size; at = next.fetch_add(kPiece)) {
+      std::uint64_t want = std::min(kPiece, size - at);
+      std::uint64_t have = 0;
+      while (have < want) {
+        ssize_t n = ::pread(fd->get(), ref.data() + have, want - have, static_cast<off_t>(at + have));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        have += static_cast<std::uint64_t>(n);
+      }
+      if (have < want) {
+        report(at + have, fmt::format("the file ends (or cannot be read) at offset {}", at + have));
+        return;
+      }
+      const std::uint8_t* cmp = got ? got + at : expect.data();
+      if (!got) fill_generated(expect.data(), want, at);
+      if (std::memcmp(ref.data(), cmp, want) != 0) {
+        std::uint64_t i = 0;
+        while (ref[i] == cmp[i]) ++i;
+        report(at + i, fmt::format("first difference at file offset {}: the file has 0x{:02x}, {} 0x{:02x}", at + i,
+                                   ref[i], got ? "memory has" : "the generated data has", cmp[i]));
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned i = 0; i < std::max(1u, threads); ++i) pool.emplace_back(worker);
+  for (auto& t : pool) t.join();
+  if (first_bad != UINT64_MAX) return {false, first_detail};
+  return {true, fmt::format("{} bytes match {}", size, got ? "the file" : "the generated data")};
+}
+
+}  // namespace ferry::cli::bench

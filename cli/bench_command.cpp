@@ -1,0 +1,177 @@
+// `ferry bench`: options -> plan -> runner -> report.
+#include "bench_command.hpp"
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "bench_report.hpp"
+#include "bench_runner.hpp"
+#include "cli_common.hpp"
+
+namespace ferry::cli {
+namespace {
+
+constexpr const char* kBenchFooter = R"(
+Measures, in one run against one file: the ceilings (pinned host<->device copy; raw parallel pread/pwrite
+into one large pinned host buffer), the naive way (one read of the whole file, then one copy), and Ferry's
+routes (staged = compat on, cufile = compat off, host = into host memory, auto = the default compat mode),
+so that every number is also a ratio. Each measurement is repeated (median, min, max); Ferry's first,
+cold-start run is timed and shown apart. Reads: --cache hot reads from the page cache (the file is read
+through first); cold evicts the file before every run (drop_caches as root, else posix_fadvise DONTNEED),
+checks with cachestat/mincore that it is gone, and says which. Writes (--op write) overwrite the first
+--size bytes of FILE with the same generated data, buffered and/or O_DIRECT, with the --sync policy.
+Device routes and GPU baselines are skipped, with the reason, where no GPU is usable.
+Exit status: 0 measured (targets are reported, not enforced); 1 a measurement failed or the file could not
+be prepared; 2 bad command line; 3 --verify found different bytes.)";
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+std::string size_name(std::uint64_t bytes) {
+  if (bytes % (1ull << 30) == 0) return fmt::format("{}GiB", bytes >> 30);
+  if (bytes % (1ull << 20) == 0) return fmt::format("{}MiB", bytes >> 20);
+  return std::to_string(bytes);
+}
+
+bench::Plan make_plan(const BenchOptions& o) {
+  bench::Plan p;
+  auto base = default_config();
+  if (!base.ok()) throw UsageError{base.status().message()};
+  p.base_config = *base;
+  p.bounce_from_environment = p.base_config.source("bounce_buffer_size") == SettingSource::environment;
+
+  p.size = bench::round_up_4k(parse_size_option(o.size, "--size"));
+  if (p.size == 0) throw UsageError{"--size: cannot use \"" + o.size + "\" (the benchmark needs at least one byte)"};
+  p.path = o.file.empty() ? fmt::format("bench-{}.bin", size_name(p.size)) : o.file;
+  p.op = o.op == "write" ? bench::Op::write : bench::Op::read;
+  p.pattern = o.pattern == "random" ? bench::Pattern::random : bench::Pattern::seq;
+  p.sync = o.sync == "none" ? bench::SyncPolicy::none : bench::SyncPolicy::end;
+
+  for (const auto& r : split_list(o.routes.empty() ? "staged,cufile,host" : o.routes)) {
+    if (r != "staged" && r != "cufile" && r != "host" && r != "auto")
+      throw UsageError{"--routes: cannot use \"" + r + "\" (expected a list of staged, cufile, host, auto)"};
+    if (std::find(p.routes.begin(), p.routes.end(), r) == p.routes.end()) p.routes.push_back(r);
+  }
+  for (const auto& b : split_list(o.baselines)) {
+    std::string name = b == "pread" || b == "pwrite" || b == "io" ? "io" : b;
+    if (b == "none") continue;
+    if (name != "copy" && name != "io" && name != "naive")
+      throw UsageError{"--baselines: cannot use \"" + b + "\" (expected a list of copy, pread, naive, or none)"};
+    if (std::find(p.baselines.begin(), p.baselines.end(), name) == p.baselines.end()) p.baselines.push_back(name);
+  }
+  for (const auto& t : split_list(o.threads)) {
+    char* end = nullptr;
+    unsigned long n = std::strtoul(t.c_str(), &end, 10);
+    if (end == t.c_str() || *end != '\0' || n == 0 || n > 1024)
+      throw UsageError{"--threads: cannot use \"" + t + "\" (expected numbers from 1 to 1024, e.g. 4,8,16)"};
+    p.threads.push_back(static_cast<unsigned>(n));
+  }
+  if (p.threads.empty()) p.threads.push_back(p.base_config.threads());
+  for (const auto& t : split_list(o.task_sizes)) {
+    std::uint64_t n = bench::round_up_4k(parse_size_option(t, "--task-size"));
+    if (n == 0) throw UsageError{"--task-size: cannot use \"" + t + "\""};
+    p.task_sizes.push_back(n);
+  }
+  if (p.task_sizes.empty()) p.task_sizes.push_back(p.base_config.task_size());
+
+  if (p.op == bench::Op::read) {
+    if (o.cache == "hot" || o.cache == "both") p.conditions.push_back("hot");
+    if (o.cache == "cold" || o.cache == "both") p.conditions.push_back("cold");
+  } else {
+    if (o.write_io == "buffered" || o.write_io == "both") p.conditions.push_back("buffered");
+    if (o.write_io == "direct" || o.write_io == "both") p.conditions.push_back("direct");
+  }
+  if (o.repeats == 0) throw UsageError{"--repeats: cannot use 0 (at least one run is needed)"};
+  p.repeats = o.repeats;
+  if (o.cold_repeats == 0) throw UsageError{"--cold-repeats: cannot use 0 (at least one run is needed)"};
+  p.cold_repeats = o.cold_repeats < 0 ? o.repeats : static_cast<unsigned>(o.cold_repeats);
+  p.verify = o.verify;
+  p.device = o.device;
+  p.progress = o.progress;
+  p.seed = o.seed;
+  p.direct_io_override = o.direct_io;
+  return p;
+}
+
+}  // namespace
+
+CLI::App* add_bench_command(CLI::App& app, BenchOptions& o) {
+  CLI::App* b = app.add_subcommand("bench", "Measure reads (or writes) of a file into GPU or host memory against "
+                                            "ceilings and baselines measured in the same run");
+  b->footer(kBenchFooter);
+  b->add_option("FILE", o.file, "File to read or write over (default: bench-<size>.bin here; created with generated "
+                                "data when missing or shorter than --size)");
+  b->add_option("--size", o.size, "Bytes per run (default 8GiB)");
+  b->add_option("--op", o.op, "read or write (default read)")->check(CLI::IsMember({"read", "write"}));
+  b->add_option("--pattern", o.pattern, "seq: one request for everything; random: one request per task, shuffled, "
+                                        "a bounded number in flight (default seq)")
+      ->check(CLI::IsMember({"seq", "random"}));
+  b->add_option("--routes", o.routes, "Ferry routes, comma-separated: staged, cufile, host, auto (default "
+                                      "staged,cufile,host)");
+  b->add_option("--baselines", o.baselines, "Baselines: copy, pread (pwrite for writes), naive, or none (default all)");
+  b->add_option("--threads", o.threads, "Thread counts to sweep, e.g. 4,8,16 (default: Ferry's default)");
+  b->add_option("--task-size", o.task_sizes, "Task sizes to sweep, e.g. 1MiB,4MiB (default: Ferry's default); the "
+                                             "staged route's bounce buffers follow unless FERRY_BOUNCE_BUFFER_SIZE is set");
+  b->add_option("--cache", o.cache, "Reads: hot (page cache), cold (evicted before each run) or both (default hot)")
+      ->check(CLI::IsMember({"hot", "cold", "both"}));
+  b->add_option("--write-io", o.write_io, "Writes: buffered, direct (O_DIRECT) or both (default both)")
+      ->check(CLI::IsMember({"buffered", "direct", "both"}));
+  b->add_option("--sync", o.sync, "Writes: end (one fdatasync inside the timed region) or none (default end)")
+      ->check(CLI::IsMember({"end", "none"}));
+  b->add_option("--direct-io", o.direct_io, "Reads: Ferry's O_DIRECT policy auto, on, off (default: Ferry's)")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
+  b->add_option("--repeats", o.repeats, "Timed runs per measurement (default 3)");
+  b->add_option("--cold-repeats", o.cold_repeats, "Timed runs per cold measurement (default: --repeats)");
+  b->add_flag("--verify", o.verify, "Check the bytes of every Ferry measurement (reads: against the file; writes: "
+                                    "an extra untimed run into the emptied file, read back)");
+  b->add_option("--device", o.device, "GPU ordinal (default 0)");
+  b->add_flag("--json", o.json, "Print one JSON object instead of the table");
+  b->add_option("--json-out", o.json_out, "Also write the JSON object to this file");
+  b->add_flag("--progress,!--no-progress", o.progress, "Progress on stderr (default on)");
+  b->add_option("--seed", o.seed, "Seed of the random pattern's order (default 42)");
+  return b;
+}
+
+int run_bench(const BenchOptions& o) {
+  bench::Plan plan = make_plan(o);
+  auto outcome = bench::run_plan(plan);
+  if (!outcome.ok()) {
+    print_error(outcome.status().to_string());
+    return exit_code_for(outcome.status());
+  }
+  nlohmann::json j = bench::to_json(*outcome);
+  if (!o.json_out.empty()) {
+    std::ofstream out(o.json_out);
+    out << j.dump(2) << "\n";
+    if (!out) {
+      print_error(fmt::format("could not write \"{}\"", o.json_out));
+      return kExitFailure;
+    }
+  }
+  if (o.json) {
+    std::cout << j.dump() << "\n";
+  } else {
+    std::cout << bench::render_table(*outcome);
+  }
+  bool failed = false, mismatch = false;
+  for (const auto& m : outcome->results) {
+    if (m.status == "failed") failed = true;
+    if (m.verify && !m.verify->ok) mismatch = true;
+  }
+  if (mismatch) return kExitMismatch;
+  return failed ? kExitFailure : kExitOk;
+}
+
+}  // namespace ferry::cli

@@ -1,0 +1,903 @@
+// The runner of `ferry bench`: prepares the file, memory and page cache, then measures baselines and Ferry's
+// routes with repeats, CPU time and (optionally) a byte check.
+#include "bench_runner.hpp"
+
+#include "bench_report.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "cli_common.hpp"
+#include "device_memory.hpp"
+#include "host_buffer.hpp"
+#include "platform/cuda/cuda_api.hpp"
+#include "platform/cuda/primary_context.hpp"
+
+namespace ferry::cli::bench {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+double cpu_seconds_now() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  auto tv = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
+  return tv(u.ru_utime) + tv(u.ru_stime);
+}
+
+std::string short_size(std::uint64_t bytes) {
+  if (bytes >= (1ull << 30) && bytes % (1ull << 30) == 0) return fmt::format("{}GiB", bytes >> 30);
+  if (bytes >= (1ull << 20) && bytes % (1ull << 20) == 0) return fmt::format("{}MiB", bytes >> 20);
+  if (bytes >= (1ull << 10) && bytes % (1ull << 10) == 0) return fmt::format("{}KiB", bytes >> 10);
+  return fmt::format("{}B", bytes);
+}
+
+// ---- page cache: residency, eviction, warming ----
+
+struct Residency {
+  bool known = false;
+  std::uint64_t resident_bytes = 0;
+  std::string method;  // "cachestat" or "mincore"
+  std::string error;
+};
+
+// cachestat(2) (Linux 6.5+); declared here because older headers lack it.
+struct CachestatRange {
+  std::uint64_t off, len;
+};
+struct Cachestat {
+  std::uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+};
+#ifndef __NR_cachestat
+#define __NR_cachestat 451
+#endif
+
+Residency probe_residency(const std::string& path, std::uint64_t size) {
+  Residency r;
+  auto fd = open_file(path, false, false);
+  if (!fd.ok()) {
+    r.error = fd.status().to_string();
+    return r;
+  }
+  const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  CachestatRange range{0, size};
+  Cachestat cs{};
+  if (::syscall(__NR_cachestat, fd->get(), &range, &cs, 0) == 0) {
+    r.known = true;
+    r.method = "cachestat";
+    r.resident_bytes = std::min(size, cs.nr_cache * page);
+    return r;
+  }
+  std::string cachestat_error = std::strerror(errno);
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd->get(), 0);
+  if (map == MAP_FAILED) {
+    r.error = fmt::format("cachestat: {}; mmap for mincore: {}", cachestat_error, std::strerror(errno));
+    return r;
+  }
+  std::vector<unsigned char> vec((size + page - 1) / page);
+  if (::mincore(map, size, vec.data()) == 0) {
+    r.known = true;
+    r.method = "mincore";
+    std::uint64_t pages = 0;
+    for (unsigned char v : vec) pages += v & 1;
+    r.resident_bytes = std::min(size, pages * page);
+  } else {
+    r.error = fmt::format("cachestat: {}; mincore: {}", cachestat_error, std::strerror(errno));
+  }
+  ::munmap(map, size);
+  return r;
+}
+
+std::string percent_text(const Residency& r, std::uint64_t size) {
+  if (!r.known) return fmt::format("residency unknown ({})", r.error);
+  return fmt::format("{:.1f}% of the file in the page cache ({})",
+                     size ? 100.0 * static_cast<double>(r.resident_bytes) / static_cast<double>(size) : 0.0, r.method);
+}
+
+struct ColdState {
+  std::string method;  // "drop_caches" or "fadvise_dontneed"
+  bool ok = false;     // verified out of the cache (at most 1% resident)
+  std::string detail;
+};
+
+// Evicts the file from the page cache the strongest way allowed, then checks that it worked.
+ColdState make_cold(const std::string& path, std::uint64_t size) {
+  ColdState c;
+  std::string drop_error;
+  if (::geteuid() == 0) {
+    ::sync();
+    int fd = ::open("/proc/sys/vm/drop_caches", O_WRONLY | O_CLOEXEC);
+    if (fd >= 0 && ::write(fd, "3", 1) == 1) {
+      c.method = "drop_caches";
+    } else {
+      drop_error = fmt::format("writing /proc/sys/vm/drop_caches failed: {}", std::strerror(errno));
+    }
+    if (fd >= 0) ::close(fd);
+  } else {
+    drop_error = "not root, so /proc/sys/vm/drop_caches cannot be written";
+  }
+  if (c.method.empty()) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      (void)::fdatasync(fd);  // dirty pages cannot be dropped
+      int rc = ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+      ::close(fd);
+      c.method = "fadvise_dontneed";
+      if (rc != 0) drop_error += fmt::format("; posix_fadvise(DONTNEED) failed: {}", std::strerror(rc));
+    } else {
+      c.method = "none";
+      drop_error += fmt::format("; cannot open the file: {}", std::strerror(errno));
+    }
+  }
+  Residency r = probe_residency(path, size);
+  c.ok = r.known && r.resident_bytes <= size / 100;
+  c.detail = fmt::format("{}{}: {}{}", c.method, c.method == "drop_caches" ? " (root)" : "", percent_text(r, size),
+                         drop_error.empty() || c.method == "drop_caches" ? "" : " [" + drop_error + "]");
+  return c;
+}
+
+// Reads the file through the page cache (untimed) until it is resident, where memory allows.
+std::string make_hot(const std::string& path, std::uint64_t size, unsigned threads) {
+  Residency before = probe_residency(path, size);
+  if (before.known && before.resident_bytes >= size) return percent_text(before, size);
+  auto fd = open_file(path, false, false);
+  if (fd.ok()) {
+    constexpr std::uint64_t kPiece = 16ull << 20;
+    std::atomic<std::uint64_t> next{0};
+    auto worker = [&] {
+      std::vector<std::uint8_t> buf(kPiece);
+      for (std::uint64_t at = next.fetch_add(kPiece); at < size; at = next.fetch_add(kPiece))
+        (void)::pread(fd->get(), buf.data(), std::min(kPiece, size - at), static_cast<off_t>(at));
+    };
+    std::vector<std::thread> pool;
+    for (unsigned i = 0; i < threads; ++i) pool.emplace_back(worker);
+    for (auto& t : pool) t.join();
+  }
+  Residency after = probe_residency(path, size);
+  return percent_text(after, size);
+}
+
+// Before each write run: what the previous run wrote is on disk and out of the cache.
+void settle_after_write(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  (void)::fdatasync(fd);
+  (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+}
+
+// ---- the file ----
+
+Result<bool> prepare_file(const Plan& plan, Progress& progress) {
+  struct stat st{};
+  if (::stat(plan.path.c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode))
+      return Status(ErrorCode::invalid_argument, fmt::format("\"{}\" is not a regular file", plan.path), 0, plan.path);
+    if (static_cast<std::uint64_t>(st.st_size) >= plan.size) return false;
+  }
+  std::string partial = fmt::format("{}.ferry-partial-{}", plan.path, ::getpid());
+  int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::from_errno(errno, fmt::format("Could not create \"{}\"", partial), plan.path);
+  constexpr std::uint64_t kPiece = 16ull << 20;
+  std::atomic<std::uint64_t> next{0}, written{0};
+  std::atomic<int> error{0};
+  auto worker = [&] {
+    std::vector<std::uint8_t> buf(kPiece);
+    for (std::uint64_t at = next.fetch_add(kPiece); at < plan.size && error == 0; at = next.fetch_add(kPiece)) {
+      std::uint64_t n = std::min(kPiece, plan.size - at);
+      fill_generated(buf.data(), n, at);
+      for (std::uint64_t done = 0; done < n;) {
+        ssize_t w = ::pwrite(fd, buf.data() + done, n - done, static_cast<off_t>(at + done));
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+          error = w < 0 ? errno : EIO;
+          return;
+        }
+        done += static_cast<std::uint64_t>(w);
+      }
+      written += n;
+    }
+  };
+  unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
+  std::vector<std::thread> pool;
+  for (unsigned i = 0; i < threads; ++i) pool.emplace_back(worker);
+  std::uint64_t start = now_ns();
+  std::atomic<bool> finished{false};
+  std::thread joiner([&] {
+    for (auto& t : pool) t.join();
+    finished = true;
+  });
+  while (!finished) {
+    progress.show(fmt::format("creating \"{}\": {:.0f}% of {}", plan.path,
+                              100.0 * static_cast<double>(written.load()) / static_cast<double>(plan.size),
+                              format_size(plan.size)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  joiner.join();
+  int e = error.load();
+  if (e == 0 && ::fdatasync(fd) != 0) e = errno;
+  ::close(fd);
+  if (e != 0 || std::rename(partial.c_str(), plan.path.c_str()) != 0) {
+    if (e == 0) e = errno;
+    std::remove(partial.c_str());
+    return Status::from_errno(e, fmt::format("Could not create \"{}\" with {} of generated data", plan.path,
+                                             format_size(plan.size)), plan.path);
+  }
+  progress.done(fmt::format("created \"{}\": {} of generated data in {:.1f} s", plan.path, format_size(plan.size),
+                            seconds_since(start)));
+  return true;
+}
+
+// ---- measuring ----
+
+// Times one run: wall clock and process CPU time around `body`, which returns the bytes moved and the sync time.
+Result<Sample> timed(const std::function<Result<Sample>()>& body) {
+  double cpu0 = cpu_seconds_now();
+  std::uint64_t t0 = now_ns();
+  auto s = body();
+  double seconds = seconds_since(t0);
+  double cpu = cpu_seconds_now() - cpu0;
+  if (!s.ok()) return s.status();
+  Sample out = *s;
+  out.seconds = seconds;
+  out.cpu_seconds = cpu;
+  return out;
+}
+
+bool is_unavailable(const Status& s) {
+  return s.code() == ErrorCode::unavailable || s.code() == ErrorCode::failed_precondition;
+}
+
+class Runner {
+ public:
+  Runner(const Plan& plan, Outcome& out, Progress& progress) : p_(plan), out_(out), progress_(progress) {}
+
+  Status run();
+
+ private:
+  bool is_read() const { return p_.op == Op::read; }
+  bool wants_baseline(const char* name) const {
+    return std::find(p_.baselines.begin(), p_.baselines.end(), name) != p_.baselines.end();
+  }
+  bool needs_gpu() const;
+  void setup_gpu();
+  std::string label(const Measurement& m) const;
+  void step(Measurement& m, std::size_t run, std::size_t of, const Sample& s);
+  // Runs `count` timed repeats of `body`, each after `prepare`; a failure ends the measurement.
+  bool repeat(Measurement& m, unsigned count, const std::function<void()>& prepare,
+              const std::function<Result<Sample>()>& body);
+  void finish(Measurement m);
+  void prepare_condition(const std::string& condition);
+
+  void measure_copy();
+  void measure_io(const std::string& condition, unsigned threads, std::uint64_t task_size);
+  void measure_naive(const std::string& condition);
+  void measure_ferry(const std::string& route, const std::string& condition, unsigned threads,
+                     std::uint64_t task_size);
+
+  unsigned repeats_for(const std::string& condition) const {
+    return condition == "cold" ? p_.cold_repeats : p_.repeats;
+  }
+  void prepare_run(const std::string& condition) {
+    if (condition == "cold") {
+      last_cold_ = make_cold(p_.path, p_.size);
+    } else if (!is_read()) {
+      settle_after_write(p_.path);
+    }
+  }
+
+  const Plan& p_;
+  Outcome& out_;
+  Progress& progress_;
+  std::size_t total_ = 0, done_ = 0;
+  std::string gpu_reason_;  // empty when the GPU is usable
+  std::optional<HostMemory> host_;
+  std::optional<DeviceBuffer> device_;
+  std::string hot_detail_;
+  ColdState cold_;       // at the start of the cold condition
+  ColdState last_cold_;  // before the latest run
+};
+
+bool Runner::needs_gpu() const {
+  for (const auto& r : p_.routes)
+    if (r != "host") return true;
+  return wants_baseline("copy") || wants_baseline("naive");
+}
+
+void Runner::setup_gpu() {
+  if (!needs_gpu()) {
+    gpu_reason_ = "no GPU measurement was asked for";
+    return;
+  }
+  const detail::CudaApi* api = detail::process_cuda_api();
+  if (api == nullptr) {
+    gpu_reason_ = fmt::format("no usable GPU: {}", detail::process_cuda_status().message());
+    return;
+  }
+  std::uint64_t start = now_ns();
+  auto d = DeviceBuffer::allocate(p_.device, round_up_4k(p_.size));
+  if (!d.ok()) {
+    gpu_reason_ = fmt::format("no usable GPU {}: {}", p_.device, d.status().to_string());
+    return;
+  }
+  device_.emplace(std::move(*d));
+  out_.notes.push_back(fmt::format("device buffer: {} on GPU {} allocated in {:.2f} s", format_size(p_.size), p_.device,
+                                   seconds_since(start)));
+}
+
+std::string Runner::label(const Measurement& m) const {
+  std::string s = m.name;
+  if (!m.condition.empty()) s += " " + m.condition;
+  if (m.threads) s += fmt::format(" {}t", m.threads);
+  if (m.task_size) s += " " + short_size(m.task_size);
+  return s;
+}
+
+void Runner::step(Measurement& m, std::size_t run, std::size_t of, const Sample& s) {
+  std::string what = run == 0 ? "first run" : fmt::format("run {}/{}", run, of);
+  progress_.run(fmt::format("[{}/{}] {} {}: {:.2f} GiB/s ({:.2f} s)", done_ + 1, total_, label(m), what,
+                             gib_per_s(s.bytes, s.seconds), s.seconds));
+}
+
+bool Runner::repeat(Measurement& m, unsigned count, const std::function<void()>& prepare,
+                    const std::function<Result<Sample>()>& body) {
+  for (unsigned i = 0; i < count; ++i) {
+    if (prepare) prepare();
+    auto s = timed(body);
+    if (!s.ok()) {
+      m.status = is_unavailable(s.status()) ? "skipped" : "failed";
+      m.reason = s.status().to_string();
+      return false;
+    }
+    m.runs.push_back(*s);
+    step(m, i + 1, count, *s);
+  }
+  return true;
+}
+
+void Runner::finish(Measurement m) {
+  ++done_;
+  std::string line = fmt::format("[{}/{}] {}: ", done_, total_, label(m));
+  if (m.status == "ok") {
+    std::vector<double> rates;
+    for (const auto& s : m.runs) rates.push_back(gib_per_s(s.bytes, s.seconds));
+    Summary g = summarize(rates);
+    line += fmt::format("median {:.2f} GiB/s (min {:.2f}, max {:.2f})", g.median, g.min, g.max);
+    if (m.verify) line += m.verify->ok ? ", verify OK" : ", VERIFY FAILED";
+  } else {
+    line += m.status + ": " + m.reason;
+  }
+  progress_.done(line);
+  out_.results.push_back(std::move(m));
+}
+
+void Runner::prepare_condition(const std::string& condition) {
+  if (condition == "hot") {
+    hot_detail_ = make_hot(p_.path, p_.size, std::max(1u, std::min(16u, std::thread::hardware_concurrency())));
+  } else if (condition == "cold") {
+    cold_ = make_cold(p_.path, p_.size);
+    last_cold_ = cold_;
+    if (!cold_.ok)
+      out_.warnings.push_back(fmt::format(
+          "the file could not be verified out of the page cache ({}); Ferry's cold runs use O_DIRECT (direct_io=on) "
+          "and the naive cold runs may be served partly from the cache", cold_.detail));
+  }
+}
+
+void Runner::measure_copy() {
+  Measurement m;
+  m.name = "copy";
+  m.kind = "baseline";
+  m.target = "gpu";
+  m.task_size = CopyEngine::kChunk;
+  m.notes.push_back(fmt::format("pinned {} copies of {} chunks on {} streams", is_read() ? "host-to-device" : "device-to-host",
+                                short_size(CopyEngine::kChunk), CopyEngine::kStreams));
+  if (!device_ || !host_->pinned()) {
+    m.status = "skipped";
+    m.reason = gpu_reason_.empty() ? "host memory is not pinned" : gpu_reason_;
+    return finish(std::move(m));
+  }
+  auto engine = CopyEngine::create(p_.device);
+  if (!engine.ok()) {
+    m.status = "failed";
+    m.reason = engine.status().to_string();
+    return finish(std::move(m));
+  }
+  // One untimed copy first: the driver's first use of a stream and of the memory costs extra.
+  Status warm = engine->run(host_->data(), device_->pointer(), std::min<std::uint64_t>(p_.size, 256ull << 20), is_read());
+  if (!warm.ok()) {
+    m.status = "failed";
+    m.reason = warm.to_string();
+    return finish(std::move(m));
+  }
+  repeat(m, p_.repeats, nullptr, [&]() -> Result<Sample> {
+    FERRY_RETURN_IF_ERROR(engine->run(host_->data(), device_->pointer(), p_.size, is_read()));
+    Sample s;
+    s.bytes = p_.size;
+    return s;
+  });
+  finish(std::move(m));
+}
+
+void Runner::measure_io(const std::string& condition, unsigned threads, std::uint64_t task_size) {
+  Measurement m;
+  m.name = is_read() ? "pread" : "pwrite";
+  m.kind = "baseline";
+  m.target = "host";
+  m.condition = condition;
+  m.threads = threads;
+  m.task_size = task_size;
+  const bool direct = condition == "cold" || condition == "direct";
+  m.direct_io = direct ? "on" : "off";
+  m.notes.push_back(fmt::format("{} {} threads into one {} host buffer, {}{}", is_read() ? "pread" : "pwrite", threads,
+                                host_->pinned() ? "pinned" : "page-aligned (not pinned: no GPU)",
+                                direct ? "O_DIRECT" : "buffered",
+                                !is_read() && p_.sync == SyncPolicy::end ? ", then fdatasync" : ""));
+  auto offsets = chunk_offsets(p_.size, task_size, p_.pattern == Pattern::random, p_.seed);
+  auto fd = open_file(p_.path, !is_read(), direct);
+  if (!fd.ok()) {
+    m.status = direct && fd.status().sys_errno() == EINVAL ? "skipped" : "failed";
+    m.reason = fd.status().to_string();
+    return finish(std::move(m));
+  }
+  if (condition == "hot") m.condition_detail = hot_detail_;
+  repeat(m, repeats_for(condition), [&] { prepare_run(condition); }, [&]() -> Result<Sample> {
+    FileIo job{fd->get(), !is_read(), direct, host_->data(), p_.size, task_size, threads, &offsets};
+    FERRY_ASSIGN_OR_RETURN(std::uint64_t n, parallel_file_io(job));
+    Sample s;
+    s.bytes = n;
+    if (!is_read() && p_.sync == SyncPolicy::end) {
+      std::uint64_t t0 = now_ns();
+      if (::fdatasync(fd->get()) != 0) return Status::from_errno(errno, "fdatasync failed", p_.path);
+      s.sync_seconds = seconds_since(t0);
+    }
+    return s;
+  });
+  if (condition == "cold") m.condition_detail = last_cold_.detail;
+  finish(std::move(m));
+}
+
+void Runner::measure_naive(const std::string& condition) {
+  Measurement m;
+  m.name = "naive";
+  m.kind = "baseline";
+  m.target = device_ ? "gpu" : "host";
+  m.condition = condition;
+  m.threads = 1;
+  m.direct_io = "off";
+  if (device_) {
+    m.notes.push_back(is_read() ? "one read() loop of the whole file into pageable memory, then one cuMemcpyHtoD"
+                                : "one cuMemcpyDtoH into pageable memory, then one write() loop");
+  } else {
+    m.notes.push_back(fmt::format("no GPU ({}): {} only", gpu_reason_,
+                                  is_read() ? "one read() loop of the whole file into pageable memory"
+                                            : "one write() loop from pageable memory"));
+  }
+  if (condition == "direct") {
+    m.status = "skipped";
+    m.reason = "the naive way writes through the page cache: see the buffered condition";
+    return finish(std::move(m));
+  }
+  HostBuffer pageable = allocate_host(p_.size);
+  if (!pageable) {
+    m.status = "failed";
+    m.reason = fmt::format("could not allocate {} of pageable memory", format_size(p_.size));
+    return finish(std::move(m));
+  }
+  if (!is_read() && !device_) fill_generated_parallel(pageable.get(), p_.size, 8);
+  auto fd = open_file(p_.path, !is_read(), false);
+  if (!fd.ok()) {
+    m.status = "failed";
+    m.reason = fd.status().to_string();
+    return finish(std::move(m));
+  }
+  if (condition == "hot") m.condition_detail = hot_detail_;
+  if (condition == "cold" && !cold_.ok) m.notes.push_back("eviction unverified: reads may be served from the cache");
+  int dev = device_ ? p_.device : -1;
+  void* dptr = device_ ? device_->pointer() : nullptr;
+  repeat(m, repeats_for(condition), [&] { prepare_run(condition); }, [&]() -> Result<Sample> {
+    Sample s;
+    if (is_read()) {
+      FERRY_ASSIGN_OR_RETURN(s.bytes, naive_read(fd->get(), pageable.get(), p_.size, dev, dptr));
+    } else {
+      FERRY_RETURN_IF_ERROR(naive_write(fd->get(), pageable.get(), p_.size, dev, dptr));
+      s.bytes = p_.size;
+      if (p_.sync == SyncPolicy::end) {
+        std::uint64_t t0 = now_ns();
+        if (::fdatasync(fd->get()) != 0) return Status::from_errno(errno, "fdatasync failed", p_.path);
+        s.sync_seconds = seconds_since(t0);
+      }
+    }
+    return s;
+  });
+  if (condition == "cold") m.condition_detail = last_cold_.detail;
+  finish(std::move(m));
+}
+
+void Runner::measure_ferry(const std::string& route, const std::string& condition, unsigned threads,
+                           std::uint64_t task_size) {
+  Measurement m;
+  m.name = route;
+  m.kind = "ferry";
+  m.target = route == "host" ? "host" : "gpu";
+  m.condition = condition;
+  m.threads = threads;
+  m.task_size = task_size;
+  const Environment& env = out_.env;
+  m.default_settings = threads == env.default_threads && task_size == env.default_task_size;
+
+  Config cfg = p_.base_config;
+  cfg.set_threads(threads);
+  cfg.set_task_size(task_size);
+  if (!p_.bounce_from_environment) cfg.set_bounce_buffer_size(task_size);
+  if (route == "staged") cfg.set_compat_mode(CompatMode::on);
+  if (route == "cufile") cfg.set_compat_mode(CompatMode::off);
+  if (route == "auto") cfg.set_compat_mode(CompatMode::automatic);
+  if (is_read()) {
+    if (!p_.direct_io_override.empty()) (void)cfg.set("direct_io", p_.direct_io_override);
+    if (condition == "cold" && !cold_.ok && p_.direct_io_override.empty()) {
+      cfg.set_direct_io(DirectIo::on);
+      m.notes.push_back("direct_io=on: the file could not be verified out of the page cache");
+    }
+  } else {
+    cfg.set_direct_io(condition == "direct" ? DirectIo::on : DirectIo::off);
+  }
+  m.direct_io = direct_io_name(cfg.direct_io());
+  m.bounce_buffer_size = m.target == "gpu" ? cfg.bounce_buffer_size() : 0;
+  if (m.target == "gpu") {
+    m.notes.push_back(fmt::format("compat_mode={}, {} bounce buffers of {} per thread", compat_mode_name(cfg.compat_mode()),
+                                  cfg.bounce_buffers_per_thread(), short_size(cfg.bounce_buffer_size())));
+  }
+  if (m.target == "gpu" && !device_) {
+    m.status = "skipped";
+    m.reason = gpu_reason_;
+    return finish(std::move(m));
+  }
+  auto file = File::open(p_.path, is_read() ? "r" : "r+", cfg);
+  if (!file.ok()) {
+    m.status = "failed";
+    m.reason = file.status().to_string();
+    return finish(std::move(m));
+  }
+  std::uint8_t* buffer = m.target == "gpu" ? static_cast<std::uint8_t*>(device_->pointer()) : host_->data();
+  {
+    // The route's one-time work (cuFile registration, pinned bounce buffers) before anything is timed.
+    std::uint64_t t0 = now_ns();
+    auto plan = file->prepare(buffer, p_.size, !is_read());
+    if (!plan.ok()) {
+      m.status = is_unavailable(plan.status()) ? "skipped" : "failed";
+      m.reason = plan.status().to_string();
+      return finish(std::move(m));
+    }
+    m.setup_seconds = seconds_since(t0);
+    m.setup_plan = plan->to_string();
+  }
+  const unsigned in_flight = std::max(2u, threads * 2);
+  auto offsets = p_.pattern == Pattern::random ? chunk_offsets(p_.size, task_size, true, p_.seed)
+                                               : std::vector<std::uint64_t>{};
+  Report last_report;
+  auto one_run = [&]() -> Result<Sample> {
+    Sample s;
+    Report report;
+    if (p_.pattern == Pattern::seq) {
+      Future f = is_read() ? file->pread(buffer, p_.size, 0) : file->pwrite(buffer, p_.size, 0);
+      FERRY_ASSIGN_OR_RETURN(Transfer t, f.get());
+      s.bytes = t.bytes;
+      report = std::move(t.report);
+    } else {
+      std::deque<Future> pending;
+      auto drain_one = [&]() -> Status {
+        Future f = std::move(pending.front());
+        pending.pop_front();
+        FERRY_ASSIGN_OR_RETURN(Transfer t, f.get());
+        s.bytes += t.bytes;
+        report.merge(t.report);
+        return Status();
+      };
+      Status first_error;
+      for (std::uint64_t off : offsets) {
+        if (pending.size() >= in_flight) {
+          Status st = drain_one();
+          if (!st.ok()) {
+            first_error = st;
+            break;
+          }
+        }
+        std::uint64_t n = std::min(task_size, p_.size - off);
+        pending.push_back(is_read() ? file->pread(buffer + off, n, off) : file->pwrite(buffer + off, n, off));
+      }
+      // Every request must stop before its buffer may be reused, even after an error.
+      while (!pending.empty()) {
+        Status st = drain_one();
+        if (!st.ok() && first_error.ok()) first_error = st;
+      }
+      if (!first_error.ok()) return first_error;
+    }
+    if (!is_read() && p_.sync == SyncPolicy::end) {
+      std::uint64_t t0 = now_ns();
+      FERRY_RETURN_IF_ERROR(file->sync());
+      s.sync_seconds = seconds_since(t0);
+    }
+    last_report = std::move(report);
+    return s;
+  };
+
+  // The first run pays for whatever prepare() could not do ahead (thread start-up, first touches): timed and
+  // reported on its own, kept out of the statistics.
+  prepare_run(condition);
+  auto first = timed(one_run);
+  if (!first.ok()) {
+    m.status = is_unavailable(first.status()) ? "skipped" : "failed";
+    m.reason = first.status().to_string();
+    return finish(std::move(m));
+  }
+  m.first_run = *first;
+  m.first_run_summary = last_report.summary();
+  step(m, 0, 0, *first);
+
+  const unsigned count = repeats_for(condition);
+  const bool clear_before_last = p_.verify && is_read();
+  unsigned index = 0;
+  auto prepare = [&] {
+    ++index;
+    if (clear_before_last && index == count) {
+      // So that a run that wrote nothing cannot pass the byte check on an earlier run's data.
+      if (m.target == "gpu") {
+        const detail::CudaApi* api = detail::process_cuda_api();
+        if (detail::make_current(*api, p_.device).ok())
+          (void)api->cuMemsetD8_v2(static_cast<detail::CUdeviceptr>(reinterpret_cast<std::uintptr_t>(buffer)), 0xA5,
+                                   p_.size);
+        (void)api->cuCtxSynchronize();
+      } else {
+        std::memset(buffer, 0xA5, p_.size);
+      }
+    }
+    prepare_run(condition);
+  };
+  if (condition == "hot") m.condition_detail = hot_detail_;
+  bool ok = repeat(m, count, prepare, one_run);
+  if (condition == "cold") m.condition_detail = last_cold_.detail;
+  m.report = last_report;
+
+  if (ok && p_.verify) {
+    progress_.show(fmt::format("[{}/{}] {}: checking bytes", done_ + 1, total_, label(m)));
+    if (is_read()) {
+      const std::uint8_t* got = buffer;
+      if (m.target == "gpu") {
+        Status s = device_->copy_to_host(host_->data(), p_.size);
+        if (!s.ok()) {
+          m.verify = VerifyOutcome{false, "copying the device buffer back failed: " + s.to_string()};
+        }
+        got = host_->data();
+      }
+      if (!m.verify) m.verify = compare_with_file(p_.path, got, m.runs.back().bytes, 8);
+    } else {
+      // Writes: one more (untimed) run into the emptied file, so that old contents cannot pass for new ones.
+      int fd = ::open(p_.path.c_str(), O_WRONLY | O_CLOEXEC);
+      if (fd >= 0) {
+        (void)::ftruncate(fd, 0);
+        (void)::fdatasync(fd);
+        ::close(fd);
+      }
+      auto r = one_run();
+      Status synced = r.ok() && p_.sync == SyncPolicy::none ? file->sync() : Status();
+      if (!r.ok() || !synced.ok()) {
+        m.verify = VerifyOutcome{false, "the verification run failed: " + (!r.ok() ? r.status() : synced).to_string()};
+      } else {
+        m.verify = compare_with_file(p_.path, nullptr, p_.size, 8);
+        m.verify->detail += " (an extra untimed run into the truncated file, read back)";
+      }
+    }
+  }
+  (void)file->close();
+  finish(std::move(m));
+}
+
+Status Runner::run() {
+  setup_gpu();
+  // Host memory: pinned when a GPU is usable, so that the raw I/O baseline lands where the staged route's
+  // bounce buffers would.
+  std::uint64_t start = now_ns();
+  auto host = HostMemory::allocate(p_.size, device_ ? p_.device : -1);
+  if (!host.ok()) return host.status();
+  host_.emplace(std::move(*host));
+  out_.notes.push_back(fmt::format("host buffer: {} {} in {:.2f} s", format_size(host_->size()),
+                                   host_->pinned() ? "pinned with cuMemHostAlloc" : "page-aligned, not pinned (no GPU)",
+                                   seconds_since(start)));
+  if (!is_read()) {
+    // Writes write the generated data, so the file stays what `ferry bench` reads (and --verify can check it).
+    fill_generated_parallel(host_->data(), p_.size, std::max(1u, std::thread::hardware_concurrency()));
+    if (device_) {
+      Status s = device_->copy_from_host(host_->data(), p_.size);
+      if (!s.ok()) return s;
+    }
+  }
+
+  // Count the measurements first, for the progress line.
+  const std::size_t sweep = p_.threads.size() * p_.task_sizes.size();
+  total_ = (wants_baseline("copy") ? 1 : 0) +
+           p_.conditions.size() * ((wants_baseline("io") ? sweep : 0) + (wants_baseline("naive") ? 1 : 0) +
+                                   p_.routes.size() * sweep);
+
+  if (wants_baseline("copy")) measure_copy();
+  for (const auto& condition : p_.conditions) {
+    prepare_condition(condition);
+    if (wants_baseline("io"))
+      for (unsigned t : p_.threads)
+        for (std::uint64_t ts : p_.task_sizes) {
+          if (condition == "hot") hot_detail_ = make_hot(p_.path, p_.size, 8);
+          measure_io(condition, t, ts);
+        }
+    if (wants_baseline("naive")) {
+      if (condition == "hot") hot_detail_ = make_hot(p_.path, p_.size, 8);
+      measure_naive(condition);
+    }
+    for (const auto& route : p_.routes)
+      for (unsigned t : p_.threads)
+        for (std::uint64_t ts : p_.task_sizes) {
+          if (condition == "hot") hot_detail_ = make_hot(p_.path, p_.size, 8);
+          measure_ferry(route, condition, t, ts);
+        }
+  }
+  progress_.clear();
+  return Status();
+}
+
+}  // namespace
+
+// ---- progress ----
+
+Progress::Progress(bool enabled) : enabled_(enabled), tty_(::isatty(STDERR_FILENO) == 1) {}
+
+Progress::~Progress() { clear(); }
+
+void Progress::show(const std::string& line) {
+  if (!enabled_ || !tty_) return;  // without a terminal only finished steps are printed
+  std::fprintf(stderr, "\r\033[K%s", line.c_str());
+  std::fflush(stderr);
+  dirty_ = true;
+}
+
+void Progress::run(const std::string& line) {
+  if (tty_) return show(line);
+  if (!enabled_) return;
+  std::fprintf(stderr, "  %s\n", line.c_str());
+  std::fflush(stderr);
+}
+
+void Progress::done(const std::string& line) {
+  if (!enabled_) return;
+  if (tty_) std::fprintf(stderr, "\r\033[K");
+  std::fprintf(stderr, "%s\n", line.c_str());
+  std::fflush(stderr);
+  dirty_ = false;
+}
+
+void Progress::clear() {
+  if (enabled_ && tty_ && dirty_) {
+    std::fprintf(stderr, "\r\033[K");
+    std::fflush(stderr);
+  }
+  dirty_ = false;
+}
+
+// ---- the plan as a whole ----
+
+Result<Outcome> run_plan(const Plan& plan) {
+  std::uint64_t start = now_ns();
+  Outcome out;
+  out.plan = plan;
+  Progress progress(plan.progress);
+  FERRY_ASSIGN_OR_RETURN(out.file_created, prepare_file(plan, progress));
+  out.env = gather_environment(plan);
+  for (auto& w : environment_warnings(out.env)) out.warnings.push_back(w);
+  Residency probe = probe_residency(plan.path, plan.size);
+  out.cache_check = probe.known ? probe.method : "none (" + probe.error + ")";
+  Runner runner(plan, out, progress);
+  FERRY_RETURN_IF_ERROR(runner.run());
+  out.total_seconds = seconds_since(start);
+  compute_statistics(out);
+  return out;
+}
+
+// ---- statistics, ratios, targets ----
+
+namespace {
+
+const Measurement* best_of(const Outcome& out, const std::string& name, const std::string& condition) {
+  const Measurement* best = nullptr;
+  for (const auto& m : out.results) {
+    if (m.name != name || m.status != "ok" || (!condition.empty() && m.condition != condition)) continue;
+    if (best == nullptr || m.gib_per_s.median > best->gib_per_s.median) best = &m;
+  }
+  return best;
+}
+
+const Measurement* default_run(const Outcome& out, const std::string& name, const std::string& condition) {
+  for (const auto& m : out.results)
+    if (m.name == name && m.condition == condition && m.default_settings && m.status == "ok") return &m;
+  return nullptr;
+}
+
+std::string describe(const Measurement& m) {
+  std::string s = m.name;
+  if (!m.condition.empty()) s += " " + m.condition;
+  if (m.threads) s += fmt::format(" {} threads", m.threads);
+  if (m.task_size) s += " " + short_size(m.task_size);
+  return s;
+}
+
+void add_target(Outcome& out, const std::string& name, const Measurement* value, const Measurement* reference,
+                const std::string& reference_name, double want) {
+  if (value == nullptr || reference == nullptr) return;
+  Target t;
+  t.name = name;
+  t.result = describe(*value);
+  t.reference = reference_name + " (" + describe(*reference) + ")";
+  t.want = want;
+  t.measured = ratio(value->gib_per_s.median, reference->gib_per_s.median);
+  t.pass = t.measured >= want;
+  out.targets.push_back(std::move(t));
+}
+
+}  // namespace
+
+void compute_statistics(Outcome& out) {
+  for (auto& m : out.results) {
+    std::vector<double> rate, before, cpu;
+    for (const auto& s : m.runs) {
+      rate.push_back(gib_per_s(s.bytes, s.seconds));
+      if (s.sync_seconds > 0) before.push_back(gib_per_s(s.bytes, s.seconds - s.sync_seconds));
+      if (s.bytes) cpu.push_back(s.cpu_seconds / (static_cast<double>(s.bytes) / kGiB));
+    }
+    m.gib_per_s = summarize(rate);
+    m.gib_per_s_before_sync = summarize(before);
+    m.cpu_s_per_gib = summarize(cpu);
+  }
+  const bool read = out.plan.op == Op::read;
+  for (auto& m : out.results) {
+    if (m.status != "ok") continue;
+    auto set = [&](const char* key, const Measurement* ref) {
+      if (ref && ref != &m && ref->gib_per_s.median > 0) m.ratios[key] = ratio(m.gib_per_s.median, ref->gib_per_s.median);
+    };
+    set("copy", best_of(out, "copy", ""));
+    if (!m.condition.empty()) {
+      set("io", best_of(out, read ? "pread" : "pwrite", m.condition));
+      set("naive", best_of(out, "naive", m.condition));
+      set("cufile", best_of(out, "cufile", m.condition));
+    }
+  }
+  const Measurement* copy = best_of(out, "copy", "");
+  if (read) {
+    const Measurement* hot = default_run(out, "staged", "hot");
+    const Measurement* cold = default_run(out, "staged", "cold");
+    add_target(out, "hot read, default settings >= 90% of pinned H2D copy", hot, copy, "copy", 0.90);
+    add_target(out, "hot read >= 10x the naive way", hot, best_of(out, "naive", "hot"), "naive", 10.0);
+    add_target(out, "hot read >= 20x cuFile compat path (compat off)", hot, best_of(out, "cufile", "hot"), "cufile", 20.0);
+    add_target(out, "cold read >= 95% of raw parallel O_DIRECT pread", cold, best_of(out, "pread", "cold"), "pread", 0.95);
+    add_target(out, "cold read not slower than the naive way", cold, best_of(out, "naive", "cold"), "naive", 1.0);
+    add_target(out, "cold read not slower than cuFile compat path", cold, best_of(out, "cufile", "cold"), "cufile", 1.0);
+  } else {
+    for (const char* c : {"buffered", "direct"}) {
+      add_target(out, fmt::format("{} write from GPU, default settings >= 85% of raw parallel pwrite from pinned memory", c),
+                 default_run(out, "staged", c), best_of(out, "pwrite", c), "pwrite", 0.85);
+    }
+  }
+}
+
+}  // namespace ferry::cli::bench
