@@ -43,7 +43,7 @@ DoctorCheck config_check(DoctorContext& c) {
     k.status = CheckStatus::warning;
     k.evidence.push_back("ignored: " + w);
   }
-  if (!f.allow_compat_mode.value) {
+  if (!f.allow_compat_mode.value && c.cufile != nullptr) {
     k.status = CheckStatus::warning;
     k.advice = "allow_compat_mode is false: where cuFile cannot go direct (no nvidia-fs, unsupported file system) "
                "its reads fail instead of using its POSIX path; Ferry's auto mode still stages them.";
