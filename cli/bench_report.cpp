@@ -168,7 +168,7 @@ std::string render_table(const Outcome& o) {
                    read ? "" : fmt::format(" {:>10}", "pre-sync"), "/copy", read ? "/pread" : "/pwrite", "/naive",
                    "/cufile");
   for (const auto& m : o.results) {
-    std::string head = fmt::format("{:<7} {:<4} {:<8} {:>3} {:>6}", m.name, m.target, m.condition.empty() ? "-" : m.condition,
+    std::string head = fmt::format("{:<7} {:<4} {:<8} {:>3} {:>6}", m.default_settings ? m.name + "*" : m.name, m.target, m.condition.empty() ? "-" : m.condition,
                                    m.threads ? std::to_string(m.threads) : "-",
                                    m.task_size ? short_size(m.task_size) : "-");
     if (m.status != "ok") {
@@ -187,7 +187,8 @@ std::string render_table(const Outcome& o) {
                      m.verify ? (m.verify->ok ? "  verified" : "  VERIFY FAILED") : "");
   }
   s += "\nGiB/s: median of the repeats (min, max, spread = (max-min)/median); first run: Ferry's cold-start run, not in\n"
-       "the median; /x: median over the best median of x in the same condition (copy: pinned copy ceiling).\n";
+       "the median; /x: median over the best median of x in the same condition (copy: pinned copy ceiling);\n"
+       "*: Ferry's default threads and task size; cpu s/GiB: user+system CPU time of the process per GiB moved.\n";
 
   bool any_condition = false;
   for (const auto& m : o.results)

@@ -145,6 +145,16 @@ ColdState make_cold(const std::string& path, std::uint64_t size) {
     }
   }
   Residency r = probe_residency(path, size);
+  // Pages still under readahead or writeback when DONTNEED ran stay behind: ask again, a few times.
+  for (int attempt = 0; attempt < 3 && c.method == "fadvise_dontneed" && r.known && r.resident_bytes > size / 100;
+       ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) break;
+    (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+    r = probe_residency(path, size);
+  }
   c.ok = r.known && r.resident_bytes <= size / 100;
   c.detail = fmt::format("{}{}: {}{}", c.method, c.method == "drop_caches" ? " (root)" : "", percent_text(r, size),
                          drop_error.empty() || c.method == "drop_caches" ? "" : " [" + drop_error + "]");
@@ -187,7 +197,8 @@ Result<bool> prepare_file(const Plan& plan, Progress& progress) {
   struct stat st{};
   if (::stat(plan.path.c_str(), &st) == 0) {
     if (!S_ISREG(st.st_mode))
-      return Status(ErrorCode::invalid_argument, fmt::format("\"{}\" is not a regular file", plan.path), 0, plan.path);
+      return Status(S_ISDIR(st.st_mode) ? ErrorCode::is_a_directory : ErrorCode::failed_precondition,
+                    fmt::format("\"{}\" is not a regular file", plan.path), 0, plan.path);
     if (static_cast<std::uint64_t>(st.st_size) >= plan.size) return false;
   }
   std::string partial = fmt::format("{}.ferry-partial-{}", plan.path, ::getpid());
@@ -444,7 +455,8 @@ void Runner::measure_io(const std::string& condition, unsigned threads, std::uin
   m.task_size = task_size;
   const bool direct = condition == "cold" || condition == "direct";
   m.direct_io = direct ? "on" : "off";
-  m.notes.push_back(fmt::format("{} {} threads into one {} host buffer, {}{}", is_read() ? "pread" : "pwrite", threads,
+  m.notes.push_back(fmt::format("{} {} threads {} one {} host buffer, {}{}", is_read() ? "pread" : "pwrite", threads,
+                                is_read() ? "into" : "from",
                                 host_->pinned() ? "pinned" : "page-aligned (not pinned: no GPU)",
                                 direct ? "O_DIRECT" : "buffered",
                                 !is_read() && p_.sync == SyncPolicy::end ? ", then fdatasync" : ""));
