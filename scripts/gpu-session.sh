@@ -2,9 +2,9 @@
 # One run on the GPU machine (see DEVELOPERS notes in README): build everything, run every test with the
 # GPU tests for real, the forced-route matrix, and a few timed reads. Logs go to $OUT (or build-gpu/out).
 # Usage, from the repository root on the GPU machine: source .device-deps/gpu-env.sh; scripts/gpu-session.sh [STEPS]
-# STEPS: any of build test matrix reads python (default: all).
+# STEPS: any of build test matrix doctor reads bench (default: build test matrix doctor reads).
 set -uo pipefail
-steps=${1:-"build test matrix reads"}
+steps=${1:-"build test matrix doctor reads"}
 build=${FERRY_BUILD_DIR:-build-gpu}
 out=${OUT:-$build/out}
 mkdir -p "$out"
@@ -37,6 +37,32 @@ if has matrix; then
   log "forced-route matrix"
   bash scripts/gpu-route-matrix.sh "$build/cli/ferry" "$build/data" 1GiB 2>&1 | tee "$out/matrix.log"
   cp "$build/data/matrix.jsonl" "$out/" 2>/dev/null
+fi
+if has doctor; then
+  log "ferry doctor, with and without the udev record"
+  f="$build/data/doctor.bin"
+  [ -f "$f" ] || "$build/cli/ferry" write "$f" --size 256MiB > /dev/null
+  rec="/run/udev/data/b$(stat -c '%Hd:%Ld' "$f")"
+  {
+    echo "### with the udev record ($rec)"
+    "$build/cli/ferry" doctor "$f" --probe; echo "exit status $?"
+    "$build/cli/ferry" doctor "$f" --probe --compat off | sed -n '/^PREDICTION/,$p'; echo "exit status ${PIPESTATUS[0]}"
+    "$build/cli/ferry" doctor "$f" --require-gds > /dev/null; echo "--require-gds: exit status $?"
+    "$build/cli/ferry" doctor "$f" --probe --json > "$out/doctor-udev.json"
+    "$build/cli/ferry" doctor "$f" --probe --compat off --json > "$out/doctor-udev-compat-off.json"
+    cp "$rec" "$out/udev-record.bak"
+    rm -f "$rec"
+    echo "### without the udev record"
+    "$build/cli/ferry" doctor "$f" --probe | sed -n '/^FILE\|^PREDICTION/,$p'; echo "exit status $?"
+    "$build/cli/ferry" doctor "$f" --compat off > /dev/null; echo "--compat off: exit status $?"
+    "$build/cli/ferry" doctor "$f" --probe --json > "$out/doctor-no-udev.json"
+    cp "$out/udev-record.bak" "$rec"
+  } > "$out/doctor.txt" 2>&1
+  grep -E "^###|will take route|proved|exit status|udev" "$out/doctor.txt" | head -40
+fi
+if has bench; then
+  log "benchmarks (bench/run-gpu-bench.sh)"
+  bash bench/run-gpu-bench.sh "$build/cli/ferry" "$out" 2>&1 | tail -60
 fi
 if has reads; then
   log "timed reads of an 8 GiB file (hot)"
