@@ -53,7 +53,7 @@ if has doctor; then
     cp "$rec" "$out/udev-record.bak"
     rm -f "$rec"
     echo "### without the udev record"
-    "$build/cli/ferry" doctor "$f" --probe | sed -n '/^FILE\|^PREDICTION/,$p'; echo "exit status $?"
+    "$build/cli/ferry" doctor "$f" --probe | sed -n '/^FILE\|^PREDICTION/,$p'; echo "exit status ${PIPESTATUS[0]}"
     "$build/cli/ferry" doctor "$f" --compat off > /dev/null; echo "--compat off: exit status $?"
     "$build/cli/ferry" doctor "$f" --probe --json > "$out/doctor-no-udev.json"
     cp "$out/udev-record.bak" "$rec"
