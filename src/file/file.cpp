@@ -46,7 +46,7 @@ TaskIo FileState::task_io(std::uint64_t file_size) {
   io.path = &path;
   io.policy = config.direct_io();
   io.file_size = file_size;
-  io.nowait_unsupported = &nowait_unsupported_;
+  io.cache_probe_unsupported = &cache_probe_unsupported_;
   io.keep_alive = shared_from_this();
   return io;
 }

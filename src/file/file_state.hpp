@@ -52,7 +52,7 @@ class FileState : public std::enable_shared_from_this<FileState> {
   TaskIo task_io(std::uint64_t file_size);
   Status check_access(bool is_read) const;
 
-  std::atomic<bool> nowait_unsupported_{false};
+  std::atomic<bool> cache_probe_unsupported_{false};
   mutable std::mutex mutex_;
   Report report_;
   std::uint64_t position_ = 0;

@@ -1,7 +1,12 @@
 // Syscalls implemented by the kernel: the production side of the seam.
 #include <fcntl.h>
 #include <sys/syscall.h>
+#include <sys/mman.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <vector>
 
 #include <cerrno>
 
@@ -27,13 +32,55 @@ class RealSyscalls final : public Syscalls {
   ssize_t pwrite(int fd, const void* buf, std::size_t count, off_t offset) override {
     return or_errno(::pwrite(fd, buf, count, offset));
   }
-  ssize_t preadv2(int fd, const struct iovec* iov, int iovcnt, off_t offset, int flags) override {
-    return or_errno(::preadv2(fd, iov, iovcnt, offset, flags));
-  }
+  int cached_pages(int fd, std::uint64_t offset, std::uint64_t length, std::uint64_t* cached,
+                   std::uint64_t* total) override;
   int fstat(int fd, struct stat* st) override { return or_errno(::fstat(fd, st)); }
   int fdatasync(int fd) override { return or_errno(::fdatasync(fd)); }
   int ftruncate(int fd, off_t length) override { return or_errno(::ftruncate(fd, length)); }
 };
+
+constexpr std::uint64_t kPage = 4096;
+
+// cachestat(2)'s ABI (include/uapi/linux/mman.h), declared here for C libraries that predate it.
+struct CachestatRange {
+  std::uint64_t off;
+  std::uint64_t len;
+};
+struct Cachestat {
+  std::uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+};
+constexpr long kSysCachestat = 451;  // the same number on every architecture
+
+int mincore_pages(int fd, std::uint64_t offset, std::uint64_t length, std::uint64_t* cached) {
+  std::uint64_t start = offset & ~(kPage - 1);
+  std::size_t span = static_cast<std::size_t>(offset + length - start);
+  void* map = ::mmap(nullptr, span, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(start));
+  if (map == MAP_FAILED) return -errno;
+  std::vector<unsigned char> resident((span + kPage - 1) / kPage);
+  int rc = ::mincore(map, span, resident.data()) == 0 ? 0 : -errno;
+  ::munmap(map, span);
+  if (rc != 0) return rc;
+  *cached = 0;
+  for (unsigned char r : resident) *cached += r & 1;
+  return 0;
+}
+
+int RealSyscalls::cached_pages(int fd, std::uint64_t offset, std::uint64_t length, std::uint64_t* cached,
+                               std::uint64_t* total) {
+  *total = ((offset + length + kPage - 1) / kPage) - offset / kPage;
+  static std::atomic<bool> no_cachestat{false};
+  if (!no_cachestat.load(std::memory_order_relaxed)) {
+    CachestatRange range{offset, length};
+    Cachestat cs{};
+    if (::syscall(kSysCachestat, fd, &range, &cs, 0) == 0) {
+      *cached = std::min(cs.nr_cache, *total);
+      return 0;
+    }
+    if (errno != ENOSYS) return -errno;
+    no_cachestat.store(true, std::memory_order_relaxed);
+  }
+  return mincore_pages(fd, offset, length, cached);
+}
 
 }  // namespace
 

@@ -21,9 +21,11 @@ class Syscalls {
   /// pread(2)/pwrite(2): bytes transferred (possibly fewer than asked), or -errno.
   virtual ssize_t pread(int fd, void* buf, std::size_t count, off_t offset) = 0;
   virtual ssize_t pwrite(int fd, const void* buf, std::size_t count, off_t offset) = 0;
-  /// preadv2(2) with flags (RWF_NOWAIT): bytes, or -errno (-EAGAIN: not all in the page cache;
-  /// -EOPNOTSUPP/-ENOSYS: not supported here).
-  virtual ssize_t preadv2(int fd, const struct iovec* iov, int iovcnt, off_t offset, int flags) = 0;
+  /// How much of [offset, offset + length) is in the page cache, without causing any I/O: cachestat(2)
+  /// (Linux 6.5), else mincore(2) on a mapping of the range. Sets the page counts and returns 0, or -errno
+  /// (-ENOSYS: neither works here). Unlike a preadv2(RWF_NOWAIT) probe, this never starts readahead.
+  virtual int cached_pages(int fd, std::uint64_t offset, std::uint64_t length, std::uint64_t* cached,
+                           std::uint64_t* total) = 0;
   virtual int fstat(int fd, struct stat* st) = 0;
   virtual int fdatasync(int fd) = 0;
   virtual int ftruncate(int fd, off_t length) = 0;

@@ -24,39 +24,41 @@ Status transfer_error(const TaskIo& io, const char* verb, const char* prep, std:
                             *io.path);
 }
 
+// In `auto`, whether the task's bytes are all in the page cache (then a buffered read is a memory copy
+// and O_DIRECT would go to the device instead). Asked without causing I/O; where the kernel cannot say,
+// the file falls back to buffered reads for good, and the report notes it.
+bool wholly_cached(const TaskIo& io, const Task& t, Report& report) {
+  if (io.cache_probe_unsupported->load(std::memory_order_relaxed)) return true;
+  std::uint64_t cached = 0, total = 0;
+  int rc = io.sys->cached_pages(io.fds->buffered_fd(), t.file_offset, t.length, &cached, &total);
+  for (int retries = 0; rc == -EINTR && retries < kMaxRetries; ++retries) {
+    ++report.io.eintr_retries;
+    rc = io.sys->cached_pages(io.fds->buffered_fd(), t.file_offset, t.length, &cached, &total);
+  }
+  if (rc < 0) {
+    io.cache_probe_unsupported->store(true, std::memory_order_relaxed);
+    report.add_note(fmt::format("the kernel cannot tell what of \"{}\" is in the page cache (cachestat and "
+                                "mincore: {}): buffered reads are used",
+                                *io.path, errno_name(-rc)));
+    return true;
+  }
+  if (cached < total) return false;
+  ++report.io.cached_ops;
+  return true;
+}
+
 }  // namespace
 
 Result<std::uint64_t> read_task(const TaskIo& io, const Task& t, void* dst, const char* route_label,
                                 Report& report) {
   char* out = static_cast<char*>(dst);
   std::uint64_t done = 0;
+  std::uint64_t offset = t.file_offset;
+  std::uint64_t length = t.length;
   // O_DIRECT only below the size seen at the start: past EOF a direct read could fill whole blocks.
   bool below_eof = t.file_offset + t.length <= io.file_size;
-
-  if (io.policy == DirectIo::automatic && !io.nowait_unsupported->load(std::memory_order_relaxed)) {
-    LoopOutcome cached = read_cached_prefix(*io.sys, io.fds->buffered_fd(), out, t.length, t.file_offset,
-                                            report.io);
-    if (cached.error == EOPNOTSUPP || cached.error == ENOSYS || cached.error == EINVAL) {
-      io.nowait_unsupported->store(true, std::memory_order_relaxed);
-      report.add_note("the kernel cannot tell what is in the page cache (RWF_NOWAIT refused): "
-                      "buffered reads are used for data that may be cached");
-    } else if (cached.error != 0) {
-      return transfer_error(io, "read", "from", t.length, t.file_offset, route_label, false, cached.error);
-    } else {
-      done = cached.bytes;
-      if (done == t.length || cached.eof) {
-        ++report.io.buffered_ops;
-        ++report.io.cached_ops;
-        return done;
-      }
-    }
-  }
-
-  std::uint64_t offset = t.file_offset + done;
-  std::uint64_t length = t.length - done;
-  bool want_direct = io.policy == DirectIo::on ||
-                     (io.policy == DirectIo::automatic && !io.nowait_unsupported->load(std::memory_order_relaxed));
-  bool direct = want_direct && below_eof && direct_fits(io, offset, length, out + done);
+  bool direct = io.policy != DirectIo::off && below_eof && direct_fits(io, offset, length, out);
+  if (direct && io.policy == DirectIo::automatic) direct = !wholly_cached(io, t, report);
   if (direct) {
     LoopOutcome r = read_fully(*io.sys, io.fds->direct_fd(), out + done, length, offset, report.io);
     if (r.error == EINVAL && r.bytes == 0) {

@@ -1,6 +1,6 @@
 // Moving one task's bytes between the file and host memory, choosing O_DIRECT or buffered I/O per task:
-// in `auto`, bytes already in the page cache are taken with a non-blocking buffered read and the rest
-// goes through O_DIRECT when alignment allows. Shared by the host route (the caller's buffer) and the
+// in `auto`, a task whose bytes are all in the page cache (asked with cachestat, which starts no I/O) is
+// read through the cache, and any other task goes through O_DIRECT when alignment allows. Shared by the host route (the caller's buffer) and the
 // staged route (a pinned bounce buffer).
 #pragma once
 
@@ -23,7 +23,7 @@ struct TaskIo {
   const std::string* path = nullptr;
   DirectIo policy = DirectIo::automatic;
   std::uint64_t file_size = 0;                 // at the start of the request: O_DIRECT stays below it
-  std::atomic<bool>* nowait_unsupported = nullptr;  // shared per file: RWF_NOWAIT refused once
+  std::atomic<bool>* cache_probe_unsupported = nullptr;  // shared per file: the page cache cannot be asked
   std::shared_ptr<const void> keep_alive;      // owns what the pointers above point into
 };
 

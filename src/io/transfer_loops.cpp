@@ -1,8 +1,6 @@
 // read_fully / write_fully / read_cached_prefix.
 #include "io/transfer_loops.hpp"
 
-#include <sys/uio.h>
-
 #include <algorithm>
 #include <cerrno>
 
@@ -60,27 +58,6 @@ LoopOutcome write_fully(Syscalls& sys, int fd, const void* buf, std::uint64_t le
   return loop(length, io, false, [&](std::uint64_t done, std::uint64_t want) {
     return sys.pwrite(fd, p + done, want, static_cast<off_t>(offset + done));
   });
-}
-
-LoopOutcome read_cached_prefix(Syscalls& sys, int fd, void* buf, std::uint64_t length, std::uint64_t offset,
-                               IoCounters& io) {
-  LoopOutcome out;
-  struct iovec iov{buf, static_cast<std::size_t>(std::min(length, kMaxChunk))};
-  for (int retries = 0;; ++retries) {
-    ssize_t n = sys.preadv2(fd, &iov, 1, static_cast<off_t>(offset), RWF_NOWAIT);
-    if (n == -EINTR && retries < kMaxRetries) {
-      ++io.eintr_retries;
-      continue;
-    }
-    if (n == -EAGAIN) return out;  // nothing cached at the start
-    if (n < 0) {
-      out.error = static_cast<int>(-n);
-      return out;
-    }
-    out.bytes = static_cast<std::uint64_t>(n);
-    out.eof = n == 0;
-    return out;
-  }
 }
 
 }  // namespace ferry::detail

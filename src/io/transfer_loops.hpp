@@ -22,11 +22,6 @@ LoopOutcome read_fully(Syscalls& sys, int fd, void* buf, std::uint64_t length, s
 /// Writes all `length` bytes or fails. A write that makes no progress fails with ENOSPC's neighbour EIO.
 LoopOutcome write_fully(Syscalls& sys, int fd, const void* buf, std::uint64_t length, std::uint64_t offset,
                         IoCounters& io);
-/// One preadv2(RWF_NOWAIT): the bytes already in the page cache (a prefix), 0 if none; error is
-/// EOPNOTSUPP/ENOSYS where the kernel cannot tell, other errno values as they come.
-LoopOutcome read_cached_prefix(Syscalls& sys, int fd, void* buf, std::uint64_t length, std::uint64_t offset,
-                               IoCounters& io);
-
 inline constexpr int kMaxRetries = 1000;
 
 }  // namespace ferry::detail

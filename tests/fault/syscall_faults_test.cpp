@@ -1,5 +1,5 @@
 // Fault injection through ScriptedSyscalls: short transfers, EINTR/EAGAIN, EIO and ENOSPC at an offset,
-// O_DIRECT refused at open or at the read, permission errors, RWF_NOWAIT refused. Each test checks the
+// O_DIRECT refused at open or at the read, permission errors, the page-cache probe refused. Each test checks the
 // outcome and what the error or report says about it.
 #include <fcntl.h>
 #include <unistd.h>
@@ -248,7 +248,7 @@ TEST(FaultEio, ReadErrorNamesPathOffsetAndCauseUnderEachPolicy) {
     // EIO is never retried.
     int covering = 0;
     for (const auto& c : sys.calls()) {
-      if ((c.op == Op::pread || c.op == Op::preadv2) && c.offset <= kMiB && kMiB < c.offset + c.count) ++covering;
+      if (c.op == Op::pread && c.offset <= kMiB && kMiB < c.offset + c.count) ++covering;
     }
     EXPECT_EQ(covering, 1);
   }
@@ -489,36 +489,37 @@ TEST(FaultOpen, RealTmpfsODirectIsReportedConsistently) {
   }
 }
 
-// ---- RWF_NOWAIT ----
+// ---- the page-cache probe (cachestat, else mincore) ----
 
-TEST(FaultNowait, PreadvRefusedOnceMeansBufferedReadsAndANote) {
+TEST(FaultCacheProbe, UnsupportedProbeMeansBufferedReadsAndANote) {
   auto dir = testing::test_dir();
   const std::uint64_t size = 4 * kTask;
   auto path = testing::write_pattern_file(dir / "d.bin", size);
   ScriptedSyscalls sys;
-  sys.add(Rule::on(Op::preadv2).fail(EOPNOTSUPP));
+  sys.add(Rule::on(Op::cached_pages).fail(ENOSYS));
   auto file = open_with(sys, path, "r", config(DirectIo::automatic, 1));
   ASSERT_TRUE(file.ok());
   AlignedBuffer buf(size);
   auto r = file->pread(buf.data(), size, 0).get();
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_TRUE(buf.matches(0, size));
-  EXPECT_TRUE(any_note_has(r->report, "RWF_NOWAIT refused"));
+  EXPECT_TRUE(any_note_has(r->report, "cannot tell what of"));
+  EXPECT_TRUE(any_note_has(r->report, "ENOSYS"));
   EXPECT_EQ(r->report.io.buffered_ops, 4u);
-  EXPECT_EQ(r->report.io.cached_ops, 0u);
-  EXPECT_EQ(sys.count(Op::preadv2), 1) << "a refusal is remembered for the file";
+  EXPECT_EQ(r->report.io.direct_ops, 0u);
+  EXPECT_EQ(sys.count(Op::cached_pages), 1) << "a refusal is remembered for the file";
   auto again = file->pread(buf.data(), size, 0).get();
   ASSERT_TRUE(again.ok());
-  EXPECT_EQ(sys.count(Op::preadv2), 1);
-  EXPECT_TRUE(any_note_has(file->report(), "RWF_NOWAIT refused"));
+  EXPECT_EQ(sys.count(Op::cached_pages), 1);
+  EXPECT_TRUE(any_note_has(file->report(), "cannot tell what of"));
 }
 
-TEST(FaultNowait, NothingCachedGoesToODirect) {
+TEST(FaultCacheProbe, NothingCachedGoesToODirectAndStartsNoBufferedRead) {
   auto dir = testing::test_dir();
   const std::uint64_t size = 4 * kTask;
   auto path = testing::write_pattern_file(dir / "d.bin", size);
   ScriptedSyscalls sys;
-  sys.add(Rule::on(Op::preadv2).fail(EAGAIN));
+  sys.add(Rule::on(Op::cached_pages).reports_cached(false));
   auto file = open_with(sys, path, "r", config(DirectIo::automatic));
   ASSERT_TRUE(file.ok());
   AlignedBuffer buf(size);
@@ -528,17 +529,36 @@ TEST(FaultNowait, NothingCachedGoesToODirect) {
   EXPECT_EQ(r->report.io.cached_ops, 0u);
   if (file->direct_io_available()) {
     EXPECT_EQ(r->report.io.direct_ops, 4u);
+    // Cold data must not be read twice: no buffered read (which would start readahead) before O_DIRECT.
+    for (const auto& c : sys.calls()) EXPECT_FALSE(c.op == Op::pread && !c.direct) << "buffered pread at " << c.offset;
   } else {
     EXPECT_EQ(r->report.io.buffered_ops, 4u);
   }
 }
 
-TEST(FaultNowait, PartlyCachedTaskReadsTheRestAndIsCorrect) {
+TEST(FaultCacheProbe, WhollyCachedTasksReadThroughTheCache) {
   auto dir = testing::test_dir();
   const std::uint64_t size = 4 * kTask;
   auto path = testing::write_pattern_file(dir / "d.bin", size);
   ScriptedSyscalls sys;
-  sys.add(Rule::on(Op::preadv2).returns_half());
+  sys.add(Rule::on(Op::cached_pages).reports_cached(true));
+  auto file = open_with(sys, path, "r", config(DirectIo::automatic));
+  ASSERT_TRUE(file.ok());
+  AlignedBuffer buf(size);
+  auto r = file->pread(buf.data(), size, 0).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(buf.matches(0, size));
+  EXPECT_EQ(r->report.io.cached_ops, 4u);
+  EXPECT_EQ(r->report.io.buffered_ops, 4u);
+  EXPECT_EQ(r->report.io.direct_ops, 0u);
+}
+
+TEST(FaultCacheProbe, PartlyCachedTaskGoesDirectAndIsCorrect) {
+  auto dir = testing::test_dir();
+  const std::uint64_t size = 4 * kTask;
+  auto path = testing::write_pattern_file(dir / "d.bin", size);
+  ScriptedSyscalls sys;
+  sys.add(Rule::on(Op::cached_pages).returns_half());
   auto file = open_with(sys, path, "r", config(DirectIo::automatic));
   ASSERT_TRUE(file.ok());
   AlignedBuffer buf(size);
@@ -546,28 +566,15 @@ TEST(FaultNowait, PartlyCachedTaskReadsTheRestAndIsCorrect) {
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ(r->bytes, size - 5);
   EXPECT_TRUE(buf.matches(5, size - 5));
-  EXPECT_EQ(r->report.io.cached_ops, 0u) << "no task was served whole from the cache";
+  EXPECT_EQ(r->report.io.cached_ops, 0u) << "no task was wholly in the cache";
 }
 
-TEST(FaultNowait, EioFromTheCacheProbeIsAnError) {
-  auto dir = testing::test_dir();
-  auto path = testing::write_pattern_file(dir / "d.bin", 2 * kTask);
-  ScriptedSyscalls sys;
-  sys.add(Rule::on(Op::preadv2).covering(kTask).fail(EIO));
-  auto file = open_with(sys, path, "r", config(DirectIo::automatic));
-  ASSERT_TRUE(file.ok());
-  AlignedBuffer buf(2 * kTask);
-  auto r = file->pread(buf.data(), 2 * kTask, 0).get();
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().sys_errno(), EIO);
-  EXPECT_THAT(r.status().message(), HasSubstr("offset 65536"));
-}
-
-TEST(FaultNowait, EintrOnTheCacheProbeIsRetried) {
+TEST(FaultCacheProbe, EintrOnTheProbeIsRetried) {
   auto dir = testing::test_dir();
   auto path = testing::write_pattern_file(dir / "d.bin", kTask);
   ScriptedSyscalls sys;
-  sys.add(Rule::on(Op::preadv2).fail(EINTR).limit(2));
+  sys.add(Rule::on(Op::cached_pages).fail(EINTR).limit(2));
+  sys.add(Rule::on(Op::cached_pages).reports_cached(true));
   auto file = open_with(sys, path, "r", config(DirectIo::automatic));
   ASSERT_TRUE(file.ok());
   AlignedBuffer buf(kTask);
@@ -576,6 +583,24 @@ TEST(FaultNowait, EintrOnTheCacheProbeIsRetried) {
   EXPECT_TRUE(buf.matches(0, kTask));
   EXPECT_EQ(r->report.io.eintr_retries, 2u);
   EXPECT_EQ(r->report.io.cached_ops, 1u);
+}
+
+TEST(CacheProbe, RealKernelSeesAJustWrittenFileAsCached) {
+  auto dir = testing::test_dir();
+  auto path = testing::write_pattern_file(dir / "d.bin", 1 << 20);
+  int fd = ::open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  std::uint64_t cached = 0, total = 0;
+  int rc = detail::real_syscalls().cached_pages(fd, 0, 1 << 20, &cached, &total);
+  ASSERT_EQ(rc, 0) << errno_name(-rc);
+  EXPECT_EQ(total, 256u);
+  EXPECT_EQ(cached, 256u);
+  ASSERT_EQ(::fdatasync(fd), 0);  // dirty pages cannot be dropped
+  ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+  rc = detail::real_syscalls().cached_pages(fd, 0, 1 << 20, &cached, &total);
+  ASSERT_EQ(rc, 0);
+  EXPECT_LT(cached, 256u) << "clean pages dropped by POSIX_FADV_DONTNEED still counted as cached";
+  ::close(fd);
 }
 
 // ---- lifetime ----

@@ -15,7 +15,7 @@ const char* op_name(Op op) {
     case Op::close: return "close";
     case Op::pread: return "pread";
     case Op::pwrite: return "pwrite";
-    case Op::preadv2: return "preadv2";
+    case Op::cached_pages: return "cached_pages";
     case Op::fstat: return "fstat";
     case Op::fdatasync: return "fdatasync";
     case Op::ftruncate: return "ftruncate";
@@ -78,7 +78,6 @@ ScriptedSyscalls::Matched ScriptedSyscalls::begin(Op op, int fd, std::uint64_t o
     if (r.nth != 0 && r.nth != nth) continue;
     if (r.direct_only && !call.direct) continue;
     if (r.buffered_only && call.direct) continue;
-    if (r.preadv2_flags != 0 && (op != Op::preadv2 || (flags & r.preadv2_flags) != r.preadv2_flags)) continue;
     if (r.covers && !(offset <= *r.covers && *r.covers < offset + count)) continue;
     ++fired_[i];
     m.any = true;
@@ -164,23 +163,14 @@ ssize_t ScriptedSyscalls::pwrite(int fd, const void* buf, std::size_t count, off
   return rc;
 }
 
-ssize_t ScriptedSyscalls::preadv2(int fd, const struct iovec* iov, int iovcnt, off_t offset, int flags) {
-  std::size_t total = 0;
-  for (int i = 0; i < iovcnt; ++i) total += iov[i].iov_len;
+int ScriptedSyscalls::cached_pages(int fd, std::uint64_t offset, std::uint64_t length, std::uint64_t* cached,
+                                   std::uint64_t* total) {
   Call call;
-  Matched m = begin(Op::preadv2, fd, static_cast<std::uint64_t>(offset), total, flags, call);
+  Matched m = begin(Op::cached_pages, fd, offset, length, 0, call);
   prelude(m.any, m.rule);
-  ssize_t rc;
-  if (m.any && m.rule.error != 0) {
-    rc = -m.rule.error;
-  } else if (m.any && m.rule.eof) {
-    rc = 0;
-  } else if (m.any && m.rule.half && iovcnt == 1) {
-    struct iovec half{iov[0].iov_base, allowed(m.rule, iov[0].iov_len)};
-    rc = base_.preadv2(fd, &half, 1, offset, flags);
-  } else {
-    rc = base_.preadv2(fd, iov, iovcnt, offset, flags);
-  }
+  int rc = (m.any && m.rule.error != 0) ? -m.rule.error : base_.cached_pages(fd, offset, length, cached, total);
+  if (rc == 0 && m.any && m.rule.all_cached) *cached = *m.rule.all_cached ? *total : 0;
+  if (rc == 0 && m.any && m.rule.half) *cached = *total / 2;
   end(call, rc);
   return rc;
 }

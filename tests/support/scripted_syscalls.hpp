@@ -25,7 +25,7 @@
 
 namespace ferry::testing {
 
-enum class Op { open, close, pread, pwrite, preadv2, fstat, fdatasync, ftruncate };
+enum class Op { open, close, pread, pwrite, cached_pages, fstat, fdatasync, ftruncate };
 const char* op_name(Op op);
 
 /// One scripted behaviour: which calls it matches, and what it does to them.
@@ -37,25 +37,25 @@ struct Rule {
   int times = -1;                          // fires at most this often; -1: always
   bool direct_only = false;                // open: only with O_DIRECT; I/O: only on an O_DIRECT descriptor
   bool buffered_only = false;              // I/O: only on a buffered descriptor
-  int preadv2_flags = 0;                   // preadv2: only when these flags are all set
   // ---- action ----
   int error = 0;                           // return -error without calling through
   bool half = false;                       // transfer only half of the bytes asked (at least 1)
   bool eof = false;                        // return 0: reads as at the end of the file, writes as no progress
   std::chrono::milliseconds delay{0};      // sleep first (then call through unless another action says)
   std::function<void()> before;            // runs first, outside the wrapper's lock (e.g. truncate the file)
+  std::optional<bool> all_cached;          // cached_pages: answer "all cached" (true) or "none" (false)
 
   static Rule on(Op op) { Rule r; r.ops = {op}; return r; }
-  /// Every call that moves bytes: pread, pwrite, preadv2.
-  static Rule on_io() { Rule r; r.ops = {Op::pread, Op::pwrite, Op::preadv2}; return r; }
+  /// Every call that moves bytes: pread, pwrite.
+  static Rule on_io() { Rule r; r.ops = {Op::pread, Op::pwrite}; return r; }
   Rule& covering(std::uint64_t offset) { covers = offset; return *this; }
   Rule& nth_call(int n) { nth = n; return *this; }
   Rule& limit(int n) { times = n; return *this; }
   Rule& only_direct() { direct_only = true; return *this; }
   Rule& only_buffered() { buffered_only = true; return *this; }
-  Rule& with_flags(int f) { preadv2_flags = f; return *this; }
   Rule& fail(int e) { error = e; return *this; }
-  Rule& returns_half() { half = true; return *this; }
+  Rule& returns_half() { half = true; return *this; }  // cached_pages: half the pages cached
+  Rule& reports_cached(bool all) { all_cached = all; return *this; }
   Rule& returns_eof() { eof = true; return *this; }
   Rule& sleeps(std::chrono::milliseconds d) { delay = d; return *this; }
   Rule& runs_first(std::function<void()> f) { before = std::move(f); return *this; }
@@ -67,7 +67,7 @@ struct Call {
   int fd = -1;                 // open: the descriptor returned (or -1)
   std::uint64_t offset = 0;
   std::uint64_t count = 0;
-  int flags = 0;               // open: open flags; preadv2: RWF_* flags
+  int flags = 0;               // open: open flags
   bool direct = false;         // open with O_DIRECT, or I/O on an O_DIRECT descriptor
   bool scripted = false;       // a rule changed this call
   long long result = 0;        // what the caller got back
@@ -93,7 +93,8 @@ class ScriptedSyscalls final : public detail::Syscalls {
   int close(int fd) override;
   ssize_t pread(int fd, void* buf, std::size_t count, off_t offset) override;
   ssize_t pwrite(int fd, const void* buf, std::size_t count, off_t offset) override;
-  ssize_t preadv2(int fd, const struct iovec* iov, int iovcnt, off_t offset, int flags) override;
+  int cached_pages(int fd, std::uint64_t offset, std::uint64_t length, std::uint64_t* cached,
+                   std::uint64_t* total) override;
   int fstat(int fd, struct stat* st) override;
   int fdatasync(int fd) override;
   int ftruncate(int fd, off_t length) override;

@@ -109,13 +109,31 @@ TEST_F(DeviceRoutes, StagedReadStopsAtEndOfFileWithoutWritingPastIt) {
   for (std::uint64_t i = want.size(); i < got.size(); ++i) ASSERT_EQ(got[i], 0xA5) << i;
 }
 
-TEST_F(DeviceRoutes, PinnedBounceBuffersAreReusedAcrossRequests) {
-  std::vector<std::uint8_t> got;
-  ASSERT_TRUE(read_to_device(config(CompatMode::on), 8 * kTask, 8 * kTask, 0, &got).ok());
-  auto first = testing::fake_cuda_counters().pinned_allocs;
-  ASSERT_TRUE(read_to_device(config(CompatMode::on), 8 * kTask, 8 * kTask, 0, &got).ok());
-  EXPECT_EQ(testing::fake_cuda_counters().pinned_allocs, first);
-  EXPECT_LE(first, 4u * 2);  // at most threads x buffers per worker
+TEST_F(DeviceRoutes, PreparePinsEveryWorkersBuffersOnceAndRequestsReuseThem) {
+  std::string path = testing::write_pattern_file(dir_ / "data.bin", 16 * kTask);
+  File f = open(path, "r", config(CompatMode::on));
+  void* dev = testing::fake_cuda_alloc_device(16 * kTask);
+  auto plan = f.prepare(dev, 16 * kTask);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  EXPECT_EQ(plan->route, Route::staged);
+  EXPECT_EQ(plan->reason, Reason::compat_mode_on);
+  EXPECT_EQ(plan->memory, "device");
+  EXPECT_EQ(plan->device, 0);
+  EXPECT_EQ(testing::fake_cuda_counters().pinned_allocs, 4u * 2) << "threads x buffers per worker";
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(f.pread(dev, 16 * kTask, 0).get().ok());
+  EXPECT_EQ(testing::fake_cuda_counters().pinned_allocs, 4u * 2) << "requests pinned more memory";
+  testing::fake_cuda_free(dev);
+}
+
+TEST_F(DeviceRoutes, PrepareRefusesWhatARequestWouldBeRefused) {
+  testing::fake_cufile_script().handle_register_error = 5027;
+  std::string path = testing::write_pattern_file(dir_ / "data.bin", kTask);
+  File f = open(path, "r", config(CompatMode::off));
+  void* dev = testing::fake_cuda_alloc_device(kTask);
+  auto plan = f.prepare(dev, kTask);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_THAT(plan.status().message(), HasSubstr("5027"));
+  testing::fake_cuda_free(dev);
 }
 
 TEST_F(DeviceRoutes, StagedWriteIsByteExact) {
