@@ -6,8 +6,10 @@
 set -uo pipefail
 steps=${1:-"build test matrix doctor reads"}
 build=${FERRY_BUILD_DIR:-build-gpu}
-out=${OUT:-$build/out}
-mkdir -p "$out"
+# Logs go to $build/out; with $OUT set (the device tool), they also come back as one archive, since only a
+# few files return from there.
+out=$build/out
+rm -rf "$out" && mkdir -p "$out"
 python=$(command -v python3)
 has() { [[ " $steps " == *" $1 "* ]]; }
 log() { echo "== $(date -u +%H:%M:%S) $*"; }
@@ -62,7 +64,7 @@ if has doctor; then
 fi
 if has bench; then
   log "benchmarks (bench/run-gpu-bench.sh)"
-  bash bench/run-gpu-bench.sh "$build/cli/ferry" "$out" 2>&1 | tail -60
+  FERRY_BENCH_DATA=$build/bench-data bash bench/run-gpu-bench.sh "$build/cli/ferry" "$out/bench" 2>&1 | tail -60
 fi
 if has reads; then
   log "timed reads of an 8 GiB file (hot)"
@@ -82,3 +84,4 @@ if has reads; then
   done
 fi
 log "done"
+[ -n "${OUT:-}" ] && tar czf "$OUT/session-$(date -u +%H%M%S).tgz" -C "$out" . && ls -la "$OUT"
