@@ -1,9 +1,50 @@
 // StagingPool: pinned bounce buffers, streams and events, created once and reused.
 #include "backends/staging_pool.hpp"
 
+#include <sys/mman.h>
+
+#include <cstdint>
+
 #include <fmt/format.h>
 
 namespace ferry::detail {
+namespace {
+
+constexpr std::size_t kHugePage = 2u << 20;
+
+// Maps `bytes` (a multiple of 2 MiB) aligned to 2 MiB, asks for huge pages, and faults them in.
+void* map_huge_region(std::size_t bytes) {
+  std::size_t span = bytes + kHugePage;
+  void* raw = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  auto start = (reinterpret_cast<std::uintptr_t>(raw) + kHugePage - 1) & ~std::uintptr_t{kHugePage - 1};
+  auto* aligned = reinterpret_cast<char*>(start);
+  // Trim the slack on both sides so that only the aligned region stays mapped.
+  std::size_t head = static_cast<std::size_t>(aligned - static_cast<char*>(raw));
+  if (head) ::munmap(raw, head);
+  if (span - head - bytes) ::munmap(aligned + bytes, span - head - bytes);
+  (void)::madvise(aligned, bytes, MADV_HUGEPAGE);
+  (void)::madvise(aligned, bytes, MADV_POPULATE_WRITE);
+  return aligned;
+}
+
+// Pins every buffer of `kit` as one registered huge-page region; false (and nothing held) when the
+// region cannot be mapped or registered, so the caller falls back to cuMemHostAlloc.
+bool pin_huge_region(const CudaApi& api, StagingKit& kit, unsigned count) {
+  std::size_t bytes = (static_cast<std::size_t>(kit.buffer_size) * count + kHugePage - 1) / kHugePage * kHugePage;
+  void* region = map_huge_region(bytes);
+  if (region == nullptr) return false;
+  if (api.cuMemHostRegister_v2(region, bytes, kMemHostRegisterPortable) != CUDA_SUCCESS) {
+    ::munmap(region, bytes);
+    return false;
+  }
+  kit.region = region;
+  kit.region_bytes = bytes;
+  for (unsigned i = 0; i < count; ++i) kit.buffers.push_back(static_cast<char*>(region) + i * kit.buffer_size);
+  return true;
+}
+
+}  // namespace
 
 void destroy_kit(StagingKit& kit) {
   if (kit.api == nullptr) return;
@@ -11,8 +52,14 @@ void destroy_kit(StagingKit& kit) {
   for (CUevent e : kit.events) {
     if (e) (void)api.cuEventDestroy_v2(e);
   }
-  for (void* b : kit.buffers) {
-    if (b) (void)api.cuMemFreeHost(b);
+  if (kit.region != nullptr) {
+    (void)api.cuMemHostUnregister(kit.region);
+    ::munmap(kit.region, kit.region_bytes);
+    kit.region = nullptr;
+  } else {
+    for (void* b : kit.buffers) {
+      if (b) (void)api.cuMemFreeHost(b);
+    }
   }
   if (kit.stream) (void)api.cuStreamDestroy_v2(kit.stream);
   kit.events.clear();
@@ -46,13 +93,16 @@ Result<std::unique_ptr<StagingKit>> StagingPool::acquire(const CudaApi& api, int
   // cudaMemset of the destination, a pageable cudaMemcpy still in flight), as the caller would expect.
   CUresult rc = api.cuStreamCreate(&kit->stream, CU_STREAM_DEFAULT);
   if (rc != CUDA_SUCCESS) return fail(rc, fmt::format("cuStreamCreate for GPU {}", device));
+  const bool huge = pin_huge_region(api, *kit, count);
   for (unsigned i = 0; i < count; ++i) {
-    void* buffer = nullptr;
-    rc = api.cuMemHostAlloc(&buffer, buffer_size, kMemHostAllocPortable);
-    if (rc != CUDA_SUCCESS) {
-      return fail(rc, fmt::format("cuMemHostAlloc of a {}-byte pinned bounce buffer", buffer_size));
+    if (!huge) {
+      void* buffer = nullptr;
+      rc = api.cuMemHostAlloc(&buffer, buffer_size, kMemHostAllocPortable);
+      if (rc != CUDA_SUCCESS) {
+        return fail(rc, fmt::format("cuMemHostAlloc of a {}-byte pinned bounce buffer", buffer_size));
+      }
+      kit->buffers.push_back(buffer);
     }
-    kit->buffers.push_back(buffer);
     CUevent event = nullptr;
     rc = api.cuEventCreate(&event, CU_EVENT_DISABLE_TIMING);
     if (rc != CUDA_SUCCESS) return fail(rc, "cuEventCreate");

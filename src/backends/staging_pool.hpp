@@ -1,6 +1,11 @@
 // Reusable staging kits for the staged route: pinned bounce buffers plus a stream and one event per
 // buffer. Pinning memory costs far more than the copy it serves (measured: a third of the throughput when
 // done inside the timed region), so kits are kept for the life of the process and handed out again.
+//
+// The buffers are anonymous memory on 2 MiB huge pages where the kernel gives them, pinned with
+// cuMemHostRegister; cuMemHostAlloc, the fallback, hands out 4 KiB pages, and an O_DIRECT read into those
+// reaches the disk in requests of at most max_segments pages (measured on a virtio disk with 254
+// segments: 1.4 GiB/s into 4 KiB pages, 2.4 GiB/s into huge pages, same reads).
 // Thread safety: acquire/release may be called from any thread.
 #pragma once
 
@@ -21,6 +26,8 @@ struct StagingKit {
   CUstream stream = nullptr;
   std::vector<void*> buffers;   // pinned host memory, page-aligned, buffer_size bytes each
   std::vector<CUevent> events;  // events[i] is recorded after the last copy that used buffers[i]
+  void* region = nullptr;       // the registered mapping holding every buffer, or null (cuMemHostAlloc)
+  std::size_t region_bytes = 0;
 };
 
 class StagingPool {

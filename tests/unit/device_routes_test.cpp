@@ -119,10 +119,23 @@ TEST_F(DeviceRoutes, PreparePinsEveryWorkersBuffersOnceAndRequestsReuseThem) {
   EXPECT_EQ(plan->reason, Reason::compat_mode_on);
   EXPECT_EQ(plan->memory, "device");
   EXPECT_EQ(plan->device, 0);
-  EXPECT_EQ(testing::fake_cuda_counters().pinned_allocs, 4u * 2) << "threads x buffers per worker";
+  // One registered huge-page region per worker, holding both of its buffers.
+  EXPECT_EQ(testing::fake_cuda_counters().host_registers, 4u) << "one region per worker";
+  EXPECT_EQ(testing::fake_cuda_counters().pinned_allocs, 0u);
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(f.pread(dev, 16 * kTask, 0).get().ok());
-  EXPECT_EQ(testing::fake_cuda_counters().pinned_allocs, 4u * 2) << "requests pinned more memory";
+  EXPECT_EQ(testing::fake_cuda_counters().host_registers, 4u) << "requests pinned more memory";
   testing::fake_cuda_free(dev);
+}
+
+TEST_F(DeviceRoutes, BounceBuffersFallBackToCuMemHostAllocWhenRegistrationFails) {
+  testing::fake_cuda_script().fail("cuMemHostRegister_v2", detail::CUDA_ERROR_NOT_SUPPORTED);
+  std::vector<std::uint8_t> got;
+  const std::uint64_t size = 6 * kTask + 9;
+  auto r = read_to_device(config(CompatMode::on), size, size, 0, &got);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  auto want = testing::pattern(0, size);
+  EXPECT_EQ(0, std::memcmp(got.data(), want.data(), size));
+  EXPECT_GT(testing::fake_cuda_counters().pinned_allocs, 0u);
 }
 
 TEST_F(DeviceRoutes, PrepareRefusesWhatARequestWouldBeRefused) {
