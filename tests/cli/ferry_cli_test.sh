@@ -64,7 +64,8 @@ expect "help" 0 "Exit status" -- --help
 expect "read help" 0 "--verify" -- read --help
 # --device: a clear error where no GPU is usable; where one is, a verified read into it.
 if "$ferry" read "$file" --device 0 --size 4096 >/dev/null 2>&1; then
-  expect "read into GPU 0" 0 "into GPU 0 .*verify: OK" -- read "$file" --device 0 --verify
+  expect "read into GPU 0" 0 "into GPU 0 in" -- read "$file" --device 0 --verify
+  expect "read into GPU 0 verifies" 0 "verify: OK, 3145728 bytes match" -- read "$file" --device 0 --verify
   expect "write from GPU 0" 0 "from GPU 0" -- write "$dir/from-gpu.bin" --size 3MiB --device 0
   cmp -s "$dir/from-gpu.bin" "$file" && pass "GPU write matches the host write" || fail "GPU write differs"
 else
