@@ -33,6 +33,10 @@ if has test; then
   ctest --test-dir "$build" --output-on-failure -j 8 --timeout 600 > "$out/ctest.log" 2>&1
   grep -E "tests passed|tests failed|Failed|\*\*\*" "$out/ctest.log" | tail -20
   "$build/tests/ferry_gpu_tests" --gtest_brief=0 > "$out/gpu_tests.log" 2>&1
+  # The Python suite again, verbosely, so that the record shows which GPU cases ran and which skipped.
+  PYTHONPATH="$build/python" FERRY_CLI="$build/cli/ferry" $python -m pytest python/tests -q -rs \
+    -p no:cacheprovider --basetemp="$build/python/pytest-tmp" > "$out/pytest.log" 2>&1
+  tail -3 "$out/pytest.log"
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[==========\]|Skipped|operations" "$out/gpu_tests.log" | head -60
 fi
 if has matrix; then
