@@ -49,8 +49,8 @@ echo "ferry bench acceptance set: $ferry, file $file ($size), results in $out"
 "$ferry" --version >"$out/version.txt" 2>&1
 nvidia-smi -L >"$out/nvidia-smi.txt" 2>&1 || true
 
-step read-hot --cache hot --repeats 3 --verify --routes staged,cufile,host --baselines copy,pread,naive
-step read-cold --cache cold --cold-repeats 2 --routes staged,cufile --baselines copy,pread,naive
+step read-hot --cache hot --repeats 3 --verify --routes staged,auto,cufile,host --baselines copy,pread,naive
+step read-cold --cache cold --cold-repeats 2 --routes staged,auto,cufile --baselines copy,pread,naive
 step sweep --cache hot --repeats 3 --routes staged --baselines copy,pread --threads 4,8,16 \
   --task-size 1MiB,4MiB,8MiB
 step write --op write --write-io both --sync end --repeats 2 --verify --routes staged --baselines copy,pwrite
