@@ -27,8 +27,6 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
-import subprocess
 import threading
 import weakref
 from typing import Any, Dict, Generator, Iterator, List, NamedTuple, Optional, Union
@@ -518,43 +516,10 @@ def open(path: PathLike, mode: str = "r", **settings: SettingValue) -> File:  # 
 # ----------------------------------------------------------------------------------------------- doctor
 
 
-def _find_cli() -> Optional[str]:
-    explicit = os.environ.get("FERRY_CLI")
-    if explicit:
-        return explicit
-    return shutil.which("ferry")
-
-
 def doctor(path: Optional[PathLike] = None, *, device: int = 0, probe: bool = False) -> Dict[str, Any]:
     """Checks the platform (CUDA, cuFile, nvidia-fs, the file system of ``path``) and predicts the route
-    a read of ``path`` into GPU ``device`` would take; returns the doctor's JSON report as a dict.
-
-    Uses the library's doctor when this build has it; otherwise runs ``ferry doctor --json`` (the CLI
-    named by ``$FERRY_CLI``, or ``ferry`` on ``PATH``). Raises NotImplementedError, saying so, when
-    neither is available.
-    """
+    a read of ``path`` into GPU ``device`` would take; with ``probe=True`` a small real read proves it.
+    Returns the doctor's JSON report (schema ``ferry.doctor/1``, see docs/doctor.md) as a dict; its
+    ``exit_status`` is what ``ferry doctor`` would exit with."""
     p = os.fsdecode(os.fspath(path)) if path is not None else ""
-    if getattr(_ferry, "has_doctor_json", False):
-        return dict(json.loads(_ferry.doctor_json(p, int(device), bool(probe))))
-    cli = _find_cli()
-    tried = "this build of the ferry extension has no doctor (ferry::doctor_json)"
-    if cli:
-        cmd = [cli, "doctor", "--json"] + (["--device", str(int(device))] if device else []) + \
-              (["--probe"] if probe else []) + ([p] if p else [])
-        try:
-            out = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
-        except OSError as e:
-            tried += f", and running {cli!r} failed: {e}"
-        else:
-            if out.returncode == 0:
-                try:
-                    result = json.loads(out.stdout)
-                except ValueError:
-                    result = None
-                if isinstance(result, dict):
-                    return result
-            detail = (out.stderr or out.stdout).strip().splitlines()
-            tried += f", and `{' '.join(cmd)}` exited {out.returncode}" + (f": {detail[-1]}" if detail else "")
-    else:
-        tried += ", and no ferry CLI was found ($FERRY_CLI, PATH)"
-    raise NotImplementedError(f"ferry.doctor() is not available: {tried}")
+    return dict(json.loads(_ferry.doctor_json(p, int(device), bool(probe))))

@@ -4,7 +4,6 @@ from typing import Any, List, Optional, Tuple
 
 _ReportParts = Tuple[str, str]  # (JSON text, table), turned into ferry.Report by the Python layer
 
-has_doctor_json: bool
 
 class Buffer:
     @staticmethod

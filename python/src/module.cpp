@@ -17,10 +17,8 @@
 
 #include "buffers.hpp"
 #include "errors.hpp"
-#include "ferry/ferry.hpp"
-#if defined(FERRY_PY_HAVE_DOCTOR_JSON)
 #include "ferry/doctor.hpp"
-#endif
+#include "ferry/ferry.hpp"
 
 namespace py = pybind11;
 
@@ -379,17 +377,8 @@ PYBIND11_MODULE(_ferry, m) {
     throw py::value_error("unknown error code " + code);
   }, py::arg("code"), py::arg("message"), py::arg("errno") = 0, py::arg("path") = "");
 
-#if defined(FERRY_PY_HAVE_DOCTOR_JSON)
   m.def("doctor_json", [](const std::string& path, int device, bool probe) {
     py::gil_scoped_release release;
     return ferry::doctor_json(path, device, probe);
   }, py::arg("path"), py::arg("device"), py::arg("probe"));
-#endif
-  m.attr("has_doctor_json") = py::bool_(
-#if defined(FERRY_PY_HAVE_DOCTOR_JSON)
-      true
-#else
-      false
-#endif
-  );
 }

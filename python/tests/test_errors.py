@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import errno
 import os
+from pathlib import Path
+import sys
+import subprocess
 
 import numpy as np
 import pytest
@@ -30,15 +33,38 @@ def test_directory_is_is_a_directory_error(tmp_path):
     assert info.value.filename == str(tmp_path)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores file permissions")
+_UNREADABLE_CHILD = r"""
+import errno, os, sys
+if os.geteuid() == 0:
+    os.setgid(65534)
+    os.setuid(65534)  # root reads anything: check as nobody, as a user would meet it
+import ferry
+try:
+    ferry.open(sys.argv[1])
+except PermissionError as e:
+    assert e.errno == errno.EACCES, e.errno
+    assert e.filename == sys.argv[1], e.filename
+    print("PermissionError", e)
+    sys.exit(0)
+print("no PermissionError")
+sys.exit(1)
+"""
+
+
 def test_unreadable_file_is_permission_error(make_file):
     path, _ = make_file(10)
     path.chmod(0)
+    # The directories above must let the unprivileged child reach the file.
+    for parent in path.parents:
+        if parent == Path(parent.anchor):
+            break
+        parent.chmod(parent.stat().st_mode | 0o011)
     try:
-        with pytest.raises(PermissionError) as info:
-            ferry.open(path)
-        assert info.value.errno == errno.EACCES
-        assert info.value.filename == str(path)
+        env = dict(os.environ, PYTHONPATH=str(Path(ferry.__file__).resolve().parents[1]))
+        out = subprocess.run([sys.executable, "-c", _UNREADABLE_CHILD, str(path)], capture_output=True,
+                             text=True, timeout=60, env=env)
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert "PermissionError" in out.stdout
     finally:
         path.chmod(0o644)
 
