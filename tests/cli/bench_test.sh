@@ -4,29 +4,7 @@
 # there is one), writes with their sync policy, progress lines, usage errors.
 # Usage: bench_test.sh FERRY_BINARY SCRATCH_DIR
 set -u
-ferry=$1
-dir=$2
-rm -rf "$dir" && mkdir -p "$dir"
-failures=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1"; failures=$((failures + 1)); }
-py=$(command -v python3 || echo /usr/bin/python3)
-
-# expect NAME WANT_RC PATTERN -- args...: runs ferry, checks the exit status and that stdout+stderr match PATTERN.
-expect() {
-  local name=$1 want=$2 pattern=$3
-  shift 4
-  local out rc
-  out=$("$ferry" "$@" 2>&1)
-  rc=$?
-  if [ "$rc" -ne "$want" ]; then
-    fail "$name: exit $rc, wanted $want; output: ${out:0:600}"
-  elif ! grep -qE -- "$pattern" <<<"$out"; then
-    fail "$name: output lacks /$pattern/: ${out:0:600}"
-  else
-    pass "$name"
-  fi
-}
+source "$(dirname "$0")/cli_test_lib.sh" "$@"
 
 file="$dir/bench.bin"
 
@@ -138,5 +116,4 @@ expect "a directory" 1 "not a regular file" -- bench "$dir" --size 1MiB --no-pro
 expect "bench help" 0 "--cold-repeats" -- bench --help
 
 rm -rf "$dir"
-echo "== $failures failure(s)"
-[ "$failures" -eq 0 ]
+finish

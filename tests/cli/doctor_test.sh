@@ -3,30 +3,9 @@
 # predict `host` and exit 0 (4 with --require-gds); with a GPU it must predict a device route and prove it
 # with --probe. Usage: doctor_test.sh FERRY_BINARY SCRATCH_DIR
 set -u
-ferry=$1
-dir=$2
-rm -rf "$dir" && mkdir -p "$dir"
-failures=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1"; failures=$((failures + 1)); }
-py=$(command -v python3 || echo /usr/bin/python3)
-
-# expect NAME WANT_RC PATTERN -- args...: runs ferry, checks the exit status and that stdout+stderr match PATTERN.
-expect() {
-  local name=$1 want=$2 pattern=$3
-  shift 4
-  local out rc
-  out=$("$ferry" "$@" 2>&1)
-  rc=$?
-  if [ "$rc" -ne "$want" ]; then
-    fail "$name: exit $rc, wanted $want; output: ${out:0:600}"
-  # The text report wraps at 100 columns: match against it with line breaks and indents folded to spaces.
-  elif ! grep -qE -- "$pattern" <<<"$(tr '\n' ' ' <<<"$out" | tr -s ' ')"; then
-    fail "$name: output lacks /$pattern/: ${out:0:600}"
-  else
-    pass "$name"
-  fi
-}
+source "$(dirname "$0")/cli_test_lib.sh" "$@"
+# The text report wraps at 100 columns: match against it with line breaks and indents folded to spaces.
+fold_output=1
 
 # check NAME PYTHON_EXPR -- args...: runs ferry doctor --json and evaluates PYTHON_EXPR with d = the document
 # and rc = the exit status.
@@ -93,5 +72,4 @@ expect "doctor help documents exit statuses" 0 "Exit status: 0 the requested rou
 wide=$("$ferry" doctor "$file" 2>/dev/null | awk 'length > 100' | head -3)
 [ -z "$wide" ] && pass "text fits 100 columns" || fail "text wider than 100 columns: $wide"
 
-echo "== $failures failure(s)"
-[ "$failures" -eq 0 ]
+finish

@@ -2,28 +2,7 @@
 # The `ferry` command as a shell user meets it: success, --json, --verify, and every error case with its
 # exit status and message. Usage: ferry_cli_test.sh FERRY_BINARY SCRATCH_DIR
 set -u
-ferry=$1
-dir=$2
-rm -rf "$dir" && mkdir -p "$dir"
-failures=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1"; failures=$((failures + 1)); }
-
-# expect NAME WANT_RC PATTERN -- args...: runs ferry, checks the exit status and that stdout+stderr match PATTERN.
-expect() {
-  local name=$1 want=$2 pattern=$3
-  shift 4
-  local out rc
-  out=$("$ferry" "$@" 2>&1)
-  rc=$?
-  if [ "$rc" -ne "$want" ]; then
-    fail "$name: exit $rc, wanted $want; output: ${out:0:400}"
-  elif ! grep -qE -- "$pattern" <<<"$out"; then
-    fail "$name: output lacks /$pattern/: ${out:0:400}"
-  else
-    pass "$name"
-  fi
-}
+source "$(dirname "$0")/cli_test_lib.sh" "$@"
 
 file="$dir/sample.bin"
 expect "write creates the file" 0 "wrote 3.00 MiB .*sync: fdatasync" -- write "$file" --size 3MiB --task-size 1MiB
@@ -72,5 +51,4 @@ else
   expect "no GPU" 1 "cannot use GPU 0: .*(libcuda|CUDA)" -- read "$file" --device 0 --size 4096
 fi
 
-echo "== $failures failure(s)"
-[ "$failures" -eq 0 ]
+finish

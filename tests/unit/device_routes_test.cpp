@@ -12,6 +12,7 @@
 #include "route/gpu_platform.hpp"
 #include "support/fake_cuda.hpp"
 #include "support/fake_cufile.hpp"
+#include "support/fake_platform.hpp"
 #include "support/test_files.hpp"
 
 using ::testing::HasSubstr;
@@ -24,17 +25,7 @@ using detail::CuFileApi;
 using testing::FakeCopyMode;
 using testing::FakeCuFileRoute;
 
-const detail::GpuPlatform kFakePlatform{
-    [](Status*) -> const CudaApi* { return &testing::fake_cuda_api(); },
-    [](Status* why) -> const CuFileApi* {
-      auto api = testing::fake_cufile_api();
-      if (!api.ok()) {
-        *why = api.status();
-        return nullptr;
-      }
-      return *api;
-    },
-};
+const detail::GpuPlatform& kFakePlatform = testing::fake_gpu_platform();
 
 class DeviceRoutes : public ::testing::Test {
  protected:

@@ -13,6 +13,7 @@
 #include "doctor/doctor_internal.hpp"
 #include "support/fake_cuda.hpp"
 #include "support/fake_cufile.hpp"
+#include "support/fake_platform.hpp"
 #include "support/test_files.hpp"
 
 using ::testing::HasSubstr;
@@ -24,17 +25,7 @@ using detail::CudaApi;
 using detail::CuFileApi;
 using detail::doctor::DoctorEnvironment;
 
-const detail::GpuPlatform kFakePlatform{
-    [](Status*) -> const CudaApi* { return &testing::fake_cuda_api(); },
-    [](Status* why) -> const CuFileApi* {
-      auto api = testing::fake_cufile_api();
-      if (!api.ok()) {
-        *why = api.status();
-        return nullptr;
-      }
-      return *api;
-    },
-};
+const detail::GpuPlatform& kFakePlatform = testing::fake_gpu_platform();
 
 // A machine without a GPU: what process_cuda_status() says on the CPU build machine.
 const detail::GpuPlatform kNoCudaPlatform{

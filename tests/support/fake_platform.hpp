@@ -1,0 +1,11 @@
+// The GPU platform made of the fake CUDA driver and the fake cuFile (fake_cuda.hpp, fake_cufile.hpp), to
+// hand to open_file (OpenOptions::gpu) or the doctor in CPU tests.
+#pragma once
+
+#include "route/gpu_platform.hpp"
+
+namespace ferry::testing {
+
+const detail::GpuPlatform& fake_gpu_platform();
+
+}  // namespace ferry::testing
