@@ -298,6 +298,8 @@ class Runner {
   void measure_copy();
   void measure_io(const std::string& condition, unsigned threads, std::uint64_t task_size);
   void measure_naive(const std::string& condition);
+  // The write policy "--sync end": one fdatasync after all data, timed inside the run and also apart.
+  Status sync_if_asked(int fd, Sample& s) const;
   void measure_ferry(const std::string& route, const std::string& condition, unsigned threads,
                      std::uint64_t task_size);
 
@@ -473,15 +475,19 @@ void Runner::measure_io(const std::string& condition, unsigned threads, std::uin
     FERRY_ASSIGN_OR_RETURN(std::uint64_t n, parallel_file_io(job));
     Sample s;
     s.bytes = n;
-    if (!is_read() && p_.sync == SyncPolicy::end) {
-      std::uint64_t t0 = now_ns();
-      if (::fdatasync(fd->get()) != 0) return Status::from_errno(errno, "fdatasync failed", p_.path);
-      s.sync_seconds = seconds_since(t0);
-    }
+    if (!is_read()) FERRY_RETURN_IF_ERROR(sync_if_asked(fd->get(), s));
     return s;
   });
   if (condition == "cold") m.condition_detail = last_cold_.detail;
   finish(std::move(m));
+}
+
+Status Runner::sync_if_asked(int fd, Sample& s) const {
+  if (p_.sync != SyncPolicy::end) return Status();
+  std::uint64_t t0 = now_ns();
+  if (::fdatasync(fd) != 0) return Status::from_errno(errno, "fdatasync failed", p_.path);
+  s.sync_seconds = seconds_since(t0);
+  return Status();
 }
 
 void Runner::measure_naive(const std::string& condition) {
@@ -529,11 +535,7 @@ void Runner::measure_naive(const std::string& condition) {
     } else {
       FERRY_RETURN_IF_ERROR(naive_write(fd->get(), pageable.get(), p_.size, dev, dptr));
       s.bytes = p_.size;
-      if (p_.sync == SyncPolicy::end) {
-        std::uint64_t t0 = now_ns();
-        if (::fdatasync(fd->get()) != 0) return Status::from_errno(errno, "fdatasync failed", p_.path);
-        s.sync_seconds = seconds_since(t0);
-      }
+      FERRY_RETURN_IF_ERROR(sync_if_asked(fd->get(), s));
     }
     return s;
   });
