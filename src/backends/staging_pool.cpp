@@ -5,6 +5,9 @@
 
 #include <cstdint>
 
+#include "backends/numa_placement.hpp"
+#include "platform/cuda/primary_context.hpp"
+
 #include <fmt/format.h>
 
 namespace ferry::detail {
@@ -12,8 +15,9 @@ namespace {
 
 constexpr std::size_t kHugePage = 2u << 20;
 
-// Maps `bytes` (a multiple of 2 MiB) aligned to 2 MiB, asks for huge pages, and faults them in.
-void* map_huge_region(std::size_t bytes) {
+// Maps `bytes` (a multiple of 2 MiB) aligned to 2 MiB, on `node` when it is not -1, asks for huge pages,
+// and faults them in.
+void* map_huge_region(std::size_t bytes, int node) {
   std::size_t span = bytes + kHugePage;
   void* raw = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) return nullptr;
@@ -23,6 +27,7 @@ void* map_huge_region(std::size_t bytes) {
   std::size_t head = static_cast<std::size_t>(aligned - static_cast<char*>(raw));
   if (head) ::munmap(raw, head);
   if (span - head - bytes) ::munmap(aligned + bytes, span - head - bytes);
+  if (node >= 0) (void)prefer_node(aligned, bytes, node);
   (void)::madvise(aligned, bytes, MADV_HUGEPAGE);
   (void)::madvise(aligned, bytes, MADV_POPULATE_WRITE);
   return aligned;
@@ -32,7 +37,7 @@ void* map_huge_region(std::size_t bytes) {
 // region cannot be mapped or registered, so the caller falls back to cuMemHostAlloc.
 bool pin_huge_region(const CudaApi& api, StagingKit& kit, unsigned count) {
   std::size_t bytes = (static_cast<std::size_t>(kit.buffer_size) * count + kHugePage - 1) / kHugePage * kHugePage;
-  void* region = map_huge_region(bytes);
+  void* region = map_huge_region(bytes, kit.numa_node);
   if (region == nullptr) return false;
   if (api.cuMemHostRegister_v2(region, bytes, kMemHostRegisterPortable) != CUDA_SUCCESS) {
     ::munmap(region, bytes);
@@ -42,6 +47,14 @@ bool pin_huge_region(const CudaApi& api, StagingKit& kit, unsigned count) {
   kit.region_bytes = bytes;
   for (unsigned i = 0; i < count; ++i) kit.buffers.push_back(static_cast<char*>(region) + i * kit.buffer_size);
   return true;
+}
+
+// The NUMA node for `device`'s bounce buffers, asked of the driver once per device (kits are made rarely).
+int bounce_node(const CudaApi& api, int device) {
+  static const int nodes = online_numa_nodes();
+  if (nodes <= 1) return -1;
+  auto info = describe_device(api, device);
+  return info.ok() ? bounce_buffer_node(info->host_numa_id, nodes) : -1;
 }
 
 }  // namespace
@@ -83,6 +96,7 @@ Result<std::unique_ptr<StagingKit>> StagingPool::acquire(const CudaApi& api, int
   auto kit = std::make_unique<StagingKit>();
   kit->api = &api;
   kit->device = device;
+  kit->numa_node = bounce_node(api, device);
   kit->buffer_size = buffer_size;
   auto fail = [&](CUresult rc, std::string what) -> Status {
     Status s = cuda_check(api, rc, what);

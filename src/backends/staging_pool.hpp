@@ -5,7 +5,8 @@
 // The buffers are anonymous memory on 2 MiB huge pages where the kernel gives them, pinned with
 // cuMemHostRegister; cuMemHostAlloc, the fallback, hands out 4 KiB pages, and an O_DIRECT read into those
 // reaches the disk in requests of at most max_segments pages (measured on a virtio disk with 254
-// segments: 1.4 GiB/s into 4 KiB pages, 2.4 GiB/s into huge pages, same reads).
+// segments: 1.4 GiB/s into 4 KiB pages, 2.4 GiB/s into huge pages, same reads). On a machine with several
+// NUMA nodes the region is placed on the node nearest the GPU (numa_placement.hpp).
 // Thread safety: acquire/release may be called from any thread.
 #pragma once
 
@@ -26,6 +27,7 @@ struct StagingKit {
   CUstream stream = nullptr;
   std::vector<void*> buffers;   // pinned host memory, page-aligned, buffer_size bytes each
   std::vector<CUevent> events;  // events[i] is recorded after the last copy that used buffers[i]
+  int numa_node = -1;           // where the buffers were placed (the GPU's nearest node), or -1
   void* region = nullptr;       // the registered mapping holding every buffer, or null (cuMemHostAlloc)
   std::size_t region_bytes = 0;
 };

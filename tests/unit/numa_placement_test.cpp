@@ -1,0 +1,37 @@
+#include "backends/numa_placement.hpp"
+
+#include <gtest/gtest.h>
+
+#include <sys/mman.h>
+
+namespace ferry::detail {
+namespace {
+
+TEST(NumaPlacement, CountsSysfsNodeLists) {
+  EXPECT_EQ(count_nodes("0\n"), 1);
+  EXPECT_EQ(count_nodes("0-1"), 2);
+  EXPECT_EQ(count_nodes("0-3,5"), 5);
+  EXPECT_EQ(count_nodes("0,2,4-5\n"), 4);
+  EXPECT_EQ(count_nodes(""), 0);
+  EXPECT_EQ(count_nodes("x"), 0);
+  EXPECT_EQ(count_nodes("3-1"), 0);
+  EXPECT_GE(online_numa_nodes(), 1);
+}
+
+TEST(NumaPlacement, PlacesOnlyWhereThereIsAChoice) {
+  EXPECT_EQ(bounce_buffer_node(1, 2), 1);
+  EXPECT_EQ(bounce_buffer_node(0, 1), -1) << "one node: nothing to place";
+  EXPECT_EQ(bounce_buffer_node(-1, 4), -1) << "the driver does not know the GPU's node";
+}
+
+TEST(NumaPlacement, PreferringNodeZeroIsAccepted) {
+  std::size_t bytes = 2u << 20;
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(p, MAP_FAILED);
+  EXPECT_TRUE(prefer_node(p, bytes, 0));  // node 0 exists on every Linux machine
+  EXPECT_FALSE(prefer_node(p, bytes, -1));
+  ::munmap(p, bytes);
+}
+
+}  // namespace
+}  // namespace ferry::detail
