@@ -87,7 +87,7 @@ DoctorSection cuda_section(DoctorContext& c) {
                                        "unknown)",
                                        bdf, c.env.root == "/" ? "" : c.env.root.string()));
     }
-    if (d.ordinal == c.options.device) g.summary += " (the GPU asked about)";
+    if (d.ordinal == c.options.device) g.summary += " (the target GPU)";
     s.checks.push_back(std::move(g));
   }
   if (c.cuda != nullptr && c.devices_status.ok() && !c.gpu_usable() && !c.devices.empty()) {

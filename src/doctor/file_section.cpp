@@ -224,7 +224,7 @@ void pci_checks(DoctorContext& c, DoctorSection& s) {
     }
     PciRelationship r = relate_pci(*dev, *gpu);
     k.summary = fmt::format("{} -> {}: {}{}", c.block->controller_bdf(), g.bdf, pci_relation_name(r.relation),
-                            g.bdf == c.gpu_bdf ? " (the GPU asked about)" : "");
+                            g.bdf == c.gpu_bdf ? " (the target GPU)" : "");
     k.evidence.push_back(r.detail);
     if (r.relation == PciRelation::across_sockets) {
       k.status = CheckStatus::warning;
