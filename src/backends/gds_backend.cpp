@@ -21,7 +21,9 @@ class GdsSource final : public TaskSource {
       : is_read_(is_read), target_(std::move(target)), decision_(std::move(decision)) {
     // cuFile does not order its DMA after work the caller queued on the legacy default stream (a memset
     // of the destination, say); wait for that work first, as the staged route's blocking streams do.
-    if (make_current(*target_.cuda, target_.device).ok()) (void)target_.cuda->cuStreamSynchronize(nullptr);
+    // This runs on the caller's thread: leave its current context as it was.
+    ScopedDeviceContext context(*target_.cuda, target_.device);
+    if (context.status().ok()) (void)target_.cuda->cuStreamSynchronize(nullptr);
     before_ = target_.driver->stats_snapshot(target_.device);
     int now = g_cufile_requests_in_flight.fetch_add(1) + 1;
     max_concurrent_.store(now);

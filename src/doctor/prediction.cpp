@@ -25,7 +25,8 @@ constexpr std::uint64_t kProbeBytes = 16ull << 20;
 class DeviceMemory {
  public:
   static Result<DeviceMemory> allocate(const CudaApi& api, int device, std::uint64_t bytes) {
-    FERRY_RETURN_IF_ERROR(make_current(api, device));
+    ScopedDeviceContext context(api, device);  // ferry::doctor runs on the caller's thread
+    FERRY_RETURN_IF_ERROR(context.status());
     CUdeviceptr ptr = 0;
     FERRY_RETURN_IF_ERROR(cuda_check(api, api.cuMemAlloc_v2(&ptr, std::max<std::uint64_t>(bytes, 1)),
                                      fmt::format("cuMemAlloc of {} bytes on GPU {}", bytes, device)));
@@ -34,7 +35,9 @@ class DeviceMemory {
   DeviceMemory(DeviceMemory&& o) noexcept : api_(o.api_), device_(o.device_), ptr_(o.ptr_) { o.ptr_ = 0; }
   DeviceMemory& operator=(DeviceMemory&&) = delete;
   ~DeviceMemory() {
-    if (ptr_ != 0 && make_current(*api_, device_).ok()) (void)api_->cuMemFree_v2(ptr_);
+    if (ptr_ == 0) return;
+    ScopedDeviceContext context(*api_, device_);
+    if (context.status().ok()) (void)api_->cuMemFree_v2(ptr_);
   }
   void* pointer() const { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(ptr_)); }
 

@@ -124,7 +124,8 @@ Result<RoutePlanDetail> prepare_route(FileState& file, bool is_read, const void*
   FERRY_ASSIGN_OR_RETURN(RoutePlanDetail plan, route_for(file, is_read, buffer, size));
   if (plan.decision.route == Route::staged) {
     StagedTarget t = staged_target(file, plan, buffer);
-    FERRY_RETURN_IF_ERROR(make_current(*t.api, t.device));
+    ScopedDeviceContext context(*t.api, t.device);  // the caller's thread: leave its context as it was
+    FERRY_RETURN_IF_ERROR(context.status());
     FERRY_RETURN_IF_ERROR(process_staging_pool().reserve(*t.api, t.device, t.bounce_buffer_size,
                                                          t.buffers_per_worker, file.config.threads()));
   }

@@ -129,6 +129,22 @@ TEST_F(DeviceRoutes, BounceBuffersFallBackToCuMemHostAllocWhenRegistrationFails)
   EXPECT_GT(testing::fake_cuda_counters().pinned_allocs, 0u);
 }
 
+TEST_F(DeviceRoutes, TheCallersCurrentContextIsLeftAsItWas) {
+  // A caller's thread with no current context: neither prepare() nor a cuFile request may leave one.
+  const auto& api = testing::fake_cuda_api();
+  std::string path = testing::write_pattern_file(dir_ / "data.bin", 4 * kTask);
+  void* dev = testing::fake_cuda_alloc_device(4 * kTask);
+  detail::CUcontext current = reinterpret_cast<detail::CUcontext>(1);
+  for (CompatMode compat : {CompatMode::on, CompatMode::off}) {
+    File f = open(path, "r", config(compat));
+    ASSERT_TRUE(f.prepare(dev, 4 * kTask).ok());
+    ASSERT_TRUE(f.pread(dev, 4 * kTask, 0).get().ok());
+    ASSERT_EQ(api.cuCtxGetCurrent(&current), detail::CUDA_SUCCESS);
+    EXPECT_EQ(current, nullptr) << "compat " << compat_mode_name(compat);
+  }
+  testing::fake_cuda_free(dev);
+}
+
 TEST_F(DeviceRoutes, PrepareRefusesWhatARequestWouldBeRefused) {
   testing::fake_cufile_script().handle_register_error = 5027;
   std::string path = testing::write_pattern_file(dir_ / "data.bin", kTask);

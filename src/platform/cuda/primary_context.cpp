@@ -98,6 +98,23 @@ Status make_current(const CudaApi& api, int device) {
   return cuda_check(api, api.cuCtxSetCurrent(context), "cuCtxSetCurrent for device " + std::to_string(device));
 }
 
+ScopedDeviceContext::ScopedDeviceContext(const CudaApi& api, int device) : api_(api) {
+  status_ = cuda_check(api_, api_.cuCtxGetCurrent(&previous_), "cuCtxGetCurrent");
+  if (!status_.ok()) return;
+  auto context = primary_context(api_, device);
+  if (!context.ok()) {
+    status_ = context.status();
+    return;
+  }
+  if (*context == previous_) return;
+  status_ = cuda_check(api_, api_.cuCtxSetCurrent(*context), "cuCtxSetCurrent for device " + std::to_string(device));
+  restore_ = status_.ok();
+}
+
+ScopedDeviceContext::~ScopedDeviceContext() {
+  if (restore_) (void)api_.cuCtxSetCurrent(previous_);
+}
+
 void release_primary_contexts_for_testing(const CudaApi& api) {
   ContextRegistry& reg = registry();
   std::lock_guard<std::mutex> lock(reg.mutex);

@@ -37,6 +37,25 @@ struct DeviceInfo {
 /// first CUDA or cuFile call). Cheap when it is current already.
 [[nodiscard]] Status make_current(const CudaApi& api, int device);
 
+/// Makes `device`'s primary context current for a scope on a caller's thread, and restores whatever was
+/// current before (possibly nothing), so that Ferry never leaves a caller's thread on another context.
+/// Ferry's own worker threads use make_current() instead.
+class ScopedDeviceContext {
+ public:
+  ScopedDeviceContext(const CudaApi& api, int device);
+  ~ScopedDeviceContext();
+  ScopedDeviceContext(const ScopedDeviceContext&) = delete;
+  ScopedDeviceContext& operator=(const ScopedDeviceContext&) = delete;
+  /// OK when the device's context is current now.
+  const Status& status() const { return status_; }
+
+ private:
+  const CudaApi& api_;
+  CUcontext previous_ = nullptr;
+  bool restore_ = false;
+  Status status_;
+};
+
 /// Tests only: releases the contexts retained through `api` and forgets them (a fake table's counters then
 /// see balanced retain/release calls).
 void release_primary_contexts_for_testing(const CudaApi& api);
