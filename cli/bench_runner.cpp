@@ -5,10 +5,8 @@
 #include "bench_report.hpp"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +23,7 @@
 #include "cli_common.hpp"
 #include "device_memory.hpp"
 #include "host_buffer.hpp"
+#include "io/syscalls.hpp"
 #include "platform/cuda/cuda_api.hpp"
 #include "platform/cuda/primary_context.hpp"
 
@@ -56,17 +55,7 @@ struct Residency {
   std::string error;
 };
 
-// cachestat(2) (Linux 6.5+); declared here because older headers lack it.
-struct CachestatRange {
-  std::uint64_t off, len;
-};
-struct Cachestat {
-  std::uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
-};
-#ifndef __NR_cachestat
-#define __NR_cachestat 451
-#endif
-
+// Through the same probe Ferry's reads use to choose between the page cache and O_DIRECT.
 Residency probe_residency(const std::string& path, std::uint64_t size) {
   Residency r;
   auto fd = open_file(path, false, false);
@@ -74,32 +63,16 @@ Residency probe_residency(const std::string& path, std::uint64_t size) {
     r.error = fd.status().to_string();
     return r;
   }
+  std::uint64_t cached = 0, total = 0;
+  int rc = detail::real_syscalls().cached_pages(fd->get(), 0, size, &cached, &total);
+  if (rc != 0) {
+    r.error = fmt::format("cachestat and mincore: {}", std::strerror(-rc));
+    return r;
+  }
   const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
-  CachestatRange range{0, size};
-  Cachestat cs{};
-  if (::syscall(__NR_cachestat, fd->get(), &range, &cs, 0) == 0) {
-    r.known = true;
-    r.method = "cachestat";
-    r.resident_bytes = std::min(size, cs.nr_cache * page);
-    return r;
-  }
-  std::string cachestat_error = std::strerror(errno);
-  void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd->get(), 0);
-  if (map == MAP_FAILED) {
-    r.error = fmt::format("cachestat: {}; mmap for mincore: {}", cachestat_error, std::strerror(errno));
-    return r;
-  }
-  std::vector<unsigned char> vec((size + page - 1) / page);
-  if (::mincore(map, size, vec.data()) == 0) {
-    r.known = true;
-    r.method = "mincore";
-    std::uint64_t pages = 0;
-    for (unsigned char v : vec) pages += v & 1;
-    r.resident_bytes = std::min(size, pages * page);
-  } else {
-    r.error = fmt::format("cachestat: {}; mincore: {}", cachestat_error, std::strerror(errno));
-  }
-  ::munmap(map, size);
+  r.known = true;
+  r.method = detail::cached_pages_method();
+  r.resident_bytes = std::min(size, cached * page);
   return r;
 }
 

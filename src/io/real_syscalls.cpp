@@ -51,6 +51,8 @@ struct Cachestat {
 };
 constexpr long kSysCachestat = 451;  // the same number on every architecture
 
+std::atomic<bool> no_cachestat{false};  // cachestat answered ENOSYS once: mincore from then on
+
 int mincore_pages(int fd, std::uint64_t offset, std::uint64_t length, std::uint64_t* cached) {
   std::uint64_t start = offset & ~(kPage - 1);
   std::size_t span = static_cast<std::size_t>(offset + length - start);
@@ -68,7 +70,6 @@ int mincore_pages(int fd, std::uint64_t offset, std::uint64_t length, std::uint6
 int RealSyscalls::cached_pages(int fd, std::uint64_t offset, std::uint64_t length, std::uint64_t* cached,
                                std::uint64_t* total) {
   *total = ((offset + length + kPage - 1) / kPage) - offset / kPage;
-  static std::atomic<bool> no_cachestat{false};
   if (!no_cachestat.load(std::memory_order_relaxed)) {
     CachestatRange range{offset, length};
     Cachestat cs{};
@@ -83,6 +84,8 @@ int RealSyscalls::cached_pages(int fd, std::uint64_t offset, std::uint64_t lengt
 }
 
 }  // namespace
+
+const char* cached_pages_method() { return no_cachestat.load(std::memory_order_relaxed) ? "mincore" : "cachestat"; }
 
 Syscalls& real_syscalls() {
   static RealSyscalls instance;

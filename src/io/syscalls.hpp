@@ -34,4 +34,8 @@ class Syscalls {
 /// The real system calls.
 Syscalls& real_syscalls();
 
+/// Which probe real_syscalls().cached_pages() uses on this kernel: "cachestat" or "mincore" (decided by
+/// the first call; "cachestat" before any).
+const char* cached_pages_method();
+
 }  // namespace ferry::detail
