@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "support/test_files.hpp"
 #include "platform/cuda/cuda_api.hpp"
 #include "platform/cuda/primary_context.hpp"
 #include "platform/cufile/cufile_abi.hpp"
@@ -286,8 +287,7 @@ TEST(CuFileLibrary, DriverOpensAndReportsItsProperties) {
 TEST(CuFileLibrary, ReadIntoDeviceMemoryIsAccountedByStatistics) {
   FERRY_REQUIRE_CUFILE_(r);
   namespace fs = std::filesystem;
-  fs::path dir = fs::path(FERRY_TEST_TMP_ROOT) / "cufile_abi_test";
-  fs::create_directories(dir);
+  fs::path dir = ferry::testing::test_dir();
   std::string path = (dir / "data.bin").string();
   constexpr std::size_t kBytes = 1 << 20;
   {

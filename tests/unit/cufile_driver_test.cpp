@@ -16,6 +16,7 @@
 #include "platform/cufile/cufile_errors.hpp"
 #include "platform/cufile/cufile_log.hpp"
 #include "support/fake_cufile.hpp"
+#include "support/test_files.hpp"
 
 namespace fd = ferry::detail;
 namespace ft = ferry::testing;
@@ -27,8 +28,9 @@ class CuFileDriverTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ft::reset_fake_cufile();
-    dir_ = std::filesystem::path(FERRY_TEST_TMP_ROOT) / "cufile_driver_test";
-    std::filesystem::create_directories(dir_);
+    // A directory per test: CTest runs this fixture's tests as parallel processes, and a shared data.bin
+    // was truncated and rewritten by one test while another read it (zeros, seen twice).
+    dir_ = ferry::testing::test_dir();
   }
   void TearDown() override {
     if (fd_ >= 0) ::close(fd_);
@@ -158,8 +160,6 @@ TEST_F(CuFileDriverTest, ReadsCountUnderTheRouteCuFileTook) {
   auto n = (*driver)->read(*handle, buffer.data(), 4096, 8192, 4096, path_);
   ASSERT_TRUE(n.ok()) << n.status().to_string();
   EXPECT_EQ(*n, 4096u);
-  // Seen twice under parallel ctest (never alone): zeros here. Tell apart a file that read back as zeros
-  // from a fake read that put nothing in the buffer, for whoever meets it next.
   unsigned char direct = 0;
   ASSERT_EQ(::pread(fd_, &direct, 1, 8192), 1);
   EXPECT_EQ(direct, 8192 % 251) << "the file itself reads back wrong at offset 8192";
