@@ -5,6 +5,8 @@
 // starts and joins its own threads.
 #pragma once
 
+#include "file_compare.hpp"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -106,14 +108,6 @@ class CopyEngine {
 /// Fills `size` bytes at `dst` with fill_generated's data for file offset 0, with `threads` threads.
 void fill_generated_parallel(std::uint8_t* dst, std::uint64_t size, unsigned threads);
 
-struct VerifyOutcome {
-  bool ok = true;
-  std::string detail;
-};
-
-/// Compares [0, size) of the file at `path` with `got` (or, when `got` is null, with the generated data),
-/// with `threads` threads of plain preads. ok=false names the first differing offset found.
-VerifyOutcome compare_with_file(const std::string& path, const std::uint8_t* got, std::uint64_t size,
-                                unsigned threads);
+using cli::VerifyOutcome;
 
 }  // namespace ferry::cli::bench

@@ -672,7 +672,7 @@ void Runner::measure_ferry(const std::string& route, const std::string& conditio
         }
         got = host_->data();
       }
-      if (!m.verify) m.verify = compare_with_file(p_.path, got, m.runs.back().bytes, 8);
+      if (!m.verify) m.verify = compare_with_file(p_.path, got, 0, m.runs.back().bytes, 8);
     } else {
       // Writes: one more (untimed) run into the emptied file, so that old contents cannot pass for new ones.
       int fd = ::open(p_.path.c_str(), O_WRONLY | O_CLOEXEC);
@@ -686,7 +686,7 @@ void Runner::measure_ferry(const std::string& route, const std::string& conditio
       if (!r.ok() || !synced.ok()) {
         m.verify = VerifyOutcome{false, "the verification run failed: " + (!r.ok() ? r.status() : synced).to_string()};
       } else {
-        m.verify = compare_with_file(p_.path, nullptr, p_.size, 8);
+        m.verify = compare_with_file(p_.path, nullptr, 0, p_.size, 8);
         m.verify->detail += " (an extra untimed run into the truncated file, read back)";
       }
     }

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "throughput.hpp"
+
 namespace ferry::cli::bench {
 
 /// A summary of the samples of one measurement (GiB/s, seconds, CPU seconds, ...).
@@ -31,11 +33,6 @@ inline Summary summarize(std::vector<double> samples) {
   s.max = samples.back();
   s.spread_pct = s.median > 0 ? (s.max - s.min) / s.median * 100.0 : 0.0;
   return s;
-}
-
-/// GiB/s for `bytes` moved in `seconds`; 0 when no time was measured.
-inline double gib_per_s(std::uint64_t bytes, double seconds) {
-  return seconds > 0 ? static_cast<double>(bytes) / seconds / (1024.0 * 1024.0 * 1024.0) : 0.0;
 }
 
 /// `value / reference`; 0 when there is no reference (so that a missing ceiling never looks like a pass).

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "ferry/ferry.hpp"
+#include "throughput.hpp"
 
 namespace ferry::cli {
 

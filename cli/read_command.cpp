@@ -10,47 +10,10 @@
 
 #include "cli_common.hpp"
 #include "device_memory.hpp"
+#include "file_compare.hpp"
 #include "host_buffer.hpp"
 
 namespace ferry::cli {
-namespace {
-
-struct VerifyOutcome {
-  bool ok = true;
-  std::string detail;
-};
-
-// The reference: one plain descriptor, sequential 16 MiB preads, nothing of Ferry's engine.
-VerifyOutcome verify_against_sequential(const std::string& path, const std::uint8_t* got, std::uint64_t offset,
-                                        std::uint64_t bytes) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return {false, fmt::format("could not reopen for verification: {}", std::strerror(errno))};
-  constexpr std::uint64_t kChunk = 16ull << 20;
-  auto ref = allocate_host(kChunk);
-  VerifyOutcome out;
-  for (std::uint64_t at = 0; at < bytes && out.ok;) {
-    std::uint64_t want = std::min(kChunk, bytes - at);
-    ssize_t n = ::pread(fd, ref.get(), want, static_cast<off_t>(offset + at));
-    if (n <= 0) {
-      out = {false, fmt::format("sequential read stopped at offset {} ({})", offset + at,
-                                n == 0 ? "end of file" : std::strerror(errno))};
-      break;
-    }
-    if (std::memcmp(ref.get(), got + at, static_cast<std::size_t>(n)) != 0) {
-      std::uint64_t i = 0;
-      while (ref[i] == got[at + i]) ++i;
-      out = {false, fmt::format("first difference at file offset {}: expected 0x{:02x}, got 0x{:02x}",
-                                offset + at + i, ref[i], got[at + i])};
-    }
-    at += static_cast<std::uint64_t>(n);
-  }
-  ::close(fd);
-  if (out.ok) out.detail = fmt::format("{} bytes match a sequential read", bytes);
-  return out;
-}
-
-}  // namespace
-
 int run_read(const std::string& path, const std::string& offset_text, const std::string& size_text, bool verify,
              const CommonOptions& o) {
   Config config = build_config(o);
@@ -128,10 +91,10 @@ int run_read(const std::string& path, const std::string& offset_text, const std:
       }
       got = copy.get();
     }
-    verified = verify_against_sequential(path, got, offset, t.bytes);
+    verified = compare_with_file(path, got, offset, t.bytes, 1);  // a plain sequential read
   }
 
-  double gib_s = seconds > 0 ? static_cast<double>(t.bytes) / seconds / (1024.0 * 1024 * 1024) : 0.0;
+  double gib_s = gib_per_s(t.bytes, seconds);
   std::string target = o.device >= 0 ? fmt::format("GPU {}", o.device) : "host memory";
   if (o.json) {
     nlohmann::json j;

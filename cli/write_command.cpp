@@ -73,7 +73,7 @@ int run_write(const std::string& path, const std::string& size_text, bool no_syn
   }
 
   const Transfer& t = *result;
-  double gib_s = seconds > 0 ? static_cast<double>(size) / seconds / (1024.0 * 1024 * 1024) : 0.0;
+  double gib_s = gib_per_s(size, seconds);
   const char* sync_policy = no_sync ? "none (data may still be in the page cache)" : "fdatasync before rename";
   if (o.json) {
     nlohmann::json j;

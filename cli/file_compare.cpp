@@ -1,0 +1,76 @@
+// compare_with_file: pieces of the file against memory, first difference wins.
+#include "file_compare.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli_common.hpp"
+
+namespace ferry::cli {
+
+VerifyOutcome compare_with_file(const std::string& path, const std::uint8_t* got, std::uint64_t offset,
+                                std::uint64_t size, unsigned threads) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {false, fmt::format("could not reopen \"{}\" for verification: {}", path, std::strerror(errno))};
+  constexpr std::uint64_t kPiece = 16ull << 20;
+  std::atomic<std::uint64_t> next{0};
+  std::mutex mutex;
+  std::uint64_t first_bad = UINT64_MAX;
+  std::string first_detail;
+  auto report = [&](std::uint64_t at, std::string detail) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (at < first_bad) {
+      first_bad = at;
+      first_detail = std::move(detail);
+    }
+  };
+  auto worker = [&] {
+    std::vector<std::uint8_t> ref(kPiece), expect(got ? 0 : kPiece);
+    for (std::uint64_t at = next.fetch_add(kPiece); at < size; at = next.fetch_add(kPiece)) {
+      std::uint64_t want = std::min(kPiece, size - at);
+      std::uint64_t have = 0;
+      int err = 0;
+      while (have < want) {
+        ssize_t n = ::pread(fd, ref.data() + have, want - have, static_cast<off_t>(offset + at + have));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+          err = n < 0 ? errno : 0;
+          break;
+        }
+        have += static_cast<std::uint64_t>(n);
+      }
+      if (have < want) {
+        report(at + have, fmt::format("the plain read stopped at file offset {} ({})", offset + at + have,
+                                      err ? std::strerror(err) : "end of file"));
+        return;
+      }
+      const std::uint8_t* cmp = got ? got + at : expect.data();
+      if (!got) fill_generated(expect.data(), want, offset + at);
+      if (std::memcmp(ref.data(), cmp, want) != 0) {
+        std::uint64_t i = 0;
+        while (ref[i] == cmp[i]) ++i;
+        report(at + i, fmt::format("first difference at file offset {}: the file has 0x{:02x}, {} 0x{:02x}",
+                                   offset + at + i, ref[i], got ? "memory has" : "the generated data has", cmp[i]));
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned i = 0; i < std::max(1u, threads); ++i) pool.emplace_back(worker);
+  for (auto& t : pool) t.join();
+  ::close(fd);
+  if (first_bad != UINT64_MAX) return {false, first_detail};
+  return {true, fmt::format("{} bytes match {}", size,
+                            !got ? "the generated data" : threads <= 1 ? "a sequential read" : "the file")};
+}
+
+}  // namespace ferry::cli

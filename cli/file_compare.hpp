@@ -1,0 +1,21 @@
+// Checking bytes in memory against the file itself, read with plain preads on a descriptor of its own —
+// nothing of Ferry's engine — for `ferry read --verify` and `ferry bench --verify`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ferry::cli {
+
+struct VerifyOutcome {
+  bool ok = true;
+  std::string detail;  // "N bytes match ..." or where and how they differ
+};
+
+/// Compares [offset, offset + size) of the file at `path` with `got` (or, when `got` is null, with
+/// fill_generated's data for those offsets), with `threads` threads of 16 MiB preads (1: sequential).
+/// ok=false names the first differing offset found.
+VerifyOutcome compare_with_file(const std::string& path, const std::uint8_t* got, std::uint64_t offset,
+                                std::uint64_t size, unsigned threads);
+
+}  // namespace ferry::cli
