@@ -3,8 +3,9 @@
 // A request is split into tasks of Config::task_size that run in parallel on Ferry's thread pool; each
 // task is one operation in the route report. Buffers may be host memory (pageable or pinned) or device
 // memory (a CUdeviceptr cast to void*); Ferry classifies them itself.
-// Thread safety: a File may be read and written from many threads at once. close() and destruction
-// must not race other calls; outstanding futures keep what they need alive.
+// Thread safety: a File may be read, written and closed from many threads at once: close() waits for
+// the requests in flight on the File to finish, and later calls fail with failed_precondition.
+// Destroying a File while its requests run is fine too: outstanding futures keep what they need alive.
 #pragma once
 
 #include <chrono>
@@ -33,7 +34,7 @@ class FileState;
 
 /// The pending result of pread/pwrite. It completes when every task of the request has stopped: after
 /// an error no task still writes into the buffer. Move-only; get() may be called once.
-class Future {
+class [[nodiscard]] Future {
  public:
   Future() = default;
   explicit Future(std::shared_ptr<detail::RequestState> state);
@@ -51,6 +52,10 @@ class Future {
   /// Waits, then returns bytes and report, or the first error of any task (its message names the file,
   /// the offset and the cause).
   Result<Transfer> get();
+  /// Asks the request to stop: no task starts after this, tasks already running finish, and get() then
+  /// returns `cancelled` (unless the request had already completed or failed). Does not wait; the
+  /// buffer is in use until done(). After a cancelled read the buffer's contents are unspecified.
+  void cancel();
   /// Runs `callback` once the request is done (at once when it already is), on a Ferry worker thread or
   /// on the calling thread. The callback may issue and wait for further Ferry requests.
   void then(std::function<void(const Result<Transfer>&)> callback);
@@ -76,13 +81,19 @@ class File {
   /// Current size in bytes (fstat). Errors: io_error naming the path.
   [[nodiscard]] Result<std::uint64_t> size() const;
 
-  /// Reads `size` bytes at `offset` into `buffer` (host or device memory), in parallel. The Transfer's
-  /// bytes are fewer than `size` only when the file ends first; bytes past the end are not written.
-  /// The buffer must stay valid until the future is done.
-  Future pread(void* buffer, std::uint64_t size, std::uint64_t offset);
+  /// Reads `size` bytes at `offset` into `buffer` (host or device memory), in parallel. The read covers
+  /// the file as it is when the request starts: the Transfer's bytes are fewer than `size` only when the
+  /// file ends first, and no byte of `buffer` past them is written, on any route. A file that shrinks
+  /// while it is being read fails the request (io_error naming the offset where it ended); a file that
+  /// grows is read up to the size it had. Files without a size (/proc, character devices) are read front
+  /// to back in one piece, to their end. Errors: invalid_argument when offset + size passes the largest
+  /// file offset (2^63 - 1); failed_precondition on a closed File; I/O errors naming the file and offset.
+  /// After an error the buffer's contents are unspecified. The buffer must stay valid until the future
+  /// is done.
+  [[nodiscard]] Future pread(void* buffer, std::uint64_t size, std::uint64_t offset);
   /// Writes `size` bytes from `buffer` at `offset`. The data is in the page cache, not necessarily on
   /// disk, when the future completes: call sync() for durability. Errors: no_space, io_error, ...
-  Future pwrite(const void* buffer, std::uint64_t size, std::uint64_t offset);
+  [[nodiscard]] Future pwrite(const void* buffer, std::uint64_t size, std::uint64_t offset);
 
   /// Blocking read at the file position, which advances by the bytes read.
   [[nodiscard]] Result<Transfer> read(void* buffer, std::uint64_t size);
@@ -96,8 +107,10 @@ class File {
   [[nodiscard]] Result<RoutePlan> prepare(const void* buffer, std::uint64_t size, bool for_write = false);
 
   /// fdatasync: what was written is on the device when this returns OK.
-  Status sync();
-  /// Waits for nothing: callers wait for their futures first. Closes the descriptors.
+  [[nodiscard]] Status sync();
+  /// Waits until no request of this File is running (on any thread), then closes the descriptors (and
+  /// its cuFile registration). Requests and calls made after close() began fail with failed_precondition;
+  /// closing twice is OK. Called from a completion callback, it runs queued work while it waits.
   Status close();
 
   const std::string& path() const;

@@ -35,6 +35,8 @@ enum class Reason {
   compat_mode_off,               // cuFile: policy requires cuFile
   gds_available,                 // cuFile: nvidia-fs or P2PDMA present and the handle registered
   cufile_stats,                  // nvfs/p2p/cufile-posix: split by cuFile's own statistics
+  cufile_unaligned_edge,         // staged: the unaligned first/last bytes of a cuFile read, bounced so
+                                 // that cuFile's whole-block transfers cannot write past them
 };
 const char* reason_name(Reason r) noexcept;
 /// A sentence for people: "buffer is host memory".

@@ -53,12 +53,27 @@ def _check_device_pointer(obj: Any, address: int, claimed_device: int, nbytes: i
     dl = {"device": _DL_CUDA, "managed": _DL_CUDA_MANAGED, "host-pinned": _DL_CUDA_HOST}.get(kind)
     if dl is None:
         raise InvalidBufferError(f"{_what(obj)}: CUDA reports {kind} for {address:#x}, which Ferry cannot use")
+    if kind in ("device", "managed"):
+        # The size a producer claims is not proof: the whole range must lie in one live allocation.
+        try:
+            start, size = _cuda.allocation_range(address)
+        except _cuda.CudaError as e:
+            raise InvalidBufferError(
+                f"{_what(obj)}: could not ask CUDA which allocation holds {address:#x}: {e}"
+            ) from None
+        if size and (address < start or address + nbytes > start + size):
+            usable = max(0, start + size - address)
+            raise InvalidBufferError(
+                f"{_what(obj)} says it holds {nbytes} bytes at {address:#x} on cuda:{ordinal}, but the driver says "
+                f"the allocation holding that address is {size} bytes at {start:#x}: only {usable} bytes from the "
+                "pointer are usable"
+            )
     return dl, ordinal
 
 
-def _sync(obj: Any, stream: int) -> None:
+def _sync(obj: Any, stream: int, device: int) -> None:
     try:
-        _cuda.stream_synchronize(stream)
+        _cuda.stream_synchronize(stream, device)
     except _cuda.CudaError as e:
         raise InvalidBufferError(f"could not wait for the stream {_what(obj)} named: {e}") from None
 
@@ -93,7 +108,7 @@ def _from_cuda_array_interface(obj: Any, cai: Any) -> Buffer:
     if stream is not None:
         if int(stream) == 0:
             raise InvalidBufferError(f"{_what(obj)} names stream 0, which the CUDA Array Interface forbids")
-        _sync(obj, int(stream))
+        _sync(obj, int(stream), ordinal)
     return Buffer.from_pointer(address, nbytes, bool(readonly), dl_type, ordinal, obj)
 
 
@@ -131,9 +146,9 @@ def _from_dlpack(obj: Any) -> Buffer:
             f"{_what(obj)}: __dlpack_device__() says device type {dev_type}, its capsule says {buf.device_type}"
         )
     if dev_type in (_DL_CUDA, _DL_CUDA_MANAGED):
-        _check_device_pointer(obj, buf.address, dev_id, buf.nbytes)
+        _, ordinal = _check_device_pointer(obj, buf.address, dev_id, buf.nbytes)
         if "stream" in kwargs:
-            _sync(obj, _LEGACY_DEFAULT_STREAM)
+            _sync(obj, _LEGACY_DEFAULT_STREAM, ordinal if ordinal >= 0 else dev_id)
     return buf
 
 

@@ -13,17 +13,20 @@ import ctypes
 import threading
 from typing import Optional, Tuple
 
-__all__ = ["CudaError", "driver_error", "stream_synchronize", "pointer_info"]
+__all__ = ["CudaError", "driver_error", "stream_synchronize", "pointer_info", "allocation_range"]
 
 # Values from cuda.h (CUpointer_attribute, CUmemorytype).
 _CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2
 _CU_POINTER_ATTRIBUTE_IS_MANAGED = 8
 _CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9
+_CU_POINTER_ATTRIBUTE_RANGE_START_ADDR = 11
+_CU_POINTER_ATTRIBUTE_RANGE_SIZE = 12
 _CU_MEMORYTYPE_HOST = 1
 _CU_MEMORYTYPE_DEVICE = 2
 _CU_MEMORYTYPE_UNIFIED = 4
 
 _lock = threading.Lock()
+_primary_contexts: dict = {}  # device ordinal -> retained primary context (kept for the process's life)
 _driver: Optional[ctypes.CDLL] = None
 _driver_error: Optional[str] = None
 _loaded = False
@@ -46,6 +49,16 @@ def _load() -> Optional[ctypes.CDLL]:
                 lib.cuStreamSynchronize.restype = ctypes.c_int
                 lib.cuGetErrorName.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
                 lib.cuGetErrorName.restype = ctypes.c_int
+                lib.cuInit.argtypes = [ctypes.c_uint]
+                lib.cuInit.restype = ctypes.c_int
+                lib.cuDeviceGet.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_int]
+                lib.cuDeviceGet.restype = ctypes.c_int
+                lib.cuDevicePrimaryCtxRetain.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int]
+                lib.cuDevicePrimaryCtxRetain.restype = ctypes.c_int
+                lib.cuCtxPushCurrent_v2.argtypes = [ctypes.c_void_p]
+                lib.cuCtxPushCurrent_v2.restype = ctypes.c_int
+                lib.cuCtxPopCurrent_v2.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+                lib.cuCtxPopCurrent_v2.restype = ctypes.c_int
                 _driver = lib
             except (OSError, AttributeError) as e:
                 _driver_error = f"the CUDA driver (libcuda.so.1) could not be loaded: {e}"
@@ -65,14 +78,62 @@ def _name(lib: ctypes.CDLL, rc: int) -> str:
     return f"CUresult {rc}"
 
 
-def stream_synchronize(stream: int) -> None:
-    """Waits for the work queued on a CUDA stream handle (1 = legacy default, 2 = per-thread default)."""
+def _primary_context(lib: ctypes.CDLL, device: int) -> ctypes.c_void_p:
+    """The primary context of ``device`` (the one CuPy, PyTorch and Ferry use), retained once."""
+    with _lock:
+        ctx = _primary_contexts.get(device)
+        if ctx is not None:
+            return ctx
+        rc = lib.cuInit(0)
+        if rc != 0:
+            raise CudaError(f"cuInit failed: {_name(lib, rc)}")
+        handle = ctypes.c_int(0)
+        rc = lib.cuDeviceGet(ctypes.byref(handle), device)
+        if rc != 0:
+            raise CudaError(f"cuDeviceGet({device}) failed: {_name(lib, rc)}")
+        ctx = ctypes.c_void_p()
+        rc = lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), handle.value)
+        if rc != 0:
+            raise CudaError(f"cuDevicePrimaryCtxRetain({device}) failed: {_name(lib, rc)}")
+        _primary_contexts[device] = ctx
+        return ctx
+
+
+def stream_synchronize(stream: int, device: int) -> None:
+    """Waits for the work queued on a CUDA stream handle (1 = legacy default, 2 = per-thread default) of
+    ``device``'s primary context. The calling thread may have no current context at all (a fresh
+    ``threading.Thread``): the context is pushed for the call and popped after, so the caller's current
+    context is left as it was."""
     lib = _load()
     if lib is None:
         raise CudaError(_driver_error or "CUDA driver missing")
-    rc = lib.cuStreamSynchronize(ctypes.c_void_p(stream))
+    ctx = _primary_context(lib, max(device, 0))
+    rc = lib.cuCtxPushCurrent_v2(ctx)
     if rc != 0:
-        raise CudaError(f"cuStreamSynchronize(stream {stream:#x}) failed: {_name(lib, rc)}")
+        raise CudaError(f"cuCtxPushCurrent for device {device} failed: {_name(lib, rc)}")
+    try:
+        rc = lib.cuStreamSynchronize(ctypes.c_void_p(stream))
+    finally:
+        popped = ctypes.c_void_p()
+        lib.cuCtxPopCurrent_v2(ctypes.byref(popped))
+    if rc != 0:
+        raise CudaError(f"cuStreamSynchronize(stream {stream:#x}) on device {device} failed: {_name(lib, rc)}")
+
+
+def allocation_range(address: int) -> Tuple[int, int]:
+    """(start, size) of the CUDA allocation holding ``address``, as the driver records it."""
+    lib = _load()
+    if lib is None:
+        raise CudaError(_driver_error or "CUDA driver missing")
+    start = ctypes.c_uint64(0)
+    rc = lib.cuPointerGetAttribute(ctypes.byref(start), _CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, address)
+    if rc != 0:
+        raise CudaError(f"cuPointerGetAttribute(RANGE_START_ADDR, {address:#x}) failed: {_name(lib, rc)}")
+    size = ctypes.c_size_t(0)
+    rc = lib.cuPointerGetAttribute(ctypes.byref(size), _CU_POINTER_ATTRIBUTE_RANGE_SIZE, address)
+    if rc != 0:
+        raise CudaError(f"cuPointerGetAttribute(RANGE_SIZE, {address:#x}) failed: {_name(lib, rc)}")
+    return start.value, size.value
 
 
 def pointer_info(address: int) -> Tuple[str, int]:

@@ -17,8 +17,8 @@ std::atomic<int> g_cufile_requests_in_flight{0};
 
 class GdsSource final : public TaskSource {
  public:
-  GdsSource(bool is_read, GdsTarget target, Decision decision)
-      : is_read_(is_read), target_(std::move(target)), decision_(std::move(decision)) {
+  GdsSource(bool is_read, GdsTarget target, Decision decision, std::shared_ptr<TaskSource> edges)
+      : is_read_(is_read), target_(std::move(target)), decision_(std::move(decision)), edges_(std::move(edges)) {
     // cuFile does not order its DMA after work the caller queued on the legacy default stream (a memset
     // of the destination, say); wait for that work first, as the staged route's blocking streams do.
     // This runs on the caller's thread: leave its current context as it was.
@@ -38,6 +38,9 @@ class GdsSource final : public TaskSource {
     return std::unique_ptr<TaskWorker>(new Worker(*this));
   }
   const Decision& decision() const override { return decision_; }
+  const Decision& decision_for(const Task& t) const override {
+    return edges_ && !t.aligned ? edges_->decision() : decision_;
+  }
 
   Status finish_request(Report& report, Status status) override {
     g_cufile_requests_in_flight.fetch_sub(1);
@@ -72,7 +75,13 @@ class GdsSource final : public TaskSource {
   class Worker final : public TaskWorker {
    public:
     explicit Worker(GdsSource& s) : s_(s) {}
-    Result<std::uint64_t> run(const Task& t, Report& /*report*/) override {
+    Result<std::uint64_t> run(const Task& t, Report& report) override {
+      if (s_.edges_ && !t.aligned) {
+        if (!edge_worker_) {
+          FERRY_ASSIGN_OR_RETURN(edge_worker_, s_.edges_->make_worker());
+        }
+        return edge_worker_->run(t, report);
+      }
       const GdsTarget& g = s_.target_;
       std::uint64_t done = 0;
       while (done < t.length) {
@@ -93,13 +102,17 @@ class GdsSource final : public TaskSource {
       return done;
     }
 
+    Status finish(Report& report) override { return edge_worker_ ? edge_worker_->finish(report) : Status(); }
+
    private:
     GdsSource& s_;
+    std::unique_ptr<TaskWorker> edge_worker_;  // made on the first edge task this worker meets
   };
 
   bool is_read_;
   GdsTarget target_;
   Decision decision_;
+  std::shared_ptr<TaskSource> edges_;
   std::optional<CuFileCounters> before_;
   std::atomic<int> max_concurrent_{1};
 };
@@ -171,8 +184,9 @@ void attribute_by_cufile_stats(Report& report, const CuFileCounters& delta, bool
   report.routes[static_cast<std::size_t>(routes[largest])].bytes += total.bytes - bytes_now;
 }
 
-std::shared_ptr<TaskSource> make_gds_source(bool is_read, GdsTarget target, Decision decision) {
-  return std::make_shared<GdsSource>(is_read, std::move(target), std::move(decision));
+std::shared_ptr<TaskSource> make_gds_source(bool is_read, GdsTarget target, Decision decision,
+                                            std::shared_ptr<TaskSource> edges) {
+  return std::make_shared<GdsSource>(is_read, std::move(target), std::move(decision), std::move(edges));
 }
 
 }  // namespace ferry::detail

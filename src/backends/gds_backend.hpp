@@ -1,6 +1,7 @@
 // The cuFile route: tasks go to cuFileRead/cuFileWrite, and cuFile's own statistics, read before and
 // after the request, split the operations into nvfs, p2p and cufile-posix (the second decision point,
-// made inside cuFile, made visible). In strict mode (require=gds) a request whose statistics show any
+// made inside cuFile, made visible). A read's unaligned edge tasks take the staged route instead (see
+// make_gds_source). In strict mode (require=gds) a request whose statistics show any
 // operation off the direct route fails after the I/O, with the counters.
 #pragma once
 
@@ -37,7 +38,13 @@ struct GdsTarget {
   std::string path;
 };
 
-std::shared_ptr<TaskSource> make_gds_source(bool is_read, GdsTarget target, Decision decision);
+/// `edges`: for reads, the staged route for the same buffer, which takes the request's unaligned tasks
+/// (its first bytes before a block boundary and its last bytes, the end of the file among them): cuFile
+/// moves whole blocks and has been seen to write zeros past the bytes it reports (at the end of a file),
+/// so those tasks go through a bounce buffer and only the bytes that exist reach the caller's memory.
+/// Null for writes.
+std::shared_ptr<TaskSource> make_gds_source(bool is_read, GdsTarget target, Decision decision,
+                                            std::shared_ptr<TaskSource> edges);
 
 /// Splits `report`'s operations counted under cuFile routes into nvfs / p2p / cufile-posix in proportion
 /// to `delta`'s counts for the request's direction, and records `delta` in report.cufile. With no

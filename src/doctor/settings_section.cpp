@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "platform/cufile/cufile_env.hpp"
+
 #include "doctor/doctor_internal.hpp"
 
 namespace ferry::detail::doctor {
@@ -36,11 +38,14 @@ DoctorSection settings_section(DoctorContext& c) {
     }
     s.checks.push_back(std::move(k));
   }
-  const char* forced = std::getenv("CUFILE_FORCE_COMPAT_MODE");
-  if (forced != nullptr && (::strcasecmp(forced, "true") == 0 || std::strcmp(forced, "1") == 0)) {
-    s.checks.push_back({"CUFILE_FORCE_COMPAT_MODE", CheckStatus::warning,
-                        fmt::format("set to {}: cuFile uses only its POSIX path", forced), {},
+  ForcedCompat forced = cufile_forced_compat(c.cufile);
+  if (forced.forced) {
+    s.checks.push_back({kCuFileForceCompatVariable, CheckStatus::warning,
+                        forced.describe() + ": cuFile uses only its POSIX path", {},
                         "Unset CUFILE_FORCE_COMPAT_MODE for cuFile's direct route."});
+  } else if (forced.unrecognised) {
+    s.checks.push_back({kCuFileForceCompatVariable, CheckStatus::warning, forced.describe(), {},
+                        "Set CUFILE_FORCE_COMPAT_MODE to true or false, or unset it."});
   }
   s.status = worst_status(s.checks);
   return s;

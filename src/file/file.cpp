@@ -4,12 +4,17 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <chrono>
+#include <limits>
+#include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 
 #include "file/file_state.hpp"
 #include "file/route_selection.hpp"
 #include "io/request.hpp"
+#include "io/thread_pool.hpp"
 
 namespace ferry {
 namespace detail {
@@ -27,6 +32,65 @@ FileState::FileState(std::string path_in, Config config_in, Syscalls& sys_in, Fi
   if (!fds.direct_note().empty()) report_.add_note(fds.direct_note());
 }
 
+Result<FileState::Use> FileState::use() {
+  std::lock_guard<std::mutex> lock(use_mutex_);
+  if (closed_) {
+    return Status(ErrorCode::failed_precondition, fmt::format("\"{}\" is closed", path), EBADF, path);
+  }
+  ++uses_;
+  return Use(this);
+}
+
+void FileState::end_use() {
+  std::lock_guard<std::mutex> lock(use_mutex_);
+  if (--uses_ == 0) use_cv_.notify_all();
+}
+
+Status FileState::close() {
+  {
+    std::unique_lock<std::mutex> lock(use_mutex_);
+    if (closed_) return Status();
+    closed_ = true;
+    if (ThreadPool::on_worker_thread()) {
+      // A close() inside a completion callback: the requests it waits for may be queued behind this very
+      // worker, so run them instead of blocking it.
+      while (uses_ > 0) {
+        lock.unlock();
+        if (!shared_pool().help_one()) std::this_thread::sleep_for(std::chrono::microseconds(200));
+        lock.lock();
+      }
+    } else {
+      use_cv_.wait(lock, [this] { return uses_ == 0; });
+    }
+  }
+  // Nothing uses the descriptors now and nothing can start to. cuFile keys registrations by descriptor:
+  // deregister before the number can be reused by another open.
+  {
+    std::lock_guard<std::mutex> lock(gds_mutex);
+    gds.reset();
+  }
+  return fds.close();
+}
+
+Result<FileState::Extent> FileState::extent() const {
+  struct stat st;
+  int rc = sys.fstat(fds.buffered_fd(), &st);
+  if (rc < 0) return Status::from_errno(-rc, fmt::format("Could not stat \"{}\"", path), path);
+  switch (fds.kind()) {
+    case FileKind::regular:
+      // Size 0 is what /proc and /sys files report whatever they hold: read those to their end instead.
+      return Extent{st.st_size > 0, static_cast<std::uint64_t>(st.st_size)};
+    case FileKind::block_device: {
+      off_t end = sys.seek_end(fds.buffered_fd());
+      if (end < 0) return Status::from_errno(static_cast<int>(-end), fmt::format("Could not size \"{}\"", path), path);
+      return Extent{true, static_cast<std::uint64_t>(end)};
+    }
+    case FileKind::character_device:
+      return Extent{false, 0};
+  }
+  return Extent{false, 0};
+}
+
 Result<std::uint64_t> FileState::current_size() const {
   struct stat st;
   int rc = sys.fstat(fds.buffered_fd(), &st);
@@ -39,13 +103,14 @@ Report FileState::report() const {
   return report_;
 }
 
-TaskIo FileState::task_io(std::uint64_t file_size) {
+TaskIo FileState::task_io(const Extent& extent) {
   TaskIo io;
   io.sys = &sys;
   io.fds = &fds;
   io.path = &path;
   io.policy = config.direct_io();
-  io.file_size = file_size;
+  io.file_size = extent.bytes;
+  io.size_known = extent.known;
   io.cache_probe_unsupported = &cache_probe_unsupported_;
   io.keep_alive = shared_from_this();
   return io;
@@ -61,37 +126,67 @@ Status FileState::check_access(bool is_read) const {
                   fmt::format("Could not write \"{}\": it was opened for reading only (mode \"r\")", path), EBADF,
                   path);
   }
-  if (fds.buffered_fd() < 0) {
-    return Status(ErrorCode::failed_precondition, fmt::format("\"{}\" is closed", path), EBADF, path);
-  }
   return Status();
 }
 
+namespace {
+
+// Every offset Ferry hands the kernel is an off_t: a range must end at or below its largest value.
+Status check_range(bool is_read, std::uint64_t size, std::uint64_t offset, const std::string& path) {
+  constexpr std::uint64_t kMaxOffset = static_cast<std::uint64_t>(std::numeric_limits<off_t>::max());
+  if (offset <= kMaxOffset && size <= kMaxOffset - offset) return Status();
+  return Status(ErrorCode::invalid_argument,
+                fmt::format("Could not {} {} bytes at offset {} {} \"{}\": the range ends past the largest file "
+                            "offset ({})",
+                            is_read ? "read" : "write", size, offset, is_read ? "from" : "to", path, kMaxOffset),
+                EINVAL, path);
+}
+
+}  // namespace
+
 Future FileState::submit(bool is_read, void* buffer, std::uint64_t size, std::uint64_t offset) {
+  auto fail = [](Status s) { return Future(RequestState::failed(std::move(s))); };
   Status access = check_access(is_read);
-  if (!access.ok()) return Future(RequestState::failed(access));
+  if (!access.ok()) return fail(access);
   if (size > 0 && buffer == nullptr) {
-    return Future(RequestState::failed(
-        Status(ErrorCode::invalid_argument, fmt::format("null buffer for {} bytes of \"{}\"", size, path), 0, path)));
+    return fail(Status(ErrorCode::invalid_argument, fmt::format("null buffer for {} bytes of \"{}\"", size, path), 0,
+                       path));
   }
-  std::uint64_t file_size = 0;
+  Status range = check_range(is_read, size, offset, path);
+  if (!range.ok()) return fail(range);
+  auto in_use = use();
+  if (!in_use.ok()) return fail(in_use.status());
+  // A read covers the file as it is now and no further: nothing past its end is ever asked for, so no
+  // byte of the buffer past the returned count is written. A file without a size (a /proc file, a
+  // character device) is read front to back in one task, which stops where the data does.
+  Extent extent;
   if (is_read) {
-    auto s = current_size();
-    if (!s.ok()) return Future(RequestState::failed(s.status()));
-    file_size = *s;
+    auto e = this->extent();
+    if (!e.ok()) return fail(e.status());
+    extent = *e;
+    if (extent.known) size = offset >= extent.bytes ? 0 : std::min(size, extent.bytes - offset);
   }
-  auto source = select_route_source(*this, task_io(file_size), is_read, buffer, size, offset);
-  if (!source.ok()) return Future(RequestState::failed(source.status()));
-  std::vector<Task> tasks = split_request(offset, size, config.task_size(), fds.direct_offset_alignment());
+  auto source = select_route_source(*this, task_io(extent), is_read, buffer, size, offset);
+  if (!source.ok()) return fail(source.status());
+  std::vector<Task> tasks;
+  if (extent.known) {
+    tasks = split_request(offset, size, config.task_size(), fds.direct_offset_alignment());
+  } else if (size > 0) {
+    tasks.push_back(Task{offset, size, 0, false});
+  }
+  EndOfFileRule eof{!extent.known, path, extent.bytes};
   std::weak_ptr<FileState> weak = shared_from_this();
-  // Failed requests count too: their operations, notes and I/O counters belong to the file's trail.
-  auto on_complete = [weak](const Report& report) {
-    auto self = weak.lock();
-    if (!self) return;
-    std::lock_guard<std::mutex> lock(self->mutex_);
-    self->report_.merge(report);
+  // Failed requests count too: their operations, notes and I/O counters belong to the file's trail. The
+  // Use ends here, before the future is done: close() may be called from the future's callbacks.
+  auto held = std::make_shared<std::optional<Use>>(std::move(*in_use));
+  auto on_complete = [weak, held](const Report& report) {
+    if (auto self = weak.lock()) {
+      std::lock_guard<std::mutex> lock(self->mutex_);
+      self->report_.merge(report);
+    }
+    held->reset();
   };
-  return Future(RequestState::start(std::move(tasks), size, is_read, std::move(*source), config.threads(),
+  return Future(RequestState::start(std::move(tasks), std::move(*source), config.threads(), std::move(eof),
                                     std::move(on_complete)));
 }
 
@@ -158,6 +253,10 @@ Result<Transfer> Future::get() {
   return state->take_result();
 }
 
+void Future::cancel() {
+  if (state_) state_->cancel();
+}
+
 void Future::then(std::function<void(const Result<Transfer>&)> callback) {
   if (!state_) return;
   state_->then(std::move(callback));
@@ -183,7 +282,10 @@ Result<File> File::open(const std::string& path, std::string_view mode, const Co
   return detail::open_file(path, mode, config, detail::OpenOptions{});
 }
 
-Result<std::uint64_t> File::size() const { return state_->current_size(); }
+Result<std::uint64_t> File::size() const {
+  FERRY_ASSIGN_OR_RETURN(auto in_use, state_->use());
+  return state_->current_size();
+}
 
 Future File::pread(void* buffer, std::uint64_t size, std::uint64_t offset) {
   return state_->submit(true, buffer, size, offset);
@@ -194,6 +296,7 @@ Future File::pwrite(const void* buffer, std::uint64_t size, std::uint64_t offset
 }
 
 Result<Transfer> File::read(void* buffer, std::uint64_t size) {
+  FERRY_ASSIGN_OR_RETURN(auto in_use, state_->use());
   std::uint64_t at = state_->reserve(size, false);
   auto r = state_->submit(true, buffer, size, at).get();
   state_->settle_position(at, size, r.ok() ? r->bytes : 0);
@@ -201,6 +304,7 @@ Result<Transfer> File::read(void* buffer, std::uint64_t size) {
 }
 
 Result<Transfer> File::write(const void* buffer, std::uint64_t size) {
+  FERRY_ASSIGN_OR_RETURN(auto in_use, state_->use());
   std::uint64_t at = state_->reserve(size, true);
   auto r = state_->submit(false, const_cast<void*>(buffer), size, at).get();
   if (!r.ok()) state_->settle_position(at, size, 0, true);
@@ -208,12 +312,14 @@ Result<Transfer> File::write(const void* buffer, std::uint64_t size) {
 }
 
 Result<RoutePlan> File::prepare(const void* buffer, std::uint64_t size, bool for_write) {
+  FERRY_ASSIGN_OR_RETURN(auto in_use, state_->use());
   FERRY_ASSIGN_OR_RETURN(detail::RoutePlanDetail plan, detail::prepare_route(*state_, !for_write, buffer, size));
   return RoutePlan{plan.decision.route, plan.decision.reason, plan.decision.detail,
                    detail::memory_kind_name(plan.buffer.kind), plan.buffer.device};
 }
 
 Status File::sync() {
+  FERRY_ASSIGN_OR_RETURN(auto in_use, state_->use());
   int rc = state_->sys.fdatasync(state_->fds.buffered_fd());
   if (rc < 0) {
     return Status::from_errno(-rc, fmt::format("Could not sync \"{}\" to its device", state_->path), state_->path);
@@ -221,7 +327,7 @@ Status File::sync() {
   return Status();
 }
 
-Status File::close() { return state_->fds.close(); }
+Status File::close() { return state_->close(); }
 
 const std::string& File::path() const { return state_->path; }
 const Config& File::config() const { return state_->config; }

@@ -1,11 +1,15 @@
 // The shared state behind a File: descriptors, settings, position and the File's report.
-// Requests hold a reference, so a File may be destroyed while its futures are still running.
+// Requests hold a reference, so a File may be destroyed while its futures are still running. Everything
+// that touches the descriptors holds a Use; close() waits until none is held, so a descriptor is never
+// closed (and its number handed to another file) under a running task.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "ferry/file.hpp"
 #include "file/open_options.hpp"
@@ -25,7 +29,33 @@ class FileState : public std::enable_shared_from_this<FileState> {
   /// The state behind a File (for `ferry doctor`, which asks the router about an open file).
   static FileState& of(const File& file) { return *file.state_; }
 
+  /// How far a read may go: the file's size now, when it has one Ferry can plan by.
+  struct Extent {
+    bool known = true;
+    std::uint64_t bytes = 0;
+  };
+  Result<Extent> extent() const;
+
+  /// Keeps the descriptors open while held. Errors: failed_precondition once close() began.
+  class Use {
+   public:
+    explicit Use(FileState* state) : state_(state) {}
+    Use(Use&& o) noexcept : state_(std::exchange(o.state_, nullptr)) {}
+    Use& operator=(Use&&) = delete;
+    ~Use() {
+      if (state_) state_->end_use();
+    }
+
+   private:
+    FileState* state_;
+  };
+  [[nodiscard]] Result<Use> use();
+
   Future submit(bool is_read, void* buffer, std::uint64_t size, std::uint64_t offset);
+  /// Waits for every Use (requests in flight on any thread, size(), sync()) to end, then deregisters the
+  /// file from cuFile and closes the descriptors. Later calls fail with failed_precondition; a second
+  /// close() returns OK.
+  Status close();
   Result<std::uint64_t> current_size() const;
   /// Reserves [offset, offset + size) at the position (or the end, in append mode) and advances it.
   std::uint64_t reserve(std::uint64_t size, bool is_write);
@@ -49,10 +79,16 @@ class FileState : public std::enable_shared_from_this<FileState> {
   std::shared_ptr<GdsFileState> gds;
 
  private:
-  TaskIo task_io(std::uint64_t file_size);
+  TaskIo task_io(const Extent& extent);
   Status check_access(bool is_read) const;
 
+  void end_use();
+
   std::atomic<bool> cache_probe_unsupported_{false};
+  std::mutex use_mutex_;
+  std::condition_variable use_cv_;
+  unsigned uses_ = 0;
+  bool closed_ = false;
   mutable std::mutex mutex_;
   Report report_;
   std::uint64_t position_ = 0;

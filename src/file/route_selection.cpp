@@ -2,10 +2,6 @@
 // the router, and build the backend for the decision.
 #include "file/route_selection.hpp"
 
-#include <cstdlib>
-#include <cstring>
-#include <strings.h>
-
 #include <fmt/format.h>
 
 #include "backends/gds_backend.hpp"
@@ -15,6 +11,7 @@
 #include "platform/cuda/primary_context.hpp"
 #include "platform/cuda/buffer_kind.hpp"
 #include "platform/cufile/cufile_driver.hpp"
+#include "platform/cufile/cufile_env.hpp"
 #include "route/gpu_platform.hpp"
 #include "route/router.hpp"
 
@@ -28,19 +25,14 @@ struct GdsFileState {
 
 namespace {
 
-bool cufile_forced_compat() {
-  const char* v = std::getenv("CUFILE_FORCE_COMPAT_MODE");
-  return v != nullptr && (::strcasecmp(v, "true") == 0 || std::strcmp(v, "1") == 0);
-}
-
 // Loads cuFile, opens its driver and registers this file, each once; later requests reuse the outcome.
 std::shared_ptr<GdsFileState> cufile_state(FileState& file, const GpuPlatform& gpu) {
   std::lock_guard<std::mutex> lock(file.gds_mutex);
   if (file.gds) return file.gds;
   auto state = std::make_shared<GdsFileState>();
-  state->facts.forced_compat = cufile_forced_compat();
   Status why;
   const CuFileApi* api = gpu.cufile(&why);
+  state->facts.forced_compat = cufile_forced_compat(api).forced;
   if (api == nullptr) {
     state->facts.library = why.ok() ? Status(ErrorCode::unavailable, "libcufile could not be loaded") : why;
   } else if (auto driver = CuFileDriver::open(*api); !driver.ok()) {
@@ -64,11 +56,12 @@ std::shared_ptr<GdsFileState> cufile_state(FileState& file, const GpuPlatform& g
 
 }  // namespace
 
-Result<RoutePlanDetail> route_for(FileState& file, bool is_read, const void* buffer, std::uint64_t size) {
+Result<RoutePlanDetail> route_for(FileState& file, bool is_read, const void* buffer, std::uint64_t size,
+                                  bool buffer_is_stand_in) {
   const GpuPlatform& gpu = file.gpu ? *file.gpu : process_gpu_platform();
   RoutePlanDetail plan;
   plan.cuda = gpu.cuda(&plan.cuda_status);
-  FERRY_ASSIGN_OR_RETURN(plan.buffer, classify_buffer(plan.cuda, buffer));
+  FERRY_ASSIGN_OR_RETURN(plan.buffer, classify_buffer(plan.cuda, buffer, buffer_is_stand_in ? 0 : size));
 
   RouteQuery q;
   q.is_read = is_read;
@@ -117,7 +110,12 @@ Result<std::shared_ptr<TaskSource>> select_route_source(FileState& file, const T
   target.handle = plan.gds->handle;
   target.require = file.config.require();
   target.path = file.path;
-  return make_gds_source(is_read, std::move(target), std::move(decision));
+  std::shared_ptr<TaskSource> edges;
+  if (is_read) {
+    edges = make_staged_source(io, is_read, staged_target(file, plan, buffer),
+                               Decision{Route::staged, Reason::cufile_unaligned_edge, ""});
+  }
+  return make_gds_source(is_read, std::move(target), std::move(decision), std::move(edges));
 }
 
 Result<RoutePlanDetail> prepare_route(FileState& file, bool is_read, const void* buffer, std::uint64_t size) {

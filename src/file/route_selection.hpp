@@ -24,8 +24,11 @@ struct RoutePlanDetail {
 };
 
 /// The decision a request of `size` bytes with `buffer` would get now. Errors: the router's refusals
-/// (compat off without cuFile, require=gds), a buffer the driver cannot classify.
-Result<RoutePlanDetail> route_for(FileState& file, bool is_read, const void* buffer, std::uint64_t size);
+/// (compat off without cuFile, require=gds), a buffer the driver cannot classify, a device buffer whose
+/// allocation is smaller than `size` (unless `buffer_is_stand_in`: the doctor asks with a small buffer of
+/// the right kind on behalf of a larger read).
+Result<RoutePlanDetail> route_for(FileState& file, bool is_read, const void* buffer, std::uint64_t size,
+                                  bool buffer_is_stand_in = false);
 
 Result<std::shared_ptr<TaskSource>> select_route_source(FileState& file, const TaskIo& io, bool is_read,
                                                         void* buffer, std::uint64_t size, std::uint64_t offset);

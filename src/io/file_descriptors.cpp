@@ -58,11 +58,32 @@ Result<OpenFlags> parse_open_mode(std::string_view mode, bool* append) {
                 fmt::format("unknown open mode \"{}\" (expected \"r\", \"w\", \"r+\" or \"a\")", mode));
 }
 
+namespace {
+
+// Refuses what cannot be read or written at offsets, naming it as `ls -l` would.
+Status check_file_type(const struct stat& st, const std::string& path, FileKind* kind) {
+  if (S_ISDIR(st.st_mode)) {
+    return Status(ErrorCode::is_a_directory, fmt::format("\"{}\" is a directory, not a file", path), EISDIR, path);
+  }
+  if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) {
+    return Status(ErrorCode::invalid_argument,
+                  fmt::format("\"{}\" is a {}: Ferry reads and writes at file offsets, which it cannot do", path,
+                              S_ISFIFO(st.st_mode) ? "FIFO (named pipe)" : "socket"),
+                  ESPIPE, path);
+  }
+  *kind = S_ISREG(st.st_mode) ? FileKind::regular : S_ISBLK(st.st_mode) ? FileKind::block_device
+                                                                        : FileKind::character_device;
+  return Status();
+}
+
+}  // namespace
+
 Result<FileDescriptors> FileDescriptors::open(Syscalls& sys, const std::string& path, const OpenFlags& flags) {
   FileDescriptors fds(sys);
   int base = access_bits(flags.access);
   int create = (flags.create ? O_CREAT : 0) | (flags.truncate ? O_TRUNC : 0);
-  int fd = sys.open(path.c_str(), base | create, 0644);
+  // O_NONBLOCK: opening a FIFO would otherwise wait for its other end forever. Cleared below.
+  int fd = sys.open(path.c_str(), base | create | O_NONBLOCK | O_NOCTTY, 0644);
   if (fd < 0) {
     return Status::from_errno(-fd, fmt::format("Could not open \"{}\"", path), path);
   }
@@ -70,16 +91,27 @@ Result<FileDescriptors> FileDescriptors::open(Syscalls& sys, const std::string& 
   struct stat st;
   int rc = sys.fstat(fd, &st);
   if (rc < 0) return Status::from_errno(-rc, fmt::format("Could not stat \"{}\"", path), path);
-  if (S_ISDIR(st.st_mode)) {
-    return Status(ErrorCode::is_a_directory, fmt::format("\"{}\" is a directory, not a file", path), EISDIR, path);
-  }
-  if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
+  FERRY_RETURN_IF_ERROR(check_file_type(st, path, &fds.kind_));
+  rc = sys.clear_nonblocking(fd);
+  if (rc < 0) return Status::from_errno(-rc, fmt::format("Could not set up \"{}\" for reading", path), path);
+  if (fds.kind_ == FileKind::character_device) {
     fds.direct_note_ = "not a regular file: buffered I/O only";
     return fds;
   }
-  // The second open never creates or truncates: the first one did that already.
-  int dfd = sys.open(path.c_str(), base | O_DIRECT, 0);
+  // The second descriptor is the same open file, reached through this process's descriptor table rather
+  // than the name: a file renamed over `path` after the first open cannot end up behind it. It never
+  // creates or truncates (the first open did that).
+  std::string self = fmt::format("/proc/self/fd/{}", fd);
+  int dfd = sys.open(self.c_str(), base | O_DIRECT, 0);
+  if (dfd == -ENOENT) dfd = sys.open(path.c_str(), base | O_DIRECT, 0);  // no /proc: by name, checked below
   if (dfd >= 0) {
+    struct stat dst;
+    rc = sys.fstat(dfd, &dst);
+    if (rc < 0 || dst.st_dev != st.st_dev || dst.st_ino != st.st_ino) {
+      (void)sys.close(dfd);
+      fds.direct_note_ = fmt::format("\"{}\" was replaced while it was being opened: O_DIRECT is not used", path);
+      return fds;
+    }
     fds.direct_fd_ = dfd;
     query_direct_alignment(dfd, &fds.offset_align_, &fds.memory_align_);
   } else {
@@ -93,6 +125,7 @@ FileDescriptors::FileDescriptors(FileDescriptors&& o) noexcept
     : sys_(o.sys_),
       buffered_fd_(o.buffered_fd_),
       direct_fd_(o.direct_fd_),
+      kind_(o.kind_),
       direct_note_(std::move(o.direct_note_)),
       offset_align_(o.offset_align_),
       memory_align_(o.memory_align_) {

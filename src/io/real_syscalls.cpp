@@ -35,6 +35,12 @@ class RealSyscalls final : public Syscalls {
   int cached_pages(int fd, std::uint64_t offset, std::uint64_t length, std::uint64_t* cached,
                    std::uint64_t* total) override;
   int fstat(int fd, struct stat* st) override { return or_errno(::fstat(fd, st)); }
+  off_t seek_end(int fd) override { return or_errno(::lseek(fd, 0, SEEK_END)); }
+  int clear_nonblocking(int fd) override {
+    int flags = ::fcntl(fd, F_GETFL);
+    if (flags < 0) return -errno;
+    return or_errno(::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK));
+  }
   int fdatasync(int fd) override { return or_errno(::fdatasync(fd)); }
   int ftruncate(int fd, off_t length) override { return or_errno(::ftruncate(fd, length)); }
 };

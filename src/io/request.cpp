@@ -4,19 +4,20 @@
 #include <algorithm>
 #include <chrono>
 
+#include <fmt/format.h>
+
 #include "io/thread_pool.hpp"
 
 namespace ferry::detail {
 
 void add_to_process_report(const Report& report);  // route/report.cpp
 
-std::shared_ptr<RequestState> RequestState::start(std::vector<Task> tasks, std::uint64_t requested, bool is_read,
-                                                  std::shared_ptr<TaskSource> source, unsigned threads,
+std::shared_ptr<RequestState> RequestState::start(std::vector<Task> tasks, std::shared_ptr<TaskSource> source,
+                                                  unsigned threads, EndOfFileRule eof,
                                                   std::function<void(const Report&)> on_complete) {
   auto state = std::make_shared<RequestState>();
   state->tasks_ = std::move(tasks);
-  state->requested_ = requested;
-  state->is_read_ = is_read;
+  state->eof_ = std::move(eof);
   state->source_ = std::move(source);
   state->on_complete_ = std::move(on_complete);
   unsigned jobs = static_cast<unsigned>(std::min<std::size_t>(std::max(1u, threads), state->tasks_.size()));
@@ -46,20 +47,32 @@ void RequestState::record_error(Status s) {
   failed_.store(true, std::memory_order_release);
 }
 
+void RequestState::cancel() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (done_ || !first_error_.ok()) return;
+  first_error_ = Status(ErrorCode::cancelled, "the request was cancelled");
+  failed_.store(true, std::memory_order_release);
+}
+
+Status RequestState::ended_early(const Task& t, std::uint64_t bytes) const {
+  return Status(ErrorCode::io_error,
+                fmt::format("\"{}\" ended at offset {} while it was being read, but it held {} bytes when the read "
+                            "began: it shrank during the read, so the data read is not one version of the file "
+                            "(bytes of the destination past that offset may have been written)",
+                            eof_.path, t.file_offset + bytes, eof_.size_at_start),
+                0, eof_.path);
+}
+
 void RequestState::run_job() {
   Report local;
   auto worker = source_->make_worker();
   if (!worker.ok()) {
     record_error(worker.status());
   } else {
-    const Decision& decision = source_->decision();
-    std::uint64_t short_end = UINT64_MAX;
     while (!failed_.load(std::memory_order_acquire)) {
       std::size_t i = next_task_.fetch_add(1, std::memory_order_relaxed);
       if (i >= tasks_.size()) break;
       const Task& t = tasks_[i];
-      // A read that already ended early needs no tasks past that point.
-      if (is_read_ && t.file_offset >= short_end) continue;
       auto started = std::chrono::steady_clock::now();
       Result<std::uint64_t> bytes = (*worker)->run(t, local);
       auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started);
@@ -67,14 +80,16 @@ void RequestState::run_job() {
         record_error(bytes.status());
         break;
       }
+      const Decision& decision = source_->decision_for(t);
       local.count(decision.route, decision.reason, decision.detail, *bytes, static_cast<std::uint64_t>(ns.count()));
       bytes_done_.fetch_add(*bytes, std::memory_order_relaxed);
-      if (*bytes < t.length) short_end = std::min(short_end, t.file_offset + *bytes);
+      if (*bytes < t.length && !eof_.short_task_ends_request) {
+        record_error(ended_early(t, *bytes));
+        break;
+      }
     }
     Status finished = (*worker)->finish(local);
     if (!finished.ok()) record_error(finished);
-    std::lock_guard<std::mutex> lock(mutex_);
-    short_end_ = std::min(short_end_, short_end);
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -91,11 +106,7 @@ void RequestState::complete() {
     Status status = first_error_;
     if (source_) status = source_->finish_request(report_, status);
     if (status.ok()) {
-      std::uint64_t bytes = requested_;
-      if (is_read_ && short_end_ != UINT64_MAX && !tasks_.empty()) {
-        bytes = short_end_ - tasks_.front().file_offset;
-      }
-      result = Transfer{bytes, report_};
+      result = Transfer{bytes_done_.load(std::memory_order_relaxed), report_};
     } else {
       result = status;
     }

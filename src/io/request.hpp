@@ -35,28 +35,45 @@ class TaskSource {
  public:
   virtual ~TaskSource() = default;
   virtual Result<std::unique_ptr<TaskWorker>> make_worker() = 0;
-  /// The decision every operation of this request is counted under.
+  /// The decision the request's operations are counted under.
   virtual const Decision& decision() const = 0;
+  /// The decision task `t` is counted under: decision() unless the backend sends some tasks another way
+  /// (the cuFile route reads a request's unaligned edges through a bounce buffer).
+  virtual const Decision& decision_for(const Task& /*t*/) const { return decision(); }
   /// Runs once after every job stopped: may re-attribute operations (cuFile statistics) or fail a
   /// request that succeeded (strict mode). Returns the request's final status.
   virtual Status finish_request(Report& /*report*/, Status status) { return status; }
+};
+
+/// What a read expects of the file: tasks cover the file as it was when the request began, so a task
+/// that comes back short means the file shrank under the read (an error: other tasks may already have
+/// written past that point). Only a read of a file whose size cannot be known (/proc, character devices)
+/// is one sequential task that may end early.
+struct EndOfFileRule {
+  bool short_task_ends_request = false;  // size unknown: a short task is the end of the data
+  std::string path;                      // for the error otherwise
+  std::uint64_t size_at_start = 0;
 };
 
 class RequestState {
  public:
   using Callback = std::function<void(const Result<Transfer>&)>;
 
-  /// Starts `tasks` on the shared pool with at most `threads` jobs. `requested` is the byte count the
-  /// caller asked for; `is_read` decides whether a short task ends the request early (EOF).
-  /// `on_complete` gets the request's report at completion, failed or not (File accounting), before
-  /// callbacks registered by then() run.
-  static std::shared_ptr<RequestState> start(std::vector<Task> tasks, std::uint64_t requested, bool is_read,
-                                             std::shared_ptr<TaskSource> source, unsigned threads,
+  /// Starts `tasks` on the shared pool with at most `threads` jobs. A task that moves fewer bytes than
+  /// its length fails the request, unless `eof` says the file's size is unknown; the request's byte
+  /// count is the sum of what its tasks moved, so no byte past it was written. `on_complete` gets the request's report
+  /// at completion, failed or not (File accounting), before the future is done and before callbacks
+  /// registered by then() run.
+  static std::shared_ptr<RequestState> start(std::vector<Task> tasks, std::shared_ptr<TaskSource> source,
+                                             unsigned threads, EndOfFileRule eof,
                                              std::function<void(const Report&)> on_complete);
   /// A request that failed before any I/O.
   static std::shared_ptr<RequestState> failed(Status status);
 
   bool done() const;
+  /// Stops the request at the next task boundary: no task starts after this, tasks already running
+  /// finish, and the request fails with `cancelled` (unless it had completed or failed already).
+  void cancel();
   std::uint64_t bytes_done() const { return bytes_done_.load(std::memory_order_relaxed); }
   void wait() const;
   bool wait_for(std::chrono::milliseconds timeout) const;
@@ -66,11 +83,11 @@ class RequestState {
  private:
   void run_job();
   void record_error(Status s);
+  Status ended_early(const Task& t, std::uint64_t bytes) const;
   void complete();
 
   std::vector<Task> tasks_;
-  std::uint64_t requested_ = 0;
-  bool is_read_ = true;
+  EndOfFileRule eof_;
   std::shared_ptr<TaskSource> source_;
   std::function<void(const Report&)> on_complete_;
   std::atomic<std::size_t> next_task_{0};
@@ -83,7 +100,6 @@ class RequestState {
   bool done_ = false;
   Status first_error_;
   Report report_;
-  std::uint64_t short_end_ = UINT64_MAX;  // lowest file offset at which a read ended early
   std::optional<Result<Transfer>> result_;
   std::vector<Callback> callbacks_;
   std::shared_ptr<RequestState> self_;  // keeps the state alive while jobs run

@@ -27,6 +27,10 @@ class Syscalls {
   virtual int cached_pages(int fd, std::uint64_t offset, std::uint64_t length, std::uint64_t* cached,
                            std::uint64_t* total) = 0;
   virtual int fstat(int fd, struct stat* st) = 0;
+  /// lseek(fd, 0, SEEK_END): the size of a block device (fstat says 0 for those), or -errno.
+  virtual off_t seek_end(int fd) = 0;
+  /// Clears O_NONBLOCK (descriptors are opened with it so that opening a FIFO cannot hang). 0 or -errno.
+  virtual int clear_nonblocking(int fd) = 0;
   virtual int fdatasync(int fd) = 0;
   virtual int ftruncate(int fd, off_t length) = 0;
 };

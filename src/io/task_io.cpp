@@ -85,6 +85,11 @@ Result<std::uint64_t> read_task(const TaskIo& io, const Task& t, void* dst, cons
   if (r.error != 0) {
     return transfer_error(io, "read", "from", length - r.bytes, offset + r.bytes, route_label, false, r.error);
   }
+  if (!io.size_known && r.bytes > 0) {
+    report.add_note(fmt::format("\"{}\" has no size to plan by (a /proc or /sys file, or a character device): it "
+                                "was read front to back in one piece, to its end",
+                                *io.path));
+  }
   return done + r.bytes;
 }
 

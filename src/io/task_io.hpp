@@ -23,6 +23,7 @@ struct TaskIo {
   const std::string* path = nullptr;
   DirectIo policy = DirectIo::automatic;
   std::uint64_t file_size = 0;                 // at the start of the request: O_DIRECT stays below it
+  bool size_known = true;                      // false: a /proc file or character device, read to its end
   std::atomic<bool>* cache_probe_unsupported = nullptr;  // shared per file: the page cache cannot be asked
   std::shared_ptr<const void> keep_alive;      // owns what the pointers above point into
 };

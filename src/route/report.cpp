@@ -36,6 +36,7 @@ const char* reason_name(Reason r) noexcept {
     case Reason::compat_mode_off: return "compat_mode_off";
     case Reason::gds_available: return "gds_available";
     case Reason::cufile_stats: return "cufile_stats";
+    case Reason::cufile_unaligned_edge: return "cufile_unaligned_edge";
   }
   return "?";
 }
@@ -55,6 +56,8 @@ const char* reason_text(Reason r) noexcept {
     case Reason::compat_mode_off: return "compat mode off: cuFile required";
     case Reason::gds_available: return "GPUDirect Storage available";
     case Reason::cufile_stats: return "attributed by cuFile's statistics";
+    case Reason::cufile_unaligned_edge:
+      return "unaligned edge of a cuFile read, moved through a bounce buffer so that no byte past it is written";
   }
   return "?";
 }

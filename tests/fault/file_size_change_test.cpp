@@ -1,5 +1,6 @@
-// Files that change size between open and read, or during a read: reads return what is there, and no
-// byte that is not the file's lands in the buffer.
+// Files that change size between open and read, or during a read: a read covers the file as it was
+// when the request began, a file that shrinks under a read fails it, and no byte past a successful
+// read's count is ever written.
 #include <unistd.h>
 
 #include <gmock/gmock.h>
@@ -90,7 +91,9 @@ TEST(FileSizeChange, ExtendedBetweenOpenAndReadReturnsTheNewBytes) {
   }
 }
 
-TEST(FileSizeChange, TruncatedDuringARequestStopsAtTheTaskThatSawTheEnd) {
+// A file that shrinks under a parallel read cannot give a count that no byte past was written at (tasks
+// after the new end may have finished first), so the read fails, naming where the file ended.
+TEST(FileSizeChange, TruncatedDuringARequestFailsNamingWhereTheFileEnded) {
   auto dir = testing::test_dir();
   auto path = testing::write_pattern_file(dir / "t.bin", 6 * kTask);
   ScriptedSyscalls sys;
@@ -101,13 +104,14 @@ TEST(FileSizeChange, TruncatedDuringARequestStopsAtTheTaskThatSawTheEnd) {
   ASSERT_TRUE(file.ok());
   Buffer buf(6 * kTask);
   auto r = file->pread(buf.data(), 6 * kTask, 0).get();
-  ASSERT_TRUE(r.ok()) << r.status().to_string();
-  // Tasks 0 and 1 were read before the truncation; task 2 found the end.
-  EXPECT_EQ(r->bytes, 2 * kTask);
-  EXPECT_TRUE(buf.holds(2 * kTask));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::io_error);
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("ended at offset 131072 while it was being read"));
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr(std::to_string(6 * kTask) + " bytes when the read began"));
+  EXPECT_EQ(r.status().path(), path);
 }
 
-TEST(FileSizeChange, TruncatedDuringDirectReadsTouchesNothingPastTheTaskThatMetTheEnd) {
+TEST(FileSizeChange, TruncatedDuringDirectReadsFails) {
   auto dir = testing::test_dir();
   auto path = testing::write_pattern_file(dir / "t.bin", 6 * kTask);
   ScriptedSyscalls sys;
@@ -118,44 +122,70 @@ TEST(FileSizeChange, TruncatedDuringDirectReadsTouchesNothingPastTheTaskThatMetT
   if (!file->direct_io_available()) GTEST_SKIP() << file->direct_io_note();
   Buffer buf(6 * kTask);
   auto r = file->pread(buf.data(), 6 * kTask, 0).get();
-  ASSERT_TRUE(r.ok()) << r.status().to_string();
-  EXPECT_EQ(r->bytes, now);
-  // Known limitation (reported, not fixed): an O_DIRECT read that meets an end of file moved under it
-  // (the size was checked at submission) has the rest of its range zero-filled by the kernel, past the
-  // bytes it returns. Everything before is the file's; nothing past that task's range is touched.
-  const std::uint64_t task_end = 2 * kTask;
-  for (std::uint64_t i = 0; i < 6 * kTask; ++i) {
-    std::uint8_t b = buf.data()[i];
-    if (i < now) {
-      ASSERT_EQ(b, testing::pattern_byte(i)) << i;
-    } else if (i < task_end) {
-      ASSERT_TRUE(b == kSentinel || b == 0) << "byte " << i << " in the task holding the end is " << int(b);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("shrank during the read"));
+}
+
+// The host route: the file truncated while later tasks had already read. Before issue 9, such a read
+// returned success with bytes past its count written; now it is an error, and a read that does succeed
+// never has a byte past its count changed.
+TEST(FileSizeChange, TruncatedWhileOtherTasksRunNeverSucceedsWithBytesPastTheCount) {
+  auto dir = testing::test_dir();
+  for (int round = 0; round < 20; ++round) {
+    auto path = testing::write_pattern_file(dir / "r.bin", 16 * kTask);
+    ScriptedSyscalls sys;
+    const std::uint64_t cut = (round % 15 + 1) * kTask - 7;
+    sys.add(Rule::on(Op::pread).nth_call(3 + round % 5).limit(1).runs_first(
+        [path, cut] { std::filesystem::resize_file(path, cut); }));
+    auto file = detail::open_file(path, "r", config(DirectIo::off, 4), detail::OpenOptions{.syscalls = &sys});
+    ASSERT_TRUE(file.ok());
+    Buffer buf(16 * kTask);
+    auto r = file->pread(buf.data(), 16 * kTask, 0).get();
+    if (r.ok()) {
+      EXPECT_TRUE(buf.holds(r->bytes)) << "round " << round;
     } else {
-      ASSERT_EQ(b, kSentinel) << "byte " << i << " past the task holding the end was written";
+      EXPECT_THAT(r.status().message(), ::testing::HasSubstr("shrank during the read")) << "round " << round;
     }
   }
 }
 
-TEST(FileSizeChange, EndSeenByOneTaskWhileALaterTaskSeesDataNeverYieldsForeignBytes) {
-  // A file growing during a request: task 2 sees the end (scripted), task 3 then reads real data. The
-  // request reports 2 tasks of bytes; whatever lies past them in the buffer must be the file's own bytes
-  // or untouched, never anything else.
+// A file growing during a request is read up to the size it had when the request began: nothing past
+// the count is written, whatever a task sees.
+TEST(FileSizeChange, GrowingDuringARequestIsReadToItsSizeAtTheStart) {
   auto dir = testing::test_dir();
-  auto path = testing::write_pattern_file(dir / "g.bin", 6 * kTask);
+  auto path = testing::write_pattern_file(dir / "g.bin", 3 * kTask + 11);
   ScriptedSyscalls sys;
-  sys.add(Rule::on(Op::pread).covering(2 * kTask).returns_eof());
+  sys.add(Rule::on(Op::pread).nth_call(1).limit(1).runs_first(
+      [path] { testing::write_pattern_file(path, 6 * kTask); }));
   auto file = detail::open_file(path, "r", config(DirectIo::off, 4), detail::OpenOptions{.syscalls = &sys});
   ASSERT_TRUE(file.ok());
   Buffer buf(6 * kTask);
   auto r = file->pread(buf.data(), 6 * kTask, 0).get();
   ASSERT_TRUE(r.ok()) << r.status().to_string();
-  EXPECT_EQ(r->bytes, 2 * kTask);
-  for (std::uint64_t i = 0; i < 6 * kTask; ++i) {
-    std::uint8_t b = buf.data()[i];
-    if (i < 2 * kTask) {
-      ASSERT_EQ(b, testing::pattern_byte(i)) << i;
-    } else {
-      ASSERT_TRUE(b == kSentinel || b == testing::pattern_byte(i)) << "foreign byte at " << i;
+  EXPECT_EQ(r->bytes, 3 * kTask + 11);
+  EXPECT_TRUE(buf.holds(3 * kTask + 11));
+}
+
+// The tail of a file that ends inside an O_DIRECT block is never read with O_DIRECT (the kernel would
+// fill the whole block): every byte after the count stays as it was.
+TEST(FileSizeChange, ReadAtTheEndOfTheFileWritesNothingPastTheCountOnEveryPolicy) {
+  auto dir = testing::test_dir();
+  const std::uint64_t size = 5 * kTask + 1000;
+  auto path = testing::write_pattern_file(dir / "end.bin", size);
+  for (DirectIo policy : {DirectIo::automatic, DirectIo::on, DirectIo::off}) {
+    SCOPED_TRACE(direct_io_name(policy));
+    auto file = File::open(path, "r", config(policy));
+    ASSERT_TRUE(file.ok());
+    for (std::uint64_t offset : {std::uint64_t{0}, size - 1000, size - 4096, size - kTask - 1, size, size + 5}) {
+      Buffer buf(2 * kTask);
+      auto r = file->pread(buf.data(), 2 * kTask, offset).get();
+      ASSERT_TRUE(r.ok()) << r.status().to_string();
+      std::uint64_t want = offset >= size ? 0 : std::min<std::uint64_t>(2 * kTask, size - offset);
+      EXPECT_EQ(r->bytes, want) << offset;
+      for (std::uint64_t i = 0; i < 2 * kTask; ++i) {
+        std::uint8_t expect = i < want ? testing::pattern_byte(offset + i) : kSentinel;
+        ASSERT_EQ(buf.data()[i], expect) << "offset " << offset << " byte " << i;
+      }
     }
   }
 }

@@ -207,6 +207,8 @@ TEST(CuFileAbi, FunctionTypesHaveTheHeadersShape) {
   EXPECT_TRUE(same_shape(fd::cuFileStatsReset_fn{}, &::cuFileStatsReset));
   EXPECT_TRUE(same_shape(fd::cuFileGetStatsL1_fn{}, &::cuFileGetStatsL1));
   EXPECT_TRUE(same_shape(fd::cuFileGetStatsL3_fn{}, &::cuFileGetStatsL3));
+  EXPECT_TRUE(same_shape(fd::cuFileGetParameterBool_fn{}, &::cuFileGetParameterBool));
+  EXPECT_EQ(static_cast<int>(fd::CUFILE_PARAM_FORCE_COMPAT_MODE), static_cast<int>(::CUFILE_PARAM_FORCE_COMPAT_MODE));
 }
 
 #else

@@ -219,6 +219,15 @@ ssize_t fake_cuFileRead(CUfileHandle_t handle, void* base, std::size_t size, off
       done += n;
     }
     ::close(fd);
+    bool zero_fill = false;
+    {
+      State& st = state();
+      std::lock_guard<std::mutex> lock(st.mutex);
+      zero_fill = st.script.zero_fills_past_end;
+    }
+    if (zero_fill && done >= 0 && static_cast<std::size_t>(done) < size) {
+      std::memset(dst + done, 0, size - static_cast<std::size_t>(done));
+    }
   }
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
@@ -268,6 +277,16 @@ ssize_t fake_cuFileWrite(CUfileHandle_t handle, const void* base, std::size_t si
     s.stats.detailed.basic.write_ops.err += 1;
   }
   return done;
+}
+
+CUfileError_t fake_cuFileGetParameterBool(CUFileBoolConfigParameter_t param, bool* value) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (param != CUFILE_PARAM_FORCE_COMPAT_MODE || !s.script.force_compat_parameter) {
+    return CUfileError_t{CU_FILE_INVALID_VALUE, CUDA_SUCCESS};
+  }
+  *value = *s.script.force_compat_parameter;
+  return CUfileError_t{CU_FILE_SUCCESS, CUDA_SUCCESS};
 }
 
 CUfileError_t fake_cuFileGetVersion(int* version) {
@@ -365,6 +384,7 @@ Result<const CuFileApi*> fake_cufile_api() {
   FAKE_OPTIONAL_(cuFileStatsReset);
   FAKE_OPTIONAL_(cuFileGetStatsL1);
   FAKE_OPTIONAL_(cuFileGetStatsL3);
+  FAKE_OPTIONAL_(cuFileGetParameterBool);
 #undef FAKE_OPTIONAL_
   return static_cast<const CuFileApi*>(&api);
 }

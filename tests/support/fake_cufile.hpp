@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,12 @@ struct FakeCuFileScript {
   FakeCuFileRoute read_route = FakeCuFileRoute::posix;   // which per-GPU counter a read increments
   FakeCuFileRoute write_route = FakeCuFileRoute::posix;
   int gpu = 0;                                // per-GPU statistics slot I/O is counted in
+
+  // What the real cuFile 1.15 was seen to do at the end of a file (issue 9): a read that meets the end
+  // returns the bytes that exist, but zeros the rest of the requested range in device memory.
+  bool zero_fills_past_end = false;
+  // What cuFileGetParameterBool(CUFILE_PARAM_FORCE_COMPAT_MODE) answers; nullopt: it fails.
+  std::optional<bool> force_compat_parameter;
 
   ssize_t forced_io_result = 0;               // non-zero: cuFileRead/cuFileWrite return this instead
   int forced_io_errno = 0;                    // errno set when forced_io_result is -1

@@ -96,6 +96,8 @@ class ScriptedSyscalls final : public detail::Syscalls {
   int cached_pages(int fd, std::uint64_t offset, std::uint64_t length, std::uint64_t* cached,
                    std::uint64_t* total) override;
   int fstat(int fd, struct stat* st) override;
+  off_t seek_end(int fd) override { return base_.seek_end(fd); }
+  int clear_nonblocking(int fd) override { return base_.clear_nonblocking(fd); }
   int fdatasync(int fd) override;
   int ftruncate(int fd, off_t length) override;
 

@@ -220,7 +220,7 @@ TEST_F(DeviceRoutes, CompatOffFailsClearlyWhenRegistrationFails) {
 
 TEST_F(DeviceRoutes, CompatOffIsAttributedToCuFilesPosixPathByItsStatistics) {
   std::vector<std::uint8_t> got;
-  const std::uint64_t size = 6 * kTask + 100;
+  const std::uint64_t size = 6 * kTask;
   auto r = read_to_device(config(CompatMode::off), size, size, 0, &got);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   auto want = testing::pattern(0, size);
@@ -233,6 +233,26 @@ TEST_F(DeviceRoutes, CompatOffIsAttributedToCuFilesPosixPathByItsStatistics) {
   EXPECT_EQ(rep.cufile->posix_reads, testing::fake_cufile_counters().reads);
   EXPECT_THAT(rep.summary(), HasSubstr("all cufile-posix"));
   EXPECT_THAT(rep.summary(), HasSubstr("nvfs=0"));
+}
+
+// Issue 9: a cuFile read that met the end of the file wrote zeros past the count it returned. The
+// request's unaligned last bytes now go through a bounce buffer; the rest stays cuFile's.
+TEST_F(DeviceRoutes, CuFileReadsUnalignedEdgesThroughABounceBuffer) {
+  std::vector<std::uint8_t> got;
+  const std::uint64_t size = 6 * kTask + 100;
+  auto r = read_to_device(config(CompatMode::off), size, size, 0, &got);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  auto want = testing::pattern(0, size);
+  EXPECT_EQ(0, std::memcmp(got.data(), want.data(), size));
+  const Report& rep = r->report;
+  EXPECT_EQ(rep.at(Route::cufile_posix).ops, 6u);
+  EXPECT_EQ(rep.at(Route::cufile_posix).bytes, 6 * kTask);
+  EXPECT_EQ(rep.at(Route::staged).ops, 1u);
+  EXPECT_EQ(rep.at(Route::staged).bytes, 100u);
+  EXPECT_EQ(testing::fake_cufile_counters().reads, 6u);  // cuFile never saw the edge
+  bool edge_reason = false;
+  for (const auto& rc : rep.reasons) edge_reason |= rc.route == Route::staged && rc.reason == Reason::cufile_unaligned_edge;
+  EXPECT_TRUE(edge_reason) << rep.summary();
 }
 
 TEST_F(DeviceRoutes, StatisticsSplitMixedRoutes) {

@@ -2,6 +2,8 @@
 // Thread safety: classify_buffer may be called from any thread.
 #pragma once
 
+#include <cstdint>
+
 #include "ferry/status.hpp"
 #include "platform/cuda/cuda_api.hpp"
 
@@ -23,8 +25,11 @@ struct BufferKind {
 /// pageable. Host memory CUDA has never seen (malloc, mmap, the stack) is host_pageable, not an error;
 /// memory from cuMemHostAlloc or cuMemHostRegister is host_pinned; cuMemAlloc memory is device; managed
 /// (unified) memory is managed, with the device it was allocated on.
-/// Errors: the driver's own failure (unavailable when the driver is not initialised or gone, ...), as
+/// For device and managed memory with `size` > 0, also checks that [ptr, ptr + size) lies inside the one
+/// allocation holding `ptr` (the driver's range attributes).
+/// Errors: invalid_argument naming the pointer, the size and the allocation when the range does not fit;
+/// the driver's own failure (unavailable when the driver is not initialised or gone, ...), as
 /// "cuPointerGetAttributes failed: ...".
-[[nodiscard]] Result<BufferKind> classify_buffer(const CudaApi* api, const void* ptr);
+[[nodiscard]] Result<BufferKind> classify_buffer(const CudaApi* api, const void* ptr, std::uint64_t size = 0);
 
 }  // namespace ferry::detail

@@ -255,6 +255,11 @@ static_assert(sizeof(CUfileStatsLevel2_t) == 1024);
 static_assert(sizeof(CUfilePerGpuStats_t) == 248);
 static_assert(sizeof(CUfileStatsLevel3_t) == 5000);
 
+// cuFile's boolean parameters (cuFileGetParameterBool, cuFile 1.14+); only the one Ferry asks about.
+enum CUFileBoolConfigParameter_t : int {
+  CUFILE_PARAM_FORCE_COMPAT_MODE = 2,
+};
+
 // Function types, one per exported symbol Ferry loads.
 using cuFileDriverOpen_fn = CUfileError_t (*)();
 using cuFileDriverClose_v2_fn = CUfileError_t (*)();
@@ -273,5 +278,6 @@ using cuFileStatsStart_fn = CUfileError_t (*)();
 using cuFileStatsReset_fn = CUfileError_t (*)();
 using cuFileGetStatsL1_fn = CUfileError_t (*)(CUfileStatsLevel1_t* stats);
 using cuFileGetStatsL3_fn = CUfileError_t (*)(CUfileStatsLevel3_t* stats);
+using cuFileGetParameterBool_fn = CUfileError_t (*)(CUFileBoolConfigParameter_t param, bool* value);
 
 }  // namespace ferry::detail

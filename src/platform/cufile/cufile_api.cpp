@@ -33,6 +33,7 @@ Status resolve(void* handle, const char* name, CuFileApi& api) {
   FERRY_OPTIONAL_CUFILE_(cuFileStatsReset);
   FERRY_OPTIONAL_CUFILE_(cuFileGetStatsL1);
   FERRY_OPTIONAL_CUFILE_(cuFileGetStatsL3);
+  FERRY_OPTIONAL_CUFILE_(cuFileGetParameterBool);
 #undef FERRY_REQUIRE_CUFILE_
 #undef FERRY_OPTIONAL_CUFILE_
   return Status();

@@ -33,6 +33,7 @@ struct CuFileApi {
   cuFileStatsReset_fn cuFileStatsReset = nullptr;
   cuFileGetStatsL1_fn cuFileGetStatsL1 = nullptr;
   cuFileGetStatsL3_fn cuFileGetStatsL3 = nullptr;
+  cuFileGetParameterBool_fn cuFileGetParameterBool = nullptr;
 
   std::string library;                    // the name or path that was opened ("libcufile.so.0")
   std::vector<std::string> missing_optional;  // optional symbols this library lacks
