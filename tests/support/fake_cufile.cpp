@@ -225,8 +225,10 @@ ssize_t fake_cuFileRead(CUfileHandle_t handle, void* base, std::size_t size, off
       std::lock_guard<std::mutex> lock(st.mutex);
       zero_fill = st.script.zero_fills_past_end;
     }
-    if (zero_fill && done >= 0 && static_cast<std::size_t>(done) < size) {
-      std::memset(dst + done, 0, size - static_cast<std::size_t>(done));
+    if (zero_fill && done >= 0) {
+      const std::uint64_t block_end = (static_cast<std::uint64_t>(file_offset) + size + 4095) / 4096 * 4096;
+      const std::uint64_t fill_to = block_end - static_cast<std::uint64_t>(file_offset);
+      if (static_cast<std::uint64_t>(done) < fill_to) std::memset(dst + done, 0, fill_to - static_cast<std::uint64_t>(done));
     }
   }
   State& s = state();

@@ -50,7 +50,8 @@ struct FakeCuFileScript {
   int gpu = 0;                                // per-GPU statistics slot I/O is counted in
 
   // What the real cuFile 1.15 was seen to do at the end of a file (issue 9): a read that meets the end
-  // returns the bytes that exist, but zeros the rest of the requested range in device memory.
+  // returns the bytes that exist, but writes zeros past them in device memory, through the requested
+  // range and on to the end of the last 4 KiB file block it touches.
   bool zero_fills_past_end = false;
   // What cuFileGetParameterBool(CUFILE_PARAM_FORCE_COMPAT_MODE) answers; nullopt: it fails.
   std::optional<bool> force_compat_parameter;
