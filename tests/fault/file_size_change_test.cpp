@@ -155,8 +155,12 @@ TEST(FileSizeChange, GrowingDuringARequestIsReadToItsSizeAtTheStart) {
   auto dir = testing::test_dir();
   auto path = testing::write_pattern_file(dir / "g.bin", 3 * kTask + 11);
   ScriptedSyscalls sys;
-  sys.add(Rule::on(Op::pread).nth_call(1).limit(1).runs_first(
-      [path] { testing::write_pattern_file(path, 6 * kTask); }));
+  sys.add(Rule::on(Op::pread).nth_call(1).limit(1).runs_first([path] {
+    // Appended, never rewritten: a rewrite would shrink the file for a moment (and fail the read).
+    std::ofstream out(path, std::ios::binary | std::ios::app);
+    auto more = testing::pattern(3 * kTask + 11, 3 * kTask - 11);
+    out.write(reinterpret_cast<const char*>(more.data()), static_cast<std::streamsize>(more.size()));
+  }));
   auto file = detail::open_file(path, "r", config(DirectIo::off, 4), detail::OpenOptions{.syscalls = &sys});
   ASSERT_TRUE(file.ok());
   Buffer buf(6 * kTask);
