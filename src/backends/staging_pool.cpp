@@ -3,6 +3,7 @@
 
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cstdint>
 
 #include "backends/numa_placement.hpp"
@@ -14,6 +15,8 @@ namespace ferry::detail {
 namespace {
 
 constexpr std::size_t kHugePage = 2u << 20;
+
+std::atomic<std::uint64_t> g_pinned_bytes{0};  // every kit's buffers, from creation to destroy_kit
 
 // Maps `bytes` (a multiple of 2 MiB) aligned to 2 MiB, on `node` when it is not -1, asks for huge pages,
 // and faults them in.
@@ -65,6 +68,8 @@ void destroy_kit(StagingKit& kit) {
   for (CUevent e : kit.events) {
     if (e) (void)api.cuEventDestroy_v2(e);
   }
+  g_pinned_bytes -= kit.pinned_bytes;
+  kit.pinned_bytes = 0;
   if (kit.region != nullptr) {
     (void)api.cuMemHostUnregister(kit.region);
     ::munmap(kit.region, kit.region_bytes);
@@ -122,6 +127,8 @@ Result<std::unique_ptr<StagingKit>> StagingPool::acquire(const CudaApi& api, int
     if (rc != CUDA_SUCCESS) return fail(rc, "cuEventCreate");
     kit->events.push_back(event);
   }
+  kit->pinned_bytes = huge ? kit->region_bytes : buffer_size * count;
+  g_pinned_bytes += kit->pinned_bytes;
   return kit;
 }
 
@@ -154,6 +161,8 @@ void StagingPool::clear() {
   }
   for (auto& k : idle) destroy_kit(*k);
 }
+
+std::uint64_t StagingPool::pinned_bytes() { return g_pinned_bytes.load(); }
 
 StagingPool& process_staging_pool() {
   // Leaked on purpose: freeing pinned memory during static destruction races the driver's own teardown.

@@ -30,6 +30,7 @@ struct StagingKit {
   int numa_node = -1;           // where the buffers were placed (the GPU's nearest node), or -1
   void* region = nullptr;       // the registered mapping holding every buffer, or null (cuMemHostAlloc)
   std::size_t region_bytes = 0;
+  std::uint64_t pinned_bytes = 0;  // counted in StagingPool::pinned_bytes() until destroy_kit
 };
 
 class StagingPool {
@@ -44,6 +45,8 @@ class StagingPool {
   Status reserve(const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count, unsigned kits);
   /// Frees every idle kit (tests use it for leak checks).
   void clear();
+  /// Pinned bytes held by every kit that exists now, idle or in use (the soak watches it stay flat).
+  static std::uint64_t pinned_bytes();
 
  private:
   std::mutex mutex_;
