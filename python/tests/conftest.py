@@ -87,3 +87,31 @@ def route_signature(report: dict) -> dict:
         "total_ops": report["total_ops"],
         "total_bytes": report["total_bytes"],
     }
+
+
+# ---- GPU frameworks: each fixture skips, in the framework's own words, where it cannot be used.
+
+
+@pytest.fixture(scope="session")
+def cp():
+    cupy = pytest.importorskip("cupy", reason="CuPy is not installed")
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as e:  # no driver, no device, driver too old: CuPy's own words
+        pytest.skip(f"CuPy finds no usable GPU: {e}")
+    if count == 0:
+        pytest.skip("CuPy finds no GPU")
+    return cupy
+
+
+@pytest.fixture(scope="session")
+def torch():
+    t = pytest.importorskip("torch", reason="PyTorch is not installed")
+    return t
+
+
+@pytest.fixture(scope="session")
+def torch_cuda(torch):
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch finds no usable GPU (torch.cuda.is_available() is False)")
+    return torch

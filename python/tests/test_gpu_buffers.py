@@ -17,31 +17,6 @@ DEVICE_ROUTES = {"nvfs", "p2p", "cufile-posix", "staged"}
 CUFILE_ROUTES = {"nvfs", "p2p", "cufile-posix"}
 
 
-@pytest.fixture(scope="module")
-def cp():
-    cupy = pytest.importorskip("cupy", reason="CuPy is not installed")
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except Exception as e:  # no driver, no device, driver too old: CuPy's own words
-        pytest.skip(f"CuPy finds no usable GPU: {e}")
-    if count == 0:
-        pytest.skip("CuPy finds no GPU")
-    return cupy
-
-
-@pytest.fixture(scope="module")
-def torch():
-    t = pytest.importorskip("torch", reason="PyTorch is not installed")
-    return t
-
-
-@pytest.fixture(scope="module")
-def torch_cuda(torch):
-    if not torch.cuda.is_available():
-        pytest.skip("PyTorch finds no usable GPU (torch.cuda.is_available() is False)")
-    return torch
-
-
 def _reasons(report):
     return {r["reason"] for r in report["reasons"]}
 
