@@ -74,7 +74,7 @@ std::optional<Route> route_from_name(const std::string& name) {
 // assumed to succeed, as it would on a supported file with a udev record.
 CuFileFacts platform_facts(const DoctorContext& c) {
   CuFileFacts f;
-  f.forced_compat = cufile_forced_compat(c.cufile).forced;
+  f.forced_compat = cufile_forced_compat(c.driver != nullptr ? c.cufile : nullptr).forced;
   if (c.cufile == nullptr) {
     f.library = c.cufile_status;
   } else if (c.driver == nullptr) {
@@ -167,7 +167,7 @@ std::vector<std::string> steps_to_direct(const DoctorContext& c, bool below_thre
                                             : "Get cuFileHandleRegister to succeed on this file: " +
                                                   c.registration.message());
   }
-  if (cufile_forced_compat(c.cufile).forced) steps.push_back("Unset CUFILE_FORCE_COMPAT_MODE.");
+  if (cufile_forced_compat(c.driver != nullptr ? c.cufile : nullptr).forced) steps.push_back("Unset CUFILE_FORCE_COMPAT_MODE.");
   bool direct_possible = c.driver != nullptr ? c.driver->properties().direct_route_possible()
                                              : (c.nvidia_fs && c.nvidia_fs->module_loaded);
   if (!direct_possible) steps.push_back(nvidia_fs_advice());

@@ -38,7 +38,7 @@ DoctorSection settings_section(DoctorContext& c) {
     }
     s.checks.push_back(std::move(k));
   }
-  ForcedCompat forced = cufile_forced_compat(c.cufile);
+  ForcedCompat forced = cufile_forced_compat(c.driver != nullptr ? c.cufile : nullptr);
   if (forced.forced) {
     s.checks.push_back({kCuFileForceCompatVariable, CheckStatus::warning,
                         forced.describe() + ": cuFile uses only its POSIX path", {},

@@ -32,13 +32,14 @@ std::shared_ptr<GdsFileState> cufile_state(FileState& file, const GpuPlatform& g
   auto state = std::make_shared<GdsFileState>();
   Status why;
   const CuFileApi* api = gpu.cufile(&why);
-  state->facts.forced_compat = cufile_forced_compat(api).forced;
+  state->facts.forced_compat = cufile_forced_compat(nullptr).forced;  // until cuFile can say (below)
   if (api == nullptr) {
     state->facts.library = why.ok() ? Status(ErrorCode::unavailable, "libcufile could not be loaded") : why;
   } else if (auto driver = CuFileDriver::open(*api); !driver.ok()) {
     state->facts.driver = driver.status();
   } else {
     state->driver = *driver;
+    state->facts.forced_compat = cufile_forced_compat(api).forced;
     state->facts.nvidia_fs_loaded = state->driver->properties().nvidia_fs_loaded;
     state->facts.p2pdma_supported = state->driver->properties().p2pdma_supported;
     // cuFile's direct path needs an O_DIRECT descriptor; its POSIX path takes either.

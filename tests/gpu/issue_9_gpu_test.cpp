@@ -20,6 +20,7 @@
 #include "platform/cuda/cuda_api.hpp"
 #include "platform/cuda/primary_context.hpp"
 #include "platform/cufile/cufile_api.hpp"
+#include "platform/cufile/cufile_driver.hpp"
 #include "platform/cufile/cufile_env.hpp"
 #include "support/device_memory.hpp"
 #include "support/stress.hpp"
@@ -187,13 +188,20 @@ TEST(Issue9Gpu, BuffersOutsideTheirAllocationAreRefusedBeforeAnyIo) {
 }
 
 // Failure 5: CUFILE_FORCE_COMPAT_MODE is read one way. Each spelling is given to a fresh process (cuFile
-// reads its environment once), which asks cuFile what it made of it; Ferry's parser must agree.
+// reads its environment once, when its driver opens), which asks cuFile what it made of it; Ferry's
+// parser, used where cuFile cannot be asked, must agree.
 TEST(Issue9Gpu, ForceCompatModeSpellingsReadAsCuFileReadsThem) {
   REQUIRE_GPU();
   if (const char* child = std::getenv("FERRY_TEST_FORCE_COMPAT_CHILD")) {
     const detail::CuFileApi* cufile = detail::process_cufile_api();
     if (cufile == nullptr || cufile->cuFileGetParameterBool == nullptr) {
       std::ofstream(child) << "unavailable";
+      return;
+    }
+    // cuFile takes its environment in when the driver opens.
+    auto driver = detail::CuFileDriver::open(*cufile);
+    if (!driver.ok()) {
+      std::ofstream(child) << "no-driver";
       return;
     }
     bool value = false;

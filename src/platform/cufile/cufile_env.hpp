@@ -1,8 +1,8 @@
 // CUFILE_FORCE_COMPAT_MODE, read one way everywhere: the router, the doctor's settings section and its
 // prediction all ask cufile_forced_compat(), so their answers cannot disagree.
 //
-// cuFile itself is the authority on what the variable means. Where the library is loaded and has
-// cuFileGetParameterBool (cuFile 1.14+), Ferry asks it; otherwise (cuFile missing or older, or the doctor
+// cuFile itself is the authority on what the variable means. Where its driver is open and the library
+// has cuFileGetParameterBool (cuFile 1.14+), Ferry asks it; otherwise (cuFile missing or older, or the doctor
 // before loading it) Ferry parses the variable with parse_cufile_bool, whose spellings were checked
 // against cuFile's own reading on the GPU machine (tests/gpu/cufile_env_test.cpp).
 // Thread safety: all functions may be called from any thread.
@@ -33,8 +33,10 @@ struct ForcedCompat {
   std::string describe() const;
 };
 
-/// Whether cuFile runs only its POSIX path because of CUFILE_FORCE_COMPAT_MODE. `api`: the loaded
-/// library, or nullptr to parse the environment.
+/// Whether cuFile runs only its POSIX path because of CUFILE_FORCE_COMPAT_MODE. `api`: a library whose
+/// driver is open, or nullptr to parse the environment. (cuFile takes the variable in when its driver
+/// opens: before that, cuFileGetParameterBool answers its default, false, whatever the variable says.
+/// Seen on the GPU machine with cuFile 1.15.)
 ForcedCompat cufile_forced_compat(const CuFileApi* api);
 
 }  // namespace ferry::detail
