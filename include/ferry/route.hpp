@@ -109,6 +109,29 @@ struct RoutePlan {
   std::string to_string() const;
 };
 
+/// The one-time work this process has done, step by step (a fresh process's first read pays it all).
+/// Steps, in order: cuda_init (load the driver library, cuInit), cuda_context (retain a GPU's primary
+/// context), cufile_load, cufile_driver_open, cufile_register (per file), pinned_buffers (bounce buffers
+/// mapped, pinned and registered; count = buffer kits, bytes = pinned bytes), threads (workers started).
+struct SetupCosts {
+  struct Step {
+    double seconds = 0;
+    std::uint64_t count = 0;
+    std::uint64_t bytes = 0;
+  };
+  std::array<Step, 7> steps{};
+
+  /// What happened after `earlier` was taken.
+  SetupCosts since(const SetupCosts& earlier) const;
+  double total_seconds() const;
+  bool empty() const;
+  /// "CUDA loaded and initialised 112.3 ms; pinned bounce buffers 31.0 ms (16, 128 MiB)".
+  std::string summary() const;
+  /// {"cuda_init": {"seconds": .., "count": .., "bytes": ..}, ..., "total_seconds": ..}
+  std::string to_json() const;
+};
+SetupCosts process_setup_costs();
+
 /// Everything this process transferred through Ferry so far.
 Report process_report();
 void reset_process_report();

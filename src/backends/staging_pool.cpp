@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "backends/numa_placement.hpp"
+#include "base/setup_ledger.hpp"
 #include "platform/cuda/primary_context.hpp"
 
 #include <fmt/format.h>
@@ -98,6 +99,7 @@ Result<std::unique_ptr<StagingKit>> StagingPool::acquire(const CudaApi& api, int
       }
     }
   }
+  SetupTimer timer(SetupStep::pinned_buffers);
   auto kit = std::make_unique<StagingKit>();
   kit->api = &api;
   kit->device = device;
@@ -129,6 +131,7 @@ Result<std::unique_ptr<StagingKit>> StagingPool::acquire(const CudaApi& api, int
   }
   kit->pinned_bytes = huge ? kit->region_bytes : buffer_size * count;
   g_pinned_bytes += kit->pinned_bytes;
+  timer.set(1, kit->pinned_bytes);
   return kit;
 }
 

@@ -156,6 +156,7 @@ Future FileState::submit(bool is_read, void* buffer, std::uint64_t size, std::ui
   if (!range.ok()) return fail(range);
   auto in_use = use();
   if (!in_use.ok()) return fail(in_use.status());
+  const SetupCosts setup_before = process_setup_costs();
   // A read covers the file as it is now and no further: nothing past its end is ever asked for, so no
   // byte of the buffer past the returned count is written. A file without a size (a /proc file, a
   // character device) is read front to back in one task, which stops where the data does.
@@ -179,7 +180,10 @@ Future FileState::submit(bool is_read, void* buffer, std::uint64_t size, std::ui
   // Failed requests count too: their operations, notes and I/O counters belong to the file's trail. The
   // Use ends here, before the future is done: close() may be called from the future's callbacks.
   auto held = std::make_shared<std::optional<Use>>(std::move(*in_use));
-  auto on_complete = [weak, held](const Report& report) {
+  auto on_complete = [weak, held, setup_before](Report& report) {
+    // The one-time work done while this request ran (all of it, in a fresh process's first request).
+    SetupCosts setup = process_setup_costs().since(setup_before);
+    if (!setup.empty()) report.add_note("one-time set-up during this request: " + setup.summary());
     if (auto self = weak.lock()) {
       std::lock_guard<std::mutex> lock(self->mutex_);
       self->report_.merge(report);

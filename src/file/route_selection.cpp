@@ -73,9 +73,20 @@ Result<RoutePlanDetail> route_for(FileState& file, bool is_read, const void* buf
   q.require = file.config.require();
   q.path = file.path;
   if (needs_cufile(q)) {
-    plan.gds = cufile_state(file, gpu);
-    plan.facts = plan.gds->facts;
-    plan.cufile_consulted = true;
+    // `auto` opens cuFile only where it could move data directly: elsewhere cuFile's driver start (the
+    // bulk of a fresh process's first read) buys nothing, and the platform checks say so just as well.
+    DirectRouteHint hint;
+    if (q.compat == CompatMode::automatic && q.require != Requirement::gds && gpu.direct_route_hint) {
+      hint = gpu.direct_route_hint();
+    }
+    if (!hint.maybe_direct) {
+      plan.facts.checked_without_cufile = hint.evidence;
+      plan.facts.forced_compat = cufile_forced_compat(nullptr).forced;
+    } else {
+      plan.gds = cufile_state(file, gpu);
+      plan.facts = plan.gds->facts;
+      plan.cufile_consulted = true;
+    }
   }
   FERRY_ASSIGN_OR_RETURN(plan.decision, decide(q, plan.facts));
   return plan;

@@ -14,7 +14,7 @@ void add_to_process_report(const Report& report);  // route/report.cpp
 
 std::shared_ptr<RequestState> RequestState::start(std::vector<Task> tasks, std::shared_ptr<TaskSource> source,
                                                   unsigned threads, EndOfFileRule eof,
-                                                  std::function<void(const Report&)> on_complete) {
+                                                  std::function<void(Report&)> on_complete) {
   auto state = std::make_shared<RequestState>();
   state->tasks_ = std::move(tasks);
   state->eof_ = std::move(eof);
@@ -100,16 +100,11 @@ void RequestState::run_job() {
 
 void RequestState::complete() {
   std::vector<Callback> callbacks;
-  Result<Transfer> result = Status(ErrorCode::internal, "unset");
+  Status status;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    Status status = first_error_;
+    status = first_error_;
     if (source_) status = source_->finish_request(report_, status);
-    if (status.ok()) {
-      result = Transfer{bytes_done_.load(std::memory_order_relaxed), report_};
-    } else {
-      result = status;
-    }
   }
   // Release the route's resources before anyone can see the request done: they hold the File's state
   // (descriptors, and the Syscalls they were opened with). Otherwise the last reference could drop on
@@ -121,8 +116,10 @@ void RequestState::complete() {
     source.swap(source_);
   }
   source.reset();
-  add_to_process_report(report_);
   if (on_complete_) on_complete_(report_);
+  add_to_process_report(report_);
+  Result<Transfer> result = status;
+  if (status.ok()) result = Transfer{bytes_done_.load(std::memory_order_relaxed), report_};
   {
     std::lock_guard<std::mutex> lock(mutex_);
     result_ = result;

@@ -61,12 +61,12 @@ class RequestState {
 
   /// Starts `tasks` on the shared pool with at most `threads` jobs. A task that moves fewer bytes than
   /// its length fails the request, unless `eof` says the file's size is unknown; the request's byte
-  /// count is the sum of what its tasks moved, so no byte past it was written. `on_complete` gets the request's report
+  /// count is the sum of what its tasks moved, so no byte past it was written. `on_complete` gets (and may annotate) the request's report
   /// at completion, failed or not (File accounting), before the future is done and before callbacks
   /// registered by then() run.
   static std::shared_ptr<RequestState> start(std::vector<Task> tasks, std::shared_ptr<TaskSource> source,
                                              unsigned threads, EndOfFileRule eof,
-                                             std::function<void(const Report&)> on_complete);
+                                             std::function<void(Report&)> on_complete);
   /// A request that failed before any I/O.
   static std::shared_ptr<RequestState> failed(Status status);
 
@@ -89,7 +89,7 @@ class RequestState {
   std::vector<Task> tasks_;
   EndOfFileRule eof_;
   std::shared_ptr<TaskSource> source_;
-  std::function<void(const Report&)> on_complete_;
+  std::function<void(Report&)> on_complete_;
   std::atomic<std::size_t> next_task_{0};
   std::atomic<unsigned> active_jobs_{0};
   std::atomic<bool> failed_{false};

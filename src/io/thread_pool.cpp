@@ -1,6 +1,8 @@
 // ThreadPool: a plain FIFO of jobs with lazily grown workers.
 #include "io/thread_pool.hpp"
 
+#include "base/setup_ledger.hpp"
+
 namespace ferry::detail {
 namespace {
 thread_local bool t_on_worker = false;
@@ -17,6 +19,9 @@ ThreadPool::~ThreadPool() {
 
 void ThreadPool::ensure_workers(std::size_t n) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (threads_.size() >= n) return;
+  SetupTimer timer(SetupStep::threads);
+  timer.set(n - threads_.size(), 0);
   while (threads_.size() < n) threads_.emplace_back([this] { worker_loop(); });
 }
 

@@ -70,8 +70,9 @@ Result<Decision> decide(const RouteQuery& q, const CuFileFacts& f) {
   const bool direct = !f.forced_compat && (f.nvidia_fs_loaded || f.p2pdma_supported);
   if (!direct) {
     Reason why = f.forced_compat ? Reason::cufile_forced_compat : Reason::nvidia_fs_not_loaded;
-    std::string detail = f.forced_compat ? "CUFILE_FORCE_COMPAT_MODE=true"
-                                         : "cuFile reports nvidia-fs version 0 and no PCI P2PDMA support";
+    std::string detail = f.forced_compat                     ? "CUFILE_FORCE_COMPAT_MODE=true"
+                         : !f.checked_without_cufile.empty() ? f.checked_without_cufile
+                                                             : "cuFile reports nvidia-fs version 0 and no PCI P2PDMA support";
     if (strict) return refuse_strict(q, std::string(reason_text(why)) + ": " + detail);
     if (q.compat == CompatMode::automatic) return Decision{Route::staged, why, detail};
     return Decision{Route::cufile_posix, Reason::compat_mode_off, std::string(reason_text(why))};

@@ -32,6 +32,9 @@ struct CuFileFacts {
   bool nvidia_fs_loaded = false;
   bool p2pdma_supported = false;
   bool forced_compat = false;  // CUFILE_FORCE_COMPAT_MODE is true
+  // Set when the facts come from the platform checks alone (auto, where they showed that cuFile could
+  // not go direct): cuFile was not opened, and this says what was checked and what it showed.
+  std::string checked_without_cufile;
 };
 
 /// True when decide() needs CuFileFacts for this query: a device buffer that policy allows to go to

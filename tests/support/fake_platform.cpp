@@ -17,6 +17,13 @@ const detail::GpuPlatform& fake_gpu_platform() {
         }
         return *api;
       },
+      // As the real platform's checks would find a machine that matches the fake cuFile's script.
+      []() -> detail::DirectRouteHint {
+        const FakeCuFileScript& s = fake_cufile_script();
+        const bool module = s.nvfs_major != 0 || s.nvfs_minor != 0;
+        return {module || s.p2pdma, std::string("checked without opening cuFile (fake): nvidia_fs ") +
+                                        (module ? "loaded" : "not loaded") + ", P2PDMA " + (s.p2pdma ? "on" : "off")};
+      },
   };
   return platform;
 }

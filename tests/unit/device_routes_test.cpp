@@ -190,9 +190,34 @@ TEST_F(DeviceRoutes, AutoStagesWhenNvidiaFsIsNotLoaded) {
   ASSERT_EQ(r->report.reasons.size(), 1u);
   EXPECT_EQ(r->report.reasons[0].reason, Reason::nvidia_fs_not_loaded);
   EXPECT_EQ(testing::fake_cufile_counters().reads, 0u);
+  // Issue 11: decided from the platform checks alone; cuFile's driver (0.4-0.85 s) was never opened.
+  EXPECT_EQ(testing::fake_cufile_counters().driver_opens, 0u);
+  EXPECT_EQ(testing::fake_cufile_counters().handle_registers, 0u);
+  EXPECT_THAT(r->report.reasons[0].detail, HasSubstr("checked without opening cuFile"));
+  EXPECT_THAT(r->report.reasons[0].detail, HasSubstr("nvidia_fs not loaded"));
+}
+
+TEST_F(DeviceRoutes, AutoStillPicksCuFilesDirectRoutesWhereTheyExist) {
+  for (bool nvfs : {true, false}) {
+    testing::reset_fake_cufile();
+    if (nvfs) {
+      testing::fake_cufile_script().nvfs_major = 2;
+      testing::fake_cufile_script().read_route = FakeCuFileRoute::nvfs;
+    } else {
+      testing::fake_cufile_script().p2pdma = true;
+      testing::fake_cufile_script().read_route = FakeCuFileRoute::p2p;
+    }
+    std::vector<std::uint8_t> got;
+    auto r = read_to_device(config(CompatMode::automatic), 4 * kTask, 4 * kTask, 0, &got);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    const Route want = nvfs ? Route::nvfs : Route::p2p;
+    EXPECT_EQ(r->report.at(want).ops, 4u) << r->report.summary();
+    EXPECT_EQ(testing::fake_cufile_counters().driver_opens, 1u);
+  }
 }
 
 TEST_F(DeviceRoutes, AutoNamesTheFailedRegistrationAndCuFilesOwnWords) {
+  testing::fake_cufile_script().nvfs_major = 2;  // so that auto consults cuFile
   testing::fake_cufile_script().handle_register_error = 5027;
   testing::fake_cufile_script().handle_register_log_line = "udev property not found: ID_FS_USAGE /dev/vda";
   std::vector<std::uint8_t> got;
@@ -333,6 +358,7 @@ TEST_F(DeviceRoutes, CuFileWriteIsByteExactAndAttributed) {
 
 TEST_F(DeviceRoutes, MissingCuFileLibraryIsAReasonInAutoAndAnErrorWhenOff) {
   testing::fake_cufile_script().library_present = false;
+  testing::fake_cufile_script().nvfs_major = 2;  // the module is there, the library is not
   std::vector<std::uint8_t> got;
   auto a = read_to_device(config(CompatMode::automatic), 2 * kTask, 2 * kTask, 0, &got);
   ASSERT_TRUE(a.ok());

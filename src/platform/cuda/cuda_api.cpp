@@ -1,5 +1,7 @@
 #include "platform/cuda/cuda_api.hpp"
 
+#include "base/setup_ledger.hpp"
+
 #include <mutex>
 
 #include "platform/dynamic_library.hpp"
@@ -76,6 +78,7 @@ const ProcessCuda& process_cuda() {
   // Never destroyed: worker threads may still use the table while statics are torn down at exit.
   static ProcessCuda& state = *new ProcessCuda;
   std::call_once(once, [] {
+    SetupTimer timer(SetupStep::cuda_init);
     Result<CudaApi> loaded = CudaApi::load();
     if (!loaded.ok()) {
       state.status = loaded.status();

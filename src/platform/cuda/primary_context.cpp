@@ -1,5 +1,7 @@
 #include "platform/cuda/primary_context.hpp"
 
+#include "base/setup_ledger.hpp"
+
 #include <map>
 #include <mutex>
 #include <utility>
@@ -83,6 +85,7 @@ Result<CUcontext> primary_context(const CudaApi& api, int device) {
   CUdevice handle = 0;
   FERRY_RETURN_IF_ERROR(cuda_check(api, api.cuDeviceGet(&handle, device), "cuDeviceGet"));
   CUcontext context = nullptr;
+  SetupTimer timer(SetupStep::cuda_context);
   FERRY_RETURN_IF_ERROR(cuda_check(api, api.cuDevicePrimaryCtxRetain(&context, handle),
                                    "cuDevicePrimaryCtxRetain for device " + std::to_string(device)));
   reg.contexts.emplace(std::make_pair(&api, device), context);

@@ -2,6 +2,8 @@
 
 #include <mutex>
 
+#include "base/setup_ledger.hpp"
+
 #include "platform/cufile/cufile_log.hpp"
 #include "platform/dynamic_library.hpp"
 
@@ -74,6 +76,7 @@ const ProcessCuFile& process_cufile() {
   std::call_once(once, [] {
     // cuFile may read its environment as soon as it is loaded, so the log goes to our file from the start.
     prepare_cufile_log();
+    SetupTimer timer(SetupStep::cufile_load);
     Result<CuFileApi> loaded = CuFileApi::load();
     if (!loaded.ok()) {
       state.status = loaded.status();

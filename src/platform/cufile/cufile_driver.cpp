@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "platform/cufile/cufile_errors.hpp"
+#include "base/setup_ledger.hpp"
 #include "platform/cufile/cufile_log.hpp"
 
 namespace ferry::detail {
@@ -69,6 +70,7 @@ Result<const CuFileDriver*> CuFileDriver::open(const CuFileApi& api, CuFileFailu
   DriverEntry& entry = reg.entries[&api];
   prepare_cufile_log();
   std::uint64_t mark = cufile_log_size();
+  SetupTimer timer(SetupStep::cufile_driver_open);
   CUfileError_t opened = api.cuFileDriverOpen();
   // Another component of this process (KvikIO, cuDF) may have opened it first: that is fine for us.
   if (opened.err != CU_FILE_SUCCESS && opened.err != CU_FILE_DRIVER_ALREADY_OPEN) {
@@ -146,6 +148,7 @@ Result<CUfileHandle_t> CuFileDriver::register_handle(int fd, const std::string& 
   descr.fs_ops = nullptr;
   CUfileHandle_t handle = nullptr;
   std::uint64_t mark = cufile_log_size();
+  SetupTimer timer(SetupStep::cufile_register);
   CUfileError_t result = api_->cuFileHandleRegister(&handle, &descr);
   if (result.err == CU_FILE_SUCCESS) return handle;
   CuFileFailure details{result.err, result.cu_err, reason_since(mark)};

@@ -1,0 +1,104 @@
+// The ledger behind process_setup_costs(), and the words for it.
+#include "base/setup_ledger.hpp"
+
+#include <atomic>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace ferry {
+namespace detail {
+namespace {
+
+constexpr int kSteps = 7;
+
+struct Ledger {
+  std::atomic<std::uint64_t> ns[kSteps] = {};
+  std::atomic<std::uint64_t> count[kSteps] = {};
+  std::atomic<std::uint64_t> bytes[kSteps] = {};
+};
+
+Ledger& ledger() {
+  static Ledger* instance = new Ledger;  // never destroyed: worker threads may record during exit
+  return *instance;
+}
+
+}  // namespace
+
+void record_setup(SetupStep step, std::chrono::nanoseconds elapsed, std::uint64_t count, std::uint64_t bytes) {
+  const int i = static_cast<int>(step);
+  ledger().ns[i] += static_cast<std::uint64_t>(elapsed.count());
+  ledger().count[i] += count;
+  ledger().bytes[i] += bytes;
+}
+
+}  // namespace detail
+
+namespace {
+
+const char* const kStepNames[] = {"cuda_init", "cuda_context", "cufile_load", "cufile_driver_open",
+                                  "cufile_register", "pinned_buffers", "threads"};
+const char* const kStepWords[] = {"CUDA loaded and initialised", "GPU context(s) retained", "cuFile loaded",
+                                  "cuFile's driver opened", "file(s) registered with cuFile",
+                                  "pinned bounce buffers", "worker threads started"};
+
+}  // namespace
+
+SetupCosts process_setup_costs() {
+  SetupCosts c;
+  for (int i = 0; i < 7; ++i) {
+    c.steps[i].seconds = static_cast<double>(detail::ledger().ns[i].load()) / 1e9;
+    c.steps[i].count = detail::ledger().count[i].load();
+    c.steps[i].bytes = detail::ledger().bytes[i].load();
+  }
+  return c;
+}
+
+SetupCosts SetupCosts::since(const SetupCosts& earlier) const {
+  SetupCosts d;
+  for (int i = 0; i < 7; ++i) {
+    d.steps[i].seconds = steps[i].seconds - earlier.steps[i].seconds;
+    d.steps[i].count = steps[i].count - earlier.steps[i].count;
+    d.steps[i].bytes = steps[i].bytes - earlier.steps[i].bytes;
+  }
+  return d;
+}
+
+double SetupCosts::total_seconds() const {
+  double t = 0;
+  for (const auto& s : steps) t += s.seconds;
+  return t;
+}
+
+bool SetupCosts::empty() const {
+  for (const auto& s : steps) {
+    if (s.count) return false;
+  }
+  return true;
+}
+
+std::string SetupCosts::summary() const {
+  std::string out;
+  for (int i = 0; i < 7; ++i) {
+    if (steps[i].count == 0) continue;
+    out += out.empty() ? "" : "; ";
+    out += fmt::format("{} {:.1f} ms", kStepWords[i], steps[i].seconds * 1e3);
+    if (steps[i].count > 1 || steps[i].bytes) {
+      out += fmt::format(" ({}{})", steps[i].count,
+                         steps[i].bytes ? fmt::format(", {:.0f} MiB", static_cast<double>(steps[i].bytes) / (1 << 20)) : "");
+    }
+  }
+  return out;
+}
+
+std::string SetupCosts::to_json() const {
+  nlohmann::json j = nlohmann::json::object();
+  for (int i = 0; i < 7; ++i) {
+    j[kStepNames[i]] = {{"seconds", steps[i].seconds}, {"count", steps[i].count}, {"bytes", steps[i].bytes}};
+  }
+  j["total_seconds"] = total_seconds();
+  return j.dump();
+}
+
+}  // namespace ferry
