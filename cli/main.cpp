@@ -10,7 +10,7 @@ namespace {
 constexpr const char* kFooter = R"(
 Exit status: 0 success; 1 the operation failed (missing file, permission denied, I/O error, no GPU);
 2 bad command line (unknown option, unparsable size); 3 --verify found different bytes;
-4 the required route (--require-gds) is not available.
+4 the required route (--require-gds) is not available; 128 + N killed by signal N (130: Ctrl-C).
 Sizes accept suffixes: 4096, 16k, 4MiB, 1G (binary) or 1GB (decimal).
 Settings also come from FERRY_* environment variables; see docs/settings.md.)";
 
