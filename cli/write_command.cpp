@@ -70,7 +70,10 @@ int run_write(const std::string& path, const std::string& size_text, bool no_syn
     return kExitFailure;
   }
 
-  const Transfer& t = *result;
+  // The report's notes and details name the file the user asked for, too.
+  Transfer t = *result;
+  for (auto& note : t.report.notes) note = replace_all(note, temp->reopen_path(), path);
+  for (auto& reason : t.report.reasons) reason.detail = replace_all(reason.detail, temp->reopen_path(), path);
   double gib_s = gib_per_s(size, seconds);
   const char* sync_policy =
       no_sync ? "none (data may still be in the page cache)" : "fdatasync before rename, then the directory";

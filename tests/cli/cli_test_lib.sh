@@ -33,20 +33,33 @@ expect() {
 skip() { echo "SKIP $1: $2"; }
 
 # Another user for the tests that need one (an attacker planting files, a caller without root's rights):
-# `as_other CMD...` runs CMD as nobody (uid/gid 65534) when the tests run as root, and `other_ok` says
-# whether that works here (it needs setpriv and a scratch directory nobody can reach).
-other_ok() {
-  [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1 &&
-    setpriv --reuid=65534 --regid=65534 --clear-groups test -x "$dir" 2>/dev/null
-}
+# `other_setup` (call it once) succeeds where the tests run as root with setpriv, and then `as_other CMD...`
+# runs CMD as nobody (uid/gid 65534). It sets `odir`, a scratch directory nobody can reach (the script's
+# own when nobody can reach it and ferry, else a fresh one under ${TMPDIR:-/tmp} with a copy of ferry:
+# `oferry`), and `other_cleanup` removes the fresh one.
 as_other() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+other_setup() {
+  [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1 && as_other true 2>/dev/null || return 1
+  odir_fresh=0
+  if as_other test -x "$dir" -a -x "$ferry" 2>/dev/null; then
+    odir=$dir/other
+    oferry=$ferry
+  else
+    odir=$(mktemp -d "${TMPDIR:-/tmp}/ferry-cli-test.XXXXXX") || return 1
+    odir_fresh=1
+    cp "$ferry" "$odir/ferry" || return 1
+    oferry=$odir/ferry
+  fi
+  mkdir -p "$odir" && chmod 0755 "$odir" && as_other test -x "$odir" -a -x "$oferry"
+}
+other_cleanup() { [ "${odir_fresh:-0}" = 1 ] && rm -rf "$odir"; true; }
 
 # expect_as_other NAME WANT_RC PATTERN -- args...: `expect`, with ferry run as the other user.
 expect_as_other() {
   local name=$1 want=$2 pattern=$3
   shift 4
   local out rc
-  out=$(as_other "$ferry" "$@" 2>&1)
+  out=$(as_other "$oferry" "$@" 2>&1)
   rc=$?
   if [ "$rc" -ne "$want" ]; then
     fail "$name: exit $rc, wanted $want; output: ${out:0:600}"

@@ -9,15 +9,15 @@
 set -u
 source "$(dirname "$0")/cli_test_lib.sh" "$@"
 
-if other_ok; then other=1; else other=0; fi
-why_no_other="needs root, setpriv and a scratch directory user nobody can reach"
+if other_setup; then other=1; else other=0; fi
+why_no_other="needs root and setpriv, to act as user nobody"
 leftovers() { ls -A "$1" | grep -E 'ferry-partial|^\.ferry-' ; }
 
 # --- Item 2: a symlink planted under the temporary name ---------------------------------------------------
 if [ "$other" = 1 ]; then
-  shared="$dir/shared"
+  shared="$odir/shared"
   mkdir -p "$shared" && chmod 1777 "$shared"
-  victim="$dir/victim.bin"
+  victim="$odir/victim.bin"
   echo "the victim's bytes" >"$victim"
   # The names the old code used, FILE.ferry-partial-<pid>, for the next 3000 pids: planted by one process (so
   # that planting uses up no pids), as the other user.
@@ -104,13 +104,13 @@ if [ "$other" = 1 ]; then
   "$ferry" write "$shared/nobodys.bin" --size 2k >/dev/null
   holds "root replacing it keeps owner and group" test "$(stat -c %u:%g:%a "$shared/nobodys.bin")" = 65534:65534:640
   # The temporary is made in the directory: an unwritable one is refused, naming the user's file.
-  mkdir -p "$dir/closed" && chmod 0755 "$dir/closed"
+  mkdir -p "$odir/closed" && chmod 0755 "$odir/closed"
   expect_as_other "an unwritable directory names the user's file" 1 \
-    "permission_denied: Could not write \"$dir/closed/x.bin\": creating a file in \"$dir/closed\": Permission denied \(EACCES\)" \
-    -- write "$dir/closed/x.bin" --size 1k
-  expect_as_other "bench names the user's file too" 1 "Could not write \"$dir/closed/b.bin\"" -- \
-    bench "$dir/closed/b.bin" --size 64KiB --routes host --baselines none --repeats 1 --no-progress
-  out=$(as_other "$ferry" write "$dir/closed/x.bin" --size 1k 2>&1)
+    "permission_denied: Could not write \"$odir/closed/x.bin\": creating a file in \"$odir/closed\": Permission denied \(EACCES\)" \
+    -- write "$odir/closed/x.bin" --size 1k
+  expect_as_other "bench names the user's file too" 1 "Could not write \"$odir/closed/b.bin\"" -- \
+    bench "$odir/closed/b.bin" --size 64KiB --routes host --baselines none --repeats 1 --no-progress
+  out=$(as_other "$oferry" write "$odir/closed/x.bin" --size 1k 2>&1)
   grep -qE 'ferry-partial|/proc/self/fd' <<<"$out" && fail "an error names a temporary: $out" || pass "no temporary named"
 else
   skip "permissions of another user" "$why_no_other"
@@ -157,5 +157,6 @@ signal_test INT 130 FERRY_CLI_TEST_NO_O_TMPFILE=1
 signal_test TERM 143 FERRY_CLI_TEST_NO_O_TMPFILE=1
 set +m
 
+other_cleanup
 rm -rf "$dir"
 finish
