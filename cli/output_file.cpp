@@ -173,7 +173,7 @@ Result<Destination> inspect_destination(const std::string& path) {
       d.st = st;
     }
     if (S_ISDIR(d.st.st_mode))
-      return Status(ErrorCode::is_a_directory, fmt::format("Could not write \"{}\": it is a directory", path), EISDIR,
+      return Status(ErrorCode::is_a_directory, fmt::format("Could not write \"{}\": it is a directory", path), 0,
                     path);
     if (!S_ISREG(d.st.st_mode)) {
       return Status(ErrorCode::failed_precondition,
@@ -187,12 +187,12 @@ Result<Destination> inspect_destination(const std::string& path) {
     return write_error(errno, path);
   } else if (path.back() == '/') {
     return Status(ErrorCode::is_a_directory,
-                  fmt::format("Could not write \"{}\": a name ending in \"/\" is a directory", path), EISDIR, path);
+                  fmt::format("Could not write \"{}\": a name ending in \"/\" is a directory", path), 0, path);
   }
 
   split_path(d.target, &d.directory, &d.name);
   if (d.name.empty() || d.name == "." || d.name == "..")
-    return Status(ErrorCode::is_a_directory, fmt::format("Could not write \"{}\": it is a directory", path), EISDIR,
+    return Status(ErrorCode::is_a_directory, fmt::format("Could not write \"{}\": it is a directory", path), 0,
                   path);
   d.dir = UniqueFd(::open(d.directory.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (d.dir.get() < 0) return write_error(errno, path);
