@@ -6,7 +6,8 @@
 // - The new data goes into a file nobody else can name: an unnamed O_TMPFILE file in the destination's
 //   directory where the file system supports that (it vanishes with the process), else a file created with
 //   O_CREAT|O_EXCL|O_NOFOLLOW under a short random name (".ferry-" + 12 random characters), mode 0600,
-//   which SIGINT, SIGTERM and SIGHUP remove (install_cleanup_signal_handlers). A planted symlink or file is
+//   which SIGINT, SIGTERM and SIGHUP remove (install_cleanup_signal_handlers; the environment variable
+//   FERRY_CLI_TEST_NO_O_TMPFILE=1 forces this way, for tests). A planted symlink or file is
 //   never written through: O_TMPFILE has no name, O_EXCL|O_NOFOLLOW refuses existing names, and linkat
 //   never replaces.
 // - Only regular files are created or replaced: a directory, device, FIFO or socket is refused, never

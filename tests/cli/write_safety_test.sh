@@ -123,11 +123,11 @@ holds "it exists" test -f "$dir/$long"
 
 # --- Item 7: signals -------------------------------------------------------------------------------------
 mkdir -p "$dir/sig"
-# signal_test SIG WANT_RC [ENV...]: starts a large, slow write over an existing file, waits until its
+# signal_test SIG WANT_RC LABEL [ENV...]: starts a large, slow write over an existing file, waits until its
 # temporary exists, sends SIG, and checks the exit status, the old file and that nothing is left behind.
 signal_test() {
-  local sig=$1 want=$2
-  shift 2
+  local sig=$1 want=$2 label=$3
+  shift 3
   echo "old contents" >"$dir/sig/dest.bin"
   # Bash starts background jobs with SIGINT ignored (there is no job control in a script), and ferry leaves
   # an ignored signal ignored: python restores the default first, as an interactive shell would have it.
@@ -143,7 +143,7 @@ signal_test() {
     fi
     sleep 0.01
   done
-  local name="SIG$sig during write ($*)"
+  local name="SIG$sig during write ($label)"
   # Frozen, it cannot finish between this check and the signal (a fast disk could otherwise win the race).
   kill -STOP "$pid" 2>/dev/null
   for _ in $(seq 1 500); do grep -q '^State:.*T' "/proc/$pid/status" 2>/dev/null && break; sleep 0.01; done
@@ -162,10 +162,10 @@ signal_test() {
   holds "$name: the old file is intact" grep -qx "old contents" "$dir/sig/dest.bin"
   [ -z "$(leftovers "$dir/sig")" ] && pass "$name: no temporary left" || fail "$name: left $(leftovers "$dir/sig")"
 }
-signal_test INT 130 FERRY_CLI_TEST_NONE=1
-signal_test TERM 143 FERRY_CLI_TEST_NONE=1
-signal_test INT 130 FERRY_CLI_TEST_NO_O_TMPFILE=1
-signal_test TERM 143 FERRY_CLI_TEST_NO_O_TMPFILE=1
+signal_test INT 130 "O_TMPFILE"
+signal_test TERM 143 "O_TMPFILE"
+signal_test INT 130 "named temporary" FERRY_CLI_TEST_NO_O_TMPFILE=1
+signal_test TERM 143 "named temporary" FERRY_CLI_TEST_NO_O_TMPFILE=1
 
 other_cleanup
 rm -rf "$dir"
