@@ -53,7 +53,8 @@ step read-hot --cache hot --repeats 3 --verify --routes staged,auto,cufile,host 
 step read-cold --cache cold --cold-repeats 2 --routes staged,auto,cufile --baselines copy,pread,naive
 step sweep --cache hot --repeats 3 --routes staged --baselines copy,pread --threads 4,8,16 \
   --task-size 1MiB,4MiB,8MiB
-step write --op write --write-io both --sync end --repeats 2 --verify --routes staged --baselines copy,pwrite
+# The data file exists (the reads used it): writing over it needs --overwrite.
+step write --op write --overwrite --write-io both --sync end --repeats 2 --verify --routes staged --baselines copy,pwrite
 
 py=$(command -v python3 || echo /usr/bin/python3)
 "$py" - "$out" <<'EOF' || { echo "(no python3: see the .txt tables)"; grep -h -A12 "^targets:" "$out"/*.txt; }

@@ -10,6 +10,8 @@
 #include "bench_report.hpp"
 #include "bench_runner.hpp"
 #include "cli_common.hpp"
+#include "output_file.hpp"
+#include "route/json_text.hpp"
 
 namespace ferry::cli {
 namespace {
@@ -23,6 +25,11 @@ cold-start run is timed and shown apart. Reads: --cache hot reads from the page 
 through first); cold evicts the file before every run (drop_caches as root, else posix_fadvise DONTNEED),
 checks with cachestat/mincore that it is gone, and says which. Writes (--op write) overwrite the first
 --size bytes of FILE with the same generated data, buffered and/or O_DIRECT, with the --sync policy.
+FILE: a missing one is created with generated data (complete, or not at all). An existing one is never
+changed without --overwrite: reads measure it as it is (if it is shorter than --size, its size, rounded
+down to 4 KiB, and a warning says so); --op write on it is refused. --overwrite lets bench write into it:
+the first --size bytes, filled with generated data (--verify of writes also truncates it to --size); bench
+says so on stderr first.
 Device routes and GPU baselines are skipped, with the reason, where no GPU is usable.
 Exit status: 0 measured (targets are reported, not enforced); 1 a measurement failed or the file could not
 be prepared; 2 bad command line; 3 --verify found different bytes.)";
@@ -54,6 +61,8 @@ bench::Plan make_plan(const BenchOptions& o) {
 
   p.size = bench::round_up_4k(parse_size_option(o.size, "--size"));
   if (p.size == 0) throw UsageError{"--size: cannot use \"" + o.size + "\" (the benchmark needs at least one byte)"};
+  p.requested_size = p.size;
+  p.overwrite = o.overwrite;
   p.path = o.file.empty() ? fmt::format("bench-{}.bin", size_name(p.size)) : o.file;
   p.op = o.op == "write" ? bench::Op::write : bench::Op::read;
   p.pattern = o.pattern == "random" ? bench::Pattern::random : bench::Pattern::seq;
@@ -72,17 +81,18 @@ bench::Plan make_plan(const BenchOptions& o) {
     if (std::find(p.baselines.begin(), p.baselines.end(), name) == p.baselines.end()) p.baselines.push_back(name);
   }
   for (const auto& t : split_list(o.threads)) {
-    char* end = nullptr;
-    unsigned long n = std::strtoul(t.c_str(), &end, 10);
-    if (end == t.c_str() || *end != '\0' || n == 0 || n > 1024)
-      throw UsageError{"--threads: cannot use \"" + t + "\" (expected numbers from 1 to 1024, e.g. 4,8,16)"};
-    p.threads.push_back(static_cast<unsigned>(n));
+    // The same bounds as FERRY_THREADS and the other commands' --threads.
+    Config scratch;
+    Status s = scratch.set("threads", t);
+    if (!s.ok()) throw UsageError{"--threads: cannot use \"" + t + "\" (expected numbers from 1 to 256, e.g. 4,8,16)"};
+    p.threads.push_back(scratch.threads());
   }
   if (p.threads.empty()) p.threads.push_back(p.base_config.threads());
   for (const auto& t : split_list(o.task_sizes)) {
-    std::uint64_t n = bench::round_up_4k(parse_size_option(t, "--task-size"));
-    if (n == 0) throw UsageError{"--task-size: cannot use \"" + t + "\""};
-    p.task_sizes.push_back(n);
+    Config scratch;  // the same bounds as FERRY_TASK_SIZE
+    Status s = scratch.set("task_size", t);
+    if (!s.ok()) throw UsageError{replace_all(s.message(), "task_size", "--task-size")};
+    p.task_sizes.push_back(scratch.task_size());
   }
   if (p.task_sizes.empty()) p.task_sizes.push_back(p.base_config.task_size());
 
@@ -112,18 +122,25 @@ CLI::App* add_bench_command(CLI::App& app, BenchOptions& o) {
                                             "ceilings and baselines measured in the same run");
   b->footer(kBenchFooter);
   b->add_option("FILE", o.file, "File to read or write over (default: bench-<size>.bin here; created with generated "
-                                "data when missing or shorter than --size)");
-  b->add_option("--size", o.size, "Bytes per run (default 8GiB)");
+                                "data when missing; an existing file is changed only with --overwrite)")
+      ->check(not_empty());
+  b->add_option("--size", o.size, "Bytes per run (default 8GiB)")->check(not_empty());
+  b->add_flag("--overwrite", o.overwrite, "Allow writing into an existing FILE: required by --op write, and fills a "
+                                          "shorter FILE to --size for reads (its contents are lost)");
   b->add_option("--op", o.op, "read or write (default read)")->check(CLI::IsMember({"read", "write"}));
   b->add_option("--pattern", o.pattern, "seq: one request for everything; random: one request per task, shuffled, "
                                         "a bounded number in flight (default seq)")
       ->check(CLI::IsMember({"seq", "random"}));
   b->add_option("--routes", o.routes, "Ferry routes, comma-separated: staged, cufile, host, auto (default "
-                                      "staged,cufile,host)");
-  b->add_option("--baselines", o.baselines, "Baselines: copy, pread (pwrite for writes), naive, or none (default all)");
-  b->add_option("--threads", o.threads, "Thread counts to sweep, e.g. 4,8,16 (default: Ferry's default)");
+                                      "staged,cufile,host)")
+      ->check(not_empty());
+  b->add_option("--baselines", o.baselines, "Baselines: copy, pread (pwrite for writes), naive, or none (default all)")
+      ->check(not_empty());
+  b->add_option("--threads", o.threads, "Thread counts to sweep, e.g. 4,8,16 (default: Ferry's default)")
+      ->check(not_empty());
   b->add_option("--task-size", o.task_sizes, "Task sizes to sweep, e.g. 1MiB,4MiB (default: Ferry's default); the "
-                                             "staged route's bounce buffers follow unless FERRY_BOUNCE_BUFFER_SIZE is set");
+                                             "staged route's bounce buffers follow unless FERRY_BOUNCE_BUFFER_SIZE is set")
+      ->check(not_empty());
   b->add_option("--cache", o.cache, "Reads: hot (page cache), cold (evicted before each run) or both (default hot)")
       ->check(CLI::IsMember({"hot", "cold", "both"}));
   b->add_option("--write-io", o.write_io, "Writes: buffered, direct (O_DIRECT) or both (default both)")
@@ -136,9 +153,9 @@ CLI::App* add_bench_command(CLI::App& app, BenchOptions& o) {
   b->add_option("--cold-repeats", o.cold_repeats, "Timed runs per cold measurement (default: --repeats)");
   b->add_flag("--verify", o.verify, "Check the bytes of every Ferry measurement (reads: against the file; writes: "
                                     "an extra untimed run into the emptied file, read back)");
-  b->add_option("--device", o.device, "GPU ordinal (default 0)");
+  b->add_option("--device", o.device, "GPU ordinal (default 0)")->check(gpu_ordinal("GPU 0"));
   b->add_flag("--json", o.json, "Print one JSON object instead of the table");
-  b->add_option("--json-out", o.json_out, "Also write the JSON object to this file");
+  b->add_option("--json-out", o.json_out, "Also write the JSON object to this file")->check(not_empty());
   b->add_flag("--progress,!--no-progress", o.progress, "Progress on stderr (default on)");
   b->add_option("--seed", o.seed, "Seed of the random pattern's order (default 42)");
   return b;
@@ -146,6 +163,7 @@ CLI::App* add_bench_command(CLI::App& app, BenchOptions& o) {
 
 int run_bench(const BenchOptions& o) {
   bench::Plan plan = make_plan(o);
+  install_cleanup_signal_handlers();  // a FILE being created is removed when bench is interrupted
   auto outcome = bench::run_plan(plan);
   if (!outcome.ok()) {
     print_error(outcome.status().to_string());
@@ -154,14 +172,14 @@ int run_bench(const BenchOptions& o) {
   nlohmann::json j = bench::to_json(*outcome);
   if (!o.json_out.empty()) {
     std::ofstream out(o.json_out);
-    out << j.dump(2) << "\n";
+    out << detail::json_dump(j, 2) << "\n";
     if (!out) {
       print_error(fmt::format("could not write \"{}\"", o.json_out));
       return kExitFailure;
     }
   }
   if (o.json) {
-    std::cout << j.dump() << "\n";
+    std::cout << detail::json_dump(j) << "\n";
   } else {
     std::cout << bench::render_table(*outcome);
   }

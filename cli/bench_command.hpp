@@ -25,6 +25,7 @@ struct BenchOptions {
   unsigned repeats = 3;
   int cold_repeats = -1;  // -1: as --repeats
   bool verify = false;
+  bool overwrite = false;  // --overwrite: bench may write into an existing FILE
   int device = 0;
   bool json = false;
   std::string json_out;

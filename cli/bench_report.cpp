@@ -17,6 +17,7 @@
 #include "platform/cuda/cuda_api.hpp"
 #include "platform/cuda/primary_context.hpp"
 #include "platform/cufile/cufile_api.hpp"
+#include "route/json_text.hpp"
 
 namespace ferry::cli::bench {
 namespace {
@@ -256,6 +257,8 @@ nlohmann::json to_json(const Outcome& o) {
       {"file", p.path},
       {"file_created", o.file_created},
       {"size_bytes", p.size},
+      {"requested_size_bytes", p.requested_size},
+      {"overwrite", p.overwrite},
       {"op", p.op == Op::read ? "read" : "write"},
       {"pattern", p.pattern == Pattern::seq ? "seq" : "random"},
       {"seed", p.seed},
@@ -313,7 +316,7 @@ nlohmann::json to_json(const Outcome& o) {
     r["setup_route"] = m.setup_plan.empty() ? json(nullptr) : json(m.setup_plan);
     r["ratios"] = m.ratios;
     r["route_summary"] = m.report ? json(m.report->summary()) : json(nullptr);
-    r["report"] = m.report ? json::parse(m.report->to_json()) : json(nullptr);
+    r["report"] = m.report ? detail::report_json(*m.report) : json(nullptr);
     r["verify"] = m.verify ? json{{"ok", m.verify->ok}, {"detail", m.verify->detail}} : json(nullptr);
     r["notes"] = m.notes;
     results.push_back(std::move(r));

@@ -24,6 +24,7 @@
 #include "device_memory.hpp"
 #include "host_buffer.hpp"
 #include "io/syscalls.hpp"
+#include "output_file.hpp"
 #include "platform/cuda/cuda_api.hpp"
 #include "platform/cuda/primary_context.hpp"
 
@@ -166,24 +167,16 @@ void settle_after_write(const std::string& path) {
 
 // ---- the file ----
 
-Result<bool> prepare_file(const Plan& plan, Progress& progress) {
-  struct stat st{};
-  if (::stat(plan.path.c_str(), &st) == 0) {
-    if (!S_ISREG(st.st_mode))
-      return Status(S_ISDIR(st.st_mode) ? ErrorCode::is_a_directory : ErrorCode::failed_precondition,
-                    fmt::format("\"{}\" is not a regular file", plan.path), 0, plan.path);
-    if (static_cast<std::uint64_t>(st.st_size) >= plan.size) return false;
-  }
-  std::string partial = fmt::format("{}.ferry-partial-{}", plan.path, ::getpid());
-  int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::from_errno(errno, fmt::format("Could not create \"{}\"", partial), plan.path);
+// Writes generated data into [0, size) of `fd` with a few threads, then fdatasync. Errors name `path`.
+Status fill_generated_file(int fd, const std::string& path, std::uint64_t size, Progress& progress,
+                           const std::string& what) {
   constexpr std::uint64_t kPiece = 16ull << 20;
   std::atomic<std::uint64_t> next{0}, written{0};
   std::atomic<int> error{0};
   auto worker = [&] {
     std::vector<std::uint8_t> buf(kPiece);
-    for (std::uint64_t at = next.fetch_add(kPiece); at < plan.size && error == 0; at = next.fetch_add(kPiece)) {
-      std::uint64_t n = std::min(kPiece, plan.size - at);
+    for (std::uint64_t at = next.fetch_add(kPiece); at < size && error == 0; at = next.fetch_add(kPiece)) {
+      std::uint64_t n = std::min(kPiece, size - at);
       fill_generated(buf.data(), n, at);
       for (std::uint64_t done = 0; done < n;) {
         ssize_t w = ::pwrite(fd, buf.data() + done, n - done, static_cast<off_t>(at + done));
@@ -200,31 +193,108 @@ Result<bool> prepare_file(const Plan& plan, Progress& progress) {
   unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
   std::vector<std::thread> pool;
   for (unsigned i = 0; i < threads; ++i) pool.emplace_back(worker);
-  std::uint64_t start = now_ns();
   std::atomic<bool> finished{false};
   std::thread joiner([&] {
     for (auto& t : pool) t.join();
     finished = true;
   });
   while (!finished) {
-    progress.show(fmt::format("creating \"{}\": {:.0f}% of {}", plan.path,
-                              100.0 * static_cast<double>(written.load()) / static_cast<double>(plan.size),
-                              format_size(plan.size)));
+    progress.show(fmt::format("{} \"{}\": {:.0f}% of {}", what, path,
+                              100.0 * static_cast<double>(written.load()) / static_cast<double>(size),
+                              format_size(size)));
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
   joiner.join();
   int e = error.load();
   if (e == 0 && ::fdatasync(fd) != 0) e = errno;
-  ::close(fd);
-  if (e != 0 || std::rename(partial.c_str(), plan.path.c_str()) != 0) {
-    if (e == 0) e = errno;
-    std::remove(partial.c_str());
-    return Status::from_errno(e, fmt::format("Could not create \"{}\" with {} of generated data", plan.path,
-                                             format_size(plan.size)), plan.path);
-  }
+  if (e != 0)
+    return Status::from_errno(e, fmt::format("Could not write {} of generated data to \"{}\"", format_size(size), path),
+                              path);
+  return Status();
+}
+
+// A missing FILE: made in a private temporary file and given its name only when complete, and only if the
+// name is still free (output_file.hpp).
+Status create_generated_file(const Plan& plan, Progress& progress) {
+  FERRY_ASSIGN_OR_RETURN(Destination dest, inspect_destination(plan.path));
+  FERRY_ASSIGN_OR_RETURN(TempFile temp, TempFile::create(dest));
+  std::uint64_t start = now_ns();
+  FERRY_RETURN_IF_ERROR(fill_generated_file(temp.fd(), plan.path, plan.size, progress, "creating"));
+  FERRY_RETURN_IF_ERROR(temp.commit(dest, /*replace=*/false, /*sync_directory=*/true));
   progress.done(fmt::format("created \"{}\": {} of generated data in {:.1f} s", plan.path, format_size(plan.size),
                             seconds_since(start)));
-  return true;
+  return Status();
+}
+
+// What bench may do to FILE: create it when missing; otherwise use it as it is, unless --overwrite allows
+// writing into it. A read of a shorter file measures what the file holds (4 KiB multiples), and says so.
+// Returns whether the file was created. May lower `plan.size`, and adds to `out`'s warnings and notes.
+Result<bool> prepare_file(Plan& plan, Outcome& out, Progress& progress) {
+  struct stat st{};
+  if (::lstat(plan.path.c_str(), &st) != 0) {
+    if (errno != ENOENT)
+      return Status::from_errno(errno, fmt::format("Could not use \"{}\" for the benchmark", plan.path), plan.path);
+    FERRY_RETURN_IF_ERROR(create_generated_file(plan, progress));
+    return true;
+  }
+  if (::stat(plan.path.c_str(), &st) != 0)
+    return Status::from_errno(errno, fmt::format("Could not use \"{}\" for the benchmark", plan.path), plan.path);
+  if (!S_ISREG(st.st_mode))
+    return Status(S_ISDIR(st.st_mode) ? ErrorCode::is_a_directory : ErrorCode::failed_precondition,
+                  fmt::format("\"{}\" is not a regular file", plan.path), 0, plan.path);
+  const std::uint64_t have = static_cast<std::uint64_t>(st.st_size);
+  const bool write = plan.op == Op::write;
+  const std::string holds = fmt::format("it holds {}", format_size(have));
+  if (write && !plan.overwrite) {
+    return Status(ErrorCode::already_exists,
+                  fmt::format("Could not benchmark writes to \"{}\": it exists ({}), and bench writes only into files "
+                              "it creates; --op write would overwrite its first {} with generated data{}. Add "
+                              "--overwrite to allow that, or name a file that does not exist",
+                              plan.path, holds, format_size(plan.size),
+                              plan.verify ? fmt::format(", and --verify truncates it to {}", format_size(plan.size)) : ""),
+                  0, plan.path);
+  }
+  if (write) {
+    std::string what = fmt::format("--overwrite: the first {} of \"{}\" ({}) are overwritten with generated data{}",
+                                   format_size(plan.size), plan.path, holds,
+                                   plan.verify ? fmt::format(", and --verify truncates it to {}", format_size(plan.size))
+                                               : "");
+    std::fprintf(stderr, "ferry bench: %s\n", what.c_str());  // said even with --no-progress: it destroys data
+    out.notes.push_back(what);
+  }
+  if (have >= plan.size) return false;
+
+  if (plan.overwrite) {
+    if (!write) {
+      std::string what = fmt::format("--overwrite: \"{}\" ({}) is filled to {} with generated data, replacing its "
+                                     "contents", plan.path, holds, format_size(plan.size));
+      std::fprintf(stderr, "ferry bench: %s\n", what.c_str());
+      out.notes.push_back(what);
+    }
+    int fd = ::open(plan.path.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC);  // in place: no O_CREAT, no O_TRUNC
+    if (fd < 0)
+      return Status::from_errno(errno, fmt::format("Could not open \"{}\" for writing", plan.path), plan.path);
+    Status s = fill_generated_file(fd, plan.path, plan.size, progress, "filling");
+    ::close(fd);
+    FERRY_RETURN_IF_ERROR(s);
+    progress.done(fmt::format("filled \"{}\" to {} with generated data", plan.path, format_size(plan.size)));
+    return false;
+  }
+  // A read of a file bench did not create: measure the file as it is.
+  const std::uint64_t usable = have / 4096 * 4096;
+  if (usable == 0) {
+    return Status(ErrorCode::failed_precondition,
+                  fmt::format("Could not benchmark \"{}\": {}, less than the 4 KiB a measurement needs, and bench does "
+                              "not change files it did not create (--overwrite fills it to --size with generated data)",
+                              plan.path, holds),
+                  0, plan.path);
+  }
+  out.warnings.push_back(fmt::format("\"{}\" holds {}, less than --size {}: measuring its first {} as it is (bench "
+                                     "does not change files it did not create; --overwrite fills it to --size with "
+                                     "generated data)",
+                                     plan.path, format_size(have), format_size(plan.size), format_size(usable)));
+  plan.size = usable;
+  return false;
 }
 
 // ---- measuring ----
@@ -790,12 +860,13 @@ Result<Outcome> run_plan(const Plan& plan) {
   Outcome out;
   out.plan = plan;
   Progress progress(plan.progress);
-  FERRY_ASSIGN_OR_RETURN(out.file_created, prepare_file(plan, progress));
-  out.env = gather_environment(plan);
+  // From here on out.plan is the plan measured: prepare_file() may lower its size to what FILE holds.
+  FERRY_ASSIGN_OR_RETURN(out.file_created, prepare_file(out.plan, out, progress));
+  out.env = gather_environment(out.plan);
   for (auto& w : environment_warnings(out.env)) out.warnings.push_back(w);
-  Residency probe = probe_residency(plan.path, plan.size);
+  Residency probe = probe_residency(out.plan.path, out.plan.size);
   out.cache_check = probe.known ? probe.method : "none (" + probe.error + ")";
-  Runner runner(plan, out, progress);
+  Runner runner(out.plan, out, progress);
   FERRY_RETURN_IF_ERROR(runner.run());
   out.total_seconds = seconds_since(start);
   compute_statistics(out);

@@ -26,7 +26,9 @@ enum class SyncPolicy { end, none };  // writes: one fdatasync inside the timed 
 /// Everything the command line decided, with defaults filled in.
 struct Plan {
   std::string path;             // the file read, or written over
-  std::uint64_t size = 0;       // bytes per run
+  std::uint64_t size = 0;       // bytes per run (lowered to what an existing, shorter file holds, for reads)
+  std::uint64_t requested_size = 0;  // --size as given (rounded up to 4 KiB)
+  bool overwrite = false;       // --overwrite: bench may write into an existing FILE it did not create
   Op op = Op::read;
   Pattern pattern = Pattern::seq;
   std::vector<std::string> routes;     // "staged", "cufile", "host", "auto"

@@ -1,6 +1,7 @@
 // Option handling, error printing and timing shared by the subcommands.
 #include "cli_common.hpp"
 
+#include <cctype>
 #include <chrono>
 #include <cstring>
 #include <iostream>
@@ -11,13 +12,38 @@
 
 namespace ferry::cli {
 
+CLI::Validator not_empty() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        if (!value.empty()) return {};
+        return "cannot use \"\" (an empty value; leave the option out to get its default)";
+      },
+      "");
+}
+
+CLI::Validator gpu_ordinal(const std::string& without) {
+  return CLI::Validator(
+      [without](std::string& value) -> std::string {
+        std::size_t digits = 0;
+        while (digits < value.size() && std::isdigit(static_cast<unsigned char>(value[digits]))) ++digits;
+        if (digits > 0 && digits == value.size() && digits <= 6) return {};
+        return fmt::format("cannot use \"{}\" (expected a GPU ordinal: 0, 1, ...; leave --device out for {})", value,
+                           without);
+      },
+      "");
+}
+
 void add_common_options(CLI::App& cmd, CommonOptions& o) {
-  cmd.add_option("--threads", o.threads, "Worker threads for this request (default: FERRY_THREADS or CPUs, 4..16)");
-  cmd.add_option("--task-size", o.task_size, "Bytes per task, e.g. 4MiB (default: FERRY_TASK_SIZE or 4MiB)");
-  cmd.add_option("--direct-io", o.direct_io, "O_DIRECT policy: auto, on, off (default: auto)");
-  cmd.add_option("--compat", o.compat, "cuFile use for device memory: auto, on (never), off (always)");
+  cmd.add_option("--threads", o.threads, "Worker threads for this request, 1 to 256 (default: FERRY_THREADS or CPUs, 4..16)")
+      ->check(not_empty());
+  cmd.add_option("--task-size", o.task_size, "Bytes per task, e.g. 4MiB (default: FERRY_TASK_SIZE or 4MiB)")
+      ->check(not_empty());
+  cmd.add_option("--direct-io", o.direct_io, "O_DIRECT policy: auto, on, off (default: auto)")->check(not_empty());
+  cmd.add_option("--compat", o.compat, "cuFile use for device memory: auto, on (never), off (always)")
+      ->check(not_empty());
   cmd.add_flag("--require-gds", o.require_gds, "Fail unless every operation takes cuFile's direct route");
-  cmd.add_option("--device", o.device, "GPU ordinal to read into or write from (default: host memory)");
+  cmd.add_option("--device", o.device, "GPU ordinal to read into or write from (default: host memory)")
+      ->check(gpu_ordinal("host memory"));
   cmd.add_flag("--json", o.json, "Print one JSON object instead of text");
 }
 

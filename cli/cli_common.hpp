@@ -32,8 +32,15 @@ struct CommonOptions {
   std::string compat;
   bool require_gds = false;
   bool json = false;
-  int device = -1;  // -1: host memory
+  int device = -1;  // -1: host memory (no --device; a negative --device is refused)
 };
+
+/// For every option that takes a value: an empty value is refused (exit 2), so that `--size ''` cannot
+/// quietly mean "not given".
+CLI::Validator not_empty();
+/// For --device: a GPU ordinal, 0 or more (exit 2 otherwise). `without` says what leaving the option out
+/// means ("host memory", "GPU 0").
+CLI::Validator gpu_ordinal(const std::string& without);
 
 void add_common_options(CLI::App& cmd, CommonOptions& o);
 /// default_config() with the command line's settings applied. Throws UsageError.

@@ -19,10 +19,11 @@ Without a usable GPU the prediction is for host memory (route host). See docs/do
 
 void add_doctor_options(CLI::App& cmd, DoctorCommandOptions& o) {
   cmd.add_option("PATH", o.path, "File to check (optional: without it only the platform is checked)");
-  cmd.add_option("--device", o.device, "GPU ordinal the read would go to (default 0)");
+  cmd.add_option("--device", o.device, "GPU ordinal the read would go to (default 0)")->check(gpu_ordinal("GPU 0"));
   cmd.add_flag("--probe", o.probe, "Prove the prediction with a real read of up to 16 MiB of PATH (needs PATH)");
   cmd.add_flag("--require-gds", o.require_gds, "Exit 4 unless cuFile's direct route (nvfs or p2p) is available");
-  cmd.add_option("--compat", o.compat, "cuFile use for device memory: auto, on (never), off (always)");
+  cmd.add_option("--compat", o.compat, "cuFile use for device memory: auto, on (never), off (always)")
+      ->check(not_empty());
   cmd.add_flag("--json", o.json, "Print one JSON object (schema ferry.doctor/1) instead of text");
   cmd.footer(kDoctorFooter);
 }

@@ -10,9 +10,19 @@ namespace {
 constexpr const char* kFooter = R"(
 Exit status: 0 success; 1 the operation failed (missing file, permission denied, I/O error, no GPU);
 2 bad command line (unknown option, unparsable size); 3 --verify found different bytes;
-4 the required route (--require-gds) is not available.
+4 the required route (--require-gds) is not available; 128 + N killed by signal N (130: Ctrl-C).
 Sizes accept suffixes: 4096, 16k, 4MiB, 1G (binary) or 1GB (decimal).
 Settings also come from FERRY_* environment variables; see docs/settings.md.)";
+
+constexpr const char* kWriteFooter = R"(
+FILE is replaced only when the new data is complete (and synced, unless --no-sync): until then it is left
+as it was, also when ferry is interrupted (SIGINT, SIGTERM, SIGHUP: nothing is left behind, and the exit
+status is 128 + the signal, 130 for Ctrl-C). The new data goes into an unnamed file (O_TMPFILE; where the
+file system lacks it, a random name created with O_EXCL|O_NOFOLLOW), so a planted name is never written
+through. An existing FILE keeps its mode (and, for root, owner and group); a new one gets 0666 & ~umask.
+ferry write refuses, with exit status 1: a directory, device, FIFO or socket (never replaced); a FILE that
+`>` could not write (permission_denied); a dangling symlink; a symlink owned by another user in a sticky,
+world-writable directory.)";
 
 }  // namespace
 
@@ -28,18 +38,24 @@ int main(int argc, char** argv) {
   bool verify = false;
   CLI::App* read = app.add_subcommand("read", "Read FILE (or part of it) into host memory or a GPU; print throughput and the route report");
   read->add_option("FILE", read_path, "File to read")->required();
-  read->add_option("--offset", read_offset, "Byte offset to start at (default 0)");
-  read->add_option("--size", read_size, "Bytes to read (default: to the end of the file)");
+  read->add_option("--offset", read_offset, "Byte offset to start at (default 0)")->check(not_empty());
+  read->add_option("--size", read_size, "Bytes to read, at most what the file holds from the offset (default: to the "
+                                        "end of the file)")
+      ->check(not_empty());
   read->add_flag("--verify", verify, "Compare the bytes with a plain sequential read of the file");
   add_common_options(*read, read_opts);
 
   CommonOptions write_opts;
   std::string write_path, write_size;
   bool no_sync = false;
-  CLI::App* write = app.add_subcommand("write", "Write SIZE bytes of generated data to FILE (via FILE.ferry-partial-PID, renamed when complete)");
-  write->add_option("FILE", write_path, "File to create or replace")->required();
-  write->add_option("--size", write_size, "Bytes to write, e.g. 1GiB")->required();
+  CLI::App* write = app.add_subcommand("write", "Write SIZE bytes of generated data to FILE: into a new file beside it, "
+                                                "renamed over FILE when complete (FILE is untouched until then)");
+  write->add_option("FILE", write_path, "Regular file to create or replace (through a symlink: the file it leads to); "
+                                        "devices, FIFOs and files you may not write are refused")
+      ->required();
+  write->add_option("--size", write_size, "Bytes to write, e.g. 1GiB")->required()->check(not_empty());
   write->add_flag("--no-sync", no_sync, "Skip fdatasync before the rename");
+  write->footer(kWriteFooter);
   add_common_options(*write, write_opts);
 
   DoctorCommandOptions doctor_opts;

@@ -12,6 +12,7 @@
 #include "device_memory.hpp"
 #include "file_compare.hpp"
 #include "host_buffer.hpp"
+#include "route/json_text.hpp"
 
 namespace ferry::cli {
 int run_read(const std::string& path, const std::string& offset_text, const std::string& size_text, bool verify,
@@ -29,11 +30,21 @@ int run_read(const std::string& path, const std::string& offset_text, const std:
     print_error(file_size.status().to_string());
     return kExitFailure;
   }
-  std::uint64_t size = 0;
+  // Never more than the file holds from the offset: --size is an upper bound, and memory for bytes that do
+  // not exist would be allocated (and filled) for nothing.
+  const std::uint64_t available = *file_size > offset ? *file_size - offset : 0;
+  std::uint64_t size = available;
+  std::optional<std::uint64_t> asked;
   if (!size_text.empty()) {
-    size = parse_size_option(size_text, "--size");
-  } else {
-    size = *file_size > offset ? *file_size - offset : 0;
+    asked = parse_size_option(size_text, "--size");
+    size = std::min(*asked, available);
+  }
+  const bool clamped = asked && *asked > size;
+  std::string clamp_note;
+  if (clamped) {
+    clamp_note = fmt::format("--size {} is more than the file holds from offset {} ({} of {}): reading {}",
+                             format_size(*asked), offset, format_size(available), format_size(*file_size),
+                             format_size(size));
   }
 
   // Destination: host memory, or device memory of GPU `o.device`.
@@ -101,7 +112,8 @@ int run_read(const std::string& path, const std::string& offset_text, const std:
     j["command"] = "read";
     j["path"] = path;
     j["offset"] = offset;
-    j["requested_bytes"] = size;
+    j["requested_bytes"] = asked ? *asked : size;
+    j["size_clamped"] = clamped;
     j["bytes"] = t.bytes;
     j["seconds"] = seconds;
     j["setup_seconds"] = setup_seconds;
@@ -113,12 +125,14 @@ int run_read(const std::string& path, const std::string& offset_text, const std:
                      {"direct_io", direct_io_name(config.direct_io())},
                      {"compat_mode", compat_mode_name(config.compat_mode())},
                      {"require", requirement_name(config.require())}};
-    j["report"] = nlohmann::json::parse(t.report.to_json());
+    j["report"] = detail::report_json(t.report);
     if (verified) j["verify"] = {{"ok", verified->ok}, {"detail", verified->detail}};
-    std::cout << j.dump() << "\n";
+    if (clamped) j["note"] = clamp_note;
+    std::cout << detail::json_dump(j) << "\n";
   } else {
     std::cout << fmt::format("read {} of \"{}\" at offset {} into {} in {:.3f} s: {:.2f} GiB/s\n",
                              format_size(t.bytes), path, offset, target, seconds, gib_s);
+    if (clamped) std::cout << "note: " << clamp_note << "\n";
     std::cout << fmt::format("route planned in {:.3f} s: {}\n", setup_seconds, plan->to_string());
     std::cout << fmt::format("settings: {} threads, {} tasks, direct I/O {}, compat {}\n", config.threads(),
                              format_size(config.task_size()), direct_io_name(config.direct_io()),

@@ -1,8 +1,4 @@
 // `ferry write`: write generated data from host or GPU memory into a file, never leaving it half-written.
-#include <unistd.h>
-
-#include <cstdio>
-#include <filesystem>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -11,15 +7,19 @@
 #include "cli_common.hpp"
 #include "device_memory.hpp"
 #include "host_buffer.hpp"
+#include "output_file.hpp"
+#include "route/json_text.hpp"
 
 namespace ferry::cli {
 
 int run_write(const std::string& path, const std::string& size_text, bool no_sync, const CommonOptions& o) {
   Config config = build_config(o);
   std::uint64_t size = parse_size_option(size_text, "--size");
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    print_error(fmt::format("is_a_directory: Could not write \"{}\": it is a directory", path));
+  install_cleanup_signal_handlers();
+  // Refusals first, before any memory is filled: what FILE is, and whether `>` could write it.
+  auto dest = inspect_destination(path);
+  if (!dest.ok()) {
+    print_error(dest.status().to_string());
     return kExitFailure;
   }
 
@@ -42,11 +42,18 @@ int run_write(const std::string& path, const std::string& size_text, bool no_syn
     source = device->pointer();
   }
 
-  // Write beside the target and rename at the end: readers never see a half-written file.
-  std::string partial = fmt::format("{}.ferry-partial-{}", path, ::getpid());
-  auto file = File::open(partial, "w", config);
+  // Write into a new file beside the target and rename it over the target at the end: readers never see a
+  // half-written file, and an interrupted write leaves the target as it was (output_file.hpp).
+  auto temp = TempFile::create(*dest);
+  if (!temp.ok()) {
+    print_error(temp.status().to_string());
+    return kExitFailure;
+  }
+  // Messages name the file the user asked for, not the temporary one.
+  auto user_message = [&](const Status& s) { return replace_all(s.to_string(), temp->reopen_path(), path); };
+  auto file = File::open(temp->reopen_path(), "r+", config);
   if (!file.ok()) {
-    print_error(file.status().to_string());
+    print_error(user_message(file.status()));
     return exit_code_for(file.status());
   }
   std::uint64_t start = now_ns();
@@ -54,42 +61,42 @@ int run_write(const std::string& path, const std::string& size_text, bool no_syn
   wait_with_progress(pending, "writing", size);
   auto result = pending.get();
   Status synced = result.ok() && !no_sync ? file->sync() : Status();
-  double seconds = seconds_since(start);
+  double seconds = seconds_since(start);  // the data and its sync; not the rename
   Status closed = file->close();
   Status failure = !result.ok() ? result.status() : !synced.ok() ? synced : closed;
+  if (failure.ok()) failure = temp->commit(*dest, /*replace=*/true, /*sync_directory=*/!no_sync);
   if (!failure.ok()) {
-    std::remove(partial.c_str());
-    // Name the file the user asked for, not the temporary one.
-    std::string msg = failure.to_string();
-    for (auto at = msg.find(partial); at != std::string::npos; at = msg.find(partial)) msg.replace(at, partial.size(), path);
-    print_error(msg);
-    return kExitFailure;
-  }
-  if (std::rename(partial.c_str(), path.c_str()) != 0) {
-    Status s = Status::from_errno(errno, fmt::format("Could not rename \"{}\" to \"{}\"", partial, path), path);
-    std::remove(partial.c_str());
-    print_error(s.to_string());
+    print_error(user_message(failure));  // the temporary file goes with `temp`; FILE is as it was
     return kExitFailure;
   }
 
-  const Transfer& t = *result;
+  // The report's notes and details name the file the user asked for, too.
+  Transfer t = *result;
+  for (auto& note : t.report.notes) note = replace_all(note, temp->reopen_path(), path);
+  for (auto& reason : t.report.reasons) reason.detail = replace_all(reason.detail, temp->reopen_path(), path);
   double gib_s = gib_per_s(size, seconds);
-  const char* sync_policy = no_sync ? "none (data may still be in the page cache)" : "fdatasync before rename";
+  const char* sync_policy =
+      no_sync ? "none (data may still be in the page cache)" : "fdatasync before rename, then the directory";
   if (o.json) {
     nlohmann::json j;
     j["command"] = "write";
     j["path"] = path;
+    j["target"] = dest->target;
+    j["replaced"] = dest->exists;
     j["bytes"] = size;
     j["seconds"] = seconds;
     j["gib_per_s"] = gib_s;
     j["sync"] = no_sync ? "none" : "fdatasync";
     j["source"] = o.device >= 0 ? nlohmann::json(o.device) : nlohmann::json("host");
-    j["report"] = nlohmann::json::parse(t.report.to_json());
-    std::cout << j.dump() << "\n";
+    j["report"] = detail::report_json(t.report);
+    std::cout << detail::json_dump(j) << "\n";
   } else {
-    std::cout << fmt::format("wrote {} to \"{}\" from {} in {:.3f} s: {:.2f} GiB/s (sync: {})\n",
-                             format_size(size), path, o.device >= 0 ? fmt::format("GPU {}", o.device) : "host memory",
-                             seconds, gib_s, sync_policy);
+    std::string where = dest->through_symlink ? fmt::format("\"{}\" (through its link, replacing \"{}\")", path,
+                                                            dest->target)
+                                              : fmt::format("\"{}\"", path);
+    std::cout << fmt::format("wrote {} to {} from {} in {:.3f} s: {:.2f} GiB/s (sync: {})\n", format_size(size),
+                             where, o.device >= 0 ? fmt::format("GPU {}", o.device) : "host memory", seconds, gib_s,
+                             sync_policy);
     std::cout << t.report.summary() << "\n\n" << t.report.table();
   }
   return kExitOk;

@@ -66,29 +66,32 @@ class Config {
   [[nodiscard]] static Result<Config> from_environment();
 
   /// Sets a setting by its name ("task_size") or variable ("FERRY_TASK_SIZE") from text, as the
-  /// environment would. Errors: invalid_argument for an unknown name or a value that does not parse.
+  /// environment would. Errors: invalid_argument for an unknown name, a value that does not parse, or a
+  /// number outside the setting's bounds (docs/settings.md), naming the setting, the value and the bounds.
+  /// The typed setters below never fail: they clamp to the same bounds.
   Status set(std::string_view name, std::string_view value, SettingSource source = SettingSource::api);
   /// The value of a setting as text ("4MiB" style sizes are shown in bytes); empty for unknown names.
   std::string get(std::string_view name) const;
   SettingSource source(std::string_view name) const;
 
-  // Worker threads one request may use (>= 1). Default: the number of CPUs, at least 4, at most 16.
+  // Worker threads one request may use (1..256). Default: the number of CPUs, at least 4, at most 16.
   unsigned threads() const { return threads_; }
   Config& set_threads(unsigned n);
-  // Bytes per task: one request is split into tasks of this size (aligned to 4 KiB). Default 4 MiB.
+  // Bytes per task: one request is split into tasks of this size (4 KiB..1 GiB, rounded up to 4 KiB).
+  // Default 4 MiB.
   std::uint64_t task_size() const { return task_size_; }
   Config& set_task_size(std::uint64_t bytes);
   DirectIo direct_io() const { return direct_io_; }
   Config& set_direct_io(DirectIo d);
   CompatMode compat_mode() const { return compat_mode_; }
   Config& set_compat_mode(CompatMode m);
-  // Device requests smaller than this take the staged route. Default 16 KiB.
+  // Device requests smaller than this take the staged route (0..1 TiB). Default 16 KiB.
   std::uint64_t gds_threshold() const { return gds_threshold_; }
   Config& set_gds_threshold(std::uint64_t bytes);
-  // Size of one pinned bounce buffer of the staged route. Default: the task size (4 MiB).
+  // Size of one pinned bounce buffer of the staged route (4 KiB..256 MiB, rounded up to 4 KiB). Default 4 MiB.
   std::uint64_t bounce_buffer_size() const { return bounce_buffer_size_; }
   Config& set_bounce_buffer_size(std::uint64_t bytes);
-  // Pinned bounce buffers per worker (>= 2, so that reading and copying overlap). Default 2.
+  // Pinned bounce buffers per worker (2..64: at least 2, so that reading and copying overlap). Default 2.
   unsigned bounce_buffers_per_thread() const { return bounce_buffers_per_thread_; }
   Config& set_bounce_buffers_per_thread(unsigned n);
   Requirement require() const { return require_; }

@@ -13,6 +13,24 @@ namespace ferry {
 namespace {
 
 constexpr std::uint64_t kMiB = 1024 * 1024;
+constexpr std::uint64_t kGiB = 1024 * kMiB;
+constexpr std::uint64_t kTiB = 1024 * kGiB;
+constexpr std::uint64_t kPage = 4096;
+
+// Bounds of the numeric settings. Config::set rejects values outside them, naming the setting (or variable),
+// the value and the bounds; the setters clamp. They are wide enough for any machine we know of and narrow
+// enough that a typo cannot start thousands of threads or pin terabytes.
+constexpr unsigned kMinThreads = 1, kMaxThreads = 256;  // 256 threads x 2 bounce buffers of 4 MiB = 2 GiB pinned
+constexpr std::uint64_t kMaxTaskSize = kGiB;
+constexpr std::uint64_t kMaxGdsThreshold = kTiB;       // larger than any request that fits in GPU memory
+constexpr std::uint64_t kMaxBounceBufferSize = 256 * kMiB;
+constexpr unsigned kMinBounceBuffers = 2, kMaxBounceBuffers = 64;
+
+// Rounds up to whole pages within [kPage, max] (max is a multiple of kPage), without wrapping near 2^64.
+std::uint64_t page_round_clamped(std::uint64_t bytes, std::uint64_t max) {
+  if (bytes >= max) return max;
+  return std::max(kPage, (bytes + kPage - 1) / kPage * kPage);
+}
 
 unsigned default_threads() {
   unsigned cpus = std::thread::hardware_concurrency();
@@ -31,9 +49,27 @@ Status bad_value(std::string_view setting, std::string_view text, std::string_vi
 }
 
 Result<unsigned> parse_count(std::string_view text, std::string_view setting, unsigned min, unsigned max) {
-  FERRY_ASSIGN_OR_RETURN(std::uint64_t n, parse_size(text, setting));
-  if (n < min || n > max) return bad_value(setting, text, fmt::format("a whole number from {} to {}", min, max));
-  return static_cast<unsigned>(n);
+  std::string expected = fmt::format("a whole number from {} to {}", min, max);
+  // Counts are plain numbers: "4k threads" is more likely a slip than a wish.
+  std::string t(text);
+  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+  t.erase(0, std::min(t.size(), t.find_first_not_of(" \t")));
+  if (t.empty() || !std::all_of(t.begin(), t.end(), [](unsigned char c) { return std::isdigit(c); }))
+    return bad_value(setting, text, expected);
+  auto n = parse_size(t, setting);
+  if (!n.ok() || *n < min || *n > max) return bad_value(setting, text, expected);
+  return static_cast<unsigned>(*n);
+}
+
+// A size within [min, max]; `rounding` is appended to the expectation ("; rounded up to 4 KiB").
+Result<std::uint64_t> parse_bounded_size(std::string_view text, std::string_view setting, std::uint64_t min,
+                                         std::uint64_t max, std::string_view rounding = {}) {
+  std::string expected = fmt::format("a size from {} to {}{}", min == 0 ? "0" : min == 1 ? "1 byte" : format_size(min),
+                                     format_size(max), rounding);
+  auto n = parse_size(text, setting);
+  if (!n.ok() && n.status().message().find("below 16 EiB") == std::string::npos) return n.status();  // not a size
+  if (!n.ok() || *n < min || *n > max) return bad_value(setting, text, expected);
+  return *n;
 }
 
 template <typename Enum>
@@ -43,6 +79,7 @@ Result<Enum> parse_choice(std::string_view text, std::string_view setting,
   std::string names;
   for (const auto& [name, value] : choices) {
     if (t == name) return value;
+    if (*name == '\0') continue;  // an accepted spelling of the default ("" = unset), not worth listing
     names += names.empty() ? "" : ", ";
     names += name;
   }
@@ -131,11 +168,11 @@ std::string format_size(std::uint64_t bytes) {
 const std::vector<SettingInfo>& settings_table() {
   static const std::vector<SettingInfo> kTable = {
       {"threads", "FERRY_THREADS", "CPUs, clamped to 4..16",
-       "Worker threads one request may use. Reads of cached data scale with threads until memory "
+       "Worker threads one request may use (1 to 256). Reads of cached data scale with threads until memory "
        "bandwidth; cold O_DIRECT reads want enough requests in flight."},
       {"task_size", "FERRY_TASK_SIZE", "4MiB",
-       "Bytes per task. A request is split into tasks of this size, each one operation in the report. "
-       "Rounded up to 4 KiB."},
+       "Bytes per task (1 byte to 1 GiB, rounded up to 4 KiB). A request is split into tasks of this size, "
+       "each one operation in the report."},
       {"direct_io", "FERRY_DIRECT_IO", "auto",
        "O_DIRECT for the aligned body of a request: auto (for data not in the page cache, checked per "
        "task), on (whenever alignment allows), off."},
@@ -143,12 +180,13 @@ const std::vector<SettingInfo>& settings_table() {
        "Device reads through cuFile: on = never (Ferry's staged route), off = always (fail if cuFile "
        "cannot be used), auto = only where cuFile moves data directly (nvidia-fs or P2PDMA)."},
       {"gds_threshold", "FERRY_GDS_THRESHOLD", "16KiB",
-       "Device requests smaller than this take the staged route."},
+       "Device requests smaller than this take the staged route (0 to 1 TiB)."},
       {"bounce_buffer_size", "FERRY_BOUNCE_BUFFER_SIZE", "4MiB",
-       "Size of each pinned bounce buffer of the staged route (rounded up to 4 KiB); tasks larger than "
-       "this move in pieces of this size."},
+       "Size of each pinned bounce buffer of the staged route (1 byte to 256 MiB, rounded up to 4 KiB); "
+       "tasks larger than this move in pieces of this size."},
       {"bounce_buffers_per_thread", "FERRY_BOUNCE_BUFFERS_PER_THREAD", "2",
-       "Pinned bounce buffers per worker of the staged route (at least 2: read one while copying another)."},
+       "Pinned bounce buffers per worker of the staged route (2 to 64; at least 2: read one while copying "
+       "another)."},
       {"require", "FERRY_REQUIRE", "none",
        "gds = fail before I/O when cuFile's direct route is impossible, and after I/O when cuFile's "
        "statistics show any operation took another way."},
@@ -184,13 +222,12 @@ SettingSource Config::source(std::string_view name) const {
 }
 
 Config& Config::set_threads(unsigned n) {
-  threads_ = std::clamp(n, 1u, 1024u);
+  threads_ = std::clamp(n, kMinThreads, kMaxThreads);
   mark("threads", SettingSource::api);
   return *this;
 }
 Config& Config::set_task_size(std::uint64_t bytes) {
-  constexpr std::uint64_t kAlign = 4096;
-  task_size_ = std::max<std::uint64_t>(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
+  task_size_ = page_round_clamped(bytes, kMaxTaskSize);
   mark("task_size", SettingSource::api);
   return *this;
 }
@@ -205,17 +242,17 @@ Config& Config::set_compat_mode(CompatMode m) {
   return *this;
 }
 Config& Config::set_gds_threshold(std::uint64_t bytes) {
-  gds_threshold_ = bytes;
+  gds_threshold_ = std::min(bytes, kMaxGdsThreshold);
   mark("gds_threshold", SettingSource::api);
   return *this;
 }
 Config& Config::set_bounce_buffer_size(std::uint64_t bytes) {
-  bounce_buffer_size_ = std::max<std::uint64_t>(4096, (bytes + 4095) / 4096 * 4096);
+  bounce_buffer_size_ = page_round_clamped(bytes, kMaxBounceBufferSize);
   mark("bounce_buffer_size", SettingSource::api);
   return *this;
 }
 Config& Config::set_bounce_buffers_per_thread(unsigned n) {
-  bounce_buffers_per_thread_ = std::clamp(n, 2u, 64u);
+  bounce_buffers_per_thread_ = std::clamp(n, kMinBounceBuffers, kMaxBounceBuffers);
   mark("bounce_buffers_per_thread", SettingSource::api);
   return *this;
 }
@@ -237,11 +274,11 @@ Status Config::set(std::string_view name_or_env, std::string_view value, Setting
   const std::string& label = source == SettingSource::environment ? info->env : info->name;
   const std::string& name = info->name;
   if (name == "threads") {
-    FERRY_ASSIGN_OR_RETURN(unsigned n, parse_count(value, label, 1, 1024));
+    FERRY_ASSIGN_OR_RETURN(unsigned n, parse_count(value, label, kMinThreads, kMaxThreads));
     set_threads(n);
   } else if (name == "task_size") {
-    FERRY_ASSIGN_OR_RETURN(std::uint64_t n, parse_size(value, label));
-    if (n == 0) return bad_value(label, value, "a size above 0");
+    FERRY_ASSIGN_OR_RETURN(std::uint64_t n,
+                           parse_bounded_size(value, label, 1, kMaxTaskSize, ", rounded up to 4 KiB"));
     set_task_size(n);
   } else if (name == "direct_io") {
     FERRY_ASSIGN_OR_RETURN(DirectIo d, parse_choice<DirectIo>(value, label,
@@ -252,14 +289,14 @@ Status Config::set(std::string_view name_or_env, std::string_view value, Setting
         {{"auto", CompatMode::automatic}, {"on", CompatMode::on}, {"off", CompatMode::off}}));
     set_compat_mode(m);
   } else if (name == "gds_threshold") {
-    FERRY_ASSIGN_OR_RETURN(std::uint64_t n, parse_size(value, label));
+    FERRY_ASSIGN_OR_RETURN(std::uint64_t n, parse_bounded_size(value, label, 0, kMaxGdsThreshold));
     set_gds_threshold(n);
   } else if (name == "bounce_buffer_size") {
-    FERRY_ASSIGN_OR_RETURN(std::uint64_t n, parse_size(value, label));
-    if (n == 0) return bad_value(label, value, "a size above 0");
+    FERRY_ASSIGN_OR_RETURN(std::uint64_t n,
+                           parse_bounded_size(value, label, 1, kMaxBounceBufferSize, ", rounded up to 4 KiB"));
     set_bounce_buffer_size(n);
   } else if (name == "bounce_buffers_per_thread") {
-    FERRY_ASSIGN_OR_RETURN(unsigned n, parse_count(value, label, 2, 64));
+    FERRY_ASSIGN_OR_RETURN(unsigned n, parse_count(value, label, kMinBounceBuffers, kMaxBounceBuffers));
     set_bounce_buffers_per_thread(n);
   } else if (name == "require") {
     FERRY_ASSIGN_OR_RETURN(Requirement r, parse_choice<Requirement>(value, label,

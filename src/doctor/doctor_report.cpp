@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "doctor/doctor_internal.hpp"
+#include "route/json_text.hpp"
 
 namespace ferry {
 
@@ -157,7 +158,7 @@ std::string DoctorReport::to_json() const {
                   {"bytes", probe->bytes},
                   {"seconds", probe->seconds},
                   {"error", probe->error.empty() ? nlohmann::json(nullptr) : nlohmann::json(probe->error)},
-                  {"report", probe->ran && probe->error.empty() ? nlohmann::json::parse(probe->report.to_json())
+                  {"report", probe->ran && probe->error.empty() ? detail::report_json(probe->report)
                                                                 : nlohmann::json(nullptr)},
                   {"matches_prediction", probe->matches_prediction},
                   {"verdict", probe->verdict}};
@@ -166,7 +167,7 @@ std::string DoctorReport::to_json() const {
   }
   j["exit_status"] = exit_status;
   j["exit_reason"] = exit_reason;
-  return j.dump();
+  return detail::json_dump(j);
 }
 
 namespace detail::doctor {
@@ -294,7 +295,7 @@ std::string doctor_json(const std::string& path, int device, bool probe) {
   j["schema"] = kSchema;
   j["error"] = {{"code", error_code_name(r.status().code())}, {"message", r.status().message()}};
   j["exit_status"] = r.status().code() == ErrorCode::invalid_argument ? 2 : kDoctorExitFailure;
-  return j.dump();
+  return detail::json_dump(j);
 }
 
 }  // namespace ferry

@@ -7,6 +7,7 @@
 
 #include "ferry/config.hpp"
 #include "ferry/route.hpp"
+#include "route/json_text.hpp"
 
 namespace ferry {
 
@@ -213,7 +214,10 @@ std::string Report::table() const {
   return out;
 }
 
-std::string Report::to_json() const {
+std::string Report::to_json() const { return detail::json_dump(detail::report_json(*this)); }
+
+nlohmann::json detail::report_json(const Report& report) {
+  const auto& [routes, reasons, io, cufile, notes] = report;  // every member, so the JSON misses none
   nlohmann::json j;
   nlohmann::json r = nlohmann::json::object();
   for (std::size_t i = 0; i < kRouteCount; ++i) {
@@ -244,10 +248,10 @@ std::string Report::to_json() const {
     j["cufile"] = nullptr;
   }
   j["notes"] = notes;
-  j["total_ops"] = total_ops();
-  j["total_bytes"] = total_bytes();
-  j["summary"] = summary();
-  return j.dump();
+  j["total_ops"] = report.total_ops();
+  j["total_bytes"] = report.total_bytes();
+  j["summary"] = report.summary();
+  return j;
 }
 
 std::string RoutePlan::to_string() const {

@@ -14,7 +14,7 @@ file="$dir/bench.bin"
 rc=$?
 if [ "$rc" -eq 0 ]; then pass "bench read exits 0"; else fail "bench read exits $rc: $(tail -5 "$dir/read.err")"; fi
 [ "$(stat -c %s "$file" 2>/dev/null)" = 67108864 ] && pass "the file was created at --size" || fail "file size $(stat -c %s "$file" 2>/dev/null)"
-ls "$dir" | grep -q ferry-partial && fail "a partial file was left behind" || pass "no partial file left"
+ls -A "$dir" | grep -qE 'ferry-partial|^\.ferry-' && fail "a partial file was left behind" || pass "no partial file left"
 if "$py" - "$dir/read.out" "$dir/read.json" <<'EOF'
 import json, sys
 d = json.loads(open(sys.argv[1]).read())
@@ -99,10 +99,11 @@ expect "bench random" 0 "random order.*" -- bench "$file" --size 64MiB --pattern
 # 4. Writes: buffered and O_DIRECT, the sync policy stated, the file read back.
 expect "bench write" 0 "sync policy: one fdatasync" -- bench "$dir/w.bin" --op write --size 16MiB --routes host \
   --repeats 1 --verify --no-progress
+# The file exists now: writing over it again needs --overwrite (bench_safety_test.sh).
 expect "bench write rows" 0 "host\* +host direct .* verified" -- bench "$dir/w.bin" --op write --size 16MiB \
-  --routes host --repeats 1 --verify --no-progress
+  --routes host --repeats 1 --verify --no-progress --overwrite
 expect "bench write --sync none" 0 "sync policy: none" -- bench "$dir/w.bin" --op write --size 16MiB --routes host \
-  --baselines none --write-io buffered --sync none --repeats 1 --no-progress
+  --baselines none --write-io buffered --sync none --repeats 1 --no-progress --overwrite
 expect "written file reads back" 0 "verify: OK" -- read "$dir/w.bin" --verify
 
 # 5. Usage errors.

@@ -66,7 +66,7 @@ check "missing PATH in JSON" 'rc == 1 and d["prediction"]["read_works"] is False
   -- "$dir/nope.bin"
 expect "--probe needs PATH" 2 "--probe needs a PATH" -- doctor --probe
 expect "bad --compat" 2 "--compat: cannot use \"sometimes\"" -- doctor "$file" --compat sometimes
-expect "negative --device" 2 "negative GPU ordinal" -- doctor --device -1
+expect "negative --device" 2 "--device: cannot use \"-1\" \(expected a GPU ordinal" -- doctor --device -1
 expect "doctor help documents exit statuses" 0 "Exit status: 0 the requested route is available" -- doctor --help
 # Human output fits 100 columns.
 wide=$("$ferry" doctor "$file" 2>/dev/null | awk 'length > 100' | head -3)

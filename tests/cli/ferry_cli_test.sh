@@ -7,7 +7,7 @@ source "$(dirname "$0")/cli_test_lib.sh" "$@"
 file="$dir/sample.bin"
 expect "write creates the file" 0 "wrote 3.00 MiB .*sync: fdatasync" -- write "$file" --size 3MiB --task-size 1MiB
 [ "$(stat -c %s "$file")" = 3145728 ] && pass "written size" || fail "written size is $(stat -c %s "$file")"
-ls "$dir" | grep -q ferry-partial && fail "a partial file was left behind" || pass "no partial file left"
+ls -A "$dir" | grep -qE 'ferry-partial|^\.ferry-' && fail "a partial file was left behind" || pass "no partial file left"
 expect "read reports routes" 0 "3 operations, 3.00 MiB, all host \(reason: buffer is host memory" -- read "$file" --task-size 1MiB
 expect "read --verify" 0 "verify: OK, 3145728 bytes match" -- read "$file" --verify --threads 2
 expect "read at an offset" 0 "read 1.00 MiB of .* at offset 4097" -- read "$file" --offset 4097 --size 1MiB --verify

@@ -2,9 +2,11 @@
 // failure ("udev property not found: ID_FS_USAGE") instead of only its number.
 //
 // cuFile writes its log to the file named by CUFILE_LOGFILE_PATH (by default ./cufile.log in the working
-// directory). Unless the user set that variable, Ferry points it at ${TMPDIR:-/tmp}/ferry-cufile-<pid>.log
-// before cuFile is loaded, so that logs of concurrent processes do not mix and none lands in the caller's
-// working directory.
+// directory). Unless the user set that variable, Ferry points it at cufile.log in a directory of its own,
+// made by mkdtemp (mode 0700) as ferry-cufile-<pid>-XXXXXX under $XDG_RUNTIME_DIR, else $TMPDIR, else /tmp,
+// before cuFile is loaded: logs of concurrent processes do not mix, none lands in the caller's working
+// directory, and no other user can plant a file or symlink where cuFile writes and Ferry reads (a fixed
+// name in a shared /tmp allowed both). At exit the log is removed if empty, and the directory if then empty.
 // Thread safety: all functions may be called from any thread. prepare_cufile_log() sets an environment
 // variable (once, before cuFile is loaded); call it before starting threads that read the environment.
 #pragma once
@@ -22,7 +24,8 @@ namespace ferry::detail {
 inline constexpr const char* kCuFileLogVariable = "CUFILE_LOGFILE_PATH";
 
 /// Sets CUFILE_LOGFILE_PATH to Ferry's per-process file unless it is set already (even to empty, which
-/// the user may use to silence cuFile), and returns the path cuFile will log to ("" when unknown).
+/// the user may use to silence cuFile), and returns the path cuFile will log to ("" when unknown, or when
+/// no private directory could be made: then the variable is left unset).
 /// Idempotent; the first call decides.
 const std::string& prepare_cufile_log();
 

@@ -1,0 +1,342 @@
+// Creating or replacing a file safely: see output_file.hpp for the rules.
+#include "output_file.hpp"
+
+#include <fcntl.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+
+#include <fmt/format.h>
+
+namespace ferry::cli {
+namespace {
+
+// ---- the signal handlers' one slot: the temporary name to remove, if any ----
+// Written only by the main thread while the name is not armed; read by the handler (async-signal-safe).
+volatile std::sig_atomic_t g_armed = 0;
+int g_armed_dir = -1;
+char g_armed_name[64] = {};
+
+void arm(int dir, const std::string& name) {
+  g_armed = 0;
+  g_armed_dir = dir;
+  std::snprintf(g_armed_name, sizeof g_armed_name, "%s", name.c_str());
+  g_armed = 1;
+}
+
+void disarm() { g_armed = 0; }
+
+extern "C" void on_fatal_signal(int sig) {
+  int saved = errno;
+  if (g_armed) (void)::unlinkat(g_armed_dir, g_armed_name, 0);
+  g_armed = 0;
+  // SA_RESETHAND restored the default action; the signal is blocked until this handler returns, and is then
+  // delivered again: the process dies of it, and the shell reports 128 + sig.
+  (void)::raise(sig);
+  errno = saved;
+}
+
+// ---- names and messages ----
+
+std::string random_name() {
+  static const char kAlphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+  unsigned char bytes[12];
+  std::size_t got = 0;
+  while (got < sizeof bytes) {
+    ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  if (got < sizeof bytes) {  // no getrandom: still unpredictable enough to avoid collisions, with O_EXCL
+    std::uint64_t x = static_cast<std::uint64_t>(::getpid()) * 0x9E3779B97F4A7C15ull ^
+                      reinterpret_cast<std::uintptr_t>(&got) ^ static_cast<std::uint64_t>(::clock());
+    for (auto& b : bytes) b = static_cast<unsigned char>(x >>= 5);
+  }
+  std::string name = ".ferry-";
+  for (unsigned char b : bytes) name += kAlphabet[b % (sizeof kAlphabet - 1)];
+  return name;
+}
+
+const char* file_type_name(mode_t mode) {
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return "not a regular file";
+}
+
+Status write_error(int e, const std::string& path, const std::string& detail = {}) {
+  return Status::from_errno(e, fmt::format("Could not write \"{}\"{}", path, detail.empty() ? "" : ": " + detail),
+                            path);
+}
+
+void split_path(const std::string& path, std::string* dir, std::string* name) {
+  auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) {
+    *dir = ".";
+    *name = path;
+  } else {
+    *dir = slash == 0 ? "/" : path.substr(0, slash);
+    *name = path.substr(slash + 1);
+  }
+}
+
+bool sticky_and_world_writable(const struct stat& dir) {
+  return (dir.st_mode & S_ISVTX) && (dir.st_mode & S_IWOTH);
+}
+
+mode_t current_umask() {
+  mode_t m = ::umask(0);  // the only way to read it; put back at once (no other thread creates files here)
+  ::umask(m);
+  return m;
+}
+
+// Follows the symlink at `path` through the kernel (which applies its own protections), or explains why not.
+Status follow_symlink(Destination& d, const struct stat& link) {
+  struct stat dir {};
+  std::string link_dir, link_name;
+  split_path(d.path, &link_dir, &link_name);
+  if (::stat(link_dir.c_str(), &dir) == 0 && sticky_and_world_writable(dir) && link.st_uid != ::geteuid() &&
+      link.st_uid != dir.st_uid) {
+    return Status(ErrorCode::permission_denied,
+                  fmt::format("Could not write \"{}\": it is a symbolic link owned by another user (uid {}) in a "
+                              "sticky, world-writable directory, and such a link is not followed (as "
+                              "fs.protected_symlinks would refuse it)",
+                              d.path, link.st_uid),
+                  0, d.path);
+  }
+  UniqueFd target(::open(d.path.c_str(), O_PATH | O_CLOEXEC));
+  if (target.get() < 0) {
+    int e = errno;
+    if (e == ENOENT) {
+      std::string to(4096, '\0');
+      ssize_t n = ::readlink(d.path.c_str(), to.data(), to.size());
+      to.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+      return Status(ErrorCode::not_found,
+                    fmt::format("Could not write \"{}\": it is a symbolic link to \"{}\", which does not exist "
+                                "(ferry write does not create the target of a dangling link)",
+                                d.path, to),
+                    0, d.path);
+    }
+    return write_error(e, d.path, "following its symbolic link");
+  }
+  if (::fstat(target.get(), &d.st) != 0) return write_error(errno, d.path, "following its symbolic link");
+  std::string resolved(4096, '\0');
+  ssize_t n = ::readlink(fmt::format("/proc/self/fd/{}", target.get()).c_str(), resolved.data(), resolved.size());
+  if (n <= 0 || static_cast<std::size_t>(n) >= resolved.size() || resolved[0] != '/')
+    return write_error(n < 0 ? errno : ENOENT, d.path, "finding where its symbolic link leads (/proc/self/fd)");
+  resolved.resize(static_cast<std::size_t>(n));
+  d.target = resolved;
+  d.through_symlink = true;
+  return Status();
+}
+
+}  // namespace
+
+UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = o.release();
+  }
+  return *this;
+}
+
+UniqueFd::~UniqueFd() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::string replace_all(std::string text, const std::string& from, const std::string& to) {
+  if (from.empty()) return text;
+  for (auto at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+    text.replace(at, from.size(), to);
+  return text;
+}
+
+Result<Destination> inspect_destination(const std::string& path) {
+  Destination d;
+  d.path = path;
+  d.target = path;
+  if (path.empty()) return Status(ErrorCode::invalid_argument, "Could not write \"\": the file name is empty");
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (S_ISLNK(st.st_mode)) {
+      FERRY_RETURN_IF_ERROR(follow_symlink(d, st));
+    } else {
+      d.st = st;
+    }
+    if (S_ISDIR(d.st.st_mode))
+      return Status(ErrorCode::is_a_directory, fmt::format("Could not write \"{}\": it is a directory", path), 0,
+                    path);
+    if (!S_ISREG(d.st.st_mode)) {
+      return Status(ErrorCode::failed_precondition,
+                    fmt::format("Could not write \"{}\": {} {}, not a regular file; ferry write creates or replaces "
+                                "regular files only, and never replaces a device, FIFO or socket",
+                                path, d.through_symlink ? "it leads to" : "it is", file_type_name(d.st.st_mode)),
+                    0, path);
+    }
+    d.exists = true;
+  } else if (errno != ENOENT) {
+    return write_error(errno, path);
+  } else if (path.back() == '/') {
+    return Status(ErrorCode::is_a_directory,
+                  fmt::format("Could not write \"{}\": a name ending in \"/\" is a directory", path), 0, path);
+  }
+
+  split_path(d.target, &d.directory, &d.name);
+  if (d.name.empty() || d.name == "." || d.name == "..")
+    return Status(ErrorCode::is_a_directory, fmt::format("Could not write \"{}\": it is a directory", path), 0,
+                  path);
+  d.dir = UniqueFd(::open(d.directory.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (d.dir.get() < 0) return write_error(errno, path);
+
+  if (d.exists) {
+    // Would `>` be allowed to write it? Opening for writing without truncating changes nothing and asks the
+    // kernel exactly that (permissions, read-only mounts, immutable files, running executables).
+    UniqueFd probe(::openat(d.dir.get(), d.name.c_str(), O_WRONLY | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC));
+    if (probe.get() < 0) return write_error(errno, path);
+    struct stat now {};
+    if (::fstat(probe.get(), &now) != 0) return write_error(errno, path);
+    if (now.st_dev != d.st.st_dev || now.st_ino != d.st.st_ino || !S_ISREG(now.st_mode))
+      return Status(ErrorCode::failed_precondition,
+                    fmt::format("Could not write \"{}\": it was replaced while being checked", path), 0, path);
+    d.st = now;
+    // In a sticky directory only the file's owner (or the directory's, or root) may replace it.
+    struct stat dir {};
+    if (::fstat(d.dir.get(), &dir) == 0 && (dir.st_mode & S_ISVTX) && ::geteuid() != 0 &&
+        d.st.st_uid != ::geteuid() && dir.st_uid != ::geteuid()) {
+      return Status(ErrorCode::permission_denied,
+                    fmt::format("Could not write \"{}\": it belongs to another user (uid {}) in a sticky directory, "
+                                "where only its owner may replace it",
+                                path, d.st.st_uid),
+                    0, path);
+    }
+  }
+  return d;
+}
+
+Result<TempFile> TempFile::create(const Destination& d) {
+  TempFile t;
+  t.dir_ = UniqueFd(::fcntl(d.dir.get(), F_DUPFD_CLOEXEC, 0));
+  if (t.dir_.get() < 0) return write_error(errno, d.path);
+  const std::string in_dir = fmt::format("creating a file in \"{}\"", d.directory);
+  // An unnamed file first: nothing to plant, nothing to clean up. Tests can force the named way.
+  const char* no_tmpfile = std::getenv("FERRY_CLI_TEST_NO_O_TMPFILE");
+  if (no_tmpfile == nullptr || *no_tmpfile == '\0') {
+    int fd = ::openat(t.dir_.get(), ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      t.fd_ = UniqueFd(fd);
+      return t;
+    }
+    // File systems without O_TMPFILE say so in several ways; anything else is a real refusal.
+    if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL && errno != ENOENT)
+      return write_error(errno, d.path, in_dir);
+  }
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    std::string name = random_name();
+    arm(t.dir_.get(), name);  // before the file exists: a signal right after creation still removes it
+    int fd = ::openat(t.dir_.get(), name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      t.fd_ = UniqueFd(fd);
+      t.name_ = name;
+      return t;
+    }
+    int e = errno;
+    disarm();
+    if (e != EEXIST) return write_error(e, d.path, in_dir);
+  }
+  return write_error(EEXIST, d.path, in_dir);
+}
+
+TempFile::TempFile(TempFile&& o) noexcept
+    : fd_(std::move(o.fd_)), dir_(std::move(o.dir_)), name_(std::move(o.name_)), committed_(o.committed_) {
+  o.name_.clear();  // the armed slot names the same descriptor number, which moved along
+}
+
+TempFile::~TempFile() {
+  if (!name_.empty() && !committed_ && dir_.get() >= 0) (void)::unlinkat(dir_.get(), name_.c_str(), 0);
+  if (!name_.empty()) disarm();
+}
+
+std::string TempFile::reopen_path() const { return fmt::format("/proc/self/fd/{}", fd_.get()); }
+
+Status TempFile::commit(const Destination& d, bool replace, bool sync_directory) {
+  // What `>` would have kept: the mode, and the owner and group where the caller may set them.
+  mode_t mode = 0666 & ~current_umask();
+  if (d.exists) {
+    if (d.st.st_uid != ::geteuid() || d.st.st_gid != ::getegid()) {
+      if (::fchown(fd_.get(), d.st.st_uid, d.st.st_gid) != 0) (void)::fchown(fd_.get(), static_cast<uid_t>(-1), d.st.st_gid);
+    }
+    mode = d.st.st_mode & 07777;  // after fchown, which clears set-user-ID and set-group-ID bits
+  }
+  if (::fchmod(fd_.get(), mode) != 0) return write_error(errno, d.path, fmt::format("setting its mode {:o}", mode));
+
+  // Give the file a name of its own first where it has none (linkat from /proc/self/fd needs no privilege;
+  // AT_EMPTY_PATH is the fallback without /proc), then move it over the target in one step.
+  auto link_to = [&](const std::string& to) -> int {
+    if (::linkat(AT_FDCWD, reopen_path().c_str(), dir_.get(), to.c_str(), AT_SYMLINK_FOLLOW) == 0) return 0;
+    if (errno != ENOENT) return errno;
+    return ::linkat(fd_.get(), "", dir_.get(), to.c_str(), AT_EMPTY_PATH) == 0 ? 0 : errno;
+  };
+  if (!replace) {
+    int e = name_.empty() ? link_to(d.name)
+                          : (::linkat(dir_.get(), name_.c_str(), dir_.get(), d.name.c_str(), 0) == 0 ? 0 : errno);
+    if (e == EEXIST)
+      return Status(ErrorCode::already_exists,
+                    fmt::format("Could not create \"{}\": a file of that name appeared meanwhile; it was left alone",
+                                d.path),
+                    0, d.path);
+    if (e != 0) return write_error(e, d.path, fmt::format("naming the new file in \"{}\"", d.directory));
+  } else {
+    if (name_.empty()) {
+      for (int attempt = 0; attempt < 16 && name_.empty(); ++attempt) {
+        std::string name = random_name();
+        arm(dir_.get(), name);
+        int e = link_to(name);
+        if (e == 0) {
+          name_ = name;
+        } else {
+          disarm();
+          if (e != EEXIST) return write_error(e, d.path, fmt::format("naming the new file in \"{}\"", d.directory));
+        }
+      }
+      if (name_.empty()) return write_error(EEXIST, d.path, "naming the new file");
+    }
+    if (::renameat(dir_.get(), name_.c_str(), dir_.get(), d.name.c_str()) != 0)
+      return write_error(errno, d.path, fmt::format("renaming the new file over it in \"{}\"", d.directory));
+  }
+  if (!name_.empty() && !replace) (void)::unlinkat(dir_.get(), name_.c_str(), 0);
+  committed_ = true;
+  disarm();
+  name_.clear();
+  if (sync_directory) {
+    UniqueFd dir(::openat(dir_.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (dir.get() >= 0 && ::fsync(dir.get()) != 0 && errno != EINVAL)
+      return write_error(errno, d.path, fmt::format("syncing its directory \"{}\"", d.directory));
+  }
+  return Status();
+}
+
+void install_cleanup_signal_handlers() {
+  static bool installed = false;
+  if (installed) return;
+  installed = true;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler == SIG_IGN) continue;  // nohup, `cmd &`: keep
+    struct sigaction sa {};
+    sa.sa_handler = on_fatal_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;
+    (void)::sigaction(sig, &sa, nullptr);
+  }
+}
+
+}  // namespace ferry::cli

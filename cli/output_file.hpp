@@ -1,0 +1,110 @@
+// Creating or replacing a file for `ferry write` and `ferry bench`, safely.
+//
+// The rules (README, "Command line"):
+// - The destination is replaced only once the new data is complete (written, and synced unless told not
+//   to): before that it is left exactly as it was, also when the process is interrupted or killed.
+// - The new data goes into a file nobody else can name: an unnamed O_TMPFILE file in the destination's
+//   directory where the file system supports that (it vanishes with the process), else a file created with
+//   O_CREAT|O_EXCL|O_NOFOLLOW under a short random name (".ferry-" + 12 random characters), mode 0600,
+//   which SIGINT, SIGTERM and SIGHUP remove (install_cleanup_signal_handlers; the environment variable
+//   FERRY_CLI_TEST_NO_O_TMPFILE=1 forces this way, for tests). A planted symlink or file is
+//   never written through: O_TMPFILE has no name, O_EXCL|O_NOFOLLOW refuses existing names, and linkat
+//   never replaces.
+// - Only regular files are created or replaced: a directory, device, FIFO or socket is refused, never
+//   unlinked or renamed over.
+// - A symlink is written through, as `>` does: the file it leads to is replaced (renamed over, in that
+//   file's directory), the link stays. A symlink to nothing is refused, and so is a symlink owned by another
+//   user in a sticky world-writable directory (what fs.protected_symlinks refuses, refused even where that
+//   sysctl is off).
+// - An existing destination must be writable by the caller as `>` needs it (it is opened O_WRONLY,
+//   without truncating, to check): otherwise permission_denied, before anything is written. The
+//   replacement keeps its mode, and its owner and group where the caller may set them (root); a new file
+//   gets 0666 & ~umask, as `>` gives. Differences from `>` that remain: other hard links to the old file
+//   keep the old data, ACLs and extended attributes are not carried over, and the directory must be
+//   writable (the new file is made there).
+// Thread safety: one Destination/TempFile per thread; the signal handlers are process-wide.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <string>
+
+#include "ferry/status.hpp"
+
+namespace ferry::cli {
+
+/// A file descriptor closed on destruction.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept;
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd();
+  int get() const { return fd_; }
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+/// What a command will create or replace, learned without changing anything.
+struct Destination {
+  std::string path;       // as the user gave it: every message names this
+  std::string target;     // the file created or replaced: `path`, or the file its symlink leads to
+  std::string directory;  // the target's directory
+  std::string name;       // the target's last component
+  bool exists = false;    // the target is an existing regular file (its stat in `st`)
+  bool through_symlink = false;
+  struct stat st {};
+  UniqueFd dir;           // the directory, opened O_PATH: the temporary file and the rename happen there
+};
+
+/// Checks `path` as a destination (rules above). Errors, each naming `path`: is_a_directory;
+/// failed_precondition for a device, FIFO or socket; not_found for a missing directory or a symlink to
+/// nothing; permission_denied when an existing file may not be written, when the symlink may not be
+/// followed, or when the file belongs to another user in a sticky directory (rename would fail at the end).
+[[nodiscard]] Result<Destination> inspect_destination(const std::string& path);
+
+/// A new, private file in the destination's directory (rules above). Removed unless committed.
+class TempFile {
+ public:
+  /// Errors name the destination's path: permission_denied, no_space, ... for its directory.
+  [[nodiscard]] static Result<TempFile> create(const Destination& d);
+  TempFile(TempFile&& o) noexcept;
+  TempFile& operator=(TempFile&&) = delete;
+  ~TempFile();
+
+  int fd() const { return fd_.get(); }
+  /// A path that opens this very file ("/proc/self/fd/N"), for ferry::File::open(path, "r+").
+  std::string reopen_path() const;
+  /// Gives the file the destination's name. `replace`: atomically replaces an existing target (rename),
+  /// carrying its mode (and owner where allowed) over; otherwise fails with already_exists if the name was
+  /// taken meanwhile (linkat never replaces). `sync_directory`: fsync the directory afterwards.
+  /// Errors name the destination's path.
+  Status commit(const Destination& d, bool replace, bool sync_directory);
+
+ private:
+  TempFile() = default;
+  UniqueFd fd_;
+  UniqueFd dir_;
+  std::string name_;  // the name in dir_ while it has one and is not committed; "" for an unnamed file
+  bool committed_ = false;
+};
+
+/// Handlers for SIGINT, SIGTERM and SIGHUP (each unless ignored when the process started): remove the
+/// temporary file that has a name at that moment, then die of the same signal, so that the shell sees
+/// 128 + N (130 for SIGINT, 143 for SIGTERM). Idempotent.
+void install_cleanup_signal_handlers();
+
+/// Replaces every occurrence of `from` in `text` with `to` (messages name the user's file, not a
+/// temporary one).
+std::string replace_all(std::string text, const std::string& from, const std::string& to);
+
+}  // namespace ferry::cli

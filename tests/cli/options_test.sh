@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Options and settings a shell user can get wrong, and what ferry makes of them (issue 10): empty values,
+# negative GPU ordinals, settings out of bounds, a bad FERRY_REQUIRE, read --size beyond the end of the file,
+# errno names in messages. Usage: options_test.sh FERRY_BINARY SCRATCH_DIR
+set -u
+source "$(dirname "$0")/cli_test_lib.sh" "$@"
+
+file="$dir/small.bin"
+"$ferry" write "$file" --size 4KiB >/dev/null || fail "could not write $file"
+
+# Empty values are refused, not taken as "not given".
+expect "read --size ''" 2 '--size: cannot use "" \(an empty value' -- read "$file" --size ''
+expect "read --offset ''" 2 '--offset: cannot use ""' -- read "$file" --offset ''
+expect "write --size ''" 2 '--size: cannot use ""' -- write "$dir/x.bin" --size ''
+expect "read --threads ''" 2 '--threads: cannot use ""' -- read "$file" --threads ''
+expect "bench --size ''" 2 '--size: cannot use ""' -- bench "$file" --size ''
+holds "write --size '' wrote nothing" test ! -e "$dir/x.bin"
+
+# --device takes a GPU ordinal; host memory is "no --device".
+expect "read --device -5" 2 '--device: cannot use "-5" \(expected a GPU ordinal: 0, 1, ...; leave --device out for host memory\)' \
+  -- read "$file" --device -5
+expect "write --device -1" 2 '--device: cannot use "-1"' -- write "$dir/x.bin" --size 1k --device -1
+expect "bench --device -1" 2 '--device: cannot use "-1" .*for GPU 0' -- bench "$file" --device -1
+expect "doctor --device -1" 2 '--device: cannot use "-1"' -- doctor --device -1
+
+# Settings have bounds, named with the variable or option.
+FERRY_THREADS=1024 expect "FERRY_THREADS=1024" 2 'FERRY_THREADS: cannot use "1024" \(expected a whole number from 1 to 256\)' -- read "$file"
+expect "--threads 1024" 2 '--threads: cannot use "1024" \(expected a whole number from 1 to 256\)' -- read "$file" --threads 1024
+expect "--task-size near 2^64" 2 '--task-size: cannot use "18446744073709551615" \(expected a size from 1 byte to 1.00 GiB' -- \
+  read "$file" --task-size 18446744073709551615
+FERRY_BOUNCE_BUFFER_SIZE=64GiB expect "FERRY_BOUNCE_BUFFER_SIZE=64GiB" 2 'FERRY_BOUNCE_BUFFER_SIZE: cannot use "64GiB"' -- read "$file"
+FERRY_REQUIRE=always expect "FERRY_REQUIRE=always lists the choices" 2 'FERRY_REQUIRE: cannot use "always" \(expected one of none, gds\)' -- read "$file"
+expect "bench --threads 1024" 2 '--threads: cannot use "1024" \(expected numbers from 1 to 256' -- bench "$file" --threads 1024
+
+# read --size is clamped to what the file holds from the offset.
+expect "read --size 4GiB of a 4 KiB file" 0 '^read 4.00 KiB of' -- read "$file" --size 4GiB --verify
+expect "read --size 4GiB says it was clamped" 0 \
+  '^note: --size 4.00 GiB is more than the file holds from offset 0 \(4.00 KiB of 4.00 KiB\): reading 4.00 KiB$' -- \
+  read "$file" --size 4GiB
+out=$("$ferry" read "$file" --size 4GiB --offset 1KiB --json)
+"$py" -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["bytes"] == 3072 and d["requested_bytes"] == 4 << 30 and d["size_clamped"] is True, d' "$out" \
+  && pass "read --json says it was clamped" || fail "read --json: ${out:0:300}"
+if "$ferry" read "$file" --size 4096 --device 0 >/dev/null 2>&1; then
+  skip "read --size 4GiB in 1 GiB of address space" "a GPU is usable here (its driver reserves address space)"
+else
+  out=$(ulimit -v 1048576 && "$ferry" read "$file" --size 4GiB 2>&1); rc=$?
+  [ "$rc" = 0 ] && pass "read --size 4GiB needs no 4 GiB of memory" || fail "read under ulimit -v 1 GiB: exit $rc: ${out:0:300}"
+fi
+
+# errno values by name.
+ln -s loop "$dir/loop"
+expect "a symlink loop is named ELOOP" 1 '\(ELOOP\)' -- read "$dir/loop"
+expect "a name too long is named ENAMETOOLONG" 1 '\(ENAMETOOLONG\)' -- read "$dir/$(printf 'n%.0s' $(seq 1 300))"
+
+rm -rf "$dir"
+finish
