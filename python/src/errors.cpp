@@ -60,4 +60,9 @@ void throw_invalid_buffer(const std::string& message) {
   raise_object(cls(text(message)));
 }
 
+void throw_closed(const std::string& path) {
+  PyErr_Format(PyExc_ValueError, "I/O operation on closed file %R", fs_path(path).ptr());
+  throw py::error_already_set();
+}
+
 }  // namespace ferry::python

@@ -20,6 +20,9 @@ namespace ferry::python {
 /// Raises ferry.InvalidBufferError (a ValueError) with `message`.
 [[noreturn]] void throw_invalid_buffer(const std::string& message);
 
+/// Raises ValueError("I/O operation on closed file '<path>'"), as Python's own files do.
+[[noreturn]] void throw_closed(const std::string& path);
+
 inline void check(const Status& status) {
   if (!status.ok()) throw_status(status);
 }

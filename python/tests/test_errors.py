@@ -282,7 +282,7 @@ def test_a_dlpack_capsule_is_consumed_once():
         ("invalid_argument", errno.EINVAL, ferry.InvalidArgumentError),
         ("unavailable", 0, ferry.UnavailableError),
         ("failed_precondition", errno.EBADF, ferry.FerryError),
-        ("cancelled", 0, ferry.FerryError),
+        ("cancelled", 0, ferry.CancelledError),
         ("internal", 0, ferry.FerryError),
     ],
 )
