@@ -248,11 +248,7 @@ py::object PyFuture::exception() {
   wait_until(std::nullopt);
   const Result<Transfer>& r = settle();
   if (r.ok()) return py::none();
-  try {
-    throw_status(r.status());
-  } catch (py::error_already_set& e) {
-    return e.value();
-  }
+  return status_exception(r.status());
 }
 
 bool PyFuture::cancel(bool wait) {
