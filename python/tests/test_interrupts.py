@@ -508,3 +508,38 @@ def test_close_twice_and_from_two_threads(make_file):
     f.close()
     assert f.closed and fut.done()
     assert fut.result() == 1 << 20
+
+
+def _raise(exc: BaseException):
+    raise exc
+
+
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, SystemExit])
+def test_a_future_dropped_by_an_interrupt_is_cancelled_not_waited_for(big_file, interrupt):
+    # The interpreter drops the value of a call that an interrupt follows, and the temporaries of the
+    # frames it unwinds: here the pread's future, on the stack of a list display when _raise raises.
+    path, _ = big_file
+    exported = bytearray(16)  # stays exported while a request holds the buffer: resizing it fails then
+    with ferry.open(path, **SLOW) as f:
+        start = time.monotonic()
+        with pytest.raises(interrupt):
+            [f.pread(aliased_buffer(SPARSE)), f.pread(exported), _raise(interrupt())]  # noqa: B018
+        assert time.monotonic() - start < PROMPT_S
+    # close() waited for the cancelled requests and let their buffers go.
+    exported.append(0)
+
+
+def test_a_future_dropped_by_another_exception_still_waits_for_its_request(make_file):
+    path, data = make_file(4 << 20, seed=4)
+    out = np.zeros(data.size, dtype=np.uint8)
+    with ferry.open(path, task_size="64KiB") as f:
+        with pytest.raises(ValueError):
+            [f.pread(out), _raise(ValueError("not an interrupt"))]  # noqa: B018
+        assert np.array_equal(out, data)  # the dropped future waited: the read is complete
+
+
+def test_a_dropped_pwrite_future_still_writes(tmp_path):
+    path = tmp_path / "w.bin"
+    with ferry.open(path, "w", task_size="64KiB") as f:
+        f.pwrite(b"\x77" * (1 << 20))  # the future is dropped at once: it waits for the write
+        assert path.read_bytes() == b"\x77" * (1 << 20)
