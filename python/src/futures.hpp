@@ -1,5 +1,6 @@
-// Requests in flight as Python sees them: PyFuture (the extension's half of ferry.Future) and
-// FileRequests (what a File shares with its futures: how many requests run, and a way to stop them).
+// Requests in flight as Python sees them: PyFuture (the extension's half of ferry.Future), FileRequests
+// (what a File shares with its futures: how many of its requests run), and the registry of live and
+// parked futures behind cancel_requests() and reap_parked().
 //
 // Waits and signals. Every wait releases the GIL and wakes every kWaitSlice to run Python's signal
 // handlers (PyErr_CheckSignals). When a handler raises (KeyboardInterrupt on Ctrl-C, or whatever a
