@@ -96,10 +96,11 @@ if scenario in ("result", "wait", "wait_timeout", "exception", "report"):
     f.close()
 elif scenario in ("readinto", "read_bytes"):
     f = ferry.open(path, **SLOW)
+    buf = aliased_buffer(size)
     ctrl_c_soon()
     try:
         if scenario == "readinto":
-            f.readinto(aliased_buffer(size))
+            f.readinto(buf)
         else:
             f.read(size)  # a bytes object of `size`: only what the read reaches becomes memory
         out["finished"] = True
@@ -110,9 +111,10 @@ elif scenario in ("readinto", "read_bytes"):
     f.close()
 elif scenario == "write":
     f = ferry.open(path, "r+", **SLOW_WRITE)
+    src = aliased_buffer(size)
     ctrl_c_soon()
     try:
-        f.write(aliased_buffer(size))
+        f.write(src)
         out["finished"] = True
     except KeyboardInterrupt:
         caught()
@@ -131,10 +133,10 @@ elif scenario == "close":
         out["closed"] = f.closed
         out["cancelled"] = fut.cancelled()
 elif scenario == "with_block":
-    ctrl_c_soon()
     try:
         with ferry.open(path, **SLOW) as f:
             futs = [f.pread(aliased_buffer(size)) for _ in range(2)]
+            ctrl_c_soon()
             time.sleep(30)  # the program does something else; Ctrl-C arrives here, not in a Ferry wait
     except KeyboardInterrupt:
         caught()
