@@ -18,22 +18,31 @@ overridden per file: ``ferry.open(path, task_size="1MiB")``. See python/README.m
 Errors: OS failures are ``OSError`` subclasses with ``errno`` and ``filename`` (``FileNotFoundError``,
 ``PermissionError``, ...); Ferry's own are :class:`FerryError`; unusable buffers raise
 :class:`InvalidBufferError` (a ``ValueError``) before any I/O. Every exception from the C++ side has a
-``code`` attribute (``"not_found"``, ``"io_error"``, ...).
+``code`` attribute (``"not_found"``, ``"io_error"``, ...). Arguments are checked as the standard library
+checks them (``TypeError``, ``OverflowError``, ``ValueError``; see python/README.md).
+
+Ctrl-C: every wait (``read()``, ``write()``, ``Future.result()``, ``close()``, ...) runs signal handlers
+while it waits. A ``KeyboardInterrupt`` cancels the request waited for, waits for its running tasks to stop
+(one ``task_size`` each) and propagates; :meth:`Future.cancel` stops a request explicitly, and its
+``result()`` then raises :class:`CancelledError`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import json
+import numbers
 import os
+import sys
 import threading
-import weakref
 from typing import Any, Dict, Generator, Iterator, List, NamedTuple, Optional, Union
 
-from . import _ferry
+from . import _args, _ferry
 from ._buffers import acquire as _acquire
-from ._errors import FerryError, InvalidArgumentError, InvalidBufferError, UnavailableError
+from ._errors import CancelledError, FerryError, InvalidArgumentError, InvalidBufferError, UnavailableError
+from ._errors import invalid_argument as _errors_invalid_argument
 
 __version__ = "0.1.0"
 
@@ -52,6 +61,7 @@ __all__ = [
     "FerryError",
     "InvalidArgumentError",
     "UnavailableError",
+    "CancelledError",
     "InvalidBufferError",
     "ROUTES",
 ]
@@ -143,14 +153,30 @@ def _value_from_text(text: str) -> SettingValue:
     return int(text) if text.isdigit() else text
 
 
+def _numeric_setting(name: str) -> bool:
+    return _ferry.default_config().get(name).isdigit()
+
+
 def _value_to_text(name: str, value: SettingValue) -> str:
-    if isinstance(value, bool):
+    """A setting's value as the text the C++ side parses. Numbers (and size strings such as "4MiB") for
+    numeric settings, strings or bools (on/off) for the others; anything else is a TypeError. Whether a
+    value is acceptable is for the C++ side to say (InvalidArgumentError, a ValueError)."""
+    numeric = _numeric_setting(name)
+    if _args.is_bool(value):
+        if numeric:
+            raise TypeError(f"setting {name!r} takes an int or a size string (\"4MiB\"), not bool")
         return "on" if value else "off"
-    if isinstance(value, int):
-        return str(value)
+    if isinstance(value, numbers.Integral):
+        if not numeric:
+            raise TypeError(f"setting {name!r} takes a str (for example \"auto\") or a bool, not {type(value).__name__}")
+        n = int(value)
+        if n > _args.MAX_U64:
+            raise OverflowError(f"setting {name!r}: {n} does not fit in 64 bits")
+        return str(n)
     if isinstance(value, str):
-        return value
-    raise TypeError(f"setting {name!r} takes an int, a str (\"4MiB\", \"auto\") or a bool, not {type(value).__name__}")
+        return _args.text(f"setting {name!r}", value)
+    kinds = "an int or a str (\"4MiB\")" if numeric else "a str (\"auto\") or a bool"
+    raise TypeError(f"setting {name!r} takes {kinds}, not {type(value).__name__}")
 
 
 def _apply(cfg: "_ferry.Config", settings: Dict[str, SettingValue]) -> "_ferry.Config":
@@ -254,17 +280,29 @@ config = _Config()
 
 
 def parse_size(text: Union[str, int]) -> int:
-    """Parses "4MiB", "16k", "1GB" (10**9) into bytes, as the settings do. Ints pass through."""
-    if isinstance(text, int) and not isinstance(text, bool):
-        if text < 0:
-            raise InvalidArgumentError(f"size must not be negative: {text}")
-        return text
-    return int(_ferry.parse_size(str(text), "size"))
+    """Parses "4MiB", "16k", "1GB" (10**9) into bytes, as the settings do. Ints pass through.
+
+    Raises TypeError for anything but a str or an int (bools too), InvalidArgumentError (a ValueError)
+    for text that does not parse and for negative ints, OverflowError for ints past 64 bits."""
+    if isinstance(text, str):
+        return int(_ferry.parse_size(_args.text("size", text), "size"))
+    n = _args.integer("size", text)
+    if n < 0:
+        raise _errors_invalid_argument(f"size must not be negative: {n}")
+    if n > _args.MAX_U64:
+        raise OverflowError(f"size {n} does not fit in 64 bits")
+    return n
 
 
 def format_size(nbytes: int) -> str:
-    """1073741824 -> "1.00 GiB"."""
-    return str(_ferry.format_size(int(nbytes)))
+    """1073741824 -> "1.00 GiB". Takes an int from 0 to 2**64 - 1 (TypeError, ValueError, OverflowError
+    otherwise)."""
+    n = _args.integer("nbytes", nbytes)
+    if n < 0:
+        raise _errors_invalid_argument(f"nbytes must not be negative: {n}")
+    if n > _args.MAX_U64:
+        raise OverflowError(f"nbytes {n} does not fit in 64 bits")
+    return str(_ferry.format_size(n))
 
 
 # ------------------------------------------------------------------------------------------------ files
@@ -277,7 +315,16 @@ class Future:
     end of the file), or raises the request's error. ``report`` is the request's route report. The
     buffer stays referenced until the request is done; dropping a Future waits for its request, so a
     buffer is never written after Python could free it. ``await future`` works in asyncio code (the wait
-    runs in the default executor). All waits release the GIL.
+    runs in the default executor; cancelling the awaiting task cancels the request). All waits release
+    the GIL.
+
+    Cancellation: :meth:`cancel` stops the request (no task starts after it; running tasks finish) and
+    ``result()`` then raises :class:`CancelledError`. Every wait runs Python's signal handlers while it
+    waits: a ``KeyboardInterrupt`` (Ctrl-C) or any other exception a handler raises cancels the request,
+    waits for its running tasks to stop, and then propagates.
+
+    Timeouts are taken as ``concurrent.futures`` takes them: seconds as an int or a float, ``None`` or
+    infinity for no limit, zero or less for no wait at all.
     """
 
     __slots__ = ("_impl", "_op", "_size", "_offset", "__weakref__")
@@ -294,21 +341,39 @@ class Future:
 
     def wait(self, timeout: Optional[float] = None) -> bool:
         """Waits until done, or at most ``timeout`` seconds; returns :meth:`done`."""
-        return bool(self._impl.wait(timeout))
+        return bool(self._impl.wait(_args.timeout(timeout)))
 
-    def result(self, timeout: Optional[float] = None) -> int:
-        """Bytes transferred. Raises ``TimeoutError`` when ``timeout`` passes first, else the request's
-        error (``OSError`` subclasses, :class:`FerryError`)."""
-        if timeout is not None and not self._impl.wait(timeout):
+    def _wait_or_raise(self, timeout: Any) -> None:
+        seconds = _args.timeout(timeout)
+        if seconds is not None and not self._impl.wait(seconds):
             raise TimeoutError(f"ferry {self._op} of {self._size} bytes at offset {self._offset} still running "
                                f"after {timeout} s")
+
+    def result(self, timeout: Optional[float] = None) -> int:
+        """Bytes transferred. Raises ``TimeoutError`` when ``timeout`` passes first (the request goes on),
+        :class:`CancelledError` when the request was cancelled, else the request's error (``OSError``
+        subclasses, :class:`FerryError`)."""
+        self._wait_or_raise(timeout)
         return int(self._impl.result())
 
     def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
         """The request's error, or None when it succeeded (waits like :meth:`result`)."""
-        if timeout is not None and not self._impl.wait(timeout):
-            raise TimeoutError(f"ferry {self._op} still running after {timeout} s")
+        self._wait_or_raise(timeout)
         return self._impl.exception()
+
+    def cancel(self) -> bool:
+        """Stops the request: no task starts after this, and tasks already running finish (one
+        ``task_size`` each) before it returns, so the buffer is free again when it does.
+
+        Returns True when the request ended cancelled (then :meth:`result` raises :class:`CancelledError`;
+        bytes moved by the finished tasks stay moved, and a read's buffer holds unspecified data), False
+        when it had already completed or failed, as ``concurrent.futures.Future.cancel`` answers.
+        """
+        return bool(self._impl.cancel(True))
+
+    def cancelled(self) -> bool:
+        """True when the request is done and ended cancelled. Never blocks."""
+        return bool(self._impl.cancelled())
 
     @property
     def report(self) -> Report:
@@ -317,41 +382,36 @@ class Future:
 
     def __await__(self) -> Generator[Any, None, int]:
         loop = asyncio.get_running_loop()
-        return loop.run_in_executor(None, self.result).__await__()
+        waiter = loop.run_in_executor(None, self._impl.wait, None)
+        try:
+            yield from waiter.__await__()
+        except asyncio.CancelledError:
+            # The awaiting task was cancelled: stop the request too, without blocking the event loop (the
+            # executor's wait returns once the running tasks stopped).
+            self._impl.cancel(False)
+            raise
+        return self.result()
 
     def __repr__(self) -> str:
-        state = "done" if self.done() else "pending"
+        if not self.done():
+            state = "pending"
+        else:
+            state = "cancelled" if self.cancelled() else "done"
         return f"<ferry.Future {self._op} {self._size} bytes at offset {self._offset}: {state}>"
-
-
-def _nonnegative(name: str, value: int) -> int:
-    value = int(value)
-    if value < 0:
-        raise ValueError(f"{name} must not be negative, got {value}")
-    return value
-
-
-def _request_size(buf: "_ferry.Buffer", size: Optional[int]) -> int:
-    if size is None:
-        return int(buf.nbytes)
-    size = _nonnegative("size", size)
-    if size > buf.nbytes:
-        raise InvalidBufferError(f"buffer too small: {size} bytes requested, the buffer holds {buf.nbytes}")
-    return size
 
 
 class File:
     """An open file; create it with :func:`ferry.open`. Use it as a context manager to close it.
 
     Reads and writes go in parallel tasks of ``task_size`` through Ferry's thread pool, to host or GPU
-    memory, with the GIL released. A File may be used from many threads at once; :meth:`close` waits for
-    the File's outstanding futures first.
+    memory, with the GIL released. A File may be used from many threads at once. :meth:`close` waits
+    for the File's requests in flight (from any thread, blocking ones too) and refuses new ones; a
+    ``KeyboardInterrupt`` that leaves a ``with`` block cancels the File's requests first.
     """
 
     def __init__(self, impl: "_ferry.File", mode: str) -> None:
         self._impl = impl
         self._mode = mode
-        self._pending: "weakref.WeakSet[Future]" = weakref.WeakSet()
         self.last_report: Optional[Report] = None
         """The route report of the last blocking read/readinto/write on this File."""
 
@@ -359,8 +419,8 @@ class File:
 
     @property
     def path(self) -> str:
-        """The path the file was opened with."""
-        return str(self._impl.path)
+        """The path the file was opened with (``os.fsdecode`` of the bytes the kernel got)."""
+        return os.fsdecode(self._impl.path)
 
     name = path
 
@@ -370,6 +430,7 @@ class File:
 
     @property
     def closed(self) -> bool:
+        """True once :meth:`close` began."""
         return bool(self._impl.closed)
 
     @property
@@ -399,63 +460,75 @@ class File:
         self._check_open()
         return int(self._impl.size())
 
+    def _start(self, op: str, buf: Any, offset: Any, size: Any) -> Future:
+        self._check_open()
+        at = _args.offset(offset, self.path)
+        b = _acquire(buf, for_read=op == "read")
+        n = _args.size(size, b.nbytes, self.path)
+        _args.span(op, n, at, self.path)
+        impl = self._impl.pread(b, n, at) if op == "read" else self._impl.pwrite(b, n, at)
+        return Future(impl, "p" + op, n, at)
+
     def pread(self, buf: Any, offset: int = 0, size: Optional[int] = None) -> Future:
         """Starts reading ``size`` bytes (default: all of ``buf``) at ``offset`` into ``buf``; returns a
-        :class:`Future`. ``buf`` must stay unchanged until the future is done (Ferry keeps it alive)."""
-        self._check_open()
-        offset = _nonnegative("offset", offset)
-        b = _acquire(buf, for_read=True)
-        n = _request_size(b, size)
-        fut = Future(self._impl.pread(b, n, offset), "pread", n, offset)
-        self._pending.add(fut)
-        return fut
+        :class:`Future`. ``buf`` must stay unchanged until the future is done (Ferry keeps it alive).
+
+        ``offset`` and ``size`` are ints (or objects with ``__index__``; not bools): other types raise
+        ``TypeError``, values past 2**63 - 1 ``OverflowError``, negative values and ranges that end past
+        2**63 - 1 :class:`InvalidArgumentError` (a ``ValueError`` and an ``OSError`` with EINVAL), a size
+        larger than ``buf`` :class:`InvalidBufferError`, all before any I/O."""
+        return self._start("read", buf, offset, size)
 
     def pwrite(self, buf: Any, offset: int = 0, size: Optional[int] = None) -> Future:
         """Starts writing ``size`` bytes (default: all of ``buf``) from ``buf`` at ``offset``; returns a
         :class:`Future`. The data is in the page cache when it completes: call :meth:`sync` for
-        durability."""
-        self._check_open()
-        offset = _nonnegative("offset", offset)
-        b = _acquire(buf, for_read=False)
-        n = _request_size(b, size)
-        fut = Future(self._impl.pwrite(b, n, offset), "pwrite", n, offset)
-        self._pending.add(fut)
-        return fut
+        durability. Arguments are checked as :meth:`pread` checks them."""
+        return self._start("write", buf, offset, size)
 
     def read(self, buf_or_size: Any = -1, size: Optional[int] = None) -> Any:
         """Blocking read at the file position, which advances by the bytes read.
 
         * ``read(buf)`` / ``read(buf, size)``: reads into ``buf`` (any buffer, host or GPU) and returns the
           number of bytes read (fewer than asked only at the end of the file), like ``readinto``;
-        * ``read(n)``: returns up to ``n`` bytes as ``bytes``; ``read()`` / ``read(-1)`` reads to the end.
+        * ``read(n)``: returns up to ``n`` bytes as ``bytes``; ``read()``, ``read(-1)`` and ``read(None)``
+          read to the end.
 
-        The route report of the read is in :attr:`last_report`.
+        The route report of the read is in :attr:`last_report`. A Ctrl-C while it waits cancels the read,
+        leaves the position where the read began, and raises ``KeyboardInterrupt``.
         """
-        if isinstance(buf_or_size, int) and not isinstance(buf_or_size, bool):
+        if buf_or_size is None or (isinstance(buf_or_size, numbers.Integral) and not _args.is_bool(buf_or_size)):
             if size is not None:
                 raise TypeError("read(n) takes no size argument; use read(buf, size) to read into a buffer")
             self._check_open()
-            n = buf_or_size if buf_or_size >= 0 else int(self._impl.size())
+            n = _args.read_length(buf_or_size)
+            if n < 0:
+                n = int(self._impl.size())
             data, parts = self._impl.read_bytes(n)
             self.last_report = Report._from_parts(parts)
             return data
+        if _args.is_bool(buf_or_size) or isinstance(buf_or_size, numbers.Real):
+            raise TypeError(f"read() takes an integer, None or a buffer, not {type(buf_or_size).__name__!r}")
         return self.readinto(buf_or_size, size)
 
     def readinto(self, buf: Any, size: Optional[int] = None) -> int:
-        """Blocking read at the file position into ``buf``; returns the bytes read."""
+        """Blocking read at the file position into ``buf``; returns the bytes read. A Ctrl-C while it
+        waits cancels the read, leaves the position where the read began, and raises
+        ``KeyboardInterrupt``."""
         self._check_open()
         b = _acquire(buf, for_read=True)
-        n = _request_size(b, size)
+        n = _args.size(size, b.nbytes, self.path)
         got, parts = self._impl.read_into(b, n)
         self.last_report = Report._from_parts(parts)
         return int(got)
 
     def write(self, buf: Any, size: Optional[int] = None) -> int:
         """Blocking write of ``size`` bytes (default: all of ``buf``) at the file position (at the end in
-        mode "a"); returns the bytes written."""
+        mode "a"); returns the bytes written. A Ctrl-C while it waits cancels the write (bytes already
+        written stay written), leaves the position where the write began, and raises
+        ``KeyboardInterrupt``."""
         self._check_open()
         b = _acquire(buf, for_read=False)
-        n = _request_size(b, size)
+        n = _args.size(size, b.nbytes, self.path)
         got, parts = self._impl.write(b, n)
         self.last_report = Report._from_parts(parts)
         return int(got)
@@ -470,17 +543,18 @@ class File:
         return Report._from_parts(self._impl.report())
 
     def close(self) -> None:
-        """Waits for this File's outstanding futures, then closes it. Closing twice is allowed."""
-        if self._impl.closed:
-            return
-        for fut in list(self._pending):
-            fut.wait()
+        """Refuses new requests, waits for the File's requests in flight (futures and blocking calls on
+        any thread), then closes it. Closing twice is allowed. A Ctrl-C while it waits cancels those
+        requests; the File is closed once their running tasks stopped, then ``KeyboardInterrupt``
+        propagates."""
         self._impl.close()
 
     def __enter__(self) -> "File":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
+            self._impl.cancel_all()  # Ctrl-C: stop this File's requests rather than wait for them
         self.close()
 
     def __repr__(self) -> str:
@@ -496,13 +570,15 @@ def open(path: PathLike, mode: str = "r", **settings: SettingValue) -> File:  # 
     ``settings`` override :data:`ferry.config` for this file only, e.g. ``ferry.open(p, compat_mode="on",
     task_size="1MiB")``.
 
+    ``path`` is a ``str``, ``bytes`` or ``os.PathLike``, as for ``open()``: other types (file descriptors
+    too) raise ``TypeError``, a NUL byte ``ValueError``. FIFOs and sockets are refused at once
+    (:class:`InvalidArgumentError`, errno ESPIPE): Ferry reads and writes at offsets.
+
     Raises ``FileNotFoundError``, ``PermissionError``, ``IsADirectoryError`` (``OSError`` with ``errno``
     and ``filename``), or :class:`InvalidArgumentError` for a bad mode or setting.
     """
-    fs_path = os.fsdecode(os.fspath(path))
-    if not isinstance(mode, str):
-        raise TypeError(f"mode must be a str, not {type(mode).__name__}")
-    cpp_mode = mode.replace("b", "")
+    fs_path = _args.fs_path(path)
+    cpp_mode = _args.text("mode", mode).replace("b", "")
     cfg = None
     if settings:
         unknown = [n for n in settings if n not in _setting_names()]
@@ -513,6 +589,18 @@ def open(path: PathLike, mode: str = "r", **settings: SettingValue) -> File:  # 
     return File(_ferry.File.open(fs_path, cpp_mode, cfg), mode)
 
 
+@atexit.register
+def _stop_requests_after_ctrl_c() -> None:
+    """At exit after an unhandled KeyboardInterrupt, cancels the requests still running (futures the
+    program kept, in locals the traceback holds, or in globals), so that the interpreter, which waits for
+    each when it drops its future, exits at once. A normal exit still completes them (a pwrite whose
+    future was never waited for is written). Then lets go of the buffers of futures an interrupt dropped,
+    once their (cancelled) requests are over."""
+    if isinstance(getattr(sys, "last_value", None), KeyboardInterrupt):
+        _ferry.cancel_all_requests()
+    _ferry.reap_parked(True)
+
+
 # ----------------------------------------------------------------------------------------------- doctor
 
 
@@ -520,6 +608,14 @@ def doctor(path: Optional[PathLike] = None, *, device: int = 0, probe: bool = Fa
     """Checks the platform (CUDA, cuFile, nvidia-fs, the file system of ``path``) and predicts the route
     a read of ``path`` into GPU ``device`` would take; with ``probe=True`` a small real read proves it.
     Returns the doctor's JSON report (schema ``ferry.doctor/1``, see docs/doctor.md) as a dict; its
-    ``exit_status`` is what ``ferry doctor`` would exit with."""
-    p = os.fsdecode(os.fspath(path)) if path is not None else ""
-    return dict(json.loads(_ferry.doctor_json(p, int(device), bool(probe))))
+    ``exit_status`` is what ``ferry doctor`` would exit with.
+
+    ``path`` is checked as :func:`open` checks it; ``device`` is an int from 0 (``TypeError``,
+    ``ValueError``, ``OverflowError`` otherwise); ``probe`` is taken for its truth value."""
+    p = _args.fs_path(path) if path is not None else b""
+    dev = _args.integer("device", device)
+    if dev > 2**31 - 1:
+        raise OverflowError(f"device {dev} does not fit in a C int")
+    if dev < 0:
+        raise _errors_invalid_argument(f"device must not be negative, got {dev}")
+    return dict(json.loads(_ferry.doctor_json(p, dev, bool(probe))))

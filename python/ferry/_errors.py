@@ -7,16 +7,28 @@ too, like ``io.UnsupportedOperation``) or one of its subclasses. Every exception
 a ``code`` attribute with the C++ error code's name (``"not_found"``, ``"io_error"``, ...), and its text is
 the C++ message ("Could not read 4194304 bytes at offset 8388608 from ...: Input/output error (EIO)").
 
+A request stopped by :meth:`ferry.Future.cancel` (or by a Ctrl-C while Python waited for it) raises
+:class:`CancelledError`, which is both a :class:`FerryError` and a ``concurrent.futures.CancelledError``.
+
 Buffers that cannot be used (read-only for a read, too small, not contiguous, on a device Ferry cannot
 reach) raise :class:`InvalidBufferError`, a ``ValueError``, before any I/O starts.
 """
 
 from __future__ import annotations
 
+import concurrent.futures as _futures
 import errno as _errno
 from typing import Optional
 
-__all__ = ["FerryError", "InvalidArgumentError", "UnavailableError", "InvalidBufferError", "status_error"]
+__all__ = [
+    "FerryError",
+    "InvalidArgumentError",
+    "UnavailableError",
+    "CancelledError",
+    "InvalidBufferError",
+    "status_error",
+    "invalid_argument",
+]
 
 
 class FerryError(OSError):
@@ -47,6 +59,18 @@ class UnavailableError(FerryError):
     code = "unavailable"
 
 
+class CancelledError(FerryError, _futures.CancelledError):
+    """The request was stopped before it completed: by :meth:`ferry.Future.cancel`, by a Ctrl-C (or another
+    signal handler's exception) while Python waited for it, or by a Ctrl-C during :meth:`ferry.File.close`.
+
+    A :class:`FerryError` (code ``"cancelled"``) and a ``concurrent.futures.CancelledError``, so code written
+    for either catches it. Bytes the request had moved stay moved; a cancelled read leaves the buffer's
+    contents unspecified.
+    """
+
+    code = "cancelled"
+
+
 class InvalidBufferError(ValueError):
     """The buffer cannot take part in this I/O: read-only for a read, too small, not contiguous, or on a
     device Ferry cannot reach. Raised before any I/O starts."""
@@ -67,7 +91,7 @@ _OWN_CLASS = {
     "invalid_argument": InvalidArgumentError,
     "unavailable": UnavailableError,
     "failed_precondition": FerryError,
-    "cancelled": FerryError,
+    "cancelled": CancelledError,
     "internal": FerryError,
 }
 
@@ -78,8 +102,8 @@ def status_error(code: str, message: str, sys_errno: int, path: Optional[str]) -
     Called by the extension; the mapping is:
 
     * ``invalid_argument`` -> :class:`InvalidArgumentError` (also a ``ValueError``);
-    * ``unavailable`` -> :class:`UnavailableError`; ``failed_precondition``, ``cancelled``, ``internal``
-      -> :class:`FerryError`;
+    * ``unavailable`` -> :class:`UnavailableError`; ``cancelled`` -> :class:`CancelledError`;
+      ``failed_precondition``, ``internal`` -> :class:`FerryError`;
     * anything else with an errno (or with a code that implies one) -> ``OSError(errno, message,
       filename)``, which Python turns into ``FileNotFoundError``, ``PermissionError``, ...;
     * anything else -> :class:`FerryError`.
@@ -100,5 +124,13 @@ def status_error(code: str, message: str, sys_errno: int, path: Optional[str]) -
     return exc
 
 
-for _cls in (FerryError, InvalidArgumentError, UnavailableError, InvalidBufferError):
+def invalid_argument(message: str, path: Optional[str] = None) -> InvalidArgumentError:
+    """The error for an argument value Ferry refuses before any I/O: an :class:`InvalidArgumentError` with
+    ``errno`` EINVAL, so it is caught as the ``ValueError`` io raises and as the ``OSError(EINVAL)`` os.pread
+    raises for the same mistake."""
+    exc = InvalidArgumentError(_errno.EINVAL, message, path) if path else InvalidArgumentError(_errno.EINVAL, message)
+    return exc
+
+
+for _cls in (FerryError, InvalidArgumentError, UnavailableError, CancelledError, InvalidBufferError):
     _cls.__module__ = "ferry"  # shown as ferry.FerryError in tracebacks, where users meet them

@@ -37,27 +37,43 @@ py::object text(const std::string& s) {
 
 }  // namespace
 
-void throw_status(const Status& status) {
-  py::object exc;
+// An attribute of ferry._errors, or None when that module cannot be imported (only when _ferry is
+// imported outside its package). Any other failure, such as a KeyboardInterrupt raised by a signal
+// handler while the import ran, propagates as it is.
+py::object errors_attr(const char* name) {
   try {
-    py::object make = py::module_::import("ferry._errors").attr("status_error");
-    exc = make(error_code_name(status.code()), text(python_message(status)), status.sys_errno(),
-               status.path().empty() ? py::object(py::none()) : fs_path(status.path()));
-  } catch (py::error_already_set&) {
-    // ferry._errors is missing only when _ferry is imported outside its package: still say what failed.
-    throw std::runtime_error(status.to_string());
+    return py::module_::import("ferry._errors").attr(name);
+  } catch (py::error_already_set& e) {
+    if (!e.matches(PyExc_ImportError)) throw;
+    return py::none();
   }
-  raise_object(std::move(exc));
+}
+
+py::object status_exception(const Status& status) {
+  py::object make = errors_attr("status_error");
+  if (make.is_none()) {
+    // Still say what failed, as an OSError: the mapping is not available.
+    PyObject* exc = PyObject_CallFunction(PyExc_OSError, "is", status.sys_errno(), status.to_string().c_str());
+    if (exc == nullptr) throw py::error_already_set();
+    return py::reinterpret_steal<py::object>(exc);
+  }
+  return make(error_code_name(status.code()), text(python_message(status)), status.sys_errno(),
+              status.path().empty() ? py::object(py::none()) : fs_path(status.path()));
+}
+
+void throw_status(const Status& status) {
+  raise_object(status_exception(status));
 }
 
 void throw_invalid_buffer(const std::string& message) {
-  py::object cls;
-  try {
-    cls = py::module_::import("ferry._errors").attr("InvalidBufferError");
-  } catch (py::error_already_set&) {
-    throw py::value_error(message);
-  }
+  py::object cls = errors_attr("InvalidBufferError");
+  if (cls.is_none()) throw py::value_error(message);
   raise_object(cls(text(message)));
+}
+
+void throw_closed(const std::string& path) {
+  PyErr_Format(PyExc_ValueError, "I/O operation on closed file %R", fs_path(path).ptr());
+  throw py::error_already_set();
 }
 
 }  // namespace ferry::python

@@ -13,12 +13,19 @@
 
 namespace ferry::python {
 
-/// Raises the Python exception for a non-OK `status` (ferry._errors.status_error decides its type), as a
-/// pybind11::error_already_set so pybind11 passes it through unchanged.
+/// The Python exception object for a non-OK `status` (ferry._errors.status_error decides its type).
+/// An exception raised while making it (a KeyboardInterrupt from a signal handler) propagates.
+pybind11::object status_exception(const Status& status);
+
+/// Raises the Python exception for a non-OK `status`, as a pybind11::error_already_set so pybind11 passes
+/// it through unchanged.
 [[noreturn]] void throw_status(const Status& status);
 
 /// Raises ferry.InvalidBufferError (a ValueError) with `message`.
 [[noreturn]] void throw_invalid_buffer(const std::string& message);
+
+/// Raises ValueError("I/O operation on closed file '<path>'"), as Python's own files do.
+[[noreturn]] void throw_closed(const std::string& path);
 
 inline void check(const Status& status) {
   if (!status.ok()) throw_status(status);

@@ -1,11 +1,9 @@
 // ferry._ferry: the private extension under the `ferry` package. It binds the public C++ API one to one
 // (File, Future, Config, process reports) with the GIL released around every call that may block; the
 // Python layer in ferry/__init__.py gives it its Pythonic shape (keyword arguments, buffers from any
-// producer, dict reports, exceptions). Nothing here includes Ferry's internals.
-#include <atomic>
+// producer, dict reports, exceptions, argument checks). Nothing here includes Ferry's internals.
+#include <algorithm>
 #include <cerrno>
-#include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -19,17 +17,12 @@
 #include "errors.hpp"
 #include "ferry/doctor.hpp"
 #include "ferry/ferry.hpp"
+#include "futures.hpp"
 
 namespace py = pybind11;
 
 namespace ferry::python {
 namespace {
-
-// Reports cross into Python as (json, table): the JSON the C++ API and CLI print, parsed into a dict by
-// ferry.Report, and the human table for its repr.
-py::tuple report_parts(const Report& report) {
-  return py::make_tuple(report.to_json(), report.table());
-}
 
 Buffer& checked_buffer(py::handle obj, std::uint64_t size, bool is_read) {
   Buffer& b = obj.cast<Buffer&>();
@@ -42,244 +35,233 @@ Buffer& checked_buffer(py::handle obj, std::uint64_t size, bool is_read) {
   return b;
 }
 
-std::chrono::milliseconds to_millis(double seconds) {
-  if (!(seconds > 0)) return std::chrono::milliseconds(0);
-  if (seconds > 1e9) seconds = 1e9;
-  return std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(seconds * 1000.0)));
-}
-
-// The Python side of a ferry::Future. It keeps the buffer's owner alive until the request is done, and
-// a Future dropped early waits for its request in its destructor, so that no task ever writes into
-// memory Python has freed. result() may be called any number of times (it caches the outcome).
-class PyFuture {
+// The position of blocking read() and write(), and in mode "a" the end of the file that write() appends
+// at, kept exactly as ferry::File keeps its own (FileState::reserve and settle_position in
+// src/file/file.cpp). The blocking calls run on pread/pwrite futures, so that a wait can be interrupted
+// and the request cancelled, and therefore keep the position here: File::read/write block in C++.
+class Cursor {
  public:
-  PyFuture(Future future, py::object keep) : future_(std::move(future)), keep_(std::move(keep)) {}
-  PyFuture(const PyFuture&) = delete;
-  PyFuture& operator=(const PyFuture&) = delete;
+  Cursor(bool append, std::uint64_t end) : append_(append), end_(end) {}
 
-  ~PyFuture() {
-    if (!future_.valid()) return;
-    if (PyGILState_Check()) {
-      py::gil_scoped_release release;
-      future_.wait();
-    } else {
-      future_.wait();
-    }
-  }
-
-  /// Never blocks: while another thread waits on this future, it answers from the settled flag alone.
-  bool done() {
-    std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
-    if (!lock.owns_lock()) return settled_.load();
-    return outcome_.has_value() || future_.done();
-  }
-
-  /// Waits (forever when `timeout` is None); returns done(). Ctrl-C interrupts an endless wait
-  /// (KeyboardInterrupt); the request itself goes on, and this future still owns its buffer.
-  bool wait(std::optional<double> timeout) {
-    if (!timeout) {
-      wait_interruptibly();
-      return true;
-    }
-    py::gil_scoped_release release;
+  /// Reserves `size` bytes at the position (for a write in mode "a": at the end of the file, which is at
+  /// least `size_now`, so bytes added since by pwrite() or another writer are not overwritten) and
+  /// advances past them. Returns where they start.
+  std::uint64_t reserve(std::uint64_t size, bool is_write, std::uint64_t size_now) {
     std::lock_guard<std::mutex> lock(mutex_);
-    return outcome_.has_value() || future_.wait_for(to_millis(*timeout));
+    const bool appending = is_write && append_;
+    if (appending) end_ = std::max(end_, size_now);
+    std::uint64_t& cursor = appending ? end_ : position_;
+    std::uint64_t at = cursor;
+    cursor += size;
+    return at;
   }
 
-  /// Bytes transferred, or the request's error as a Python exception.
-  std::uint64_t result() {
-    wait_interruptibly();
-    const Result<Transfer>& r = settle();
-    if (!r.ok()) throw_status(r.status());
-    return r->bytes;
-  }
-
-  /// (json, table) of the request's report; raises the request's error when it failed.
-  py::tuple report() {
-    wait_interruptibly();
-    const Result<Transfer>& r = settle();
-    if (!r.ok()) throw_status(r.status());
-    return report_parts(r->report);
-  }
-
-  /// The error as an exception object, or None (waits first).
-  py::object exception() {
-    wait_interruptibly();
-    const Result<Transfer>& r = settle();
-    if (r.ok()) return py::none();
-    try {
-      throw_status(r.status());
-    } catch (py::error_already_set& e) {
-      return e.value();
-    }
+  /// After a request of `reserved` bytes at `at` moved `bytes`: pulls the cursor back to `at + bytes`,
+  /// unless another call moved it since (a short read ends where the data did; a failed or cancelled
+  /// read or write leaves it where it began).
+  void settle(std::uint64_t at, std::uint64_t reserved, std::uint64_t bytes, bool is_write) {
+    if (bytes == reserved) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::uint64_t& cursor = (is_write && append_) ? end_ : position_;
+    if (cursor == at + reserved) cursor = at + bytes;
   }
 
  private:
-  // Waits in slices with the GIL released, checking for signals between them.
-  void wait_interruptibly() {
-    for (;;) {
-      bool finished = false;
-      {
-        py::gil_scoped_release release;
-        std::lock_guard<std::mutex> lock(mutex_);
-        finished = outcome_.has_value() || future_.wait_for(std::chrono::milliseconds(100));
-      }
-      if (finished) return;
-      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-    }
-  }
-
-  const Result<Transfer>& settle() {
-    bool drop_keep = false;
-    {
-      py::gil_scoped_release release;
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (!outcome_) {
-        outcome_.emplace(future_.get());
-        settled_.store(true);
-        drop_keep = true;
-      }
-    }
-    if (drop_keep) keep_ = py::none();  // the request is over: let the buffer go
-    return *outcome_;
-  }
-
-  std::mutex mutex_;  // guards future_ and outcome_; taken only with the GIL released (or by try_lock)
-  std::atomic<bool> settled_{false};
-  Future future_;
-  std::optional<Result<Transfer>> outcome_;
-  py::object keep_;
+  std::mutex mutex_;
+  const bool append_;
+  std::uint64_t position_ = 0;
+  std::uint64_t end_;
 };
 
-// A File, closed at most once. Python keeps File objects alive through their futures' references.
+// A File, closed at most once. Every request goes through a PyFuture, the blocking ones too, so that
+// every wait can be interrupted; FileRequests counts the requests in flight for close().
+// Thread safety: methods are called with the GIL held, from any thread; closing_ and closed_ change only
+// with the GIL held.
 class PyFile {
  public:
-  explicit PyFile(File file) : file_(std::make_unique<File>(std::move(file))) {}
+  PyFile(File file, bool append, std::uint64_t end)
+      : file_(std::make_unique<File>(std::move(file))),
+        requests_(std::make_shared<FileRequests>()),
+        cursor_(std::make_shared<Cursor>(append, end)),
+        append_(append) {}
 
   static std::unique_ptr<PyFile> open(const std::string& path, const std::string& mode,
                                       std::optional<Config> config) {
+    const bool append = mode == "a";
     std::optional<Result<File>> r;
+    std::uint64_t end = 0;
     {
       py::gil_scoped_release release;
       r.emplace(config ? File::open(path, mode, *config) : File::open(path, mode));
+      if (append && r->ok()) {
+        auto size = (*r)->size();  // as FileState does: appends start at the end the file had at open
+        if (size.ok()) end = *size;
+      }
     }
-    return std::make_unique<PyFile>(unwrap(std::move(*r)));
+    return std::make_unique<PyFile>(unwrap(std::move(*r)), append, end);
   }
 
   std::unique_ptr<PyFuture> pread(py::object buffer, std::uint64_t size, std::uint64_t offset) {
     Buffer& b = checked_buffer(buffer, size, true);
-    Future f;
-    {
-      py::gil_scoped_release release;
-      f = file().pread(reinterpret_cast<void*>(b.address), size, offset);
-    }
-    return std::make_unique<PyFuture>(std::move(f), std::move(buffer));
+    return start(true, false, std::move(buffer), reinterpret_cast<void*>(b.address), size, offset);
   }
 
   std::unique_ptr<PyFuture> pwrite(py::object buffer, std::uint64_t size, std::uint64_t offset) {
     Buffer& b = checked_buffer(buffer, size, false);
-    Future f;
-    {
-      py::gil_scoped_release release;
-      f = file().pwrite(reinterpret_cast<const void*>(b.address), size, offset);
-    }
-    return std::make_unique<PyFuture>(std::move(f), std::move(buffer));
+    return start(false, false, std::move(buffer), reinterpret_cast<void*>(b.address), size, offset);
   }
 
   /// Blocking read at the file position into `buffer`: (bytes, (json, table)).
   py::tuple read_into(py::object buffer, std::uint64_t size) {
     Buffer& b = checked_buffer(buffer, size, true);
-    std::optional<Result<Transfer>> r;
-    {
-      py::gil_scoped_release release;
-      r.emplace(file().read(reinterpret_cast<void*>(b.address), size));
-    }
-    Transfer t = unwrap(std::move(*r));
-    return py::make_tuple(t.bytes, report_parts(t.report));
+    auto future = start(true, true, std::move(buffer), reinterpret_cast<void*>(b.address), size, 0);
+    std::uint64_t n = future->result();
+    return py::make_tuple(n, future->report());
   }
 
   /// Blocking read at the file position into a new bytes object: (bytes object, (json, table)).
   py::tuple read_bytes(std::uint64_t size) {
-    if (size > static_cast<std::uint64_t>(PY_SSIZE_T_MAX)) throw py::value_error("size does not fit in bytes");
+    if (size > static_cast<std::uint64_t>(PY_SSIZE_T_MAX)) {
+      PyErr_SetString(PyExc_OverflowError, "size does not fit in a bytes object");
+      throw py::error_already_set();
+    }
+    open_file();  // a closed file allocates nothing
     PyObject* raw = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(size));
     if (raw == nullptr) throw py::error_already_set();
-    std::optional<Result<Transfer>> r;
-    {
-      // Nobody else can see the new bytes object yet, so filling it without the GIL is safe.
-      py::gil_scoped_release release;
-      r.emplace(file().read(PyBytes_AS_STRING(raw), size));
-    }
-    if (!r->ok()) {
-      Py_DECREF(raw);
-      throw_status(r->status());
-    }
-    Transfer t = std::move(*r).value();
-    if (t.bytes < size && _PyBytes_Resize(&raw, static_cast<Py_ssize_t>(t.bytes)) != 0) {
-      throw py::error_already_set();  // _PyBytes_Resize freed `raw` on failure
-    }
     py::object data = py::reinterpret_steal<py::object>(raw);
-    return py::make_tuple(data, report_parts(t.report));
+    std::uint64_t n = 0;
+    py::object parts;
+    {
+      // Nobody else sees the new bytes object, so it is filled without the GIL; the future goes before
+      // it, also when result() raises, so the request is over before the memory is freed.
+      auto future = start(true, true, py::none(), PyBytes_AS_STRING(raw), size, 0);
+      n = future->result();
+      parts = future->report();
+    }
+    if (n < size) {
+      raw = data.release().ptr();
+      if (_PyBytes_Resize(&raw, static_cast<Py_ssize_t>(n)) != 0) throw py::error_already_set();  // freed raw
+      data = py::reinterpret_steal<py::object>(raw);
+    }
+    return py::make_tuple(data, parts);
   }
 
   /// Blocking write at the file position (or the end, in mode "a"): (bytes, (json, table)).
   py::tuple write(py::object buffer, std::uint64_t size) {
     Buffer& b = checked_buffer(buffer, size, false);
-    std::optional<Result<Transfer>> r;
-    {
-      py::gil_scoped_release release;
-      r.emplace(file().write(reinterpret_cast<const void*>(b.address), size));
-    }
-    Transfer t = unwrap(std::move(*r));
-    return py::make_tuple(t.bytes, report_parts(t.report));
+    auto future = start(false, true, std::move(buffer), reinterpret_cast<void*>(b.address), size, 0);
+    std::uint64_t n = future->result();
+    return py::make_tuple(n, future->report());
   }
 
   std::uint64_t size() {
+    File& f = open_file();
     std::optional<Result<std::uint64_t>> r;
     {
       py::gil_scoped_release release;
-      r.emplace(file().size());
+      r.emplace(f.size());
     }
     return unwrap(std::move(*r));
   }
 
   void sync() {
+    File& f = open_file();
     Status s;
     {
       py::gil_scoped_release release;
-      s = file().sync();
+      s = f.sync();
     }
     check(s);
   }
 
+  /// Refuses new requests, waits for those in flight, then closes the File. A signal handler's exception
+  /// (Ctrl-C) during the wait cancels them all, and the File is closed once their running tasks stopped.
   void close() {
-    if (closed_) return;
-    Status s;
-    {
-      py::gil_scoped_release release;
-      s = file_->close();
-    }
-    closed_ = true;
-    check(s);
+    if (closing_) return;
+    closing_ = true;
+    auto idle = [this](std::chrono::milliseconds d) { return requests_->wait_idle_for(d); };
+    wait_interruptibly(idle, std::nullopt, [this] {
+      cancel_requests(requests_.get());
+      {
+        py::gil_scoped_release release;
+        while (!requests_->wait_idle_for(std::chrono::seconds(1))) {
+        }
+      }
+      (void)close_now();  // the interrupt is what the caller sees
+    });
+    reap_parked(false);
+    check(close_now());
   }
 
-  bool closed() const { return closed_; }
-  const std::string& path() const { return file_->path(); }
+  /// Asks every request of this File still running to stop (ferry.File.__exit__ on KeyboardInterrupt).
+  void cancel_all() { cancel_requests(requests_.get()); }
+
+  bool closed() const { return closing_; }
+  py::bytes path() const { return py::bytes(file_->path()); }
   Config config() const { return file_->config(); }
   py::tuple report() const { return report_parts(file_->report()); }
   bool direct_io_available() const { return file_->direct_io_available(); }
   std::string direct_io_note() const { return file_->direct_io_note(); }
 
  private:
-  File& file() {
-    if (closed_) {
-      throw_status(Status(ErrorCode::failed_precondition, "\"" + file_->path() + "\" is closed", EBADF,
-                          file_->path()));
-    }
+  File& open_file() {
+    if (closing_) throw_closed(file_->path());
     return *file_;
   }
 
+  Status close_now() {
+    if (closed_) return Status();
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = file_->close();
+    }
+    closed_ = true;
+    return s;
+  }
+
+  // Starts a read or write of `size` bytes at `offset`, or (`at_position`) at the file position, which
+  // it reserves and the outcome settles, as File::read/write do.
+  std::unique_ptr<PyFuture> start(bool is_read, bool at_position, py::object keep, void* address,
+                                  std::uint64_t size, std::uint64_t offset) {
+    File& f = open_file();
+    reap_parked(false);
+    requests_->started();  // with the GIL still held: a close() from now on waits for this request
+    Future future;
+    PyFuture::OutcomeHook settle;
+    {
+      py::gil_scoped_release release;
+      if (at_position) {
+        std::uint64_t size_now = 0;
+        if (!is_read && append_) {
+          auto s = f.size();
+          if (s.ok()) size_now = *s;
+        }
+        offset = cursor_->reserve(size, !is_read, size_now);
+        settle = [cursor = cursor_, at = offset, size, is_read](const Result<Transfer>& r) {
+          // File::read settles every outcome (a short read ends where the data did); File::write only a
+          // failed one (a write that succeeds moved every byte).
+          if (is_read) {
+            cursor->settle(at, size, r.ok() ? r->bytes : 0, false);
+          } else if (!r.ok()) {
+            cursor->settle(at, size, 0, true);
+          }
+        };
+      }
+      future = is_read ? f.pread(address, size, offset) : f.pwrite(address, size, offset);
+    }
+    std::string what = std::string(is_read ? "read " : "write ") + std::to_string(size) + " bytes at offset " +
+                       std::to_string(offset) + (is_read ? " from \"" : " to \"") + f.path() + "\"";
+    return std::make_unique<PyFuture>(std::move(future), std::move(keep), requests_, std::move(what), f.path(),
+                                      std::move(settle));
+  }
+
   std::unique_ptr<File> file_;
-  bool closed_ = false;
+  std::shared_ptr<FileRequests> requests_;
+  std::shared_ptr<Cursor> cursor_;
+  const bool append_;
+  bool closing_ = false;  // close() began: new requests are refused
+  bool closed_ = false;   // File::close() returned
 };
 
 Config current_default_config() { return unwrap(default_config()); }
@@ -333,12 +315,15 @@ PYBIND11_MODULE(_ferry, m) {
   }, py::arg("text"), py::arg("setting") = "size");
   m.def("format_size", &format_size, py::arg("bytes"));
 
-  py::class_<PyFuture>(m, "Future", "A pending pread/pwrite.")
+  py::class_<PyFuture>(m, "Future", "A pending pread/pwrite.", py::custom_type_setup(&set_up_future_type))
       .def("done", &PyFuture::done)
       .def("wait", &PyFuture::wait, py::arg("timeout") = py::none())
       .def("result", &PyFuture::result)
       .def("report", &PyFuture::report)
-      .def("exception", &PyFuture::exception);
+      .def("exception", &PyFuture::exception)
+      .def("cancel", &PyFuture::cancel, py::arg("wait") = true)
+      .def("cancelled", &PyFuture::cancelled)
+      .def("bytes_done", &PyFuture::bytes_done);
 
   py::class_<PyFile>(m, "File", "An open file (ferry::File).")
       .def_static("open", &PyFile::open, py::arg("path"), py::arg("mode"), py::arg("config") = py::none())
@@ -350,6 +335,7 @@ PYBIND11_MODULE(_ferry, m) {
       .def("size", &PyFile::size)
       .def("sync", &PyFile::sync)
       .def("close", &PyFile::close)
+      .def("cancel_all", &PyFile::cancel_all)
       .def_property_readonly("closed", &PyFile::closed)
       .def_property_readonly("path", &PyFile::path)
       .def("config", &PyFile::config)
@@ -357,6 +343,10 @@ PYBIND11_MODULE(_ferry, m) {
       .def("direct_io_available", &PyFile::direct_io_available)
       .def("direct_io_note", &PyFile::direct_io_note);
 
+  m.def("cancel_all_requests", [] { cancel_requests(nullptr); },
+        "Asks every request still running, of every file, to stop (at exit after an unhandled Ctrl-C).");
+  m.def("reap_parked", &reap_parked, py::arg("wait"),
+        "Lets go of the buffers of futures dropped by an interrupt once their requests are over.");
   m.def("process_report", [] { return report_parts(process_report()); });
   m.def("reset_process_report", [] { reset_process_report(); });
   m.def("error_code_names", [] {

@@ -282,7 +282,7 @@ def test_a_dlpack_capsule_is_consumed_once():
         ("invalid_argument", errno.EINVAL, ferry.InvalidArgumentError),
         ("unavailable", 0, ferry.UnavailableError),
         ("failed_precondition", errno.EBADF, ferry.FerryError),
-        ("cancelled", 0, ferry.FerryError),
+        ("cancelled", 0, ferry.CancelledError),
         ("internal", 0, ferry.FerryError),
     ],
 )
@@ -314,3 +314,38 @@ def test_exception_names_are_public():
     assert ferry.FerryError.__module__ == "ferry"
     assert issubclass(ferry.InvalidBufferError, ValueError)
     assert issubclass(ferry.FerryError, OSError)
+
+
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, SystemExit])
+def test_an_interrupt_while_an_error_is_mapped_is_not_turned_into_runtime_error(make_file, monkeypatch, interrupt):
+    # A signal handler may raise while the extension builds an exception (it runs Python code for that):
+    # the interrupt must come out as it is, not as RuntimeError, and not be swallowed.
+    from ferry import _errors
+
+    def interrupted(*args):
+        raise interrupt()
+
+    path, _ = make_file(10)
+    with ferry.open(path) as f:
+        monkeypatch.setattr(_errors, "status_error", interrupted)
+        with pytest.raises(interrupt):
+            _ferry._raise_status("io_error", "message", errno.EIO, "/d/x.bin")
+        with pytest.raises(interrupt):
+            f.pwrite(b"abc").result()  # opened "r": the request fails, and its error is being mapped
+        monkeypatch.setattr(_errors, "InvalidBufferError", interrupted)
+        with pytest.raises(interrupt):
+            f._impl.pread(_ferry.Buffer.from_buffer_protocol(bytearray(1)), 10, 0)  # buffer too small
+
+
+def test_no_ferry_call_raises_runtime_error_for_an_eintr_or_a_closed_file(tmp_path):
+    # Before: a FIFO open blocked until Ctrl-C, which surfaced as RuntimeError (EINTR). Every failure of
+    # the C++ side is an OSError subclass now, and a closed file a ValueError.
+    path = tmp_path / "x.bin"
+    path.write_bytes(b"abc")
+    f = ferry.open(path)
+    f.close()
+    for call in (lambda: f.read(1), lambda: f.pread(bytearray(1)), f.size, f.sync, lambda: f.write(b"x")):
+        with pytest.raises(ValueError):
+            call()
+    with pytest.raises(OSError):
+        ferry.open(tmp_path / "missing")

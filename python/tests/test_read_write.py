@@ -227,3 +227,52 @@ def test_file_properties_and_repr(make_file):
     f.close()
     f.close()  # twice is fine
     assert f.closed and "closed" in repr(f)
+
+
+# ---- the file position of blocking read()/write(): kept as ferry::File keeps it (FileState::reserve and
+# settle_position), now that the blocking calls run on futures
+
+
+def test_append_writes_land_after_bytes_added_since(tmp_path):
+    path = tmp_path / "log.bin"
+    path.write_bytes(b"head;")
+    with ferry.open(path, "a") as f:
+        f.write(b"one;")
+        f.pwrite(b"PW;", 9).result()  # bytes added past the end by another route
+        with open(path, "ab") as other:  # and by another writer
+            other.write(b"OW;")
+        f.write(b"two;")
+    assert path.read_bytes() == b"head;one;PW;OW;two;"
+
+
+def test_concurrent_blocking_reads_share_the_position_without_overlap(make_file):
+    import concurrent.futures as cf
+
+    size, chunk = 1 << 20, 4096
+    path, data = make_file(size, seed=3)
+    with ferry.open(path, task_size="4KiB") as f:
+        def read_one(_: int) -> bytes:
+            return f.read(chunk)
+
+        with cf.ThreadPoolExecutor(8) as pool:
+            pieces = list(pool.map(read_one, range(size // chunk)))
+        assert f.read(1) == b""  # every byte was read exactly once: the position is at the end
+    assert sorted(pieces) == sorted(data[i:i + chunk].tobytes() for i in range(0, size, chunk))
+
+
+def test_a_failed_blocking_write_leaves_the_position(make_file):
+    path, data = make_file(100)
+    with ferry.open(path, "r") as f:
+        assert f.read(10) == data[:10].tobytes()
+        with pytest.raises(ferry.FerryError):
+            f.write(b"abc")  # opened "r": fails
+        assert f.read(10) == data[10:20].tobytes()  # the read position did not move
+
+
+def test_a_short_read_ends_the_position_where_the_data_did(make_file):
+    path, data = make_file(100)
+    with ferry.open(path, "r+") as f:
+        assert f.readinto(bytearray(60)) == 60
+        assert f.readinto(bytearray(60)) == 40
+        f.pwrite(b"more", 100).result()  # the file grows: the next read starts at 100, not 120
+        assert f.read() == b"more"

@@ -1,0 +1,282 @@
+#include "futures.hpp"
+
+#include <cmath>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "errors.hpp"
+
+namespace py = pybind11;
+
+namespace ferry::python {
+namespace {
+
+// A future dropped by an interrupt: its request (cancelled), the buffer it must keep alive until the
+// request is over, and the hook its outcome still owes (a blocking call's file position).
+struct Parked {
+  Future future;
+  py::object keep;
+  std::shared_ptr<Completion> completion;
+  PyFuture::OutcomeHook on_outcome;
+};
+
+// Every live PyFuture (for cancel_requests) and every parked one. Allocated once and never freed: they
+// may hold Python objects, which must not be released by a static destructor after Python finalized
+// (the atexit hook reaps the parked ones before).
+std::mutex g_registry_mutex;
+auto* const g_live = new std::unordered_set<PyFuture*>();
+auto* const g_parked = new std::vector<Parked>();
+
+// Set while the Python object of a PyFuture is deallocated as a KeyboardInterrupt or SystemExit
+// propagates: the interpreter's error indicator is still set while it pops the stacks of the frames it
+// unwinds, and pybind11 clears it before it runs the C++ destructor, hence this flag.
+thread_local bool t_dropped_by_interrupt = false;
+
+destructor g_base_dealloc = nullptr;
+
+void future_dealloc(PyObject* self) {
+  const bool saved = t_dropped_by_interrupt;
+  PyObject* raised = PyErr_Occurred();
+  t_dropped_by_interrupt = raised != nullptr && (PyErr_GivenExceptionMatches(raised, PyExc_KeyboardInterrupt) ||
+                                                 PyErr_GivenExceptionMatches(raised, PyExc_SystemExit));
+  g_base_dealloc(self);
+  t_dropped_by_interrupt = saved;
+}
+
+}  // namespace
+
+void set_up_future_type(PyHeapTypeObject* heap_type) {
+  PyTypeObject* type = &heap_type->ht_type;
+  g_base_dealloc = type->tp_dealloc != nullptr ? type->tp_dealloc : py::detail::pybind11_object_dealloc;
+  type->tp_dealloc = future_dealloc;
+}
+
+void cancel_requests(const FileRequests* file) {
+  std::lock_guard<std::mutex> lock(g_registry_mutex);
+  for (PyFuture* f : *g_live) {
+    if (file == nullptr || f->file() == file) f->request_stop();
+  }
+}
+
+void reap_parked(bool wait) {
+  if (wait) {
+    std::vector<std::shared_ptr<Completion>> pending;
+    {
+      std::lock_guard<std::mutex> lock(g_registry_mutex);
+      for (const Parked& p : *g_parked) pending.push_back(p.completion);
+    }
+    py::gil_scoped_release release;
+    for (auto& c : pending) c->wait();
+  }
+  // Moving and dropping Python references needs the GIL: the registry's mutex is taken with it held,
+  // which is safe because nobody waits for the GIL while holding that mutex.
+  std::vector<Parked> over;
+  {
+    std::lock_guard<std::mutex> lock(g_registry_mutex);
+    for (auto it = g_parked->begin(); it != g_parked->end();) {
+      if (it->completion->is_done()) {
+        over.push_back(std::move(*it));
+        it = g_parked->erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (Parked& p : over) {
+    if (p.on_outcome) p.on_outcome(p.future.get());
+  }
+  // `over` goes here, with the GIL held: the buffers are released.
+}
+
+py::tuple report_parts(const Report& report) { return py::make_tuple(report.to_json(), report.table()); }
+
+std::optional<Clock::time_point> deadline_after(std::optional<double> seconds) {
+  if (!seconds || !(*seconds < 1e9)) return std::nullopt;  // None, inf (and NaN, refused in Python)
+  double s = std::max(*seconds, 0.0);
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
+// ---- FileRequests
+
+void FileRequests::started() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++running_;
+}
+
+void FileRequests::finished() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (--running_ == 0) idle_.notify_all();
+}
+
+bool FileRequests::wait_idle_for(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return idle_.wait_for(lock, timeout, [this] { return running_ == 0; });
+}
+
+// ---- Completion
+
+void Completion::mark() {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    done = true;
+  }
+  cv.notify_all();
+}
+
+bool Completion::wait_for(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex);
+  return cv.wait_for(lock, timeout, [this] { return done; });
+}
+
+void Completion::wait() {
+  std::unique_lock<std::mutex> lock(mutex);
+  cv.wait(lock, [this] { return done; });
+}
+
+bool Completion::is_done() {
+  std::lock_guard<std::mutex> lock(mutex);
+  return done;
+}
+
+// ---- PyFuture
+
+PyFuture::PyFuture(Future future, py::object keep, std::shared_ptr<FileRequests> requests, std::string what,
+                   std::string path, OutcomeHook on_outcome)
+    : requests_(std::move(requests)),
+      what_(std::move(what)),
+      path_(std::move(path)),
+      future_(std::move(future)),
+      on_outcome_(std::move(on_outcome)),
+      keep_(std::move(keep)) {
+  {
+    std::lock_guard<std::mutex> lock(g_registry_mutex);
+    g_live->insert(this);
+  }
+  // The callback may run at once, here, when the request failed before it started.
+  future_.then([completion = completion_, requests = requests_](const Result<Transfer>&) {
+    completion->mark();
+    if (requests) requests->finished();
+  });
+}
+
+PyFuture::~PyFuture() {
+  if (t_dropped_by_interrupt && !done()) {
+    park();
+    return;
+  }
+  auto finish = [this] {
+    completion_->wait();
+    {
+      std::lock_guard<std::mutex> lock(g_registry_mutex);
+      g_live->erase(this);
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!outcome_ && on_outcome_) on_outcome_(future_.get());
+  };
+  if (PyGILState_Check()) {
+    py::gil_scoped_release release;
+    finish();
+  } else {
+    finish();
+  }
+}
+
+void PyFuture::park() {
+  std::lock_guard<std::mutex> registry(g_registry_mutex);
+  g_live->erase(this);
+  std::lock_guard<std::mutex> lock(mutex_);
+  future_.cancel();
+  g_parked->push_back(Parked{std::move(future_), std::move(keep_), completion_, std::move(on_outcome_)});
+}
+
+bool PyFuture::done() const { return completion_->is_done(); }
+
+bool PyFuture::wait_until(std::optional<Clock::time_point> deadline) {
+  return wait_interruptibly([this](std::chrono::milliseconds d) { return completion_->wait_for(d); }, deadline,
+                            [this] { stop_after_interrupt(); });
+}
+
+void PyFuture::stop_after_interrupt() {
+  request_stop();
+  {
+    py::gil_scoped_release release;
+    completion_->wait();
+  }
+  settle();
+}
+
+bool PyFuture::wait(std::optional<double> timeout) { return wait_until(deadline_after(timeout)); }
+
+const Result<Transfer>& PyFuture::settle() {
+  bool first = false;
+  {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!outcome_) {
+      bytes_at_end_ = future_.bytes_done();
+      Result<Transfer> r = future_.get();
+      if (!r.ok() && r.status().code() == ErrorCode::cancelled && r.status().path().empty()) {
+        // The engine's message knows nothing of the request: name it, as every other error does.
+        r = Status(ErrorCode::cancelled, "Could not " + what_ + ": the request was cancelled",
+                   r.status().sys_errno(), path_);
+      }
+      outcome_.emplace(std::move(r));
+      if (on_outcome_) std::exchange(on_outcome_, nullptr)(*outcome_);
+      first = true;
+    }
+  }
+  if (first) keep_ = py::none();  // the request is over: let the buffer go
+  return *outcome_;
+}
+
+std::uint64_t PyFuture::result() {
+  wait_until(std::nullopt);
+  const Result<Transfer>& r = settle();
+  if (!r.ok()) throw_status(r.status());
+  return r->bytes;
+}
+
+py::tuple PyFuture::report() {
+  wait_until(std::nullopt);
+  const Result<Transfer>& r = settle();
+  if (!r.ok()) throw_status(r.status());
+  return report_parts(r->report);
+}
+
+py::object PyFuture::exception() {
+  wait_until(std::nullopt);
+  const Result<Transfer>& r = settle();
+  if (r.ok()) return py::none();
+  return status_exception(r.status());
+}
+
+bool PyFuture::cancel(bool wait) {
+  const bool was_running = !done();
+  request_stop();
+  if (!wait) return was_running;
+  {
+    py::gil_scoped_release release;
+    completion_->wait();
+  }
+  const Result<Transfer>& r = settle();
+  return !r.ok() && r.status().code() == ErrorCode::cancelled;
+}
+
+bool PyFuture::cancelled() {
+  if (!done()) return false;
+  const Result<Transfer>& r = settle();
+  return !r.ok() && r.status().code() == ErrorCode::cancelled;
+}
+
+std::uint64_t PyFuture::bytes_done() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return outcome_ ? bytes_at_end_ : future_.bytes_done();
+}
+
+void PyFuture::request_stop() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!outcome_) future_.cancel();
+}
+
+}  // namespace ferry::python

@@ -1,0 +1,193 @@
+// Requests in flight as Python sees them: PyFuture (the extension's half of ferry.Future), FileRequests
+// (what a File shares with its futures: how many of its requests run), and the registry of live and
+// parked futures behind cancel_requests() and reap_parked().
+//
+// Waits and signals. Every wait releases the GIL and wakes every kWaitSlice to run Python's signal
+// handlers (PyErr_CheckSignals). When a handler raises (KeyboardInterrupt on Ctrl-C, or whatever a
+// handler of the program's own raises), the request waited for is cancelled, the wait goes on without
+// the GIL and without checking signals until the request's running tasks have stopped (at most one
+// task_size each), and only then does the handler's exception propagate. A request never outlives its
+// buffer: that invariant is why the last part of the wait cannot be interrupted. Python runs signal
+// handlers on the main thread only, so waits on other threads are not interrupted.
+//
+// Dropped futures. A PyFuture dropped while its request runs waits for it (its buffer must outlive the
+// request), so a pwrite() whose future is discarded still completes. Two exceptions, so that Ctrl-C
+// stops a program instead of waiting for transfers nobody will look at:
+// - a future dropped while a KeyboardInterrupt or SystemExit propagates (the interpreter discards the
+//   temporaries of the frames it unwinds: `futures = [f.pread(...) for ...]` interrupted half-way)
+//   cancels its request and does not wait: the request, its buffer and its outcome hook are parked, and
+//   reap_parked() lets the buffer go once the request is over (the next request or close() of any File,
+//   and at exit). Waiting in turn for each dropped future would wait for the requests queued before it,
+//   which are not cancelled yet;
+// - at exit after an unhandled KeyboardInterrupt, every live request is cancelled (cancel_requests(
+//   nullptr), from an atexit hook in ferry/__init__.py), so the futures the interpreter drops then wait
+//   for running tasks only.
+//
+// Thread safety: a PyFuture may be used from several Python threads at once; FileRequests,
+// cancel_requests and reap_parked from any thread. Lock order: the registry of live and parked futures,
+// then PyFuture::mutex_; nothing waits for the GIL while holding either.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include <pybind11/pybind11.h>
+
+#include "ferry/file.hpp"
+
+namespace ferry::python {
+
+using Clock = std::chrono::steady_clock;
+
+/// A report as it crosses into Python: (json, table), the JSON the C++ API and CLI print (parsed into a
+/// dict by ferry.Report) and the human table for its repr.
+pybind11::tuple report_parts(const Report& report);
+
+/// How often a wait wakes to check for signals: the longest a Ctrl-C waits before Python sees it
+/// (plus the time the running tasks take to stop).
+inline constexpr std::chrono::milliseconds kWaitSlice{20};
+
+/// A deadline `seconds` from now; none for None, infinity and anything past a billion seconds.
+/// NaN and negative values are the caller's to refuse or clamp (the Python layer does).
+std::optional<Clock::time_point> deadline_after(std::optional<double> seconds);
+
+/// Calls `wait_slice(d)` (which must block at most `d` and return whether the awaited event happened)
+/// with the GIL released until it returns true or `deadline` passes; returns whether it happened.
+/// Between slices it runs Python's signal handlers; when one raises, it calls `on_interrupt()` (GIL
+/// held) and rethrows the handler's exception. Call with the GIL held.
+template <typename WaitSlice, typename OnInterrupt>
+bool wait_interruptibly(WaitSlice&& wait_slice, std::optional<Clock::time_point> deadline,
+                        OnInterrupt&& on_interrupt) {
+  for (;;) {
+    auto slice = std::chrono::duration_cast<std::chrono::milliseconds>(kWaitSlice);
+    if (deadline) {
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now());
+      slice = std::clamp(left, std::chrono::milliseconds(0), slice);
+    }
+    bool happened = false;
+    {
+      pybind11::gil_scoped_release release;
+      happened = wait_slice(slice);
+    }
+    if (happened) return true;
+    if (deadline && Clock::now() >= *deadline) return false;
+    if (PyErr_CheckSignals() != 0) {
+      pybind11::error_already_set raised;  // takes the exception out of the interpreter while we clean up
+      on_interrupt();
+      throw raised;
+    }
+  }
+}
+
+/// What a File shares with its futures: how many of its requests have not completed, for close().
+class FileRequests {
+ public:
+  /// A request is about to be submitted. Call with the GIL held, after checking that the File is open,
+  /// so that a close() on another thread either refuses the request or waits for it.
+  void started();
+  /// A request completed (a Future::then callback, on any thread).
+  void finished();
+  /// Waits at most `timeout` until no request runs; returns whether none does.
+  bool wait_idle_for(std::chrono::milliseconds timeout);
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable idle_;
+  std::uint64_t running_ = 0;
+};
+
+/// Asks the requests of every live future of `file` (of every file, when null) to stop. Does not wait.
+void cancel_requests(const FileRequests* file);
+
+/// Lets go of the buffers of parked futures whose requests are over, after running their outcome hooks;
+/// with `wait`, waits (GIL released) for all of them first. Call with the GIL held.
+void reap_parked(bool wait);
+
+/// Makes the Python type of PyFuture tell a future dropped while a KeyboardInterrupt or SystemExit
+/// propagates (see above). For py::custom_type_setup.
+void set_up_future_type(PyHeapTypeObject* heap_type);
+
+/// Signalled by a Future::then callback when a request is done: waiting on it never touches the Future,
+/// so cancel() gets through while another thread waits.
+struct Completion {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool done = false;
+
+  void mark();
+  bool wait_for(std::chrono::milliseconds timeout);
+  void wait();
+  bool is_done();
+};
+
+/// The extension's side of ferry.Future. Keeps the buffer's owner alive until the request is done; a
+/// PyFuture dropped before then waits for its request (or parks it, see above), so no task ever writes
+/// into memory Python freed. result() may be called any number of times (the outcome is kept).
+class PyFuture {
+ public:
+  /// Runs once with the request's outcome, when it is first taken (result(), cancel(), ...) or when the
+  /// future is dropped, without the GIL: blocking read()/write() settle the file position with it.
+  using OutcomeHook = std::function<void(const Result<Transfer>&)>;
+
+  /// `future` must be valid. `keep`: what owns the buffer (dropped once the outcome is taken). `what`
+  /// ("read 4096 bytes at offset 0 from \"/d/x.bin\"") and `path` name the request in the message of a
+  /// cancelled one. `requests` (may be null) learns when the request completes.
+  PyFuture(Future future, pybind11::object keep, std::shared_ptr<FileRequests> requests, std::string what,
+           std::string path, OutcomeHook on_outcome = {});
+  PyFuture(const PyFuture&) = delete;
+  PyFuture& operator=(const PyFuture&) = delete;
+  ~PyFuture();
+
+  /// True once every task of the request has stopped. Never blocks.
+  bool done() const;
+  /// Waits until done, or until `timeout` seconds passed (None: no limit); returns done(). A signal
+  /// handler's exception cancels the request and propagates once its running tasks stopped.
+  bool wait(std::optional<double> timeout);
+  /// Bytes transferred, or the request's error as an exception (waits as wait(None) does).
+  std::uint64_t result();
+  /// (json, table) of the request's report; raises the request's error (waits as wait(None) does).
+  pybind11::tuple report();
+  /// The request's error as an exception object, or None (waits as wait(None) does).
+  pybind11::object exception();
+  /// Asks the request to stop. With `wait`, returns once its running tasks stopped: true when the request
+  /// ended cancelled (result() raises ferry.CancelledError), false when it had completed or failed first.
+  /// Without `wait`, returns whether the request was still running when asked.
+  bool cancel(bool wait);
+  /// True when the request is done and ended cancelled. Never blocks.
+  bool cancelled();
+  /// Bytes moved so far by the request's finished tasks.
+  std::uint64_t bytes_done();
+  /// Future::cancel() without waiting (cancel_requests). Any thread, GIL or not.
+  void request_stop();
+  const FileRequests* file() const { return requests_.get(); }
+
+ private:
+  /// Waits (interruptibly) until done; on a signal handler's exception stops the request first.
+  bool wait_until(std::optional<Clock::time_point> deadline);
+  /// After an interrupt: cancel, wait for the running tasks without checking signals, take the outcome.
+  void stop_after_interrupt();
+  /// Takes the outcome (once), runs the hook, drops the buffer. Call with the GIL held, once done.
+  const Result<Transfer>& settle();
+  /// Cancels the request and hands it, its buffer and its hook to reap_parked() (destructor, GIL held).
+  void park();
+
+  std::shared_ptr<Completion> completion_ = std::make_shared<Completion>();
+  std::shared_ptr<FileRequests> requests_;
+  std::string what_;
+  std::string path_;
+  mutable std::mutex mutex_;  // guards everything below; never held while waiting for the GIL
+  Future future_;
+  OutcomeHook on_outcome_;
+  std::optional<Result<Transfer>> outcome_;
+  std::uint64_t bytes_at_end_ = 0;
+  pybind11::object keep_;  // changed with the GIL held only
+};
+
+}  // namespace ferry::python
