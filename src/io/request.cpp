@@ -28,7 +28,7 @@ std::shared_ptr<RequestState> RequestState::start(std::vector<Task> tasks, std::
   state->self_ = state;
   state->active_jobs_ = jobs;
   ThreadPool& pool = shared_pool();
-  pool.ensure_workers(std::max<std::size_t>(threads, 1));
+  pool.ensure_workers(jobs);  // a two-task read needs two workers, not `threads`
   for (unsigned j = 0; j < jobs; ++j) pool.submit([state] { state->run_job(); });
   return state;
 }
@@ -65,6 +65,10 @@ Status RequestState::ended_early(const Task& t, std::uint64_t bytes) const {
 
 void RequestState::run_job() {
   Report local;
+  if (failed_.load(std::memory_order_acquire)) {  // cancelled or failed before this job began
+    if (active_jobs_.fetch_sub(1, std::memory_order_acq_rel) == 1) complete();
+    return;
+  }
   auto worker = source_->make_worker();
   if (!worker.ok()) {
     record_error(worker.status());
