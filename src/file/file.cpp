@@ -167,7 +167,9 @@ Future FileState::submit(bool is_read, void* buffer, std::uint64_t size, std::ui
     extent = *e;
     if (extent.known) size = offset >= extent.bytes ? 0 : std::min(size, extent.bytes - offset);
   }
-  auto source = select_route_source(*this, task_io(extent), is_read, buffer, size, offset);
+  TaskIo io = task_io(extent);
+  io.large_write = !is_read && size >= kDirectWriteThreshold;
+  auto source = select_route_source(*this, io, is_read, buffer, size, offset);
   if (!source.ok()) return fail(source.status());
   std::vector<Task> tasks;
   if (extent.known) {

@@ -94,8 +94,9 @@ Result<std::uint64_t> read_task(const TaskIo& io, const Task& t, void* dst, cons
 }
 
 Status write_task(const TaskIo& io, const Task& t, const void* src, const char* route_label, Report& report) {
-  // Writes go through the page cache unless O_DIRECT is asked for: buffered writes measured faster.
-  bool direct = io.policy == DirectIo::on && direct_fits(io, t.file_offset, t.length, src);
+  // Writes go through the page cache unless O_DIRECT is asked for, or in `auto` the write is large.
+  const bool want_direct = io.policy == DirectIo::on || (io.policy == DirectIo::automatic && io.large_write);
+  bool direct = want_direct && direct_fits(io, t.file_offset, t.length, src);
   int fd = direct ? io.fds->direct_fd() : io.fds->buffered_fd();
   LoopOutcome w = write_fully(*io.sys, fd, src, t.length, t.file_offset, report.io);
   if (direct && w.error == EINVAL && w.bytes == 0) {

@@ -24,6 +24,7 @@ struct TaskIo {
   DirectIo policy = DirectIo::automatic;
   std::uint64_t file_size = 0;                 // at the start of the request: O_DIRECT stays below it
   bool size_known = true;                      // false: a /proc file or character device, read to its end
+  bool large_write = false;                    // a write of at least kDirectWriteThreshold bytes
   std::atomic<bool>* cache_probe_unsupported = nullptr;  // shared per file: the page cache cannot be asked
   std::shared_ptr<const void> keep_alive;      // owns what the pointers above point into
 };
@@ -32,6 +33,11 @@ struct TaskIo {
 /// file, the offset at which the failure happened, the route label and the I/O mode.
 Result<std::uint64_t> read_task(const TaskIo& io, const Task& t, void* dst, const char* route_label,
                                 Report& report);
+/// Writes of at least this size use O_DIRECT in `auto` (where alignment allows): measured on the GPU
+/// machine, 8 GiB from GPU memory with fdatasync ran at 1.45-1.51 GB/s buffered and 1.91-1.96 GB/s with
+/// O_DIRECT. Smaller writes stay buffered, where they return as soon as the page cache has the data.
+inline constexpr std::uint64_t kDirectWriteThreshold = 256ull << 20;
+
 /// Writes task `t` from `src`. Errors as read_task's (no_space for ENOSPC).
 Status write_task(const TaskIo& io, const Task& t, const void* src, const char* route_label, Report& report);
 

@@ -1,0 +1,84 @@
+// Issue 11 (the first read as fast as the hundredth), on the CPU: large writes take O_DIRECT by default,
+// and the one-time set-up is measured step by step and named in the request that paid it.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "ferry/ferry.hpp"
+#include "backends/staging_pool.hpp"
+#include "file/open_options.hpp"
+#include "io/task_io.hpp"
+#include "support/fake_cuda.hpp"
+#include "support/fake_cufile.hpp"
+#include "support/fake_platform.hpp"
+#include "support/test_files.hpp"
+
+namespace ferry {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(Issue11, LargeWritesUseODirectByDefaultAndSmallOnesStayBuffered) {
+  auto dir = testing::test_dir();
+  const std::uint64_t big = detail::kDirectWriteThreshold, small = 4 << 20;
+  std::unique_ptr<std::uint8_t, decltype(&std::free)> data(
+      static_cast<std::uint8_t*>(std::aligned_alloc(4096, big)), &std::free);
+  std::memset(data.get(), 0x3C, big);
+  for (std::uint64_t size : {big, small}) {
+    auto file = File::open((dir / "w.bin").string(), "w");
+    ASSERT_TRUE(file.ok());
+    if (!file->direct_io_available()) GTEST_SKIP() << file->direct_io_note();
+    auto r = file->pwrite(data.get(), size, 0).get();
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    if (size == big) {
+      EXPECT_EQ(r->report.io.direct_ops, r->report.total_ops()) << r->report.table();
+    } else {
+      EXPECT_EQ(r->report.io.direct_ops, 0u) << r->report.table();
+    }
+    ASSERT_TRUE(file->close().ok());
+    auto back = testing::read_whole_file(dir / "w.bin");
+    ASSERT_EQ(back.size(), size);
+    EXPECT_EQ(0, std::memcmp(back.data(), data.get(), size));
+  }
+}
+
+TEST(Issue11, TheFirstDeviceRequestNamesItsOneTimeSetUp) {
+  detail::process_staging_pool().clear();
+  testing::reset_fake_cuda();
+  testing::reset_fake_cufile();
+  auto dir = testing::test_dir();
+  auto path = testing::write_pattern_file(dir / "f.bin", 8 << 20);
+  Config c;
+  c.set_compat_mode(CompatMode::on).set_threads(4).set_task_size(1 << 20).set_bounce_buffer_size(1 << 20);
+  detail::OpenOptions o;
+  o.gpu = &testing::fake_gpu_platform();
+  auto file = detail::open_file(path, "r", c, o);
+  ASSERT_TRUE(file.ok());
+  void* dev = testing::fake_cuda_alloc_device(8 << 20);
+  const SetupCosts before = process_setup_costs();
+  auto first = file->pread(dev, 8 << 20, 0).get();
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  SetupCosts paid = process_setup_costs().since(before);
+  const auto& pinned = paid.steps[5];
+  EXPECT_EQ(pinned.count, 4u) << paid.summary();  // one kit per worker
+  EXPECT_GE(pinned.bytes, 4u * 2 * (1 << 20));
+  bool noted = false;
+  for (const auto& n : first->report.notes) noted |= n.find("one-time set-up during this request") != std::string::npos;
+  EXPECT_TRUE(noted) << first->report.table();
+  EXPECT_THAT(paid.to_json(), HasSubstr("\"pinned_buffers\""));
+  // The second request reuses everything: no set-up, no note.
+  auto second = file->pread(dev, 8 << 20, 0).get();
+  ASSERT_TRUE(second.ok());
+  for (const auto& n : second->report.notes) EXPECT_THAT(n, ::testing::Not(HasSubstr("one-time set-up")));
+  testing::fake_cuda_free(dev);
+  (void)file->close();
+  detail::process_staging_pool().clear();
+  testing::reset_fake_cuda();
+  testing::reset_fake_cufile();
+}
+
+}  // namespace
+}  // namespace ferry
