@@ -126,6 +126,8 @@ int run_read(const std::string& path, const std::string& offset_text, const std:
                      {"compat_mode", compat_mode_name(config.compat_mode())},
                      {"require", requirement_name(config.require())}};
     j["report"] = detail::report_json(t.report);
+    // Everything this process set up once (CUDA, contexts, cuFile, pinned buffers, threads), step by step.
+    j["setup_costs"] = nlohmann::json::parse(process_setup_costs().to_json());
     if (verified) j["verify"] = {{"ok", verified->ok}, {"detail", verified->detail}};
     if (clamped) j["note"] = clamp_note;
     std::cout << detail::json_dump(j) << "\n";
@@ -134,6 +136,7 @@ int run_read(const std::string& path, const std::string& offset_text, const std:
                              format_size(t.bytes), path, offset, target, seconds, gib_s);
     if (clamped) std::cout << "note: " << clamp_note << "\n";
     std::cout << fmt::format("route planned in {:.3f} s: {}\n", setup_seconds, plan->to_string());
+    std::cout << "one-time set-up in this process: " << process_setup_costs().summary() << "\n";
     std::cout << fmt::format("settings: {} threads, {} tasks, direct I/O {}, compat {}\n", config.threads(),
                              format_size(config.task_size()), direct_io_name(config.direct_io()),
                              compat_mode_name(config.compat_mode()));

@@ -1,18 +1,36 @@
 #!/usr/bin/env bash
-# One run on the GPU machine (see DEVELOPERS notes in README): build everything, run every test with the
-# GPU tests for real, the forced-route matrix, and a few timed reads. Logs go to $OUT (or build-gpu/out).
-# Usage, from the repository root on the GPU machine: source .device-deps/gpu-env.sh; scripts/gpu-session.sh [STEPS]
-# STEPS: any of build test matrix doctor reads bench (default: build test matrix doctor reads).
+# One run on the GPU machine: build, every test with the GPU tests for real, and the measurements.
+# Logs and results go to $build/out; with $OUT set (the device tool) they also come back as one archive.
+# Usage, from the repository root on the GPU machine:
+#   source .device-deps/gpu-env.sh; scripts/gpu-session.sh "STEPS"
+# STEPS (in order given; default "build test matrix doctor reads"):
+#   build        Release build with the Python module
+#   test         GPU tests (C++: issue 9's failures, the stress run on every GPU, GPU 1 while GPU 0 is
+#                current), the CPU unit tests, the whole Python suite (GPU tests for real)
+#   matrix       the forced-route matrix (scripts/gpu-route-matrix.sh)
+#   doctor       ferry doctor with and without the udev record
+#   reads        timed reads of an 8 GiB file, hot and cold
+#   first-read   fresh-process first reads of 1 GiB per policy (bench/first_read.py)
+#   bench        the acceptance set (bench/run-gpu-bench.sh; FERRY_BENCH_BUDGET_S)
+#   sizes        hot reads of 256 MiB, 1 GiB and 4 GiB against the copy ceiling at each size
+#   write        8 GiB `ferry write --device 0` with default settings (fdatasync inside)
+#   soak-start   the soak (ferry_soak, $SOAK_MINUTES, default 10) in the background, detached
+#   soak-wait    waits for the soak and prints its verdict
 set -uo pipefail
 steps=${1:-"build test matrix doctor reads"}
 build=${FERRY_BUILD_DIR:-build-gpu}
-# Logs go to $build/out; with $OUT set (the device tool), they also come back as one archive, since only a
-# few files return from there.
 out=$build/out
-rm -rf "$out" && mkdir -p "$out"
+mkdir -p "$out"
 python=$(command -v python3)
+ferry=$build/cli/ferry
+data=$build/data
+mkdir -p "$data"
 has() { [[ " $steps " == *" $1 "* ]]; }
 log() { echo "== $(date -u +%H:%M:%S) $*"; }
+big() {  # big NAME SIZE: a file of generated data in $data, made once
+  [ -f "$data/$1" ] || "$ferry" write "$data/$1" --size "$2" --no-sync > /dev/null
+  echo "$data/$1"
+}
 
 {
   log "machine"
@@ -21,71 +39,99 @@ log() { echo "== $(date -u +%H:%M:%S) $*"; }
   ls /usr/local/cuda/lib64/libcufile.so* 2>&1 | head -3
 } 2>&1 | tee "$out/machine.txt"
 
-if has build; then
-  log "build"
-  pybind=$($python -m pybind11 --cmakedir 2>/dev/null || true)
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFERRY_BUILD_PYTHON=ON \
-    -DPython_EXECUTABLE="$python" ${pybind:+-Dpybind11_DIR=$pybind} > "$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
-  cmake --build "$build" -j "$(nproc)" > "$out/build.log" 2>&1 || { grep -E 'error|Error' "$out/build.log" | head -30; exit 1; }
-fi
-if has test; then
-  log "ctest (unit, fault, cli, python, gpu)"
-  ctest --test-dir "$build" --output-on-failure -j 8 --timeout 600 > "$out/ctest.log" 2>&1
-  grep -E "tests passed|tests failed|Failed|\*\*\*" "$out/ctest.log" | tail -20
-  "$build/tests/ferry_gpu_tests" --gtest_brief=0 > "$out/gpu_tests.log" 2>&1
-  # The Python suite again, verbosely, so that the record shows which GPU cases ran and which skipped.
-  PYTHONPATH="$build/python" FERRY_CLI="$build/cli/ferry" $python -m pytest python/tests -q -rs \
-    -p no:cacheprovider --basetemp="$build/python/pytest-tmp" > "$out/pytest.log" 2>&1
-  tail -3 "$out/pytest.log"
-  grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[==========\]|Skipped|operations" "$out/gpu_tests.log" | head -60
-fi
-if has matrix; then
-  log "forced-route matrix"
-  bash scripts/gpu-route-matrix.sh "$build/cli/ferry" "$build/data" 1GiB 2>&1 | tee "$out/matrix.log"
-  cp "$build/data/matrix.jsonl" "$out/" 2>/dev/null
-fi
-if has doctor; then
-  log "ferry doctor, with and without the udev record"
-  f="$build/data/doctor.bin"
-  [ -f "$f" ] || "$build/cli/ferry" write "$f" --size 256MiB > /dev/null
-  rec="/run/udev/data/b$(stat -c '%Hd:%Ld' "$f")"
-  {
-    echo "### with the udev record ($rec)"
-    "$build/cli/ferry" doctor "$f" --probe; echo "exit status $?"
-    "$build/cli/ferry" doctor "$f" --probe --compat off | sed -n '/^PREDICTION/,$p'; echo "exit status ${PIPESTATUS[0]}"
-    "$build/cli/ferry" doctor "$f" --require-gds > /dev/null; echo "--require-gds: exit status $?"
-    "$build/cli/ferry" doctor "$f" --probe --json > "$out/doctor-udev.json"
-    "$build/cli/ferry" doctor "$f" --probe --compat off --json > "$out/doctor-udev-compat-off.json"
-    cp "$rec" "$out/udev-record.bak"
-    rm -f "$rec"
-    echo "### without the udev record"
-    "$build/cli/ferry" doctor "$f" --probe | sed -n '/^FILE\|^PREDICTION/,$p'; echo "exit status ${PIPESTATUS[0]}"
-    "$build/cli/ferry" doctor "$f" --compat off > /dev/null; echo "--compat off: exit status $?"
-    "$build/cli/ferry" doctor "$f" --probe --json > "$out/doctor-no-udev.json"
-    cp "$out/udev-record.bak" "$rec"
-  } > "$out/doctor.txt" 2>&1
-  grep -E "^###|will take route|proved|exit status|udev" "$out/doctor.txt" | head -40
-fi
-if has bench; then
-  log "benchmarks (bench/run-gpu-bench.sh)"
-  FERRY_BENCH_DATA=$build/bench-data bash bench/run-gpu-bench.sh "$build/cli/ferry" "$out/bench" 2>&1 | tail -60
-fi
-if has reads; then
-  log "timed reads of an 8 GiB file (hot)"
-  big="$build/data/big-8GiB.bin"
-  [ -f "$big" ] || "$build/cli/ferry" write "$big" --size 8GiB --no-sync > /dev/null
-  cat "$big" > /dev/null
-  for args in "--device 0" "--device 0" "--device 0 --compat off" "--threads 16"; do
-    "$build/cli/ferry" read "$big" $args --json | $python scripts/summarize_read.py "${args:-host}"
-  done
-  log "cold reads (caches dropped before each)"
-  for args in "--device 0" "--threads 16"; do
-    if sync && echo 3 > /proc/sys/vm/drop_caches 2>/dev/null; then
-      "$build/cli/ferry" read "$big" $args --json | $python scripts/summarize_read.py "cold $args"
-    else
-      echo "cannot drop caches here"
-    fi
-  done
-fi
+for step in $steps; do
+  case "$step" in
+  build)
+    log "build"
+    pybind=$($python -m pybind11 --cmakedir 2>/dev/null || true)
+    cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFERRY_BUILD_PYTHON=ON \
+      -DPython_EXECUTABLE="$python" ${pybind:+-Dpybind11_DIR=$pybind} > "$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
+    cmake --build "$build" -j "$(nproc)" > "$out/build.log" 2>&1 || { grep -E 'error' "$out/build.log" | head -30; exit 1; }
+    ;;
+  test)
+    log "GPU tests (C++)"
+    "$build/tests/ferry_gpu_tests" > "$out/gpu_tests.log" 2>&1
+    grep -E "^\[  (FAILED|SKIPPED) |^\[==========\] [0-9]+ tests|^\[  PASSED|stress on|CUFILE_FORCE|^  \"" "$out/gpu_tests.log" | head -40
+    log "CPU tests (ctest: unit, cli)"
+    ctest --test-dir "$build" -L "unit|cli" -j 16 --timeout 600 > "$out/ctest.log" 2>&1
+    grep -E "tests passed|tests failed|\(Failed\)" "$out/ctest.log" | head
+    log "Python tests (GPU ones for real)"
+    PYTHONPATH="$build/python" FERRY_CLI="$ferry" $python -m pytest python/tests -q -rs -s -p no:cacheprovider \
+      --basetemp="$build/python/pytest-tmp" > "$out/pytest.log" 2>&1
+    grep -E "python stress|passed|failed|^FAILED|Error" "$out/pytest.log" | tail -12
+    ;;
+  matrix)
+    log "forced-route matrix"
+    bash scripts/gpu-route-matrix.sh "$ferry" "$data" 1GiB 2>&1 | tee "$out/matrix.log"
+    cp "$data/matrix.jsonl" "$out/" 2>/dev/null
+    ;;
+  doctor)
+    log "ferry doctor, with and without the udev record"
+    f=$(big doctor.bin 256MiB)
+    rec="/run/udev/data/b$(stat -c '%Hd:%Ld' "$f")"
+    {
+      echo "### with the udev record ($rec)"
+      "$ferry" doctor "$f" --probe; echo "exit status $?"
+      "$ferry" doctor "$f" --probe --compat off | sed -n '/^PREDICTION/,$p'; echo "exit status ${PIPESTATUS[0]}"
+      "$ferry" doctor "$f" --require-gds > /dev/null; echo "--require-gds: exit status $?"
+      cp "$rec" "$out/udev-record.bak"
+      rm -f "$rec"
+      echo "### without the udev record"
+      "$ferry" doctor "$f" --probe | sed -n '/^FILE\|^PREDICTION/,$p'; echo "exit status ${PIPESTATUS[0]}"
+      "$ferry" doctor "$f" --compat off > /dev/null; echo "--compat off: exit status $?"
+      cp "$out/udev-record.bak" "$rec"
+    } > "$out/doctor.txt" 2>&1
+    grep -E "^###|will take route|proved|exit status|udev" "$out/doctor.txt" | head -40
+    ;;
+  reads)
+    log "timed reads of an 8 GiB file (hot, then cold)"
+    f=$(big big-8GiB.bin 8GiB)
+    cat "$f" > /dev/null
+    for args in "--device 0" "--device 0" "--device 0 --compat off" "--threads 16"; do
+      "$ferry" read "$f" $args --json | $python scripts/summarize_read.py "${args:-host}"
+    done
+    for args in "--device 0" "--threads 16"; do
+      sync && echo 3 > /proc/sys/vm/drop_caches && "$ferry" read "$f" $args --json | $python scripts/summarize_read.py "cold $args"
+    done
+    ;;
+  first-read)
+    log "first read in a fresh process (1 GiB, hot), per policy"
+    $python bench/first_read.py "$ferry" "$(big first-1GiB.bin 1GiB)" --repeats 5 --policies auto,on,off \
+      > "$out/first-read.jsonl" 2> "$out/first-read.txt"
+    cat "$out/first-read.txt"
+    ;;
+  bench)
+    log "benchmarks (bench/run-gpu-bench.sh)"
+    FERRY_BENCH_DATA=$data bash bench/run-gpu-bench.sh "$ferry" "$out/bench" 2>&1 | tail -40
+    ;;
+  sizes)
+    log "request sizes: hot reads against the copy ceiling at the same size"
+    for size in 256MiB 1GiB 4GiB; do
+      "$ferry" bench "$data/size-$size.bin" --size "$size" --cache hot --repeats 5 --routes staged,auto \
+        --baselines copy --json-out "$out/size-$size.json" > "$out/size-$size.txt" 2> /dev/null
+      $python -c "import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[2], ' '.join('%s=%.2f GiB/s%s' % (r['name'], r['median_gib_per_s'] or 0, (' (%.3f of copy)' % r['ratios']['copy']) if 'copy' in (r.get('ratios') or {}) else '') for r in d['results'] if r['status']=='ok'))" "$out/size-$size.json" "$size"
+    done
+    ;;
+  write)
+    log "8 GiB writes from GPU 0 with default settings (fdatasync inside)"
+    for i in 1 2; do
+      "$ferry" write "$data/write-8GiB.bin" --size 8GiB --device 0 --json | $python -c "import json,sys; j=json.load(sys.stdin); print('write default:', round(j.get('gib_per_s', 0), 3), 'GiB/s;', j['report']['summary'][:150])"
+    done
+    ;;
+  soak-start)
+    log "soak: ${SOAK_MINUTES:-10} minutes in the background"
+    mkdir -p "$build/soak-data"
+    setsid nohup "$build/tests/ferry_soak" --minutes "${SOAK_MINUTES:-10}" --dir "$build/soak-data" --seed 5 \
+      --json-out "$build/soak.jsonl" > "$build/soak.log" 2>&1 < /dev/null &
+    echo $! > "$build/soak.pid"
+    ;;
+  soak-wait)
+    log "waiting for the soak"
+    while kill -0 "$(cat "$build/soak.pid")" 2> /dev/null; do sleep 5; done
+    cp "$build/soak.jsonl" "$build/soak.log" "$out/"
+    tail -1 "$out/soak.jsonl"
+    ;;
+  esac
+done
 log "done"
-[ -n "${OUT:-}" ] && tar czf "$OUT/session-$(date -u +%H%M%S).tgz" -C "$out" . && ls -la "$OUT"
+[ -n "${OUT:-}" ] && tar czf "$OUT/session-$(date -u +%H%M%S).tgz" -C "$out" . && ls "$OUT"
