@@ -210,7 +210,7 @@ struct LoadStats {
   double seconds = 0;                  // wall time of the reads and copies (load_into, read_into)
   double replicate_wait_seconds = 0;   // of which: waiting for copies after the last read
   Report report;                       // routes and reasons of every pread
-  std::vector<std::string> notes;      // settings the load changed, and why
+  std::vector<std::string> notes;      // settings OpenOptions changed for device reads, and why (when the load made any)
 };
 
 struct LoadedCheckpoint {

@@ -523,3 +523,8 @@ def doctor(path: Optional[PathLike] = None, *, device: int = 0, probe: bool = Fa
     ``exit_status`` is what ``ferry doctor`` would exit with."""
     p = os.fsdecode(os.fspath(path)) if path is not None else ""
     return dict(json.loads(_ferry.doctor_json(p, int(device), bool(probe))))
+
+
+# ferry.safetensors imports nothing beyond the extension and the standard library (torch and CuPy only
+# when asked for), so it is loaded with the package.
+from . import safetensors  # noqa: E402

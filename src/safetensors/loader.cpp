@@ -144,6 +144,12 @@ ExecOptions exec_options(const CheckpointState& st, const LoadOptions& options) 
   return e;
 }
 
+// The settings notes concern device reads (compat mode, staging): only loads that made some say them.
+void add_settings_notes(const CheckpointState& st, LoadStats& stats) {
+  if (stats.report.total_ops() == stats.report.at(Route::host).ops) return;
+  stats.notes.insert(stats.notes.begin(), st.settings_notes.begin(), st.settings_notes.end());
+}
+
 ferry::detail::CUdeviceptr device_pointer(void* p) {
   return static_cast<ferry::detail::CUdeviceptr>(reinterpret_cast<std::uintptr_t>(p));
 }
@@ -224,7 +230,6 @@ Result<LoadStats> Checkpoint::load_into(const LoadPlan& plan, std::span<void* co
   FERRY_RETURN_IF_ERROR(detail::check_plan(st, plan, bases));
   FERRY_RETURN_IF_ERROR(detail::check_files_unchanged(st));
   LoadStats stats;
-  stats.notes = st.settings_notes;
   FERRY_ASSIGN_OR_RETURN(auto replicators, detail::start_replicas(st, plan, bases, stats.notes));
   std::uint64_t piece = options.max_request_bytes;
   if (piece == 0 && !replicators.empty()) piece = detail::kReplicationPiece;
@@ -244,6 +249,7 @@ Result<LoadStats> Checkpoint::load_into(const LoadPlan& plan, std::span<void* co
   }
   stats.replicate_wait_seconds = replicators.empty() ? 0.0 : detail::seconds_since(waiting);
   stats.seconds = detail::seconds_since(start);
+  detail::add_settings_notes(st, stats);
   FERRY_RETURN_IF_ERROR(status);
   return stats;
 }
@@ -283,10 +289,10 @@ Result<LoadStats> Checkpoint::read_into(std::span<const Destination> destination
   }
   FERRY_RETURN_IF_ERROR(detail::check_files_unchanged(st));
   LoadStats stats;
-  stats.notes = st.settings_notes;
   Status status = detail::execute_reads(st, detail::split_ops(std::move(ops), options.max_request_bytes),
                                         detail::exec_options(st, options), stats);
   stats.seconds = detail::seconds_since(start);
+  detail::add_settings_notes(st, stats);
   FERRY_RETURN_IF_ERROR(status);
   return stats;
 }
