@@ -213,14 +213,6 @@ void register_safetensors(py::module_& m) {
       .def("read_into", &PyCheckpoint::read_into, py::arg("items"), py::arg("max_request_bytes") = 0,
            py::arg("max_requests_in_flight") = 0, py::arg("progress") = py::none(),
            py::arg("progress_interval") = 0.1);
-
-  m.def("safetensors_parse_file_image", [](py::bytes data, const std::string& source, std::uint64_t max_header_bytes) {
-    std::string_view bytes = data;
-    st::ParseOptions o;
-    o.max_header_bytes = max_header_bytes;
-    st::Header h = unwrap(st::parse_file_image(bytes.data(), bytes.size(), source, o));
-    return py::make_tuple(h.header_bytes, h.data_bytes, h.tensors.size());
-  }, py::arg("data"), py::arg("source"), py::arg("max_header_bytes") = st::kDefaultMaxHeaderBytes);
 }
 
 }  // namespace ferry::python
