@@ -99,6 +99,14 @@ class _Framework:
         raise NotImplementedError
 
 
+# safetensors dtype -> the torch attribute that holds it (torch.uint16 and the float8 types need torch >= 2.1/2.3).
+_TORCH_NAMES = {
+    "BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "I32": "int32", "I64": "int64",
+    "U16": "uint16", "U32": "uint32", "U64": "uint64", "F16": "float16", "BF16": "bfloat16",
+    "F32": "float32", "F64": "float64", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2",
+}
+
+
 class _Torch(_Framework):
     name = "pt"
 
@@ -108,12 +116,7 @@ class _Torch(_Framework):
         except ImportError as e:
             raise ImportError("framework='pt' needs PyTorch (import torch failed: %s)" % e) from None
         self.torch = torch
-        names = {
-            "BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "I32": "int32", "I64": "int64",
-            "U16": "uint16", "U32": "uint32", "U64": "uint64", "F16": "float16", "BF16": "bfloat16",
-            "F32": "float32", "F64": "float64", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2",
-        }
-        self.dtypes = {k: getattr(torch, v) for k, v in names.items() if hasattr(torch, v)}
+        self.dtypes = {k: getattr(torch, v) for k, v in _TORCH_NAMES.items() if hasattr(torch, v)}
 
     def dtype(self, st_dtype: str) -> Any:
         try:
@@ -502,14 +505,35 @@ def load_file(filename: PathLike, device: Device = None, *, framework: str = "pt
     return load(filename, device, framework=framework, **options).tensors
 
 
+def _check_destination(name: str, target: Any, dtype: str, shape: Tuple[int, ...]) -> None:
+    """Refuses a destination whose shape or dtype differs from the checkpoint's (same-size mix-ups such as
+    float16 for bfloat16 would otherwise load garbage silently)."""
+    got_shape = getattr(target, "shape", None)
+    if got_shape is not None and tuple(int(d) for d in got_shape) != tuple(shape):
+        raise ValueError(f"tensor {name!r} has shape {list(shape)} in the checkpoint, its destination "
+                         f"{list(got_shape)}")
+    got_dtype = getattr(target, "dtype", None)
+    if got_dtype is None:
+        return
+    text = str(got_dtype)
+    if text.startswith("torch."):
+        allowed = {_TORCH_NAMES[dtype]}
+    else:
+        allowed = {_ArrayLibrary._NAMES.get(dtype, ""), _ArrayLibrary._RAW.get(dtype, ""), "bool" if dtype == "BOOL" else ""}
+        text = text.replace("numpy.", "")
+    if text.replace("torch.", "") not in allowed:
+        raise ValueError(f"tensor {name!r} is {dtype} in the checkpoint, but its destination is {text}")
+
+
 def load_into(filename: PathLike, tensors: Mapping[str, Any], *, progress: Progress = False,
               max_request_bytes: int = 0, max_requests_in_flight: int = 0, **settings: Any) -> Dict[str, Any]:
     """Reads the checkpoint's values into existing tensors (refreshing weights in place, no allocation).
 
-    ``tensors``: name -> a contiguous tensor/array (PyTorch, CuPy, NumPy, anything with
-    ``__cuda_array_interface__``, DLPack or the buffer protocol) of exactly the checkpoint tensor's size in
-    bytes. Each is checked before anything is read: unknown names raise ``KeyError``, size mismatches
-    ``ValueError``. Returns the load's stats (as :attr:`LoadResult.stats`, with a ``report``).
+    ``tensors``: name -> a contiguous tensor/array (PyTorch tensors and parameters, CuPy, NumPy, anything with
+    ``__cuda_array_interface__``, DLPack or the buffer protocol) with the checkpoint tensor's shape and dtype
+    (for CuPy/NumPy, BF16 and F8 as their raw integer types). Every destination is checked before anything is
+    read: unknown names raise ``KeyError``, shape, dtype or size mismatches ``ValueError``. Returns the load's
+    stats (as :attr:`LoadResult.stats`, with a ``report``).
     """
     from ._buffers import acquire
 
@@ -522,7 +546,10 @@ def load_into(filename: PathLike, tensors: Mapping[str, Any], *, progress: Progr
     for name, target in tensors.items():
         if name not in rows:
             raise KeyError(f"the checkpoint has no tensor {name!r}")
-        nbytes = rows[name][3]
+        _, dtype, shape, nbytes = rows[name][:4]
+        _check_destination(name, target, dtype, shape)
+        if callable(getattr(target, "detach", None)):
+            target = target.detach()  # a parameter that requires grad exports no __cuda_array_interface__
         buf = acquire(target, for_read=True)
         if buf.nbytes != nbytes:
             raise ValueError(f"tensor {name!r} is {nbytes} bytes in the checkpoint, but its destination holds "

@@ -213,8 +213,16 @@ def test_load_into_refreshes_arrays_in_place(tmp_path: Path) -> None:
     assert stats["bytes_read"] == sum(a.nbytes for _, a in new.values())
     with pytest.raises(KeyError):
         fst.load_into(path, {"missing": np.zeros(4, np.float32)})
-    with pytest.raises(ValueError, match="holds 8"):
+    with pytest.raises(ValueError, match="has shape \\[16, 4\\] in the checkpoint, its destination \\[2\\]"):
         fst.load_into(path, {"w": np.zeros(2, np.float32)})
+    with pytest.raises(ValueError, match="is F32 in the checkpoint, but its destination is int32"):
+        fst.load_into(path, {"w": np.zeros((16, 4), np.int32)})
+    with pytest.raises(ValueError, match="holds 8"):
+        fst.load_into(path, {"w": bytearray(8)})
+    raw = write_checkpoint(tmp_path / "raw.safetensors", {"h": ("BF16", sample("BF16", (3,), 1))})
+    dest = np.zeros(3, np.uint16)  # NumPy has no bfloat16: its raw integer type is accepted
+    fst.load_into(raw, {"h": dest})
+    assert np.array_equal(dest, sample("BF16", (3,), 1))
 
 
 def test_sharded_checkpoint(tmp_path: Path) -> None:
@@ -528,11 +536,13 @@ def test_gpu_cupy_variant(tmp_path: Path) -> None:
 def test_gpu_load_into_refreshes_torch_parameters(tmp_path: Path) -> None:
     torch = _cuda_torch()
     path = write_checkpoint(tmp_path / "m.safetensors", {"w": ("F32", sample("F32", (256, 256), 4))})
-    w = torch.zeros(256, 256, device="cuda:0")
+    w = torch.nn.Parameter(torch.zeros(256, 256, device="cuda:0"))  # requires grad, as a model's weights do
     pointer = w.data_ptr()
     fst.load_into(path, {"w": w})
     assert w.data_ptr() == pointer
-    assert np.array_equal(w.cpu().numpy(), sample("F32", (256, 256), 4))
+    assert np.array_equal(w.detach().cpu().numpy(), sample("F32", (256, 256), 4))
+    with pytest.raises(ValueError, match="is F32 in the checkpoint, but its destination is torch.float16"):
+        fst.load_into(path, {"w": torch.zeros(256, 256, device="cuda:0", dtype=torch.float16)})
 
 
 def _two_gpus() -> Any:
