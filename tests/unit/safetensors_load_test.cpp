@@ -33,6 +33,9 @@ using testing::Rule;
 using testing::SafetensorsBuilder;
 using testing::ScriptedSyscalls;
 
+// Page-aligned host memory (aligned_alloc wants a size that is a multiple of the alignment).
+void* page_aligned(std::uint64_t size) { return std::aligned_alloc(4096, (size + 4095) / 4096 * 4096); }
+
 std::vector<std::uint8_t> bytes_at(const void* p, std::uint64_t n) {
   const auto* b = static_cast<const std::uint8_t*>(p);
   return {b, b + n};
@@ -215,7 +218,7 @@ TEST_F(SafetensorsLoad, LoadIntoWritesNothingOutsideTheTensors) {
     void* base = nullptr;
     const std::uint64_t guard = 4096;
     if (device == kHostMemory) {
-      base = std::aligned_alloc(4096, region.size_bytes + 2 * guard);
+      base = page_aligned(region.size_bytes + 2 * guard);
     } else {
       base = testing::fake_cuda_alloc_device(region.size_bytes + 2 * guard);
     }
@@ -264,7 +267,7 @@ TEST_F(SafetensorsLoad, LoadIntoRefusesBasesThatDoNotFitThePlan) {
   EXPECT_THAT(r.status().message(), HasSubstr("is not aligned to 4096 bytes"));
   LoadPlan shrunk = *plan;
   shrunk.regions[0].size_bytes = 16;
-  void* aligned = std::aligned_alloc(4096, 4096);
+  void* aligned = page_aligned(4096);
   bases[0] = aligned;
   r = c.load_into(shrunk, bases, o);
   std::free(aligned);
@@ -696,7 +699,7 @@ TEST_F(SafetensorsLoad, TruncatedAfterOpenFailsBeforeWritingAnything) {
   o.device = kHostMemory;
   auto plan = c.plan(o);
   ASSERT_TRUE(plan.ok());
-  void* base = std::aligned_alloc(4096, plan->regions[0].size_bytes + 4096);
+  void* base = page_aligned(plan->regions[0].size_bytes + 4096);
   std::memset(base, 0xA5, plan->regions[0].size_bytes);
   std::vector<void*> bases{base};
   auto r = c.load_into(*plan, bases, o);
