@@ -230,6 +230,9 @@ def main() -> int:
     make_checkpoint(path, args.layers)
     size = path.stat().st_size
     env = dict(os.environ)
+    # The children must import the same ferry wherever they run: make relative PYTHONPATH entries absolute.
+    if env.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in env["PYTHONPATH"].split(os.pathsep) if p)
     cli = args.ferry_cli or next((c for c in ("build-gpu/cli/ferry", "build/cli/ferry") if os.access(c, os.X_OK)), None)
     emit({"kind": "environment", "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
           "host": platform.node(), "kernel": platform.release(), "cpus": os.cpu_count(),
