@@ -4,6 +4,7 @@
 #include "cli_common.hpp"
 #include "doctor_command.hpp"
 #include "bench_command.hpp"
+#include "load_command.hpp"
 
 namespace {
 
@@ -65,6 +66,9 @@ int main(int argc, char** argv) {
   BenchOptions bench_opts;
   CLI::App* bench = add_bench_command(app, bench_opts);
 
+  LoadCommandOptions load_opts;
+  CLI::App* load = add_load_command(app, load_opts);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -76,6 +80,7 @@ int main(int argc, char** argv) {
     if (*write) return run_write(write_path, write_size, no_sync, write_opts);
     if (*doctor) return run_doctor_command(doctor_opts);
     if (*bench) return run_bench(bench_opts);
+    if (*load) return run_load(load_opts);
   } catch (const UsageError& e) {
     print_error(e.message);
     return kExitUsage;

@@ -4,4 +4,5 @@
 #include "ferry/config.hpp"
 #include "ferry/file.hpp"
 #include "ferry/route.hpp"
+#include "ferry/safetensors.hpp"
 #include "ferry/status.hpp"

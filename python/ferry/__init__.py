@@ -619,3 +619,8 @@ def doctor(path: Optional[PathLike] = None, *, device: int = 0, probe: bool = Fa
     if dev < 0:
         raise _errors_invalid_argument(f"device must not be negative, got {dev}")
     return dict(json.loads(_ferry.doctor_json(p, dev, bool(probe))))
+
+
+# ferry.safetensors imports nothing beyond the extension and the standard library (torch and CuPy only
+# when asked for), so it is loaded with the package.
+from . import safetensors  # noqa: E402

@@ -15,6 +15,7 @@
 
 #include "buffers.hpp"
 #include "errors.hpp"
+#include "safetensors_bindings.hpp"
 #include "ferry/doctor.hpp"
 #include "ferry/ferry.hpp"
 #include "futures.hpp"
@@ -366,6 +367,8 @@ PYBIND11_MODULE(_ferry, m) {
     }
     throw py::value_error("unknown error code " + code);
   }, py::arg("code"), py::arg("message"), py::arg("errno") = 0, py::arg("path") = "");
+
+  register_safetensors(m);
 
   m.def("doctor_json", [](const std::string& path, int device, bool probe) {
     py::gil_scoped_release release;

@@ -60,6 +60,7 @@ struct State {
   std::map<CUevent, std::unique_ptr<FakeEvent>> events;
   std::uint64_t next_sequence = 1;
   FakeContext contexts[kMaxDevices];
+  std::set<std::pair<int, int>> peer_enabled;  // (device whose context was current, peer device)
 };
 
 State& state() {
@@ -480,6 +481,47 @@ CUresult fake_cuEventDestroy_v2(CUevent event) {
   return CUDA_SUCCESS;
 }
 
+// Peer copies need each side to be device memory of the device its context belongs to.
+bool on_device_of(State& s, CUdeviceptr address, std::size_t bytes, CUcontext context) {
+  if (context == nullptr) return false;
+  const Range* r = find_range(s, static_cast<std::uintptr_t>(address), bytes);
+  return r != nullptr && r->kind == RangeKind::device && r->device == reinterpret_cast<FakeContext*>(context)->device;
+}
+
+CUresult fake_cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dst_context, CUdeviceptr src, CUcontext src_context,
+                                std::size_t bytes, CUstream stream) {
+  FAKE_ENTER_("cuMemcpyPeerAsync");
+  if (CUresult r = need_context(); r != CUDA_SUCCESS) return r;
+  if (!on_device_of(s, dst, bytes, dst_context) || !on_device_of(s, src, bytes, src_context)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (stream != nullptr && s.streams.count(stream) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  ++s.counters.peer_copies;
+  s.counters.peer_bytes += bytes;
+  return copy_async(s, reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes, stream);
+}
+
+CUresult fake_cuDeviceCanAccessPeer(int* can_access, CUdevice device, CUdevice peer) {
+  FAKE_ENTER_("cuDeviceCanAccessPeer");
+  if (device < 0 || device >= s.script.device_count || peer < 0 || peer >= s.script.device_count) {
+    return CUDA_ERROR_INVALID_DEVICE;
+  }
+  *can_access = (device != peer && s.script.peer_access) ? 1 : 0;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuCtxEnablePeerAccess(CUcontext peer_context, unsigned int flags) {
+  FAKE_ENTER_("cuCtxEnablePeerAccess");
+  if (CUresult r = need_context(); r != CUDA_SUCCESS) return r;
+  if (flags != 0 || peer_context == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  int self = current_device();
+  int peer = reinterpret_cast<FakeContext*>(peer_context)->device;
+  if (self == peer || !s.script.peer_access) return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+  if (!s.peer_enabled.insert({self, peer}).second) return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+  ++s.counters.peer_access_enabled;
+  return CUDA_SUCCESS;
+}
+
 struct ErrorWords {
   CUresult code;
   const char* name;
@@ -500,6 +542,10 @@ constexpr ErrorWords kErrorWords[] = {
      "part or all of the requested memory range is already mapped"},
     {CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",
      "pointer does not correspond to a registered memory region"},
+    {CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED",
+     "peer access is not supported between these two devices"},
+    {CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
+     "peer access is already enabled"},
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 
@@ -563,6 +609,9 @@ CudaApi make_table() {
   api.cuEventDestroy_v2 = fake_cuEventDestroy_v2;
   api.cuGetErrorName = fake_cuGetErrorName;
   api.cuGetErrorString = fake_cuGetErrorString;
+  api.cuMemcpyPeerAsync = fake_cuMemcpyPeerAsync;
+  api.cuDeviceCanAccessPeer = fake_cuDeviceCanAccessPeer;
+  api.cuCtxEnablePeerAccess = fake_cuCtxEnablePeerAccess;
   api.library = "fake-cuda";
   return api;
 }
@@ -585,6 +634,7 @@ void reset_fake_cuda() {
   s.streams.clear();
   s.events.clear();
   s.next_sequence = 1;
+  s.peer_enabled.clear();
   s.script = FakeCudaScript{};
   s.counters = FakeCudaCounters{};
   current_context = nullptr;  // this thread's; worker threads set theirs through make_current

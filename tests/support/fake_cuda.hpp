@@ -9,6 +9,8 @@
 //   context is synchronised (an event query completes them and answers CUDA_ERROR_NOT_READY once). A
 //   bounce buffer reused before its copy finished then shows up as wrong data in the destination.
 // - Any entry point can be made to fail: fail("cuMemcpyHtoDAsync_v2", CUDA_ERROR_ILLEGAL_ADDRESS).
+// - Peer copies (cuMemcpyPeerAsync) check that each side is device memory of its context's device; peer
+//   access is granted between distinct devices unless the script says otherwise.
 // - As with the real driver, allocations, copies, memsets, streams and events need a current context on
 //   the calling thread (make_current(api, device) from primary_context.hpp), else CUDA_ERROR_INVALID_CONTEXT:
 //   a worker thread that forgot make_current fails here as it would on a GPU.
@@ -34,6 +36,8 @@ struct FakeCudaScript {
   ferry::detail::CUresult init_result = ferry::detail::CUDA_SUCCESS;
   FakeCopyMode copy_mode = FakeCopyMode::immediate;
   std::uint64_t device_total_memory_bytes = 80ull << 30;
+  /// What cuDeviceCanAccessPeer answers for two distinct devices (cuCtxEnablePeerAccess follows it).
+  bool peer_access = true;
 
   /// Entry points (by exported name, "cuMemAlloc_v2") that fail with the given result.
   struct Failure {
@@ -62,6 +66,7 @@ struct FakeCudaCounters {
   std::uint64_t stream_syncs = 0, event_syncs = 0, event_queries = 0, context_syncs = 0;
   std::uint64_t context_retains = 0, context_releases = 0, set_current_calls = 0;
   std::uint64_t pointer_queries = 0;
+  std::uint64_t peer_copies = 0, peer_bytes = 0, peer_access_enabled = 0;  // cuMemcpyPeerAsync, cuCtxEnablePeerAccess
 };
 
 /// The table of fake entry points (the same object every time; `library` is "fake-cuda").

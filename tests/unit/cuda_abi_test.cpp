@@ -51,6 +51,9 @@ FERRY_SAME_VALUE_(CUDA_ERROR_SYSTEM_NOT_READY);
 FERRY_SAME_VALUE_(CUDA_ERROR_SYSTEM_DRIVER_MISMATCH);
 FERRY_SAME_VALUE_(CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE);
 FERRY_SAME_VALUE_(CUDA_ERROR_UNKNOWN);
+FERRY_SAME_VALUE_(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED);
+FERRY_SAME_VALUE_(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
+FERRY_SAME_VALUE_(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
 FERRY_SAME_VALUE_(CU_POINTER_ATTRIBUTE_CONTEXT);
 FERRY_SAME_VALUE_(CU_POINTER_ATTRIBUTE_MEMORY_TYPE);
 FERRY_SAME_VALUE_(CU_POINTER_ATTRIBUTE_DEVICE_POINTER);
@@ -128,6 +131,9 @@ static_assert(same_shape(fd::cuMemHostAlloc_fn{}, &::cuMemHostAlloc));
 static_assert(same_shape(fd::cuMemHostRegister_v2_fn{}, &::cuMemHostRegister_v2));
 static_assert(same_shape(fd::cuDeviceTotalMem_v2_fn{}, &::cuDeviceTotalMem_v2));
 static_assert(same_shape(fd::cuEventRecord_fn{}, &::cuEventRecord));
+static_assert(same_shape(fd::cuMemcpyPeerAsync_fn{}, &::cuMemcpyPeerAsync));
+static_assert(same_shape(fd::cuDeviceCanAccessPeer_fn{}, &::cuDeviceCanAccessPeer));
+static_assert(same_shape(fd::cuCtxEnablePeerAccess_fn{}, &::cuCtxEnablePeerAccess));
 #endif
 
 TEST(CudaAbi, MatchesCudaHeaderWhereInstalled) {

@@ -25,11 +25,14 @@ enum CUresult : int {
   CUDA_ERROR_NO_DEVICE = 100,
   CUDA_ERROR_INVALID_DEVICE = 101,
   CUDA_ERROR_INVALID_CONTEXT = 201,
+  CUDA_ERROR_PEER_ACCESS_UNSUPPORTED = 217,
   CUDA_ERROR_INVALID_HANDLE = 400,
   CUDA_ERROR_NOT_FOUND = 500,
   CUDA_ERROR_NOT_READY = 600,
   CUDA_ERROR_ILLEGAL_ADDRESS = 700,
   CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712,
+  CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704,
+  CUDA_ERROR_PEER_ACCESS_NOT_ENABLED = 705,
   CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED = 713,
   CUDA_ERROR_NOT_PERMITTED = 800,
   CUDA_ERROR_NOT_SUPPORTED = 801,
@@ -141,6 +144,11 @@ using cuEventRecord_fn = CUresult (*)(CUevent event, CUstream stream);
 using cuEventSynchronize_fn = CUresult (*)(CUevent event);
 using cuEventQuery_fn = CUresult (*)(CUevent event);
 using cuEventDestroy_v2_fn = CUresult (*)(CUevent event);
+// GPU to GPU (safetensors replicas): peer copies and peer access.
+using cuMemcpyPeerAsync_fn = CUresult (*)(CUdeviceptr dst, CUcontext dst_context, CUdeviceptr src,
+                                          CUcontext src_context, std::size_t bytes, CUstream stream);
+using cuDeviceCanAccessPeer_fn = CUresult (*)(int* can_access, CUdevice device, CUdevice peer);
+using cuCtxEnablePeerAccess_fn = CUresult (*)(CUcontext peer_context, unsigned int flags);
 using cuGetErrorName_fn = CUresult (*)(CUresult error, const char** name);
 using cuGetErrorString_fn = CUresult (*)(CUresult error, const char** text);
 

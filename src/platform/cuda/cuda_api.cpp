@@ -50,6 +50,9 @@ Result<CudaApi> CudaApi::load(const char* library) {
   FERRY_LOAD_CUDA_(cuEventDestroy_v2);
   FERRY_LOAD_CUDA_(cuGetErrorName);
   FERRY_LOAD_CUDA_(cuGetErrorString);
+  FERRY_LOAD_CUDA_(cuMemcpyPeerAsync);
+  FERRY_LOAD_CUDA_(cuDeviceCanAccessPeer);
+  FERRY_LOAD_CUDA_(cuCtxEnablePeerAccess);
 #undef FERRY_LOAD_CUDA_
   return api;
 }
@@ -62,7 +65,8 @@ bool CudaApi::complete() const noexcept {
          cuMemFreeHost && cuMemHostRegister_v2 && cuMemHostUnregister && cuMemcpyHtoD_v2 && cuMemcpyDtoH_v2 &&
          cuMemcpyHtoDAsync_v2 && cuMemcpyDtoHAsync_v2 && cuMemsetD8_v2 && cuStreamCreate && cuStreamDestroy_v2 &&
          cuStreamSynchronize && cuEventCreate && cuEventRecord && cuEventSynchronize && cuEventQuery &&
-         cuEventDestroy_v2 && cuGetErrorName && cuGetErrorString;
+         cuEventDestroy_v2 && cuGetErrorName && cuGetErrorString && cuMemcpyPeerAsync && cuDeviceCanAccessPeer &&
+         cuCtxEnablePeerAccess;
 }
 
 namespace {

@@ -51,6 +51,9 @@ struct CudaApi {
   cuEventDestroy_v2_fn cuEventDestroy_v2 = nullptr;
   cuGetErrorName_fn cuGetErrorName = nullptr;
   cuGetErrorString_fn cuGetErrorString = nullptr;
+  cuMemcpyPeerAsync_fn cuMemcpyPeerAsync = nullptr;
+  cuDeviceCanAccessPeer_fn cuDeviceCanAccessPeer = nullptr;
+  cuCtxEnablePeerAccess_fn cuCtxEnablePeerAccess = nullptr;
 
   std::string library;  // what was opened ("libcuda.so.1"), or a fake's name
 

@@ -1,0 +1,239 @@
+// `ferry load`: open (headers, validation), allocate, read, and tell what happened.
+#include "load_command.hpp"
+
+#include <unistd.h>
+
+#include <iostream>
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "ferry/safetensors.hpp"
+#include "file_compare.hpp"
+#include "platform/cuda/cuda_api.hpp"
+#include "platform/cuda/primary_context.hpp"
+
+namespace ferry::cli {
+namespace {
+
+namespace st = ferry::safetensors;
+
+constexpr const char* kLoadFooter = R"(
+Exit status: 0 loaded; 1 the load failed (missing file, malformed checkpoint -- the message names the file
+and the tensor --, I/O error, no GPU); 2 bad command line; 3 --verify found different bytes; 4 the required
+route (--require-gds) is not available.)";
+
+std::vector<int> parse_devices(const std::string& text) {
+  std::vector<int> out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    std::string item = text.substr(start, comma - start);
+    try {
+      std::size_t used = 0;
+      int d = std::stoi(item, &used);
+      if (used != item.size() || d < 0) throw std::invalid_argument(item);
+      out.push_back(d);
+    } catch (const std::exception&) {
+      throw UsageError{fmt::format("--replicas takes GPU ordinals separated by commas, not \"{}\"", item)};
+    }
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::string shape_text(const std::vector<std::uint64_t>& shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+std::string device_text(int device) { return device == st::kHostMemory ? "host" : fmt::format("GPU {}", device); }
+
+int exit_for(const Status& s) {
+  if (s.code() == ErrorCode::failed_precondition) return kExitRouteRefused;
+  return kExitFailure;
+}
+
+// "loading 2.50 GiB of 8.00 GiB (31%)" on a terminal, for loads that last more than a second.
+class TerminalProgress {
+ public:
+  bool operator()(std::uint64_t done, std::uint64_t total) {
+    if (!tty_ || seconds_since(start_) < 1.0) return true;
+    shown_ = true;
+    std::cerr << fmt::format("\rloading {} of {} ({:.0f}%)   ", format_size(done), format_size(total),
+                             total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0)
+              << std::flush;
+    return true;
+  }
+  ~TerminalProgress() {
+    if (shown_) std::cerr << "\r" << std::string(60, ' ') << "\r" << std::flush;
+  }
+
+ private:
+  bool tty_ = ::isatty(STDERR_FILENO) != 0;
+  std::uint64_t start_ = now_ns();
+  bool shown_ = false;
+};
+
+// Every copy of every tensor against the file, read with plain preads (file_compare.hpp).
+VerifyOutcome verify_all(const st::Checkpoint& c, const st::LoadedCheckpoint& loaded) {
+  std::vector<const std::vector<st::LoadedTensor>*> copies{&loaded.tensors};
+  for (const auto& r : loaded.replicas) copies.push_back(&r);
+  std::uint64_t bytes = 0;
+  for (const auto* list : copies) {
+    for (const st::LoadedTensor& t : *list) {
+      const st::TensorInfo* info = c.find(t.name);
+      std::vector<std::uint8_t> host;
+      const auto* got = static_cast<const std::uint8_t*>(t.data);
+      if (t.device != st::kHostMemory && t.size_bytes > 0) {
+        host.resize(t.size_bytes);
+        const detail::CudaApi* api = detail::process_cuda_api();
+        if (api == nullptr) return {false, detail::process_cuda_status().to_string()};
+        detail::ScopedDeviceContext context(*api, t.device);
+        Status s = context.status();
+        if (s.ok()) {
+          s = detail::cuda_check(*api, api->cuMemcpyDtoH_v2(host.data(), reinterpret_cast<std::uintptr_t>(t.data),
+                                                            t.size_bytes),
+                                 "cuMemcpyDtoH");
+        }
+        if (!s.ok()) return {false, s.to_string()};
+        got = host.data();
+      }
+      VerifyOutcome v = compare_with_file(c.files()[info->shard], got, info->file_offset, t.size_bytes, 4);
+      if (!v.ok) return {false, fmt::format("tensor \"{}\" on {}: {}", t.name, device_text(t.device), v.detail)};
+      bytes += t.size_bytes;
+    }
+  }
+  return {true, fmt::format("{} tensor copies, {} match the files", loaded.tensors.size() * copies.size(),
+                            format_size(bytes))};
+}
+
+}  // namespace
+
+CLI::App* add_load_command(CLI::App& app, LoadCommandOptions& o) {
+  CLI::App* cmd = app.add_subcommand(
+      "load", "Load a safetensors checkpoint (a .safetensors file, a model.safetensors.index.json or a directory) "
+              "into a GPU or host memory; list its tensors, the throughput and the route report");
+  cmd->footer(kLoadFooter);
+  cmd->add_option("CHECKPOINT", o.path, "Checkpoint to load")->required();
+  cmd->add_option("--replicas", o.replicas, "Further GPUs that each get a whole copy, read once and copied GPU to "
+                                            "GPU (e.g. 1,2; needs --device N)");
+  cmd->add_option("--max-request", o.max_request, "The largest single read, e.g. 1GiB (default: one per run of "
+                                                  "tensors)");
+  cmd->add_flag("--verify", o.verify, "Compare every loaded byte with a plain read of the files");
+  add_common_options(*cmd, o.common);
+  return cmd;
+}
+
+int run_load(const LoadCommandOptions& o) {
+  Config config = build_config(o.common);
+  st::LoadOptions options;
+  options.device = o.common.device;
+  options.replicas = parse_devices(o.replicas);
+  if (!o.max_request.empty()) options.max_request_bytes = parse_size_option(o.max_request, "--max-request");
+  TerminalProgress progress;
+  options.progress = [&progress](std::uint64_t done, std::uint64_t total) { return progress(done, total); };
+  st::OpenOptions open_options;
+  open_options.config = config;
+
+  std::uint64_t start = now_ns();
+  auto checkpoint = st::Checkpoint::open(o.path, open_options);
+  double open_seconds = seconds_since(start);
+  if (!checkpoint.ok()) {
+    print_error(checkpoint.status().to_string());
+    return exit_for(checkpoint.status());
+  }
+  auto loaded = checkpoint->load(options);
+  double seconds = seconds_since(start);
+  if (!loaded.ok()) {
+    print_error(loaded.status().to_string());
+    return exit_for(loaded.status());
+  }
+  const st::LoadStats& stats = loaded->stats;
+  std::optional<VerifyOutcome> verified;
+  if (o.verify) verified = verify_all(*checkpoint, *loaded);
+
+  const double read_gib_s = gib_per_s(stats.bytes_read, stats.seconds);
+  const double total_gib_s = gib_per_s(stats.bytes_read, seconds);
+  std::vector<std::string> notes = checkpoint->notes();
+  notes.insert(notes.end(), stats.notes.begin(), stats.notes.end());
+  if (o.common.json) {
+    nlohmann::json j;
+    j["schema"] = "ferry.load/1";
+    j["command"] = "load";
+    j["path"] = o.path;
+    j["files"] = checkpoint->files();
+    j["target"] = options.device == st::kHostMemory ? nlohmann::json("host") : nlohmann::json(options.device);
+    j["replicas"] = options.replicas;
+    nlohmann::json tensors = nlohmann::json::array();
+    for (const st::LoadedTensor& t : loaded->tensors) {
+      const st::TensorInfo* info = checkpoint->find(t.name);
+      tensors.push_back({{"name", t.name},
+                         {"dtype", st::dtype_name(t.dtype)},
+                         {"shape", t.shape},
+                         {"device", t.device == st::kHostMemory ? nlohmann::json("host") : nlohmann::json(t.device)},
+                         {"bytes", t.size_bytes},
+                         {"file", info->shard},
+                         {"file_offset", info->file_offset}});
+    }
+    j["tensors"] = std::move(tensors);
+    j["metadata"] = loaded->metadata;
+    j["bytes"] = stats.bytes_read;
+    j["bytes_copied"] = stats.bytes_copied;
+    j["requests"] = stats.requests;
+    j["seconds"] = seconds;
+    j["open_seconds"] = open_seconds;
+    j["allocate_seconds"] = loaded->allocate_seconds;
+    j["read_seconds"] = stats.seconds;
+    j["gib_per_s"] = total_gib_s;
+    j["read_gib_per_s"] = read_gib_s;
+    j["settings"] = {{"threads", checkpoint->config().threads()},
+                     {"task_size", checkpoint->config().task_size()},
+                     {"direct_io", direct_io_name(checkpoint->config().direct_io())},
+                     {"compat_mode", compat_mode_name(checkpoint->config().compat_mode())},
+                     {"require", requirement_name(checkpoint->config().require())}};
+    j["report"] = nlohmann::json::parse(stats.report.to_json());
+    j["notes"] = notes;
+    if (verified) j["verify"] = {{"ok", verified->ok}, {"detail", verified->detail}};
+    std::cout << j.dump() << "\n";
+  } else {
+    std::string target = options.device == st::kHostMemory ? "host memory" : device_text(options.device);
+    for (int r : options.replicas) target += fmt::format(" (+ a copy on GPU {})", r);
+    std::cout << fmt::format("loaded {} tensors, {} from {} file(s) of \"{}\" into {} in {:.3f} s: {:.2f} GiB/s "
+                             "(reading {:.2f} GiB/s)\n",
+                             loaded->tensors.size(), format_size(stats.bytes_read), checkpoint->files().size(), o.path,
+                             target, seconds, total_gib_s, read_gib_s);
+    std::cout << fmt::format("open {:.3f} s, allocate {:.3f} s, read {:.3f} s ({} requests{})\n", open_seconds,
+                             loaded->allocate_seconds, stats.seconds, stats.requests,
+                             stats.bytes_copied ? fmt::format(", {} copied GPU to GPU", format_size(stats.bytes_copied))
+                                                : std::string());
+    std::size_t name_width = 4, shape_width = 5;
+    for (const auto& t : loaded->tensors) {
+      name_width = std::max(name_width, t.name.size());
+      shape_width = std::max(shape_width, shape_text(t.shape).size());
+    }
+    std::cout << "\n" << fmt::format("{:<{}}  {:<7}  {:<{}}  {}\n", "name", name_width, "dtype", "shape", shape_width, "device");
+    for (const auto& t : loaded->tensors) {
+      std::cout << fmt::format("{:<{}}  {:<7}  {:<{}}  {}\n", t.name, name_width, st::dtype_name(t.dtype),
+                               shape_text(t.shape), shape_width, device_text(t.device));
+    }
+    if (!loaded->metadata.empty()) {
+      std::cout << "\nmetadata:";
+      for (const auto& [k, v] : loaded->metadata) std::cout << fmt::format(" {}={}", k, v);
+      std::cout << "\n";
+    }
+    std::cout << "\n" << stats.report.summary() << "\n\n" << stats.report.table();
+    for (const std::string& n : notes) std::cout << "note: " << n << "\n";
+    if (verified) std::cout << "verify: " << (verified->ok ? "OK, " : "FAILED, ") << verified->detail << "\n";
+  }
+  if (verified && !verified->ok) {
+    if (o.common.json) print_error("verify failed: " + verified->detail);
+    return kExitMismatch;
+  }
+  return kExitOk;
+}
+
+}  // namespace ferry::cli

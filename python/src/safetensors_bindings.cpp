@@ -1,0 +1,218 @@
+// The safetensors binding. Python allocates the memory (torch, CuPy or NumPy buffers, one per region of a
+// LoadPlan) and builds the tensor views; C++ parses, validates, plans and reads. Every call that may block
+// releases the GIL; progress comes back on the calling thread with the GIL re-acquired, which is also where
+// Ctrl-C is noticed: a pending signal cancels the load (requests in flight finish first) and is raised.
+#include "safetensors_bindings.hpp"
+
+#include <exception>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <pybind11/stl.h>
+
+#include "errors.hpp"
+#include "ferry/safetensors.hpp"
+
+namespace py = pybind11;
+
+namespace ferry::python {
+namespace {
+
+namespace st = ferry::safetensors;
+
+// Calls the Python progress callback (if any) and checks for signals. A callback that raises, returns
+// False, or a pending KeyboardInterrupt stops the load; the exception is raised once the load returned.
+class ProgressBridge {
+ public:
+  explicit ProgressBridge(py::object callback) : callback_(std::move(callback)) {}
+
+  bool operator()(std::uint64_t done, std::uint64_t total) {
+    py::gil_scoped_acquire gil;
+    try {
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+      if (!callback_.is_none()) {
+        py::object answer = callback_(done, total);
+        if (answer.is(py::bool_(false))) return false;
+      }
+      return true;
+    } catch (...) {
+      error_ = std::current_exception();
+      return false;
+    }
+  }
+
+  /// With the GIL held: raises what the callback raised, if anything.
+  void rethrow() {
+    if (error_) {
+      std::exception_ptr e = error_;
+      error_ = nullptr;
+      std::rethrow_exception(e);
+    }
+  }
+
+ private:
+  py::object callback_;
+  std::exception_ptr error_;
+};
+
+py::dict stats_dict(const st::LoadStats& s) {
+  py::dict d;
+  d["bytes_read"] = s.bytes_read;
+  d["bytes_copied"] = s.bytes_copied;
+  d["requests"] = s.requests;
+  d["seconds"] = s.seconds;
+  d["replicate_wait_seconds"] = s.replicate_wait_seconds;
+  d["report"] = py::make_tuple(s.report.to_json(), s.report.table());
+  d["notes"] = s.notes;
+  return d;
+}
+
+st::LoadOptions request_options(std::uint64_t max_request_bytes, unsigned max_requests_in_flight,
+                                double progress_interval_s) {
+  st::LoadOptions o;
+  o.max_request_bytes = max_request_bytes;
+  o.max_requests_in_flight = max_requests_in_flight;
+  o.progress_interval = std::chrono::milliseconds(static_cast<long long>(progress_interval_s * 1000.0));
+  return o;
+}
+
+class PyPlan {
+ public:
+  explicit PyPlan(st::LoadPlan plan) : plan_(std::move(plan)) {}
+  const st::LoadPlan& plan() const { return plan_; }
+  /// [(device, size_bytes, alignment, copy_of)]
+  py::list regions() const {
+    py::list out;
+    for (const auto& r : plan_.regions) out.append(py::make_tuple(r.device, r.size_bytes, r.alignment, r.copy_of));
+    return out;
+  }
+  /// [(tensor index, region, offset)], in tensor order.
+  py::list placements() const {
+    py::list out;
+    for (const auto& p : plan_.placements) out.append(py::make_tuple(p.tensor, p.region, p.offset));
+    return out;
+  }
+  std::uint64_t read_bytes() const { return plan_.read_bytes; }
+
+ private:
+  st::LoadPlan plan_;
+};
+
+class PyCheckpoint {
+ public:
+  explicit PyCheckpoint(st::Checkpoint c) : c_(std::move(c)) {}
+
+  static std::unique_ptr<PyCheckpoint> open(const std::string& path, std::optional<Config> config,
+                                            std::uint64_t max_header_bytes, std::uint64_t max_staging_bytes,
+                                            bool avoid_cufile_setup) {
+    st::OpenOptions o;
+    o.config = std::move(config);
+    o.max_header_bytes = max_header_bytes;
+    o.max_staging_bytes = max_staging_bytes;
+    o.avoid_cufile_setup = avoid_cufile_setup;
+    std::optional<Result<st::Checkpoint>> r;
+    {
+      py::gil_scoped_release release;
+      r.emplace(st::Checkpoint::open(path, o));
+    }
+    return std::make_unique<PyCheckpoint>(unwrap(std::move(*r)));
+  }
+
+  std::vector<std::string> files() const { return c_.files(); }
+  /// [(name, dtype, shape, size_bytes, shard, file_offset)], by shard then offset.
+  py::list tensors() const {
+    py::list out;
+    for (const auto& t : c_.tensors()) {
+      py::tuple shape(t.shape.size());
+      for (std::size_t i = 0; i < t.shape.size(); ++i) shape[i] = py::int_(t.shape[i]);
+      out.append(py::make_tuple(t.name, st::dtype_name(t.dtype), shape, t.size_bytes(), t.shard, t.file_offset));
+    }
+    return out;
+  }
+  std::map<std::string, std::string> metadata() const { return c_.metadata(); }
+  std::vector<std::string> notes() const { return c_.notes(); }
+  std::uint64_t data_bytes() const { return c_.data_bytes(); }
+  std::string config_value(const std::string& name) const { return c_.config().get(name); }
+
+  PyPlan plan(int device, std::vector<std::pair<std::string, int>> device_map, std::vector<int> replicas) const {
+    st::LoadOptions o;
+    o.device = device;
+    o.device_map = std::move(device_map);
+    o.replicas = std::move(replicas);
+    return PyPlan(unwrap(c_.plan(o)));
+  }
+
+  /// Reads into regions at `bases` (addresses of buffers Python allocated): the stats as a dict.
+  py::dict load_into(const PyPlan& plan, const std::vector<std::uintptr_t>& bases, std::uint64_t max_request_bytes,
+                     unsigned max_requests_in_flight, py::object progress, double progress_interval_s) {
+    std::vector<void*> pointers;
+    for (std::uintptr_t b : bases) pointers.push_back(reinterpret_cast<void*>(b));
+    st::LoadOptions o = request_options(max_request_bytes, max_requests_in_flight, progress_interval_s);
+    ProgressBridge bridge(std::move(progress));
+    o.progress = [&bridge](std::uint64_t done, std::uint64_t total) { return bridge(done, total); };
+    std::optional<Result<st::LoadStats>> r;
+    {
+      py::gil_scoped_release release;
+      r.emplace(c_.load_into(plan.plan(), pointers, o));
+    }
+    bridge.rethrow();
+    return stats_dict(unwrap(std::move(*r)));
+  }
+
+  /// Reads [(name, address, offset, size)] into caller memory: the stats as a dict.
+  py::dict read_into(const std::vector<std::tuple<std::string, std::uintptr_t, std::uint64_t, std::uint64_t>>& items,
+                     std::uint64_t max_request_bytes, unsigned max_requests_in_flight, py::object progress,
+                     double progress_interval_s) {
+    std::vector<st::Destination> destinations;
+    destinations.reserve(items.size());
+    for (const auto& [name, address, offset, size] : items) {
+      destinations.push_back(st::Destination{name, reinterpret_cast<void*>(address), offset, size});
+    }
+    st::LoadOptions o = request_options(max_request_bytes, max_requests_in_flight, progress_interval_s);
+    ProgressBridge bridge(std::move(progress));
+    o.progress = [&bridge](std::uint64_t done, std::uint64_t total) { return bridge(done, total); };
+    std::optional<Result<st::LoadStats>> r;
+    {
+      py::gil_scoped_release release;
+      r.emplace(c_.read_into(destinations, o));
+    }
+    bridge.rethrow();
+    return stats_dict(unwrap(std::move(*r)));
+  }
+
+ private:
+  st::Checkpoint c_;
+};
+
+}  // namespace
+
+void register_safetensors(py::module_& m) {
+  m.attr("SAFETENSORS_DEFAULT_MAX_HEADER_BYTES") = st::kDefaultMaxHeaderBytes;
+
+  py::class_<PyPlan>(m, "SafetensorsPlan", "Where a load puts each tensor (ferry::safetensors::LoadPlan).")
+      .def_property_readonly("regions", &PyPlan::regions)
+      .def_property_readonly("placements", &PyPlan::placements)
+      .def_property_readonly("read_bytes", &PyPlan::read_bytes);
+
+  py::class_<PyCheckpoint>(m, "SafetensorsCheckpoint", "An opened safetensors checkpoint (ferry::safetensors::Checkpoint).")
+      .def_static("open", &PyCheckpoint::open, py::arg("path"), py::arg("config") = py::none(),
+                  py::arg("max_header_bytes") = st::kDefaultMaxHeaderBytes, py::arg("max_staging_bytes") = 0,
+                  py::arg("avoid_cufile_setup") = true)
+      .def("files", &PyCheckpoint::files)
+      .def("tensors", &PyCheckpoint::tensors)
+      .def("metadata", &PyCheckpoint::metadata)
+      .def("notes", &PyCheckpoint::notes)
+      .def("data_bytes", &PyCheckpoint::data_bytes)
+      .def("config_value", &PyCheckpoint::config_value, py::arg("name"))
+      .def("plan", &PyCheckpoint::plan, py::arg("device"), py::arg("device_map"), py::arg("replicas"))
+      .def("load_into", &PyCheckpoint::load_into, py::arg("plan"), py::arg("bases"), py::arg("max_request_bytes") = 0,
+           py::arg("max_requests_in_flight") = 0, py::arg("progress") = py::none(),
+           py::arg("progress_interval") = 0.1)
+      .def("read_into", &PyCheckpoint::read_into, py::arg("items"), py::arg("max_request_bytes") = 0,
+           py::arg("max_requests_in_flight") = 0, py::arg("progress") = py::none(),
+           py::arg("progress_interval") = 0.1);
+}
+
+}  // namespace ferry::python

@@ -1,0 +1,22 @@
+// Allocation's way in: blocks of device memory (cuMemAlloc in the device's primary context) or host
+// memory (page-aligned, for O_DIRECT), and their release.
+#pragma once
+
+#include <memory>
+
+#include "ferry/safetensors.hpp"
+#include "route/gpu_platform.hpp"
+
+namespace ferry::safetensors::detail {
+
+class AllocationAccess {
+ public:
+  /// `size_bytes` of memory on `device` (kHostMemory: host memory aligned to 4096). Zero bytes still gives
+  /// a valid, distinct pointer. Errors: unavailable without CUDA (naming why); the driver's
+  /// (CUDA_ERROR_OUT_OF_MEMORY as unavailable, a bad ordinal as invalid_argument); no_space for host memory.
+  [[nodiscard]] static Result<std::shared_ptr<Allocation>> allocate(const ferry::detail::GpuPlatform& gpu, int device,
+                                                                    std::uint64_t size_bytes);
+  static void release(Allocation& a) noexcept;
+};
+
+}  // namespace ferry::safetensors::detail

@@ -1,0 +1,129 @@
+// make_plan: regions and offsets.
+//
+// Within a region, a run of tensors that follow each other in one file keeps the file's spacing, so that
+// it is read with one pread. A run starts at an offset congruent to its file offset modulo 4096, so that
+// in host memory the pread's aligned body can use O_DIRECT (the region base is 4096-aligned there); where
+// that would misalign a tensor for its dtype (a file whose offsets are not aligned), the tensor starts a
+// new run at the next 256-byte boundary instead.
+#include "safetensors/layout.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+namespace ferry::safetensors::detail {
+namespace {
+
+constexpr std::uint64_t kPage = 4096;
+constexpr std::uint64_t kRunAlignment = 256;
+
+std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
+
+bool key_matches(const std::string& key, const std::string& name) {
+  if (key.empty()) return true;
+  if (name.size() < key.size() || name.compare(0, key.size(), key) != 0) return false;
+  return name.size() == key.size() || name[key.size()] == '.';
+}
+
+Status check_options(const LoadOptions& o) {
+  auto bad = [](std::string what) { return Status(ErrorCode::invalid_argument, std::move(what)); };
+  if (o.device < kHostMemory) return bad(fmt::format("device {} is neither a GPU nor host memory (-1)", o.device));
+  for (const auto& [key, device] : o.device_map) {
+    if (device < kHostMemory) {
+      return bad(fmt::format("the device map sends \"{}\" to device {}, neither a GPU nor host memory (-1)", key, device));
+    }
+  }
+  if (o.replicas.empty()) return Status();
+  if (o.device < 0) return bad("replicas need a GPU as the device to read into, not host memory");
+  if (!o.device_map.empty()) return bad("replicas copy the whole checkpoint: they cannot be combined with a device map");
+  std::set<int> seen{o.device};
+  for (int r : o.replicas) {
+    if (r < 0) return bad(fmt::format("replica device {} is not a GPU", r));
+    if (!seen.insert(r).second) {
+      return bad(fmt::format("GPU {} appears twice among the device and its replicas", r));
+    }
+  }
+  return Status();
+}
+
+struct RegionCursor {
+  std::size_t region = 0;
+  std::uint64_t end = 0;          // bytes used so far
+  bool in_run = false;
+  std::size_t run_shard = 0;
+  std::uint64_t run_file_end = 0; // file offset just past the run's last tensor
+};
+
+}  // namespace
+
+int device_for(const std::string& name, const LoadOptions& options) {
+  int device = options.device;
+  std::size_t best = 0;
+  bool matched = false;
+  for (const auto& [key, d] : options.device_map) {
+    if (!key_matches(key, name)) continue;
+    if (!matched || key.size() > best) {
+      best = key.size();
+      device = d;
+      matched = true;
+    }
+  }
+  return device;
+}
+
+Result<LoadPlan> make_plan(const std::vector<TensorInfo>& tensors, const LoadOptions& options) {
+  FERRY_RETURN_IF_ERROR(check_options(options));
+  LoadPlan plan;
+  std::vector<int> devices(tensors.size());
+  std::set<int> used;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    devices[i] = device_for(tensors[i].name, options);
+    used.insert(devices[i]);
+  }
+  // Regions in device order (host memory first), so that plans are the same from run to run.
+  std::map<int, RegionCursor> cursors;
+  for (int d : used) {
+    cursors[d].region = plan.regions.size();
+    plan.regions.push_back(LoadPlan::Region{d, 0, d == kHostMemory ? kPage : kRunAlignment, -1});
+  }
+  plan.placements.resize(tensors.size());
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const TensorInfo& t = tensors[i];
+    RegionCursor& c = cursors[devices[i]];
+    const std::uint64_t align = dtype_size(t.dtype);
+    std::uint64_t offset = 0;
+    if (t.size_bytes() == 0) {
+      offset = align_up(c.end, align);  // takes no bytes: neither starts nor breaks a run
+    } else if (c.in_run && c.run_shard == t.shard && c.run_file_end == t.file_offset && c.end % align == 0) {
+      offset = c.end;
+    } else if (t.file_offset % align == 0) {
+      offset = c.end + (t.file_offset - c.end) % kPage;  // same remainder modulo 4096 as the file offset
+      c.in_run = true;
+    } else {
+      offset = align_up(c.end, kRunAlignment);
+      c.in_run = true;
+    }
+    if (t.size_bytes() > 0) {
+      c.run_shard = t.shard;
+      c.run_file_end = t.file_offset + t.size_bytes();
+      c.end = offset + t.size_bytes();
+      plan.read_bytes += t.size_bytes();
+    }
+    plan.placements[i] = LoadPlan::Placement{i, c.region, offset};
+    plan.regions[c.region].size_bytes = std::max(plan.regions[c.region].size_bytes, std::max(c.end, offset));
+  }
+  const std::size_t primaries = plan.regions.size();
+  for (int r : options.replicas) {
+    for (std::size_t p = 0; p < primaries; ++p) {
+      LoadPlan::Region copy = plan.regions[p];
+      copy.device = r;
+      copy.copy_of = static_cast<int>(p);
+      plan.regions.push_back(copy);
+    }
+  }
+  return plan;
+}
+
+}  // namespace ferry::safetensors::detail

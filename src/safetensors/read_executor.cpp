@@ -1,0 +1,132 @@
+// execute_reads: the requests of a load, in flight together.
+#include "safetensors/read_executor.hpp"
+
+#include <deque>
+
+#include <fmt/format.h>
+
+#include "safetensors/text.hpp"
+
+namespace ferry::safetensors::detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::uint64_t kPage = 4096;
+
+Status failed_op(const CheckpointState& state, const ReadOp& op, const Status& cause) {
+  return Status(cause.code(), fmt::format("Could not load {}: {}", describe_op(state, op), cause.message()),
+                cause.sys_errno(), state.shards[op.shard].path);
+}
+
+}  // namespace
+
+std::string describe_op(const CheckpointState& state, const ReadOp& op) {
+  const std::string& path = state.shards[op.shard].path;
+  const TensorInfo& first = state.tensors[op.first_tensor];
+  if (op.tensor_count <= 1) return fmt::format("tensor {} of \"{}\"", quoted_text(first.name), path);
+  const TensorInfo& last = state.tensors[op.first_tensor + op.tensor_count - 1];
+  return fmt::format("tensors {} to {} ({} tensors) of \"{}\"", quoted_text(first.name), quoted_text(last.name), op.tensor_count,
+                     path);
+}
+
+std::vector<ReadOp> split_ops(std::vector<ReadOp> ops, std::uint64_t max_bytes) {
+  if (max_bytes == 0) return ops;
+  const std::uint64_t step = std::max(kPage, max_bytes / kPage * kPage);
+  std::vector<ReadOp> out;
+  for (const ReadOp& op : ops) {
+    std::uint64_t done = 0;
+    while (done < op.size) {
+      std::uint64_t at = op.file_offset + done;
+      std::uint64_t end = (at + step) / kPage * kPage;  // the next page boundary a step away
+      if (end <= at) end = at + step;
+      std::uint64_t n = std::min(op.size - done, end - at);
+      ReadOp piece = op;
+      piece.file_offset = at;
+      piece.size = n;
+      piece.dst = static_cast<char*>(op.dst) + done;
+      piece.region_offset = op.region_offset + done;
+      out.push_back(piece);
+      done += n;
+    }
+  }
+  return out;
+}
+
+Status execute_reads(CheckpointState& state, const std::vector<ReadOp>& ops, const ExecOptions& options,
+                     LoadStats& stats) {
+  std::uint64_t total = 0;
+  for (const ReadOp& op : ops) total += op.size;
+  struct InFlight {
+    std::size_t op;
+    Future future;
+  };
+  std::deque<InFlight> in_flight;
+  std::uint64_t completed = 0;
+  Status first;
+  bool cancelled = false;
+  auto last_progress = Clock::now();
+
+  auto tell = [&](bool force) {
+    if (!options.progress || cancelled) return;
+    auto now = Clock::now();
+    if (!force && now - last_progress < options.progress_interval) return;
+    last_progress = now;
+    std::uint64_t done = completed;
+    for (const InFlight& f : in_flight) done += f.future.bytes_done();
+    if (!options.progress(std::min(done, total), total)) cancelled = true;
+  };
+
+  tell(true);
+  std::size_t next = 0;
+  for (;;) {
+    while (first.ok() && !cancelled && next < ops.size() &&
+           (options.max_in_flight == 0 || in_flight.size() < options.max_in_flight)) {
+      const ReadOp& op = ops[next];
+      in_flight.push_back({next, state.shards[op.shard].data.pread(op.dst, op.size, op.file_offset)});
+      ++stats.requests;
+      ++next;
+    }
+    if (in_flight.empty()) break;
+    InFlight& oldest = in_flight.front();
+    if (options.progress) {
+      if (!oldest.future.wait_for(options.progress_interval)) {
+        tell(false);
+        continue;
+      }
+    }
+    const ReadOp& op = ops[oldest.op];
+    Result<Transfer> r = oldest.future.get();
+    in_flight.pop_front();
+    if (!r.ok()) {
+      if (first.ok()) first = failed_op(state, op, r.status());
+      continue;
+    }
+    stats.report.merge(r->report);
+    stats.bytes_read += r->bytes;
+    completed += r->bytes;
+    if (r->bytes != op.size) {
+      if (first.ok()) {
+        first = Status(ErrorCode::io_error,
+                       fmt::format("Could not load {}: the file ended at byte {}, inside bytes [{}, {}) that were being "
+                                   "read (was it truncated while loading?)",
+                                   describe_op(state, op), op.file_offset + r->bytes, op.file_offset,
+                                   op.file_offset + op.size),
+                       0, state.shards[op.shard].path);
+      }
+      continue;
+    }
+    if (first.ok() && options.on_done) {
+      Status s = options.on_done(op);
+      if (!s.ok()) first = s;
+    }
+    tell(false);
+  }
+  if (first.ok() && cancelled) {
+    return Status(ErrorCode::cancelled,
+                  fmt::format("Loading \"{}\" was cancelled after {} of {} bytes", state.paths.front(), completed, total));
+  }
+  if (first.ok() && options.progress) (void)options.progress(total, total);
+  return first;
+}
+
+}  // namespace ferry::safetensors::detail

@@ -1,0 +1,25 @@
+// model.safetensors.index.json: which shard file holds each tensor of a sharded checkpoint.
+// {"metadata": {...}, "weight_map": {"tensor name": "model-00001-of-00002.safetensors", ...}}
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "ferry/status.hpp"
+
+namespace ferry::safetensors::detail {
+
+struct ShardIndex {
+  std::vector<std::string> shards;  // file names as the index writes them, sorted
+  std::vector<std::pair<std::string, std::size_t>> weight_map;  // tensor name -> position in `shards`
+};
+
+/// Parses index JSON. `source` names the file in messages. Shard names must be relative paths that stay
+/// inside the index's directory (no leading "/", no ".." component). Errors: invalid_argument
+/// "Invalid safetensors index "<source>": <what>".
+[[nodiscard]] Result<ShardIndex> parse_shard_index(std::string_view text, std::string_view source);
+
+}  // namespace ferry::safetensors::detail
