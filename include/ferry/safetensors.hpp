@@ -122,12 +122,6 @@ struct OpenOptions {
   /// reads stays pinned; the cap bounds what this checkpoint's reads use. Errors: invalid_argument when
   /// the cap is below one thread's two smallest buffers (512 KiB).
   std::uint64_t max_staging_bytes = 0;
-  /// With compat mode `auto` (and no require=gds): when the platform shows that cuFile could only use
-  /// its POSIX path -- no nvidia_fs kernel module in /proc/modules, PCI P2PDMA not enabled in cufile.json,
-  /// or CUFILE_FORCE_COMPAT_MODE set -- read with compat mode `on` (the staged route, which `auto` would
-  /// pick too) without loading cuFile and opening its driver, which costs 0.4-0.85 s in a fresh process.
-  /// The report's notes say so, and its reason reads compat_mode_on.
-  bool avoid_cufile_setup = true;
 };
 
 /// Where and how to load. Devices are CUDA ordinals, or kHostMemory (-1).

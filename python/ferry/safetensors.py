@@ -320,11 +320,10 @@ def _config(settings: Dict[str, Any]) -> Optional["_ferry.Config"]:
     return _apply(_ferry.default_config(), settings)
 
 
-def _open(filename: PathLike, max_header_bytes: int, max_staging_bytes: int, avoid_cufile_setup: bool,
+def _open(filename: PathLike, max_header_bytes: int, max_staging_bytes: int,
           settings: Dict[str, Any]) -> "_ferry.SafetensorsCheckpoint":
     path = os.fsdecode(os.fspath(filename))
-    return _ferry.SafetensorsCheckpoint.open(path, _config(settings), int(max_header_bytes), int(max_staging_bytes),
-                                             bool(avoid_cufile_setup))
+    return _ferry.SafetensorsCheckpoint.open(path, _config(settings), int(max_header_bytes), int(max_staging_bytes))
 
 
 class _Tensor:
@@ -457,8 +456,7 @@ class _Checkpoint:
 def load(filename: PathLike, device: Device = None, *, framework: str = "pt",
          device_map: Optional[Mapping[str, Device]] = None, replicas: Iterable[Device] = (), progress: Progress = None,
          max_request_bytes: int = 0, max_requests_in_flight: int = 0, max_staging_bytes: int = 0,
-         max_header_bytes: int = _ferry.SAFETENSORS_DEFAULT_MAX_HEADER_BYTES, avoid_cufile_setup: bool = True,
-         **settings: Any) -> LoadResult:
+         max_header_bytes: int = _ferry.SAFETENSORS_DEFAULT_MAX_HEADER_BYTES, **settings: Any) -> LoadResult:
     """Loads a checkpoint and says how: tensors, metadata, the route report and timings (:class:`LoadResult`).
 
     ``filename``: a ``.safetensors`` file, a ``model.safetensors.index.json`` or a directory holding either.
@@ -475,14 +473,11 @@ def load(filename: PathLike, device: Device = None, *, framework: str = "pt",
 
     Request shaping: ``max_request_bytes`` (the largest single read; 0: one per run of tensors),
     ``max_requests_in_flight`` (0: all), ``max_staging_bytes`` (a cap on pinned bounce-buffer memory in
-    use; 0: Ferry's settings decide). ``avoid_cufile_setup``: with ``compat_mode="auto"``, skip loading
-    cuFile where the platform shows it could only use its POSIX path (no nvidia_fs module, no PCI P2PDMA in
-    cufile.json) -- the staged route, which auto would pick anyway, minus 0.4-0.85 s of cuFile set-up.
-    Other keyword arguments are Ferry settings for these reads (``threads=8``, ``compat_mode="off"``, ...).
+    use; 0: Ferry's settings decide). Other keyword arguments are Ferry settings for these reads (``threads=8``, ``compat_mode="off"``, ...).
     """
     started = time.perf_counter()
     fw = _framework(framework)
-    impl = _open(filename, max_header_bytes, max_staging_bytes, avoid_cufile_setup, settings)
+    impl = _open(filename, max_header_bytes, max_staging_bytes, settings)
     opened = time.perf_counter()
     ckpt = _Checkpoint(impl, fw)
     dev = _device_index(device, fw)
@@ -538,7 +533,7 @@ def load_into(filename: PathLike, tensors: Mapping[str, Any], *, progress: Progr
     from ._buffers import acquire
 
     started = time.perf_counter()
-    impl = _open(filename, _ferry.SAFETENSORS_DEFAULT_MAX_HEADER_BYTES, 0, True, settings)
+    impl = _open(filename, _ferry.SAFETENSORS_DEFAULT_MAX_HEADER_BYTES, 0, settings)
     rows = {row[0]: row for row in impl.tensors()}
     items = []
     keep = []
@@ -643,9 +638,9 @@ class safe_open:  # noqa: N801 (the name safetensors users know)
 
     def __init__(self, filename: PathLike, framework: str = "pt", device: Device = "cpu", *,
                  max_header_bytes: int = _ferry.SAFETENSORS_DEFAULT_MAX_HEADER_BYTES, max_staging_bytes: int = 0,
-                 avoid_cufile_setup: bool = True, **settings: Any) -> None:
+                 **settings: Any) -> None:
         fw = _framework(framework)
-        impl = _open(filename, max_header_bytes, max_staging_bytes, avoid_cufile_setup, settings)
+        impl = _open(filename, max_header_bytes, max_staging_bytes, settings)
         self._ckpt = _Checkpoint(impl, fw)
         self._device = _device_index(device, fw)
 

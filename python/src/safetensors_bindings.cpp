@@ -105,13 +105,11 @@ class PyCheckpoint {
   explicit PyCheckpoint(st::Checkpoint c) : c_(std::move(c)) {}
 
   static std::unique_ptr<PyCheckpoint> open(const std::string& path, std::optional<Config> config,
-                                            std::uint64_t max_header_bytes, std::uint64_t max_staging_bytes,
-                                            bool avoid_cufile_setup) {
+                                            std::uint64_t max_header_bytes, std::uint64_t max_staging_bytes) {
     st::OpenOptions o;
     o.config = std::move(config);
     o.max_header_bytes = max_header_bytes;
     o.max_staging_bytes = max_staging_bytes;
-    o.avoid_cufile_setup = avoid_cufile_setup;
     std::optional<Result<st::Checkpoint>> r;
     {
       py::gil_scoped_release release;
@@ -198,8 +196,7 @@ void register_safetensors(py::module_& m) {
 
   py::class_<PyCheckpoint>(m, "SafetensorsCheckpoint", "An opened safetensors checkpoint (ferry::safetensors::Checkpoint).")
       .def_static("open", &PyCheckpoint::open, py::arg("path"), py::arg("config") = py::none(),
-                  py::arg("max_header_bytes") = st::kDefaultMaxHeaderBytes, py::arg("max_staging_bytes") = 0,
-                  py::arg("avoid_cufile_setup") = true)
+                  py::arg("max_header_bytes") = st::kDefaultMaxHeaderBytes, py::arg("max_staging_bytes") = 0)
       .def("files", &PyCheckpoint::files)
       .def("tensors", &PyCheckpoint::tensors)
       .def("metadata", &PyCheckpoint::metadata)

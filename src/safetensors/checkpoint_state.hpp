@@ -16,9 +16,7 @@
 namespace ferry::safetensors::detail {
 
 struct Seams {
-  ferry::detail::OpenOptions files;             // system calls and GPU platform for every File
-  std::filesystem::path platform_root = "/";    // where /proc/modules is read (OpenOptions::avoid_cufile_setup)
-  std::optional<std::string> cufile_config_env; // CUFILE_ENV_PATH_JSON as the probe sees it; nullopt: the process's
+  ferry::detail::OpenOptions files;  // system calls and GPU platform for every File
 };
 
 /// One file of the checkpoint, open for its whole life.

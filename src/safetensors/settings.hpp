@@ -20,9 +20,5 @@ struct EffectiveSettings {
 /// Errors: the environment's (a bad FERRY_* variable), invalid_argument for a staging cap too small to work.
 [[nodiscard]] Result<EffectiveSettings> effective_settings(const OpenOptions& options, const Seams& seams);
 
-/// Pure: why cuFile could only use its POSIX path here, or "" when it might go direct (or when unsure).
-/// `nvidia_fs_loaded`/`p2pdma_enabled` are nullopt when they could not be found out.
-std::string cufile_cannot_go_direct(std::optional<bool> nvidia_fs_loaded, std::optional<bool> p2pdma_enabled,
-                                    bool forced_compat, const std::string& cufile_config_path);
 
 }  // namespace ferry::safetensors::detail

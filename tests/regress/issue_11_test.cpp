@@ -63,8 +63,10 @@ TEST(Issue11, TheFirstDeviceRequestNamesItsOneTimeSetUp) {
   ASSERT_TRUE(first.ok()) << first.status().to_string();
   SetupCosts paid = process_setup_costs().since(before);
   const auto& pinned = paid.steps[5];
-  EXPECT_EQ(pinned.count, 4u) << paid.summary();  // one kit per worker
-  EXPECT_GE(pinned.bytes, 4u * 2 * (1 << 20));
+  // One kit per job at most (a job that starts after another finished reuses its kit).
+  EXPECT_GE(pinned.count, 1u) << paid.summary();
+  EXPECT_LE(pinned.count, 4u) << paid.summary();
+  EXPECT_GE(pinned.bytes, pinned.count * 2 * (1 << 20));
   bool noted = false;
   for (const auto& n : first->report.notes) noted |= n.find("one-time set-up during this request") != std::string::npos;
   EXPECT_TRUE(noted) << first->report.table();
