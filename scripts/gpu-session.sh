@@ -12,7 +12,9 @@
 #   reads        timed reads of an 8 GiB file, hot and cold
 #   first-read   fresh-process first reads of 1 GiB per policy (bench/first_read.py)
 #   bench        the acceptance set (bench/run-gpu-bench.sh; FERRY_BENCH_BUDGET_S)
-#   sizes        hot reads of 256 MiB, 1 GiB and 4 GiB against the copy ceiling at each size
+#   sizes        hot reads of 256 MiB, 1 GiB, 4 GiB and 8 GiB against the copy ceiling at each size
+#   cold         cold 8 GiB reads (caches dropped before each): auto and staged against raw O_DIRECT
+#   safetensors  bench/safetensors_bench.py: Ferry against safetensors' loader, fresh processes, hot and cold
 #   write        8 GiB `ferry write --device 0` with default settings (fdatasync inside)
 #   soak-start   the soak (ferry_soak, $SOAK_MINUTES, default 10) in the background, detached
 #   soak-wait    waits for the soak and prints its verdict
@@ -106,11 +108,23 @@ for step in $steps; do
     ;;
   sizes)
     log "request sizes: hot reads against the copy ceiling at the same size"
-    for size in 256MiB 1GiB 4GiB; do
+    for size in 256MiB 1GiB 4GiB 8GiB; do
       "$ferry" bench "$data/size-$size.bin" --size "$size" --cache hot --repeats 5 --routes staged,auto \
         --baselines copy --json-out "$out/size-$size.json" > "$out/size-$size.txt" 2> /dev/null
       $python -c "import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[2], ' '.join('%s=%.2f GiB/s%s' % (r['name'], r['median_gib_per_s'] or 0, (' (%.3f of copy)' % r['ratios']['copy']) if 'copy' in (r.get('ratios') or {}) else '') for r in d['results'] if r['status']=='ok'))" "$out/size-$size.json" "$size"
     done
+    ;;
+  cold)
+    log "cold 8 GiB reads against raw parallel O_DIRECT"
+    "$ferry" bench "$data/size-8GiB.bin" --size 8GiB --cache cold --cold-repeats 2 --routes auto,staged \
+      --baselines pread --json-out "$out/cold-8GiB.json" > "$out/cold-8GiB.txt" 2> /dev/null
+    $python -c "import json,sys; d=json.load(open(sys.argv[1])); print(' '.join('%s=%.2f GiB/s%s' % (r['name'], r['median_gib_per_s'] or 0, (' (%.3f of pread)' % r['ratios']['io']) if 'io' in (r.get('ratios') or {}) else '') for r in d['results'] if r['status']=='ok'))" "$out/cold-8GiB.json"
+    ;;
+  safetensors)
+    log "safetensors checkpoints: Ferry against safetensors' loader"
+    PYTHONPATH="$build/python" FERRY_BENCH_DATA=$data $python bench/safetensors_bench.py --ferry-cli "$ferry" \
+      --out "$out" > "$out/safetensors-bench.log" 2>&1
+    tail -4 "$out/safetensors-bench.log"
     ;;
   write)
     log "8 GiB writes from GPU 0 with default settings (fdatasync inside)"
