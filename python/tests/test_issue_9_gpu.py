@@ -128,6 +128,7 @@ print(json.dumps({{"reasons": reasons, "doctor": checks}}))
     router_forced = "cufile_forced_compat" in got["reasons"]
     doctor_forced = any("uses only its POSIX path" in c.get("summary", "") for c in got["doctor"])
     assert router_forced == doctor_forced, got
+    assert router_forced == (spelling.lower() == "true"), got  # as cuFile 1.15 reads it
 
 
 # The stress run from Python threads: several Files per path (one per policy), CuPy and NumPy buffers,

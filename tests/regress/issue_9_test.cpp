@@ -146,25 +146,27 @@ TEST_F(Issue9, DeviceBufferLargerThanItsAllocationIsRefusedBeforeAnyIo) {
 
 // 5. One reading of CUFILE_FORCE_COMPAT_MODE: cuFile's own answer where it gives one, else the parser.
 TEST(Issue9Env, ForceCompatSpellingsAreReadOneWay) {
+  // As cuFile 1.15 itself read each spelling on the GPU machine (2026-11-30): only "true" in any case.
   EXPECT_EQ(fd::parse_cufile_bool("true"), true);
   EXPECT_EQ(fd::parse_cufile_bool("TRUE"), true);
-  EXPECT_EQ(fd::parse_cufile_bool(" True "), true);
-  EXPECT_EQ(fd::parse_cufile_bool("1"), true);
-  EXPECT_EQ(fd::parse_cufile_bool("yes"), true);
-  EXPECT_EQ(fd::parse_cufile_bool("on"), true);
+  EXPECT_EQ(fd::parse_cufile_bool("True"), true);
   EXPECT_EQ(fd::parse_cufile_bool("false"), false);
-  EXPECT_EQ(fd::parse_cufile_bool("0"), false);
-  EXPECT_EQ(fd::parse_cufile_bool("No"), false);
-  EXPECT_EQ(fd::parse_cufile_bool("off"), false);
-  EXPECT_EQ(fd::parse_cufile_bool(""), std::nullopt);
-  EXPECT_EQ(fd::parse_cufile_bool("2"), std::nullopt);
-  EXPECT_EQ(fd::parse_cufile_bool("truee"), std::nullopt);
+  EXPECT_EQ(fd::parse_cufile_bool("FALSE"), false);
+  for (const char* ignored : {"1", "yes", "YES", "on", " true", "0", "no", "off", "", "2", "enabled", "truee"}) {
+    EXPECT_EQ(fd::parse_cufile_bool(ignored), std::nullopt) << ignored;
+  }
   {
-    testing::ScopedEnv env("CUFILE_FORCE_COMPAT_MODE", "yes");
+    testing::ScopedEnv env("CUFILE_FORCE_COMPAT_MODE", "True");
     auto f = fd::cufile_forced_compat(nullptr);
     EXPECT_TRUE(f.forced);
     EXPECT_EQ(f.source, "environment");
-    EXPECT_THAT(f.describe(), HasSubstr("CUFILE_FORCE_COMPAT_MODE=yes"));
+    EXPECT_THAT(f.describe(), HasSubstr("CUFILE_FORCE_COMPAT_MODE=True"));
+  }
+  {
+    testing::ScopedEnv env("CUFILE_FORCE_COMPAT_MODE", "yes");  // cuFile ignores it: so does Ferry, and says so
+    auto f = fd::cufile_forced_compat(nullptr);
+    EXPECT_FALSE(f.forced);
+    EXPECT_TRUE(f.unrecognised);
   }
   {
     testing::ScopedEnv env("CUFILE_FORCE_COMPAT_MODE", "maybe");
@@ -179,8 +181,8 @@ TEST(Issue9Env, ForceCompatSpellingsAreReadOneWay) {
 }
 
 TEST_F(Issue9, ForceCompatTakesCuFilesOwnAnswerOverTheParser) {
-  testing::ScopedEnv env("CUFILE_FORCE_COMPAT_MODE", "yes");
-  testing::fake_cufile_script().force_compat_parameter = false;  // this cuFile reads "yes" as false
+  testing::ScopedEnv env("CUFILE_FORCE_COMPAT_MODE", "true");
+  testing::fake_cufile_script().force_compat_parameter = false;  // a cuFile that reads it otherwise
   auto api = testing::fake_cufile_api();
   ASSERT_TRUE(api.ok());
   auto f = fd::cufile_forced_compat(*api);

@@ -8,13 +8,11 @@
 namespace ferry::detail {
 
 std::optional<bool> parse_cufile_bool(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
   auto is = [&](const char* word) {
     return text.size() == std::char_traits<char>::length(word) && ::strncasecmp(text.data(), word, text.size()) == 0;
   };
-  if (is("true") || is("1") || is("yes") || is("on")) return true;
-  if (is("false") || is("0") || is("no") || is("off")) return false;
+  if (is("true")) return true;
+  if (is("false")) return false;
   return std::nullopt;
 }
 

@@ -18,9 +18,10 @@ namespace ferry::detail {
 
 inline constexpr const char* kCuFileForceCompatVariable = "CUFILE_FORCE_COMPAT_MODE";
 
-/// A boolean environment value as cuFile reads it: "true" and "false" in any case are the spellings it
-/// documents; "1"/"0", "yes"/"no" and "on"/"off" (any case, surrounding blanks ignored) are read the same
-/// way. Anything else (also the empty string) is nullopt: cuFile ignores it and keeps its default.
+/// A boolean environment value as cuFile 1.15 reads it (asked of cuFile itself on the GPU machine, one
+/// fresh process per spelling: tests/gpu/issue_9_gpu_test.cpp): "true" in any case is true, "false" in
+/// any case false. Anything else ("1", "yes", "on", " true", "") is nullopt: cuFile ignores it and keeps
+/// its default, false.
 std::optional<bool> parse_cufile_bool(std::string_view text);
 
 struct ForcedCompat {
