@@ -111,6 +111,8 @@ bench::Plan make_plan(const BenchOptions& o) {
   p.device = o.device;
   p.progress = o.progress;
   p.seed = o.seed;
+  if (o.first_read && o.op != "read") throw UsageError("--first-read measures reads: it needs --op read");
+  p.first_read = o.first_read;
   p.direct_io_override = o.direct_io;
   return p;
 }
@@ -158,6 +160,8 @@ CLI::App* add_bench_command(CLI::App& app, BenchOptions& o) {
   b->add_option("--json-out", o.json_out, "Also write the JSON object to this file")->check(not_empty());
   b->add_flag("--progress,!--no-progress", o.progress, "Progress on stderr (default on)");
   b->add_option("--seed", o.seed, "Seed of the random pattern's order (default 42)");
+  b->add_flag("--first-read", o.first_read, "Reads: also each route's first read in a fresh process (spawns "
+              "`ferry read` --repeats times; the sample is prepare() + read, the notes break the set-up down)");
   return b;
 }
 

@@ -31,6 +31,7 @@ struct BenchOptions {
   std::string json_out;
   bool progress = true;
   std::uint64_t seed = 42;
+  bool first_read = false;
 };
 
 /// Adds the `bench` subcommand to `app`, filling `o` when it is parsed.

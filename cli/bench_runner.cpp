@@ -20,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "bench_first_read.hpp"
 #include "cli_common.hpp"
 #include "device_memory.hpp"
 #include "host_buffer.hpp"
@@ -811,6 +812,15 @@ Status Runner::run() {
           measure_ferry(route, condition, t, ts);
         }
   }
+  if (p_.first_read) {
+    make_hot(p_.path, p_.size, 8);
+    for (const auto& route : p_.routes) {
+      progress_.show(fmt::format("first read in fresh processes: {}", route));
+      Measurement m = measure_first_read(p_, route);
+      progress_.done(fmt::format("first read, {}: {}", route, m.status == "ok" ? m.notes.back() : m.reason));
+      out_.results.push_back(std::move(m));
+    }
+  }
   progress_.clear();
   return Status();
 }
@@ -955,6 +965,9 @@ void compute_statistics(Outcome& out) {
     add_target(out, "cold read >= 95% of raw parallel O_DIRECT pread", cold, best_of(out, "pread", "cold"), "pread", 0.95);
     add_target(out, "cold read not slower than the naive way", cold, best_of(out, "naive", "cold"), "naive", 1.0);
     add_target(out, "cold read not slower than cuFile compat path", cold, best_of(out, "cufile", "cold"), "cufile", 1.0);
+    // Issue 11: a fresh process's prepare() + read with the default policy within 1.25x of compat on's.
+    add_target(out, "first read in a fresh process, auto within 1.25x of compat on (prepare + read)",
+               best_of(out, "auto", "first-read"), best_of(out, "staged", "first-read"), "staged first read", 0.8);
   } else {
     for (const char* c : {"buffered", "direct"}) {
       add_target(out, fmt::format("{} write from GPU, default settings >= 85% of raw parallel pwrite from pinned memory", c),

@@ -47,6 +47,7 @@ struct Plan {
   Config base_config;       // defaults + FERRY_* environment
   std::string direct_io_override;  // reads: "", or auto/on/off for Ferry's runs
   bool bounce_from_environment = false;  // FERRY_BOUNCE_BUFFER_SIZE set: the sweep leaves it alone
+  bool first_read = false;  // reads: also each route's first read in fresh processes (bench_first_read.hpp)
 };
 
 /// One timed run.

@@ -106,6 +106,20 @@ expect "bench write --sync none" 0 "sync policy: none" -- bench "$dir/w.bin" --o
   --baselines none --write-io buffered --sync none --repeats 1 --no-progress --overwrite
 expect "written file reads back" 0 "verify: OK" -- read "$dir/w.bin" --verify
 
+# 4b. The first read in fresh processes (issue 11): one row per route, each run a spawned `ferry read`.
+"$ferry" bench "$file" --size 1MiB --routes host --baselines none --repeats 2 --first-read --json --no-progress \
+  >"$dir/first.json" 2>"$dir/first.err"
+if "$py" - "$dir/first.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = [r for r in d["results"] if r["condition"] == "first-read"]
+assert len(rows) == 1 and rows[0]["status"] == "ok", rows
+assert len(rows[0]["runs"]) == 2 and all(run["bytes"] == 1 << 20 for run in rows[0]["runs"]), rows[0]["runs"]
+assert "fresh processes" in rows[0]["notes"][-1], rows[0]["notes"]
+EOF
+then pass "bench --first-read measures fresh processes"; else fail "bench --first-read: $(tail -3 "$dir/first.err")"; fi
+expect "first read needs reads" 2 "--first-read measures reads" -- bench "$file" --size 1MiB --op write --first-read
+
 # 5. Usage errors.
 expect "bad route" 2 "--routes: cannot use \"fast\"" -- bench "$file" --size 1MiB --routes host,fast
 expect "bad baseline" 2 "--baselines: cannot use \"kvikio\"" -- bench "$file" --size 1MiB --baselines kvikio
