@@ -120,20 +120,22 @@ def stream_synchronize(stream: int, device: int) -> None:
         raise CudaError(f"cuStreamSynchronize(stream {stream:#x}) on device {device} failed: {_name(lib, rc)}")
 
 
+def _attribute(lib: ctypes.CDLL, value, attribute: int, name: str, address: int) -> int:
+    """One cuPointerGetAttribute, or CudaError naming the attribute, the pointer and the driver's error."""
+    rc = lib.cuPointerGetAttribute(ctypes.byref(value), attribute, address)
+    if rc != 0:
+        raise CudaError(f"cuPointerGetAttribute({name}, {address:#x}) failed: {_name(lib, rc)}")
+    return value.value
+
+
 def allocation_range(address: int) -> Tuple[int, int]:
     """(start, size) of the CUDA allocation holding ``address``, as the driver records it."""
     lib = _load()
     if lib is None:
         raise CudaError(_driver_error or "CUDA driver missing")
-    start = ctypes.c_uint64(0)
-    rc = lib.cuPointerGetAttribute(ctypes.byref(start), _CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, address)
-    if rc != 0:
-        raise CudaError(f"cuPointerGetAttribute(RANGE_START_ADDR, {address:#x}) failed: {_name(lib, rc)}")
-    size = ctypes.c_size_t(0)
-    rc = lib.cuPointerGetAttribute(ctypes.byref(size), _CU_POINTER_ATTRIBUTE_RANGE_SIZE, address)
-    if rc != 0:
-        raise CudaError(f"cuPointerGetAttribute(RANGE_SIZE, {address:#x}) failed: {_name(lib, rc)}")
-    return start.value, size.value
+    start = _attribute(lib, ctypes.c_uint64(0), _CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, "RANGE_START_ADDR", address)
+    size = _attribute(lib, ctypes.c_size_t(0), _CU_POINTER_ATTRIBUTE_RANGE_SIZE, "RANGE_SIZE", address)
+    return start, size
 
 
 def pointer_info(address: int) -> Tuple[str, int]:
@@ -143,20 +145,17 @@ def pointer_info(address: int) -> Tuple[str, int]:
     lib = _load()
     if lib is None:
         raise CudaError(_driver_error or "CUDA driver missing")
-    memtype = ctypes.c_uint(0)
-    rc = lib.cuPointerGetAttribute(ctypes.byref(memtype), _CU_POINTER_ATTRIBUTE_MEMORY_TYPE, address)
-    if rc != 0:
-        raise CudaError(f"cuPointerGetAttribute({address:#x}) failed: {_name(lib, rc)}")
+    memtype = _attribute(lib, ctypes.c_uint(0), _CU_POINTER_ATTRIBUTE_MEMORY_TYPE, "MEMORY_TYPE", address)
     managed = ctypes.c_int(0)
     if lib.cuPointerGetAttribute(ctypes.byref(managed), _CU_POINTER_ATTRIBUTE_IS_MANAGED, address) != 0:
         managed.value = 0
     ordinal = ctypes.c_int(-1)
     if lib.cuPointerGetAttribute(ctypes.byref(ordinal), _CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, address) != 0:
         ordinal.value = -1
-    if managed.value or memtype.value == _CU_MEMORYTYPE_UNIFIED:
+    if managed.value or memtype == _CU_MEMORYTYPE_UNIFIED:
         return "managed", ordinal.value
-    if memtype.value == _CU_MEMORYTYPE_DEVICE:
+    if memtype == _CU_MEMORYTYPE_DEVICE:
         return "device", ordinal.value
-    if memtype.value == _CU_MEMORYTYPE_HOST:
+    if memtype == _CU_MEMORYTYPE_HOST:
         return "host-pinned", ordinal.value
-    return f"memory type {memtype.value}", ordinal.value
+    return f"memory type {memtype}", ordinal.value
