@@ -5,7 +5,7 @@
 // memory (a CUdeviceptr cast to void*); Ferry classifies them itself.
 // Thread safety: a File may be read, written and closed from many threads at once: close() waits for
 // the requests in flight on the File to finish, and later calls fail with failed_precondition.
-// Destroying a File while its requests run is fine too: outstanding futures keep what they need alive.
+// Destroying a File closes it, waiting as close() does for the requests in flight on it.
 #pragma once
 
 #include <chrono>

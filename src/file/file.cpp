@@ -272,8 +272,18 @@ void Future::then(std::function<void(const Result<Transfer>&)> callback) {
 
 File::File(std::shared_ptr<detail::FileState> state) : state_(std::move(state)) {}
 File::File(File&&) noexcept = default;
-File& File::operator=(File&&) noexcept = default;
-File::~File() = default;
+File& File::operator=(File&& other) noexcept {
+  if (this != &other) {
+    if (state_) (void)state_->close();  // as the destructor: the File replaced here is closed first
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+// Destroying a File closes it as close() does: after the requests in flight on it have finished, so that
+// no task runs on descriptors (or on a FileState) that are going away.
+File::~File() {
+  if (state_) (void)state_->close();
+}
 
 Result<File> File::open(const std::string& path, std::string_view mode) {
   auto config = default_config();

@@ -1,7 +1,7 @@
 // The shared state behind a File: descriptors, settings, position and the File's report.
-// Requests hold a reference, so a File may be destroyed while its futures are still running. Everything
-// that touches the descriptors holds a Use; close() waits until none is held, so a descriptor is never
-// closed (and its number handed to another file) under a running task.
+// Everything that touches the descriptors holds a Use; close() waits until none is held, so a descriptor
+// is never closed (and its number handed to another file) under a running task. ~File closes too, so a
+// FileState outlives every Use: the last one ends in a request's completion, before the File can go.
 #pragma once
 
 #include <atomic>

@@ -360,7 +360,9 @@ Result<const CuFileApi*> fake_cufile_api() {
     return Status(ErrorCode::unavailable,
                   "libcufile.so.0 not found: libcufile.so.0: cannot open shared object file: No such file or directory");
   }
-  CuFileApi& api = table();
+  // Built aside and copied into the shared table only when the script changed it: threads that use the
+  // table while others ask for it again (every open does) must not see it rewritten under them.
+  CuFileApi api;
   api.library = "fake-cufile";
   api.cuFileDriverOpen = fake_cuFileDriverOpen;
   api.cuFileDriverClose_v2 = fake_cuFileDriverClose;
@@ -388,7 +390,17 @@ Result<const CuFileApi*> fake_cufile_api() {
   FAKE_OPTIONAL_(cuFileGetStatsL3);
   FAKE_OPTIONAL_(cuFileGetParameterBool);
 #undef FAKE_OPTIONAL_
-  return static_cast<const CuFileApi*>(&api);
+  static std::mutex table_mutex;
+  std::lock_guard<std::mutex> lock(table_mutex);
+  CuFileApi& shared = table();
+  if (shared.missing_optional != api.missing_optional || shared.library != api.library ||
+      shared.cuFileDriverOpen != api.cuFileDriverOpen || shared.cuFileGetVersion != api.cuFileGetVersion ||
+      shared.cuFileSetStatsLevel != api.cuFileSetStatsLevel || shared.cuFileStatsStart != api.cuFileStatsStart ||
+      shared.cuFileStatsReset != api.cuFileStatsReset || shared.cuFileGetStatsL1 != api.cuFileGetStatsL1 ||
+      shared.cuFileGetStatsL3 != api.cuFileGetStatsL3 || shared.cuFileGetParameterBool != api.cuFileGetParameterBool) {
+    shared = api;
+  }
+  return static_cast<const CuFileApi*>(&shared);
 }
 
 void reset_fake_cufile() {
