@@ -2,16 +2,20 @@
 #include "base/setup_ledger.hpp"
 
 #include <atomic>
+#include <iterator>
 #include <string>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 namespace ferry {
+namespace {
+constexpr std::size_t kSteps = std::tuple_size_v<decltype(SetupCosts::steps)>;
+}  // namespace
+
 namespace detail {
 namespace {
-
-constexpr int kSteps = 7;
 
 struct Ledger {
   std::atomic<std::uint64_t> ns[kSteps] = {};
@@ -27,7 +31,7 @@ Ledger& ledger() {
 }  // namespace
 
 void record_setup(SetupStep step, std::chrono::nanoseconds elapsed, std::uint64_t count, std::uint64_t bytes) {
-  const int i = static_cast<int>(step);
+  const auto i = static_cast<std::size_t>(step);
   ledger().ns[i] += static_cast<std::uint64_t>(elapsed.count());
   ledger().count[i] += count;
   ledger().bytes[i] += bytes;
@@ -42,12 +46,13 @@ const char* const kStepNames[] = {"cuda_init", "cuda_context", "cufile_load", "c
 const char* const kStepWords[] = {"CUDA loaded and initialised", "GPU context(s) retained", "cuFile loaded",
                                   "cuFile's driver opened", "file(s) registered with cuFile",
                                   "pinned bounce buffers", "worker threads started"};
+static_assert(std::size(kStepNames) == kSteps && std::size(kStepWords) == kSteps, "one name per SetupStep");
 
 }  // namespace
 
 SetupCosts process_setup_costs() {
   SetupCosts c;
-  for (int i = 0; i < 7; ++i) {
+  for (std::size_t i = 0; i < kSteps; ++i) {
     c.steps[i].seconds = static_cast<double>(detail::ledger().ns[i].load()) / 1e9;
     c.steps[i].count = detail::ledger().count[i].load();
     c.steps[i].bytes = detail::ledger().bytes[i].load();
@@ -57,7 +62,7 @@ SetupCosts process_setup_costs() {
 
 SetupCosts SetupCosts::since(const SetupCosts& earlier) const {
   SetupCosts d;
-  for (int i = 0; i < 7; ++i) {
+  for (std::size_t i = 0; i < kSteps; ++i) {
     d.steps[i].seconds = steps[i].seconds - earlier.steps[i].seconds;
     d.steps[i].count = steps[i].count - earlier.steps[i].count;
     d.steps[i].bytes = steps[i].bytes - earlier.steps[i].bytes;
@@ -80,7 +85,7 @@ bool SetupCosts::empty() const {
 
 std::string SetupCosts::summary() const {
   std::string out;
-  for (int i = 0; i < 7; ++i) {
+  for (std::size_t i = 0; i < kSteps; ++i) {
     if (steps[i].count == 0) continue;
     out += out.empty() ? "" : "; ";
     out += fmt::format("{} {:.1f} ms", kStepWords[i], steps[i].seconds * 1e3);
@@ -94,7 +99,7 @@ std::string SetupCosts::summary() const {
 
 std::string SetupCosts::to_json() const {
   nlohmann::json j = nlohmann::json::object();
-  for (int i = 0; i < 7; ++i) {
+  for (std::size_t i = 0; i < kSteps; ++i) {
     j[kStepNames[i]] = {{"seconds", steps[i].seconds}, {"count", steps[i].count}, {"bytes", steps[i].bytes}};
   }
   j["total_seconds"] = total_seconds();

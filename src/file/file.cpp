@@ -73,13 +73,12 @@ Status FileState::close() {
 }
 
 Result<FileState::Extent> FileState::extent() const {
-  struct stat st;
-  int rc = sys.fstat(fds.buffered_fd(), &st);
-  if (rc < 0) return Status::from_errno(-rc, fmt::format("Could not stat \"{}\"", path), path);
   switch (fds.kind()) {
-    case FileKind::regular:
+    case FileKind::regular: {
       // Size 0 is what /proc and /sys files report whatever they hold: read those to their end instead.
-      return Extent{st.st_size > 0, static_cast<std::uint64_t>(st.st_size)};
+      FERRY_ASSIGN_OR_RETURN(std::uint64_t bytes, current_size());
+      return Extent{bytes > 0, bytes};
+    }
     case FileKind::block_device: {
       off_t end = sys.seek_end(fds.buffered_fd());
       if (end < 0) return Status::from_errno(static_cast<int>(-end), fmt::format("Could not size \"{}\"", path), path);

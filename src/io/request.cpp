@@ -65,41 +65,42 @@ Status RequestState::ended_early(const Task& t, std::uint64_t bytes) const {
 
 void RequestState::run_job() {
   Report local;
-  if (failed_.load(std::memory_order_acquire)) {  // cancelled or failed before this job began
-    if (active_jobs_.fetch_sub(1, std::memory_order_acq_rel) == 1) complete();
-    return;
-  }
-  auto worker = source_->make_worker();
-  if (!worker.ok()) {
-    record_error(worker.status());
-  } else {
-    while (!failed_.load(std::memory_order_acquire)) {
-      std::size_t i = next_task_.fetch_add(1, std::memory_order_relaxed);
-      if (i >= tasks_.size()) break;
-      const Task& t = tasks_[i];
-      auto started = std::chrono::steady_clock::now();
-      Result<std::uint64_t> bytes = (*worker)->run(t, local);
-      auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started);
-      if (!bytes.ok()) {
-        record_error(bytes.status());
-        break;
-      }
-      const Decision& decision = source_->decision_for(t);
-      local.count(decision.route, decision.reason, decision.detail, *bytes, static_cast<std::uint64_t>(ns.count()));
-      bytes_done_.fetch_add(*bytes, std::memory_order_relaxed);
-      if (*bytes < t.length && !eof_.short_task_ends_request) {
-        record_error(ended_early(t, *bytes));
-        break;
-      }
-    }
-    Status finished = (*worker)->finish(local);
-    if (!finished.ok()) record_error(finished);
-  }
+  // A job of a request cancelled or failed before it began makes no worker (and pins nothing).
+  if (!failed_.load(std::memory_order_acquire)) run_tasks(local);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     report_.merge(local);
   }
   if (active_jobs_.fetch_sub(1, std::memory_order_acq_rel) == 1) complete();
+}
+
+void RequestState::run_tasks(Report& local) {
+  auto worker = source_->make_worker();
+  if (!worker.ok()) {
+    record_error(worker.status());
+    return;
+  }
+  while (!failed_.load(std::memory_order_acquire)) {
+    std::size_t i = next_task_.fetch_add(1, std::memory_order_relaxed);
+    if (i >= tasks_.size()) break;
+    const Task& t = tasks_[i];
+    auto started = std::chrono::steady_clock::now();
+    Result<std::uint64_t> bytes = (*worker)->run(t, local);
+    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started);
+    if (!bytes.ok()) {
+      record_error(bytes.status());
+      break;
+    }
+    const Decision& decision = source_->decision_for(t);
+    local.count(decision.route, decision.reason, decision.detail, *bytes, static_cast<std::uint64_t>(ns.count()));
+    bytes_done_.fetch_add(*bytes, std::memory_order_relaxed);
+    if (*bytes < t.length && !eof_.short_task_ends_request) {
+      record_error(ended_early(t, *bytes));
+      break;
+    }
+  }
+  Status finished = (*worker)->finish(local);
+  if (!finished.ok()) record_error(finished);
 }
 
 void RequestState::complete() {

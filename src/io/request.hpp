@@ -82,6 +82,7 @@ class RequestState {
 
  private:
   void run_job();
+  void run_tasks(Report& local);  // the job's worker pulls tasks until none are left or one failed
   void record_error(Status s);
   Status ended_early(const Task& t, std::uint64_t bytes) const;
   void complete();
