@@ -156,12 +156,12 @@ Result<std::uint64_t> parallel_file_io(const FileIo& job) {
 
 // ---- copies ----
 
-Result<CopyEngine> CopyEngine::create(int device) {
+Result<CopyEngine> CopyEngine::create(int device, unsigned streams) {
   const detail::CudaApi* api = process_cuda_api();
   if (api == nullptr) return detail::process_cuda_status();
   FERRY_RETURN_IF_ERROR(detail::make_current(*api, device));
   CopyEngine engine(device);
-  for (unsigned i = 0; i < kStreams; ++i) {
+  for (unsigned i = 0; i < streams; ++i) {
     detail::CUstream s = nullptr;
     FERRY_RETURN_IF_ERROR(cuda_check(*api, api->cuStreamCreate(&s, detail::CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
     engine.streams_.push_back(s);
@@ -180,13 +180,14 @@ CopyEngine::~CopyEngine() {
   for (void* s : streams_) (void)api->cuStreamDestroy_v2(static_cast<detail::CUstream>(s));
 }
 
-Status CopyEngine::run(std::uint8_t* host, void* device_ptr, std::uint64_t size, bool to_device) {
+Status CopyEngine::run(std::uint8_t* host, void* device_ptr, std::uint64_t size, bool to_device,
+                       std::uint64_t chunk) {
   const detail::CudaApi* api = process_cuda_api();
   FERRY_RETURN_IF_ERROR(detail::make_current(*api, device_));
   auto base = static_cast<detail::CUdeviceptr>(reinterpret_cast<std::uintptr_t>(device_ptr));
   std::size_t i = 0;
-  for (std::uint64_t at = 0; at < size; at += kChunk, ++i) {
-    std::uint64_t n = std::min(kChunk, size - at);
+  for (std::uint64_t at = 0; at < size; at += chunk, ++i) {
+    std::uint64_t n = std::min(chunk, size - at);
     auto stream = static_cast<detail::CUstream>(streams_[i % streams_.size()]);
     detail::CUresult r = to_device ? api->cuMemcpyHtoDAsync_v2(base + at, host + at, n, stream)
                            : api->cuMemcpyDtoHAsync_v2(host + at, base + at, n, stream);

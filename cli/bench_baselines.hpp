@@ -76,19 +76,29 @@ struct FileIo {
 
 inline std::uint64_t round_up_4k(std::uint64_t n) { return (n + 4095) / 4096 * 4096; }
 
+/// One way of copying for the copy ceiling: chunk size and stream count.
+struct CopyShape {
+  std::uint64_t chunk = 0;
+  unsigned streams = 0;
+};
+/// The shapes the copy ceiling tries; its value is the best of them, so that the ceiling that Ferry's routes
+/// are compared with is not underestimated by one unlucky shape.
+inline constexpr CopyShape kCopyShapes[] = {{4ull << 20, 1},  {4ull << 20, 4},  {16ull << 20, 1}, {16ull << 20, 2},
+                                            {16ull << 20, 4}, {64ull << 20, 1}, {64ull << 20, 2}, {64ull << 20, 4},
+                                            {256ull << 20, 1}, {256ull << 20, 2}};
+
 /// The copy ceiling: host<->device copies of pinned memory in chunks, round-robin on a few streams, timed by
 /// the caller around run() (which returns after every stream is synchronised).
 class CopyEngine {
  public:
-  static constexpr std::uint64_t kChunk = 64ull << 20;
-  static constexpr unsigned kStreams = 2;
   /// Errors: no CUDA, or the driver's failure to create streams.
-  [[nodiscard]] static Result<CopyEngine> create(int device);
+  [[nodiscard]] static Result<CopyEngine> create(int device, unsigned streams);
   CopyEngine(CopyEngine&& o) noexcept;
   CopyEngine& operator=(CopyEngine&&) = delete;
   ~CopyEngine();
   /// Copies `size` bytes between `host` (pinned) and device address `device_ptr`, in either direction.
-  [[nodiscard]] Status run(std::uint8_t* host, void* device_ptr, std::uint64_t size, bool to_device);
+  [[nodiscard]] Status run(std::uint8_t* host, void* device_ptr, std::uint64_t size, bool to_device,
+                           std::uint64_t chunk);
 
  private:
   explicit CopyEngine(int device) : device_(device) {}

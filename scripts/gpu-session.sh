@@ -15,6 +15,8 @@
 #   sizes        hot reads of 256 MiB, 1 GiB, 4 GiB and 8 GiB against the copy ceiling at each size
 #   cold         cold 8 GiB reads (caches dropped before each): auto and staged against raw O_DIRECT
 #   safetensors  bench/safetensors_bench.py: Ferry against safetensors' loader, fresh processes, hot and cold
+#   sweep        bench/staging_sweep.sh: hot 8 GiB staged reads per staging shape against the copy ceiling
+#                (best of several chunk sizes and stream counts), and each shape's fresh-process first read
 #   write        8 GiB `ferry write --device 0` with default settings (fdatasync inside)
 #   soak-start   the soak (ferry_soak, $SOAK_MINUTES, default 10) in the background, detached
 #   soak-wait    waits for the soak and prints its verdict
@@ -125,6 +127,10 @@ for step in $steps; do
     PYTHONPATH="$build/python" FERRY_BENCH_DATA=$data $python bench/safetensors_bench.py --ferry-cli "$ferry" \
       --out "$out" > "$out/safetensors-bench.log" 2>&1
     tail -4 "$out/safetensors-bench.log"
+    ;;
+  sweep)
+    log "staging shapes: hot 8 GiB staged reads against the copy ceiling, first reads"
+    bash bench/staging_sweep.sh "$ferry" "$out/sweep" "$data" 2>&1 | tee "$out/sweep.txt"
     ;;
   write)
     log "8 GiB writes from GPU 0 with default settings (fdatasync inside)"
