@@ -86,19 +86,30 @@ void destroy_kit(StagingKit& kit) {
   kit.stream = nullptr;
 }
 
-Result<std::unique_ptr<StagingKit>> StagingPool::acquire(const CudaApi& api, int device,
-                                                         std::uint64_t buffer_size, unsigned count) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (auto it = idle_.begin(); it != idle_.end(); ++it) {
-      StagingKit& k = **it;
-      if (k.api == &api && k.device == device && k.buffer_size == buffer_size && k.buffers.size() == count) {
-        auto kit = std::move(*it);
-        idle_.erase(it);
-        return kit;
-      }
+std::unique_ptr<StagingKit> StagingPool::take_idle(const CudaApi& api, int device, std::uint64_t buffer_size,
+                                                   unsigned count) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = idle_.begin(); it != idle_.end(); ++it) {
+    StagingKit& k = **it;
+    if (k.api == &api && k.device == device && k.buffer_size == buffer_size && k.buffers.size() == count) {
+      auto kit = std::move(*it);
+      idle_.erase(it);
+      return kit;
     }
   }
+  return nullptr;
+}
+
+Result<std::unique_ptr<StagingKit>> StagingPool::acquire(const CudaApi& api, int device,
+                                                         std::uint64_t buffer_size, unsigned count) {
+  if (auto kit = take_idle(api, device, buffer_size, count)) return kit;
+  // Kits are made one at a time. Measured on the GPU machine (bench/results/2026-11-30-h200-pinning): the
+  // 16 workers of a first request pinning their 8 MiB each at once took 40 ms before any of them could
+  // start, one after another 31 ms, the first ready after 2 ms: first-touching the memory does not get faster
+  // with threads, and the registrations contend. So a worker starts as soon as its own kit is made, while
+  // later workers still wait, and a kit released meanwhile is taken instead of making another.
+  std::lock_guard<std::mutex> making(making_mutex_);
+  if (auto kit = take_idle(api, device, buffer_size, count)) return kit;
   SetupTimer timer(SetupStep::pinned_buffers);
   auto kit = std::make_unique<StagingKit>();
   kit->api = &api;

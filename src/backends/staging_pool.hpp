@@ -49,7 +49,10 @@ class StagingPool {
   static std::uint64_t pinned_bytes();
 
  private:
-  std::mutex mutex_;
+  std::unique_ptr<StagingKit> take_idle(const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count);
+
+  std::mutex mutex_;         // guards idle_
+  std::mutex making_mutex_;  // one kit is made at a time (see acquire)
   std::vector<std::unique_ptr<StagingKit>> idle_;
 };
 
