@@ -32,7 +32,7 @@ mkdir -p "$data"
 has() { [[ " $steps " == *" $1 "* ]]; }
 log() { echo "== $(date -u +%H:%M:%S) $*"; }
 big() {  # big NAME SIZE: a file of generated data in $data, made once
-  [ -f "$data/$1" ] || "$ferry" write "$data/$1" --size "$2" --no-sync > /dev/null
+  [ -f "$data/$1" ] || { "$ferry" write "$data/$1" --size "$2" --no-sync > /dev/null && sync; }
   echo "$data/$1"
 }
 
