@@ -21,12 +21,6 @@
 
 namespace ferry {
 
-/// The outcome of a successful request.
-struct Transfer {
-  std::uint64_t bytes = 0;  // bytes transferred: fewer than asked only when a read reaches EOF
-  Report report;            // routes and reasons of this request's operations
-};
-
 namespace detail {
 class RequestState;
 class FileState;

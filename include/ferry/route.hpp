@@ -25,13 +25,13 @@ enum class Reason {
   buffer_is_host_memory,         // host route: the destination is host memory
   compat_mode_on,                // staged: policy forbids cuFile
   below_gds_threshold,           // staged: request smaller than gds_threshold
-  cuda_unavailable,              // (error) device buffer but no CUDA driver
   cufile_library_missing,        // staged: libcufile could not be loaded
   cufile_driver_open_failed,     // staged: cuFileDriverOpen failed
   cufile_handle_register_failed, // staged: cuFileHandleRegister failed for this file
   nvidia_fs_not_loaded,          // staged: cuFile would only use its POSIX path (no nvidia-fs, no P2PDMA)
   cufile_forced_compat,          // staged: CUFILE_FORCE_COMPAT_MODE makes cuFile use only its POSIX path
   managed_memory,                // staged: cuFile does not take managed (unified) memory
+  source_not_a_file,             // staged: the source has no file descriptor for cuFile (not a local file)
   compat_mode_off,               // cuFile: policy requires cuFile
   gds_available,                 // cuFile: nvidia-fs or P2PDMA present and the handle registered
   cufile_stats,                  // nvfs/p2p/cufile-posix: split by cuFile's own statistics
@@ -71,6 +71,20 @@ struct CuFileCounters {
   std::uint64_t nvfs_writes = 0, posix_writes = 0, p2p_writes = 0;
   std::uint64_t read_bytes = 0, write_bytes = 0;
   std::uint64_t read_errors = 0, write_errors = 0;
+};
+
+/// Every field of CuFileCounters with its name in JSON: the one list that sums, differences and printing
+/// walk, so that a field added above is added here and nowhere else.
+struct CuFileCounterField {
+  const char* name;
+  std::uint64_t CuFileCounters::*member;
+};
+inline constexpr CuFileCounterField kCuFileCounterFields[] = {
+    {"nvfs_reads", &CuFileCounters::nvfs_reads},   {"posix_reads", &CuFileCounters::posix_reads},
+    {"p2p_reads", &CuFileCounters::p2p_reads},     {"nvfs_writes", &CuFileCounters::nvfs_writes},
+    {"posix_writes", &CuFileCounters::posix_writes}, {"p2p_writes", &CuFileCounters::p2p_writes},
+    {"read_bytes", &CuFileCounters::read_bytes},   {"write_bytes", &CuFileCounters::write_bytes},
+    {"read_errors", &CuFileCounters::read_errors}, {"write_errors", &CuFileCounters::write_errors},
 };
 
 struct Report {
@@ -133,6 +147,12 @@ struct SetupCosts {
 SetupCosts process_setup_costs();
 
 /// Everything this process transferred through Ferry so far.
+/// The outcome of a successful request (File::pread, File::pwrite, ...).
+struct Transfer {
+  std::uint64_t bytes = 0;  // bytes transferred: fewer than asked only when a read reaches EOF
+  Report report;            // routes and reasons of this request's operations
+};
+
 Report process_report();
 void reset_process_report();
 

@@ -1,5 +1,6 @@
-// cuFile workers and the statistics-based attribution of their operations.
+// cuFile workers: reads and writes through cuFile, unaligned edges bounced, statistics read around them.
 #include "backends/gds_backend.hpp"
+#include "route/cufile_attribution.hpp"
 
 #include <atomic>
 
@@ -15,10 +16,10 @@ namespace {
 // attribution was shared with others.
 std::atomic<int> g_cufile_requests_in_flight{0};
 
-class GdsSource final : public TaskSource {
+class GdsBackend final : public RouteBackend {
  public:
-  GdsSource(bool is_read, GdsTarget target, Decision decision, std::shared_ptr<TaskSource> edges)
-      : is_read_(is_read), target_(std::move(target)), decision_(std::move(decision)), edges_(std::move(edges)) {
+  GdsBackend(Direction direction, GdsTarget target, Decision decision, std::shared_ptr<RouteBackend> edges)
+      : is_read_(is_read(direction)), target_(std::move(target)), decision_(std::move(decision)), edges_(std::move(edges)) {
     // cuFile does not order its DMA after work the caller queued on the legacy default stream (a memset
     // of the destination, say); wait for that work first, as the staged route's blocking streams do.
     // This runs on the caller's thread: leave its current context as it was.
@@ -29,13 +30,13 @@ class GdsSource final : public TaskSource {
     max_concurrent_.store(now);
   }
 
-  Result<std::unique_ptr<TaskWorker>> make_worker() override {
+  Result<std::unique_ptr<RouteWorker>> make_worker() override {
     FERRY_RETURN_IF_ERROR(make_current(*target_.cuda, target_.device));
     int now = g_cufile_requests_in_flight.load();
     int seen = max_concurrent_.load();
     while (now > seen && !max_concurrent_.compare_exchange_weak(seen, now)) {
     }
-    return std::unique_ptr<TaskWorker>(new Worker(*this));
+    return std::unique_ptr<RouteWorker>(new Worker(*this));
   }
   const Decision& decision() const override { return decision_; }
   const Decision& decision_for(const Task& t) const override {
@@ -46,7 +47,8 @@ class GdsSource final : public TaskSource {
     g_cufile_requests_in_flight.fetch_sub(1);
     auto after = target_.driver->stats_snapshot(target_.device);
     if (before_ && after) {
-      attribute_by_cufile_stats(report, cufile_counters_delta(*before_, *after), is_read_);
+      attribute_by_cufile_stats(report, cufile_counters_delta(*before_, *after),
+                                is_read_ ? Direction::read : Direction::write);
       if (max_concurrent_.load() > 1) {
         report.add_note("other cuFile requests ran at the same time: cuFile's statistics are per process, so "
                         "the split between nvfs, p2p and cufile-posix is shared with them");
@@ -72,9 +74,9 @@ class GdsSource final : public TaskSource {
   }
 
  private:
-  class Worker final : public TaskWorker {
+  class Worker final : public RouteWorker {
    public:
-    explicit Worker(GdsSource& s) : s_(s) {}
+    explicit Worker(GdsBackend& s) : s_(s) {}
     Result<std::uint64_t> run(const Task& t, Report& report) override {
       if (s_.edges_ && !t.aligned) {
         if (!edge_worker_) {
@@ -105,88 +107,23 @@ class GdsSource final : public TaskSource {
     Status finish(Report& report) override { return edge_worker_ ? edge_worker_->finish(report) : Status(); }
 
    private:
-    GdsSource& s_;
-    std::unique_ptr<TaskWorker> edge_worker_;  // made on the first edge task this worker meets
+    GdsBackend& s_;
+    std::unique_ptr<RouteWorker> edge_worker_;  // made on the first edge task this worker meets
   };
 
   bool is_read_;
   GdsTarget target_;
   Decision decision_;
-  std::shared_ptr<TaskSource> edges_;
+  std::shared_ptr<RouteBackend> edges_;
   std::optional<CuFileCounters> before_;
   std::atomic<int> max_concurrent_{1};
 };
 
 }  // namespace
 
-void attribute_by_cufile_stats(Report& report, const CuFileCounters& delta, bool is_read) {
-  report.cufile = delta;
-  const std::uint64_t kinds[3] = {
-      is_read ? delta.nvfs_reads : delta.nvfs_writes,
-      is_read ? delta.p2p_reads : delta.p2p_writes,
-      is_read ? delta.posix_reads : delta.posix_writes,
-  };
-  const Route routes[3] = {Route::nvfs, Route::p2p, Route::cufile_posix};
-  const std::uint64_t counted = kinds[0] + kinds[1] + kinds[2];
-
-  // Gather what was counted provisionally under any cuFile route.
-  RouteCounters total;
-  std::vector<ReasonCount> cufile_reasons;
-  for (Route r : routes) {
-    auto& c = report.routes[static_cast<std::size_t>(r)];
-    total.ops += c.ops;
-    total.bytes += c.bytes;
-    total.nanoseconds += c.nanoseconds;
-  }
-  if (total.ops == 0) return;
-  if (counted == 0) {
-    report.add_note("cuFile's statistics counted none of this request's operations: the route shown is "
-                    "provisional");
-    return;
-  }
-  for (auto it = report.reasons.begin(); it != report.reasons.end();) {
-    if (is_cufile_route(it->route)) {
-      cufile_reasons.push_back(*it);
-      it = report.reasons.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  // Largest-remainder split of the operations; bytes and time follow the operations.
-  std::uint64_t assigned = 0;
-  std::uint64_t share[3];
-  for (int i = 0; i < 3; ++i) {
-    share[i] = total.ops * kinds[i] / counted;
-    assigned += share[i];
-  }
-  for (int i = 0; assigned < total.ops; i = (i + 1) % 3) {
-    if (kinds[i] > 0) {
-      ++share[i];
-      ++assigned;
-    }
-  }
-  const std::string detail_suffix = fmt::format("cuFile counted nvfs={} p2p={} posix={}", kinds[0], kinds[1], kinds[2]);
-  const ReasonCount base = cufile_reasons.empty() ? ReasonCount{Route::cufile_posix, Reason::cufile_stats, "", 0}
-                                                  : cufile_reasons.front();
-  for (int i = 0; i < 3; ++i) {
-    auto& c = report.routes[static_cast<std::size_t>(routes[i])];
-    c.ops = share[i];
-    c.bytes = total.ops ? total.bytes * share[i] / total.ops : 0;
-    c.nanoseconds = total.ops ? total.nanoseconds * share[i] / total.ops : 0;
-    if (share[i] == 0) continue;
-    std::string detail = base.detail.empty() ? detail_suffix : base.detail + "; " + detail_suffix;
-    report.reasons.push_back(ReasonCount{routes[i], base.reason, detail, share[i]});
-  }
-  // Integer division may leave a few bytes unassigned: give them to the largest share.
-  std::uint64_t bytes_now = 0;
-  for (Route r : routes) bytes_now += report.routes[static_cast<std::size_t>(r)].bytes;
-  int largest = share[0] >= share[1] && share[0] >= share[2] ? 0 : share[1] >= share[2] ? 1 : 2;
-  report.routes[static_cast<std::size_t>(routes[largest])].bytes += total.bytes - bytes_now;
-}
-
-std::shared_ptr<TaskSource> make_gds_source(bool is_read, GdsTarget target, Decision decision,
-                                            std::shared_ptr<TaskSource> edges) {
-  return std::make_shared<GdsSource>(is_read, std::move(target), std::move(decision), std::move(edges));
+std::shared_ptr<RouteBackend> make_gds_backend(Direction direction, GdsTarget target, Decision decision,
+                                            std::shared_ptr<RouteBackend> edges) {
+  return std::make_shared<GdsBackend>(direction, std::move(target), std::move(decision), std::move(edges));
 }
 
 }  // namespace ferry::detail

@@ -1,13 +1,15 @@
 // The cuFile route: tasks go to cuFileRead/cuFileWrite, and cuFile's own statistics, read before and
 // after the request, split the operations into nvfs, p2p and cufile-posix (the second decision point,
 // made inside cuFile, made visible). A read's unaligned edge tasks take the staged route instead (see
-// make_gds_source). In strict mode (require=gds) a request whose statistics show any
+// make_gds_backend). In strict mode (require=gds) a request whose statistics show any
 // operation off the direct route fails after the I/O, with the counters.
 #pragma once
 
 #include <memory>
 #include <string>
 
+#include "base/direction.hpp"
+#include "ferry/config.hpp"
 #include "io/request.hpp"
 #include "platform/cuda/cuda_api.hpp"
 #include "platform/cufile/cufile_driver.hpp"
@@ -43,12 +45,8 @@ struct GdsTarget {
 /// moves whole blocks and has been seen to write zeros past the bytes it reports (at the end of a file),
 /// so those tasks go through a bounce buffer and only the bytes that exist reach the caller's memory.
 /// Null for writes.
-std::shared_ptr<TaskSource> make_gds_source(bool is_read, GdsTarget target, Decision decision,
-                                            std::shared_ptr<TaskSource> edges);
+std::shared_ptr<RouteBackend> make_gds_backend(Direction direction, GdsTarget target, Decision decision,
+                                            std::shared_ptr<RouteBackend> edges);
 
-/// Splits `report`'s operations counted under cuFile routes into nvfs / p2p / cufile-posix in proportion
-/// to `delta`'s counts for the request's direction, and records `delta` in report.cufile. With no
-/// operations in `delta` the provisional route stays and a note says why.
-void attribute_by_cufile_stats(Report& report, const CuFileCounters& delta, bool is_read);
 
 }  // namespace ferry::detail

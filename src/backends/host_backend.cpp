@@ -1,44 +1,56 @@
-// Host route workers: no per-thread resources, one read_task/write_task per task.
+// Host route workers: no per-thread resources; a task (or a batch of them, where the source keeps several
+// in flight) goes straight between the source and the caller's buffer.
 #include "backends/host_backend.hpp"
 
 namespace ferry::detail {
 namespace {
 
-class HostSource final : public TaskSource {
+class HostBackend final : public RouteBackend {
  public:
-  HostSource(const TaskIo& io, bool is_read, void* buffer, Decision decision)
-      : io_(io), is_read_(is_read), buffer_(static_cast<char*>(buffer)), decision_(std::move(decision)) {}
+  HostBackend(std::shared_ptr<Source> source, const SourceRequest& request, void* buffer, Decision decision)
+      : source_(std::move(source)), request_(request), buffer_(static_cast<char*>(buffer)),
+        decision_(std::move(decision)) {}
 
-  Result<std::unique_ptr<TaskWorker>> make_worker() override {
-    return std::unique_ptr<TaskWorker>(new Worker(*this));
+  Result<std::unique_ptr<RouteWorker>> make_worker() override {
+    return std::unique_ptr<RouteWorker>(new Worker(*this));
   }
   const Decision& decision() const override { return decision_; }
 
  private:
-  class Worker final : public TaskWorker {
+  class Worker final : public RouteWorker {
    public:
-    explicit Worker(HostSource& source) : s_(source) {}
+    explicit Worker(HostBackend& backend) : b_(backend) {}
     Result<std::uint64_t> run(const Task& t, Report& report) override {
-      char* at = s_.buffer_ + t.buffer_offset;
-      if (s_.is_read_) return read_task(s_.io_, t, at, "host", report);
-      FERRY_RETURN_IF_ERROR(write_task(s_.io_, t, at, "host", report));
+      char* at = b_.buffer_ + t.buffer_offset;
+      if (is_read(b_.request_.direction)) return b_.source_->read(b_.request_, t, at, "host", report);
+      FERRY_RETURN_IF_ERROR(b_.source_->write(b_.request_, t, at, "host", report));
       return t.length;
+    }
+    std::size_t batch_size() const override {
+      return is_read(b_.request_.direction) ? b_.source_->queue_depth() : 1;
+    }
+    void run_batch(std::span<const Task> tasks, Report& report, std::span<Result<std::uint64_t>> results) override {
+      std::vector<TaskRead> reads;
+      reads.reserve(tasks.size());
+      for (const Task& t : tasks) reads.push_back({t, b_.buffer_ + t.buffer_offset});
+      b_.source_->read_batch(b_.request_, reads, "host", report, results);
     }
 
    private:
-    HostSource& s_;
+    HostBackend& b_;
   };
 
-  TaskIo io_;
-  bool is_read_;
+  std::shared_ptr<Source> source_;
+  SourceRequest request_;
   char* buffer_;
   Decision decision_;
 };
 
 }  // namespace
 
-std::shared_ptr<TaskSource> make_host_source(const TaskIo& io, bool is_read, void* buffer, Decision decision) {
-  return std::make_shared<HostSource>(io, is_read, buffer, std::move(decision));
+std::shared_ptr<RouteBackend> make_host_backend(std::shared_ptr<Source> source, const SourceRequest& request,
+                                                void* buffer, Decision decision) {
+  return std::make_shared<HostBackend>(std::move(source), request, buffer, std::move(decision));
 }
 
 }  // namespace ferry::detail

@@ -9,24 +9,25 @@
 namespace ferry::detail {
 namespace {
 
-class StagedSource final : public TaskSource {
+class StagedBackend final : public RouteBackend {
  public:
-  StagedSource(const TaskIo& io, bool is_read, const StagedTarget& target, Decision decision)
-      : io_(io), is_read_(is_read), target_(target), decision_(std::move(decision)) {}
+  StagedBackend(std::shared_ptr<Source> source, const SourceRequest& request, const StagedTarget& target,
+                Decision decision)
+      : source_(std::move(source)), request_(request), target_(target), decision_(std::move(decision)) {}
 
-  Result<std::unique_ptr<TaskWorker>> make_worker() override;
+  Result<std::unique_ptr<RouteWorker>> make_worker() override;
   const Decision& decision() const override { return decision_; }
 
-  TaskIo io_;
-  bool is_read_;
+  std::shared_ptr<Source> source_;
+  SourceRequest request_;
   StagedTarget target_;
   Decision decision_;
 };
 
-class StagedWorker final : public TaskWorker {
+class StagedWorker final : public RouteWorker {
  public:
-  StagedWorker(StagedSource& source, std::unique_ptr<StagingKit> kit)
-      : s_(source), kit_(std::move(kit)), pending_(kit_->buffers.size(), false) {}
+  StagedWorker(StagedBackend& backend, std::unique_ptr<StagingKit> kit)
+      : s_(backend), kit_(std::move(kit)), pending_(kit_->buffers.size(), false) {}
 
   ~StagedWorker() override {
     // finish() normally returned the kit; if it could not (a failed sync), free it rather than reuse it.
@@ -39,11 +40,11 @@ class StagedWorker final : public TaskWorker {
       // A worker's first read is short: the GPU copies nothing until some read has finished, so the
       // pipeline fills sooner (a fixed cost that weighs on requests of a few hundred MiB).
       std::uint64_t piece_size = kit_->buffer_size;
-      if (first_piece_ && s_.is_read_) piece_size = std::min(piece_size, kFirstPieceBytes);
+      if (first_piece_ && is_read(s_.request_.direction)) piece_size = std::min(piece_size, kFirstPieceBytes);
       first_piece_ = false;
       // O_DIRECT pieces must stay aligned: a shortened first piece keeps the alignment of the task.
       Task piece{t.file_offset + done, std::min(piece_size, t.length - done), t.buffer_offset + done, t.aligned};
-      FERRY_ASSIGN_OR_RETURN(std::uint64_t n, s_.is_read_ ? read_piece(piece, report) : write_piece(piece, report));
+      FERRY_ASSIGN_OR_RETURN(std::uint64_t n, is_read(s_.request_.direction) ? read_piece(piece, report) : write_piece(piece, report));
       done += n;
       if (n < piece.length) break;  // EOF
     }
@@ -74,7 +75,7 @@ class StagedWorker final : public TaskWorker {
     next_slot_ = (next_slot_ + 1) % kit_->buffers.size();
     FERRY_RETURN_IF_ERROR(wait_slot(slot));
     void* bounce = kit_->buffers[slot];
-    FERRY_ASSIGN_OR_RETURN(std::uint64_t n, read_task(s_.io_, piece, bounce, "staged", report));
+    FERRY_ASSIGN_OR_RETURN(std::uint64_t n, s_.source_->read(s_.request_, piece, bounce, "staged", report));
     if (n == 0) return n;
     CUdeviceptr dst = s_.target_.base + piece.buffer_offset;
     FERRY_RETURN_IF_ERROR(cuda_check(api, api.cuMemcpyHtoDAsync_v2(dst, bounce, n, kit_->stream),
@@ -93,32 +94,32 @@ class StagedWorker final : public TaskWorker {
                                      fmt::format("copying {} bytes from GPU {} for file offset {}", piece.length,
                                                  s_.target_.device, piece.file_offset)));
     FERRY_RETURN_IF_ERROR(cuda_check(api, api.cuStreamSynchronize(kit_->stream), "cuStreamSynchronize"));
-    FERRY_RETURN_IF_ERROR(write_task(s_.io_, piece, bounce, "staged", report));
+    FERRY_RETURN_IF_ERROR(s_.source_->write(s_.request_, piece, bounce, "staged", report));
     return piece.length;
   }
 
   static constexpr std::uint64_t kFirstPieceBytes = 1 << 20;
 
-  StagedSource& s_;
+  StagedBackend& s_;
   std::unique_ptr<StagingKit> kit_;
   std::vector<bool> pending_;
   std::size_t next_slot_ = 0;
   bool first_piece_ = true;
 };
 
-Result<std::unique_ptr<TaskWorker>> StagedSource::make_worker() {
+Result<std::unique_ptr<RouteWorker>> StagedBackend::make_worker() {
   const CudaApi& api = *target_.api;
   FERRY_RETURN_IF_ERROR(make_current(api, target_.device));
   FERRY_ASSIGN_OR_RETURN(auto kit, process_staging_pool().acquire(api, target_.device, target_.bounce_buffer_size,
                                                                   target_.buffers_per_worker));
-  return std::unique_ptr<TaskWorker>(new StagedWorker(*this, std::move(kit)));
+  return std::unique_ptr<RouteWorker>(new StagedWorker(*this, std::move(kit)));
 }
 
 }  // namespace
 
-std::shared_ptr<TaskSource> make_staged_source(const TaskIo& io, bool is_read, const StagedTarget& target,
-                                               Decision decision) {
-  return std::make_shared<StagedSource>(io, is_read, target, std::move(decision));
+std::shared_ptr<RouteBackend> make_staged_backend(std::shared_ptr<Source> source, const SourceRequest& request,
+                                                  const StagedTarget& target, Decision decision) {
+  return std::make_shared<StagedBackend>(std::move(source), request, target, std::move(decision));
 }
 
 }  // namespace ferry::detail

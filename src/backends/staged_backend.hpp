@@ -11,7 +11,7 @@
 #include <memory>
 
 #include "io/request.hpp"
-#include "io/task_io.hpp"
+#include "io/source.hpp"
 #include "platform/cuda/cuda_api.hpp"
 
 namespace ferry::detail {
@@ -24,7 +24,7 @@ struct StagedTarget {
   unsigned buffers_per_worker = 2;
 };
 
-std::shared_ptr<TaskSource> make_staged_source(const TaskIo& io, bool is_read, const StagedTarget& target,
-                                               Decision decision);
+std::shared_ptr<RouteBackend> make_staged_backend(std::shared_ptr<Source> source, const SourceRequest& request,
+                                                  const StagedTarget& target, Decision decision);
 
 }  // namespace ferry::detail

@@ -9,19 +9,22 @@
 #include <string>
 #include <vector>
 
-#include "doctor/probes/block_device.hpp"
-#include "doctor/probes/cufile_config.hpp"
-#include "doctor/probes/gpu_sysfs.hpp"
-#include "doctor/probes/mountinfo.hpp"
-#include "doctor/probes/nvidia_fs.hpp"
-#include "doctor/probes/udev_record.hpp"
+#include "platform/probes/block_device.hpp"
+#include "platform/probes/cufile_config.hpp"
+#include "platform/probes/gpu_sysfs.hpp"
+#include "platform/probes/mountinfo.hpp"
+#include "platform/probes/nvidia_fs.hpp"
+#include "platform/probes/udev_record.hpp"
 #include "ferry/doctor.hpp"
 #include "ferry/file.hpp"
 #include "platform/cuda/primary_context.hpp"
 #include "platform/cufile/cufile_driver.hpp"
-#include "route/gpu_platform.hpp"
+#include "platform/gpu_platform.hpp"
 
 namespace ferry::detail::doctor {
+
+// The platform probes (platform/probes) are the doctor's vocabulary.
+using namespace probes;
 
 /// Where the doctor looks. Production uses the defaults; tests point `root` at a fixture tree and `gpu`
 /// at the fake CUDA and cuFile tables. The file itself (PATH) is always a real file: its mount, block

@@ -12,8 +12,8 @@
 #include <fmt/format.h>
 
 #include "doctor/doctor_internal.hpp"
-#include "doctor/probes/direct_io_probe.hpp"
-#include "doctor/probes/pci_topology.hpp"
+#include "platform/probes/direct_io_probe.hpp"
+#include "platform/probes/pci_topology.hpp"
 #include "file/open_options.hpp"
 #include "platform/cufile/cufile_errors.hpp"
 

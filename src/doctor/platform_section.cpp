@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 
 #include "doctor/doctor_internal.hpp"
-#include "doctor/probes/iommu.hpp"
-#include "doctor/probes/pci_acs.hpp"
+#include "platform/probes/iommu.hpp"
+#include "platform/probes/pci_acs.hpp"
 
 namespace ferry::detail::doctor {
 

@@ -122,6 +122,8 @@ std::string because(const DoctorContext& c, const Decision& d) {
       return "CUFILE_FORCE_COMPAT_MODE makes cuFile use only its POSIX path";
     case Reason::managed_memory:
       return "the buffer is managed memory, which cuFile does not take";
+    case Reason::source_not_a_file:
+      return "the source is not a local file, and cuFile reads only through a file descriptor";
     case Reason::compat_mode_off:
       if (d.route == Route::cufile_posix) {
         return "compat mode is off, so the read goes to cuFile, and cuFile has no direct route here (" + d.detail +
@@ -130,7 +132,6 @@ std::string because(const DoctorContext& c, const Decision& d) {
       return "compat mode is off (cuFile required) and cuFile's direct route is available (" + d.detail + ")";
     case Reason::gds_available:
       return "cuFile can move the data directly (" + d.detail + ") and the file registered";
-    case Reason::cuda_unavailable:
     case Reason::cufile_stats:
     case Reason::cufile_unaligned_edge:
       break;
@@ -181,7 +182,7 @@ std::string strict_refusal_for_file(DoctorContext& c, const void* buffer) {
   o.gpu = c.gpu;
   auto f = open_file(c.path, "r", strict, o);
   if (!f.ok()) return f.status().message();
-  auto plan = route_for(FileState::of(*f), true, buffer, c.file_size, /*buffer_is_stand_in=*/true);
+  auto plan = route_for(FileState::of(*f), Direction::read, buffer, c.file_size, /*buffer_is_stand_in=*/true);
   if (!plan.ok()) return plan.status().message();
   if (!is_direct(plan->decision.route)) {
     return fmt::format("the route would be {} ({})", route_name(plan->decision.route), reason_text(plan->decision.reason));
@@ -225,7 +226,7 @@ DoctorPrediction predict(DoctorContext& c) {
   Result<Decision> decision = Status(ErrorCode::internal, "not decided");
   if (c.file) {
     p.request_bytes = c.file_size;
-    auto plan = route_for(FileState::of(*c.file), true, buffer, c.file_size, /*buffer_is_stand_in=*/true);
+    auto plan = route_for(FileState::of(*c.file), Direction::read, buffer, c.file_size, /*buffer_is_stand_in=*/true);
     decision = plan.ok() ? Result<Decision>(plan->decision) : Result<Decision>(plan.status());
   } else {
     // No PATH: the router's answer for a typical large request on a file cuFile can register.

@@ -13,23 +13,23 @@
 
 #include "file/file_state.hpp"
 #include "file/route_selection.hpp"
+#include "io/posix_source.hpp"
 #include "io/request.hpp"
 #include "io/thread_pool.hpp"
 
 namespace ferry {
 namespace detail {
 
-FileState::FileState(std::string path_in, Config config_in, Syscalls& sys_in, FileDescriptors fds_in,
-                     OpenFlags flags_in, bool append_in, const GpuPlatform* gpu_in)
+FileState::FileState(std::string path_in, Config config_in, std::shared_ptr<Source> source_in, OpenFlags flags_in,
+                     bool append_in, const GpuPlatform* gpu_in)
     : path(std::move(path_in)),
       config(std::move(config_in)),
-      sys(sys_in),
-      fds(std::move(fds_in)),
+      source(std::move(source_in)),
       flags(flags_in),
       append(append_in),
       gpu(gpu_in) {
   if (append) end_ = current_size().ok() ? *current_size() : 0;
-  if (!fds.direct_note().empty()) report_.add_note(fds.direct_note());
+  if (!source->open_note().empty()) report_.add_note(source->open_note());
 }
 
 Result<FileState::Use> FileState::use() {
@@ -69,32 +69,12 @@ Status FileState::close() {
     std::lock_guard<std::mutex> lock(gds_mutex);
     gds.reset();
   }
-  return fds.close();
-}
-
-Result<FileState::Extent> FileState::extent() const {
-  switch (fds.kind()) {
-    case FileKind::regular: {
-      // Size 0 is what /proc and /sys files report whatever they hold: read those to their end instead.
-      FERRY_ASSIGN_OR_RETURN(std::uint64_t bytes, current_size());
-      return Extent{bytes > 0, bytes};
-    }
-    case FileKind::block_device: {
-      off_t end = sys.seek_end(fds.buffered_fd());
-      if (end < 0) return Status::from_errno(static_cast<int>(-end), fmt::format("Could not size \"{}\"", path), path);
-      return Extent{true, static_cast<std::uint64_t>(end)};
-    }
-    case FileKind::character_device:
-      return Extent{false, 0};
-  }
-  return Extent{false, 0};
+  return source->close();
 }
 
 Result<std::uint64_t> FileState::current_size() const {
-  struct stat st;
-  int rc = sys.fstat(fds.buffered_fd(), &st);
-  if (rc < 0) return Status::from_errno(-rc, fmt::format("Could not stat \"{}\"", path), path);
-  return static_cast<std::uint64_t>(st.st_size);
+  FERRY_ASSIGN_OR_RETURN(Extent e, source->extent());
+  return e.bytes;
 }
 
 Report FileState::report() const {
@@ -102,25 +82,12 @@ Report FileState::report() const {
   return report_;
 }
 
-TaskIo FileState::task_io(const Extent& extent) {
-  TaskIo io;
-  io.sys = &sys;
-  io.fds = &fds;
-  io.path = &path;
-  io.policy = config.direct_io();
-  io.file_size = extent.bytes;
-  io.size_known = extent.known;
-  io.cache_probe_unsupported = &cache_probe_unsupported_;
-  io.keep_alive = shared_from_this();
-  return io;
-}
-
-Status FileState::check_access(bool is_read) const {
-  if (is_read && flags.access == AccessMode::write_only) {
+Status FileState::check_access(Direction direction) const {
+  if (is_read(direction) && flags.access == AccessMode::write_only) {
     return Status(ErrorCode::failed_precondition,
                   fmt::format("Could not read \"{}\": it was opened for writing only", path), EBADF, path);
   }
-  if (!is_read && flags.access == AccessMode::read_only) {
+  if (!is_read(direction) && flags.access == AccessMode::read_only) {
     return Status(ErrorCode::failed_precondition,
                   fmt::format("Could not write \"{}\": it was opened for reading only (mode \"r\")", path), EBADF,
                   path);
@@ -131,27 +98,28 @@ Status FileState::check_access(bool is_read) const {
 namespace {
 
 // Every offset Ferry hands the kernel is an off_t: a range must end at or below its largest value.
-Status check_range(bool is_read, std::uint64_t size, std::uint64_t offset, const std::string& path) {
+Status check_range(Direction direction, std::uint64_t size, std::uint64_t offset, const std::string& path) {
   constexpr std::uint64_t kMaxOffset = static_cast<std::uint64_t>(std::numeric_limits<off_t>::max());
   if (offset <= kMaxOffset && size <= kMaxOffset - offset) return Status();
   return Status(ErrorCode::invalid_argument,
                 fmt::format("Could not {} {} bytes at offset {} {} \"{}\": the range ends past the largest file "
                             "offset ({})",
-                            is_read ? "read" : "write", size, offset, is_read ? "from" : "to", path, kMaxOffset),
+                            is_read(direction) ? "read" : "write", size, offset, is_read(direction) ? "from" : "to",
+                            path, kMaxOffset),
                 EINVAL, path);
 }
 
 }  // namespace
 
-Future FileState::submit(bool is_read, void* buffer, std::uint64_t size, std::uint64_t offset) {
+Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, std::uint64_t offset) {
   auto fail = [](Status s) { return Future(RequestState::failed(std::move(s))); };
-  Status access = check_access(is_read);
+  Status access = check_access(direction);
   if (!access.ok()) return fail(access);
   if (size > 0 && buffer == nullptr) {
     return fail(Status(ErrorCode::invalid_argument, fmt::format("null buffer for {} bytes of \"{}\"", size, path), 0,
                        path));
   }
-  Status range = check_range(is_read, size, offset, path);
+  Status range = check_range(direction, size, offset, path);
   if (!range.ok()) return fail(range);
   auto in_use = use();
   if (!in_use.ok()) return fail(in_use.status());
@@ -160,19 +128,18 @@ Future FileState::submit(bool is_read, void* buffer, std::uint64_t size, std::ui
   // byte of the buffer past the returned count is written. A file without a size (a /proc file, a
   // character device) is read front to back in one task, which stops where the data does.
   Extent extent;
-  if (is_read) {
+  if (is_read(direction)) {
     auto e = this->extent();
     if (!e.ok()) return fail(e.status());
     extent = *e;
     if (extent.known) size = offset >= extent.bytes ? 0 : std::min(size, extent.bytes - offset);
   }
-  TaskIo io = task_io(extent);
-  io.large_write = !is_read && size >= kDirectWriteThreshold;
-  auto source = select_route_source(*this, io, is_read, buffer, size, offset);
-  if (!source.ok()) return fail(source.status());
+  SourceRequest request{direction, extent, size};
+  auto backend = make_route_backend(*this, request, buffer, size);
+  if (!backend.ok()) return fail(backend.status());
   std::vector<Task> tasks;
   if (extent.known) {
-    tasks = split_request(offset, size, config.task_size(), fds.direct_offset_alignment());
+    tasks = split_request(offset, size, config.task_size(), source->task_alignment());
   } else if (size > 0) {
     tasks.push_back(Task{offset, size, 0, false});
   }
@@ -191,12 +158,12 @@ Future FileState::submit(bool is_read, void* buffer, std::uint64_t size, std::ui
     }
     held->reset();
   };
-  return Future(RequestState::start(std::move(tasks), std::move(*source), config.threads(), std::move(eof),
+  return Future(RequestState::start(std::move(tasks), std::move(*backend), config.threads(), std::move(eof),
                                     std::move(on_complete)));
 }
 
-std::uint64_t FileState::reserve(std::uint64_t size, bool is_write) {
-  const bool appending = is_write && append;
+std::uint64_t FileState::reserve(std::uint64_t size, Direction direction) {
+  const bool appending = !is_read(direction) && append;
   // Mode "a": a write lands at the end of the file as it is now, not as it was at open: bytes added since
   // (by pwrite() or another writer) must not be overwritten.
   std::uint64_t size_now = 0;
@@ -213,10 +180,10 @@ std::uint64_t FileState::reserve(std::uint64_t size, bool is_write) {
 }
 
 void FileState::settle_position(std::uint64_t reserved_offset, std::uint64_t reserved_size, std::uint64_t bytes,
-                                bool is_write) {
+                                Direction direction) {
   if (bytes == reserved_size) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  std::uint64_t& cursor = (is_write && append) ? end_ : position_;
+  std::uint64_t& cursor = (!is_read(direction) && append) ? end_ : position_;
   // Only pull the cursor back if nobody moved it since: a short read ends where the data ended, a failed
   // write leaves the cursor where the write began.
   if (cursor == reserved_offset + reserved_size) cursor = reserved_offset + bytes;
@@ -231,8 +198,22 @@ Result<File> open_file(const std::string& path, std::string_view mode, const Con
                                                            flags.status().message()), 0, path);
   }
   FERRY_ASSIGN_OR_RETURN(FileDescriptors fds, FileDescriptors::open(*options.syscalls, path, *flags));
-  auto state = std::make_shared<FileState>(path, config, *options.syscalls, std::move(fds), *flags, append,
-                                           options.gpu);
+  auto source = std::make_shared<PosixSource>(*options.syscalls, std::move(fds), path, config.direct_io());
+  auto state = std::make_shared<FileState>(path, config, std::move(source), *flags, append, options.gpu);
+  return FileState::make_file(std::move(state));
+}
+
+Result<File> open_source(std::shared_ptr<Source> source, std::string_view mode, const Config& config,
+                         const OpenOptions& options) {
+  bool append = false;
+  auto flags = parse_open_mode(mode, &append);
+  if (!flags.ok()) {
+    return Status(ErrorCode::invalid_argument,
+                  fmt::format("Could not open \"{}\": {}", source->name(), flags.status().message()), 0,
+                  source->name());
+  }
+  std::string name = source->name();
+  auto state = std::make_shared<FileState>(std::move(name), config, std::move(source), *flags, append, options.gpu);
   return FileState::make_file(std::move(state));
 }
 
@@ -303,43 +284,41 @@ Result<std::uint64_t> File::size() const {
 }
 
 Future File::pread(void* buffer, std::uint64_t size, std::uint64_t offset) {
-  return state_->submit(true, buffer, size, offset);
+  return state_->submit(detail::Direction::read, buffer, size, offset);
 }
 
 Future File::pwrite(const void* buffer, std::uint64_t size, std::uint64_t offset) {
-  return state_->submit(false, const_cast<void*>(buffer), size, offset);
+  return state_->submit(detail::Direction::write, const_cast<void*>(buffer), size, offset);
 }
 
 Result<Transfer> File::read(void* buffer, std::uint64_t size) {
   FERRY_ASSIGN_OR_RETURN(auto in_use, state_->use());
-  std::uint64_t at = state_->reserve(size, false);
-  auto r = state_->submit(true, buffer, size, at).get();
-  state_->settle_position(at, size, r.ok() ? r->bytes : 0);
+  std::uint64_t at = state_->reserve(size, detail::Direction::read);
+  auto r = state_->submit(detail::Direction::read, buffer, size, at).get();
+  state_->settle_position(at, size, r.ok() ? r->bytes : 0, detail::Direction::read);
   return r;
 }
 
 Result<Transfer> File::write(const void* buffer, std::uint64_t size) {
   FERRY_ASSIGN_OR_RETURN(auto in_use, state_->use());
-  std::uint64_t at = state_->reserve(size, true);
-  auto r = state_->submit(false, const_cast<void*>(buffer), size, at).get();
-  if (!r.ok()) state_->settle_position(at, size, 0, true);
+  std::uint64_t at = state_->reserve(size, detail::Direction::write);
+  auto r = state_->submit(detail::Direction::write, const_cast<void*>(buffer), size, at).get();
+  if (!r.ok()) state_->settle_position(at, size, 0, detail::Direction::write);
   return r;
 }
 
 Result<RoutePlan> File::prepare(const void* buffer, std::uint64_t size, bool for_write) {
   FERRY_ASSIGN_OR_RETURN(auto in_use, state_->use());
-  FERRY_ASSIGN_OR_RETURN(detail::RoutePlanDetail plan, detail::prepare_route(*state_, !for_write, buffer, size));
+  FERRY_ASSIGN_OR_RETURN(detail::RoutePlanDetail plan,
+                         detail::prepare_route(*state_, for_write ? detail::Direction::write : detail::Direction::read,
+                                               buffer, size));
   return RoutePlan{plan.decision.route, plan.decision.reason, plan.decision.detail,
                    detail::memory_kind_name(plan.buffer.kind), plan.buffer.device};
 }
 
 Status File::sync() {
   FERRY_ASSIGN_OR_RETURN(auto in_use, state_->use());
-  int rc = state_->sys.fdatasync(state_->fds.buffered_fd());
-  if (rc < 0) {
-    return Status::from_errno(-rc, fmt::format("Could not sync \"{}\" to its device", state_->path), state_->path);
-  }
-  return Status();
+  return state_->source->sync();
 }
 
 Status File::close() { return state_->close(); }
@@ -347,7 +326,7 @@ Status File::close() { return state_->close(); }
 const std::string& File::path() const { return state_->path; }
 const Config& File::config() const { return state_->config; }
 Report File::report() const { return state_->report(); }
-bool File::direct_io_available() const { return state_->fds.direct_available(); }
-const std::string& File::direct_io_note() const { return state_->fds.direct_note(); }
+bool File::direct_io_available() const { return state_->source->direct_io_available(); }
+const std::string& File::direct_io_note() const { return state_->source->open_note(); }
 
 }  // namespace ferry

@@ -1,5 +1,5 @@
-// The shared state behind a File: descriptors, settings, position and the File's report.
-// Everything that touches the descriptors holds a Use; close() waits until none is held, so a descriptor
+// The shared state behind a File: its source, settings, position and the File's report.
+// Everything that touches the source holds a Use; close() waits until none is held, so a descriptor
 // is never closed (and its number handed to another file) under a running task. ~File closes too, so a
 // FileState outlives every Use: the last one ends in a request's completion, before the File can go.
 #pragma once
@@ -14,7 +14,7 @@
 #include "ferry/file.hpp"
 #include "file/open_options.hpp"
 #include "io/file_descriptors.hpp"
-#include "io/task_io.hpp"
+#include "io/source.hpp"
 
 namespace ferry::detail {
 
@@ -22,19 +22,15 @@ struct GdsFileState;  // route_selection.cpp: what cuFile said about this file, 
 
 class FileState : public std::enable_shared_from_this<FileState> {
  public:
-  FileState(std::string path, Config config, Syscalls& sys, FileDescriptors fds, OpenFlags flags, bool append,
+  FileState(std::string path, Config config, std::shared_ptr<Source> source, OpenFlags flags, bool append,
             const GpuPlatform* gpu);
 
   static File make_file(std::shared_ptr<FileState> state) { return File(std::move(state)); }
   /// The state behind a File (for `ferry doctor`, which asks the router about an open file).
   static FileState& of(const File& file) { return *file.state_; }
 
-  /// How far a read may go: the file's size now, when it has one Ferry can plan by.
-  struct Extent {
-    bool known = true;
-    std::uint64_t bytes = 0;
-  };
-  Result<Extent> extent() const;
+  /// How far a read may go: the source's size now, when it has one Ferry can plan by.
+  Result<Extent> extent() const { return source->extent(); }
 
   /// Keeps the descriptors open while held. Errors: failed_precondition once close() began.
   class Use {
@@ -51,23 +47,23 @@ class FileState : public std::enable_shared_from_this<FileState> {
   };
   [[nodiscard]] Result<Use> use();
 
-  Future submit(bool is_read, void* buffer, std::uint64_t size, std::uint64_t offset);
+  Future submit(Direction direction, void* buffer, std::uint64_t size, std::uint64_t offset);
   /// Waits for every Use (requests in flight on any thread, size(), sync()) to end, then deregisters the
-  /// file from cuFile and closes the descriptors. Later calls fail with failed_precondition; a second
+  /// file from cuFile and closes the source. Later calls fail with failed_precondition; a second
   /// close() returns OK.
   Status close();
+  /// The source's size now (0 for sources without one).
   Result<std::uint64_t> current_size() const;
   /// Reserves [offset, offset + size) at the position (or the end, in append mode) and advances it.
-  std::uint64_t reserve(std::uint64_t size, bool is_write);
+  std::uint64_t reserve(std::uint64_t size, Direction direction);
   /// After a read() or write() of `reserved_size` bytes at `reserved_offset` moved `bytes`: pulls the cursor
   /// reserve() advanced back to reserved_offset + bytes, unless another call moved it since.
   void settle_position(std::uint64_t reserved_offset, std::uint64_t reserved_size, std::uint64_t bytes,
-                       bool is_write = false);
+                       Direction direction);
 
   const std::string path;
   const Config config;
-  Syscalls& sys;
-  FileDescriptors fds;
+  const std::shared_ptr<Source> source;  // shared with the requests' backends, which keep it alive
   const OpenFlags flags;
   const bool append;
   const GpuPlatform* const gpu;  // nullptr until a device buffer needs it (then the process's platform)
@@ -79,12 +75,10 @@ class FileState : public std::enable_shared_from_this<FileState> {
   std::shared_ptr<GdsFileState> gds;
 
  private:
-  TaskIo task_io(const Extent& extent);
-  Status check_access(bool is_read) const;
+  Status check_access(Direction direction) const;
 
   void end_use();
 
-  std::atomic<bool> cache_probe_unsupported_{false};
   std::mutex use_mutex_;
   std::condition_variable use_cv_;
   unsigned uses_ = 0;

@@ -1,4 +1,4 @@
-// select_route_source: classify the buffer, learn what cuFile can do for this file (once per file), ask
+// make_route_backend: classify the buffer, learn what cuFile can do for this file (once per file), ask
 // the router, and build the backend for the decision.
 #include "file/route_selection.hpp"
 
@@ -12,7 +12,7 @@
 #include "platform/cuda/buffer_kind.hpp"
 #include "platform/cufile/cufile_driver.hpp"
 #include "platform/cufile/cufile_env.hpp"
-#include "route/gpu_platform.hpp"
+#include "platform/gpu_platform.hpp"
 #include "route/router.hpp"
 
 namespace ferry::detail {
@@ -42,9 +42,8 @@ std::shared_ptr<GdsFileState> cufile_state(FileState& file, const GpuPlatform& g
     state->facts.forced_compat = cufile_forced_compat(api).forced;
     state->facts.nvidia_fs_loaded = state->driver->properties().nvidia_fs_loaded;
     state->facts.p2pdma_supported = state->driver->properties().p2pdma_supported;
-    // cuFile's direct path needs an O_DIRECT descriptor; its POSIX path takes either.
-    int fd = file.fds.direct_available() ? file.fds.direct_fd() : file.fds.buffered_fd();
-    auto handle = state->driver->register_handle(fd, file.path);
+    // route_for() asks for cuFile only for sources that have a descriptor.
+    auto handle = state->driver->register_handle(*file.source->native_descriptor(), file.path);
     if (handle.ok()) {
       state->handle = std::make_shared<GdsFileHandle>(*state->driver, *handle);
     } else {
@@ -57,7 +56,7 @@ std::shared_ptr<GdsFileState> cufile_state(FileState& file, const GpuPlatform& g
 
 }  // namespace
 
-Result<RoutePlanDetail> route_for(FileState& file, bool is_read, const void* buffer, std::uint64_t size,
+Result<RoutePlanDetail> route_for(FileState& file, Direction /*direction*/, const void* buffer, std::uint64_t size,
                                   bool buffer_is_stand_in) {
   const GpuPlatform& gpu = file.gpu ? *file.gpu : process_gpu_platform();
   RoutePlanDetail plan;
@@ -65,7 +64,6 @@ Result<RoutePlanDetail> route_for(FileState& file, bool is_read, const void* buf
   FERRY_ASSIGN_OR_RETURN(plan.buffer, classify_buffer(plan.cuda, buffer, buffer_is_stand_in ? 0 : size));
 
   RouteQuery q;
-  q.is_read = is_read;
   q.buffer = plan.buffer;
   q.size = size;
   q.compat = file.config.compat_mode();
@@ -79,7 +77,9 @@ Result<RoutePlanDetail> route_for(FileState& file, bool is_read, const void* buf
     if (q.compat == CompatMode::automatic && q.require != Requirement::gds && gpu.direct_route_hint) {
       hint = gpu.direct_route_hint();
     }
-    if (!hint.maybe_direct) {
+    if (!file.source->native_descriptor()) {
+      plan.facts.source_without_descriptor = true;  // cuFile registers descriptors: nothing to load
+    } else if (!hint.maybe_direct) {
       plan.facts.checked_without_cufile = hint.evidence;
       plan.facts.forced_compat = cufile_forced_compat(nullptr).forced;
     } else {
@@ -106,13 +106,13 @@ StagedTarget staged_target(const FileState& file, const RoutePlanDetail& plan, c
 
 }  // namespace
 
-Result<std::shared_ptr<TaskSource>> select_route_source(FileState& file, const TaskIo& io, bool is_read,
-                                                        void* buffer, std::uint64_t size, std::uint64_t /*offset*/) {
-  FERRY_ASSIGN_OR_RETURN(RoutePlanDetail plan, route_for(file, is_read, buffer, size));
+Result<std::shared_ptr<RouteBackend>> make_route_backend(FileState& file, const SourceRequest& request, void* buffer,
+                                                         std::uint64_t size) {
+  FERRY_ASSIGN_OR_RETURN(RoutePlanDetail plan, route_for(file, request.direction, buffer, size));
   Decision& decision = plan.decision;
-  if (decision.route == Route::host) return make_host_source(io, is_read, buffer, std::move(decision));
+  if (decision.route == Route::host) return make_host_backend(file.source, request, buffer, std::move(decision));
   if (decision.route == Route::staged) {
-    return make_staged_source(io, is_read, staged_target(file, plan, buffer), std::move(decision));
+    return make_staged_backend(file.source, request, staged_target(file, plan, buffer), std::move(decision));
   }
   GdsTarget target;
   target.cuda = plan.cuda;
@@ -122,16 +122,16 @@ Result<std::shared_ptr<TaskSource>> select_route_source(FileState& file, const T
   target.handle = plan.gds->handle;
   target.require = file.config.require();
   target.path = file.path;
-  std::shared_ptr<TaskSource> edges;
-  if (is_read) {
-    edges = make_staged_source(io, is_read, staged_target(file, plan, buffer),
-                               Decision{Route::staged, Reason::cufile_unaligned_edge, ""});
+  std::shared_ptr<RouteBackend> edges;
+  if (is_read(request.direction)) {
+    edges = make_staged_backend(file.source, request, staged_target(file, plan, buffer),
+                                Decision{Route::staged, Reason::cufile_unaligned_edge, ""});
   }
-  return make_gds_source(is_read, std::move(target), std::move(decision), std::move(edges));
+  return make_gds_backend(request.direction, std::move(target), std::move(decision), std::move(edges));
 }
 
-Result<RoutePlanDetail> prepare_route(FileState& file, bool is_read, const void* buffer, std::uint64_t size) {
-  FERRY_ASSIGN_OR_RETURN(RoutePlanDetail plan, route_for(file, is_read, buffer, size));
+Result<RoutePlanDetail> prepare_route(FileState& file, Direction direction, const void* buffer, std::uint64_t size) {
+  FERRY_ASSIGN_OR_RETURN(RoutePlanDetail plan, route_for(file, direction, buffer, size));
   if (plan.decision.route == Route::staged) {
     StagedTarget t = staged_target(file, plan, buffer);
     ScopedDeviceContext context(*t.api, t.device);  // the caller's thread: leave its context as it was

@@ -27,14 +27,15 @@ struct RoutePlanDetail {
 /// (compat off without cuFile, require=gds), a buffer the driver cannot classify, a device buffer whose
 /// allocation is smaller than `size` (unless `buffer_is_stand_in`: the doctor asks with a small buffer of
 /// the right kind on behalf of a larger read).
-Result<RoutePlanDetail> route_for(FileState& file, bool is_read, const void* buffer, std::uint64_t size,
+Result<RoutePlanDetail> route_for(FileState& file, Direction direction, const void* buffer, std::uint64_t size,
                                   bool buffer_is_stand_in = false);
 
-Result<std::shared_ptr<TaskSource>> select_route_source(FileState& file, const TaskIo& io, bool is_read,
-                                                        void* buffer, std::uint64_t size, std::uint64_t offset);
+/// The backend that carries out `request` into or out of `buffer` on the route route_for() picks.
+Result<std::shared_ptr<RouteBackend>> make_route_backend(FileState& file, const SourceRequest& request, void* buffer,
+                                                         std::uint64_t size);
 
 /// Does the one-time work of the route a request would take: loads CUDA and cuFile, registers the file,
 /// and for the staged route pins bounce buffers for every worker. Returns the decision.
-Result<RoutePlanDetail> prepare_route(FileState& file, bool is_read, const void* buffer, std::uint64_t size);
+Result<RoutePlanDetail> prepare_route(FileState& file, Direction direction, const void* buffer, std::uint64_t size);
 
 }  // namespace ferry::detail

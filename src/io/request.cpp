@@ -7,18 +7,17 @@
 #include <fmt/format.h>
 
 #include "io/thread_pool.hpp"
+#include "route/process_report.hpp"
 
 namespace ferry::detail {
 
-void add_to_process_report(const Report& report);  // route/report.cpp
-
-std::shared_ptr<RequestState> RequestState::start(std::vector<Task> tasks, std::shared_ptr<TaskSource> source,
+std::shared_ptr<RequestState> RequestState::start(std::vector<Task> tasks, std::shared_ptr<RouteBackend> backend,
                                                   unsigned threads, EndOfFileRule eof,
                                                   std::function<void(Report&)> on_complete) {
   auto state = std::make_shared<RequestState>();
   state->tasks_ = std::move(tasks);
   state->eof_ = std::move(eof);
-  state->source_ = std::move(source);
+  state->backend_ = std::move(backend);
   state->on_complete_ = std::move(on_complete);
   unsigned jobs = static_cast<unsigned>(std::min<std::size_t>(std::max(1u, threads), state->tasks_.size()));
   if (jobs == 0) {
@@ -75,28 +74,42 @@ void RequestState::run_job() {
 }
 
 void RequestState::run_tasks(Report& local) {
-  auto worker = source_->make_worker();
+  auto worker = backend_->make_worker();
   if (!worker.ok()) {
     record_error(worker.status());
     return;
   }
-  while (!failed_.load(std::memory_order_acquire)) {
-    std::size_t i = next_task_.fetch_add(1, std::memory_order_relaxed);
-    if (i >= tasks_.size()) break;
-    const Task& t = tasks_[i];
+  // A worker whose source keeps several tasks in flight takes that many at once; the others take one.
+  const std::size_t batch = std::max<std::size_t>(1, (*worker)->batch_size());
+  std::vector<Result<std::uint64_t>> results(batch, Result<std::uint64_t>(std::uint64_t{0}));
+  bool stop = false;
+  while (!stop && !failed_.load(std::memory_order_acquire)) {
+    std::size_t first = next_task_.fetch_add(batch, std::memory_order_relaxed);
+    if (first >= tasks_.size()) break;
+    std::span<const Task> slice(tasks_.data() + first, std::min(batch, tasks_.size() - first));
     auto started = std::chrono::steady_clock::now();
-    Result<std::uint64_t> bytes = (*worker)->run(t, local);
-    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started);
-    if (!bytes.ok()) {
-      record_error(bytes.status());
-      break;
+    if (batch == 1) {
+      results[0] = (*worker)->run(slice[0], local);
+    } else {
+      (*worker)->run_batch(slice, local, std::span(results.data(), slice.size()));
     }
-    const Decision& decision = source_->decision_for(t);
-    local.count(decision.route, decision.reason, decision.detail, *bytes, static_cast<std::uint64_t>(ns.count()));
-    bytes_done_.fetch_add(*bytes, std::memory_order_relaxed);
-    if (*bytes < t.length && !eof_.short_task_ends_request) {
-      record_error(ended_early(t, *bytes));
-      break;
+    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started);
+    const auto ns_each = static_cast<std::uint64_t>(ns.count()) / slice.size();
+    for (std::size_t i = 0; i < slice.size() && !stop; ++i) {
+      const Task& t = slice[i];
+      if (!results[i].ok()) {
+        record_error(results[i].status());
+        stop = true;
+        break;
+      }
+      const std::uint64_t bytes = *results[i];
+      const Decision& decision = backend_->decision_for(t);
+      local.count(decision.route, decision.reason, decision.detail, bytes, ns_each);
+      bytes_done_.fetch_add(bytes, std::memory_order_relaxed);
+      if (bytes < t.length && !eof_.short_task_ends_request) {
+        record_error(ended_early(t, bytes));
+        stop = true;
+      }
     }
   }
   Status finished = (*worker)->finish(local);
@@ -109,18 +122,18 @@ void RequestState::complete() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     status = first_error_;
-    if (source_) status = source_->finish_request(report_, status);
+    if (backend_) status = backend_->finish_request(report_, status);
   }
   // Release the route's resources before anyone can see the request done: they hold the File's state
   // (descriptors, and the Syscalls they were opened with). Otherwise the last reference could drop on
   // this worker after get() returned, closing descriptors behind a caller that already destroyed the
   // File (and whatever it was opened with).
-  std::shared_ptr<TaskSource> source;
+  std::shared_ptr<RouteBackend> backend;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    source.swap(source_);
+    backend.swap(backend_);
   }
-  source.reset();
+  backend.reset();
   if (on_complete_) on_complete_(report_);
   add_to_process_report(report_);
   Result<Transfer> result = status;

@@ -1,6 +1,6 @@
 // One request in flight: its tasks, the jobs that pull them, and the shared state behind a Future.
 //
-// A request runs as min(threads, tasks) jobs on the shared pool. Each job owns a TaskWorker (per-thread
+// A request runs as min(threads, tasks) jobs on the shared pool. Each job owns a RouteWorker (per-thread
 // resources such as bounce buffers and a stream) and pulls task indices from an atomic counter until none
 // are left or any task failed. The request completes only when every job has stopped, so after a
 // failure nothing writes into the caller's buffer any more.
@@ -12,29 +12,38 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <vector>
 
-#include "ferry/file.hpp"
+#include "ferry/route.hpp"
+#include "ferry/status.hpp"
 #include "io/task_split.hpp"
 #include "route/decision.hpp"
 
 namespace ferry::detail {
 
 /// Moves the bytes of tasks, one worker per job (not shared between threads).
-class TaskWorker {
+class RouteWorker {
  public:
-  virtual ~TaskWorker() = default;
+  virtual ~RouteWorker() = default;
   /// Bytes transferred: fewer than t.length only when a read reached EOF.
   virtual Result<std::uint64_t> run(const Task& t, Report& report) = 0;
+  /// How many tasks the worker takes at once (a source with a queue keeps them in flight together).
+  virtual std::size_t batch_size() const { return 1; }
+  /// Runs several tasks; results[i] is what run() would answer for tasks[i]. Called only when
+  /// batch_size() > 1.
+  virtual void run_batch(std::span<const Task> tasks, Report& report, std::span<Result<std::uint64_t>> results) {
+    for (std::size_t i = 0; i < tasks.size(); ++i) results[i] = run(tasks[i], report);
+  }
   /// Waits for the worker's outstanding asynchronous work (copies in flight).
   virtual Status finish(Report& /*report*/) { return Status(); }
 };
 
 /// What a request needs from a route's backend.
-class TaskSource {
+class RouteBackend {
  public:
-  virtual ~TaskSource() = default;
-  virtual Result<std::unique_ptr<TaskWorker>> make_worker() = 0;
+  virtual ~RouteBackend() = default;
+  virtual Result<std::unique_ptr<RouteWorker>> make_worker() = 0;
   /// The decision the request's operations are counted under.
   virtual const Decision& decision() const = 0;
   /// The decision task `t` is counted under: decision() unless the backend sends some tasks another way
@@ -64,7 +73,7 @@ class RequestState {
   /// count is the sum of what its tasks moved, so no byte past it was written. `on_complete` gets (and may annotate) the request's report
   /// at completion, failed or not (File accounting), before the future is done and before callbacks
   /// registered by then() run.
-  static std::shared_ptr<RequestState> start(std::vector<Task> tasks, std::shared_ptr<TaskSource> source,
+  static std::shared_ptr<RequestState> start(std::vector<Task> tasks, std::shared_ptr<RouteBackend> backend,
                                              unsigned threads, EndOfFileRule eof,
                                              std::function<void(Report&)> on_complete);
   /// A request that failed before any I/O.
@@ -89,7 +98,7 @@ class RequestState {
 
   std::vector<Task> tasks_;
   EndOfFileRule eof_;
-  std::shared_ptr<TaskSource> source_;
+  std::shared_ptr<RouteBackend> backend_;
   std::function<void(Report&)> on_complete_;
   std::atomic<std::size_t> next_task_{0};
   std::atomic<unsigned> active_jobs_{0};

@@ -8,6 +8,7 @@
 #include "ferry/config.hpp"
 #include "ferry/route.hpp"
 #include "route/json_text.hpp"
+#include "route/process_report.hpp"
 
 namespace ferry {
 
@@ -27,13 +28,13 @@ const char* reason_name(Reason r) noexcept {
     case Reason::buffer_is_host_memory: return "buffer_is_host_memory";
     case Reason::compat_mode_on: return "compat_mode_on";
     case Reason::below_gds_threshold: return "below_gds_threshold";
-    case Reason::cuda_unavailable: return "cuda_unavailable";
     case Reason::cufile_library_missing: return "cufile_library_missing";
     case Reason::cufile_driver_open_failed: return "cufile_driver_open_failed";
     case Reason::cufile_handle_register_failed: return "cufile_handle_register_failed";
     case Reason::nvidia_fs_not_loaded: return "nvidia_fs_not_loaded";
     case Reason::cufile_forced_compat: return "cufile_forced_compat";
     case Reason::managed_memory: return "managed_memory";
+    case Reason::source_not_a_file: return "source_not_a_file";
     case Reason::compat_mode_off: return "compat_mode_off";
     case Reason::gds_available: return "gds_available";
     case Reason::cufile_stats: return "cufile_stats";
@@ -47,13 +48,13 @@ const char* reason_text(Reason r) noexcept {
     case Reason::buffer_is_host_memory: return "buffer is host memory";
     case Reason::compat_mode_on: return "compat mode on: cuFile not used";
     case Reason::below_gds_threshold: return "request below the GDS threshold";
-    case Reason::cuda_unavailable: return "CUDA driver unavailable";
     case Reason::cufile_library_missing: return "cuFile library missing";
     case Reason::cufile_driver_open_failed: return "cuFile driver open failed";
     case Reason::cufile_handle_register_failed: return "cuFile handle registration failed";
     case Reason::nvidia_fs_not_loaded: return "nvidia-fs not loaded (cuFile would only use its POSIX path)";
     case Reason::cufile_forced_compat: return "CUFILE_FORCE_COMPAT_MODE is set (cuFile would only use its POSIX path)";
     case Reason::managed_memory: return "buffer is managed memory, which cuFile does not take";
+    case Reason::source_not_a_file: return "the source is not a local file, which cuFile needs";
     case Reason::compat_mode_off: return "compat mode off: cuFile required";
     case Reason::gds_available: return "GPUDirect Storage available";
     case Reason::cufile_stats: return "attributed by cuFile's statistics";
@@ -118,16 +119,7 @@ void Report::merge(const Report& other) {
   if (other.cufile) {
     CuFileCounters& c = cufile ? *cufile : cufile.emplace();
     const CuFileCounters& o = *other.cufile;
-    c.nvfs_reads += o.nvfs_reads;
-    c.posix_reads += o.posix_reads;
-    c.p2p_reads += o.p2p_reads;
-    c.nvfs_writes += o.nvfs_writes;
-    c.posix_writes += o.posix_writes;
-    c.p2p_writes += o.p2p_writes;
-    c.read_bytes += o.read_bytes;
-    c.write_bytes += o.write_bytes;
-    c.read_errors += o.read_errors;
-    c.write_errors += o.write_errors;
+    for (const auto& f : kCuFileCounterFields) c.*f.member += o.*f.member;
   }
   for (const auto& n : other.notes) add_note(n);
 }
@@ -239,11 +231,8 @@ nlohmann::json detail::report_json(const Report& report) {
              {"eintr_retries", io.eintr_retries},
              {"short_transfers", io.short_transfers}};
   if (cufile) {
-    j["cufile"] = {{"nvfs_reads", cufile->nvfs_reads},   {"posix_reads", cufile->posix_reads},
-                   {"p2p_reads", cufile->p2p_reads},     {"nvfs_writes", cufile->nvfs_writes},
-                   {"posix_writes", cufile->posix_writes}, {"p2p_writes", cufile->p2p_writes},
-                   {"read_bytes", cufile->read_bytes},   {"write_bytes", cufile->write_bytes},
-                   {"read_errors", cufile->read_errors}, {"write_errors", cufile->write_errors}};
+    auto& counters = j["cufile"] = nlohmann::json::object();
+    for (const auto& f : kCuFileCounterFields) counters[f.name] = (*cufile).*f.member;
   } else {
     j["cufile"] = nullptr;
   }

@@ -62,6 +62,12 @@ Result<Decision> decide(const RouteQuery& q, const CuFileFacts& f) {
     return Decision{Route::staged, Reason::below_gds_threshold,
                     fmt::format("{} bytes < gds_threshold {} bytes", q.size, q.gds_threshold)};
   }
+  if (f.source_without_descriptor) {
+    const std::string why = "cuFile reads only local files, and this source has no file descriptor";
+    if (strict) return refuse_strict(q, why);
+    if (q.compat == CompatMode::off) return refuse_compat_off(q, why);
+    return Decision{Route::staged, Reason::source_not_a_file, why};
+  }
   if (auto blocker = cufile_blocker(f)) {
     if (strict) return refuse_strict(q, blocker->second);
     if (q.compat == CompatMode::off) return refuse_compat_off(q, blocker->second);

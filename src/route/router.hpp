@@ -14,7 +14,6 @@
 namespace ferry::detail {
 
 struct RouteQuery {
-  bool is_read = true;
   BufferKind buffer;
   std::uint64_t size = 0;
   CompatMode compat = CompatMode::automatic;
@@ -35,6 +34,9 @@ struct CuFileFacts {
   // Set when the facts come from the platform checks alone (auto, where they showed that cuFile could
   // not go direct): cuFile was not opened, and this says what was checked and what it showed.
   std::string checked_without_cufile;
+  // The source has no file descriptor (an object over the network, memory): cuFile cannot serve it, and
+  // was not loaded for it.
+  bool source_without_descriptor = false;
 };
 
 /// True when decide() needs CuFileFacts for this query: a device buffer that policy allows to go to

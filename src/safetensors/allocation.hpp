@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "ferry/safetensors.hpp"
-#include "route/gpu_platform.hpp"
+#include "platform/gpu_platform.hpp"
 
 namespace ferry::safetensors::detail {
 

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "platform/cuda/cuda_api.hpp"
-#include "route/gpu_platform.hpp"
+#include "platform/gpu_platform.hpp"
 #include "safetensors/allocation.hpp"
 #include "safetensors/checkpoint_state.hpp"
 #include "safetensors/layout.hpp"

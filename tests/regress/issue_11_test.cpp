@@ -10,7 +10,7 @@
 #include "ferry/ferry.hpp"
 #include "backends/staging_pool.hpp"
 #include "file/open_options.hpp"
-#include "io/task_io.hpp"
+#include "io/posix_source.hpp"
 #include "support/fake_cuda.hpp"
 #include "support/fake_cufile.hpp"
 #include "support/fake_platform.hpp"

@@ -2,7 +2,7 @@
 // hand to open_file (OpenOptions::gpu) or the doctor in CPU tests.
 #pragma once
 
-#include "route/gpu_platform.hpp"
+#include "platform/gpu_platform.hpp"
 
 namespace ferry::testing {
 

@@ -17,7 +17,7 @@
 
 #include "ferry/config.hpp"
 #include "ferry/route.hpp"
-#include "route/gpu_platform.hpp"
+#include "platform/gpu_platform.hpp"
 
 namespace ferry::testing {
 

@@ -9,7 +9,8 @@
 #include "backends/staging_pool.hpp"
 #include "file/open_options.hpp"
 #include "backends/gds_backend.hpp"
-#include "route/gpu_platform.hpp"
+#include "route/cufile_attribution.hpp"
+#include "platform/gpu_platform.hpp"
 #include "support/fake_cuda.hpp"
 #include "support/fake_cufile.hpp"
 #include "support/fake_platform.hpp"
@@ -295,7 +296,7 @@ TEST_F(DeviceRoutes, StatisticsSplitMixedRoutes) {
   CuFileCounters delta;
   delta.nvfs_reads = 6;
   delta.posix_reads = 4;
-  detail::attribute_by_cufile_stats(mixed, delta, true);
+  detail::attribute_by_cufile_stats(mixed, delta, detail::Direction::read);
   EXPECT_EQ(mixed.at(Route::nvfs).ops, 6u);
   EXPECT_EQ(mixed.at(Route::cufile_posix).ops, 4u);
   EXPECT_EQ(mixed.total_bytes(), 1000u);

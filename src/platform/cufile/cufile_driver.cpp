@@ -221,16 +221,7 @@ std::optional<CuFileCounters> CuFileDriver::stats_snapshot(int gpu) const {
   for (std::uint32_t i = 0; i < num_gpus; ++i) {
     if (gpu >= 0 && static_cast<std::uint32_t>(gpu) != i) continue;
     CuFileCounters one = cufile_counters_from(raw->per_gpu_stats[i]);
-    total.nvfs_reads += one.nvfs_reads;
-    total.posix_reads += one.posix_reads;
-    total.p2p_reads += one.p2p_reads;
-    total.nvfs_writes += one.nvfs_writes;
-    total.posix_writes += one.posix_writes;
-    total.p2p_writes += one.p2p_writes;
-    total.read_bytes += one.read_bytes;
-    total.write_bytes += one.write_bytes;
-    total.read_errors += one.read_errors;
-    total.write_errors += one.write_errors;
+    for (const auto& f : kCuFileCounterFields) total.*f.member += one.*f.member;
   }
   return total;
 }
@@ -276,31 +267,30 @@ std::string CuFileProperties::summary() const {
 CuFileCounters cufile_counters_delta(const CuFileCounters& before, const CuFileCounters& after) {
   auto minus = [](std::uint64_t b, std::uint64_t a) { return a >= b ? a - b : a; };
   CuFileCounters d;
-  d.nvfs_reads = minus(before.nvfs_reads, after.nvfs_reads);
-  d.posix_reads = minus(before.posix_reads, after.posix_reads);
-  d.p2p_reads = minus(before.p2p_reads, after.p2p_reads);
-  d.nvfs_writes = minus(before.nvfs_writes, after.nvfs_writes);
-  d.posix_writes = minus(before.posix_writes, after.posix_writes);
-  d.p2p_writes = minus(before.p2p_writes, after.p2p_writes);
-  d.read_bytes = minus(before.read_bytes, after.read_bytes);
-  d.write_bytes = minus(before.write_bytes, after.write_bytes);
-  d.read_errors = minus(before.read_errors, after.read_errors);
-  d.write_errors = minus(before.write_errors, after.write_errors);
+  for (const auto& f : kCuFileCounterFields) d.*f.member = minus(before.*f.member, after.*f.member);
   return d;
 }
 
 CuFileCounters cufile_counters_from(const CUfilePerGpuStats_t& stats) {
+  // cuFile's per-GPU statistics (cufile_abi.hpp) field by field; every Ferry counter has one.
+  static constexpr struct {
+    std::uint64_t CUfilePerGpuStats_t::*from;
+    std::uint64_t CuFileCounters::*to;
+  } kFromStats[] = {
+      {&CUfilePerGpuStats_t::n_nvfs_reads, &CuFileCounters::nvfs_reads},
+      {&CUfilePerGpuStats_t::n_posix_reads, &CuFileCounters::posix_reads},
+      {&CUfilePerGpuStats_t::n_p2p_reads, &CuFileCounters::p2p_reads},
+      {&CUfilePerGpuStats_t::n_nvfs_writes, &CuFileCounters::nvfs_writes},
+      {&CUfilePerGpuStats_t::n_posix_writes, &CuFileCounters::posix_writes},
+      {&CUfilePerGpuStats_t::n_p2p_writes, &CuFileCounters::p2p_writes},
+      {&CUfilePerGpuStats_t::read_bytes, &CuFileCounters::read_bytes},
+      {&CUfilePerGpuStats_t::writes_bytes, &CuFileCounters::write_bytes},
+      {&CUfilePerGpuStats_t::n_reads_err, &CuFileCounters::read_errors},
+      {&CUfilePerGpuStats_t::n_writes_err, &CuFileCounters::write_errors},
+  };
+  static_assert(std::size(kFromStats) == std::size(kCuFileCounterFields));
   CuFileCounters c;
-  c.nvfs_reads = stats.n_nvfs_reads;
-  c.posix_reads = stats.n_posix_reads;
-  c.p2p_reads = stats.n_p2p_reads;
-  c.nvfs_writes = stats.n_nvfs_writes;
-  c.posix_writes = stats.n_posix_writes;
-  c.p2p_writes = stats.n_p2p_writes;
-  c.read_bytes = stats.read_bytes;
-  c.write_bytes = stats.writes_bytes;
-  c.read_errors = stats.n_reads_err;
-  c.write_errors = stats.n_writes_err;
+  for (const auto& f : kFromStats) c.*f.to = stats.*f.from;
   return c;
 }
 

@@ -1,0 +1,157 @@
+// PosixSource: a local file's size, and the per-task choice between the page cache and O_DIRECT.
+#include "io/posix_source.hpp"
+
+#include <sys/stat.h>
+
+#include <fmt/format.h>
+
+#include "io/transfer_loops.hpp"
+
+namespace ferry::detail {
+
+Result<Extent> PosixSource::extent() const {
+  switch (fds_.kind()) {
+    case FileKind::regular: {
+      // Size 0 is what /proc and /sys files report whatever they hold: read those to their end instead.
+      FERRY_ASSIGN_OR_RETURN(std::uint64_t bytes, current_size());
+      return Extent{bytes > 0, bytes};
+    }
+    case FileKind::block_device: {
+      off_t end = sys_.seek_end(fds_.buffered_fd());
+      if (end < 0) {
+        return Status::from_errno(static_cast<int>(-end), fmt::format("Could not size \"{}\"", path_), path_);
+      }
+      return Extent{true, static_cast<std::uint64_t>(end)};
+    }
+    case FileKind::character_device:
+      return Extent{false, 0};
+  }
+  return Extent{false, 0};
+}
+
+Result<std::uint64_t> PosixSource::current_size() const {
+  struct stat st;
+  int rc = sys_.fstat(fds_.buffered_fd(), &st);
+  if (rc < 0) return Status::from_errno(-rc, fmt::format("Could not stat \"{}\"", path_), path_);
+  return static_cast<std::uint64_t>(st.st_size);
+}
+
+Status PosixSource::sync() {
+  int rc = sys_.fdatasync(fds_.buffered_fd());
+  if (rc < 0) return Status::from_errno(-rc, fmt::format("Could not sync \"{}\" to its device", path_), path_);
+  return Status();
+}
+
+bool PosixSource::direct_fits(std::uint64_t offset, std::uint64_t length, const void* mem) const {
+  if (!fds_.direct_available()) return false;
+  std::uint64_t oa = fds_.direct_offset_alignment();
+  std::uint64_t ma = fds_.direct_memory_alignment();
+  return is_aligned(offset, oa) && is_aligned(length, oa) &&
+         is_aligned(reinterpret_cast<std::uintptr_t>(mem), ma);
+}
+
+Status PosixSource::transfer_error(const char* verb, const char* prep, std::uint64_t length, std::uint64_t offset,
+                                   const char* route_label, bool direct, int err) const {
+  return Status::from_errno(err,
+                            fmt::format("Could not {} {} bytes at offset {} {} \"{}\" via {} ({})", verb, length,
+                                        offset, prep, path_, route_label, direct ? "O_DIRECT" : "buffered"),
+                            path_);
+}
+
+// In `auto`, whether the task's bytes are all in the page cache (then a buffered read is a memory copy
+// and O_DIRECT would go to the device instead). Asked without causing I/O; where the kernel cannot say,
+// the file falls back to buffered reads for good, and the report notes it.
+bool PosixSource::wholly_cached(const Task& t, Report& report) {
+  if (cache_probe_unsupported_.load(std::memory_order_relaxed)) return true;
+  std::uint64_t cached = 0, total = 0;
+  int rc = sys_.cached_pages(fds_.buffered_fd(), t.file_offset, t.length, &cached, &total);
+  for (int retries = 0; rc == -EINTR && retries < kMaxRetries; ++retries) {
+    ++report.io.eintr_retries;
+    rc = sys_.cached_pages(fds_.buffered_fd(), t.file_offset, t.length, &cached, &total);
+  }
+  if (rc < 0) {
+    cache_probe_unsupported_.store(true, std::memory_order_relaxed);
+    report.add_note(fmt::format("the kernel cannot tell what of \"{}\" is in the page cache (cachestat and "
+                                "mincore: {}): buffered reads are used",
+                                path_, errno_name(-rc)));
+    return true;
+  }
+  if (cached < total) return false;
+  ++report.io.cached_ops;
+  return true;
+}
+
+Result<std::uint64_t> PosixSource::read(const SourceRequest& request, const Task& t, void* dst,
+                                        const char* route_label, Report& report) {
+  char* out = static_cast<char*>(dst);
+  std::uint64_t done = 0;
+  std::uint64_t offset = t.file_offset;
+  std::uint64_t length = t.length;
+  // O_DIRECT only below the size seen at the start: past EOF a direct read could fill whole blocks.
+  bool below_eof = t.file_offset + t.length <= request.extent.bytes;
+  bool direct = policy_ != DirectIo::off && below_eof && direct_fits(offset, length, out);
+  if (direct && policy_ == DirectIo::automatic) direct = !wholly_cached(t, report);
+  if (direct) {
+    LoopOutcome r = read_fully(sys_, fds_.direct_fd(), out + done, length, offset, report.io);
+    if (r.error == EINVAL && r.bytes == 0) {
+      // Some file systems accept the O_DIRECT open but refuse the read itself: fall back, and say so.
+      report.add_note(fmt::format("O_DIRECT read refused (EINVAL) on \"{}\": buffered reads used", path_));
+      direct = false;
+    } else if (r.error == EINVAL) {
+      // A short O_DIRECT read left a remainder O_DIRECT cannot take (unaligned): finish it buffered.
+      ++report.io.direct_ops;
+      done += r.bytes;
+      offset += r.bytes;
+      length -= r.bytes;
+      direct = false;
+    } else {
+      ++report.io.direct_ops;
+      if (r.error != 0) {
+        return transfer_error("read", "from", length - r.bytes, offset + r.bytes, route_label, true, r.error);
+      }
+      return done + r.bytes;
+    }
+  }
+  LoopOutcome r = read_fully(sys_, fds_.buffered_fd(), out + done, length, offset, report.io);
+  ++report.io.buffered_ops;
+  if (r.error != 0) {
+    return transfer_error("read", "from", length - r.bytes, offset + r.bytes, route_label, false, r.error);
+  }
+  if (!request.extent.known && r.bytes > 0) {
+    report.add_note(fmt::format("\"{}\" has no size to plan by (a /proc or /sys file, or a character device): it "
+                                "was read front to back in one piece, to its end",
+                                path_));
+  }
+  return done + r.bytes;
+}
+
+Status PosixSource::write(const SourceRequest& request, const Task& t, const void* src, const char* route_label,
+                          Report& report) {
+  // Writes go through the page cache unless O_DIRECT is asked for, or in `auto` the write is large.
+  const bool large = request.bytes >= kDirectWriteThreshold;
+  const bool want_direct = policy_ == DirectIo::on || (policy_ == DirectIo::automatic && large);
+  bool direct = want_direct && direct_fits(t.file_offset, t.length, src);
+  int fd = direct ? fds_.direct_fd() : fds_.buffered_fd();
+  LoopOutcome w = write_fully(sys_, fd, src, t.length, t.file_offset, report.io);
+  if (direct && w.error == EINVAL && w.bytes == 0) {
+    report.add_note(fmt::format("O_DIRECT write refused (EINVAL) on \"{}\": buffered writes used", path_));
+    direct = false;
+    w = write_fully(sys_, fds_.buffered_fd(), src, t.length, t.file_offset, report.io);
+  } else if (direct && w.error == EINVAL) {
+    // A short O_DIRECT write left a remainder O_DIRECT cannot take (unaligned): finish it buffered.
+    ++report.io.direct_ops;
+    direct = false;
+    std::uint64_t written = w.bytes;
+    w = write_fully(sys_, fds_.buffered_fd(), static_cast<const char*>(src) + written, t.length - written,
+                    t.file_offset + written, report.io);
+    w.bytes += written;
+  }
+  ++(direct ? report.io.direct_ops : report.io.buffered_ops);
+  if (w.error != 0) {
+    return transfer_error("write", "to", t.length - w.bytes, t.file_offset + w.bytes, route_label, direct,
+                          w.error);
+  }
+  return Status();
+}
+
+}  // namespace ferry::detail

@@ -1,0 +1,82 @@
+// Where a file's bytes live: the one seam between the engine and storage.
+//
+// The engine (requests, the host and staged routes) moves tasks between a Source and host memory and never
+// sees a descriptor; cuFile, which needs one, asks native_descriptor(), and a source without one is
+// routed around cuFile with its own reason. PosixSource (posix_source.hpp) is a local file; the unit tests
+// add an in-memory one (tests/support/memory_source.hpp) that the host and staged routes serve unchanged.
+// Thread safety: read, write and read_batch are called from many worker threads at once; extent and sync
+// from any thread; close once, after every request has stopped (FileState::close sees to that).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "base/direction.hpp"
+#include "ferry/route.hpp"
+#include "ferry/status.hpp"
+#include "io/task_split.hpp"
+
+namespace ferry::detail {
+
+/// How far a read may go: the source's size now, when it has one Ferry can plan by.
+struct Extent {
+  bool known = true;
+  std::uint64_t bytes = 0;
+};
+
+/// What a request tells its source, fixed when the request starts.
+struct SourceRequest {
+  Direction direction = Direction::read;
+  Extent extent;            // reads: the size when the request began (a read goes no further)
+  std::uint64_t bytes = 0;  // the request's size
+};
+
+/// One task of a batch and where its bytes go.
+struct TaskRead {
+  Task task;
+  void* dst = nullptr;
+};
+
+class Source {
+ public:
+  virtual ~Source() = default;
+
+  /// The path or URL, for messages.
+  virtual const std::string& name() const = 0;
+  /// The size now. Errors name the source.
+  virtual Result<Extent> extent() const = 0;
+  /// What the aligned body of a request's tasks must keep (offsets and lengths): 1 where nothing is needed.
+  virtual std::uint64_t task_alignment() const = 0;
+
+  /// Reads task `t` into host memory at `dst`. Returns the bytes read: fewer than t.length only where the
+  /// data ends. I/O counters and notes go to `report`; errors name the source, the offset and `route_label`.
+  virtual Result<std::uint64_t> read(const SourceRequest& request, const Task& t, void* dst, const char* route_label,
+                                     Report& report) = 0;
+  /// Writes task `t` from host memory at `src`. Errors as read's (no_space for ENOSPC).
+  virtual Status write(const SourceRequest& request, const Task& t, const void* src, const char* route_label,
+                       Report& report) = 0;
+
+  /// How many tasks read_batch takes at once to keep them in flight together; 1 means one at a time.
+  virtual std::size_t queue_depth() const { return 1; }
+  /// Reads several tasks; results[i] is what read() would answer for reads[i]. The default reads them one
+  /// after another; an engine with a queue (io_uring) keeps them in flight together.
+  virtual void read_batch(const SourceRequest& request, std::span<const TaskRead> reads, const char* route_label,
+                          Report& report, std::span<Result<std::uint64_t>> results) {
+    for (std::size_t i = 0; i < reads.size(); ++i) results[i] = read(request, reads[i].task, reads[i].dst, route_label, report);
+  }
+
+  /// Makes what was written durable.
+  virtual Status sync() = 0;
+  /// A descriptor cuFile can register (its direct path wants O_DIRECT), or nullopt: cuFile cannot serve it.
+  virtual std::optional<int> native_descriptor() const { return std::nullopt; }
+  /// Whether O_DIRECT (or the source's equivalent of bypassing a cache) is open to this source.
+  virtual bool direct_io_available() const { return false; }
+  /// What opening found worth saying (an O_DIRECT open refused, ...), or empty.
+  virtual const std::string& open_note() const = 0;
+  /// Releases descriptors or connections. Nothing else is called afterwards.
+  virtual Status close() = 0;
+};
+
+}  // namespace ferry::detail

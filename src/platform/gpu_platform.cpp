@@ -1,0 +1,52 @@
+// process_gpu_platform: the real, lazily loaded libraries.
+#include "platform/gpu_platform.hpp"
+
+#include <fmt/format.h>
+
+#include "platform/probes/cufile_config.hpp"
+#include "platform/probes/nvidia_fs.hpp"
+#include "platform/cuda/cuda_api.hpp"
+#include "platform/cufile/cufile_api.hpp"
+
+namespace ferry::detail {
+namespace {
+
+DirectRouteHint probe_direct_route_hint() {
+  DirectRouteHint hint;
+  auto nvfs = probes::probe_nvidia_fs("/");
+  auto config = probes::probe_cufile_config("/");
+  if (!nvfs.ok() || !config.ok()) return hint;  // cannot tell: let cuFile say
+  const bool module = nvfs->module_loaded;
+  const bool p2pdma = config->use_pci_p2pdma.value;
+  hint.maybe_direct = module || p2pdma;
+  hint.evidence = fmt::format("checked without opening cuFile: {}; {} {}",
+                              module ? "the nvidia_fs module is loaded" : "/proc/modules lists no nvidia_fs module",
+                              config->file_found ? config->path : "no cufile.json (defaults)",
+                              p2pdma ? "enables PCI P2PDMA (properties.use_pci_p2pdma)"
+                                     : "does not enable PCI P2PDMA (properties.use_pci_p2pdma is false)");
+  return hint;
+}
+
+}  // namespace
+
+const GpuPlatform& process_gpu_platform() {
+  static const GpuPlatform platform{
+      [](Status* why) -> const CudaApi* {
+        const CudaApi* api = process_cuda_api();
+        if (api == nullptr && why) *why = process_cuda_status();
+        return api;
+      },
+      [](Status* why) -> const CuFileApi* {
+        const CuFileApi* api = process_cufile_api();
+        if (api == nullptr && why) *why = process_cufile_status();
+        return api;
+      },
+      []() -> DirectRouteHint {
+        static const DirectRouteHint hint = probe_direct_route_hint();
+        return hint;
+      },
+  };
+  return platform;
+}
+
+}  // namespace ferry::detail

@@ -1,0 +1,79 @@
+// attribute_by_cufile_stats: cuFile's statistics decide which of its routes each operation took.
+#include "route/cufile_attribution.hpp"
+
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "route/router.hpp"
+
+namespace ferry::detail {
+
+void attribute_by_cufile_stats(Report& report, const CuFileCounters& delta, Direction direction) {
+  const bool reads = is_read(direction);
+  report.cufile = delta;
+  const std::uint64_t kinds[3] = {
+      reads ? delta.nvfs_reads : delta.nvfs_writes,
+      reads ? delta.p2p_reads : delta.p2p_writes,
+      reads ? delta.posix_reads : delta.posix_writes,
+  };
+  const Route routes[3] = {Route::nvfs, Route::p2p, Route::cufile_posix};
+  const std::uint64_t counted = kinds[0] + kinds[1] + kinds[2];
+
+  // Gather what was counted provisionally under any cuFile route.
+  RouteCounters total;
+  std::vector<ReasonCount> cufile_reasons;
+  for (Route r : routes) {
+    auto& c = report.routes[static_cast<std::size_t>(r)];
+    total.ops += c.ops;
+    total.bytes += c.bytes;
+    total.nanoseconds += c.nanoseconds;
+  }
+  if (total.ops == 0) return;
+  if (counted == 0) {
+    report.add_note("cuFile's statistics counted none of this request's operations: the route shown is "
+                    "provisional");
+    return;
+  }
+  for (auto it = report.reasons.begin(); it != report.reasons.end();) {
+    if (is_cufile_route(it->route)) {
+      cufile_reasons.push_back(*it);
+      it = report.reasons.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  // Largest-remainder split of the operations; bytes and time follow the operations.
+  std::uint64_t assigned = 0;
+  std::uint64_t share[3];
+  for (int i = 0; i < 3; ++i) {
+    share[i] = total.ops * kinds[i] / counted;
+    assigned += share[i];
+  }
+  for (int i = 0; assigned < total.ops; i = (i + 1) % 3) {
+    if (kinds[i] > 0) {
+      ++share[i];
+      ++assigned;
+    }
+  }
+  const std::string detail_suffix = fmt::format("cuFile counted nvfs={} p2p={} posix={}", kinds[0], kinds[1], kinds[2]);
+  const ReasonCount base = cufile_reasons.empty() ? ReasonCount{Route::cufile_posix, Reason::cufile_stats, "", 0}
+                                                  : cufile_reasons.front();
+  for (int i = 0; i < 3; ++i) {
+    auto& c = report.routes[static_cast<std::size_t>(routes[i])];
+    c.ops = share[i];
+    c.bytes = total.ops ? total.bytes * share[i] / total.ops : 0;
+    c.nanoseconds = total.ops ? total.nanoseconds * share[i] / total.ops : 0;
+    if (share[i] == 0) continue;
+    std::string detail = base.detail.empty() ? detail_suffix : base.detail + "; " + detail_suffix;
+    report.reasons.push_back(ReasonCount{routes[i], base.reason, detail, share[i]});
+  }
+  // Integer division may leave a few bytes unassigned: give them to the largest share.
+  std::uint64_t bytes_now = 0;
+  for (Route r : routes) bytes_now += report.routes[static_cast<std::size_t>(r)].bytes;
+  int largest = share[0] >= share[1] && share[0] >= share[2] ? 0 : share[1] >= share[2] ? 1 : 2;
+  report.routes[static_cast<std::size_t>(routes[largest])].bytes += total.bytes - bytes_now;
+}
+
+}  // namespace ferry::detail
