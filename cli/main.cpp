@@ -55,6 +55,8 @@ bool asks_for_json(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   using namespace ferry::cli;
+  using ferry::ErrorCode;
+  using ferry::Status;
   CLI::App app{"ferry: file data into GPU or host memory at the speed the hardware allows, with proof of the route taken"};
   app.footer(kFooter);
   app.require_subcommand(1);

@@ -15,8 +15,8 @@ std::string cuda_line() {
   auto api = detail::CudaApi::load();
   if (!api.ok()) return fmt::format("CUDA driver: not found ({})", api.status().message());
   int version = 0;
-  CUresult rc = api->cuDriverGetVersion(&version);
-  if (rc != CUDA_SUCCESS || version <= 0) {
+  detail::CUresult rc = api->cuDriverGetVersion(&version);
+  if (rc != detail::CUDA_SUCCESS || version <= 0) {
     return fmt::format("CUDA driver: {} loaded, but cuDriverGetVersion failed: {}", api->library,
                        detail::cuda_error_text(*api, rc));
   }
@@ -32,8 +32,8 @@ std::string cufile_line() {
     return fmt::format("cuFile: {} loaded, version unknown (it has no cuFileGetVersion)", api->library);
   }
   int version = 0;
-  CUfileError_t e = api->cuFileGetVersion(&version);
-  if (e.err != CU_FILE_SUCCESS) {
+  detail::CUfileError_t e = api->cuFileGetVersion(&version);
+  if (e.err != detail::CU_FILE_SUCCESS) {
     return fmt::format("cuFile: {} loaded, but cuFileGetVersion failed with {}", api->library,
                        static_cast<int>(e.err));
   }
