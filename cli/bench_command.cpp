@@ -170,16 +170,14 @@ int run_bench(const BenchOptions& o) {
   install_cleanup_signal_handlers();  // a FILE being created is removed when bench is interrupted
   auto outcome = bench::run_plan(plan);
   if (!outcome.ok()) {
-    print_error(outcome.status().to_string());
-    return exit_code_for(outcome.status());
+    return fail(outcome.status(), exit_code_for(outcome.status()));
   }
   nlohmann::json j = bench::to_json(*outcome);
   if (!o.json_out.empty()) {
     std::ofstream out(o.json_out);
     out << detail::json_dump(j, 2) << "\n";
     if (!out) {
-      print_error(fmt::format("could not write \"{}\"", o.json_out));
-      return kExitFailure;
+      return fail(ErrorCode::io_error, fmt::format("could not write \"{}\"", o.json_out), kExitFailure);
     }
   }
   if (o.json) {

@@ -230,7 +230,7 @@ nlohmann::json to_json(const Outcome& o) {
   const Plan& p = o.plan;
   const Environment& e = o.env;
   json j;
-  j["schema"] = "ferry-bench/1";
+  j["schema"] = "ferry.bench/1";
   j["command"] = "bench";
   j["environment"] = {
       {"time_utc", e.time_utc},

@@ -20,7 +20,7 @@ std::vector<std::string> environment_warnings(const Environment& env);
 /// The table for people: environment, conditions, one row per measurement, route summaries, targets.
 std::string render_table(const Outcome& outcome);
 
-/// Everything as JSON (schema "ferry-bench/1"; keys documented in bench/README.md).
+/// Everything as JSON (schema "ferry.bench/1"; keys documented in bench/README.md).
 nlohmann::json to_json(const Outcome& outcome);
 
 }  // namespace ferry::cli::bench

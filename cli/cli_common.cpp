@@ -9,6 +9,9 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "route/json_text.hpp"
 
 namespace ferry::cli {
 
@@ -91,6 +94,53 @@ void wait_with_progress(const Future& future, const char* verb, std::uint64_t to
 }
 
 void print_error(const std::string& message) { std::cerr << "ferry: " << message << "\n"; }
+
+namespace {
+bool g_json_errors = false;
+bool g_json_error_printed = false;
+std::string g_command;
+}  // namespace
+
+void set_json_errors(bool on, const std::string& command) {
+  g_json_errors = on;
+  g_command = command;
+}
+
+bool json_errors() { return g_json_errors; }
+
+std::string error_json(const Status& status, int exit_status, const std::string& command) {
+  nlohmann::json j;
+  j["schema"] = kErrorSchema;
+  j["command"] = command.empty() ? nlohmann::json(nullptr) : nlohmann::json(command);
+  j["code"] = error_code_name(status.code());
+  j["message"] = status.to_string();
+  j["path"] = status.path().empty() ? nlohmann::json(nullptr) : nlohmann::json(status.path());
+  j["errno"] = status.sys_errno() == 0
+                   ? nlohmann::json(nullptr)
+                   : nlohmann::json{{"name", errno_name(status.sys_errno())}, {"number", status.sys_errno()}};
+  j["exit_status"] = exit_status;
+  return detail::json_dump(j);
+}
+
+namespace {
+void print_json_error(const Status& status, int exit_status) {
+  if (!g_json_errors || g_json_error_printed) return;
+  g_json_error_printed = true;
+  std::cout << error_json(status, exit_status, g_command) << "\n" << std::flush;
+}
+}  // namespace
+
+int fail(const Status& status, int exit_status) {
+  print_error(status.to_string());
+  print_json_error(status, exit_status);
+  return exit_status;
+}
+
+int fail(ErrorCode code, const std::string& message, int exit_status) {
+  print_error(message);  // as before --json existed: the message alone
+  print_json_error(Status(code, message), exit_status);
+  return exit_status;
+}
 
 int exit_code_for(const Status& s) {
   return s.code() == ErrorCode::invalid_argument && s.sys_errno() == 0 ? kExitUsage : kExitFailure;

@@ -50,6 +50,28 @@ std::uint64_t parse_size_option(const std::string& text, const char* option);
 
 /// "ferry: <message>" on stderr.
 void print_error(const std::string& message);
+
+/// JSON schema names: every document `--json` prints names its kind and version in the key "schema",
+/// "ferry.<command>/<version>" ("ferry.read/1"), as ferry.doctor/1 does.
+inline constexpr const char* kReadSchema = "ferry.read/1";
+inline constexpr const char* kWriteSchema = "ferry.write/1";
+inline constexpr const char* kErrorSchema = "ferry.error/1";
+
+/// Where the command line asked for --json, a failure is reported twice: "ferry: <status>" on stderr as
+/// always, and one JSON object (schema ferry.error/1) on stdout, so a script reading stdout gets a document
+/// either way. main() sets this before running a subcommand; `command` names it ("read"), empty for none.
+void set_json_errors(bool on, const std::string& command);
+bool json_errors();
+
+/// Reports a failure (see set_json_errors) and returns `exit_status`, so call sites read
+/// `return fail(status, kExitFailure);`. At most one JSON error object is printed per process.
+int fail(const Status& status, int exit_status);
+/// The same for a failure without a Status: `code` is an ErrorCode's name ("invalid_argument" for usage).
+int fail(ErrorCode code, const std::string& message, int exit_status);
+
+/// {"schema": "ferry.error/1", "command", "code", "message", "path", "errno": {"name", "number"} | null,
+/// "exit_status"} for `status`; "message" is the text stderr shows (Status::to_string()).
+std::string error_json(const Status& status, int exit_status, const std::string& command);
 /// Exit code for a failed Status: permission/missing/IO are failures; invalid arguments are usage.
 int exit_code_for(const Status& s);
 

@@ -43,8 +43,7 @@ int run_doctor_command(const DoctorCommandOptions& o) {
   }
   auto report = run_doctor(options);
   if (!report.ok()) {
-    print_error(report.status().to_string());
-    return exit_code_for(report.status());
+    return fail(report.status(), exit_code_for(report.status()));
   }
   std::cout << (o.json ? report->to_json() + "\n" : report->to_text());
   if (!o.json && report->exit_status != kDoctorExitOk) print_error(report->exit_reason);

@@ -143,14 +143,12 @@ int run_load(const LoadCommandOptions& o) {
   auto checkpoint = st::Checkpoint::open(o.path, open_options);
   double open_seconds = seconds_since(start);
   if (!checkpoint.ok()) {
-    print_error(checkpoint.status().to_string());
-    return exit_for(checkpoint.status());
+    return fail(checkpoint.status(), exit_for(checkpoint.status()));
   }
   auto loaded = checkpoint->load(options);
   double seconds = seconds_since(start);
   if (!loaded.ok()) {
-    print_error(loaded.status().to_string());
-    return exit_for(loaded.status());
+    return fail(loaded.status(), exit_for(loaded.status()));
   }
   const st::LoadStats& stats = loaded->stats;
   std::optional<VerifyOutcome> verified;

@@ -1,10 +1,18 @@
 // `ferry`: read and write files into GPU or host memory, and show which route every byte took.
+#include <algorithm>
+#include <cstring>
+#include <functional>
 #include <iostream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "cli_common.hpp"
 #include "doctor_command.hpp"
 #include "bench_command.hpp"
 #include "load_command.hpp"
+#include "version_text.hpp"
 
 namespace {
 
@@ -25,14 +33,36 @@ ferry write refuses, with exit status 1: a directory, device, FIFO or socket (ne
 `>` could not write (permission_denied); a dangling symlink; a symlink owned by another user in a sticky,
 world-writable directory.)";
 
+// The first argument that is not an option: the subcommand the user meant. The top level has only flags
+// (--help, --version), so nothing before it takes a value.
+const char* first_word(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--") == 0) return i + 1 < argc ? argv[i + 1] : nullptr;
+    if (argv[i][0] != '-') return argv[i];
+  }
+  return nullptr;
+}
+
+// --json anywhere before "--": errors found while reading the command line are then reported as JSON too.
+bool asks_for_json(int argc, char** argv) {
+  for (int i = 1; i < argc && std::strcmp(argv[i], "--") != 0; ++i) {
+    if (std::strcmp(argv[i], "--json") == 0) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace ferry::cli;
+  using ferry::ErrorCode;
+  using ferry::Status;
   CLI::App app{"ferry: file data into GPU or host memory at the speed the hardware allows, with proof of the route taken"};
   app.footer(kFooter);
   app.require_subcommand(1);
-  app.set_version_flag("--version", FERRY_VERSION_TEXT);
+  // Only when asked: loads libcuda and libcufile to ask their versions, never cuFile's driver (see version_text.hpp).
+  app.set_version_flag("--version", std::function<std::string()>([] { return version_text(FERRY_VERSION_TEXT); }),
+                       "Print Ferry's version, and the CUDA driver's and cuFile's found at run time");
 
   CommonOptions read_opts;
   std::string read_path, read_offset, read_size;
@@ -69,12 +99,32 @@ int main(int argc, char** argv) {
   LoadCommandOptions load_opts;
   CLI::App* load = add_load_command(app, load_opts);
 
+  std::vector<std::string> commands;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    commands.push_back(sub->get_name());
+  }
+  const bool json = asks_for_json(argc, argv);
+  if (const char* word = first_word(argc, argv);
+      word != nullptr && std::find(commands.begin(), commands.end(), word) == commands.end()) {
+    set_json_errors(json, "");
+    return fail(ErrorCode::invalid_argument,
+                fmt::format("unknown command \"{}\"; the commands are: {} (ferry --help describes them)", word,
+                            fmt::join(commands, ", ")),
+                kExitUsage);
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
-    return rc == 0 ? kExitOk : kExitUsage;
+    if (rc == 0) return kExitOk;  // --help, --version
+    if (json) {
+      // CLI11 has printed its message on stderr; stdout gets the same as a JSON error object.
+      const char* word = first_word(argc, argv);
+      std::cout << error_json(Status(ErrorCode::invalid_argument, e.what()), kExitUsage, word ? word : "") << "\n";
+    }
+    return kExitUsage;
   }
+  for (const CLI::App* sub : app.get_subcommands()) set_json_errors(json, sub->get_name());
   try {
     if (*read) return run_read(read_path, read_offset, read_size, verify, read_opts);
     if (*write) return run_write(write_path, write_size, no_sync, write_opts);
@@ -82,8 +132,7 @@ int main(int argc, char** argv) {
     if (*bench) return run_bench(bench_opts);
     if (*load) return run_load(load_opts);
   } catch (const UsageError& e) {
-    print_error(e.message);
-    return kExitUsage;
+    return fail(ErrorCode::invalid_argument, e.message, kExitUsage);
   }
   return kExitUsage;
 }

@@ -22,13 +22,11 @@ int run_read(const std::string& path, const std::string& offset_text, const std:
 
   auto file = File::open(path, "r", config);
   if (!file.ok()) {
-    print_error(file.status().to_string());
-    return exit_code_for(file.status());
+    return fail(file.status(), exit_code_for(file.status()));
   }
   auto file_size = file->size();
   if (!file_size.ok()) {
-    print_error(file_size.status().to_string());
-    return kExitFailure;
+    return fail(file_size.status(), kExitFailure);
   }
   // Never more than the file holds from the offset: --size is an upper bound, and memory for bytes that do
   // not exist would be allocated (and filled) for nothing.
@@ -54,16 +52,15 @@ int run_read(const std::string& path, const std::string& offset_text, const std:
   if (o.device >= 0) {
     auto d = DeviceBuffer::allocate(o.device, size);
     if (!d.ok()) {
-      print_error(d.status().to_string());
-      return kExitFailure;
+      return fail(d.status(), kExitFailure);
     }
     device.emplace(std::move(*d));
     destination = device->pointer();
   } else {
     host = allocate_host(size);
     if (!host) {
-      print_error(fmt::format("could not allocate {} of host memory", format_size(size)));
-      return kExitFailure;
+      return fail(Status::from_errno(ENOMEM, fmt::format("could not allocate {} of host memory", format_size(size))),
+                  kExitFailure);
     }
     destination = host.get();
   }
@@ -74,8 +71,8 @@ int run_read(const std::string& path, const std::string& offset_text, const std:
   auto plan = file->prepare(destination, size);
   double setup_seconds = seconds_since(setup_start);
   if (!plan.ok()) {
-    print_error(plan.status().to_string());
-    return plan.status().code() == ErrorCode::failed_precondition ? kExitRouteRefused : kExitFailure;
+    return fail(plan.status(),
+                plan.status().code() == ErrorCode::failed_precondition ? kExitRouteRefused : kExitFailure);
   }
   std::uint64_t start = now_ns();
   Future pending = file->pread(destination, size, offset);
@@ -83,9 +80,9 @@ int run_read(const std::string& path, const std::string& offset_text, const std:
   auto result = pending.get();
   double seconds = seconds_since(start);
   if (!result.ok()) {
-    print_error(result.status().to_string());
-    return o.require_gds && result.status().code() == ErrorCode::failed_precondition ? kExitRouteRefused
-                                                                                     : kExitFailure;
+    return fail(result.status(), o.require_gds && result.status().code() == ErrorCode::failed_precondition
+                                     ? kExitRouteRefused
+                                     : kExitFailure);
   }
   const Transfer& t = *result;
 
@@ -97,8 +94,7 @@ int run_read(const std::string& path, const std::string& offset_text, const std:
       copy = allocate_host(t.bytes);
       Status s = device->copy_to_host(copy.get(), t.bytes);
       if (!s.ok()) {
-        print_error(s.to_string());
-        return kExitFailure;
+        return fail(s, kExitFailure);
       }
       got = copy.get();
     }
@@ -109,6 +105,7 @@ int run_read(const std::string& path, const std::string& offset_text, const std:
   std::string target = o.device >= 0 ? fmt::format("GPU {}", o.device) : "host memory";
   if (o.json) {
     nlohmann::json j;
+    j["schema"] = kReadSchema;
     j["command"] = "read";
     j["path"] = path;
     j["offset"] = offset;

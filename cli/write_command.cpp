@@ -19,14 +19,13 @@ int run_write(const std::string& path, const std::string& size_text, bool no_syn
   // Refusals first, before any memory is filled: what FILE is, and whether `>` could write it.
   auto dest = inspect_destination(path);
   if (!dest.ok()) {
-    print_error(dest.status().to_string());
-    return kExitFailure;
+    return fail(dest.status(), kExitFailure);
   }
 
   auto host = allocate_host(size);
   if (!host) {
-    print_error(fmt::format("could not allocate {} of host memory", format_size(size)));
-    return kExitFailure;
+    return fail(Status::from_errno(ENOMEM, fmt::format("could not allocate {} of host memory", format_size(size))),
+                kExitFailure);
   }
   fill_generated(host.get(), size, 0);
   std::optional<DeviceBuffer> device;
@@ -35,8 +34,7 @@ int run_write(const std::string& path, const std::string& size_text, bool no_syn
     auto d = DeviceBuffer::allocate(o.device, size);
     Status s = d.ok() ? d->copy_from_host(host.get(), size) : d.status();
     if (!s.ok()) {
-      print_error(s.to_string());
-      return kExitFailure;
+      return fail(s, kExitFailure);
     }
     device.emplace(std::move(*d));
     source = device->pointer();
@@ -46,15 +44,16 @@ int run_write(const std::string& path, const std::string& size_text, bool no_syn
   // half-written file, and an interrupted write leaves the target as it was (output_file.hpp).
   auto temp = TempFile::create(*dest);
   if (!temp.ok()) {
-    print_error(temp.status().to_string());
-    return kExitFailure;
+    return fail(temp.status(), kExitFailure);
   }
   // Messages name the file the user asked for, not the temporary one.
-  auto user_message = [&](const Status& s) { return replace_all(s.to_string(), temp->reopen_path(), path); };
+  auto user_status = [&](const Status& s) {
+    return Status(s.code(), replace_all(s.message(), temp->reopen_path(), path), s.sys_errno(),
+                  s.path() == temp->reopen_path() ? path : s.path());
+  };
   auto file = File::open(temp->reopen_path(), "r+", config);
   if (!file.ok()) {
-    print_error(user_message(file.status()));
-    return exit_code_for(file.status());
+    return fail(user_status(file.status()), exit_code_for(file.status()));
   }
   std::uint64_t start = now_ns();
   Future pending = file->pwrite(source, size, 0);
@@ -66,8 +65,7 @@ int run_write(const std::string& path, const std::string& size_text, bool no_syn
   Status failure = !result.ok() ? result.status() : !synced.ok() ? synced : closed;
   if (failure.ok()) failure = temp->commit(*dest, /*replace=*/true, /*sync_directory=*/!no_sync);
   if (!failure.ok()) {
-    print_error(user_message(failure));  // the temporary file goes with `temp`; FILE is as it was
-    return kExitFailure;
+    return fail(user_status(failure), kExitFailure);  // the temporary file goes with `temp`; FILE is as it was
   }
 
   // The report's notes and details name the file the user asked for, too.
@@ -79,6 +77,7 @@ int run_write(const std::string& path, const std::string& size_text, bool no_syn
       no_sync ? "none (data may still be in the page cache)" : "fdatasync before rename, then the directory";
   if (o.json) {
     nlohmann::json j;
+    j["schema"] = kWriteSchema;
     j["command"] = "write";
     j["path"] = path;
     j["target"] = dest->target;

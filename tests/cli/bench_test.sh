@@ -19,7 +19,7 @@ if "$py" - "$dir/read.out" "$dir/read.json" <<'EOF'
 import json, sys
 d = json.loads(open(sys.argv[1]).read())
 assert d == json.load(open(sys.argv[2])), "--json and --json-out differ"
-assert d["schema"] == "ferry-bench/1", d["schema"]
+assert d["schema"] == "ferry.bench/1", d["schema"]
 env = d["environment"]
 for k in ["kernel", "cpus", "file_system", "ferry_version", "build", "cuda_status", "cufile_status", "gpu",
           "cuda_driver_version", "cufile_version", "ferry_defaults", "time_utc"]:
