@@ -116,9 +116,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
         if fault == "ignore_range":
-            headers.pop("Range", None)
+            headers = {k: v for k, v in headers.items() if k.lower() != "range"}
         if fault == "drop_if_match":
-            headers.pop("If-Match", None)
+            headers = {k: v for k, v in headers.items() if k.lower() != "if-match"}
         answer, body = self.ask_upstream(method, headers)
         out = [(k, v) for k, v in answer.getheaders() if k.lower() not in HOP_BY_HOP and k.lower() != "content-length"]
         if fault == "ignore_range":

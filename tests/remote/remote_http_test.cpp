@@ -54,7 +54,7 @@ class RemoteHttp : public ::testing::Test {
     std::vector<std::uint8_t> buf(size + 4096, kGuard);
     auto got = o.read(buf.data(), size, offset);
     ASSERT_TRUE(got.ok()) << got.status().to_string();
-    const std::uint64_t expected = offset >= kSize ? 0 : std::min(size, kSize - offset);
+    const std::uint64_t expected = offset >= o.size() ? 0 : std::min(size, o.size() - offset);
     ASSERT_EQ(*got, expected);
     EXPECT_EQ(std::memcmp(buf.data(), ferry::testing::pattern(offset, expected).data(), expected), 0);
     for (std::uint64_t i = expected; i < buf.size(); ++i) ASSERT_EQ(buf[i], kGuard) << "byte " << i << " past the count";
@@ -201,13 +201,12 @@ TEST_F(RemoteHttp, ResetConnectionsAreRetriedForTheMissingBytesOnly) {
   expect_read(*o, 0, kSize);
   EXPECT_EQ(o->counters().retries, 2u);
   EXPECT_EQ(o->counters().bytes, kSize);  // every byte once, none twice
-  // The retries asked for the rest of their part: a range that starts inside a part.
+  // The retries asked for the rest of their part: ranges that start inside a part, not at its start.
   const std::string log = proxy_.log();
   bool resumed = false;
-  for (std::uint64_t p = 0; p < kSize; p += kPart) {
-    for (std::uint64_t half : {kPart / 2, (kSize - p) / 2}) {
-      if (log.find("bytes=" + std::to_string(p + half) + "-") != std::string::npos) resumed = true;
-    }
+  for (std::size_t at = log.find("bytes="); at != std::string::npos; at = log.find("bytes=", at + 1)) {
+    const std::uint64_t start = std::stoull(log.substr(at + 6));
+    if (start % kPart != 0) resumed = true;
   }
   EXPECT_TRUE(resumed) << log;
 }
@@ -243,7 +242,8 @@ TEST_F(RemoteHttp, WrongContentRangeIsRefused) {
   std::vector<std::uint8_t> buf(kSize);
   auto got = o->read(buf.data(), kSize, 0);
   EXPECT_EQ(got.status().code(), ErrorCode::io_error);
-  EXPECT_THAT(got.status().message(), HasSubstr("Content-Range \"bytes 1-"));
+  EXPECT_THAT(got.status().message(), HasSubstr("answered with Content-Range \"bytes "));
+  EXPECT_THAT(got.status().message(), HasSubstr("to a request for bytes "));
 }
 
 TEST_F(RemoteHttp, MissingContentRangeIsRefused) {
