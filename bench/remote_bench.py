@@ -40,8 +40,9 @@ def start_nginx(root: Path, work: Path, workers: int = 2):
     work.mkdir(parents=True, exist_ok=True)
     port = free_port()
     w = str(work)
+    user = "user root;\n" if os.geteuid() == 0 else ""  # workers could not read 0700 directories as nobody
     (work / "nginx.conf").write_text(
-        f"daemon off;\nmaster_process on;\nworker_processes {workers};\npid {w}/nginx.pid;\nerror_log {w}/error.log;\n"
+        user + f"daemon off;\nmaster_process on;\nworker_processes {workers};\npid {w}/nginx.pid;\nerror_log {w}/error.log;\n"
         "events { worker_connections 1024; }\n"
         f"http {{\n access_log off;\n client_body_temp_path {w}/cb;\n proxy_temp_path {w}/px;\n"
         f" fastcgi_temp_path {w}/fc;\n uwsgi_temp_path {w}/uw;\n scgi_temp_path {w}/sc;\n"

@@ -97,7 +97,7 @@ def read_shard(
         with ferry.open(name) as f:
             fut = f.pread(data, offset, nbytes)
             got = fut.result()
-            full = dict(fut.report())
+            full = dict(fut.report)
         used = full.get("routes", {})
         route = "+".join(sorted(r for r, v in used.items() if v.get("ops", 0))) or "none"
     seconds = time.perf_counter() - start

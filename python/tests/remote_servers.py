@@ -37,8 +37,10 @@ class Nginx:
             self.port = _free_port()
             conf = work / "nginx.conf"
             w = str(work)
+            # As root, nginx's workers would run as nobody, who cannot enter pytest's 0700 temp directories.
+            user = "user root;\n" if os.geteuid() == 0 else ""
             conf.write_text(
-                f"daemon off;\nmaster_process on;\nworker_processes 1;\npid {w}/nginx.pid;\nerror_log {w}/error.log;\n"
+                user + f"daemon off;\nmaster_process on;\nworker_processes 1;\npid {w}/nginx.pid;\nerror_log {w}/error.log;\n"
                 "events { worker_connections 1024; }\n"
                 f"http {{\n access_log off;\n client_body_temp_path {w}/cb;\n proxy_temp_path {w}/px;\n"
                 f" fastcgi_temp_path {w}/fc;\n uwsgi_temp_path {w}/uw;\n scgi_temp_path {w}/sc;\n"

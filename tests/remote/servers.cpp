@@ -140,7 +140,8 @@ std::string NginxServer::start(const std::filesystem::path& root, const std::fil
     port_ = free_port();
     const auto conf = work / "nginx.conf";
     const std::string w = work.string();
-    std::ofstream(conf) << "daemon off;\nmaster_process on;\nworker_processes " << workers << ";\n"
+    // As root, nginx's workers would run as nobody, who may not enter the test directories.
+    std::ofstream(conf) << (::geteuid() == 0 ? "user root;\n" : "") << "daemon off;\nmaster_process on;\nworker_processes " << workers << ";\n"
                         << "pid " << w << "/nginx.pid;\nerror_log " << w << "/error.log;\n"
                         << "events { worker_connections 1024; }\n"
                         << "http {\n  access_log off;\n"
