@@ -15,6 +15,7 @@
 
 #include "buffers.hpp"
 #include "errors.hpp"
+#include "remote_bindings.hpp"
 #include "safetensors_bindings.hpp"
 #include "ferry/doctor.hpp"
 #include "ferry/ferry.hpp"
@@ -369,6 +370,7 @@ PYBIND11_MODULE(_ferry, m) {
   }, py::arg("code"), py::arg("message"), py::arg("errno") = 0, py::arg("path") = "");
 
   register_safetensors(m);
+  register_remote(m);
 
   m.def("doctor_json", [](const std::string& path, int device, bool probe) {
     py::gil_scoped_release release;

@@ -1,0 +1,72 @@
+"""nginx on loopback for the Python remote and dask tests: serves a directory on a free port, stopped at
+the end. Skips the test (saying why) where nginx is missing; scripts/install-deps.sh installs it."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+NGINX = "/usr/sbin/nginx"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+class Nginx:
+    def __init__(self, root: Path, work: Path) -> None:
+        if not os.access(NGINX, os.X_OK):
+            pytest.skip(f"{NGINX} not found: install nginx (scripts/install-deps.sh does)")
+        work.mkdir(parents=True, exist_ok=True)
+        for _ in range(5):
+            self.port = _free_port()
+            conf = work / "nginx.conf"
+            w = str(work)
+            # As root, nginx's workers would run as nobody, who cannot enter pytest's 0700 temp directories.
+            user = "user root;\n" if os.geteuid() == 0 else ""
+            conf.write_text(
+                user + f"daemon off;\nmaster_process on;\nworker_processes 1;\npid {w}/nginx.pid;\nerror_log {w}/error.log;\n"
+                "events { worker_connections 1024; }\n"
+                f"http {{\n access_log off;\n client_body_temp_path {w}/cb;\n proxy_temp_path {w}/px;\n"
+                f" fastcgi_temp_path {w}/fc;\n uwsgi_temp_path {w}/uw;\n scgi_temp_path {w}/sc;\n"
+                " default_type application/octet-stream;\n sendfile on;\n keepalive_requests 1000000;\n"
+                f" server {{ listen 127.0.0.1:{self.port}; root {root}; }}\n}}\n"
+            )
+            self.proc = subprocess.Popen(
+                [NGINX, "-p", w, "-c", str(conf), "-e", f"{w}/error.log"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )
+            deadline = time.time() + 5
+            while time.time() < deadline and self.proc.poll() is None:
+                if _listening(self.port):
+                    return
+                time.sleep(0.02)
+            self.stop()
+        raise RuntimeError(f"nginx did not start: {(work / 'error.log').read_text(errors='replace')}")
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}/{path.lstrip('/')}"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()

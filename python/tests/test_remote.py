@@ -1,0 +1,84 @@
+"""ferry.remote against nginx on loopback: reads into NumPy, errors as Python exceptions, no secrets in
+messages, writes refused. The fault matrix is covered by the C++ tests (tests/remote)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ferry
+import ferry.remote
+
+from remote_servers import Nginx
+
+pytestmark = pytest.mark.skipif(not ferry.remote.available(), reason="Ferry was built without remote objects")
+
+SIZE = 2 * 1024 * 1024 + 4321
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    base = tmp_path_factory.mktemp("remote")
+    root = base / "root"
+    root.mkdir()
+    data = np.random.default_rng(7).integers(0, 256, SIZE, dtype=np.uint8)
+    (root / "obj.bin").write_bytes(data.tobytes())
+    server = Nginx(root, base / "nginx")
+    yield server, data
+    server.stop()
+
+
+def test_read_whole_object_into_numpy(served):
+    server, data = served
+    got = ferry.remote.read(server.url("obj.bin"), connections=4, part_size=256 * 1024)
+    assert got.dtype == np.uint8 and got.shape == (SIZE,)
+    assert np.array_equal(got, data)
+
+
+def test_read_into_typed_buffer_at_offset_and_report(served):
+    server, data = served
+    with ferry.remote.open(server.url("obj.bin"), connections=3, part_size=65536) as obj:
+        assert obj.size == SIZE and obj.ranges_supported and obj.etag
+        out = np.zeros(1000, dtype=np.float32)
+        n = obj.read_into(out, offset=12345)
+        assert n == 4000
+        assert out.tobytes() == data[12345:16345].tobytes()
+        tail = obj.read(offset=SIZE - 10, size=100)
+        assert np.array_equal(tail, data[-10:])
+        report = obj.report()
+    assert report["route"] == "remote_host"
+    assert report["bytes"] == 4010
+    assert report["requests"] >= 3 and report["retries"] == 0
+    assert report["connections"] >= 1
+
+
+def test_missing_object_is_file_not_found_without_query(served):
+    server, _ = served
+    with pytest.raises(FileNotFoundError) as e:
+        ferry.remote.read(server.url("missing.bin") + "?X-Amz-Signature=topsecret")
+    assert "missing.bin" in str(e.value)
+    assert "topsecret" not in str(e.value)
+
+
+def test_writes_are_refused(served):
+    server, _ = served
+    with pytest.raises(OSError, match="remote writes are not supported yet") as e:
+        ferry.remote.open(server.url("obj.bin"), "w")
+    assert e.value.code == "failed_precondition"
+
+
+def test_bad_option_and_read_only_buffer(served):
+    server, _ = served
+    with pytest.raises(ValueError):
+        ferry.remote.open(server.url("obj.bin"), connections=0)
+    with pytest.raises(ValueError, match="unknown_thing|Invalid remote option"):
+        ferry.remote.open(server.url("obj.bin"), unknown_thing=1)
+    obj = ferry.remote.open(server.url("obj.bin"))
+    with pytest.raises(ValueError, match="read-only"):
+        obj.read_into(bytes(10))
+
+
+def test_is_remote_url_and_display_url():
+    assert ferry.remote.is_remote_url("s3://b/k")
+    assert not ferry.remote.is_remote_url("/tmp/x")
+    assert ferry.remote.display_url("https://u:p@h/x?sig=1") == "https://h/x"

@@ -1,0 +1,163 @@
+#include "remote/s3_target.hpp"
+
+#include <cstdlib>
+#include <fstream>
+
+namespace ferry::detail::remote {
+namespace {
+
+using ferry::remote::Addressing;
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string();
+}
+
+std::string trim(std::string s) {
+  const auto b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos) return {};
+  const auto e = s.find_last_not_of(" \t\r");
+  return s.substr(b, e - b + 1);
+}
+
+std::string home_file(const char* override_var, const char* relative) {
+  if (std::string v = env(override_var); !v.empty()) return v;
+  const std::string home = env("HOME");
+  return home.empty() ? std::string() : home + "/" + relative;
+}
+
+// The keys of one profile: in the credentials file the section is "name"; in the config file it is
+// "profile name", except "default".
+const std::vector<Header>* find_profile(const std::vector<std::pair<std::string, std::vector<Header>>>& sections,
+                                        const std::string& profile, bool config_file) {
+  for (const auto& [name, keys] : sections) {
+    if (name == profile) return &keys;
+    if (config_file && name == "profile " + profile) return &keys;
+  }
+  return nullptr;
+}
+
+std::string lookup(const std::vector<Header>* keys, const std::string& key) {
+  if (!keys) return {};
+  for (const auto& [k, v] : *keys) {
+    if (k == key) return v;
+  }
+  return {};
+}
+
+}  // namespace
+
+bool parse_aws_ini(const std::string& path, std::vector<std::pair<std::string, std::vector<Header>>>& sections) {
+  std::ifstream in(path);
+  if (!in) return false;
+  std::string line;
+  while (std::getline(in, line)) {
+    line = trim(line);
+    if (line.empty() || line[0] == '#' || line[0] == ';') continue;
+    if (line.front() == '[' && line.back() == ']') {
+      sections.emplace_back(trim(line.substr(1, line.size() - 2)), std::vector<Header>{});
+      continue;
+    }
+    const auto eq = line.find('=');
+    if (eq == std::string::npos || sections.empty()) continue;  // nested (indented) values are not needed here
+    sections.back().second.emplace_back(trim(line.substr(0, eq)), trim(line.substr(eq + 1)));
+  }
+  return true;
+}
+
+Result<S3Target> resolve_s3(std::string_view url, const ferry::remote::Options& options) {
+  S3Target t;
+  FERRY_ASSIGN_OR_RETURN(t.object, parse_s3_url(url));
+  const std::string shown = display_form(url);
+  auto bad = [&](const std::string& why) {
+    return Status(ErrorCode::invalid_argument, "Cannot open \"" + shown + "\": " + why, 0, shown);
+  };
+
+  // The profile and its files.
+  const bool profile_named = !options.profile.empty() || !env("AWS_PROFILE").empty();
+  const std::string profile =
+      !options.profile.empty() ? options.profile : (profile_named ? env("AWS_PROFILE") : std::string("default"));
+  const std::string credentials_path = home_file("AWS_SHARED_CREDENTIALS_FILE", ".aws/credentials");
+  const std::string config_path = home_file("AWS_CONFIG_FILE", ".aws/config");
+  std::vector<std::pair<std::string, std::vector<Header>>> cred_sections, config_sections;
+  if (!credentials_path.empty()) parse_aws_ini(credentials_path, cred_sections);
+  if (!config_path.empty()) parse_aws_ini(config_path, config_sections);
+  const auto* cred_profile = find_profile(cred_sections, profile, false);
+  const auto* config_profile = find_profile(config_sections, profile, true);
+  if (profile_named && !cred_profile && !config_profile) {
+    return bad("AWS profile \"" + profile + "\" is in neither " + credentials_path + " nor " + config_path);
+  }
+
+  // Region.
+  t.region = options.region;
+  if (t.region.empty()) t.region = env("AWS_REGION");
+  if (t.region.empty()) t.region = env("AWS_DEFAULT_REGION");
+  if (t.region.empty()) t.region = lookup(config_profile, "region");
+  if (t.region.empty()) t.region = "us-east-1";
+
+  // Endpoint.
+  std::string endpoint = options.endpoint;
+  t.endpoint_source = "options";
+  for (const char* var : {"FERRY_S3_ENDPOINT", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"}) {
+    if (!endpoint.empty()) break;
+    endpoint = env(var);
+    t.endpoint_source = var;
+  }
+  if (endpoint.empty()) {
+    endpoint = lookup(config_profile, "endpoint_url");
+    t.endpoint_source = "profile " + profile + " endpoint_url";
+  }
+  const bool overridden = !endpoint.empty();
+  if (!overridden) {
+    endpoint = "https://s3." + t.region + ".amazonaws.com";
+    t.endpoint_source = "default";
+  }
+  while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
+  auto parsed = parse_http_url(endpoint);
+  if (!parsed.ok()) return bad("bad S3 endpoint (from " + t.endpoint_source + "): " + parsed.status().message());
+  HttpUrl base = std::move(parsed).value();
+
+  // Addressing.
+  t.addressing = options.addressing;
+  if (t.addressing == Addressing::automatic) {
+    t.addressing = overridden || t.object.bucket.find('.') != std::string::npos ? Addressing::path
+                                                                                : Addressing::virtual_host;
+  }
+  std::string prefix = base.path == "/" ? std::string() : base.path;
+  while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
+  const std::string key_path = "/" + uri_encode(t.object.key, true);
+  if (t.addressing == Addressing::path) {
+    t.url = base;
+    t.url.path = prefix + "/" + uri_encode(t.object.bucket, false) + key_path;
+  } else {
+    t.url = base;
+    t.url.host = t.object.bucket + "." + base.host;
+    t.url.authority = t.object.bucket + "." + base.authority;
+    t.url.path = prefix + key_path;
+  }
+  t.url.query.clear();
+  t.endpoint = t.url.scheme + "://" + t.url.authority;
+  t.request_url = t.endpoint + t.url.path;
+
+  // Credentials: options, environment, credentials file, config file.
+  if (!options.anonymous) {
+    Credentials& c = t.credentials;
+    if (!options.access_key_id.empty()) {
+      c = {options.access_key_id, options.secret_access_key, options.session_token, "options"};
+    } else if (!env("AWS_ACCESS_KEY_ID").empty()) {
+      c = {env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY"), env("AWS_SESSION_TOKEN"), "environment"};
+    } else if (!lookup(cred_profile, "aws_access_key_id").empty()) {
+      c = {lookup(cred_profile, "aws_access_key_id"), lookup(cred_profile, "aws_secret_access_key"),
+           lookup(cred_profile, "aws_session_token"), credentials_path + " [" + profile + "]"};
+    } else if (!lookup(config_profile, "aws_access_key_id").empty()) {
+      c = {lookup(config_profile, "aws_access_key_id"), lookup(config_profile, "aws_secret_access_key"),
+           lookup(config_profile, "aws_session_token"), config_path + " [" + profile + "]"};
+    }
+    if (!c.empty() && c.secret_access_key.empty()) {
+      return bad("an access key id from " + c.source + " without its secret access key");
+    }
+  }
+  return t;
+}
+
+}  // namespace ferry::detail::remote

@@ -1,0 +1,48 @@
+// URL pieces for remote objects: splitting http(s) and s3 URLs, their display form (no credentials, no
+// query), and the percent-encoding that S3 and SigV4 use. No I/O here.
+// Thread safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "ferry/status.hpp"
+
+namespace ferry::detail::remote {
+
+/// An absolute http(s) URL, split. `authority` is host[:port] as the Host header carries it: the port is
+/// dropped when it is the scheme's default.
+struct HttpUrl {
+  std::string scheme;     ///< "http" or "https", lower case
+  std::string host;       ///< without brackets for IPv6
+  std::string authority;  ///< Host header value
+  std::uint16_t port = 0;
+  std::string path;       ///< from the first '/', "/" when empty; as written (already encoded)
+  std::string query;      ///< after '?', without it; may be empty
+  bool has_userinfo = false;
+};
+
+/// Splits an http(s) URL. Errors: `invalid_argument` naming the display form of the URL.
+Result<HttpUrl> parse_http_url(std::string_view url);
+
+/// `s3://bucket/key`, split; the key is taken literally (no percent-decoding), as the AWS CLI does.
+struct S3Url {
+  std::string bucket;
+  std::string key;
+};
+
+/// Errors: `invalid_argument` for a missing bucket or key.
+Result<S3Url> parse_s3_url(std::string_view url);
+
+/// The URL without user name, password, query string or fragment.
+std::string display_form(std::string_view url);
+
+/// Lower-cased scheme ("http", "https", "s3", ...) or empty when `url` has none.
+std::string scheme_of(std::string_view url);
+
+/// RFC 3986 percent-encoding as SigV4 wants it: unreserved characters (A-Z a-z 0-9 - _ . ~) stay, every
+/// other byte becomes %XX (upper-case hex); '/' stays when `keep_slash`.
+std::string uri_encode(std::string_view text, bool keep_slash);
+
+}  // namespace ferry::detail::remote
