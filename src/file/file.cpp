@@ -14,6 +14,7 @@
 #include "file/file_state.hpp"
 #include "file/route_selection.hpp"
 #include "io/posix_source.hpp"
+#include "io/remote_source.hpp"
 #include "io/request.hpp"
 #include "io/thread_pool.hpp"
 
@@ -148,10 +149,11 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
   // Failed requests count too: their operations, notes and I/O counters belong to the file's trail. The
   // Use ends here, before the future is done: close() may be called from the future's callbacks.
   auto held = std::make_shared<std::optional<Use>>(std::move(*in_use));
-  auto on_complete = [weak, held, setup_before](Report& report) {
+  auto on_complete = [weak, held, setup_before, src = source](Report& report) {
     // The one-time work done while this request ran (all of it, in a fresh process's first request).
     SetupCosts setup = process_setup_costs().since(setup_before);
     if (!setup.empty()) report.add_note("one-time set-up during this request: " + setup.summary());
+    if (std::string note = src->activity_note(); !note.empty()) report.add_note(note);
     if (auto self = weak.lock()) {
       std::lock_guard<std::mutex> lock(self->mutex_);
       self->report_.merge(report);
@@ -196,6 +198,10 @@ Result<File> open_file(const std::string& path, std::string_view mode, const Con
   if (!flags.ok()) {
     return Status(ErrorCode::invalid_argument, fmt::format("Could not open \"{}\": {}", path,
                                                            flags.status().message()), 0, path);
+  }
+  if (remote::is_remote_url(path)) {
+    FERRY_ASSIGN_OR_RETURN(std::shared_ptr<Source> remote, open_remote_source(path, mode));
+    return open_source(std::move(remote), mode, config, options);
   }
   FERRY_ASSIGN_OR_RETURN(FileDescriptors fds, FileDescriptors::open(*options.syscalls, path, *flags));
   auto source = std::make_shared<PosixSource>(*options.syscalls, std::move(fds), path, config.direct_io());

@@ -75,6 +75,9 @@ class Source {
   virtual bool direct_io_available() const { return false; }
   /// What opening found worth saying (an O_DIRECT open refused, ...), or empty.
   virtual const std::string& open_note() const = 0;
+  /// A line for each request's report about the source's own work (a remote object's requests, retries
+  /// and connections), or empty.
+  virtual std::string activity_note() const { return {}; }
   /// Releases descriptors or connections. Nothing else is called afterwards.
   virtual Status close() = 0;
 };
