@@ -24,6 +24,10 @@ enum class CompatMode { automatic, on, off };
 /// allows; `off`: never.
 enum class DirectIo { automatic, on, off };
 
+/// How local files are read on the host route: `psync`, one pread per task per worker thread; `io_uring`,
+/// each worker keeps a batch of tasks in flight through io_uring (where the kernel allows it).
+enum class IoEngine { psync, io_uring };
+
 /// What a caller insists on. `gds`: fail before I/O when cuFile's direct route is impossible, and after
 /// I/O when cuFile's statistics show an operation went another way.
 enum class Requirement { none, gds };
@@ -31,6 +35,7 @@ enum class Requirement { none, gds };
 const char* compat_mode_name(CompatMode m) noexcept;  // "auto", "on", "off"
 const char* direct_io_name(DirectIo d) noexcept;      // "auto", "on", "off"
 const char* requirement_name(Requirement r) noexcept; // "none", "gds"
+const char* io_engine_name(IoEngine e) noexcept;      // "psync", "io_uring"
 
 /// Where a setting's value came from, for reports and `ferry doctor`.
 enum class SettingSource { default_value, environment, api };

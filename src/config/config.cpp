@@ -97,6 +97,8 @@ const char* compat_mode_name(CompatMode m) noexcept {
   return "?";
 }
 
+const char* io_engine_name(IoEngine e) noexcept { return e == IoEngine::io_uring ? "io_uring" : "psync"; }
+
 const char* direct_io_name(DirectIo d) noexcept {
   switch (d) {
     case DirectIo::automatic: return "auto";

@@ -3,9 +3,12 @@
 
 #include <sys/stat.h>
 
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "io/transfer_loops.hpp"
+#include "io/uring_batch.hpp"
 
 namespace ferry::detail {
 
@@ -81,16 +84,69 @@ bool PosixSource::wholly_cached(const Task& t, Report& report) {
   return true;
 }
 
+bool PosixSource::read_direct(const SourceRequest& request, const Task& t, const void* dst, Report& report) {
+  // O_DIRECT only below the size seen at the start: past EOF a direct read could fill whole blocks.
+  bool below_eof = t.file_offset + t.length <= request.extent.bytes;
+  bool direct = policy_ != DirectIo::off && below_eof && direct_fits(t.file_offset, t.length, dst);
+  if (direct && policy_ == DirectIo::automatic) direct = !wholly_cached(t, report);
+  return direct;
+}
+
+std::size_t PosixSource::queue_depth() const {
+  return engine_ == IoEngine::io_uring && !uring_refused_.load(std::memory_order_relaxed) ? kUringDepth : 1;
+}
+
+void PosixSource::read_batch(const SourceRequest& request, std::span<const TaskRead> reads, const char* route_label,
+                             Report& report, std::span<Result<std::uint64_t>> results) {
+  if (engine_ != IoEngine::io_uring || uring_refused_.load(std::memory_order_relaxed) || !request.extent.known) {
+    return Source::read_batch(request, reads, route_label, report, results);
+  }
+  std::vector<UringRead> batch(reads.size());
+  std::vector<bool> direct(reads.size());
+  for (std::size_t i = 0; i < reads.size(); ++i) {
+    const Task& t = reads[i].task;
+    direct[i] = read_direct(request, t, reads[i].dst, report);
+    batch[i] = UringRead{direct[i] ? fds_.direct_fd() : fds_.buffered_fd(), reads[i].dst,
+                         static_cast<std::uint32_t>(t.length), t.file_offset, 0};
+  }
+  Status submitted = uring_read_all(batch);
+  if (!submitted.ok()) {
+    // Refused by the kernel (old, or a seccomp filter): say so once and read with pread from now on.
+    if (!uring_refused_.exchange(true)) {
+      report.add_note(fmt::format("io_engine=io_uring for \"{}\": {}; pread is used instead", path_,
+                                  submitted.message()));
+    }
+    return Source::read_batch(request, reads, route_label, report, results);
+  }
+  for (std::size_t i = 0; i < reads.size(); ++i) {
+    const Task& t = reads[i].task;
+    const std::int64_t got = batch[i].result;
+    if (got == static_cast<std::int64_t>(t.length)) {
+      ++(direct[i] ? report.io.direct_ops : report.io.buffered_ops);
+      results[i] = t.length;
+    } else if (got < 0) {
+      // EINTR, EAGAIN, an O_DIRECT refusal: read() knows each of them (retries, falls back, or names the
+      // error with the file and offset).
+      results[i] = read(request, t, reads[i].dst, route_label, report);
+    } else {
+      // Short: EOF, or a partial transfer. read() finishes the rest (or finds the end) the usual way.
+      ++report.io.short_transfers;
+      ++(direct[i] ? report.io.direct_ops : report.io.buffered_ops);
+      const auto done = static_cast<std::uint64_t>(got);
+      Task rest{t.file_offset + done, t.length - done, t.buffer_offset + done, false};
+      Result<std::uint64_t> more = read(request, rest, static_cast<char*>(reads[i].dst) + done, route_label, report);
+      results[i] = more.ok() ? Result<std::uint64_t>(done + *more) : more;
+    }
+  }
+}
+
 Result<std::uint64_t> PosixSource::read(const SourceRequest& request, const Task& t, void* dst,
                                         const char* route_label, Report& report) {
   char* out = static_cast<char*>(dst);
   std::uint64_t done = 0;
   std::uint64_t offset = t.file_offset;
   std::uint64_t length = t.length;
-  // O_DIRECT only below the size seen at the start: past EOF a direct read could fill whole blocks.
-  bool below_eof = t.file_offset + t.length <= request.extent.bytes;
-  bool direct = policy_ != DirectIo::off && below_eof && direct_fits(offset, length, out);
-  if (direct && policy_ == DirectIo::automatic) direct = !wholly_cached(t, report);
+  bool direct = read_direct(request, t, out, report);
   if (direct) {
     LoopOutcome r = read_fully(sys_, fds_.direct_fd(), out + done, length, offset, report.io);
     if (r.error == EINVAL && r.bytes == 0) {

@@ -23,8 +23,9 @@ inline constexpr std::uint64_t kDirectWriteThreshold = 256ull << 20;
 
 class PosixSource : public Source {
  public:
-  PosixSource(Syscalls& sys, FileDescriptors fds, std::string path, DirectIo policy)
-      : sys_(sys), fds_(std::move(fds)), path_(std::move(path)), policy_(policy) {}
+  PosixSource(Syscalls& sys, FileDescriptors fds, std::string path, DirectIo policy,
+              IoEngine engine = IoEngine::psync)
+      : sys_(sys), fds_(std::move(fds)), path_(std::move(path)), policy_(policy), engine_(engine) {}
 
   const std::string& name() const override { return path_; }
   Result<Extent> extent() const override;
@@ -34,6 +35,10 @@ class PosixSource : public Source {
   Status write(const SourceRequest& request, const Task& t, const void* src, const char* route_label,
                Report& report) override;
   Status sync() override;
+  /// `io_uring`: the host route hands over batches of kUringDepth tasks, in flight together.
+  std::size_t queue_depth() const override;
+  void read_batch(const SourceRequest& request, std::span<const TaskRead> reads, const char* route_label,
+                  Report& report, std::span<Result<std::uint64_t>> results) override;
   std::optional<int> native_descriptor() const override {
     return fds_.direct_available() ? fds_.direct_fd() : fds_.buffered_fd();
   }
@@ -46,6 +51,8 @@ class PosixSource : public Source {
 
  private:
   bool direct_fits(std::uint64_t offset, std::uint64_t length, const void* mem) const;
+  // Whether read() of `t` into `dst` would use O_DIRECT (asks the page cache in `auto`).
+  bool read_direct(const SourceRequest& request, const Task& t, const void* dst, Report& report);
   bool wholly_cached(const Task& t, Report& report);
   Status transfer_error(const char* verb, const char* prep, std::uint64_t length, std::uint64_t offset,
                         const char* route_label, bool direct, int err) const;
@@ -54,6 +61,8 @@ class PosixSource : public Source {
   FileDescriptors fds_;
   const std::string path_;
   const DirectIo policy_;
+  const IoEngine engine_;
+  std::atomic<bool> uring_refused_{false};  // the kernel refused io_uring once: pread from then on
   std::atomic<bool> cache_probe_unsupported_{false};  // the page cache cannot be asked: buffered reads
 };
 
