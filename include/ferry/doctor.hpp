@@ -60,8 +60,9 @@ struct DoctorPrediction {
   int device = -1;               // GPU ordinal, -1 for host memory
   std::uint64_t request_bytes = 0;  // the size the router was asked about (the file's size)
   bool read_works = false;       // the router accepted the request
-  std::string route;             // route_name() of the decision; empty when the read would fail
-  std::string reason;            // reason_name() of the decision, or the error code's name
+  std::optional<Route> route;    // the decision's route; empty when the read would fail
+  std::optional<Reason> reason;  // the decision's reason; empty when the read would fail
+  std::optional<ErrorCode> error;  // why the read would fail (then route and reason are empty)
   std::string detail;            // the router's detail, or the error message
   std::string explanation;       // "A read of "PATH" into GPU 0 will take route staged, because ..."
   bool direct = false;           // route is nvfs or p2p

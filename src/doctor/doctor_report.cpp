@@ -144,8 +144,8 @@ std::string DoctorReport::to_json() const {
                      {"device", p.device},
                      {"request_bytes", p.request_bytes},
                      {"read_works", p.read_works},
-                     {"route", p.route.empty() ? nlohmann::json(nullptr) : nlohmann::json(p.route)},
-                     {"reason", p.reason},
+                     {"route", p.route ? nlohmann::json(route_name(*p.route)) : nlohmann::json(nullptr)},
+                     {"reason", p.reason ? reason_name(*p.reason) : p.error ? error_code_name(*p.error) : ""},
                      {"detail", p.detail},
                      {"explanation", p.explanation},
                      {"direct", p.direct},
@@ -228,11 +228,11 @@ void decide_exit(const DoctorContext& c, DoctorReport& r) {
       return;
     }
     r.exit_status = kDoctorExitOk;
-    r.exit_reason = fmt::format("the direct route ({}) is available", p.route);
+    r.exit_reason = fmt::format("the direct route ({}) is available", route_name(*p.route));
     return;
   }
   r.exit_status = kDoctorExitOk;
-  r.exit_reason = fmt::format("a read works (route {}){}", p.route,
+  r.exit_reason = fmt::format("a read works (route {}){}", route_name(*p.route),
                               p.direct ? "" : "; the direct route is not available (see the prediction)");
   if (r.probe && r.probe->ran && !r.probe->matches_prediction) {
     r.exit_reason += "; note: the probe did not match the prediction";

@@ -63,13 +63,6 @@ struct HostMemory {
 
 bool is_direct(Route r) { return r == Route::nvfs || r == Route::p2p; }
 
-std::optional<Route> route_from_name(const std::string& name) {
-  for (std::size_t i = 0; i < kRouteCount; ++i) {
-    if (name == route_name(static_cast<Route>(i))) return static_cast<Route>(i);
-  }
-  return std::nullopt;
-}
-
 // The facts a read would gather, for the case without a file (platform-level prediction): registration is
 // assumed to succeed, as it would on a supported file with a udev record.
 CuFileFacts platform_facts(const DoctorContext& c) {
@@ -201,7 +194,7 @@ DoctorPrediction predict(DoctorContext& c) {
       c.path.empty() ? "A read" : fmt::format("A read of \"{}\" ({})", c.path, format_size(c.file_size));
 
   if (!c.path.empty() && !c.file) {
-    p.reason = error_code_name(c.file_status.code());
+    p.error = c.file_status.code();
     p.detail = c.file_status.message();
     p.explanation = fmt::format("A read of \"{}\" cannot work: {}", c.path, c.file_status.to_string());
     return p;
@@ -213,7 +206,7 @@ DoctorPrediction predict(DoctorContext& c) {
   if (gpu) {
     auto m = DeviceMemory::allocate(*c.cuda, c.options.device, 4096);
     if (!m.ok()) {
-      p.reason = error_code_name(m.status().code());
+      p.error = m.status().code();
       p.detail = m.status().message();
       p.explanation = fmt::format("{} into {} cannot work: device memory could not be allocated: {}", subject,
                                   p.target, m.status().message());
@@ -242,18 +235,18 @@ DoctorPrediction predict(DoctorContext& c) {
   }
 
   if (!decision.ok()) {
-    p.reason = error_code_name(decision.status().code());
+    p.error = decision.status().code();
     p.detail = decision.status().message();
     p.explanation = fmt::format("{} into {} will fail before any I/O: {}", subject, p.target, p.detail);
     if (decision.status().code() == ErrorCode::failed_precondition) p.strict_refusal = p.detail;
   } else {
     const Decision& d = *decision;
     p.read_works = true;
-    p.route = route_name(d.route);
-    p.reason = reason_name(d.reason);
+    p.route = d.route;
+    p.reason = d.reason;
     p.detail = d.detail;
     p.direct = is_direct(d.route);
-    p.explanation = fmt::format("{} into {} will take route {}, because {}.", subject, p.target, p.route,
+    p.explanation = fmt::format("{} into {} will take route {}, because {}.", subject, p.target, route_name(d.route),
                                 because(c, d));
     if (is_cufile_route(d.route)) {
       p.explanation += " (cuFile makes the final choice per I/O; --probe shows its counters.)";
@@ -271,7 +264,7 @@ DoctorPrediction predict(DoctorContext& c) {
     if (c.file) {
       refusal = strict_refusal_for_file(c, buffer);
     } else if (!p.direct) {
-      refusal = p.read_works ? fmt::format("the route would be {}", p.route) : p.detail;
+      refusal = p.read_works ? fmt::format("the route would be {}", route_name(*p.route)) : p.detail;
     }
     if (!refusal.empty()) p.strict_refusal = refusal;
   }
@@ -322,7 +315,7 @@ DoctorProbe run_probe(DoctorContext& c, const DoctorPrediction& prediction) {
     r.verdict = "the file is empty: no operation to prove the route with";
     return r;
   }
-  auto predicted = route_from_name(prediction.route);
+  const std::optional<Route> predicted = prediction.route;
   std::uint64_t on_route = predicted ? r.report.at(*predicted).ops : 0;
   // A cuFile read's unaligned edges go through a bounce buffer by design; they do not contradict it.
   std::uint64_t edges = 0;
@@ -331,14 +324,14 @@ DoctorProbe run_probe(DoctorContext& c, const DoctorPrediction& prediction) {
   }
   r.matches_prediction = prediction.read_works && on_route > 0 && on_route + edges == total;
   if (r.matches_prediction) {
-    r.verdict = edges == 0 ? fmt::format("proved: all {} operation(s) took route {}", total, prediction.route)
+    r.verdict = edges == 0 ? fmt::format("proved: all {} operation(s) took route {}", total, route_name(*predicted))
                            : fmt::format("proved: {} of {} operation(s) took route {}, and the {} unaligned edge(s) "
                                          "went through a bounce buffer",
-                                         on_route, total, prediction.route, edges);
+                                         on_route, total, route_name(*predicted), edges);
     if (r.report.cufile) r.verdict += ", and cuFile's counters agree (" + cufile_counters_text(*r.report.cufile) + ")";
   } else {
     r.verdict = fmt::format("differs from the prediction ({}): {}",
-                            prediction.read_works ? prediction.route : std::string("fail"), r.report.summary());
+                            prediction.route ? route_name(*prediction.route) : "fail", r.report.summary());
   }
   return r;
 }

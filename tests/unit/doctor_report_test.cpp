@@ -94,8 +94,8 @@ class DoctorReportTest : public ::testing::Test {
 
 TEST_F(DoctorReportTest, NoCudaPredictsHostAndQuotesWhy) {
   DoctorReport r = run("vm_udev_ok", kNoCudaPlatform, CompatMode::automatic);
-  EXPECT_EQ(r.prediction.route, "host");
-  EXPECT_EQ(r.prediction.reason, "buffer_is_host_memory");
+  EXPECT_EQ(r.prediction.route, Route::host);
+  EXPECT_EQ(r.prediction.reason, Reason::buffer_is_host_memory);
   EXPECT_EQ(r.prediction.target, "host memory");
   EXPECT_TRUE(r.prediction.read_works);
   EXPECT_THAT(r.prediction.explanation, HasSubstr("no GPU is usable"));
@@ -110,7 +110,7 @@ TEST_F(DoctorReportTest, NoCudaPredictsHostAndQuotesWhy) {
 
 TEST_F(DoctorReportTest, NoCudaRequireGdsExitsRouteRefused) {
   DoctorReport r = run("vm_udev_ok", kNoCudaPlatform, CompatMode::automatic, false, true);
-  EXPECT_EQ(r.prediction.route, "host");
+  EXPECT_EQ(r.prediction.route, Route::host);
   ASSERT_TRUE(r.prediction.strict_refusal.has_value());
   EXPECT_THAT(*r.prediction.strict_refusal, HasSubstr("host memory"));
   EXPECT_EQ(r.exit_status, kDoctorExitRouteRefused);
@@ -131,10 +131,10 @@ TEST_F(DoctorReportTest, MissingUdevRecordIsNamedAsTheReasonWithTheFix) {
   testing::fake_cufile_script().handle_register_log_line = "udev property not found: ID_FS_USAGE /dev/vda";
   DoctorReport r = run("vm_no_udev_record", kFakePlatform, CompatMode::automatic, true);
   EXPECT_EQ(r.prediction.target, "GPU 0");
-  EXPECT_EQ(r.prediction.route, "staged");
+  EXPECT_EQ(r.prediction.route, Route::staged);
   // Without nvidia-fs, auto decides from the platform checks and never registers the file (issue 11);
   // the registration check below still finds and explains the missing udev record.
-  EXPECT_EQ(r.prediction.reason, "nvidia_fs_not_loaded");
+  EXPECT_EQ(r.prediction.reason, Reason::nvidia_fs_not_loaded);
   EXPECT_THAT(r.prediction.explanation, HasSubstr("checked without opening cuFile"));
   std::string steps = joined(r.prediction.how_to_get_direct);
   EXPECT_THAT(steps, HasSubstr("udevadm trigger --subsystem-match=block"));
@@ -159,7 +159,7 @@ TEST_F(DoctorReportTest, MissingUdevRecordWithCompatOffMeansNoWorkingRead) {
   testing::fake_cufile_script().handle_register_error = 5027;
   DoctorReport r = run("vm_no_udev_record", kFakePlatform, CompatMode::off);
   EXPECT_FALSE(r.prediction.read_works);
-  EXPECT_EQ(r.prediction.reason, "unavailable");
+  EXPECT_EQ(r.prediction.error, ErrorCode::unavailable);
   EXPECT_THAT(r.prediction.detail, HasSubstr("compat mode off requires cuFile"));
   EXPECT_THAT(r.prediction.detail, HasSubstr("5027"));
   EXPECT_THAT(joined(r.prediction.how_to_get_direct), HasSubstr("/run/udev/data/b252:0"));
@@ -180,8 +180,8 @@ TEST_F(DoctorReportTest, ContainerWithoutRunUdevSaysBindMount) {
 
 TEST_F(DoctorReportTest, UdevOkWithoutNvidiaFsStagesInAutoMode) {
   DoctorReport r = run("vm_udev_ok", kFakePlatform, CompatMode::automatic, true);
-  EXPECT_EQ(r.prediction.route, "staged");
-  EXPECT_EQ(r.prediction.reason, "nvidia_fs_not_loaded");
+  EXPECT_EQ(r.prediction.route, Route::staged);
+  EXPECT_EQ(r.prediction.reason, Reason::nvidia_fs_not_loaded);
   EXPECT_THAT(r.prediction.explanation, HasSubstr("nvidia-fs is not loaded"));
   EXPECT_FALSE(r.prediction.direct);
   EXPECT_THAT(joined(r.prediction.how_to_get_direct), HasSubstr("modprobe nvidia_fs"));
@@ -196,8 +196,8 @@ TEST_F(DoctorReportTest, UdevOkWithoutNvidiaFsStagesInAutoMode) {
 
 TEST_F(DoctorReportTest, UdevOkWithoutNvidiaFsUsesCuFilePosixWhenCompatOff) {
   DoctorReport r = run("vm_udev_ok", kFakePlatform, CompatMode::off, true);
-  EXPECT_EQ(r.prediction.route, "cufile-posix");
-  EXPECT_EQ(r.prediction.reason, "compat_mode_off");
+  EXPECT_EQ(r.prediction.route, Route::cufile_posix);
+  EXPECT_EQ(r.prediction.reason, Reason::compat_mode_off);
   EXPECT_THAT(r.prediction.explanation, HasSubstr("POSIX compatibility path"));
   ASSERT_TRUE(r.probe.has_value());
   EXPECT_TRUE(r.probe->matches_prediction) << r.probe->verdict;
@@ -219,8 +219,8 @@ TEST_F(DoctorReportTest, BareMetalWithNvidiaFsPredictsAndProvesNvfs) {
   testing::fake_cufile_script().nvfs_minor = 17;
   testing::fake_cufile_script().read_route = testing::FakeCuFileRoute::nvfs;
   DoctorReport r = run("baremetal_gds", kFakePlatform, CompatMode::automatic, true, true);
-  EXPECT_EQ(r.prediction.route, "nvfs");
-  EXPECT_EQ(r.prediction.reason, "gds_available");
+  EXPECT_EQ(r.prediction.route, Route::nvfs);
+  EXPECT_EQ(r.prediction.reason, Reason::gds_available);
   EXPECT_TRUE(r.prediction.direct);
   EXPECT_TRUE(r.prediction.how_to_get_direct.empty());
   EXPECT_FALSE(r.prediction.strict_refusal.has_value());
@@ -254,7 +254,7 @@ TEST_F(DoctorReportTest, MissingPathIsAProblemWithExitOne) {
                        (testing::test_dir() / "no-such-file.bin").string());
   EXPECT_EQ(find_check(r, "file", "open")->status, CheckStatus::problem);
   EXPECT_FALSE(r.prediction.read_works);
-  EXPECT_EQ(r.prediction.reason, "not_found");
+  EXPECT_EQ(r.prediction.error, ErrorCode::not_found);
   EXPECT_EQ(r.exit_status, kDoctorExitFailure);
   EXPECT_THAT(r.exit_reason, HasSubstr("could not be opened"));
 }
@@ -262,8 +262,8 @@ TEST_F(DoctorReportTest, MissingPathIsAProblemWithExitOne) {
 TEST_F(DoctorReportTest, WithoutPathPredictsForTheCurrentPlatform) {
   DoctorReport r = run("vm_udev_ok", kFakePlatform, CompatMode::automatic, false, false, "");
   EXPECT_EQ(find_check(r, "file", "path")->status, CheckStatus::not_applicable);
-  EXPECT_EQ(r.prediction.route, "staged");
-  EXPECT_EQ(r.prediction.reason, "nvidia_fs_not_loaded");
+  EXPECT_EQ(r.prediction.route, Route::staged);
+  EXPECT_EQ(r.prediction.reason, Reason::nvidia_fs_not_loaded);
   EXPECT_THAT(r.prediction.explanation, HasSubstr("No PATH was given"));
   EXPECT_EQ(r.exit_status, kDoctorExitOk);
 }
