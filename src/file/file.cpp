@@ -13,6 +13,7 @@
 
 #include "file/file_state.hpp"
 #include "file/route_selection.hpp"
+#include "file/stream_order.hpp"
 #include "io/request.hpp"
 #include "io/thread_pool.hpp"
 
@@ -310,6 +311,14 @@ Future File::pwrite(const void* buffer, std::uint64_t size, std::uint64_t offset
   return state_->submit(false, const_cast<void*>(buffer), size, offset);
 }
 
+Future File::read_async(void* buffer, std::uint64_t size, std::uint64_t offset, void* stream) {
+  return detail::submit_on_stream(*state_, true, buffer, size, offset, stream);
+}
+
+Future File::write_async(const void* buffer, std::uint64_t size, std::uint64_t offset, void* stream) {
+  return detail::submit_on_stream(*state_, false, const_cast<void*>(buffer), size, offset, stream);
+}
+
 Result<Transfer> File::read(void* buffer, std::uint64_t size) {
   FERRY_ASSIGN_OR_RETURN(auto in_use, state_->use());
   std::uint64_t at = state_->reserve(size, false);
@@ -345,6 +354,7 @@ Status File::sync() {
 Status File::close() { return state_->close(); }
 
 const std::string& File::path() const { return state_->path; }
+int File::fileno() const { return state_->is_closed() ? -1 : state_->fds.buffered_fd(); }
 const Config& File::config() const { return state_->config; }
 Report File::report() const { return state_->report(); }
 bool File::direct_io_available() const { return state_->fds.direct_available(); }

@@ -41,6 +41,45 @@ std::shared_ptr<RequestState> RequestState::failed(Status status) {
   return state;
 }
 
+std::shared_ptr<RequestState> RequestState::deferred() { return std::make_shared<RequestState>(); }
+
+void RequestState::link(const std::shared_ptr<RequestState>& inner) {
+  bool cancelled = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    inner_ = inner;
+    cancelled = first_error_.code() == ErrorCode::cancelled;
+  }
+  if (cancelled) inner->cancel();  // cancel() arrived between cancel_requested() and link()
+}
+
+bool RequestState::cancel_requested() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return first_error_.code() == ErrorCode::cancelled;
+}
+
+void RequestState::complete_deferred(Result<Transfer> result) {
+  std::vector<Callback> callbacks;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (result.ok()) bytes_done_.store(result->bytes, std::memory_order_relaxed);
+    result_ = result;
+    done_ = true;
+    inner_.reset();
+    callbacks.swap(callbacks_);
+  }
+  done_cv_.notify_all();
+  for (auto& cb : callbacks) cb(result);
+}
+
+std::uint64_t RequestState::bytes_done() const {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (inner_) return inner_->bytes_done();
+  }
+  return bytes_done_.load(std::memory_order_relaxed);
+}
+
 void RequestState::record_error(Status s) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (first_error_.ok()) first_error_ = std::move(s);
@@ -48,10 +87,15 @@ void RequestState::record_error(Status s) {
 }
 
 void RequestState::cancel() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (done_ || !first_error_.ok()) return;
-  first_error_ = Status(ErrorCode::cancelled, "the request was cancelled");
-  failed_.store(true, std::memory_order_release);
+  std::shared_ptr<RequestState> inner;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (done_ || !first_error_.ok()) return;
+    first_error_ = Status(ErrorCode::cancelled, "the request was cancelled");
+    failed_.store(true, std::memory_order_release);
+    inner = inner_;
+  }
+  if (inner) inner->cancel();
 }
 
 Status RequestState::ended_early(const Task& t, std::uint64_t bytes) const {

@@ -69,12 +69,20 @@ class RequestState {
                                              std::function<void(Report&)> on_complete);
   /// A request that failed before any I/O.
   static std::shared_ptr<RequestState> failed(Status status);
+  /// A request whose work begins later (a stream-ordered request, once its stream reaches it). It is
+  /// done when complete_deferred() is called; link() hands it the request that does the work, for
+  /// bytes_done() and cancel().
+  static std::shared_ptr<RequestState> deferred();
+  void link(const std::shared_ptr<RequestState>& inner);
+  /// True once cancel() was called on a deferred request (it then need not begin).
+  bool cancel_requested() const;
+  void complete_deferred(Result<Transfer> result);
 
   bool done() const;
   /// Stops the request at the next task boundary: no task starts after this, tasks already running
   /// finish, and the request fails with `cancelled` (unless it had completed or failed already).
   void cancel();
-  std::uint64_t bytes_done() const { return bytes_done_.load(std::memory_order_relaxed); }
+  std::uint64_t bytes_done() const;
   void wait() const;
   bool wait_for(std::chrono::milliseconds timeout) const;
   Result<Transfer> take_result();
@@ -104,6 +112,7 @@ class RequestState {
   std::optional<Result<Transfer>> result_;
   std::vector<Callback> callbacks_;
   std::shared_ptr<RequestState> self_;  // keeps the state alive while jobs run
+  std::shared_ptr<RequestState> inner_;  // a deferred request's work, once it began (guarded by mutex_)
 };
 
 }  // namespace ferry::detail
