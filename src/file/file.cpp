@@ -14,6 +14,7 @@
 #include "file/file_state.hpp"
 #include "file/route_selection.hpp"
 #include "file/stream_order.hpp"
+#include "platform/nvtx/nvtx.hpp"
 #include "io/request.hpp"
 #include "io/thread_pool.hpp"
 
@@ -182,7 +183,15 @@ Future FileState::submit(bool is_read, void* buffer, std::uint64_t size, std::ui
   // Failed requests count too: their operations, notes and I/O counters belong to the file's trail. The
   // Use ends here, before the future is done: close() may be called from the future's callbacks.
   auto held = std::make_shared<std::optional<Use>>(std::move(*in_use));
-  auto on_complete = [weak, held, setup_before](Report& report) {
+  // Nsight Systems: one range per request, from here to its completion (on whichever thread that is).
+  std::uint64_t range = 0;
+  if (config.nvtx() && nvtx::attached()) {
+    std::string label = fmt::format("ferry {} {} at offset {} {} \"{}\"", is_read ? "read" : "write", format_size(size),
+                                    offset, is_read ? "from" : "to", path);
+    range = nvtx::range_start(label.c_str());
+  }
+  auto on_complete = [weak, held, setup_before, range](Report& report) {
+    nvtx::range_end(range);
     // The one-time work done while this request ran (all of it, in a fresh process's first request).
     SetupCosts setup = process_setup_costs().since(setup_before);
     if (!setup.empty()) report.add_note("one-time set-up during this request: " + setup.summary());
@@ -193,7 +202,7 @@ Future FileState::submit(bool is_read, void* buffer, std::uint64_t size, std::ui
     held->reset();
   };
   return Future(RequestState::start(std::move(tasks), std::move(*source), config.threads(), std::move(eof),
-                                    std::move(on_complete)));
+                                    std::move(on_complete), range != 0));
 }
 
 std::uint64_t FileState::reserve(std::uint64_t size, bool is_write) {

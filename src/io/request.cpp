@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "io/thread_pool.hpp"
+#include "platform/nvtx/nvtx.hpp"
 
 namespace ferry::detail {
 
@@ -14,8 +15,9 @@ void add_to_process_report(const Report& report);  // route/report.cpp
 
 std::shared_ptr<RequestState> RequestState::start(std::vector<Task> tasks, std::shared_ptr<TaskSource> source,
                                                   unsigned threads, EndOfFileRule eof,
-                                                  std::function<void(Report&)> on_complete) {
+                                                  std::function<void(Report&)> on_complete, bool trace_tasks) {
   auto state = std::make_shared<RequestState>();
+  state->trace_tasks_ = trace_tasks;
   state->tasks_ = std::move(tasks);
   state->eof_ = std::move(eof);
   state->source_ = std::move(source);
@@ -129,7 +131,13 @@ void RequestState::run_tasks(Report& local) {
     if (i >= tasks_.size()) break;
     const Task& t = tasks_[i];
     auto started = std::chrono::steady_clock::now();
+    if (trace_tasks_) {
+      std::string label = fmt::format("ferry task {} {} bytes at offset {}", route_name(source_->decision_for(t).route),
+                                      t.length, t.file_offset);
+      nvtx::push(label.c_str());
+    }
     Result<std::uint64_t> bytes = (*worker)->run(t, local);
+    if (trace_tasks_) nvtx::pop();
     auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started);
     if (!bytes.ok()) {
       record_error(bytes.status());

@@ -66,7 +66,7 @@ class RequestState {
   /// registered by then() run.
   static std::shared_ptr<RequestState> start(std::vector<Task> tasks, std::shared_ptr<TaskSource> source,
                                              unsigned threads, EndOfFileRule eof,
-                                             std::function<void(Report&)> on_complete);
+                                             std::function<void(Report&)> on_complete, bool trace_tasks = false);
   /// A request that failed before any I/O.
   static std::shared_ptr<RequestState> failed(Status status);
   /// A request whose work begins later (a stream-ordered request, once its stream reaches it). It is
@@ -103,6 +103,7 @@ class RequestState {
   std::atomic<unsigned> active_jobs_{0};
   std::atomic<bool> failed_{false};
   std::atomic<std::uint64_t> bytes_done_{0};
+  bool trace_tasks_ = false;  // an NVTX range around each task (Config::nvtx)
 
   mutable std::mutex mutex_;
   mutable std::condition_variable done_cv_;
