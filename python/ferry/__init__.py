@@ -466,10 +466,9 @@ class File:
         self._check_open()
         return int(self._impl.size())
 
-    def _start(self, op: str, buf: Any, offset: Any, size: Any, stream: Any = None) -> Future:
+    def _start(self, op: str, buf: Any, offset: Any, size: Any, handle: Optional[int] = None) -> Future:
         self._check_open()
         at = _args.offset(offset, self.path)
-        handle = None if stream is None else _stream_handle(stream)
         b = _acquire(buf, for_read=op == "read", stream=handle)
         n = _args.size(size, b.nbytes, self.path)
         _args.span(op, n, at, self.path)
@@ -492,14 +491,14 @@ class File:
         buffer held. The array's own producer stream is not waited for: order it with ``stream`` yourself
         (allocate and fill the array on ``stream``). Raises :class:`UnavailableError` through the future
         without a CUDA driver. See python/README.md, "Stream-ordered reads and writes"."""
-        return self._start("read", buf, offset, size, stream)
+        return self._start("read", buf, offset, size, _stream_handle(stream))
 
     def write_async(self, buf: Any, offset: int = 0, size: Optional[int] = None, *, stream: Any) -> Future:
         """Writes ``size`` bytes (default: all of ``buf``) from ``buf`` at ``offset`` in ``stream``'s order:
         the write begins once the work queued on ``stream`` before it (the kernels producing ``buf``) has
         finished, and later work on ``stream`` waits until the data is written (to the page cache, as
         :meth:`pwrite`). Otherwise as :meth:`read_async`."""
-        return self._start("write", buf, offset, size, stream)
+        return self._start("write", buf, offset, size, _stream_handle(stream))
 
     # -- position
 
