@@ -589,8 +589,7 @@ class File:
             if progress is not None and progress is not False:
                 data = bytearray(n)
                 got = self.readinto(data, progress=progress)
-                del data[got:]
-                return bytes(data)
+                return bytes(memoryview(data)[:got])
             data, parts = self._impl.read_bytes(n)
             self.last_report = Report._from_parts(parts)
             return data
