@@ -30,6 +30,7 @@ struct Transfer {
 namespace detail {
 class RequestState;
 class FileState;
+struct FutureAccess;
 }  // namespace detail
 
 /// The pending result of pread/pwrite. It completes when every task of the request has stopped: after
@@ -61,6 +62,7 @@ class [[nodiscard]] Future {
   void then(std::function<void(const Result<Transfer>&)> callback);
 
  private:
+  friend struct detail::FutureAccess;
   std::shared_ptr<detail::RequestState> state_;
 };
 

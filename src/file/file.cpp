@@ -184,14 +184,14 @@ Future FileState::submit(bool is_read, void* buffer, std::uint64_t size, std::ui
   // Use ends here, before the future is done: close() may be called from the future's callbacks.
   auto held = std::make_shared<std::optional<Use>>(std::move(*in_use));
   // Nsight Systems: one range per request, from here to its completion (on whichever thread that is).
-  std::uint64_t range = 0;
+  std::uint64_t nvtx_range = 0;
   if (config.nvtx() && nvtx::attached()) {
     std::string label = fmt::format("ferry {} {} at offset {} {} \"{}\"", is_read ? "read" : "write", format_size(size),
                                     offset, is_read ? "from" : "to", path);
-    range = nvtx::range_start(label.c_str());
+    nvtx_range = nvtx::range_start(label.c_str());
   }
-  auto on_complete = [weak, held, setup_before, range](Report& report) {
-    nvtx::range_end(range);
+  auto on_complete = [weak, held, setup_before, nvtx_range](Report& report) {
+    nvtx::range_end(nvtx_range);
     // The one-time work done while this request ran (all of it, in a fresh process's first request).
     SetupCosts setup = process_setup_costs().since(setup_before);
     if (!setup.empty()) report.add_note("one-time set-up during this request: " + setup.summary());
@@ -202,7 +202,7 @@ Future FileState::submit(bool is_read, void* buffer, std::uint64_t size, std::ui
     held->reset();
   };
   return Future(RequestState::start(std::move(tasks), std::move(*source), config.threads(), std::move(eof),
-                                    std::move(on_complete), range != 0));
+                                    std::move(on_complete), nvtx_range != 0));
 }
 
 std::uint64_t FileState::reserve(std::uint64_t size, bool is_write) {

@@ -130,7 +130,7 @@ struct Gate {
   void* buffer = nullptr;
   std::uint64_t size = 0, offset = 0;
   std::shared_ptr<RequestState> outer;
-  StreamFlags* flags = nullptr;      // with a queued cuStreamWaitValue32
+  StreamFlags* flags = nullptr;      // the word end() writes (a cuStreamWaitValue32 may wait on it)
   StreamFlags::Word word;
   Status ordering_error;             // the stream could not be made to wait: reported in the future
 
@@ -166,6 +166,7 @@ void begin_on_pool(void* user_data) {
     }
     // The request's own future: its completion ends the gate (on a worker, or here if it failed at once).
     auto inner = gate->file->submit(gate->is_read, gate->buffer, gate->size, gate->offset);
+    if (auto state = FutureAccess::state(inner)) gate->outer->link(state);  // bytes_done() and cancel()
     inner.then([gate](const Result<Transfer>& r) { gate->end(r); });
   });
 }
@@ -241,6 +242,9 @@ Future submit_on_stream(FileState& file, bool is_read, void* buffer, std::uint64
       flags = nullptr;  // no pinned word: the fallback host function waits instead
     }
   }
+  // Set before the host function is queued: the driver may run it, and the request may end, before
+  // this thread goes on. end() then writes the word whether or not a wait on it gets queued.
+  gate->flags = flags;
   shared_pool().ensure_workers(1);
   auto* begin_hold = new std::shared_ptr<Gate>(gate);
   CUresult queued = api->cuLaunchHostFunc(stream, &begin_on_pool, begin_hold);
@@ -250,12 +254,12 @@ Future submit_on_stream(FileState& file, bool is_read, void* buffer, std::uint64
     return fail(cuda_check(*api, queued, "cuLaunchHostFunc"));
   }
   // From here the request will run: every failure below goes into its future, never stops it.
-  if (flags != nullptr &&
-      api->cuStreamWaitValue32_v2(stream, gate->word.device, gate->word.value, CU_STREAM_WAIT_VALUE_GEQ) ==
-          CUDA_SUCCESS) {
-    gate->flags = flags;
-  } else {
-    if (flags != nullptr) flags->give_back(gate->word);
+  bool waits = flags != nullptr &&
+               api->cuStreamWaitValue32_v2(stream, gate->word.device, gate->word.value, CU_STREAM_WAIT_VALUE_GEQ) ==
+                   CUDA_SUCCESS;
+  if (!waits) {
+    // No wait on the word (its end() still writes and frees it): a host function that blocks until the
+    // request ended holds the stream instead.
     auto* wait_hold = new std::shared_ptr<Gate>(gate);
     CUresult waited = api->cuLaunchHostFunc(stream, &wait_for_end, wait_hold);
     if (waited != CUDA_SUCCESS) {

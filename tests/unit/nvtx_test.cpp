@@ -90,7 +90,7 @@ TEST_F(Nvtx, SettingParsesFromTheEnvironmentSpelling) {
   EXPECT_EQ(c.get("nvtx"), "on");
   ASSERT_TRUE(c.set("nvtx", "0").ok());
   EXPECT_FALSE(c.nvtx());
-  Status bad = c.set("FERRY_NVTX", "maybe");
+  Status bad = c.set("FERRY_NVTX", "maybe", SettingSource::environment);
   EXPECT_EQ(bad.code(), ErrorCode::invalid_argument);
   EXPECT_THAT(bad.message(), HasSubstr("FERRY_NVTX"));
 }

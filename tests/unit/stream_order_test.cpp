@@ -101,6 +101,7 @@ TEST_F(StreamOrder, StagedReadBeginsAfterEarlierWorkAndLaterWorkSeesItsBytes) {
   EXPECT_TRUE(fut.done()) << "the future must be done before the stream goes on";
   EXPECT_TRUE(std::equal(expected_.begin(), expected_.end(), after.begin()))
       << "the copy queued after the request did not see its bytes (or the memset ran after the read)";
+  EXPECT_EQ(fut.bytes_done(), kSize);
   EXPECT_EQ(after[kSize], 0x11) << "the byte past the request is the memset's";
   auto r = fut.get();
   ASSERT_TRUE(r.ok()) << r.status().to_string();
