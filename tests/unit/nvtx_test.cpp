@@ -59,8 +59,11 @@ TEST_F(Nvtx, RangesAroundTheRequestAndEachTaskWhenOn) {
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   auto lines = events();
   ASSERT_FALSE(lines.empty());
-  EXPECT_THAT(lines.front(), StartsWith("start 1 ferry read 12.00 KiB at offset 0 from \""));
-  EXPECT_EQ(lines.back(), "end 1");
+  // "start <id> <message>" first, "end <id>" last, with the id the tool gave.
+  ASSERT_THAT(lines.front(), StartsWith("start "));
+  std::string id = lines.front().substr(6, lines.front().find(' ', 6) - 6);
+  EXPECT_THAT(lines.front(), StartsWith("start " + id + " ferry read 12.00 KiB at offset 0 from \""));
+  EXPECT_EQ(lines.back(), "end " + id);
   int pushes = 0, pops = 0;
   for (const auto& l : lines) {
     if (l.rfind("push ", 0) == 0) {
