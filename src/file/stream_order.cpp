@@ -185,7 +185,19 @@ class StreamContext {
  public:
   StreamContext(const CudaApi& api, CUstream stream) : api_(api) {
     CUcontext ctx = nullptr;
-    status_ = cuda_check(api, api.cuStreamGetCtx(stream, &ctx), "cuStreamGetCtx (the stream given to a stream-ordered request)");
+    CUresult got = api.cuStreamGetCtx(stream, &ctx);
+    const auto handle = reinterpret_cast<std::uintptr_t>(stream);
+    if (got == CUDA_ERROR_INVALID_CONTEXT && handle <= 2) {
+      // The special handles (0 and 1: the legacy default stream, 2: the per-thread one) mean "of the
+      // context current on this thread", and there is none.
+      status_ = Status(ErrorCode::invalid_argument,
+                       fmt::format("stream {} is a default stream, which belongs to the CUDA context current on "
+                                   "the calling thread, and none is current: make one current (cudaSetDevice, "
+                                   "cuCtxSetCurrent) or pass a stream you created",
+                                   handle));
+      return;
+    }
+    status_ = cuda_check(api, got, "cuStreamGetCtx (the stream given to a stream-ordered request)");
     if (!status_.ok()) return;
     status_ = cuda_check(api, api.cuCtxGetCurrent(&previous_), "cuCtxGetCurrent");
     if (!status_.ok() || previous_ == ctx) return;

@@ -226,6 +226,27 @@ TEST_F(StreamOrder, ManyRequestsOnOneStreamRunInItsOrder) {
   testing::fake_cuda_free(dev);
 }
 
+TEST_F(StreamOrder, TheDefaultStreamNeedsACurrentContext) {
+  File f = open("r");
+  ASSERT_EQ(api().cuCtxSetCurrent(nullptr), CUDA_SUCCESS);
+  std::vector<std::uint8_t> host(16);
+  auto r = f.read_async(host.data(), host.size(), 0, nullptr).get();
+  ASSERT_TRUE(detail::make_current(api(), 0).ok());  // for TearDown's stream
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::invalid_argument);
+  EXPECT_THAT(r.status().message(), HasSubstr("stream 0 is a default stream"));
+}
+
+TEST_F(StreamOrder, TheLegacyDefaultStreamWorksWithAContext) {
+  File f = open("r");
+  std::vector<std::uint8_t> host(kSize, 0);
+  Future fut = f.read_async(host.data(), kSize, 0, nullptr);
+  ASSERT_EQ(api().cuStreamSynchronize(nullptr), CUDA_SUCCESS);
+  auto r = fut.get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(host, expected_);
+}
+
 TEST_F(StreamOrder, WithoutCudaTheFutureSaysWhy) {
   static const detail::GpuPlatform no_cuda{
       [](Status* why) -> const detail::CudaApi* {
