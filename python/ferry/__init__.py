@@ -615,14 +615,21 @@ class File:
         self.last_report = Report._from_parts(parts)
         return int(got)
 
-    def write(self, buf: Any, size: Optional[int] = None) -> int:
+    def write(self, buf: Any, size: Optional[int] = None, *, progress: _progress.Progress = None) -> int:
         """Blocking write of ``size`` bytes (default: all of ``buf``) at the file position (at the end in
         mode "a"); returns the bytes written. A Ctrl-C while it waits cancels the write (bytes already
         written stay written), leaves the position where the write began, and raises
-        ``KeyboardInterrupt``."""
+        ``KeyboardInterrupt``. ``progress`` as for :meth:`read`."""
         self._check_open()
         b = _acquire(buf, for_read=False)
         n = _args.size(size, b.nbytes, self.path)
+        report = _progress.callback(progress, n, f"writing {os.path.basename(self.path)}")
+        if report is not None:
+            impl = self._impl.start_at_position(b, n, False)
+            _progress.wait_with_progress(impl, report, n)
+            got = int(impl.result())
+            self.last_report = Report._from_parts(impl.report())
+            return got
         got, parts = self._impl.write(b, n)
         self.last_report = Report._from_parts(parts)
         return int(got)

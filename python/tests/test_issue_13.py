@@ -99,6 +99,17 @@ def test_progress_true_without_tqdm_still_reads(make_file, monkeypatch):
     assert np.array_equal(out, data)
 
 
+def test_write_calls_progress_too(tmp_path):
+    path = tmp_path / "w.bin"
+    data = np.arange(300_000, dtype=np.uint32).view(np.uint8)
+    calls = []
+    with ferry.open(path, "w", task_size="64KiB") as f:
+        assert f.write(data, progress=lambda d, t: calls.append((d, t))) == data.size
+        assert f.tell() == data.size
+    assert calls[-1] == (data.size, data.size)
+    assert path.read_bytes() == data.tobytes()
+
+
 def test_progress_of_a_wrong_type_is_a_type_error(make_file):
     path, _ = make_file(10)
     with ferry.open(path) as f:
