@@ -110,7 +110,9 @@ class File {
   /// closed by the time the stream reaches it still releases the stream: check the future, since work
   /// queued after it runs on whatever the buffer then holds. Errors in the future: the read's own errors;
   /// unavailable without a CUDA driver (or one lacking cuLaunchHostFunc); internal for a stream handle
-  /// the driver rejects (in those cases nothing was queued). close() does not wait for a stream-ordered
+  /// the driver rejects (in those cases nothing was queued). Future::cancel() before the stream reaches
+  /// the request ends it at once (cancelled, nothing read); the stream is released when it gets there.
+  /// close() does not wait for a stream-ordered
   /// request its stream has not reached yet: it then fails with failed_precondition. Never queue one on
   /// a stream that is being captured into a CUDA graph (host functions are captured, Ferry's wait word
   /// is not reusable there).

@@ -160,7 +160,7 @@ void begin_on_pool(void* user_data) {
   std::shared_ptr<Gate> gate = std::move(*held);
   delete held;
   shared_pool().submit([gate] {
-    if (gate->outer->cancel_requested()) {
+    if (!gate->outer->try_begin()) {  // cancelled: its future ended then; release the stream
       gate->end(Status(ErrorCode::cancelled, "the request was cancelled before its stream reached it"));
       return;
     }

@@ -43,7 +43,18 @@ std::shared_ptr<RequestState> RequestState::failed(Status status) {
   return state;
 }
 
-std::shared_ptr<RequestState> RequestState::deferred() { return std::make_shared<RequestState>(); }
+std::shared_ptr<RequestState> RequestState::deferred() {
+  auto state = std::make_shared<RequestState>();
+  state->deferred_ = true;
+  return state;
+}
+
+bool RequestState::try_begin() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (done_ || first_error_.code() == ErrorCode::cancelled) return false;
+  begun_ = true;
+  return true;
+}
 
 void RequestState::link(const std::shared_ptr<RequestState>& inner) {
   bool cancelled = false;
@@ -52,18 +63,14 @@ void RequestState::link(const std::shared_ptr<RequestState>& inner) {
     inner_ = inner;
     cancelled = first_error_.code() == ErrorCode::cancelled;
   }
-  if (cancelled) inner->cancel();  // cancel() arrived between cancel_requested() and link()
-}
-
-bool RequestState::cancel_requested() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return first_error_.code() == ErrorCode::cancelled;
+  if (cancelled) inner->cancel();  // cancel() arrived between try_begin() and link()
 }
 
 void RequestState::complete_deferred(Result<Transfer> result) {
   std::vector<Callback> callbacks;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (done_) return;  // cancelled before it began: it ended then
     if (result.ok()) bytes_done_.store(result->bytes, std::memory_order_relaxed);
     result_ = result;
     done_ = true;
@@ -90,14 +97,19 @@ void RequestState::record_error(Status s) {
 
 void RequestState::cancel() {
   std::shared_ptr<RequestState> inner;
+  bool end_now = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (done_ || !first_error_.ok()) return;
     first_error_ = Status(ErrorCode::cancelled, "the request was cancelled");
     failed_.store(true, std::memory_order_release);
     inner = inner_;
+    end_now = deferred_ && !begun_;  // nothing runs yet, and try_begin() will now refuse
   }
   if (inner) inner->cancel();
+  if (end_now) {
+    complete_deferred(Status(ErrorCode::cancelled, "the request was cancelled before its stream reached it"));
+  }
 }
 
 Status RequestState::ended_early(const Task& t, std::uint64_t bytes) const {

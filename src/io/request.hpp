@@ -81,8 +81,9 @@ class RequestState {
   /// bytes_done() and cancel().
   static std::shared_ptr<RequestState> deferred();
   void link(const std::shared_ptr<RequestState>& inner);
-  /// True once cancel() was called on a deferred request (it then need not begin).
-  bool cancel_requested() const;
+  /// A deferred request is about to begin its work: false when it was cancelled first (it then ended
+  /// already, and must not begin). After this, cancel() is forwarded to the linked request.
+  bool try_begin();
   void complete_deferred(Result<Transfer> result);
 
   bool done() const;
@@ -121,6 +122,7 @@ class RequestState {
   std::vector<Callback> callbacks_;
   std::shared_ptr<RequestState> self_;  // keeps the state alive while jobs run
   std::shared_ptr<RequestState> inner_;  // a deferred request's work, once it began (guarded by mutex_)
+  bool deferred_ = false, begun_ = false;  // a deferred request; whether its work began (mutex_)
 };
 
 }  // namespace ferry::detail
