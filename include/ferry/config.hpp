@@ -101,6 +101,10 @@ class Config {
   Config& set_bounce_buffers_per_thread(unsigned n);
   Requirement require() const { return require_; }
   Config& set_require(Requirement r);
+  // NVTX ranges (for Nsight Systems) around each request and task of Files opened with this config, when
+  // a tool is attached. Default off.
+  bool nvtx() const { return nvtx_; }
+  Config& set_nvtx(bool on);
 
  private:
   void mark(std::string_view name, SettingSource s);
@@ -112,6 +116,7 @@ class Config {
   std::uint64_t bounce_buffer_size_;
   unsigned bounce_buffers_per_thread_;
   Requirement require_;
+  bool nvtx_ = false;
   std::vector<std::pair<std::string, SettingSource>> sources_;
 };
 

@@ -3,6 +3,7 @@
 
 #include "ferry/config.hpp"
 #include "ferry/file.hpp"
+#include "ferry/page_cache.hpp"
 #include "ferry/route.hpp"
 #include "ferry/safetensors.hpp"
 #include "ferry/status.hpp"

@@ -24,6 +24,7 @@ namespace ferry {
 namespace detail {
 class RequestState;
 class FileState;
+struct FutureAccess;
 }  // namespace detail
 
 /// The pending result of pread/pwrite. It completes when every task of the request has stopped: after
@@ -55,6 +56,7 @@ class [[nodiscard]] Future {
   void then(std::function<void(const Result<Transfer>&)> callback);
 
  private:
+  friend struct detail::FutureAccess;
   std::shared_ptr<detail::RequestState> state_;
 };
 
@@ -89,6 +91,31 @@ class File {
   /// disk, when the future completes: call sync() for durability. Errors: no_space, io_error, ...
   [[nodiscard]] Future pwrite(const void* buffer, std::uint64_t size, std::uint64_t offset);
 
+  /// Stream-ordered read for framework code (CUDA streams): reads `size` bytes at `offset` into `buffer`
+  /// as pread() does, on any route, but in `stream`'s order. `stream` is a CUstream (cudaStream_t) of any
+  /// context, or nullptr for the legacy default stream. The request begins only after the work queued on
+  /// `stream` before this call has finished, and work queued on `stream` afterwards waits until the
+  /// request has ended (the bytes are in `buffer`); the calling thread does not wait for either. Host
+  /// buffers work too: later work on the stream (a cuMemcpyHtoDAsync from them) sees the data.
+  /// Ferry queues on `stream` a host function (cuLaunchHostFunc) that begins the request, then a
+  /// cuStreamWaitValue32 on a word of pinned host memory that the request's end writes (where the driver
+  /// refuses that, a host function that blocks until the request ended). The returned future reports the
+  /// outcome and is done before the stream goes on. A request that fails, is cancelled, or finds the File
+  /// closed by the time the stream reaches it still releases the stream: check the future, since work
+  /// queued after it runs on whatever the buffer then holds. Errors in the future: the read's own errors;
+  /// unavailable without a CUDA driver (or one lacking cuLaunchHostFunc); internal for a stream handle
+  /// the driver rejects (in those cases nothing was queued). Future::cancel() before the stream reaches
+  /// the request ends it at once (cancelled, nothing read); the stream is released when it gets there.
+  /// close() does not wait for a stream-ordered
+  /// request its stream has not reached yet: it then fails with failed_precondition. Never queue one on
+  /// a stream that is being captured into a CUDA graph (host functions are captured, Ferry's wait word
+  /// is not reusable there).
+  [[nodiscard]] Future read_async(void* buffer, std::uint64_t size, std::uint64_t offset, void* stream);
+  /// Stream-ordered write: begins once the work queued on `stream` before it (the kernels producing
+  /// `buffer`) has finished; later work on `stream` waits until the data has been written (to the page
+  /// cache, as pwrite(); call sync() for durability). Otherwise as read_async().
+  [[nodiscard]] Future write_async(const void* buffer, std::uint64_t size, std::uint64_t offset, void* stream);
+
   /// Blocking read at the file position, which advances by the bytes read.
   [[nodiscard]] Result<Transfer> read(void* buffer, std::uint64_t size);
   /// Blocking write at the file position (at the end of the file in mode "a"), which advances.
@@ -108,6 +135,9 @@ class File {
   Status close();
 
   const std::string& path() const;
+  /// The file's buffered (not O_DIRECT) descriptor, for calls Ferry does not make (fstat, flock,
+  /// posix_fadvise); -1 once closed. It stays Ferry's: do not close it, and do not use it after close().
+  int fileno() const;
   const Config& config() const;
   /// All operations of this File so far.
   Report report() const;

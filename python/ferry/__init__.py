@@ -39,7 +39,7 @@ import sys
 import threading
 from typing import Any, Dict, Generator, Iterator, List, NamedTuple, Optional, Union
 
-from . import _args, _ferry
+from . import _args, _ferry, _progress
 from ._buffers import acquire as _acquire
 from ._errors import CancelledError, FerryError, InvalidArgumentError, InvalidBufferError, UnavailableError
 from ._errors import invalid_argument as _errors_invalid_argument
@@ -376,6 +376,12 @@ class Future:
         return bool(self._impl.cancelled())
 
     @property
+    def bytes_done(self) -> int:
+        """Bytes moved so far by the request's finished tasks (for progress displays); the total once it
+        is done. Never blocks. A stream-ordered request counts 0 until its stream reaches it."""
+        return int(self._impl.bytes_done())
+
+    @property
     def report(self) -> Report:
         """The request's route report (waits for the request; raises its error if it failed)."""
         return Report._from_parts(self._impl.report())
@@ -460,14 +466,87 @@ class File:
         self._check_open()
         return int(self._impl.size())
 
-    def _start(self, op: str, buf: Any, offset: Any, size: Any) -> Future:
+    def _start(self, op: str, buf: Any, offset: Any, size: Any, handle: Optional[int] = None) -> Future:
         self._check_open()
         at = _args.offset(offset, self.path)
-        b = _acquire(buf, for_read=op == "read")
+        b = _acquire(buf, for_read=op == "read", stream=handle)
         n = _args.size(size, b.nbytes, self.path)
         _args.span(op, n, at, self.path)
+        if handle is not None:
+            impl = (self._impl.read_async if op == "read" else self._impl.write_async)(b, n, at, handle)
+            return Future(impl, op + "_async", n, at)
         impl = self._impl.pread(b, n, at) if op == "read" else self._impl.pwrite(b, n, at)
         return Future(impl, "p" + op, n, at)
+
+    def read_async(self, buf: Any, offset: int = 0, size: Optional[int] = None, *, stream: Any) -> Future:
+        """Reads ``size`` bytes (default: all of ``buf``) at ``offset`` into ``buf`` in a CUDA stream's
+        order, without blocking: the read begins once the work already queued on ``stream`` has finished,
+        and work queued on ``stream`` afterwards waits until the bytes are in ``buf``.
+
+        ``stream``: a CuPy stream (``.ptr``), a PyTorch stream (``.cuda_stream``), a Numba stream
+        (``.handle``), or a raw ``CUstream``/``cudaStream_t`` as an int (0: the legacy default stream).
+        Any route works, and host buffers too (a later copy on ``stream`` sees the data). The returned
+        :class:`Future` reports the outcome; it is done before ``stream`` goes on. A failed (or cancelled)
+        read still releases the stream, so check the future: work queued after it then sees whatever the
+        buffer held. The array's own producer stream is not waited for: order it with ``stream`` yourself
+        (allocate and fill the array on ``stream``). Raises :class:`UnavailableError` through the future
+        without a CUDA driver. See python/README.md, "Stream-ordered reads and writes"."""
+        return self._start("read", buf, offset, size, _stream_handle(stream))
+
+    def write_async(self, buf: Any, offset: int = 0, size: Optional[int] = None, *, stream: Any) -> Future:
+        """Writes ``size`` bytes (default: all of ``buf``) from ``buf`` at ``offset`` in ``stream``'s order:
+        the write begins once the work queued on ``stream`` before it (the kernels producing ``buf``) has
+        finished, and later work on ``stream`` waits until the data is written (to the page cache, as
+        :meth:`pwrite`). Otherwise as :meth:`read_async`."""
+        return self._start("write", buf, offset, size, _stream_handle(stream))
+
+    # -- position
+
+    def tell(self) -> int:
+        """The file position: where the next blocking :meth:`read`/:meth:`readinto`/:meth:`write` starts
+        (in mode "a", the end of the last write). :meth:`pread`, :meth:`pwrite` and the stream-ordered
+        calls take explicit offsets and neither use nor move it."""
+        return int(self._impl.tell())
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        """Moves the file position, as ``io.RawIOBase.seek``: ``whence`` ``os.SEEK_SET`` (0, from the start),
+        ``os.SEEK_CUR`` (1) or ``os.SEEK_END`` (2, from the current size). Returns the new position.
+        Seeking past the end is allowed (a read there returns 0 bytes; a write extends the file); a
+        negative result raises ``ValueError``, as ``io`` does. In mode "a" writes still go to the end of
+        the file. Requests in flight keep the offsets they were given."""
+        self._check_open()
+        delta = _args.integer("offset", offset)
+        how = _args.integer("whence", whence)
+        if how == os.SEEK_SET:
+            base = 0
+        elif how == os.SEEK_CUR:
+            base = int(self._impl.tell())
+        elif how == os.SEEK_END:
+            base = int(self._impl.size())
+        else:
+            raise ValueError(f"invalid whence ({how}, should be {os.SEEK_SET}, {os.SEEK_CUR} or {os.SEEK_END})")
+        to = base + delta
+        if to < 0:
+            raise ValueError(f"negative seek position {to}")
+        if to > _args.MAX_OFFSET:
+            raise OverflowError(f"seek position {to} is past the largest file offset ({_args.MAX_OFFSET})")
+        self._impl.seek(to)
+        return to
+
+    def fileno(self) -> int:
+        """The underlying (buffered, not O_DIRECT) file descriptor, for ``os.fstat``, ``fcntl.flock`` and
+        the like. It stays the File's: do not close it, and do not use it after :meth:`close`."""
+        self._check_open()
+        return int(self._impl.fileno())
+
+    def seekable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return self._mode.replace("b", "") in ("r", "r+")
+
+    def writable(self) -> bool:
+        return self._mode.replace("b", "") in ("w", "r+", "a")
 
     def pread(self, buf: Any, offset: int = 0, size: Optional[int] = None) -> Future:
         """Starts reading ``size`` bytes (default: all of ``buf``) at ``offset`` into ``buf``; returns a
@@ -485,7 +564,7 @@ class File:
         durability. Arguments are checked as :meth:`pread` checks them."""
         return self._start("write", buf, offset, size)
 
-    def read(self, buf_or_size: Any = -1, size: Optional[int] = None) -> Any:
+    def read(self, buf_or_size: Any = -1, size: Optional[int] = None, *, progress: _progress.Progress = None) -> Any:
         """Blocking read at the file position, which advances by the bytes read.
 
         * ``read(buf)`` / ``read(buf, size)``: reads into ``buf`` (any buffer, host or GPU) and returns the
@@ -495,6 +574,10 @@ class File:
 
         The route report of the read is in :attr:`last_report`. A Ctrl-C while it waits cancels the read,
         leaves the position where the read began, and raises ``KeyboardInterrupt``.
+
+        ``progress``: a callable called as ``progress(bytes_done, total)`` about every 0.1 s and once at the
+        end (an exception it raises cancels the read and propagates), or True for a bar: tqdm's when tqdm
+        is importable, else a line on stderr (terminals only). ``read(n)`` takes it too.
         """
         if buf_or_size is None or (isinstance(buf_or_size, numbers.Integral) and not _args.is_bool(buf_or_size)):
             if size is not None:
@@ -503,32 +586,50 @@ class File:
             n = _args.read_length(buf_or_size)
             if n < 0:
                 n = int(self._impl.size())
+            if progress is not None and progress is not False:
+                data = bytearray(n)
+                got = self.readinto(data, progress=progress)
+                return bytes(memoryview(data)[:got])
             data, parts = self._impl.read_bytes(n)
             self.last_report = Report._from_parts(parts)
             return data
         if _args.is_bool(buf_or_size) or isinstance(buf_or_size, numbers.Real):
             raise TypeError(f"read() takes an integer, None or a buffer, not {type(buf_or_size).__name__!r}")
-        return self.readinto(buf_or_size, size)
+        return self.readinto(buf_or_size, size, progress=progress)
 
-    def readinto(self, buf: Any, size: Optional[int] = None) -> int:
+    def readinto(self, buf: Any, size: Optional[int] = None, *, progress: _progress.Progress = None) -> int:
         """Blocking read at the file position into ``buf``; returns the bytes read. A Ctrl-C while it
         waits cancels the read, leaves the position where the read began, and raises
-        ``KeyboardInterrupt``."""
+        ``KeyboardInterrupt``. ``progress`` as for :meth:`read`."""
         self._check_open()
         b = _acquire(buf, for_read=True)
         n = _args.size(size, b.nbytes, self.path)
+        report = _progress.callback(progress, n, f"reading {os.path.basename(self.path)}")
+        if report is not None:
+            impl = self._impl.start_at_position(b, n, True)
+            _progress.wait_with_progress(impl, report, n)
+            got = int(impl.result())
+            self.last_report = Report._from_parts(impl.report())
+            return got
         got, parts = self._impl.read_into(b, n)
         self.last_report = Report._from_parts(parts)
         return int(got)
 
-    def write(self, buf: Any, size: Optional[int] = None) -> int:
+    def write(self, buf: Any, size: Optional[int] = None, *, progress: _progress.Progress = None) -> int:
         """Blocking write of ``size`` bytes (default: all of ``buf``) at the file position (at the end in
         mode "a"); returns the bytes written. A Ctrl-C while it waits cancels the write (bytes already
         written stay written), leaves the position where the write began, and raises
-        ``KeyboardInterrupt``."""
+        ``KeyboardInterrupt``. ``progress`` as for :meth:`read`."""
         self._check_open()
         b = _acquire(buf, for_read=False)
         n = _args.size(size, b.nbytes, self.path)
+        report = _progress.callback(progress, n, f"writing {os.path.basename(self.path)}")
+        if report is not None:
+            impl = self._impl.start_at_position(b, n, False)
+            _progress.wait_with_progress(impl, report, n)
+            got = int(impl.result())
+            self.last_report = Report._from_parts(impl.report())
+            return got
         got, parts = self._impl.write(b, n)
         self.last_report = Report._from_parts(parts)
         return int(got)
@@ -601,6 +702,24 @@ def _stop_requests_after_ctrl_c() -> None:
     _ferry.reap_parked(True)
 
 
+def _stream_handle(stream: Any) -> int:
+    """A CUstream handle from a CuPy stream (``.ptr``), a PyTorch stream (``.cuda_stream``), a Numba stream
+    (``.handle``, a ctypes pointer) or an int."""
+    for attr in ("cuda_stream", "ptr", "handle"):
+        value = getattr(stream, attr, None)
+        if value is not None:
+            value = getattr(value, "value", value)  # ctypes c_void_p (Numba)
+            stream = 0 if value is None else value
+            break
+    if _args.is_bool(stream) or not isinstance(stream, numbers.Integral):
+        raise TypeError(f"stream must be a CUDA stream (CuPy, PyTorch, Numba) or an int handle, not "
+                        f"{type(stream).__name__!r}")
+    handle = int(stream)
+    if handle < 0 or handle > _args.MAX_U64:
+        raise ValueError(f"stream handle {handle} is not a pointer")
+    return handle
+
+
 # ----------------------------------------------------------------------------------------------- doctor
 
 
@@ -623,4 +742,4 @@ def doctor(path: Optional[PathLike] = None, *, device: int = 0, probe: bool = Fa
 
 # ferry.safetensors imports nothing beyond the extension and the standard library (torch and CuPy only
 # when asked for), so it is loaded with the package.
-from . import safetensors  # noqa: E402
+from . import page_cache, safetensors  # noqa: E402

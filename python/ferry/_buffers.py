@@ -13,7 +13,7 @@ copies are not ordered after that work, so the Python layer waits for the stream
 
 from __future__ import annotations
 
-from typing import Any, Tuple
+from typing import Any, Optional, Tuple
 
 from . import _cuda
 from ._errors import InvalidBufferError
@@ -78,7 +78,7 @@ def _sync(obj: Any, stream: int, device: int) -> None:
         raise InvalidBufferError(f"could not wait for the stream {_what(obj)} named: {e}") from None
 
 
-def _from_cuda_array_interface(obj: Any, cai: Any) -> Buffer:
+def _from_cuda_array_interface(obj: Any, cai: Any, ordered: bool = False) -> Buffer:
     try:
         address, readonly = cai["data"]
         shape = tuple(int(n) for n in cai["shape"])
@@ -105,14 +105,14 @@ def _from_cuda_array_interface(obj: Any, cai: Any) -> Buffer:
     address = int(address or 0)
     dl_type, ordinal = _check_device_pointer(obj, address, -1, nbytes)
     stream = cai.get("stream") if int(cai.get("version", 0)) >= 3 else None
-    if stream is not None:
+    if stream is not None and not ordered:
         if int(stream) == 0:
             raise InvalidBufferError(f"{_what(obj)} names stream 0, which the CUDA Array Interface forbids")
         _sync(obj, int(stream), ordinal)
     return Buffer.from_pointer(address, nbytes, bool(readonly), dl_type, ordinal, obj)
 
 
-def _from_dlpack(obj: Any) -> Buffer:
+def _from_dlpack(obj: Any, consumer_stream: Optional[int] = None) -> Buffer:
     try:
         dev_type, dev_id = obj.__dlpack_device__() if hasattr(obj, "__dlpack_device__") else (_DL_CPU, 0)
         dev_type, dev_id = int(dev_type), int(dev_id)
@@ -124,7 +124,10 @@ def _from_dlpack(obj: Any) -> Buffer:
             f"{_what(obj)} lives on a {name} device ({name.lower()}:{dev_id}); Ferry reads into and writes "
             "from CPU and CUDA memory only"
         )
-    kwargs = {"stream": _LEGACY_DEFAULT_STREAM} if dev_type in (_DL_CUDA, _DL_CUDA_MANAGED) else {}
+    # DLPack's `stream` is the consumer's stream, on which the producer makes its data ready: the stream of
+    # a stream-ordered request, else the legacy default stream, which Ferry then waits for.
+    wanted = _LEGACY_DEFAULT_STREAM if consumer_stream is None else consumer_stream
+    kwargs = {"stream": wanted} if dev_type in (_DL_CUDA, _DL_CUDA_MANAGED) else {}
     capsule = None
     # Ask for a DLPack 1.x capsule (it carries the read-only flag); older producers take fewer arguments.
     for attempt in ({**kwargs, "max_version": (1, 0)}, kwargs, {}):
@@ -147,13 +150,17 @@ def _from_dlpack(obj: Any) -> Buffer:
         )
     if dev_type in (_DL_CUDA, _DL_CUDA_MANAGED):
         _, ordinal = _check_device_pointer(obj, buf.address, dev_id, buf.nbytes)
-        if "stream" in kwargs:
+        if "stream" in kwargs and consumer_stream is None:
             _sync(obj, _LEGACY_DEFAULT_STREAM, ordinal if ordinal >= 0 else dev_id)
     return buf
 
 
-def acquire(obj: Any, *, for_read: bool) -> Buffer:
+def acquire(obj: Any, *, for_read: bool, stream: Optional[int] = None) -> Buffer:
     """Pins ``obj``'s memory for one request. ``for_read``: Ferry will write into it (a file read).
+
+    ``stream``: the CUDA stream of a stream-ordered request (read_async/write_async). The producer's own
+    stream is then not waited for on the host: a DLPack producer is asked to make its data ready on
+    ``stream``, and a CUDA Array Interface producer's stream is the caller's to order with ``stream``.
 
     Raises TypeError for objects that expose no memory at all, and InvalidBufferError (a ValueError) for
     memory Ferry cannot use.
@@ -168,7 +175,7 @@ def acquire(obj: Any, *, for_read: bool) -> Buffer:
         except Exception as e:  # PyTorch refuses tensors that require grad, for example
             raise InvalidBufferError(f"{_what(obj)}.__cuda_array_interface__ failed: {e}") from e
         if cai is not None:
-            buf = _from_cuda_array_interface(obj, cai)
+            buf = _from_cuda_array_interface(obj, cai, ordered=stream is not None)
         else:
             try:
                 buf = Buffer.from_buffer_protocol(obj)
@@ -178,7 +185,7 @@ def acquire(obj: Any, *, for_read: bool) -> Buffer:
                         f"{_what(obj)} is not a buffer: Ferry takes objects with __cuda_array_interface__, "
                         "__dlpack__ or the buffer protocol (NumPy, CuPy, PyTorch, bytearray, memoryview, ...)"
                     ) from None
-                buf = _from_dlpack(obj)
+                buf = _from_dlpack(obj, stream)
     if for_read and buf.readonly:
         raise InvalidBufferError(f"cannot read into a read-only {_what(obj)}")
     if not buf.contiguous:

@@ -58,6 +58,19 @@ class Cursor {
     return at;
   }
 
+  /// The position: where the next read() starts (in mode "a", where the next write() appends at the
+  /// earliest: the end of the last write, or of the file at open).
+  std::uint64_t tell() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return append_ ? end_ : position_;
+  }
+  /// Moves the position. In mode "a" a write still lands at the end of the file (reserve() takes the
+  /// larger of the position and the file's size), as with O_APPEND.
+  void seek(std::uint64_t to) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    (append_ ? end_ : position_) = to;
+  }
+
   /// After a request of `reserved` bytes at `at` moved `bytes`: pulls the cursor back to `at + bytes`,
   /// unless another call moved it since (a short read ends where the data did; a failed or cancelled
   /// read or write leaves it where it began).
@@ -112,6 +125,34 @@ class PyFile {
     Buffer& b = checked_buffer(buffer, size, false);
     return start(false, false, std::move(buffer), reinterpret_cast<void*>(b.address), size, offset);
   }
+
+  /// Stream-ordered pread/pwrite (File::read_async / write_async) on the CUstream `stream`.
+  std::unique_ptr<PyFuture> read_async(py::object buffer, std::uint64_t size, std::uint64_t offset,
+                                       std::uintptr_t stream) {
+    Buffer& b = checked_buffer(buffer, size, true);
+    return start(true, false, std::move(buffer), reinterpret_cast<void*>(b.address), size, offset, stream);
+  }
+  std::unique_ptr<PyFuture> write_async(py::object buffer, std::uint64_t size, std::uint64_t offset,
+                                        std::uintptr_t stream) {
+    Buffer& b = checked_buffer(buffer, size, false);
+    return start(false, false, std::move(buffer), reinterpret_cast<void*>(b.address), size, offset, stream);
+  }
+
+  /// A read or write at the file position that the caller waits for itself (read() with progress).
+  std::unique_ptr<PyFuture> start_at_position(py::object buffer, std::uint64_t size, bool is_read) {
+    Buffer& b = checked_buffer(buffer, size, is_read);
+    return start(is_read, true, std::move(buffer), reinterpret_cast<void*>(b.address), size, 0);
+  }
+
+  std::uint64_t tell() {
+    open_file();
+    return cursor_->tell();
+  }
+  void seek(std::uint64_t to) {
+    open_file();
+    cursor_->seek(to);
+  }
+  int fileno() { return open_file().fileno(); }
 
   /// Blocking read at the file position into `buffer`: (bytes, (json, table)).
   py::tuple read_into(py::object buffer, std::uint64_t size) {
@@ -225,7 +266,8 @@ class PyFile {
   // Starts a read or write of `size` bytes at `offset`, or (`at_position`) at the file position, which
   // it reserves and the outcome settles, as File::read/write do.
   std::unique_ptr<PyFuture> start(bool is_read, bool at_position, py::object keep, void* address,
-                                  std::uint64_t size, std::uint64_t offset) {
+                                  std::uint64_t size, std::uint64_t offset,
+                                  std::optional<std::uintptr_t> stream = std::nullopt) {
     File& f = open_file();
     reap_parked(false);
     requests_->started();  // with the GIL still held: a close() from now on waits for this request
@@ -250,7 +292,12 @@ class PyFile {
           }
         };
       }
-      future = is_read ? f.pread(address, size, offset) : f.pwrite(address, size, offset);
+      if (stream) {
+        auto* s = reinterpret_cast<void*>(*stream);
+        future = is_read ? f.read_async(address, size, offset, s) : f.write_async(address, size, offset, s);
+      } else {
+        future = is_read ? f.pread(address, size, offset) : f.pwrite(address, size, offset);
+      }
     }
     std::string what = std::string(is_read ? "read " : "write ") + std::to_string(size) + " bytes at offset " +
                        std::to_string(offset) + (is_read ? " from \"" : " to \"") + f.path() + "\"";
@@ -334,6 +381,13 @@ PYBIND11_MODULE(_ferry, m) {
       .def("read_into", &PyFile::read_into, py::arg("buffer"), py::arg("size"))
       .def("read_bytes", &PyFile::read_bytes, py::arg("size"))
       .def("write", &PyFile::write, py::arg("buffer"), py::arg("size"))
+      .def("read_async", &PyFile::read_async, py::arg("buffer"), py::arg("size"), py::arg("offset"), py::arg("stream"))
+      .def("write_async", &PyFile::write_async, py::arg("buffer"), py::arg("size"), py::arg("offset"),
+           py::arg("stream"))
+      .def("start_at_position", &PyFile::start_at_position, py::arg("buffer"), py::arg("size"), py::arg("is_read"))
+      .def("tell", &PyFile::tell)
+      .def("seek", &PyFile::seek, py::arg("position"))
+      .def("fileno", &PyFile::fileno)
       .def("size", &PyFile::size)
       .def("sync", &PyFile::sync)
       .def("close", &PyFile::close)
@@ -350,6 +404,26 @@ PYBIND11_MODULE(_ferry, m) {
   m.def("reap_parked", &reap_parked, py::arg("wait"),
         "Lets go of the buffers of futures dropped by an interrupt once their requests are over.");
   m.def("process_report", [] { return report_parts(process_report()); });
+  // ferry.page_cache: (cached_bytes, range_bytes, page_bytes, method).
+  auto residency_tuple = [](const page_cache::Residency& r) {
+    return py::make_tuple(r.cached_bytes, r.range_bytes, r.page_bytes, r.method);
+  };
+  m.def("page_cache_residency", [residency_tuple](const std::string& path, std::uint64_t offset, std::uint64_t length) {
+    std::optional<Result<page_cache::Residency>> r;
+    {
+      py::gil_scoped_release release;
+      r.emplace(page_cache::residency(path, offset, length));
+    }
+    return residency_tuple(unwrap(std::move(*r)));
+  }, py::arg("path"), py::arg("offset"), py::arg("length"));
+  m.def("page_cache_evict", [residency_tuple](const std::string& path, bool write_back_first) {
+    std::optional<Result<page_cache::Residency>> r;
+    {
+      py::gil_scoped_release release;
+      r.emplace(page_cache::evict(path, write_back_first));
+    }
+    return residency_tuple(unwrap(std::move(*r)));
+  }, py::arg("path"), py::arg("write_back_first"));
   m.def("reset_process_report", [] { reset_process_report(); });
   m.def("error_code_names", [] {
     py::list names;

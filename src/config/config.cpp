@@ -192,6 +192,9 @@ const std::vector<SettingInfo>& settings_table() {
       {"require", "FERRY_REQUIRE", "none",
        "gds = fail before I/O when cuFile's direct route is impossible, and after I/O when cuFile's "
        "statistics show any operation took another way."},
+      {"nvtx", "FERRY_NVTX", "off",
+       "on = NVTX ranges around every request and task, for Nsight Systems (nsys profile); they cost nothing "
+       "unless a profiler is attached. off = none."},
   };
   return kTable;
 }
@@ -258,6 +261,12 @@ Config& Config::set_bounce_buffers_per_thread(unsigned n) {
   mark("bounce_buffers_per_thread", SettingSource::api);
   return *this;
 }
+Config& Config::set_nvtx(bool on) {
+  nvtx_ = on;
+  mark("nvtx", SettingSource::api);
+  return *this;
+}
+
 Config& Config::set_require(Requirement r) {
   require_ = r;
   mark("require", SettingSource::api);
@@ -304,6 +313,10 @@ Status Config::set(std::string_view name_or_env, std::string_view value, Setting
     FERRY_ASSIGN_OR_RETURN(Requirement r, parse_choice<Requirement>(value, label,
         {{"none", Requirement::none}, {"", Requirement::none}, {"gds", Requirement::gds}}));
     set_require(r);
+  } else if (name == "nvtx") {
+    FERRY_ASSIGN_OR_RETURN(bool on, parse_choice<bool>(value, label,
+        {{"off", false}, {"", false}, {"0", false}, {"on", true}, {"1", true}}));
+    set_nvtx(on);
   }
   mark(name, source);
   return Status();
@@ -318,6 +331,7 @@ std::string Config::get(std::string_view name) const {
   if (name == "bounce_buffer_size") return std::to_string(bounce_buffer_size_);
   if (name == "bounce_buffers_per_thread") return std::to_string(bounce_buffers_per_thread_);
   if (name == "require") return requirement_name(require_);
+  if (name == "nvtx") return nvtx_ ? "on" : "off";
   return {};
 }
 

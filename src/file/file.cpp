@@ -13,8 +13,10 @@
 
 #include "file/file_state.hpp"
 #include "file/route_selection.hpp"
+#include "file/stream_order.hpp"
 #include "io/posix_source.hpp"
 #include "io/remote_source.hpp"
+#include "platform/nvtx/nvtx.hpp"
 #include "io/request.hpp"
 #include "io/thread_pool.hpp"
 
@@ -149,7 +151,16 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
   // Failed requests count too: their operations, notes and I/O counters belong to the file's trail. The
   // Use ends here, before the future is done: close() may be called from the future's callbacks.
   auto held = std::make_shared<std::optional<Use>>(std::move(*in_use));
-  auto on_complete = [weak, held, setup_before, src = source](Report& report) {
+  // Nsight Systems: one range per request, from here to its completion (on whichever thread that is).
+  std::uint64_t nvtx_range = 0;
+  if (config.nvtx() && nvtx::attached()) {
+    const bool reading = is_read(direction);
+    std::string label = fmt::format("ferry {} {} at offset {} {} \"{}\"", reading ? "read" : "write",
+                                    format_size(size), offset, reading ? "from" : "to", path);
+    nvtx_range = nvtx::range_start(label.c_str());
+  }
+  auto on_complete = [weak, held, setup_before, nvtx_range, src = source](Report& report) {
+    nvtx::range_end(nvtx_range);
     // The one-time work done while this request ran (all of it, in a fresh process's first request).
     SetupCosts setup = process_setup_costs().since(setup_before);
     if (!setup.empty()) report.add_note("one-time set-up during this request: " + setup.summary());
@@ -161,7 +172,7 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
     held->reset();
   };
   return Future(RequestState::start(std::move(tasks), std::move(*backend), config.threads(), std::move(eof),
-                                    std::move(on_complete)));
+                                    std::move(on_complete), nvtx_range != 0));
 }
 
 std::uint64_t FileState::reserve(std::uint64_t size, Direction direction) {
@@ -297,6 +308,14 @@ Future File::pwrite(const void* buffer, std::uint64_t size, std::uint64_t offset
   return state_->submit(detail::Direction::write, const_cast<void*>(buffer), size, offset);
 }
 
+Future File::read_async(void* buffer, std::uint64_t size, std::uint64_t offset, void* stream) {
+  return detail::submit_on_stream(*state_, detail::Direction::read, buffer, size, offset, stream);
+}
+
+Future File::write_async(const void* buffer, std::uint64_t size, std::uint64_t offset, void* stream) {
+  return detail::submit_on_stream(*state_, detail::Direction::write, const_cast<void*>(buffer), size, offset, stream);
+}
+
 Result<Transfer> File::read(void* buffer, std::uint64_t size) {
   FERRY_ASSIGN_OR_RETURN(auto in_use, state_->use());
   std::uint64_t at = state_->reserve(size, detail::Direction::read);
@@ -330,6 +349,10 @@ Status File::sync() {
 Status File::close() { return state_->close(); }
 
 const std::string& File::path() const { return state_->path; }
+int File::fileno() const {
+  if (state_->is_closed()) return -1;
+  return state_->source->fileno();
+}
 const Config& File::config() const { return state_->config; }
 Report File::report() const { return state_->report(); }
 bool File::direct_io_available() const { return state_->source->direct_io_available(); }

@@ -52,6 +52,11 @@ class FileState : public std::enable_shared_from_this<FileState> {
   /// file from cuFile and closes the source. Later calls fail with failed_precondition; a second
   /// close() returns OK.
   Status close();
+  /// True once close() began.
+  bool is_closed() {
+    std::lock_guard<std::mutex> lock(use_mutex_);
+    return closed_;
+  }
   /// The source's size now (0 for sources without one).
   Result<std::uint64_t> current_size() const;
   /// Reserves [offset, offset + size) at the position (or the end, in append mode) and advances it.

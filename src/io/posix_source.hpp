@@ -42,6 +42,7 @@ class PosixSource : public Source {
   std::optional<int> native_descriptor() const override {
     return fds_.direct_available() ? fds_.direct_fd() : fds_.buffered_fd();
   }
+  int fileno() const override { return fds_.buffered_fd(); }
   bool direct_io_available() const override { return fds_.direct_available(); }
   const std::string& open_note() const override { return fds_.direct_note(); }
   Status close() override { return fds_.close(); }

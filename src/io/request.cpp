@@ -7,14 +7,16 @@
 #include <fmt/format.h>
 
 #include "io/thread_pool.hpp"
+#include "platform/nvtx/nvtx.hpp"
 #include "route/process_report.hpp"
 
 namespace ferry::detail {
 
 std::shared_ptr<RequestState> RequestState::start(std::vector<Task> tasks, std::shared_ptr<RouteBackend> backend,
                                                   unsigned threads, EndOfFileRule eof,
-                                                  std::function<void(Report&)> on_complete) {
+                                                  std::function<void(Report&)> on_complete, bool trace_tasks) {
   auto state = std::make_shared<RequestState>();
+  state->trace_tasks_ = trace_tasks;
   state->tasks_ = std::move(tasks);
   state->eof_ = std::move(eof);
   state->backend_ = std::move(backend);
@@ -40,6 +42,52 @@ std::shared_ptr<RequestState> RequestState::failed(Status status) {
   return state;
 }
 
+std::shared_ptr<RequestState> RequestState::deferred() {
+  auto state = std::make_shared<RequestState>();
+  state->deferred_ = true;
+  return state;
+}
+
+bool RequestState::try_begin() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (done_ || first_error_.code() == ErrorCode::cancelled) return false;
+  begun_ = true;
+  return true;
+}
+
+void RequestState::link(const std::shared_ptr<RequestState>& inner) {
+  bool cancelled = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    inner_ = inner;
+    cancelled = first_error_.code() == ErrorCode::cancelled;
+  }
+  if (cancelled) inner->cancel();  // cancel() arrived between try_begin() and link()
+}
+
+void RequestState::complete_deferred(Result<Transfer> result) {
+  std::vector<Callback> callbacks;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (done_) return;  // cancelled before it began: it ended then
+    if (result.ok()) bytes_done_.store(result->bytes, std::memory_order_relaxed);
+    result_ = result;
+    done_ = true;
+    inner_.reset();
+    callbacks.swap(callbacks_);
+  }
+  done_cv_.notify_all();
+  for (auto& cb : callbacks) cb(result);
+}
+
+std::uint64_t RequestState::bytes_done() const {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (inner_) return inner_->bytes_done();
+  }
+  return bytes_done_.load(std::memory_order_relaxed);
+}
+
 void RequestState::record_error(Status s) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (first_error_.ok()) first_error_ = std::move(s);
@@ -47,10 +95,20 @@ void RequestState::record_error(Status s) {
 }
 
 void RequestState::cancel() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (done_ || !first_error_.ok()) return;
-  first_error_ = Status(ErrorCode::cancelled, "the request was cancelled");
-  failed_.store(true, std::memory_order_release);
+  std::shared_ptr<RequestState> inner;
+  bool end_now = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (done_ || !first_error_.ok()) return;
+    first_error_ = Status(ErrorCode::cancelled, "the request was cancelled");
+    failed_.store(true, std::memory_order_release);
+    inner = inner_;
+    end_now = deferred_ && !begun_;  // nothing runs yet, and try_begin() will now refuse
+  }
+  if (inner) inner->cancel();
+  if (end_now) {
+    complete_deferred(Status(ErrorCode::cancelled, "the request was cancelled before its stream reached it"));
+  }
 }
 
 Status RequestState::ended_early(const Task& t, std::uint64_t bytes) const {
@@ -88,11 +146,17 @@ void RequestState::run_tasks(Report& local) {
     if (first >= tasks_.size()) break;
     std::span<const Task> slice(tasks_.data() + first, std::min(batch, tasks_.size() - first));
     auto started = std::chrono::steady_clock::now();
+    if (trace_tasks_) {
+      std::string label = fmt::format("ferry task{} {} at offset {}", slice.size() > 1 ? "s" : "",
+                                      route_name(backend_->decision_for(slice[0]).route), slice[0].file_offset);
+      nvtx::push(label.c_str());
+    }
     if (batch == 1) {
       results[0] = (*worker)->run(slice[0], local);
     } else {
       (*worker)->run_batch(slice, local, std::span(results.data(), slice.size()));
     }
+    if (trace_tasks_) nvtx::pop();
     auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started);
     const auto ns_each = static_cast<std::uint64_t>(ns.count()) / slice.size();
     for (std::size_t i = 0; i < slice.size() && !stop; ++i) {

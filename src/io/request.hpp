@@ -64,6 +64,13 @@ struct EndOfFileRule {
   std::uint64_t size_at_start = 0;
 };
 
+class RequestState;
+
+/// The request behind a Future (for requests that wrap another: stream-ordered ones).
+struct FutureAccess {
+  static std::shared_ptr<RequestState> state(const Future& f) { return f.state_; }
+};
+
 class RequestState {
  public:
   using Callback = std::function<void(const Result<Transfer>&)>;
@@ -75,15 +82,24 @@ class RequestState {
   /// registered by then() run.
   static std::shared_ptr<RequestState> start(std::vector<Task> tasks, std::shared_ptr<RouteBackend> backend,
                                              unsigned threads, EndOfFileRule eof,
-                                             std::function<void(Report&)> on_complete);
+                                             std::function<void(Report&)> on_complete, bool trace_tasks = false);
   /// A request that failed before any I/O.
   static std::shared_ptr<RequestState> failed(Status status);
+  /// A request whose work begins later (a stream-ordered request, once its stream reaches it). It is
+  /// done when complete_deferred() is called; link() hands it the request that does the work, for
+  /// bytes_done() and cancel().
+  static std::shared_ptr<RequestState> deferred();
+  void link(const std::shared_ptr<RequestState>& inner);
+  /// A deferred request is about to begin its work: false when it was cancelled first (it then ended
+  /// already, and must not begin). After this, cancel() is forwarded to the linked request.
+  bool try_begin();
+  void complete_deferred(Result<Transfer> result);
 
   bool done() const;
   /// Stops the request at the next task boundary: no task starts after this, tasks already running
   /// finish, and the request fails with `cancelled` (unless it had completed or failed already).
   void cancel();
-  std::uint64_t bytes_done() const { return bytes_done_.load(std::memory_order_relaxed); }
+  std::uint64_t bytes_done() const;
   void wait() const;
   bool wait_for(std::chrono::milliseconds timeout) const;
   Result<Transfer> take_result();
@@ -104,6 +120,7 @@ class RequestState {
   std::atomic<unsigned> active_jobs_{0};
   std::atomic<bool> failed_{false};
   std::atomic<std::uint64_t> bytes_done_{0};
+  bool trace_tasks_ = false;  // an NVTX range around each task (Config::nvtx)
 
   mutable std::mutex mutex_;
   mutable std::condition_variable done_cv_;
@@ -113,6 +130,8 @@ class RequestState {
   std::optional<Result<Transfer>> result_;
   std::vector<Callback> callbacks_;
   std::shared_ptr<RequestState> self_;  // keeps the state alive while jobs run
+  std::shared_ptr<RequestState> inner_;  // a deferred request's work, once it began (guarded by mutex_)
+  bool deferred_ = false, begun_ = false;  // a deferred request; whether its work began (mutex_)
 };
 
 }  // namespace ferry::detail

@@ -71,6 +71,9 @@ class Source {
   virtual Status sync() = 0;
   /// A descriptor cuFile can register (its direct path wants O_DIRECT), or nullopt: cuFile cannot serve it.
   virtual std::optional<int> native_descriptor() const { return std::nullopt; }
+  /// The descriptor for ordinary system calls (File::fileno: fstat, a buffered read), or -1 for sources
+  /// without one.
+  virtual int fileno() const { return -1; }
   /// Whether O_DIRECT (or the source's equivalent of bypassing a cache) is open to this source.
   virtual bool direct_io_available() const { return false; }
   /// What opening found worth saying (an O_DIRECT open refused, ...), or empty.

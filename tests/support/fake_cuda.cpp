@@ -1,5 +1,7 @@
 #include "support/fake_cuda.hpp"
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -8,8 +10,10 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <thread>
 #include <vector>
 
+#include "file/stream_order.hpp"
 #include "platform/cuda/primary_context.hpp"
 
 namespace ferry::testing {
@@ -29,16 +33,29 @@ struct Range {
   bool owned;  // allocated by the fake (freed on reset); registered ranges belong to the caller
 };
 
-struct PendingCopy {
+// Work queued on a stream: copies and memsets (deferred mode, or behind a host function or a wait),
+// host functions (cuLaunchHostFunc) and waits on a 32-bit word (cuStreamWaitValue32). Nothing runs on its
+// own: a stream makes progress when it, an event recorded on it, or the context is synchronised, as if the
+// device only worked while someone watched.
+enum class OpKind { copy, memset, host_function, wait_value };
+
+struct PendingOp {
   std::uint64_t sequence;
-  void* dst;
-  const void* src;
-  std::size_t bytes;
+  OpKind kind = OpKind::copy;
+  void* dst = nullptr;
+  const void* src = nullptr;
+  std::size_t bytes = 0;
+  unsigned char value = 0;
+  CUhostFn function = nullptr;
+  void* user_data = nullptr;
+  std::uint32_t wait_value = 0;
+  unsigned int wait_flags = 0;
 };
 
 struct FakeStream {
-  std::deque<PendingCopy> pending;
+  std::deque<PendingOp> pending;
   std::uint64_t last_sequence = 0;
+  CUcontext context = nullptr;
 };
 
 struct FakeEvent {
@@ -86,7 +103,7 @@ bool scripted_failure(State& s, const char* symbol, CUresult* out) {
 
 #define FAKE_ENTER_(symbol)                       \
   State& s = state();                             \
-  std::lock_guard<std::mutex> lock(s.mutex);      \
+  std::unique_lock<std::mutex> lock(s.mutex);     \
   if (CUresult scripted; scripted_failure(s, symbol, &scripted)) return scripted
 
 int current_device() {
@@ -127,24 +144,78 @@ FakeStream& stream_of(State& s, CUstream stream) {
   return *slot;
 }
 
-void run_pending(FakeStream& stream, std::uint64_t up_to) {
-  while (!stream.pending.empty() && stream.pending.front().sequence <= up_to) {
-    PendingCopy& copy = stream.pending.front();
-    std::memcpy(copy.dst, copy.src, copy.bytes);
-    stream.pending.pop_front();
+bool wait_satisfied(const PendingOp& op) {
+  auto now = reinterpret_cast<const std::atomic<std::uint32_t>*>(op.dst)->load(std::memory_order_acquire);
+  if (op.wait_flags == CU_STREAM_WAIT_VALUE_EQ) return now == op.wait_value;
+  return static_cast<std::int32_t>(now - op.wait_value) >= 0;  // GEQ
+}
+
+// Runs `handle`'s queued work up to `up_to`. Host functions run, and unmet waits are polled, with the
+// fake's lock released (a host function may hand work to threads that call the fake; a wait is met by
+// another thread); the stream is looked up again after each such step.
+void run_pending(State& s, std::unique_lock<std::mutex>& lock, CUstream handle, std::uint64_t up_to) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (;;) {
+    auto it = s.streams.find(handle);
+    if (it == s.streams.end()) return;
+    FakeStream& stream = *it->second;
+    if (stream.pending.empty() || stream.pending.front().sequence > up_to) return;
+    PendingOp op = stream.pending.front();
+    switch (op.kind) {
+      case OpKind::copy:
+        std::memcpy(op.dst, op.src, op.bytes);
+        stream.pending.pop_front();
+        break;
+      case OpKind::memset:
+        std::memset(op.dst, op.value, op.bytes);
+        stream.pending.pop_front();
+        break;
+      case OpKind::host_function:
+        stream.pending.pop_front();
+        ++s.counters.host_functions_run;
+        lock.unlock();
+        op.function(op.user_data);
+        lock.lock();
+        break;
+      case OpKind::wait_value:
+        if (wait_satisfied(op)) {
+          stream.pending.pop_front();
+          break;
+        }
+        if (std::chrono::steady_clock::now() > deadline) {
+          std::fprintf(stderr, "fake CUDA: a stream waited 60 s for a value that never came\n");
+          std::abort();
+        }
+        lock.unlock();
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+        lock.lock();
+        break;
+    }
   }
 }
 
-CUresult copy_async(State& s, void* dst, const void* src, std::size_t bytes, CUstream stream) {
-  if (s.script.copy_mode == FakeCopyMode::immediate) {
-    std::memcpy(dst, src, bytes);
+// Queues `op` on `stream`; in immediate mode a copy or memset on an idle stream is done at once.
+CUresult enqueue(State& s, CUstream stream, PendingOp op) {
+  FakeStream& queue = stream_of(s, stream);
+  bool eager = op.kind == OpKind::copy || op.kind == OpKind::memset;
+  if (eager && s.script.copy_mode == FakeCopyMode::immediate && queue.pending.empty()) {
+    if (op.kind == OpKind::copy) std::memcpy(op.dst, op.src, op.bytes);
+    else std::memset(op.dst, op.value, op.bytes);
     return CUDA_SUCCESS;
   }
-  FakeStream& queue = stream_of(s, stream);
-  std::uint64_t sequence = s.next_sequence++;
-  queue.pending.push_back(PendingCopy{sequence, dst, src, bytes});
-  queue.last_sequence = sequence;
+  op.sequence = s.next_sequence++;
+  queue.pending.push_back(op);
+  queue.last_sequence = op.sequence;
   return CUDA_SUCCESS;
+}
+
+CUresult copy_async(State& s, void* dst, const void* src, std::size_t bytes, CUstream stream) {
+  PendingOp op;
+  op.kind = OpKind::copy;
+  op.dst = dst;
+  op.src = src;
+  op.bytes = bytes;
+  return enqueue(s, stream, op);
 }
 
 CUresult need_context() { return current_context == nullptr ? CUDA_ERROR_INVALID_CONTEXT : CUDA_SUCCESS; }
@@ -244,7 +315,9 @@ CUresult fake_cuCtxSynchronize() {
   FAKE_ENTER_("cuCtxSynchronize");
   if (CUresult r = need_context(); r != CUDA_SUCCESS) return r;
   ++s.counters.context_syncs;
-  for (auto& [handle, stream] : s.streams) run_pending(*stream, UINT64_MAX);
+  std::vector<CUstream> handles;
+  for (auto& [handle, stream] : s.streams) handles.push_back(handle);
+  for (CUstream handle : handles) run_pending(s, lock, handle, UINT64_MAX);
   return CUDA_SUCCESS;
 }
 
@@ -404,6 +477,7 @@ CUresult fake_cuStreamCreate(CUstream* stream, unsigned int /*flags*/) {
   FAKE_ENTER_("cuStreamCreate");
   if (CUresult r = need_context(); r != CUDA_SUCCESS) return r;
   auto created = std::make_unique<FakeStream>();
+  created->context = current_context;
   *stream = reinterpret_cast<CUstream>(created.get());
   s.streams[*stream] = std::move(created);
   ++s.counters.streams_created;
@@ -414,8 +488,9 @@ CUresult fake_cuStreamDestroy_v2(CUstream stream) {
   FAKE_ENTER_("cuStreamDestroy_v2");
   auto it = s.streams.find(stream);
   if (stream == nullptr || it == s.streams.end()) return CUDA_ERROR_INVALID_HANDLE;
-  run_pending(*it->second, UINT64_MAX);  // work already queued still completes, as on a real device
-  s.streams.erase(it);
+  run_pending(s, lock, stream, UINT64_MAX);  // work already queued still completes, as on a real device
+  it = s.streams.find(stream);
+  if (it != s.streams.end()) s.streams.erase(it);
   ++s.counters.streams_destroyed;
   return CUDA_SUCCESS;
 }
@@ -424,7 +499,76 @@ CUresult fake_cuStreamSynchronize(CUstream stream) {
   FAKE_ENTER_("cuStreamSynchronize");
   if (stream != nullptr && s.streams.count(stream) == 0) return CUDA_ERROR_INVALID_HANDLE;
   ++s.counters.stream_syncs;
-  run_pending(stream_of(s, stream), UINT64_MAX);
+  stream_of(s, stream);
+  run_pending(s, lock, stream, UINT64_MAX);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuMemsetD8Async(CUdeviceptr dst, unsigned char value, std::size_t count, CUstream stream) {
+  FAKE_ENTER_("cuMemsetD8Async");
+  if (CUresult r = need_context(); r != CUDA_SUCCESS) return r;
+  if (!is_device_range(s, dst, count)) return CUDA_ERROR_INVALID_VALUE;
+  if (stream != nullptr && s.streams.count(stream) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  ++s.counters.memsets;
+  PendingOp op;
+  op.kind = OpKind::memset;
+  op.dst = reinterpret_cast<void*>(dst);
+  op.bytes = count;
+  op.value = value;
+  return enqueue(s, stream, op);
+}
+
+CUresult fake_cuLaunchHostFunc(CUstream stream, CUhostFn fn, void* user_data) {
+  FAKE_ENTER_("cuLaunchHostFunc");
+  if (stream == nullptr && current_context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (stream != nullptr && s.streams.count(stream) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ++s.counters.host_functions_queued;
+  PendingOp op;
+  op.kind = OpKind::host_function;
+  op.function = fn;
+  op.user_data = user_data;
+  return enqueue(s, stream, op);
+}
+
+CUresult fake_cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr address, unsigned int value, unsigned int flags) {
+  FAKE_ENTER_("cuStreamWaitValue32_v2");
+  if (stream == nullptr && current_context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (stream != nullptr && s.streams.count(stream) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  // The word must be memory the device can see: device memory or mapped pinned host memory.
+  if (find_range(s, static_cast<std::uintptr_t>(address), sizeof(std::uint32_t)) == nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  ++s.counters.stream_waits;
+  PendingOp op;
+  op.kind = OpKind::wait_value;
+  op.dst = reinterpret_cast<void*>(address);
+  op.wait_value = value;
+  op.wait_flags = flags;
+  return enqueue(s, stream, op);
+}
+
+CUresult fake_cuStreamGetCtx(CUstream stream, CUcontext* context) {
+  FAKE_ENTER_("cuStreamGetCtx");
+  if (stream == nullptr) {
+    if (current_context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+    *context = current_context;
+    return CUDA_SUCCESS;
+  }
+  auto it = s.streams.find(stream);
+  if (it == s.streams.end()) return CUDA_ERROR_INVALID_HANDLE;
+  *context = it->second->context;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuMemHostGetDevicePointer_v2(CUdeviceptr* device_pointer, void* host_pointer, unsigned int flags) {
+  FAKE_ENTER_("cuMemHostGetDevicePointer_v2");
+  if (CUresult r = need_context(); r != CUDA_SUCCESS) return r;
+  const Range* r = find_range(s, reinterpret_cast<std::uintptr_t>(host_pointer), 1);
+  if (flags != 0 || r == nullptr || (r->kind != RangeKind::pinned_alloc && r->kind != RangeKind::registered)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *device_pointer = reinterpret_cast<CUdeviceptr>(host_pointer);  // unified addressing
   return CUDA_SUCCESS;
 }
 
@@ -455,8 +599,7 @@ CUresult fake_cuEventSynchronize(CUevent event) {
   auto it = s.events.find(event);
   if (it == s.events.end()) return CUDA_ERROR_INVALID_HANDLE;
   ++s.counters.event_syncs;
-  auto stream = s.streams.find(it->second->stream);
-  if (it->second->recorded && stream != s.streams.end()) run_pending(*stream->second, it->second->sequence);
+  if (it->second->recorded) run_pending(s, lock, it->second->stream, it->second->sequence);
   return CUDA_SUCCESS;
 }
 
@@ -470,7 +613,7 @@ CUresult fake_cuEventQuery(CUevent event) {
   FakeStream& queue = *stream->second;
   bool busy = !queue.pending.empty() && queue.pending.front().sequence <= it->second->sequence;
   if (!busy) return CUDA_SUCCESS;
-  run_pending(queue, it->second->sequence);  // done by the next query
+  run_pending(s, lock, it->second->stream, it->second->sequence);  // done by the next query
   return CUDA_ERROR_NOT_READY;
 }
 
@@ -612,6 +755,11 @@ CudaApi make_table() {
   api.cuMemcpyPeerAsync = fake_cuMemcpyPeerAsync;
   api.cuDeviceCanAccessPeer = fake_cuDeviceCanAccessPeer;
   api.cuCtxEnablePeerAccess = fake_cuCtxEnablePeerAccess;
+  api.cuMemsetD8Async = fake_cuMemsetD8Async;
+  api.cuLaunchHostFunc = fake_cuLaunchHostFunc;
+  api.cuStreamWaitValue32_v2 = fake_cuStreamWaitValue32_v2;
+  api.cuStreamGetCtx = fake_cuStreamGetCtx;
+  api.cuMemHostGetDevicePointer_v2 = fake_cuMemHostGetDevicePointer_v2;
   api.library = "fake-cuda";
   return api;
 }
@@ -625,6 +773,7 @@ const CudaApi& fake_cuda_api() {
 
 void reset_fake_cuda() {
   release_primary_contexts_for_testing(fake_cuda_api());
+  release_stream_flags_for_testing(fake_cuda_api());  // pinned words the reset below frees
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   for (auto& [start, range] : s.ranges) {

@@ -8,6 +8,10 @@
 // - FakeCopyMode::deferred performs async copies only when the stream, an event recorded after them, or the
 //   context is synchronised (an event query completes them and answers CUDA_ERROR_NOT_READY once). A
 //   bounce buffer reused before its copy finished then shows up as wrong data in the destination.
+// - Streams also take memsets (cuMemsetD8Async), host functions (cuLaunchHostFunc) and waits on a word
+//   (cuStreamWaitValue32), in order with copies: queued work runs only when the stream, an event recorded
+//   on it, or the context is synchronised (host functions and unmet waits with the fake's lock released),
+//   so a test can check what a stream-ordered request did before and after its stream got there.
 // - Any entry point can be made to fail: fail("cuMemcpyHtoDAsync_v2", CUDA_ERROR_ILLEGAL_ADDRESS).
 // - Peer copies (cuMemcpyPeerAsync) check that each side is device memory of its context's device; peer
 //   access is granted between distinct devices unless the script says otherwise.
@@ -66,6 +70,7 @@ struct FakeCudaCounters {
   std::uint64_t stream_syncs = 0, event_syncs = 0, event_queries = 0, context_syncs = 0;
   std::uint64_t context_retains = 0, context_releases = 0, set_current_calls = 0;
   std::uint64_t pointer_queries = 0;
+  std::uint64_t host_functions_queued = 0, host_functions_run = 0, stream_waits = 0;  // stream ordering
   std::uint64_t peer_copies = 0, peer_bytes = 0, peer_access_enabled = 0;  // cuMemcpyPeerAsync, cuCtxEnablePeerAccess
 };
 

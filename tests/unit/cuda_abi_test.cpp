@@ -85,6 +85,8 @@ FERRY_SAME_VALUE_(CU_STREAM_NON_BLOCKING);
 FERRY_SAME_VALUE_(CU_EVENT_DEFAULT);
 FERRY_SAME_VALUE_(CU_EVENT_BLOCKING_SYNC);
 FERRY_SAME_VALUE_(CU_EVENT_DISABLE_TIMING);
+FERRY_SAME_VALUE_(CU_STREAM_WAIT_VALUE_GEQ);
+FERRY_SAME_VALUE_(CU_STREAM_WAIT_VALUE_EQ);
 #if CUDA_VERSION >= 12020
 FERRY_SAME_VALUE_(CU_DEVICE_ATTRIBUTE_NUMA_ID);
 FERRY_SAME_VALUE_(CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID);
@@ -107,6 +109,8 @@ FERRY_SAME_SYMBOL_(cuMemHostRegister, cuMemHostRegister_v2);
 FERRY_SAME_SYMBOL_(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease_v2);
 FERRY_SAME_SYMBOL_(cuStreamDestroy, cuStreamDestroy_v2);
 FERRY_SAME_SYMBOL_(cuEventDestroy, cuEventDestroy_v2);
+FERRY_SAME_SYMBOL_(cuStreamWaitValue32, cuStreamWaitValue32_v2);
+FERRY_SAME_SYMBOL_(cuMemHostGetDevicePointer, cuMemHostGetDevicePointer_v2);
 #undef FERRY_SAME_SYMBOL_
 #endif
 
@@ -134,6 +138,11 @@ static_assert(same_shape(fd::cuEventRecord_fn{}, &::cuEventRecord));
 static_assert(same_shape(fd::cuMemcpyPeerAsync_fn{}, &::cuMemcpyPeerAsync));
 static_assert(same_shape(fd::cuDeviceCanAccessPeer_fn{}, &::cuDeviceCanAccessPeer));
 static_assert(same_shape(fd::cuCtxEnablePeerAccess_fn{}, &::cuCtxEnablePeerAccess));
+static_assert(same_shape(fd::cuLaunchHostFunc_fn{}, &::cuLaunchHostFunc));
+static_assert(same_shape(fd::cuStreamWaitValue32_v2_fn{}, &::cuStreamWaitValue32_v2));
+static_assert(same_shape(fd::cuStreamGetCtx_fn{}, &::cuStreamGetCtx));
+static_assert(same_shape(fd::cuMemHostGetDevicePointer_v2_fn{}, &::cuMemHostGetDevicePointer_v2));
+static_assert(same_shape(fd::cuMemsetD8Async_fn{}, &::cuMemsetD8Async));
 #endif
 
 TEST(CudaAbi, MatchesCudaHeaderWhereInstalled) {

@@ -102,6 +102,16 @@ enum CUstream_flags : unsigned int {
   CU_STREAM_NON_BLOCKING = 0x1,  // no implicit synchronisation with the legacy default stream
 };
 
+// cuStreamWaitValue32 flags: GEQ waits until (int32_t)(*addr - value) >= 0, so a counter may wrap.
+enum CUstreamWaitValue_flags : unsigned int {
+  CU_STREAM_WAIT_VALUE_GEQ = 0x0,
+  CU_STREAM_WAIT_VALUE_EQ = 0x1,
+};
+
+// A function the driver runs on one of its own threads once a stream reaches it (cuLaunchHostFunc). It
+// must not call CUDA.
+using CUhostFn = void (*)(void* user_data);
+
 enum CUevent_flags : unsigned int {
   CU_EVENT_DEFAULT = 0x0,
   CU_EVENT_BLOCKING_SYNC = 0x1,
@@ -149,6 +159,14 @@ using cuMemcpyPeerAsync_fn = CUresult (*)(CUdeviceptr dst, CUcontext dst_context
                                           CUcontext src_context, std::size_t bytes, CUstream stream);
 using cuDeviceCanAccessPeer_fn = CUresult (*)(int* can_access, CUdevice device, CUdevice peer);
 using cuCtxEnablePeerAccess_fn = CUresult (*)(CUcontext peer_context, unsigned int flags);
+// Stream-ordered requests (File::read_async): optional, a driver without them refuses those requests only.
+using cuLaunchHostFunc_fn = CUresult (*)(CUstream stream, CUhostFn fn, void* user_data);
+using cuStreamWaitValue32_v2_fn = CUresult (*)(CUstream stream, CUdeviceptr address, unsigned int value,
+                                               unsigned int flags);
+using cuStreamGetCtx_fn = CUresult (*)(CUstream stream, CUcontext* context);
+using cuMemHostGetDevicePointer_v2_fn = CUresult (*)(CUdeviceptr* device_pointer, void* host_pointer,
+                                                     unsigned int flags);
+using cuMemsetD8Async_fn = CUresult (*)(CUdeviceptr dst, unsigned char value, std::size_t count, CUstream stream);
 using cuGetErrorName_fn = CUresult (*)(CUresult error, const char** name);
 using cuGetErrorString_fn = CUresult (*)(CUresult error, const char** text);
 

@@ -54,6 +54,13 @@ Result<CudaApi> CudaApi::load(const char* library) {
   FERRY_LOAD_CUDA_(cuDeviceCanAccessPeer);
   FERRY_LOAD_CUDA_(cuCtxEnablePeerAccess);
 #undef FERRY_LOAD_CUDA_
+#define FERRY_LOAD_OPTIONAL_CUDA_(member) (void)load_optional_symbol(handle, library, #member, api.member)
+  FERRY_LOAD_OPTIONAL_CUDA_(cuLaunchHostFunc);
+  FERRY_LOAD_OPTIONAL_CUDA_(cuStreamWaitValue32_v2);
+  FERRY_LOAD_OPTIONAL_CUDA_(cuStreamGetCtx);
+  FERRY_LOAD_OPTIONAL_CUDA_(cuMemHostGetDevicePointer_v2);
+  FERRY_LOAD_OPTIONAL_CUDA_(cuMemsetD8Async);
+#undef FERRY_LOAD_OPTIONAL_CUDA_
   return api;
 }
 
@@ -67,6 +74,15 @@ bool CudaApi::complete() const noexcept {
          cuStreamSynchronize && cuEventCreate && cuEventRecord && cuEventSynchronize && cuEventQuery &&
          cuEventDestroy_v2 && cuGetErrorName && cuGetErrorString && cuMemcpyPeerAsync && cuDeviceCanAccessPeer &&
          cuCtxEnablePeerAccess;
+}
+
+Status CudaApi::stream_ordering_status() const {
+  const char* missing = cuLaunchHostFunc == nullptr ? "cuLaunchHostFunc"
+                        : cuStreamGetCtx == nullptr ? "cuStreamGetCtx"
+                                                    : nullptr;
+  if (missing == nullptr) return Status();
+  return Status(ErrorCode::unavailable,
+                std::string("stream-ordered requests need ") + missing + ", which " + library + " does not export");
 }
 
 namespace {

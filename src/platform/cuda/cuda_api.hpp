@@ -55,6 +55,14 @@ struct CudaApi {
   cuDeviceCanAccessPeer_fn cuDeviceCanAccessPeer = nullptr;
   cuCtxEnablePeerAccess_fn cuCtxEnablePeerAccess = nullptr;
 
+  // Optional (resolved when the driver has them; complete() does not ask for them): what stream-ordered
+  // requests need (stream_ordering_status()), and an async memset for tests and tools.
+  cuLaunchHostFunc_fn cuLaunchHostFunc = nullptr;
+  cuStreamWaitValue32_v2_fn cuStreamWaitValue32_v2 = nullptr;
+  cuStreamGetCtx_fn cuStreamGetCtx = nullptr;
+  cuMemHostGetDevicePointer_v2_fn cuMemHostGetDevicePointer_v2 = nullptr;
+  cuMemsetD8Async_fn cuMemsetD8Async = nullptr;
+
   std::string library;  // what was opened ("libcuda.so.1"), or a fake's name
 
   /// Opens `library` and resolves every symbol above. Does not call cuInit. Errors: unavailable, with
@@ -63,6 +71,10 @@ struct CudaApi {
 
   /// True when every member is set (a fake may leave some out on purpose).
   bool complete() const noexcept;
+  /// OK when the entry points of stream-ordered requests are there (cuLaunchHostFunc, cuStreamGetCtx;
+  /// cuStreamWaitValue32_v2 and cuMemHostGetDevicePointer_v2 are used where present); otherwise
+  /// unavailable, naming the missing symbol.
+  Status stream_ordering_status() const;
 };
 
 /// The process's CUDA driver: loaded and cuInit(0)-ed on first call, then the same table forever.

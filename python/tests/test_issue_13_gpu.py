@@ -1,0 +1,119 @@
+"""Stream-ordered reads and writes (File.read_async / write_async) on a real GPU, with CuPy and PyTorch
+streams: work queued before a request on its stream happens first, work queued after it sees its bytes,
+and the calling thread does not wait. Skips, saying why, without CuPy/PyTorch or a GPU."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+import ferry
+
+SIZE = 3 * 1024 * 1024 + 4097
+
+
+@pytest.mark.parametrize("compat_mode", ["on", "auto"])
+def test_cupy_read_async_is_ordered_on_its_stream(cp, make_file, compat_mode):
+    path, data = make_file(SIZE, seed=13)
+    stream = cp.cuda.Stream(non_blocking=True)
+    with ferry.open(path, compat_mode=compat_mode, task_size="1MiB") as f, stream:
+        out = cp.empty(SIZE + 1, dtype=cp.uint8)
+        # Hold the stream for a while, then fill the buffer: the read must wait for both.
+        stream.launch_host_func(lambda _: time.sleep(0.3), None)
+        out.fill(0x11)
+        started = time.monotonic()
+        fut = f.read_async(out, stream=stream, size=SIZE)
+        took = time.monotonic() - started
+        after = out.copy()  # queued after the read on the same stream
+        assert took < 0.25, f"read_async blocked the calling thread for {took:.3f} s"
+        assert not fut.done(), "the read began before the work queued before it finished"
+        stream.synchronize()
+        assert fut.done(), "the stream went on before the future was done"
+        assert fut.result() == SIZE
+    host = cp.asnumpy(after)
+    assert np.array_equal(host[:SIZE], data), "the copy queued after the read did not see its bytes"
+    assert host[SIZE] == 0x11
+
+
+def test_cupy_read_async_takes_a_raw_stream_handle(cp, make_file):
+    path, data = make_file(SIZE, seed=14)
+    stream = cp.cuda.Stream(non_blocking=True)
+    with ferry.open(path) as f:
+        out = cp.zeros(SIZE, dtype=cp.uint8)
+        fut = f.read_async(out, stream=stream.ptr)
+        with stream:
+            total = out.sum(dtype=cp.uint64)  # queued after the read
+        stream.synchronize()
+        assert fut.result() == SIZE
+        assert int(total) == int(data.sum(dtype=np.uint64))
+
+
+def test_cupy_read_async_into_host_memory_feeds_a_later_copy(cp, make_file):
+    path, data = make_file(SIZE, seed=15)
+    stream = cp.cuda.Stream(non_blocking=True)
+    pinned = cp.cuda.alloc_pinned_memory(SIZE)
+    host = np.frombuffer(pinned, dtype=np.uint8, count=SIZE)
+    host[:] = 0
+    dev = cp.empty(SIZE, dtype=cp.uint8)
+    with ferry.open(path) as f:
+        fut = f.read_async(host, stream=stream)
+        dev.set(host, stream=stream)  # a host-to-device copy queued after the read
+        stream.synchronize()
+        assert fut.result() == SIZE
+    assert np.array_equal(cp.asnumpy(dev), data)
+
+
+def test_cupy_write_async_waits_for_the_kernel_that_makes_its_data(cp, tmp_path):
+    path = tmp_path / "out.bin"
+    stream = cp.cuda.Stream(non_blocking=True)
+    with ferry.open(path, "w") as f, stream:
+        src = cp.empty(SIZE, dtype=cp.uint8)
+        stream.launch_host_func(lambda _: time.sleep(0.2), None)
+        src[:] = (cp.arange(SIZE, dtype=cp.uint64) % 251).astype(cp.uint8)
+        fut = f.write_async(src, stream=stream)
+        stream.synchronize()
+        assert fut.result() == SIZE
+    expected = (np.arange(SIZE, dtype=np.uint64) % 251).astype(np.uint8)
+    assert np.array_equal(np.fromfile(path, dtype=np.uint8), expected)
+
+
+def test_cupy_failed_read_async_releases_the_stream(cp, tmp_path):
+    path = tmp_path / "w.bin"
+    stream = cp.cuda.Stream(non_blocking=True)
+    with ferry.open(path, "w") as f, stream:
+        out = cp.full(4096, 7, dtype=cp.uint8)
+        fut = f.read_async(out, stream=stream)  # the file is write-only: the read fails
+        after = out.copy()
+        stream.synchronize()  # returns: the stream was released
+        with pytest.raises(ferry.FerryError, match="opened for writing only"):
+            fut.result()
+    assert int(cp.asnumpy(after).min()) == 7
+
+
+def test_torch_read_async_on_a_torch_stream(torch_cuda, make_file):
+    torch = torch_cuda
+    path, data = make_file(SIZE, seed=16)
+    stream = torch.cuda.Stream()
+    with ferry.open(path, task_size="1MiB") as f, torch.cuda.stream(stream):
+        t = torch.empty(SIZE, dtype=torch.uint8, device="cuda")
+        t.fill_(0x22)
+        fut = f.read_async(t, stream=stream)
+        after = t.clone()
+        stream.synchronize()
+        assert fut.result() == SIZE
+    assert np.array_equal(after.cpu().numpy(), data)
+
+
+def test_torch_write_async_on_a_torch_stream(torch_cuda, tmp_path):
+    torch = torch_cuda
+    path = tmp_path / "t.bin"
+    stream = torch.cuda.Stream()
+    with ferry.open(path, "w") as f, torch.cuda.stream(stream):
+        t = torch.arange(SIZE, device="cuda", dtype=torch.int64).remainder_(241).to(torch.uint8)
+        fut = f.write_async(t, stream=stream)
+        stream.synchronize()
+        assert fut.result() == SIZE
+    expected = (np.arange(SIZE, dtype=np.int64) % 241).astype(np.uint8)
+    assert np.array_equal(np.fromfile(path, dtype=np.uint8), expected)
