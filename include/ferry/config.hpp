@@ -101,6 +101,9 @@ class Config {
   Config& set_bounce_buffers_per_thread(unsigned n);
   Requirement require() const { return require_; }
   Config& set_require(Requirement r);
+  // How the host route reads local files (psync or io_uring). Default psync.
+  IoEngine io_engine() const { return io_engine_; }
+  Config& set_io_engine(IoEngine e);
   // NVTX ranges (for Nsight Systems) around each request and task of Files opened with this config, when
   // a tool is attached. Default off.
   bool nvtx() const { return nvtx_; }
@@ -116,6 +119,7 @@ class Config {
   std::uint64_t bounce_buffer_size_;
   unsigned bounce_buffers_per_thread_;
   Requirement require_;
+  IoEngine io_engine_;
   bool nvtx_ = false;
   std::vector<std::pair<std::string, SettingSource>> sources_;
 };

@@ -167,35 +167,134 @@ std::string format_size(std::uint64_t bytes) {
   return fmt::format("{:.2f} {}", v, kUnits[unit]);
 }
 
+namespace {
+
+// One row per setting: its name, variable, default, documentation, how text becomes its value (with its
+// bounds, named in errors) and how its value becomes text. settings_table(), Config::set, Config::get and
+// Config::from_environment all walk this list, and tests check docs/settings.md against settings_table(),
+// so a setting is added here (plus its typed field and setter) and nowhere else.
+struct SettingRow {
+  const char* name;
+  const char* env;
+  const char* default_text;
+  const char* description;
+  Status (*parse)(Config& config, std::string_view value, const std::string& label);
+  std::string (*get)(const Config& config);
+};
+
+const SettingRow kSettingRows[] = {
+    {"threads", "FERRY_THREADS", "CPUs, clamped to 4..16",
+     "Worker threads one request may use (1 to 256). Reads of cached data scale with threads until memory "
+     "bandwidth; cold O_DIRECT reads want enough requests in flight.",
+     [](Config& c, std::string_view v, const std::string& label) -> Status {
+       FERRY_ASSIGN_OR_RETURN(unsigned n, parse_count(v, label, kMinThreads, kMaxThreads));
+       c.set_threads(n);
+       return Status();
+     },
+     [](const Config& c) { return std::to_string(c.threads()); }},
+    {"task_size", "FERRY_TASK_SIZE", "4MiB",
+     "Bytes per task (1 byte to 1 GiB, rounded up to 4 KiB). A request is split into tasks of this size, "
+     "each one operation in the report.",
+     [](Config& c, std::string_view v, const std::string& label) -> Status {
+       FERRY_ASSIGN_OR_RETURN(std::uint64_t n, parse_bounded_size(v, label, 1, kMaxTaskSize, ", rounded up to 4 KiB"));
+       c.set_task_size(n);
+       return Status();
+     },
+     [](const Config& c) { return std::to_string(c.task_size()); }},
+    {"direct_io", "FERRY_DIRECT_IO", "auto",
+     "O_DIRECT for the aligned body of a request: auto (for data not in the page cache, checked per "
+     "task), on (whenever alignment allows), off.",
+     [](Config& c, std::string_view v, const std::string& label) -> Status {
+       FERRY_ASSIGN_OR_RETURN(DirectIo d, parse_choice<DirectIo>(v, label,
+           {{"auto", DirectIo::automatic}, {"on", DirectIo::on}, {"off", DirectIo::off}}));
+       c.set_direct_io(d);
+       return Status();
+     },
+     [](const Config& c) { return std::string(direct_io_name(c.direct_io())); }},
+    {"compat_mode", "FERRY_COMPAT_MODE", "auto",
+     "Device reads through cuFile: on = never (Ferry's staged route), off = always (fail if cuFile "
+     "cannot be used), auto = only where cuFile moves data directly (nvidia-fs or P2PDMA).",
+     [](Config& c, std::string_view v, const std::string& label) -> Status {
+       FERRY_ASSIGN_OR_RETURN(CompatMode m, parse_choice<CompatMode>(v, label,
+           {{"auto", CompatMode::automatic}, {"on", CompatMode::on}, {"off", CompatMode::off}}));
+       c.set_compat_mode(m);
+       return Status();
+     },
+     [](const Config& c) { return std::string(compat_mode_name(c.compat_mode())); }},
+    {"gds_threshold", "FERRY_GDS_THRESHOLD", "16KiB",
+     "Device requests smaller than this take the staged route (0 to 1 TiB).",
+     [](Config& c, std::string_view v, const std::string& label) -> Status {
+       FERRY_ASSIGN_OR_RETURN(std::uint64_t n, parse_bounded_size(v, label, 0, kMaxGdsThreshold));
+       c.set_gds_threshold(n);
+       return Status();
+     },
+     [](const Config& c) { return std::to_string(c.gds_threshold()); }},
+    {"bounce_buffer_size", "FERRY_BOUNCE_BUFFER_SIZE", "4MiB",
+     "Size of each pinned bounce buffer of the staged route (1 byte to 256 MiB, rounded up to 4 KiB); "
+     "tasks larger than this move in pieces of this size.",
+     [](Config& c, std::string_view v, const std::string& label) -> Status {
+       FERRY_ASSIGN_OR_RETURN(std::uint64_t n,
+                              parse_bounded_size(v, label, 1, kMaxBounceBufferSize, ", rounded up to 4 KiB"));
+       c.set_bounce_buffer_size(n);
+       return Status();
+     },
+     [](const Config& c) { return std::to_string(c.bounce_buffer_size()); }},
+    {"bounce_buffers_per_thread", "FERRY_BOUNCE_BUFFERS_PER_THREAD", "2",
+     "Pinned bounce buffers per worker of the staged route (2 to 64; at least 2: read one while copying "
+     "another).",
+     [](Config& c, std::string_view v, const std::string& label) -> Status {
+       FERRY_ASSIGN_OR_RETURN(unsigned n, parse_count(v, label, kMinBounceBuffers, kMaxBounceBuffers));
+       c.set_bounce_buffers_per_thread(n);
+       return Status();
+     },
+     [](const Config& c) { return std::to_string(c.bounce_buffers_per_thread()); }},
+    {"require", "FERRY_REQUIRE", "none",
+     "gds = fail before I/O when cuFile's direct route is impossible, and after I/O when cuFile's "
+     "statistics show any operation took another way.",
+     [](Config& c, std::string_view v, const std::string& label) -> Status {
+       FERRY_ASSIGN_OR_RETURN(Requirement r, parse_choice<Requirement>(v, label,
+           {{"none", Requirement::none}, {"", Requirement::none}, {"gds", Requirement::gds}}));
+       c.set_require(r);
+       return Status();
+     },
+     [](const Config& c) { return std::string(requirement_name(c.require())); }},
+    {"nvtx", "FERRY_NVTX", "off",
+     "on = NVTX ranges around every request and task, for Nsight Systems (nsys profile); they cost nothing "
+     "unless a profiler is attached. off = none.",
+     [](Config& c, std::string_view v, const std::string& label) -> Status {
+       FERRY_ASSIGN_OR_RETURN(bool on, parse_choice<bool>(v, label,
+           {{"off", false}, {"", false}, {"0", false}, {"on", true}, {"1", true}}));
+       c.set_nvtx(on);
+       return Status();
+     },
+     [](const Config& c) { return std::string(c.nvtx() ? "on" : "off"); }},
+    {"io_engine", "FERRY_IO_ENGINE", "psync",
+     "How the host route reads local files: psync = one pread per task per worker; io_uring = each worker "
+     "keeps 16 tasks in flight through io_uring (pread where the kernel refuses io_uring).",
+     [](Config& c, std::string_view v, const std::string& label) -> Status {
+       FERRY_ASSIGN_OR_RETURN(IoEngine e, parse_choice<IoEngine>(v, label,
+           {{"psync", IoEngine::psync}, {"", IoEngine::psync}, {"io_uring", IoEngine::io_uring}}));
+       c.set_io_engine(e);
+       return Status();
+     },
+     [](const Config& c) { return std::string(io_engine_name(c.io_engine())); }},
+};
+
+const SettingRow* find_setting(std::string_view name_or_env) {
+  for (const auto& row : kSettingRows) {
+    if (row.name == name_or_env || row.env == name_or_env) return &row;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 const std::vector<SettingInfo>& settings_table() {
-  static const std::vector<SettingInfo> kTable = {
-      {"threads", "FERRY_THREADS", "CPUs, clamped to 4..16",
-       "Worker threads one request may use (1 to 256). Reads of cached data scale with threads until memory "
-       "bandwidth; cold O_DIRECT reads want enough requests in flight."},
-      {"task_size", "FERRY_TASK_SIZE", "4MiB",
-       "Bytes per task (1 byte to 1 GiB, rounded up to 4 KiB). A request is split into tasks of this size, "
-       "each one operation in the report."},
-      {"direct_io", "FERRY_DIRECT_IO", "auto",
-       "O_DIRECT for the aligned body of a request: auto (for data not in the page cache, checked per "
-       "task), on (whenever alignment allows), off."},
-      {"compat_mode", "FERRY_COMPAT_MODE", "auto",
-       "Device reads through cuFile: on = never (Ferry's staged route), off = always (fail if cuFile "
-       "cannot be used), auto = only where cuFile moves data directly (nvidia-fs or P2PDMA)."},
-      {"gds_threshold", "FERRY_GDS_THRESHOLD", "16KiB",
-       "Device requests smaller than this take the staged route (0 to 1 TiB)."},
-      {"bounce_buffer_size", "FERRY_BOUNCE_BUFFER_SIZE", "4MiB",
-       "Size of each pinned bounce buffer of the staged route (1 byte to 256 MiB, rounded up to 4 KiB); "
-       "tasks larger than this move in pieces of this size."},
-      {"bounce_buffers_per_thread", "FERRY_BOUNCE_BUFFERS_PER_THREAD", "2",
-       "Pinned bounce buffers per worker of the staged route (2 to 64; at least 2: read one while copying "
-       "another)."},
-      {"require", "FERRY_REQUIRE", "none",
-       "gds = fail before I/O when cuFile's direct route is impossible, and after I/O when cuFile's "
-       "statistics show any operation took another way."},
-      {"nvtx", "FERRY_NVTX", "off",
-       "on = NVTX ranges around every request and task, for Nsight Systems (nsys profile); they cost nothing "
-       "unless a profiler is attached. off = none."},
-  };
+  static const std::vector<SettingInfo> kTable = [] {
+    std::vector<SettingInfo> t;
+    for (const auto& row : kSettingRows) t.push_back({row.name, row.env, row.default_text, row.description});
+    return t;
+  }();
   return kTable;
 }
 
@@ -207,7 +306,8 @@ Config::Config()
       gds_threshold_(16 * 1024),
       bounce_buffer_size_(4 * kMiB),
       bounce_buffers_per_thread_(2),
-      require_(Requirement::none) {}
+      require_(Requirement::none),
+      io_engine_(IoEngine::psync) {}
 
 void Config::mark(std::string_view name, SettingSource s) {
   for (auto& [n, src] : sources_) {
@@ -267,6 +367,12 @@ Config& Config::set_nvtx(bool on) {
   return *this;
 }
 
+Config& Config::set_io_engine(IoEngine e) {
+  io_engine_ = e;
+  mark("io_engine", SettingSource::api);
+  return *this;
+}
+
 Config& Config::set_require(Requirement r) {
   require_ = r;
   mark("require", SettingSource::api);
@@ -274,65 +380,20 @@ Config& Config::set_require(Requirement r) {
 }
 
 Status Config::set(std::string_view name_or_env, std::string_view value, SettingSource source) {
-  const SettingInfo* info = nullptr;
-  for (const auto& row : settings_table()) {
-    if (row.name == name_or_env || row.env == name_or_env) info = &row;
-  }
-  if (info == nullptr) {
+  const SettingRow* row = find_setting(name_or_env);
+  if (row == nullptr) {
     return Status(ErrorCode::invalid_argument, fmt::format("unknown setting \"{}\"", name_or_env));
   }
   // Errors name the variable when the value came from the environment, the setting otherwise.
-  const std::string& label = source == SettingSource::environment ? info->env : info->name;
-  const std::string& name = info->name;
-  if (name == "threads") {
-    FERRY_ASSIGN_OR_RETURN(unsigned n, parse_count(value, label, kMinThreads, kMaxThreads));
-    set_threads(n);
-  } else if (name == "task_size") {
-    FERRY_ASSIGN_OR_RETURN(std::uint64_t n,
-                           parse_bounded_size(value, label, 1, kMaxTaskSize, ", rounded up to 4 KiB"));
-    set_task_size(n);
-  } else if (name == "direct_io") {
-    FERRY_ASSIGN_OR_RETURN(DirectIo d, parse_choice<DirectIo>(value, label,
-        {{"auto", DirectIo::automatic}, {"on", DirectIo::on}, {"off", DirectIo::off}}));
-    set_direct_io(d);
-  } else if (name == "compat_mode") {
-    FERRY_ASSIGN_OR_RETURN(CompatMode m, parse_choice<CompatMode>(value, label,
-        {{"auto", CompatMode::automatic}, {"on", CompatMode::on}, {"off", CompatMode::off}}));
-    set_compat_mode(m);
-  } else if (name == "gds_threshold") {
-    FERRY_ASSIGN_OR_RETURN(std::uint64_t n, parse_bounded_size(value, label, 0, kMaxGdsThreshold));
-    set_gds_threshold(n);
-  } else if (name == "bounce_buffer_size") {
-    FERRY_ASSIGN_OR_RETURN(std::uint64_t n,
-                           parse_bounded_size(value, label, 1, kMaxBounceBufferSize, ", rounded up to 4 KiB"));
-    set_bounce_buffer_size(n);
-  } else if (name == "bounce_buffers_per_thread") {
-    FERRY_ASSIGN_OR_RETURN(unsigned n, parse_count(value, label, kMinBounceBuffers, kMaxBounceBuffers));
-    set_bounce_buffers_per_thread(n);
-  } else if (name == "require") {
-    FERRY_ASSIGN_OR_RETURN(Requirement r, parse_choice<Requirement>(value, label,
-        {{"none", Requirement::none}, {"", Requirement::none}, {"gds", Requirement::gds}}));
-    set_require(r);
-  } else if (name == "nvtx") {
-    FERRY_ASSIGN_OR_RETURN(bool on, parse_choice<bool>(value, label,
-        {{"off", false}, {"", false}, {"0", false}, {"on", true}, {"1", true}}));
-    set_nvtx(on);
-  }
-  mark(name, source);
+  const std::string label = source == SettingSource::environment ? row->env : row->name;
+  FERRY_RETURN_IF_ERROR(row->parse(*this, value, label));
+  mark(row->name, source);
   return Status();
 }
 
 std::string Config::get(std::string_view name) const {
-  if (name == "threads") return std::to_string(threads_);
-  if (name == "task_size") return std::to_string(task_size_);
-  if (name == "direct_io") return direct_io_name(direct_io_);
-  if (name == "compat_mode") return compat_mode_name(compat_mode_);
-  if (name == "gds_threshold") return std::to_string(gds_threshold_);
-  if (name == "bounce_buffer_size") return std::to_string(bounce_buffer_size_);
-  if (name == "bounce_buffers_per_thread") return std::to_string(bounce_buffers_per_thread_);
-  if (name == "require") return requirement_name(require_);
-  if (name == "nvtx") return nvtx_ ? "on" : "off";
-  return {};
+  const SettingRow* row = find_setting(name);
+  return row ? row->get(*this) : std::string();
 }
 
 Result<Config> Config::from_environment() {

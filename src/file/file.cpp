@@ -215,7 +215,8 @@ Result<File> open_file(const std::string& path, std::string_view mode, const Con
     return open_source(std::move(remote), mode, config, options);
   }
   FERRY_ASSIGN_OR_RETURN(FileDescriptors fds, FileDescriptors::open(*options.syscalls, path, *flags));
-  auto source = std::make_shared<PosixSource>(*options.syscalls, std::move(fds), path, config.direct_io());
+  auto source = std::make_shared<PosixSource>(*options.syscalls, std::move(fds), path, config.direct_io(),
+                                              config.io_engine());
   auto state = std::make_shared<FileState>(path, config, std::move(source), *flags, append, options.gpu);
   return FileState::make_file(std::move(state));
 }

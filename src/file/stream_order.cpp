@@ -15,9 +15,14 @@
 #include "io/request.hpp"
 #include "io/thread_pool.hpp"
 #include "platform/cuda/cuda_api.hpp"
-#include "route/gpu_platform.hpp"
+#include "platform/gpu_platform.hpp"
 
 namespace ferry::detail {
+
+/// The request behind a Future (a stream-ordered request wraps the one its host function starts).
+struct FutureAccess {
+  static std::shared_ptr<RequestState> state(const Future& f) { return f.state_; }
+};
 namespace {
 
 // Words of pinned, device-mapped host memory that streams wait on. A word is reused once the request

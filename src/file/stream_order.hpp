@@ -16,6 +16,7 @@
 
 #include <cstdint>
 
+#include "base/direction.hpp"
 #include "ferry/file.hpp"
 
 namespace ferry::detail {

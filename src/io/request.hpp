@@ -64,13 +64,6 @@ struct EndOfFileRule {
   std::uint64_t size_at_start = 0;
 };
 
-class RequestState;
-
-/// The request behind a Future (for requests that wrap another: stream-ordered ones).
-struct FutureAccess {
-  static std::shared_ptr<RequestState> state(const Future& f) { return f.state_; }
-};
-
 class RequestState {
  public:
   using Callback = std::function<void(const Result<Transfer>&)>;
