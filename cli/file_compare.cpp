@@ -15,13 +15,21 @@
 #include <fmt/format.h>
 
 #include "cli_common.hpp"
+#include "ferry/remote.hpp"
 
 namespace ferry::cli {
 
 VerifyOutcome compare_with_file(const std::string& path, const std::uint8_t* got, std::uint64_t offset,
                                 std::uint64_t size, unsigned threads) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return {false, fmt::format("could not reopen \"{}\" for verification: {}", path, std::strerror(errno))};
+  // A URL is read back through ferry::remote alone (one range request per piece), a file with pread:
+  // neither goes through the engine whose result is checked.
+  const bool remote_object = remote::is_remote_url(path);
+  int fd = remote_object ? -1 : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (!remote_object && fd < 0) {
+    return {false, fmt::format("could not reopen \"{}\" for verification: {}", path, std::strerror(errno))};
+  }
+  remote::Options remote_options;
+  remote_options.connections = 1;
   constexpr std::uint64_t kPiece = 16ull << 20;
   std::atomic<std::uint64_t> next{0};
   std::mutex mutex;
@@ -40,7 +48,16 @@ VerifyOutcome compare_with_file(const std::string& path, const std::uint8_t* got
       std::uint64_t want = std::min(kPiece, size - at);
       std::uint64_t have = 0;
       int err = 0;
-      while (have < want) {
+      if (remote_object) {
+        auto n = remote::read(path, ref.data(), want, offset + at, remote_options);
+        if (!n.ok()) {
+          report(at, fmt::format("the plain read of {} at offset {} failed: {}", remote::display_url(path), offset + at,
+                                 n.status().to_string()));
+          return;
+        }
+        have = *n;
+      }
+      while (!remote_object && have < want) {
         ssize_t n = ::pread(fd, ref.data() + have, want - have, static_cast<off_t>(offset + at + have));
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) {
@@ -67,7 +84,7 @@ VerifyOutcome compare_with_file(const std::string& path, const std::uint8_t* got
   std::vector<std::thread> pool;
   for (unsigned i = 0; i < std::max(1u, threads); ++i) pool.emplace_back(worker);
   for (auto& t : pool) t.join();
-  ::close(fd);
+  if (fd >= 0) ::close(fd);
   if (first_bad != UINT64_MAX) return {false, first_detail};
   return {true, fmt::format("{} bytes match {}", size,
                             !got ? "the generated data" : threads <= 1 ? "a sequential read" : "the file")};
