@@ -153,7 +153,7 @@ for step in $steps; do
     mkdir -p "$data/remote"
     [ -f "$data/remote/obj-1GiB.bin" ] || "$ferry" write "$data/remote/obj-1GiB.bin" --size 1GiB --no-sync > /dev/null
     rm -f "$out/range-server.txt"
-    ( sleep 300 | $python tests/remote/range_server.py "$data/remote" > "$out/range-server.txt" ) &
+    ( sleep 300 | $python tests/remote/range_server.py "$data/remote" > "$out/range-server.txt" 2> /dev/null ) &
     for _ in $(seq 50); do [ -s "$out/range-server.txt" ] && break; sleep 0.1; done
     url="http://127.0.0.1:$(awk '{print $2}' "$out/range-server.txt")/obj-1GiB.bin"
     for args in "--device 0" "--device 0" ""; do
