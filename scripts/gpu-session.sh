@@ -20,6 +20,8 @@
 #   write        8 GiB `ferry write --device 0` with default settings (fdatasync inside)
 #   remote       a 1 GiB object served on loopback (tests/remote/range_server.py) read into GPU 0 and
 #                into host memory with `ferry read URL --verify`
+#   ab           hot staged reads at 256 MiB, 1 GiB and 8 GiB with an older build's CLI ($OLD_FERRY) and
+#                this one, alternating, twice: a same-run comparison of the two commits
 #   soak-start   the soak (ferry_soak, $SOAK_MINUTES, default 10) in the background, detached
 #   soak-wait    waits for the soak and prints its verdict
 set -uo pipefail
@@ -161,6 +163,21 @@ for step in $steps; do
       $python -c "import json,sys; j=json.load(open(sys.argv[1])); print('remote', sys.argv[2] or 'host', j.get('bytes'), 'bytes', round(j.get('gib_per_s', 0), 2), 'GiB/s, verify', (j.get('verify') or {}).get('ok'), ';', j['report']['summary'][:160])" "$out/remote.json" "$args" || cat "$out/remote.err"
     done
     pkill -f range_server.py || true
+    ;;
+  ab)
+    log "A/B: hot staged reads, $OLD_FERRY against $ferry, alternating"
+    for size in 256MiB 1GiB 8GiB; do
+      f=$(big "size-$size.bin" "$size")
+      for round in 1 2; do
+        for which in old new; do
+          bin=$ferry; [ "$which" = old ] && bin=$OLD_FERRY
+          "$bin" bench "$f" --size "$size" --cache hot --repeats 5 --routes staged --baselines none \
+            --json-out "$out/ab-$size-$which-$round.json" > /dev/null 2>&1
+          $python -c "import json,sys; d=json.load(open(sys.argv[1])); r=[x for x in d['results'] if x['name']=='staged'][0]; print(sys.argv[2], r.get('median_gib_per_s'))" \
+            "$out/ab-$size-$which-$round.json" "$size $which round $round"
+        done
+      done
+    done
     ;;
   soak-start)
     log "soak: ${SOAK_MINUTES:-10} minutes in the background"

@@ -7,7 +7,7 @@ import pytest
 import ferry
 
 EXPECTED = ["threads", "task_size", "direct_io", "compat_mode", "gds_threshold", "bounce_buffer_size",
-            "bounce_buffers_per_thread", "require", "nvtx"]
+            "bounce_buffers_per_thread", "require", "nvtx", "io_engine"]
 
 
 def test_every_setting_of_the_table_is_an_attribute():

@@ -147,8 +147,10 @@ void RequestState::run_tasks(Report& local) {
     std::span<const Task> slice(tasks_.data() + first, std::min(batch, tasks_.size() - first));
     auto started = std::chrono::steady_clock::now();
     if (trace_tasks_) {
-      std::string label = fmt::format("ferry task{} {} at offset {}", slice.size() > 1 ? "s" : "",
-                                      route_name(backend_->decision_for(slice[0]).route), slice[0].file_offset);
+      std::uint64_t bytes = 0;
+      for (const Task& t : slice) bytes += t.length;
+      std::string label = fmt::format("ferry task{} {} {} bytes at offset {}", slice.size() > 1 ? "s" : "",
+                                      route_name(backend_->decision_for(slice[0]).route), bytes, slice[0].file_offset);
       nvtx::push(label.c_str());
     }
     if (batch == 1) {
