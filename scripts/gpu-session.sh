@@ -58,7 +58,8 @@ for step in $steps; do
     }
     # Remote objects need libcurl (carried in .device-deps where fetched); without it, build without them.
     if ! { configure && cmake --build "$build" -j "$(nproc)" > "$out/build.log" 2>&1; }; then
-      echo "build with remote objects failed ($(grep -m1 -E 'error' "$out/build.log" "$out/cmake.log")); again without"
+      cp "$out/build.log" "$out/build-with-remote.log"; cp "$out/cmake.log" "$out/cmake-with-remote.log"
+      echo "build with remote objects failed ($(grep -m1 -E 'error:|Error' "$out/build.log" "$out/cmake.log")); again without"
       configure -DFERRY_REMOTE=OFF || { tail -30 "$out/cmake.log"; exit 1; }
       cmake --build "$build" -j "$(nproc)" > "$out/build.log" 2>&1 || { grep -E 'error' "$out/build.log" | head -30; exit 1; }
     fi

@@ -126,7 +126,7 @@ C
   sed -i '1i #include <stdlib.h>' "$stub/cufile.c"
   if cc -shared -fPIC -o "$stub/libcuda.so.1" "$stub/cuda.c" 2>"$stub/cc.err" &&
      cc -shared -fPIC -o "$stub/libcufile.so.0" "$stub/cufile.c" 2>>"$stub/cc.err"; then
-    out=$(STUB_DRIVER_OPENED="$stub/driver-opened" LD_LIBRARY_PATH="$stub" "$ferry" --version 2>&1)
+    out=$(STUB_DRIVER_OPENED="$stub/driver-opened" LD_LIBRARY_PATH="$stub${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$ferry" --version 2>&1)
     if grep -q '^CUDA driver: 12.4 (cuDriverGetVersion 12040, libcuda.so.1)$' <<<"$out" &&
        grep -q '^cuFile: 1150 (cuFileGetVersion, libcufile.so.0)$' <<<"$out"; then
       pass "--version reports the versions the libraries give"
