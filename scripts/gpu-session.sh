@@ -34,6 +34,15 @@ ferry=$build/cli/ferry
 data=$build/data
 mkdir -p "$data"
 has() { [[ " $steps " == *" $1 "* ]]; }
+# libcurl's own dependencies, where the GPU machine lacks them (scripts/device-curl-closure.sh fills the
+# carried folder): only the missing sonames join the library path, so no system library is shadowed.
+if [ -d .device-deps/curl-closure ]; then
+  mkdir -p /opt/deps/curl-closure
+  for lib in .device-deps/curl-closure/*; do
+    ldconfig -p | grep -q " $(basename "$lib") (" || cp "$lib" /opt/deps/curl-closure/
+  done
+  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/opt/deps/curl-closure
+fi
 log() { echo "== $(date -u +%H:%M:%S) $*"; }
 big() {  # big NAME SIZE: a file of generated data in $data, made once
   [ -f "$data/$1" ] || { "$ferry" write "$data/$1" --size "$2" --no-sync > /dev/null && sync; }
@@ -45,6 +54,8 @@ big() {  # big NAME SIZE: a file of generated data in $data, made once
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
   uname -r; nproc; free -g | head -2; findmnt -n -o SOURCE,FSTYPE,OPTIONS --target . ; git rev-parse HEAD 2>/dev/null
   ls /usr/local/cuda/lib64/libcufile.so* 2>&1 | head -3
+  grep -m1 PRETTY_NAME /etc/os-release 2>/dev/null
+  [ -d /opt/deps/curl-closure ] && echo "libcurl dependencies carried in: $(ls /opt/deps/curl-closure | tr '\n' ' ')"
 } 2>&1 | tee "$out/machine.txt"
 
 for step in $steps; do
@@ -57,9 +68,10 @@ for step in $steps; do
         -DPython_EXECUTABLE="$python" ${pybind:+-Dpybind11_DIR=$pybind} "$@" > "$out/cmake.log" 2>&1
     }
     # Remote objects need libcurl (carried in .device-deps where fetched); without it, build without them.
-    if ! { configure && cmake --build "$build" -j "$(nproc)" > "$out/build.log" 2>&1; }; then
+    if ! { configure -DFERRY_REMOTE=ON && cmake --build "$build" -j "$(nproc)" > "$out/build.log" 2>&1; }; then
       cp "$out/build.log" "$out/build-with-remote.log"; cp "$out/cmake.log" "$out/cmake-with-remote.log"
-      echo "build with remote objects failed ($(grep -m1 -E 'error:|Error' "$out/build.log" "$out/cmake.log")); again without"
+      echo "build with remote objects failed; again without. First errors:"
+      grep -m8 -E 'error|Error|not found|undefined' "$out/build.log" "$out/cmake.log"
       configure -DFERRY_REMOTE=OFF || { tail -30 "$out/cmake.log"; exit 1; }
       cmake --build "$build" -j "$(nproc)" > "$out/build.log" 2>&1 || { grep -E 'error' "$out/build.log" | head -30; exit 1; }
     fi
