@@ -39,7 +39,7 @@ has() { [[ " $steps " == *" $1 "* ]]; }
 if [ -d .device-deps/curl-closure ]; then
   mkdir -p /opt/deps/curl-closure
   for lib in .device-deps/curl-closure/*; do
-    ldconfig -p | grep -q " $(basename "$lib") (" || cp "$lib" /opt/deps/curl-closure/
+    ldconfig -p | grep -q "[[:space:]]$(basename "$lib") (" || cp "$lib" /opt/deps/curl-closure/
   done
   export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/opt/deps/curl-closure
 fi
@@ -169,13 +169,15 @@ for step in $steps; do
     [ -f "$data/remote/obj-1GiB.bin" ] || "$ferry" write "$data/remote/obj-1GiB.bin" --size 1GiB --no-sync > /dev/null
     rm -f "$out/range-server.txt"
     ( sleep 300 | $python tests/remote/range_server.py "$data/remote" > "$out/range-server.txt" 2> /dev/null ) &
+    server_shell=$!
     for _ in $(seq 50); do [ -s "$out/range-server.txt" ] && break; sleep 0.1; done
     url="http://127.0.0.1:$(awk '{print $2}' "$out/range-server.txt")/obj-1GiB.bin"
     for args in "--device 0" "--device 0" ""; do
       "$ferry" read "$url" $args --verify --json > "$out/remote.json" 2> "$out/remote.err"
       $python -c "import json,sys; j=json.load(open(sys.argv[1])); print('remote', sys.argv[2] or 'host', j.get('bytes'), 'bytes', round(j.get('gib_per_s', 0), 2), 'GiB/s, verify', (j.get('verify') or {}).get('ok'), ';', j['report']['summary'][:160])" "$out/remote.json" "$args" || cat "$out/remote.err"
     done
-    pkill -f range_server.py || true
+    # Stop the server and the sleep that holds its stdin open (a live sleep would hold the whole run open).
+    pkill -P "$server_shell" || true
     ;;
   ab)
     log "A/B: hot staged reads, $OLD_FERRY against $ferry, alternating"

@@ -1,11 +1,13 @@
-"""nginx on loopback for the Python remote and dask tests: serves a directory on a free port, stopped at
-the end. Skips the test (saying why) where nginx is missing; scripts/install-deps.sh installs it."""
+"""HTTP servers on loopback for the Python remote and dask tests: nginx serves a directory on a free port,
+stopped at the end; scripts/install-deps.sh installs it. Where nginx is missing (the GPU machine),
+serve_directory() falls back to tests/remote/range_server.py, a standard-library range server."""
 
 from __future__ import annotations
 
 import os
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -70,3 +72,40 @@ class Nginx:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+RANGE_SERVER = Path(__file__).resolve().parents[2] / "tests" / "remote" / "range_server.py"
+
+
+class RangeServer:
+    """tests/remote/range_server.py in a child process: ranges, ETag and If-Match, no nginx needed."""
+
+    def __init__(self, root: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(RANGE_SERVER), str(root)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        )
+        line = self.proc.stdout.readline().split()
+        if len(line) != 2 or line[0] != "port":
+            self.stop()
+            raise RuntimeError(f"{RANGE_SERVER} did not start (printed {line!r})")
+        self.port = int(line[1])
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}/{path.lstrip('/')}"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()  # the server stops when its stdin closes
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def serve_directory(root: Path, work: Path):
+    """nginx where it is installed, otherwise the standard-library range server."""
+    if os.access(NGINX, os.X_OK):
+        return Nginx(root, work)
+    return RangeServer(root)

@@ -14,7 +14,7 @@ dask = pytest.importorskip("dask", reason="dask is not installed (Debian: python
 distributed = pytest.importorskip("distributed", reason="distributed is not installed (Debian: python3-distributed)")
 import ferry.dask  # noqa: E402
 
-from remote_servers import Nginx  # noqa: E402
+from remote_servers import serve_directory  # noqa: E402
 
 SHARDS = 6
 SHARD_SHAPE = (64, 1000)
@@ -69,7 +69,7 @@ def test_remote_shards_and_a_bag(shards, client):
     if not ferry.remote.available():
         pytest.skip("Ferry was built without remote objects")
     base, root, arrays, _ = shards
-    server = Nginx(root, base / "nginx")
+    server = serve_directory(root, base / "nginx")
     try:
         urls = [server.url(f"shard-{i:03d}.bin") for i in range(SHARDS)]
         arr, reports = ferry.dask.read_array(

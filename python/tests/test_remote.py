@@ -9,7 +9,7 @@ import pytest
 import ferry
 import ferry.remote
 
-from remote_servers import Nginx
+from remote_servers import serve_directory
 
 pytestmark = pytest.mark.skipif(not ferry.remote.available(), reason="Ferry was built without remote objects")
 
@@ -23,7 +23,7 @@ def served(tmp_path_factory):
     root.mkdir()
     data = np.random.default_rng(7).integers(0, 256, SIZE, dtype=np.uint8)
     (root / "obj.bin").write_bytes(data.tobytes())
-    server = Nginx(root, base / "nginx")
+    server = serve_directory(root, base / "nginx")
     yield server, data
     server.stop()
 
