@@ -20,6 +20,8 @@
 #   write        8 GiB `ferry write --device 0` with default settings (fdatasync inside)
 #   remote       a 1 GiB object served on loopback (tests/remote/range_server.py) read into GPU 0 and
 #                into host memory with `ferry read URL --verify`
+#   timeline     bench/request_timeline.sh: where a hot request's fixed cost goes (256 MiB, 1 GiB)
+#   uring        the io_uring engine against psync: host route, and staged into GPU 0 hot and cold
 #   ab           hot staged reads at 256 MiB, 1 GiB and 8 GiB with an older build's CLI ($OLD_FERRY) and
 #                this one, alternating, twice: a same-run comparison of the two commits
 #   soak-start   the soak (ferry_soak, $SOAK_MINUTES, default 10) in the background, detached
@@ -152,6 +154,27 @@ for step in $steps; do
     PYTHONPATH="$build/python" FERRY_BENCH_DATA=$data $python bench/safetensors_bench.py --ferry-cli "$ferry" \
       --out "$out" > "$out/safetensors-bench.log" 2>&1
     tail -4 "$out/safetensors-bench.log"
+    ;;
+  timeline)
+    log "request fixed cost: thread and task-size sweep at 256 MiB and 1 GiB, and the default shape's timeline"
+    bash bench/request_timeline.sh "$ferry" "$PWD/$build/tests/libferry_nvtx_timeline.so" "$out/timeline" "$data" 2>&1 \
+      | tee "$out/timeline.txt"
+    ;;
+  uring)
+    log "io_uring against psync: host route (256 MiB, hot and cold), staged route into GPU 0 (hot 1 GiB, cold 8 GiB)"
+    f=$(big size-256MiB.bin 256MiB)
+    bash bench/io_uring_sweep.sh "$ferry" "$f" "$out/uring-host" 256MiB 2>&1 | tail -20
+    f1=$(big size-1GiB.bin 1GiB); f8=$(big size-8GiB.bin 8GiB)
+    for engine in psync io_uring; do
+      FERRY_IO_ENGINE=$engine "$ferry" bench "$f1" --size 1GiB --cache hot --repeats 5 --routes staged --baselines none \
+        --no-progress --json-out "$out/uring-gpu-hot-$engine.json" > /dev/null 2>&1
+      FERRY_IO_ENGINE=$engine "$ferry" bench "$f8" --size 8GiB --cache cold --cold-repeats 2 --routes staged \
+        --baselines none --no-progress --json-out "$out/uring-gpu-cold-$engine.json" > /dev/null 2>&1
+      for c in hot cold; do
+        $python -c "import json,sys; d=json.load(open(sys.argv[1])); r=[x for x in d['results'] if x['name']=='staged'][0]; print(sys.argv[2], r['status'], r.get('median_gib_per_s'), 'GiB/s, CPU s/GiB', r.get('cpu_s_per_gib'))" \
+          "$out/uring-gpu-$c-$engine.json" "staged into GPU 0, $c, $engine:"
+      done
+    done
     ;;
   sweep)
     log "staging shapes: hot 8 GiB staged reads against the copy ceiling, first reads"

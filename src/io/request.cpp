@@ -132,7 +132,9 @@ void RequestState::run_job() {
 }
 
 void RequestState::run_tasks(Report& local) {
+  if (trace_tasks_) nvtx::push("ferry worker set-up");
   auto worker = backend_->make_worker();
+  if (trace_tasks_) nvtx::pop();
   if (!worker.ok()) {
     record_error(worker.status());
     return;
@@ -178,7 +180,9 @@ void RequestState::run_tasks(Report& local) {
       }
     }
   }
+  if (trace_tasks_) nvtx::push("ferry worker finish");
   Status finished = (*worker)->finish(local);
+  if (trace_tasks_) nvtx::pop();
   if (!finished.ok()) record_error(finished);
 }
 

@@ -64,16 +64,21 @@ TEST_F(Nvtx, RangesAroundTheRequestAndEachTaskWhenOn) {
   std::string id = lines.front().substr(6, lines.front().find(' ', 6) - 6);
   EXPECT_THAT(lines.front(), StartsWith("start " + id + " ferry read 12.00 KiB at offset 0 from \""));
   EXPECT_EQ(lines.back(), "end " + id);
-  int pushes = 0, pops = 0;
+  // Each of the two workers adds a set-up and a finish range around its tasks.
+  int tasks = 0, setups = 0, finishes = 0, pops = 0;
   for (const auto& l : lines) {
-    if (l.rfind("push ", 0) == 0) {
-      ++pushes;
+    if (l.rfind("push ferry task ", 0) == 0) {
+      ++tasks;
       EXPECT_THAT(l, HasSubstr("ferry task host 4096 bytes at offset"));
     }
+    if (l == "push ferry worker set-up") ++setups;
+    if (l == "push ferry worker finish") ++finishes;
     if (l == "pop") ++pops;
   }
-  EXPECT_EQ(pushes, 3);
-  EXPECT_EQ(pops, 3);
+  EXPECT_EQ(tasks, 3);
+  EXPECT_EQ(setups, 2);
+  EXPECT_EQ(finishes, 2);
+  EXPECT_EQ(pops, 3 + 2 + 2);
 }
 
 TEST_F(Nvtx, NothingWhenOff) {
