@@ -37,11 +37,15 @@ class StagedWorker final : public RouteWorker {
   Result<std::uint64_t> run(const Task& t, Report& report) override {
     std::uint64_t done = 0;
     while (done < t.length) {
-      // A worker's first read is short: the GPU copies nothing until some read has finished, so the
-      // pipeline fills sooner (a fixed cost that weighs on requests of a few hundred MiB).
+      // A worker's first reads are short and grow (256 KiB, 512 KiB, ... up to the bounce buffer): the GPU
+      // copies nothing until some read has finished, and a timeline of 256 MiB requests on the H200 showed
+      // the copy engine waiting for the first 1 MiB reads (bench/results/2026-11-30-h200-timeline). Small
+      // pieces start it sooner; growing ones keep the copies large after that.
       std::uint64_t piece_size = kit_->buffer_size;
-      if (first_piece_ && is_read(s_.request_.direction)) piece_size = std::min(piece_size, kFirstPieceBytes);
-      first_piece_ = false;
+      if (is_read(s_.request_.direction)) {
+        piece_size = std::min(piece_size, ramp_bytes_);
+        ramp_bytes_ = std::min<std::uint64_t>(ramp_bytes_ * 2, kit_->buffer_size);
+      }
       // O_DIRECT pieces must stay aligned: a shortened first piece keeps the alignment of the task.
       Task piece{t.file_offset + done, std::min(piece_size, t.length - done), t.buffer_offset + done, t.aligned};
       FERRY_ASSIGN_OR_RETURN(std::uint64_t n, is_read(s_.request_.direction) ? read_piece(piece, report) : write_piece(piece, report));
@@ -98,13 +102,13 @@ class StagedWorker final : public RouteWorker {
     return piece.length;
   }
 
-  static constexpr std::uint64_t kFirstPieceBytes = 1 << 20;
+  static constexpr std::uint64_t kFirstPieceBytes = 256 << 10;
 
   StagedBackend& s_;
   std::unique_ptr<StagingKit> kit_;
   std::vector<bool> pending_;
   std::size_t next_slot_ = 0;
-  bool first_piece_ = true;
+  std::uint64_t ramp_bytes_ = kFirstPieceBytes;  // the size of the next piece while the pipeline fills
 };
 
 Result<std::unique_ptr<RouteWorker>> StagedBackend::make_worker() {
