@@ -21,6 +21,7 @@
 #   remote       a 1 GiB object served on loopback (tests/remote/range_server.py) read into GPU 0 and
 #                into host memory with `ferry read URL --verify`
 #   timeline     bench/request_timeline.sh: where a hot request's fixed cost goes (256 MiB, 1 GiB)
+#   contention   bench/tools/copy_contention.cpp: copy rates alone and while 4-16 threads read the page cache
 #   uring        the io_uring engine against psync: host route, and staged into GPU 0 hot and cold
 #   ab           hot staged reads at 256 MiB, 1 GiB and 8 GiB with an older build's CLI ($OLD_FERRY) and
 #                this one, alternating, twice: a same-run comparison of the two commits
@@ -159,6 +160,11 @@ for step in $steps; do
     log "request fixed cost: thread and task-size sweep at 256 MiB and 1 GiB, and the default shape's timeline"
     bash bench/request_timeline.sh "$ferry" "$PWD/$build/tests/libferry_nvtx_timeline.so" "$out/timeline" "$data" 2>&1 \
       | tee "$out/timeline.txt"
+    ;;
+  contention)
+    log "host-to-device copies alone and while threads read the page cache (ferry_copy_contention)"
+    f=$(big size-1GiB.bin 1GiB); cat "$f" > /dev/null
+    "$build/tests/ferry_copy_contention" "$f" 2>&1 | tee "$out/contention.txt"
     ;;
   uring)
     log "io_uring against psync: host route (256 MiB, hot and cold), staged route into GPU 0 (hot 1 GiB, cold 8 GiB)"
