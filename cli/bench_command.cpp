@@ -7,11 +7,9 @@
 
 #include <fmt/format.h>
 
-#include "bench_report.hpp"
-#include "bench_runner.hpp"
 #include "cli_common.hpp"
+#include "ferry_bench/harness.hpp"
 #include "output_file.hpp"
-#include "route/json_text.hpp"
 
 namespace ferry::cli {
 namespace {
@@ -168,30 +166,24 @@ CLI::App* add_bench_command(CLI::App& app, BenchOptions& o) {
 int run_bench(const BenchOptions& o) {
   bench::Plan plan = make_plan(o);
   install_cleanup_signal_handlers();  // a FILE being created is removed when bench is interrupted
-  auto outcome = bench::run_plan(plan);
-  if (!outcome.ok()) {
-    return fail(outcome.status(), exit_code_for(outcome.status()));
+  auto results = bench::run_benchmark(plan);
+  if (!results.ok()) {
+    return fail(results.status(), exit_code_for(results.status()));
   }
-  nlohmann::json j = bench::to_json(*outcome);
   if (!o.json_out.empty()) {
     std::ofstream out(o.json_out);
-    out << detail::json_dump(j, 2) << "\n";
+    out << results->json_indented << "\n";
     if (!out) {
       return fail(ErrorCode::io_error, fmt::format("could not write \"{}\"", o.json_out), kExitFailure);
     }
   }
   if (o.json) {
-    std::cout << detail::json_dump(j) << "\n";
+    std::cout << results->json << "\n";
   } else {
-    std::cout << bench::render_table(*outcome);
+    std::cout << results->table;
   }
-  bool failed = false, mismatch = false;
-  for (const auto& m : outcome->results) {
-    if (m.status == "failed") failed = true;
-    if (m.verify && !m.verify->ok) mismatch = true;
-  }
-  if (mismatch) return kExitMismatch;
-  return failed ? kExitFailure : kExitOk;
+  if (results->mismatch) return kExitMismatch;
+  return results->failed ? kExitFailure : kExitOk;
 }
 
 }  // namespace ferry::cli

@@ -1,4 +1,4 @@
-// Option handling, error printing and timing shared by the subcommands.
+// Option handling and error printing shared by the subcommands.
 #include "cli_common.hpp"
 
 #include <cctype>
@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "route/json_text.hpp"
+#include "ferry_tooling/json_text.hpp"
 
 namespace ferry::cli {
 
@@ -119,7 +119,7 @@ std::string error_json(const Status& status, int exit_status, const std::string&
                    ? nlohmann::json(nullptr)
                    : nlohmann::json{{"name", errno_name(status.sys_errno())}, {"number", status.sys_errno()}};
   j["exit_status"] = exit_status;
-  return detail::json_dump(j);
+  return tooling::json_dump(j);
 }
 
 namespace {
@@ -144,31 +144,6 @@ int fail(ErrorCode code, const std::string& message, int exit_status) {
 
 int exit_code_for(const Status& s) {
   return s.code() == ErrorCode::invalid_argument && s.sys_errno() == 0 ? kExitUsage : kExitFailure;
-}
-
-std::uint64_t now_ns() {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
-}
-
-double seconds_since(std::uint64_t start_ns) { return static_cast<double>(now_ns() - start_ns) / 1e9; }
-
-void fill_generated(std::uint8_t* dst, std::uint64_t size, std::uint64_t file_offset) {
-  // One 64-bit mix per 8-byte word of the file: position-dependent, so misplaced data cannot match.
-  std::uint64_t at = file_offset;
-  std::uint64_t end = file_offset + size;
-  while (at < end) {
-    std::uint64_t word = at / 8;
-    std::uint64_t x = (word + 1) * 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    x ^= x >> 31;
-    std::uint64_t in_word = at % 8;
-    std::uint64_t n = std::min<std::uint64_t>(8 - in_word, end - at);
-    std::memcpy(dst + (at - file_offset), reinterpret_cast<const std::uint8_t*>(&x) + in_word, n);
-    at += n;
-  }
 }
 
 }  // namespace ferry::cli

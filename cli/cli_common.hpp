@@ -75,16 +75,9 @@ std::string error_json(const Status& status, int exit_status, const std::string&
 /// Exit code for a failed Status: permission/missing/IO are failures; invalid arguments are usage.
 int exit_code_for(const Status& s);
 
-/// Seconds since `start` (steady clock).
-double seconds_since(std::uint64_t start_ns);
-std::uint64_t now_ns();
-
 /// Waits for `future`, showing "reading 2.50 GiB of 8.00 GiB (31%)" on stderr when it is a terminal and
 /// the wait lasts longer than a second.
 void wait_with_progress(const Future& future, const char* verb, std::uint64_t total);
-
-/// The deterministic bytes `ferry write` generates and `ferry read --verify` can check.
-void fill_generated(std::uint8_t* dst, std::uint64_t size, std::uint64_t file_offset);
 
 int run_read(const std::string& path, const std::string& offset, const std::string& size, bool verify,
              const CommonOptions& o);

@@ -14,8 +14,8 @@
 
 #include <fmt/format.h>
 
-#include "cli_common.hpp"
 #include "ferry/remote.hpp"
+#include "generated_data.hpp"
 
 namespace ferry::cli {
 

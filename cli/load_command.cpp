@@ -9,10 +9,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "elapsed_time.hpp"
 #include "ferry/safetensors.hpp"
+#include "ferry_tooling/device_memory.hpp"
 #include "file_compare.hpp"
-#include "platform/cuda/cuda_api.hpp"
-#include "platform/cuda/primary_context.hpp"
 
 namespace ferry::cli {
 namespace {
@@ -90,15 +90,7 @@ VerifyOutcome verify_all(const st::Checkpoint& c, const st::LoadedCheckpoint& lo
       const auto* got = static_cast<const std::uint8_t*>(t.data);
       if (t.device != st::kHostMemory && t.size_bytes > 0) {
         host.resize(t.size_bytes);
-        const detail::CudaApi* api = detail::process_cuda_api();
-        if (api == nullptr) return {false, detail::process_cuda_status().to_string()};
-        detail::ScopedDeviceContext context(*api, t.device);
-        Status s = context.status();
-        if (s.ok()) {
-          s = detail::cuda_check(*api, api->cuMemcpyDtoH_v2(host.data(), reinterpret_cast<std::uintptr_t>(t.data),
-                                                            t.size_bytes),
-                                 "cuMemcpyDtoH");
-        }
+        Status s = tooling::copy_device_to_host(t.device, t.data, host.data(), t.size_bytes);
         if (!s.ok()) return {false, s.to_string()};
         got = host.data();
       }

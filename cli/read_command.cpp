@@ -9,10 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.hpp"
-#include "device_memory.hpp"
+#include "elapsed_time.hpp"
+#include "ferry_tooling/device_memory.hpp"
+#include "ferry_tooling/json_text.hpp"
 #include "file_compare.hpp"
 #include "host_buffer.hpp"
-#include "route/json_text.hpp"
 
 namespace ferry::cli {
 int run_read(const std::string& path, const std::string& offset_text, const std::string& size_text, bool verify,
@@ -47,10 +48,10 @@ int run_read(const std::string& path, const std::string& offset_text, const std:
 
   // Destination: host memory, or device memory of GPU `o.device`.
   HostBuffer host;
-  std::optional<DeviceBuffer> device;
+  std::optional<tooling::DeviceMemory> device;
   void* destination = nullptr;
   if (o.device >= 0) {
-    auto d = DeviceBuffer::allocate(o.device, size);
+    auto d = tooling::DeviceMemory::allocate(o.device, size);
     if (!d.ok()) {
       return fail(d.status(), kExitFailure);
     }
@@ -122,12 +123,12 @@ int run_read(const std::string& path, const std::string& offset_text, const std:
                      {"direct_io", direct_io_name(config.direct_io())},
                      {"compat_mode", compat_mode_name(config.compat_mode())},
                      {"require", requirement_name(config.require())}};
-    j["report"] = detail::report_json(t.report);
+    j["report"] = tooling::report_json(t.report);
     // Everything this process set up once (CUDA, contexts, cuFile, pinned buffers, threads), step by step.
     j["setup_costs"] = nlohmann::json::parse(process_setup_costs().to_json());
     if (verified) j["verify"] = {{"ok", verified->ok}, {"detail", verified->detail}};
     if (clamped) j["note"] = clamp_note;
-    std::cout << detail::json_dump(j) << "\n";
+    std::cout << tooling::json_dump(j) << "\n";
   } else {
     std::cout << fmt::format("read {} of \"{}\" at offset {} into {} in {:.3f} s: {:.2f} GiB/s\n",
                              format_size(t.bytes), path, offset, target, seconds, gib_s);

@@ -10,8 +10,7 @@ namespace ferry::cli {
 ///   ferry 0.1.0
 ///   CUDA driver: 12.4 (cuDriverGetVersion 12040, libcuda.so.1)
 ///   cuFile: 1150 (cuFileGetVersion, libcufile.so.0)
-/// Cheap: libcuda is opened without cuInit, and libcufile is only loaded and asked cuFileGetVersion (where it
-/// has it); cuFile's driver is never opened (cuFileDriverOpen costs about 0.6 s and touches nvidia-fs).
+/// Cheap: see ferry_tooling/gpu_library_versions.hpp.
 std::string version_text(const std::string& ferry_version);
 
 }  // namespace ferry::cli

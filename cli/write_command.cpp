@@ -5,10 +5,12 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.hpp"
-#include "device_memory.hpp"
+#include "elapsed_time.hpp"
+#include "ferry_tooling/device_memory.hpp"
+#include "ferry_tooling/json_text.hpp"
+#include "generated_data.hpp"
 #include "host_buffer.hpp"
 #include "output_file.hpp"
-#include "route/json_text.hpp"
 
 namespace ferry::cli {
 
@@ -28,10 +30,10 @@ int run_write(const std::string& path, const std::string& size_text, bool no_syn
                 kExitFailure);
   }
   fill_generated(host.get(), size, 0);
-  std::optional<DeviceBuffer> device;
+  std::optional<tooling::DeviceMemory> device;
   const void* source = host.get();
   if (o.device >= 0) {
-    auto d = DeviceBuffer::allocate(o.device, size);
+    auto d = tooling::DeviceMemory::allocate(o.device, size);
     Status s = d.ok() ? d->copy_from_host(host.get(), size) : d.status();
     if (!s.ok()) {
       return fail(s, kExitFailure);
@@ -87,8 +89,8 @@ int run_write(const std::string& path, const std::string& size_text, bool no_syn
     j["gib_per_s"] = gib_s;
     j["sync"] = no_sync ? "none" : "fdatasync";
     j["source"] = o.device >= 0 ? nlohmann::json(o.device) : nlohmann::json("host");
-    j["report"] = detail::report_json(t.report);
-    std::cout << detail::json_dump(j) << "\n";
+    j["report"] = tooling::report_json(t.report);
+    std::cout << tooling::json_dump(j) << "\n";
   } else {
     std::string where = dest->through_symlink ? fmt::format("\"{}\" (through its link, replacing \"{}\")", path,
                                                             dest->target)

@@ -12,6 +12,7 @@
 #include "platform/cufile/cufile_env.hpp"
 
 #include "doctor/doctor_internal.hpp"
+#include "ferry_tooling/device_memory.hpp"
 #include "file/file_state.hpp"
 #include "file/open_options.hpp"
 #include "file/route_selection.hpp"
@@ -21,34 +22,9 @@
 namespace ferry::detail::doctor {
 namespace {
 
+using tooling::DeviceMemory;
+
 constexpr std::uint64_t kProbeBytes = 16ull << 20;
-
-// Device memory on one GPU for the prediction and the probe, freed on destruction.
-class DeviceMemory {
- public:
-  static Result<DeviceMemory> allocate(const CudaApi& api, int device, std::uint64_t bytes) {
-    ScopedDeviceContext context(api, device);  // ferry::doctor runs on the caller's thread
-    FERRY_RETURN_IF_ERROR(context.status());
-    CUdeviceptr ptr = 0;
-    FERRY_RETURN_IF_ERROR(cuda_check(api, api.cuMemAlloc_v2(&ptr, std::max<std::uint64_t>(bytes, 1)),
-                                     fmt::format("cuMemAlloc of {} bytes on GPU {}", bytes, device)));
-    return DeviceMemory(&api, device, ptr);
-  }
-  DeviceMemory(DeviceMemory&& o) noexcept : api_(o.api_), device_(o.device_), ptr_(o.ptr_) { o.ptr_ = 0; }
-  DeviceMemory& operator=(DeviceMemory&&) = delete;
-  ~DeviceMemory() {
-    if (ptr_ == 0) return;
-    ScopedDeviceContext context(*api_, device_);
-    if (context.status().ok()) (void)api_->cuMemFree_v2(ptr_);
-  }
-  void* pointer() const { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(ptr_)); }
-
- private:
-  DeviceMemory(const CudaApi* api, int device, CUdeviceptr ptr) : api_(api), device_(device), ptr_(ptr) {}
-  const CudaApi* api_;
-  int device_;
-  CUdeviceptr ptr_;
-};
 
 struct HostMemory {
   void* ptr = nullptr;

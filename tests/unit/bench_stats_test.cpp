@@ -1,7 +1,8 @@
-// The statistics of `ferry bench` (cli/bench_stats.hpp): median, extremes, spread, rates and ratios.
+// The statistics of `ferry bench` (bench/harness/bench_stats.hpp): median, extremes, spread, rates and ratios.
 #include <gtest/gtest.h>
 
-#include "../../cli/bench_stats.hpp"
+#include "../../bench/harness/bench_stats.hpp"
+#include "../../cli/throughput.hpp"
 
 namespace ferry::cli::bench {
 namespace {

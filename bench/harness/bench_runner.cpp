@@ -23,13 +23,14 @@
 #include <fmt/ranges.h>
 
 #include "bench_first_read.hpp"
-#include "cli_common.hpp"
-#include "device_memory.hpp"
+#include "elapsed_time.hpp"
+#include "ferry_tooling/device_memory.hpp"
+#include "generated_data.hpp"
 #include "host_buffer.hpp"
 #include "io/syscalls.hpp"
 #include "output_file.hpp"
 #include "platform/cuda/cuda_api.hpp"
-#include "platform/cuda/primary_context.hpp"
+#include "throughput.hpp"
 
 namespace ferry::cli::bench {
 namespace {
@@ -366,7 +367,7 @@ class Runner {
   std::size_t total_ = 0, done_ = 0;
   std::string gpu_reason_;  // empty when the GPU is usable
   std::optional<HostMemory> host_;
-  std::optional<DeviceBuffer> device_;
+  std::optional<tooling::DeviceMemory> device_;
   std::string hot_detail_;
   ColdState cold_;       // at the start of the cold condition
   ColdState last_cold_;  // before the latest run
@@ -389,7 +390,7 @@ void Runner::setup_gpu() {
     return;
   }
   std::uint64_t start = now_ns();
-  auto d = DeviceBuffer::allocate(p_.device, round_up_4k(p_.size));
+  auto d = tooling::DeviceMemory::allocate(p_.device, round_up_4k(p_.size));
   if (!d.ok()) {
     gpu_reason_ = fmt::format("no usable GPU {}: {}", p_.device, d.status().to_string());
     return;
@@ -740,11 +741,7 @@ void Runner::measure_ferry(const std::string& route, const std::string& conditio
     if (clear_before_last && index == count) {
       // So that a run that wrote nothing cannot pass the byte check on an earlier run's data.
       if (m.target == "gpu") {
-        const detail::CudaApi* api = detail::process_cuda_api();
-        if (detail::make_current(*api, p_.device).ok())
-          (void)api->cuMemsetD8_v2(static_cast<detail::CUdeviceptr>(reinterpret_cast<std::uintptr_t>(buffer)), 0xA5,
-                                   p_.size);
-        (void)api->cuCtxSynchronize();
+        (void)device_->fill(0xA5, p_.size);
       } else {
         std::memset(buffer, 0xA5, p_.size);
       }

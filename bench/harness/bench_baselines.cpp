@@ -16,7 +16,7 @@
 
 #include <fmt/format.h>
 
-#include "cli_common.hpp"
+#include "generated_data.hpp"
 #include "platform/cuda/cuda_api.hpp"
 #include "platform/cuda/primary_context.hpp"
 

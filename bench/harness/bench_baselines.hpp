@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ferry/status.hpp"
+#include "ferry_bench/harness.hpp"  // round_up_4k
 
 namespace ferry::cli::bench {
 
@@ -73,8 +74,6 @@ struct FileIo {
   const std::vector<std::uint64_t>* offsets = nullptr;
 };
 [[nodiscard]] Result<std::uint64_t> parallel_file_io(const FileIo& job);
-
-inline std::uint64_t round_up_4k(std::uint64_t n) { return (n + 4095) / 4096 * 4096; }
 
 /// One way of copying for the copy ceiling: chunk size and stream count.
 struct CopyShape {

@@ -1,4 +1,5 @@
-// `ferry bench`: the plan of a benchmark, the results it produces, and the runner that measures them.
+// `ferry bench`: the results a benchmark produces, and the runner that measures them (the plan is in
+// ferry_bench/harness.hpp).
 //
 // A run of `ferry bench` measures, in one process and against one file: the ceilings (pinned copy
 // bandwidth, raw parallel file I/O into pinned host memory), the naive way, and Ferry's routes, each
@@ -16,39 +17,9 @@
 #include "bench_baselines.hpp"
 #include "bench_stats.hpp"
 #include "ferry/ferry.hpp"
+#include "ferry_bench/harness.hpp"
 
 namespace ferry::cli::bench {
-
-enum class Op { read, write };
-enum class Pattern { seq, random };
-enum class SyncPolicy { end, none };  // writes: one fdatasync inside the timed region, or none
-
-/// Everything the command line decided, with defaults filled in.
-struct Plan {
-  std::string path;             // the file read, or written over
-  std::uint64_t size = 0;       // bytes per run (lowered to what an existing, shorter file holds, for reads)
-  std::uint64_t requested_size = 0;  // --size as given (rounded up to 4 KiB)
-  bool overwrite = false;       // --overwrite: bench may write into an existing FILE it did not create
-  Op op = Op::read;
-  Pattern pattern = Pattern::seq;
-  std::vector<std::string> routes;     // "staged", "cufile", "host", "auto"
-  std::vector<std::string> baselines;  // "copy", "io", "naive"
-  std::vector<unsigned> threads;       // sweep; never empty
-  std::vector<std::uint64_t> task_sizes;  // sweep; never empty
-  // Conditions: for reads "hot"/"cold" (page cache), for writes "buffered"/"direct" (O_DIRECT).
-  std::vector<std::string> conditions;
-  unsigned repeats = 3;       // timed runs per measurement (hot reads, writes)
-  unsigned cold_repeats = 3;  // timed runs per measurement with a cold cache
-  SyncPolicy sync = SyncPolicy::end;
-  bool verify = false;
-  int device = 0;
-  bool progress = true;
-  std::uint64_t seed = 42;  // of the random pattern's permutation
-  Config base_config;       // defaults + FERRY_* environment
-  std::string direct_io_override;  // reads: "", or auto/on/off for Ferry's runs
-  bool bounce_from_environment = false;  // FERRY_BOUNCE_BUFFER_SIZE set: the sweep leaves it alone
-  bool first_read = false;  // reads: also each route's first read in fresh processes (bench_first_read.hpp)
-};
 
 /// One timed run.
 struct Sample {

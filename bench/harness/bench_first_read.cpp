@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cli_common.hpp"
+#include "elapsed_time.hpp"
 
 namespace ferry::cli::bench {
 namespace {

@@ -7,8 +7,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "throughput.hpp"
-
 namespace ferry::cli::bench {
 
 /// A summary of the samples of one measurement (GiB/s, seconds, CPU seconds, ...).
