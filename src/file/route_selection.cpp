@@ -60,7 +60,13 @@ Result<RoutePlanDetail> route_for(FileState& file, Direction /*direction*/, cons
                                   bool buffer_is_stand_in) {
   const GpuPlatform& gpu = file.gpu ? *file.gpu : process_gpu_platform();
   RoutePlanDetail plan;
-  plan.cuda = gpu.cuda(&plan.cuda_status);
+  if (gpu.cuda_loaded && !gpu.cuda_loaded()) {
+    // No CUDA driver in the process: the buffer is host memory, and loading the driver to hear so would
+    // be most of a fresh process's first read into host memory.
+    plan.cuda_status = Status(ErrorCode::unavailable, "no CUDA driver is loaded in this process");
+  } else {
+    plan.cuda = gpu.cuda(&plan.cuda_status);
+  }
   FERRY_ASSIGN_OR_RETURN(plan.buffer, classify_buffer(plan.cuda, buffer, buffer_is_stand_in ? 0 : size));
 
   RouteQuery q;

@@ -1,6 +1,8 @@
 // process_gpu_platform: the real, lazily loaded libraries.
 #include "platform/gpu_platform.hpp"
 
+#include <dlfcn.h>
+
 #include <fmt/format.h>
 
 #include "platform/probes/cufile_config.hpp"
@@ -44,6 +46,13 @@ const GpuPlatform& process_gpu_platform() {
       []() -> DirectRouteHint {
         static const DirectRouteHint hint = probe_direct_route_hint();
         return hint;
+      },
+      []() -> bool {
+        // RTLD_NOLOAD finds the driver only if something (Ferry, PyTorch, CuPy) already loaded it.
+        void* driver = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+        if (driver == nullptr) return false;
+        ::dlclose(driver);
+        return true;
       },
   };
   return platform;

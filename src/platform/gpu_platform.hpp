@@ -26,6 +26,10 @@ struct GpuPlatform {
   const CuFileApi* (*cufile)(Status* why) = nullptr;
   /// The platform checks above (cheap: a few files read). nullptr: none, so cuFile is always opened.
   DirectRouteHint (*direct_route_hint)() = nullptr;
+  /// false when no CUDA driver is loaded in this process yet: then no buffer can be GPU or pinned memory,
+  /// and asking the driver would start it (0.1 s in a fresh process) for a read into host memory.
+  /// nullptr: always ask.
+  bool (*cuda_loaded)() = nullptr;
 };
 
 /// The real libraries (process_cuda_api, process_cufile_api), and the real /proc/modules and cufile.json

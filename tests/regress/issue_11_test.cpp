@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "ferry/ferry.hpp"
 #include "backends/staging_pool.hpp"
@@ -91,6 +92,42 @@ TEST(Issue11, TheFirstDeviceRequestNamesItsOneTimeSetUp) {
   detail::process_staging_pool().clear();
   testing::reset_fake_cuda();
   testing::reset_fake_cufile();
+}
+
+// A read into host memory in a process without a CUDA driver never starts one: the driver's start was
+// 0.10 s of a fresh `ferry read URL` into host memory on the H200 (bench/results/2026-11-30-h200-remote).
+int g_cuda_asked = 0;
+bool g_cuda_loaded = false;
+
+TEST(Issue11, AHostReadWithoutACudaDriverInTheProcessDoesNotStartOne) {
+  static const detail::GpuPlatform platform{
+      [](Status*) -> const detail::CudaApi* {
+        ++g_cuda_asked;
+        return &testing::fake_cuda_api();
+      },
+      [](Status*) -> const detail::CuFileApi* { return nullptr; },
+      nullptr,
+      []() { return g_cuda_loaded; },
+  };
+  testing::reset_fake_cuda();
+  auto dir = testing::test_dir();
+  auto path = testing::write_pattern_file(dir / "h.bin", 1 << 20);
+  detail::OpenOptions o;
+  o.gpu = &platform;
+  auto file = detail::open_file(path, "r", Config{}, o);
+  ASSERT_TRUE(file.ok());
+  std::vector<std::uint8_t> buf((1 << 20) + 64, 0xEE);
+  for (bool loaded : {false, true}) {
+    g_cuda_loaded = loaded;
+    g_cuda_asked = 0;
+    auto r = file->pread(buf.data(), 1 << 20, 0).get();
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->bytes, 1u << 20);
+    EXPECT_EQ(r->report.at(Route::host).ops, r->report.total_ops()) << r->report.table();
+    EXPECT_EQ(g_cuda_asked, loaded ? 1 : 0) << "driver loaded in the process: " << loaded;
+  }
+  EXPECT_EQ(std::vector<std::uint8_t>(buf.begin(), buf.begin() + (1 << 20)), testing::pattern(0, 1 << 20));
+  EXPECT_EQ(std::vector<std::uint8_t>(buf.begin() + (1 << 20), buf.end()), std::vector<std::uint8_t>(64, 0xEE));
 }
 
 }  // namespace
