@@ -69,8 +69,8 @@ __all__ = [
 PathLike = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 SettingValue = Union[int, str, bool]
 
-#: Every route an operation can take, in report order.
-ROUTES = ("nvfs", "p2p", "cufile-posix", "staged", "host")
+#: Every route an operation can take, in report order (the library's own list: ``ferry::route_name``).
+ROUTES = tuple(_ferry.route_names())
 
 
 # ---------------------------------------------------------------------------------------------- reports

@@ -362,6 +362,11 @@ PYBIND11_MODULE(_ferry, m) {
   m.def("set_default_config", &set_default_config, py::arg("config"));
   m.def("environment_config", [] { return unwrap(Config::from_environment()); },
         "Built-in defaults overridden by FERRY_* environment variables.");
+  m.def("route_names", [] {
+    py::tuple names(kRouteCount);
+    for (std::size_t i = 0; i < kRouteCount; ++i) names[i] = route_name(static_cast<Route>(i));
+    return names;
+  }, "route_name() of every Route, in report order.");
   m.def("settings_table", [] {
     py::list rows;
     for (const auto& row : settings_table()) {
