@@ -2,6 +2,7 @@
 #pragma once
 
 #include "ferry/config.hpp"
+#include "ferry/direction.hpp"
 #include "ferry/file.hpp"
 #include "ferry/page_cache.hpp"
 #include "ferry/route.hpp"

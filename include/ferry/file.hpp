@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "ferry/config.hpp"
+#include "ferry/direction.hpp"
 #include "ferry/route.hpp"
 #include "ferry/status.hpp"
 
@@ -121,11 +122,18 @@ class File {
   /// Blocking write at the file position (at the end of the file in mode "a"), which advances.
   [[nodiscard]] Result<Transfer> write(const void* buffer, std::uint64_t size);
 
-  /// Decides now the route a request of `size` bytes with `buffer` would take, and does its one-time
-  /// work (loading CUDA and cuFile, registering the file with cuFile, pinning bounce buffers), so that the
-  /// first request does not pay for it. Optional: requests do this themselves. Errors: the refusals a
-  /// request would get (compat mode off without cuFile, require=gds without the direct route).
-  [[nodiscard]] Result<RoutePlan> prepare(const void* buffer, std::uint64_t size, bool for_write = false);
+  /// Decides now the route a request of `size` bytes with `buffer`, moving bytes in `direction`, would
+  /// take, and does its one-time work (loading CUDA and cuFile, registering the file with cuFile, pinning
+  /// bounce buffers), so that the first request does not pay for it. Optional: requests do this
+  /// themselves. Errors: the refusals a request would get (compat mode off without cuFile, require=gds
+  /// without the direct route).
+  [[nodiscard]] Result<RoutePlan> prepare(const void* buffer, std::uint64_t size,
+                                          Direction direction = Direction::read);
+  /// The earlier spelling, kept so that callers written against it still build: `for_write` true means
+  /// Direction::write. Prefer the Direction overload.
+  [[nodiscard]] Result<RoutePlan> prepare(const void* buffer, std::uint64_t size, bool for_write) {
+    return prepare(buffer, size, for_write ? Direction::write : Direction::read);
+  }
 
   /// fdatasync: what was written is on the device when this returns OK.
   [[nodiscard]] Status sync();

@@ -17,10 +17,11 @@ namespace ferry {
 enum class Route { nvfs, p2p, cufile_posix, staged, host };
 inline constexpr std::size_t kRouteCount = 5;
 
-/// "nvfs", "p2p", "cufile-posix", "staged", "host".
+/// "nvfs", "p2p", "cufile-posix", "staged", "host": lowercase, words joined by hyphens (docs/routes.md, Names).
 const char* route_name(Route r) noexcept;
 
-/// Why a route was chosen. The spelling of route_reason_name() is the one in logs, JSON and Python.
+/// Why a route was chosen. The spelling of reason_name() (snake_case, the enumerator's own name) is the one
+/// in logs, JSON and Python.
 enum class Reason {
   buffer_is_host_memory,         // host route: the destination is host memory
   compat_mode_on,                // staged: policy forbids cuFile
@@ -38,6 +39,7 @@ enum class Reason {
   cufile_unaligned_edge,         // staged: the unaligned first/last bytes of a cuFile read, bounced so
                                  // that cuFile's whole-block transfers cannot write past them
 };
+inline constexpr std::size_t kReasonCount = 14;
 const char* reason_name(Reason r) noexcept;
 /// A sentence for people: "buffer is host memory".
 const char* reason_text(Reason r) noexcept;

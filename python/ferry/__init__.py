@@ -69,8 +69,8 @@ __all__ = [
 PathLike = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 SettingValue = Union[int, str, bool]
 
-#: Every route an operation can take, in report order.
-ROUTES = ("nvfs", "p2p", "cufile-posix", "staged", "host")
+#: Every route an operation can take, in report order (the library's own list: ``ferry::route_name``).
+ROUTES = tuple(_ferry.route_names())
 
 
 # ---------------------------------------------------------------------------------------------- reports
@@ -606,7 +606,7 @@ class File:
         n = _args.size(size, b.nbytes, self.path)
         report = _progress.callback(progress, n, f"reading {os.path.basename(self.path)}")
         if report is not None:
-            impl = self._impl.start_at_position(b, n, True)
+            impl = self._impl.read_at_position(b, n)
             _progress.wait_with_progress(impl, report, n)
             got = int(impl.result())
             self.last_report = Report._from_parts(impl.report())
@@ -625,7 +625,7 @@ class File:
         n = _args.size(size, b.nbytes, self.path)
         report = _progress.callback(progress, n, f"writing {os.path.basename(self.path)}")
         if report is not None:
-            impl = self._impl.start_at_position(b, n, False)
+            impl = self._impl.write_at_position(b, n)
             _progress.wait_with_progress(impl, report, n)
             got = int(impl.result())
             self.last_report = Report._from_parts(impl.report())

@@ -26,13 +26,13 @@ namespace py = pybind11;
 namespace ferry::python {
 namespace {
 
-Buffer& checked_buffer(py::handle obj, std::uint64_t size, bool is_read) {
+Buffer& checked_buffer(py::handle obj, std::uint64_t size, Direction direction) {
   Buffer& b = obj.cast<Buffer&>();
   if (size > b.nbytes) {
     throw_invalid_buffer("buffer too small: " + std::to_string(size) + " bytes requested, the buffer holds " +
                          std::to_string(b.nbytes));
   }
-  if (is_read && b.readonly) throw_invalid_buffer("cannot read into a read-only buffer");
+  if (direction == Direction::read && b.readonly) throw_invalid_buffer("cannot read into a read-only buffer");
   if (!b.contiguous) throw_invalid_buffer("buffer is not contiguous: " + b.layout_note);
   return b;
 }
@@ -48,9 +48,9 @@ class Cursor {
   /// Reserves `size` bytes at the position (for a write in mode "a": at the end of the file, which is at
   /// least `size_now`, so bytes added since by pwrite() or another writer are not overwritten) and
   /// advances past them. Returns where they start.
-  std::uint64_t reserve(std::uint64_t size, bool is_write, std::uint64_t size_now) {
+  std::uint64_t reserve(std::uint64_t size, Direction direction, std::uint64_t size_now) {
     std::lock_guard<std::mutex> lock(mutex_);
-    const bool appending = is_write && append_;
+    const bool appending = direction == Direction::write && append_;
     if (appending) end_ = std::max(end_, size_now);
     std::uint64_t& cursor = appending ? end_ : position_;
     std::uint64_t at = cursor;
@@ -74,10 +74,10 @@ class Cursor {
   /// After a request of `reserved` bytes at `at` moved `bytes`: pulls the cursor back to `at + bytes`,
   /// unless another call moved it since (a short read ends where the data did; a failed or cancelled
   /// read or write leaves it where it began).
-  void settle(std::uint64_t at, std::uint64_t reserved, std::uint64_t bytes, bool is_write) {
+  void settle(std::uint64_t at, std::uint64_t reserved, std::uint64_t bytes, Direction direction) {
     if (bytes == reserved) return;
     std::lock_guard<std::mutex> lock(mutex_);
-    std::uint64_t& cursor = (is_write && append_) ? end_ : position_;
+    std::uint64_t& cursor = (direction == Direction::write && append_) ? end_ : position_;
     if (cursor == at + reserved) cursor = at + bytes;
   }
 
@@ -117,31 +117,37 @@ class PyFile {
   }
 
   std::unique_ptr<PyFuture> pread(py::object buffer, std::uint64_t size, std::uint64_t offset) {
-    Buffer& b = checked_buffer(buffer, size, true);
-    return start(true, false, std::move(buffer), reinterpret_cast<void*>(b.address), size, offset);
+    Buffer& b = checked_buffer(buffer, size, Direction::read);
+    return start(Direction::read, Where::at_offset, std::move(buffer), reinterpret_cast<void*>(b.address), size, offset);
   }
 
   std::unique_ptr<PyFuture> pwrite(py::object buffer, std::uint64_t size, std::uint64_t offset) {
-    Buffer& b = checked_buffer(buffer, size, false);
-    return start(false, false, std::move(buffer), reinterpret_cast<void*>(b.address), size, offset);
+    Buffer& b = checked_buffer(buffer, size, Direction::write);
+    return start(Direction::write, Where::at_offset, std::move(buffer), reinterpret_cast<void*>(b.address), size, offset);
   }
 
   /// Stream-ordered pread/pwrite (File::read_async / write_async) on the CUstream `stream`.
   std::unique_ptr<PyFuture> read_async(py::object buffer, std::uint64_t size, std::uint64_t offset,
                                        std::uintptr_t stream) {
-    Buffer& b = checked_buffer(buffer, size, true);
-    return start(true, false, std::move(buffer), reinterpret_cast<void*>(b.address), size, offset, stream);
+    Buffer& b = checked_buffer(buffer, size, Direction::read);
+    return start(Direction::read, Where::at_offset, std::move(buffer), reinterpret_cast<void*>(b.address), size, offset, stream);
   }
   std::unique_ptr<PyFuture> write_async(py::object buffer, std::uint64_t size, std::uint64_t offset,
                                         std::uintptr_t stream) {
-    Buffer& b = checked_buffer(buffer, size, false);
-    return start(false, false, std::move(buffer), reinterpret_cast<void*>(b.address), size, offset, stream);
+    Buffer& b = checked_buffer(buffer, size, Direction::write);
+    return start(Direction::write, Where::at_offset, std::move(buffer), reinterpret_cast<void*>(b.address), size, offset, stream);
   }
 
-  /// A read or write at the file position that the caller waits for itself (read() with progress).
-  std::unique_ptr<PyFuture> start_at_position(py::object buffer, std::uint64_t size, bool is_read) {
-    Buffer& b = checked_buffer(buffer, size, is_read);
-    return start(is_read, true, std::move(buffer), reinterpret_cast<void*>(b.address), size, 0);
+  /// A read or write at the file position that the caller waits for itself (read() and write() with
+  /// progress).
+  std::unique_ptr<PyFuture> read_at_position(py::object buffer, std::uint64_t size) {
+    Buffer& b = checked_buffer(buffer, size, Direction::read);
+    return start(Direction::read, Where::at_position, std::move(buffer), reinterpret_cast<void*>(b.address), size, 0);
+  }
+  std::unique_ptr<PyFuture> write_at_position(py::object buffer, std::uint64_t size) {
+    Buffer& b = checked_buffer(buffer, size, Direction::write);
+    return start(Direction::write, Where::at_position, std::move(buffer), reinterpret_cast<void*>(b.address), size,
+                 0);
   }
 
   std::uint64_t tell() {
@@ -156,8 +162,8 @@ class PyFile {
 
   /// Blocking read at the file position into `buffer`: (bytes, (json, table)).
   py::tuple read_into(py::object buffer, std::uint64_t size) {
-    Buffer& b = checked_buffer(buffer, size, true);
-    auto future = start(true, true, std::move(buffer), reinterpret_cast<void*>(b.address), size, 0);
+    Buffer& b = checked_buffer(buffer, size, Direction::read);
+    auto future = start(Direction::read, Where::at_position, std::move(buffer), reinterpret_cast<void*>(b.address), size, 0);
     std::uint64_t n = future->result();
     return py::make_tuple(n, future->report());
   }
@@ -177,7 +183,7 @@ class PyFile {
     {
       // Nobody else sees the new bytes object, so it is filled without the GIL; the future goes before
       // it, also when result() raises, so the request is over before the memory is freed.
-      auto future = start(true, true, py::none(), PyBytes_AS_STRING(raw), size, 0);
+      auto future = start(Direction::read, Where::at_position, py::none(), PyBytes_AS_STRING(raw), size, 0);
       n = future->result();
       parts = future->report();
     }
@@ -191,8 +197,8 @@ class PyFile {
 
   /// Blocking write at the file position (or the end, in mode "a"): (bytes, (json, table)).
   py::tuple write(py::object buffer, std::uint64_t size) {
-    Buffer& b = checked_buffer(buffer, size, false);
-    auto future = start(false, true, std::move(buffer), reinterpret_cast<void*>(b.address), size, 0);
+    Buffer& b = checked_buffer(buffer, size, Direction::write);
+    auto future = start(Direction::write, Where::at_position, std::move(buffer), reinterpret_cast<void*>(b.address), size, 0);
     std::uint64_t n = future->result();
     return py::make_tuple(n, future->report());
   }
@@ -263,11 +269,15 @@ class PyFile {
     return s;
   }
 
-  // Starts a read or write of `size` bytes at `offset`, or (`at_position`) at the file position, which
-  // it reserves and the outcome settles, as File::read/write do.
-  std::unique_ptr<PyFuture> start(bool is_read, bool at_position, py::object keep, void* address,
+  // Where start() puts a request: at the offset given, or at the file position.
+  enum class Where { at_offset, at_position };
+
+  // Starts a read or write of `size` bytes at `offset`, or (Where::at_position) at the file position,
+  // which it reserves and the outcome settles, as File::read/write do.
+  std::unique_ptr<PyFuture> start(Direction direction, Where where, py::object keep, void* address,
                                   std::uint64_t size, std::uint64_t offset,
                                   std::optional<std::uintptr_t> stream = std::nullopt) {
+    const bool is_read = direction == Direction::read;
     File& f = open_file();
     reap_parked(false);
     requests_->started();  // with the GIL still held: a close() from now on waits for this request
@@ -275,20 +285,20 @@ class PyFile {
     PyFuture::OutcomeHook settle;
     {
       py::gil_scoped_release release;
-      if (at_position) {
+      if (where == Where::at_position) {
         std::uint64_t size_now = 0;
         if (!is_read && append_) {
           auto s = f.size();
           if (s.ok()) size_now = *s;
         }
-        offset = cursor_->reserve(size, !is_read, size_now);
-        settle = [cursor = cursor_, at = offset, size, is_read](const Result<Transfer>& r) {
+        offset = cursor_->reserve(size, direction, size_now);
+        settle = [cursor = cursor_, at = offset, size, direction](const Result<Transfer>& r) {
           // File::read settles every outcome (a short read ends where the data did); File::write only a
           // failed one (a write that succeeds moved every byte).
-          if (is_read) {
-            cursor->settle(at, size, r.ok() ? r->bytes : 0, false);
+          if (direction == Direction::read) {
+            cursor->settle(at, size, r.ok() ? r->bytes : 0, direction);
           } else if (!r.ok()) {
-            cursor->settle(at, size, 0, true);
+            cursor->settle(at, size, 0, direction);
           }
         };
       }
@@ -352,6 +362,11 @@ PYBIND11_MODULE(_ferry, m) {
   m.def("set_default_config", &set_default_config, py::arg("config"));
   m.def("environment_config", [] { return unwrap(Config::from_environment()); },
         "Built-in defaults overridden by FERRY_* environment variables.");
+  m.def("route_names", [] {
+    py::tuple names(kRouteCount);
+    for (std::size_t i = 0; i < kRouteCount; ++i) names[i] = route_name(static_cast<Route>(i));
+    return names;
+  }, "route_name() of every Route, in report order.");
   m.def("settings_table", [] {
     py::list rows;
     for (const auto& row : settings_table()) {
@@ -384,7 +399,8 @@ PYBIND11_MODULE(_ferry, m) {
       .def("read_async", &PyFile::read_async, py::arg("buffer"), py::arg("size"), py::arg("offset"), py::arg("stream"))
       .def("write_async", &PyFile::write_async, py::arg("buffer"), py::arg("size"), py::arg("offset"),
            py::arg("stream"))
-      .def("start_at_position", &PyFile::start_at_position, py::arg("buffer"), py::arg("size"), py::arg("is_read"))
+      .def("read_at_position", &PyFile::read_at_position, py::arg("buffer"), py::arg("size"))
+      .def("write_at_position", &PyFile::write_at_position, py::arg("buffer"), py::arg("size"))
       .def("tell", &PyFile::tell)
       .def("seek", &PyFile::seek, py::arg("position"))
       .def("fileno", &PyFile::fileno)

@@ -19,7 +19,7 @@ std::atomic<int> g_cufile_requests_in_flight{0};
 class GdsBackend final : public RouteBackend {
  public:
   GdsBackend(Direction direction, GdsTarget target, Decision decision, std::shared_ptr<RouteBackend> edges)
-      : is_read_(is_read(direction)), target_(std::move(target)), decision_(std::move(decision)), edges_(std::move(edges)) {
+      : direction_(direction), target_(std::move(target)), decision_(std::move(decision)), edges_(std::move(edges)) {
     // cuFile does not order its DMA after work the caller queued on the legacy default stream (a memset
     // of the destination, say); wait for that work first, as the staged route's blocking streams do.
     // This runs on the caller's thread: leave its current context as it was.
@@ -47,8 +47,7 @@ class GdsBackend final : public RouteBackend {
     g_cufile_requests_in_flight.fetch_sub(1);
     auto after = target_.driver->stats_snapshot(target_.device);
     if (before_ && after) {
-      attribute_by_cufile_stats(report, cufile_counters_delta(*before_, *after),
-                                is_read_ ? Direction::read : Direction::write);
+      attribute_by_cufile_stats(report, cufile_counters_delta(*before_, *after), direction_);
       if (max_concurrent_.load() > 1) {
         report.add_note("other cuFile requests ran at the same time: cuFile's statistics are per process, so "
                         "the split between nvfs, p2p and cufile-posix is shared with them");
@@ -89,12 +88,12 @@ class GdsBackend final : public RouteBackend {
       while (done < t.length) {
         off_t file_offset = static_cast<off_t>(t.file_offset + done);
         off_t buffer_offset = static_cast<off_t>(t.buffer_offset + done);
-        Result<std::size_t> n = s_.is_read_
+        Result<std::size_t> n = is_read(s_.direction_)
             ? g.driver->read(g.handle->get(), g.base, t.length - done, file_offset, buffer_offset, g.path)
             : g.driver->write(g.handle->get(), g.base, t.length - done, file_offset, buffer_offset, g.path);
         if (!n.ok()) return n.status();
         if (*n == 0) {
-          if (s_.is_read_) break;  // EOF
+          if (is_read(s_.direction_)) break;  // EOF
           return Status(ErrorCode::io_error,
                         fmt::format("cuFileWrite wrote nothing at offset {} of \"{}\"", file_offset, g.path), EIO,
                         g.path);
@@ -111,7 +110,7 @@ class GdsBackend final : public RouteBackend {
     std::unique_ptr<RouteWorker> edge_worker_;  // made on the first edge task this worker meets
   };
 
-  bool is_read_;
+  Direction direction_;
   GdsTarget target_;
   Decision decision_;
   std::shared_ptr<RouteBackend> edges_;

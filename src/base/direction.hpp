@@ -1,9 +1,12 @@
-// Which way a request moves bytes: one enum instead of is_read/for_write booleans whose polarity varies.
+// Which way a request moves bytes: the public ferry::Direction, used inside Ferry as well, instead of
+// is_read/for_write booleans whose polarity varies.
 #pragma once
+
+#include "ferry/direction.hpp"
 
 namespace ferry::detail {
 
-enum class Direction { read, write };
+using ferry::Direction;
 inline constexpr bool is_read(Direction d) { return d == Direction::read; }
 
 }  // namespace ferry::detail

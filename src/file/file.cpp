@@ -333,11 +333,9 @@ Result<Transfer> File::write(const void* buffer, std::uint64_t size) {
   return r;
 }
 
-Result<RoutePlan> File::prepare(const void* buffer, std::uint64_t size, bool for_write) {
+Result<RoutePlan> File::prepare(const void* buffer, std::uint64_t size, Direction direction) {
   FERRY_ASSIGN_OR_RETURN(auto in_use, state_->use());
-  FERRY_ASSIGN_OR_RETURN(detail::RoutePlanDetail plan,
-                         detail::prepare_route(*state_, for_write ? detail::Direction::write : detail::Direction::read,
-                                               buffer, size));
+  FERRY_ASSIGN_OR_RETURN(detail::RoutePlanDetail plan, detail::prepare_route(*state_, direction, buffer, size));
   return RoutePlan{plan.decision.route, plan.decision.reason, plan.decision.detail,
                    detail::memory_kind_name(plan.buffer.kind), plan.buffer.device};
 }

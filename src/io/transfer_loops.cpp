@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "base/direction.hpp"
+
 namespace ferry::detail {
 namespace {
 
@@ -11,7 +13,7 @@ namespace {
 constexpr std::uint64_t kMaxChunk = 1ull << 30;
 
 template <typename Call>
-LoopOutcome loop(std::uint64_t length, IoCounters& io, bool is_read, Call call) {
+LoopOutcome loop(std::uint64_t length, IoCounters& io, Direction direction, Call call) {
   LoopOutcome out;
   int retries = 0;
   while (out.bytes < length) {
@@ -28,7 +30,7 @@ LoopOutcome loop(std::uint64_t length, IoCounters& io, bool is_read, Call call) 
       return out;
     }
     if (n == 0) {
-      if (is_read) {
+      if (is_read(direction)) {
         out.eof = true;
         return out;
       }
@@ -47,7 +49,7 @@ LoopOutcome loop(std::uint64_t length, IoCounters& io, bool is_read, Call call) 
 LoopOutcome read_fully(Syscalls& sys, int fd, void* buf, std::uint64_t length, std::uint64_t offset,
                        IoCounters& io) {
   auto* p = static_cast<char*>(buf);
-  return loop(length, io, true, [&](std::uint64_t done, std::uint64_t want) {
+  return loop(length, io, Direction::read, [&](std::uint64_t done, std::uint64_t want) {
     return sys.pread(fd, p + done, want, static_cast<off_t>(offset + done));
   });
 }
@@ -55,7 +57,7 @@ LoopOutcome read_fully(Syscalls& sys, int fd, void* buf, std::uint64_t length, s
 LoopOutcome write_fully(Syscalls& sys, int fd, const void* buf, std::uint64_t length, std::uint64_t offset,
                         IoCounters& io) {
   const auto* p = static_cast<const char*>(buf);
-  return loop(length, io, false, [&](std::uint64_t done, std::uint64_t want) {
+  return loop(length, io, Direction::write, [&](std::uint64_t done, std::uint64_t want) {
     return sys.pwrite(fd, p + done, want, static_cast<off_t>(offset + done));
   });
 }

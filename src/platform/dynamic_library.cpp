@@ -33,4 +33,27 @@ Result<void*> find_symbol(void* handle, const char* library, const char* symbol)
                                             (error ? error : "the symbol resolved to null"));
 }
 
+Result<void*> find_listed_symbol(void* handle, const char* library, const char* symbol, SymbolNeed need,
+                                 std::vector<std::string>* missing_optional) {
+  switch (need) {
+    case SymbolNeed::required:
+      return find_symbol(handle, library, symbol);
+    case SymbolNeed::optional: {
+      Result<void*> address = find_symbol(handle, library, symbol);
+      if (address.ok()) return address;
+      if (missing_optional != nullptr) missing_optional->push_back(symbol);
+      return static_cast<void*>(nullptr);
+    }
+    case SymbolNeed::v2_or_plain: {
+      Result<void*> address = find_symbol(handle, library, symbol);
+      if (address.ok()) return address;
+      std::string_view name(symbol);
+      constexpr std::string_view kSuffix = "_v2";
+      if (name.ends_with(kSuffix)) name.remove_suffix(kSuffix.size());
+      return find_symbol(handle, library, std::string(name).c_str());
+    }
+  }
+  return Status(ErrorCode::internal, std::string("unknown SymbolNeed for ") + symbol);
+}
+
 }  // namespace ferry::detail

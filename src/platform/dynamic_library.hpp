@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "ferry/status.hpp"
 
@@ -20,21 +21,28 @@ namespace ferry::detail {
 /// symbol and dlerror()'s text.
 [[nodiscard]] Result<void*> find_symbol(void* handle, const char* library, const char* symbol);
 
-/// Looks up `symbol` and stores it, cast to the table member's type, in `out`.
+/// How a function table treats one symbol of its list (platform/cuda/cuda_symbols.hpp,
+/// platform/cufile/cufile_symbols.hpp).
+enum class SymbolNeed {
+  required,     // loading the table fails without it
+  optional,     // left null where the library lacks it; callers check before calling
+  v2_or_plain,  // required; the `_v2` export where the library has it, else (older libraries) the plain name
+};
+
+/// Looks up `symbol` (a name ending in "_v2" for v2_or_plain) as `need` says. A missing optional symbol gives
+/// nullptr, and its name is appended to `missing_optional` when that is given. Errors: unavailable (as
+/// find_symbol) for a missing required symbol; for v2_or_plain the message names the plain one.
+[[nodiscard]] Result<void*> find_listed_symbol(void* handle, const char* library, const char* symbol, SymbolNeed need,
+                                               std::vector<std::string>* missing_optional = nullptr);
+
+/// find_listed_symbol, with the address stored in `out` cast to the table member's type.
 template <typename Fn>
-[[nodiscard]] Status load_symbol(void* handle, const char* library, const char* symbol, Fn& out) {
-  Result<void*> address = find_symbol(handle, library, symbol);
+[[nodiscard]] Status load_listed_symbol(void* handle, const char* library, const char* symbol, SymbolNeed need,
+                                        Fn& out, std::vector<std::string>* missing_optional = nullptr) {
+  Result<void*> address = find_listed_symbol(handle, library, symbol, need, missing_optional);
   if (!address.ok()) return address.status();
   out = reinterpret_cast<Fn>(*address);
   return Status();
-}
-
-/// Like load_symbol, but a missing symbol leaves `out` null and returns false instead of failing.
-template <typename Fn>
-bool load_optional_symbol(void* handle, const char* library, const char* symbol, Fn& out) {
-  Result<void*> address = find_symbol(handle, library, symbol);
-  out = address.ok() ? reinterpret_cast<Fn>(*address) : nullptr;
-  return address.ok();
 }
 
 }  // namespace ferry::detail

@@ -97,13 +97,16 @@ if command -v cc >/dev/null 2>&1; then
   stub="$dir/stub"
   mkdir -p "$stub"
   src_root="$(cd "$(dirname "$0")/../.." && pwd)"
-  {
-    echo '#include <stdio.h>'
-    echo 'int cuDriverGetVersion(int* v) { *v = 12040; return 0; }'
-    grep -oE 'FERRY_LOAD_CUDA_\(cu[A-Za-z0-9_]+\)' "$src_root/src/platform/cuda/cuda_api.cpp" |
-      sed -E 's/FERRY_LOAD_CUDA_\((.*)\)/\1/' | grep -v '^cuDriverGetVersion$' | sort -u |
-      while read -r sym; do echo "int $sym(void) { return 999; }"; done
-  } >"$stub/cuda.c"
+  # Every entry point of Ferry's list (src/platform/cuda/cuda_symbols.hpp) as a stub failing with 999, but
+  # cuDriverGetVersion, which answers 12.4: the preprocessor reads the list, so the stub follows it.
+  cat >"$stub/cuda.c" <<'C'
+#include "platform/cuda/cuda_symbols.hpp"
+#define cuDriverGetVersion unused_cuDriverGetVersion
+#define STUB(need, symbol, result, parameters) int symbol(void) { return 999; }
+FERRY_CUDA_DRIVER_SYMBOLS(STUB)
+#undef cuDriverGetVersion
+int cuDriverGetVersion(int* v) { *v = 12040; return 0; }
+C
   cat >"$stub/cufile.c" <<'C'
 #include <stdio.h>
 typedef struct { int err; int cu_err; } result;
@@ -124,7 +127,7 @@ long cuFileRead(void) { return -1; }
 long cuFileWrite(void) { return -1; }
 C
   sed -i '1i #include <stdlib.h>' "$stub/cufile.c"
-  if cc -shared -fPIC -o "$stub/libcuda.so.1" "$stub/cuda.c" 2>"$stub/cc.err" &&
+  if cc -shared -fPIC -I "$src_root/src" -o "$stub/libcuda.so.1" "$stub/cuda.c" 2>"$stub/cc.err" &&
      cc -shared -fPIC -o "$stub/libcufile.so.0" "$stub/cufile.c" 2>>"$stub/cc.err"; then
     out=$(STUB_DRIVER_OPENED="$stub/driver-opened" LD_LIBRARY_PATH="$stub${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$ferry" --version 2>&1)
     if grep -q '^CUDA driver: 12.4 (cuDriverGetVersion 12040, libcuda.so.1)$' <<<"$out" &&

@@ -16,6 +16,7 @@
 #include "ferry/ferry.hpp"
 #include "file/open_options.hpp"
 #include "support/scripted_syscalls.hpp"
+#include "support/status_matchers.hpp"
 #include "support/test_files.hpp"
 
 using ::testing::HasSubstr;
@@ -26,6 +27,7 @@ namespace {
 using testing::Op;
 using testing::Rule;
 using testing::ScriptedSyscalls;
+using testing::StatusIs;
 using Clock = std::chrono::steady_clock;
 
 constexpr std::uint64_t kTask = 64 * 1024;
@@ -77,9 +79,7 @@ TEST(FirstError, ReadFailsWithTheErrorAndNoTaskTouchesTheBufferAfterwards) {
   CompletionClock done;
   done.arm(f);
   auto r = f.get();
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), ErrorCode::io_error);
-  EXPECT_THAT(r.status().message(), HasSubstr("offset " + std::to_string(5 * kTask)));
+  ASSERT_THAT(r, StatusIs(ErrorCode::io_error, HasSubstr("offset " + std::to_string(5 * kTask))));
   EXPECT_THAT(r.status().to_string(), HasSubstr("EIO"));
 
   std::uint64_t before = checksum(buf);
@@ -110,10 +110,8 @@ TEST(FirstError, WriteFailsWithNoSpaceAndNoWriteRunsAfterCompletion) {
   CompletionClock done;
   done.arm(f);
   auto r = f.get();
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), ErrorCode::no_space);
+  ASSERT_THAT(r, StatusIs(ErrorCode::no_space, HasSubstr("offset " + std::to_string(3 * kTask))));
   EXPECT_EQ(r.status().sys_errno(), ENOSPC);
-  EXPECT_THAT(r.status().message(), HasSubstr("offset " + std::to_string(3 * kTask)));
   Clock::time_point completed = done.get();
   auto writes = sys.calls(Op::pwrite);
   for (const auto& c : writes) EXPECT_LE(c.ended, completed);
@@ -130,9 +128,8 @@ TEST(FirstError, TheEarliestFailureWinsOverALaterOne) {
   ASSERT_TRUE(file.ok());
   std::vector<std::uint8_t> buf(8 * kTask);
   auto r = file->pread(buf.data(), buf.size(), 0).get();
-  ASSERT_FALSE(r.ok());
+  ASSERT_THAT(r, StatusIs(ErrorCode::io_error, HasSubstr("offset 65536")));
   EXPECT_EQ(r.status().sys_errno(), EIO);
-  EXPECT_THAT(r.status().message(), HasSubstr("offset 65536"));
 }
 
 TEST(FirstError, FailedRequestLeavesTheFileUsable) {

@@ -18,8 +18,10 @@
 #include "ferry/ferry.hpp"
 #include "file/open_options.hpp"
 #include "support/scripted_syscalls.hpp"
+#include "support/status_matchers.hpp"
 #include "support/test_files.hpp"
 
+using ::testing::AllOf;
 using ::testing::AnyOf;
 using ::testing::Contains;
 using ::testing::HasSubstr;
@@ -30,6 +32,7 @@ namespace {
 using testing::Op;
 using testing::Rule;
 using testing::ScriptedSyscalls;
+using testing::StatusIs;
 
 constexpr std::uint64_t kTask = 64 * 1024;
 constexpr std::uint64_t kMiB = 1024 * 1024;
@@ -162,10 +165,7 @@ TEST(FaultShortWrite, WriteThatMakesNoProgressFailsInsteadOfSpinning) {
   ASSERT_TRUE(file.ok());
   auto data = testing::pattern(0, 100);
   auto r = file->pwrite(data.data(), data.size(), 4096).get();
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), ErrorCode::io_error);
-  EXPECT_THAT(r.status().message(), HasSubstr("offset 4096"));
-  EXPECT_THAT(r.status().message(), HasSubstr(path));
+  ASSERT_THAT(r, StatusIs(ErrorCode::io_error, AllOf(HasSubstr("offset 4096"), HasSubstr(path))));
 }
 
 TEST(FaultEintr, ThreeEintrsAreRetriedAndCounted) {
@@ -234,14 +234,11 @@ TEST(FaultEio, ReadErrorNamesPathOffsetAndCauseUnderEachPolicy) {
     ASSERT_TRUE(file.ok());
     AlignedBuffer buf(size);
     auto r = file->pread(buf.data(), size, 0).get();
-    ASSERT_FALSE(r.ok());
+    ASSERT_THAT(r, StatusIs(ErrorCode::io_error,
+                            AllOf(HasSubstr("offset 1048576"), HasSubstr(path), HasSubstr("via host"))));
     const Status& s = r.status();
-    EXPECT_EQ(s.code(), ErrorCode::io_error);
     EXPECT_EQ(s.sys_errno(), EIO);
     EXPECT_EQ(s.path(), path);
-    EXPECT_THAT(s.message(), HasSubstr("offset 1048576"));
-    EXPECT_THAT(s.message(), HasSubstr(path));
-    EXPECT_THAT(s.message(), HasSubstr("via host"));
     EXPECT_THAT(s.to_string(), HasSubstr("EIO"));
     EXPECT_THAT(s.to_string(), HasSubstr("Input/output error"));
     EXPECT_THAT(s.to_string(), HasSubstr("io_error: Could not read"));
@@ -266,9 +263,8 @@ TEST(FaultEio, ErrorInsideATaskNamesTheOffsetOfTheFailingCall) {
   ASSERT_TRUE(file.ok());
   AlignedBuffer buf(size);
   auto r = file->pread(buf.data(), size, 0).get();
-  ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.status().message(), HasSubstr("at offset " + std::to_string(2 * kTask + kTask / 2)));
-  EXPECT_THAT(r.status().message(), HasSubstr(std::to_string(kTask / 2) + " bytes"));
+  EXPECT_THAT(r, StatusIs(ErrorCode::io_error, AllOf(HasSubstr("at offset " + std::to_string(2 * kTask + kTask / 2)),
+                                                     HasSubstr(std::to_string(kTask / 2) + " bytes"))));
 }
 
 TEST(FaultEio, DirectReadErrorSaysODirect) {
@@ -281,9 +277,7 @@ TEST(FaultEio, DirectReadErrorSaysODirect) {
   if (!file->direct_io_available()) GTEST_SKIP() << file->direct_io_note();
   AlignedBuffer buf(4 * kTask);
   auto r = file->pread(buf.data(), 4 * kTask, 0).get();
-  ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.status().message(), HasSubstr("O_DIRECT"));
-  EXPECT_THAT(r.status().message(), HasSubstr("offset 65536"));
+  EXPECT_THAT(r, StatusIs(ErrorCode::io_error, AllOf(HasSubstr("O_DIRECT"), HasSubstr("offset 65536"))));
 }
 
 TEST(FaultEnospc, WriteErrorIsNoSpaceNamingPathAndOffset) {
@@ -298,14 +292,11 @@ TEST(FaultEnospc, WriteErrorIsNoSpaceNamingPathAndOffset) {
     AlignedBuffer buf(6 * kTask);
     std::memset(buf.data(), 7, 6 * kTask);
     auto r = file->pwrite(buf.data(), 6 * kTask, 0).get();
-    ASSERT_FALSE(r.ok());
+    ASSERT_THAT(r, StatusIs(ErrorCode::no_space,
+                            AllOf(HasSubstr("Could not write"), HasSubstr("offset 196608"), HasSubstr(path))));
     const Status& s = r.status();
-    EXPECT_EQ(s.code(), ErrorCode::no_space);
     EXPECT_EQ(s.sys_errno(), ENOSPC);
     EXPECT_EQ(s.path(), path);
-    EXPECT_THAT(s.message(), HasSubstr("offset 196608"));
-    EXPECT_THAT(s.message(), HasSubstr("Could not write"));
-    EXPECT_THAT(s.message(), HasSubstr(path));
     EXPECT_THAT(s.to_string(), HasSubstr("ENOSPC"));
     EXPECT_THAT(s.to_string(), HasSubstr("No space left on device"));
   }
@@ -320,9 +311,7 @@ TEST(FaultEnospc, BlockingWriteReportsTheSameError) {
   ASSERT_TRUE(file.ok());
   char data[10] = {};
   auto r = file->write(data, sizeof data);
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), ErrorCode::no_space);
-  EXPECT_THAT(r.status().message(), HasSubstr("offset 0"));
+  EXPECT_THAT(r, StatusIs(ErrorCode::no_space, HasSubstr("offset 0")));
 }
 
 TEST(FaultEnospc, FailedBlockingWriteDoesNotMoveThePosition) {
@@ -354,8 +343,7 @@ TEST(FaultSync, FdatasyncFailureIsIoErrorNamingThePath) {
   auto file = open_with(sys, path, "w", config(DirectIo::off));
   ASSERT_TRUE(file.ok());
   Status s = file->sync();
-  ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.code(), ErrorCode::io_error);
+  ASSERT_THAT(s, StatusIs(ErrorCode::io_error));
   EXPECT_EQ(s.sys_errno(), EIO);
   EXPECT_THAT(s.to_string(), HasSubstr(path));
   EXPECT_THAT(s.to_string(), HasSubstr("EIO"));
@@ -370,8 +358,7 @@ TEST(FaultStat, FstatFailureBeforeAReadFailsItNamingThePath) {
   sys.add(Rule::on(Op::fstat).fail(EIO));
   char buf[16];
   auto r = file->pread(buf, sizeof buf, 0).get();
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), ErrorCode::io_error);
+  ASSERT_THAT(r, StatusIs(ErrorCode::io_error));
   EXPECT_THAT(r.status().to_string(), HasSubstr(path));
   auto size = file->size();
   ASSERT_FALSE(size.ok());
@@ -386,8 +373,7 @@ TEST(FaultOpen, PermissionDeniedNamesThePath) {
   ScriptedSyscalls sys;
   sys.add(Rule::on(Op::open).fail(EACCES));
   auto file = open_with(sys, path, "r", config(DirectIo::automatic));
-  ASSERT_FALSE(file.ok());
-  EXPECT_EQ(file.status().code(), ErrorCode::permission_denied);
+  ASSERT_THAT(file, StatusIs(ErrorCode::permission_denied));
   EXPECT_EQ(file.status().sys_errno(), EACCES);
   EXPECT_EQ(file.status().path(), path);
   EXPECT_THAT(file.status().to_string(), HasSubstr(path));
@@ -448,12 +434,10 @@ TEST(FaultOpen, RealMissingFileAndRealDirectory) {
   auto dir = testing::test_dir();
   ScriptedSyscalls sys;
   auto missing = open_with(sys, (dir / "missing").string(), "r", config(DirectIo::automatic));
-  ASSERT_FALSE(missing.ok());
-  EXPECT_EQ(missing.status().code(), ErrorCode::not_found);
+  ASSERT_THAT(missing, StatusIs(ErrorCode::not_found));
   EXPECT_THAT(missing.status().to_string(), HasSubstr("ENOENT"));
   auto directory = open_with(sys, dir.string(), "r", config(DirectIo::automatic));
-  ASSERT_FALSE(directory.ok());
-  EXPECT_EQ(directory.status().code(), ErrorCode::is_a_directory);
+  ASSERT_THAT(directory, StatusIs(ErrorCode::is_a_directory));
   EXPECT_THAT(directory.status().to_string(), HasSubstr(dir.string()));
   // Nothing leaked: every descriptor opened was closed.
   int opened = 0, closed = 0;

@@ -192,22 +192,11 @@ TEST(CuFileAbi, EnumValuesMatchTheHeader) {
 #undef FERRY_SAME_VALUE_
 
 TEST(CuFileAbi, FunctionTypesHaveTheHeadersShape) {
-  EXPECT_TRUE(same_shape(fd::cuFileDriverOpen_fn{}, &::cuFileDriverOpen));
-  EXPECT_TRUE(same_shape(fd::cuFileDriverClose_v2_fn{}, &::cuFileDriverClose_v2));
-  EXPECT_TRUE(same_shape(fd::cuFileDriverGetProperties_fn{}, &::cuFileDriverGetProperties));
-  EXPECT_TRUE(same_shape(fd::cuFileHandleRegister_fn{}, &::cuFileHandleRegister));
-  EXPECT_TRUE(same_shape(fd::cuFileHandleDeregister_fn{}, &::cuFileHandleDeregister));
-  EXPECT_TRUE(same_shape(fd::cuFileBufRegister_fn{}, &::cuFileBufRegister));
-  EXPECT_TRUE(same_shape(fd::cuFileBufDeregister_fn{}, &::cuFileBufDeregister));
-  EXPECT_TRUE(same_shape(fd::cuFileRead_fn{}, &::cuFileRead));
-  EXPECT_TRUE(same_shape(fd::cuFileWrite_fn{}, &::cuFileWrite));
-  EXPECT_TRUE(same_shape(fd::cuFileGetVersion_fn{}, &::cuFileGetVersion));
-  EXPECT_TRUE(same_shape(fd::cuFileSetStatsLevel_fn{}, &::cuFileSetStatsLevel));
-  EXPECT_TRUE(same_shape(fd::cuFileStatsStart_fn{}, &::cuFileStatsStart));
-  EXPECT_TRUE(same_shape(fd::cuFileStatsReset_fn{}, &::cuFileStatsReset));
-  EXPECT_TRUE(same_shape(fd::cuFileGetStatsL1_fn{}, &::cuFileGetStatsL1));
-  EXPECT_TRUE(same_shape(fd::cuFileGetStatsL3_fn{}, &::cuFileGetStatsL3));
-  EXPECT_TRUE(same_shape(fd::cuFileGetParameterBool_fn{}, &::cuFileGetParameterBool));
+  // Every entry point of cufile_symbols.hpp: the exported name is the one cufile.h declares.
+#define FERRY_SAME_SHAPE_(need, symbol, result, parameters) \
+  EXPECT_TRUE(same_shape(fd::symbol##_fn{}, &::symbol)) << #symbol;
+  FERRY_CUFILE_SYMBOLS(FERRY_SAME_SHAPE_)
+#undef FERRY_SAME_SHAPE_
   EXPECT_EQ(static_cast<int>(fd::CUFILE_PARAM_FORCE_COMPAT_MODE), static_cast<int>(::CUFILE_PARAM_FORCE_COMPAT_MODE));
 }
 

@@ -54,9 +54,9 @@ class StreamOrderGpu : public ::testing::TestWithParam<CompatMode> {
     return std::move(*f);
   }
   // compat off needs cuFile to take this file: where it cannot, say why (the test then skips).
-  bool route_usable(File& f, bool for_write = false) {
+  bool route_usable(File& f, Direction direction = Direction::read) {
     testing::DeviceMemory probe(*api_, 4096);
-    auto plan = f.prepare(probe.get(), 4096, for_write);
+    auto plan = f.prepare(probe.get(), 4096, direction);
     if (!plan.ok()) why_ = plan.status().to_string();
     return plan.ok();
   }
@@ -120,7 +120,7 @@ TEST_P(StreamOrderGpu, ManyReadsOnOneStreamKeepTheirOrder) {
 
 TEST_P(StreamOrderGpu, WriteWaitsForTheWorkThatMakesItsData) {
   File f = open("r+");
-  if (!route_usable(f, true)) GTEST_SKIP() << why_;
+  if (!route_usable(f, Direction::write)) GTEST_SKIP() << why_;
   constexpr std::uint64_t kBytes = 3 << 20;
   testing::DeviceMemory dev(*api_, kBytes, 0, 0);
   ASSERT_EQ(api_->cuLaunchHostFunc(stream_, &sleep_300ms, nullptr), fd::CUDA_SUCCESS);

@@ -19,6 +19,7 @@
 #include "ferry/ferry.hpp"
 #include "file/open_options.hpp"
 #include "support/scripted_syscalls.hpp"
+#include "support/status_matchers.hpp"
 #include "support/test_files.hpp"
 
 namespace ferry {
@@ -28,6 +29,7 @@ using ::testing::HasSubstr;
 using testing::Op;
 using testing::Rule;
 using testing::ScriptedSyscalls;
+using testing::StatusIs;
 
 constexpr std::uint64_t kTask = 64 * 1024;
 
@@ -75,11 +77,9 @@ TEST(Issue10, RequestsAfterCloseFailAndCloseTwiceIsFine) {
   EXPECT_TRUE(file->close().ok());
   std::vector<std::uint8_t> buf(kTask);
   auto r = file->pread(buf.data(), kTask, 0).get();
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), ErrorCode::failed_precondition);
-  EXPECT_THAT(r.status().message(), HasSubstr("is closed"));
-  EXPECT_EQ(file->size().status().code(), ErrorCode::failed_precondition);
-  EXPECT_EQ(file->sync().code(), ErrorCode::failed_precondition);
+  EXPECT_THAT(r, StatusIs(ErrorCode::failed_precondition, HasSubstr("is closed")));
+  EXPECT_THAT(file->size(), StatusIs(ErrorCode::failed_precondition));
+  EXPECT_THAT(file->sync(), StatusIs(ErrorCode::failed_precondition));
 }
 
 TEST(Issue10, CloseFromManyThreadsWhileReadsRun) {
@@ -122,12 +122,9 @@ TEST(Issue10, RangesPastTheLargestFileOffsetAreRejected) {
   } cases[] = {{UINT64_MAX, 1}, {UINT64_MAX - 4095, 8192}, {1ull << 63, 1}, {(1ull << 63) - 1, 2}};
   for (const Case& c : cases) {
     auto r = file->pread(buf.data(), c.size, c.offset).get();
-    ASSERT_FALSE(r.ok()) << c.offset;
-    EXPECT_EQ(r.status().code(), ErrorCode::invalid_argument);
-    EXPECT_THAT(r.status().message(), HasSubstr("largest file offset"));
+    EXPECT_THAT(r, StatusIs(ErrorCode::invalid_argument, HasSubstr("largest file offset"))) << c.offset;
     auto w = file->pwrite(buf.data(), c.size, c.offset).get();
-    ASSERT_FALSE(w.ok()) << c.offset;
-    EXPECT_EQ(w.status().code(), ErrorCode::invalid_argument);
+    EXPECT_THAT(w, StatusIs(ErrorCode::invalid_argument)) << c.offset;
   }
   EXPECT_EQ(std::vector<std::uint8_t>(buf.size(), 7), buf);
   // The last valid offset still works (and reads nothing: it is past the end).
@@ -172,7 +169,7 @@ TEST(Issue10, OpeningAFifoFailsAtOnce) {
     EXPECT_THAT(f.status().message(), HasSubstr(mode[0] == 'w' ? "" : "FIFO (named pipe)"));
   }
   auto r = File::open(fifo.string(), "r", config());
-  EXPECT_EQ(r.status().code(), ErrorCode::invalid_argument);
+  EXPECT_THAT(r, StatusIs(ErrorCode::invalid_argument));
   EXPECT_EQ(r.status().sys_errno(), ESPIPE);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
 }
@@ -216,8 +213,7 @@ TEST(Issue10, CancelStopsARequestAtTheNextTask) {
   while (sys.count(Op::pread) == 0) std::this_thread::yield();
   f.cancel();
   auto r = f.get();
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), ErrorCode::cancelled);
+  EXPECT_THAT(r, StatusIs(ErrorCode::cancelled));
   EXPECT_LT(sys.count(Op::pread), 10);
   // A cancelled request's File works as before.
   auto again = file->pread(buf.data(), kTask, 0).get();

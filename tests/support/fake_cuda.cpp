@@ -716,50 +716,10 @@ CUresult fake_cuGetErrorString(CUresult error, const char** text) {
 
 CudaApi make_table() {
   CudaApi api;
-  api.cuInit = fake_cuInit;
-  api.cuDriverGetVersion = fake_cuDriverGetVersion;
-  api.cuDeviceGetCount = fake_cuDeviceGetCount;
-  api.cuDeviceGet = fake_cuDeviceGet;
-  api.cuDeviceGetName = fake_cuDeviceGetName;
-  api.cuDeviceGetAttribute = fake_cuDeviceGetAttribute;
-  api.cuDeviceGetPCIBusId = fake_cuDeviceGetPCIBusId;
-  api.cuDeviceTotalMem_v2 = fake_cuDeviceTotalMem_v2;
-  api.cuDevicePrimaryCtxRetain = fake_cuDevicePrimaryCtxRetain;
-  api.cuDevicePrimaryCtxRelease_v2 = fake_cuDevicePrimaryCtxRelease_v2;
-  api.cuCtxSetCurrent = fake_cuCtxSetCurrent;
-  api.cuCtxGetCurrent = fake_cuCtxGetCurrent;
-  api.cuCtxSynchronize = fake_cuCtxSynchronize;
-  api.cuPointerGetAttribute = fake_cuPointerGetAttribute;
-  api.cuPointerGetAttributes = fake_cuPointerGetAttributes;
-  api.cuMemAlloc_v2 = fake_cuMemAlloc_v2;
-  api.cuMemFree_v2 = fake_cuMemFree_v2;
-  api.cuMemHostAlloc = fake_cuMemHostAlloc;
-  api.cuMemFreeHost = fake_cuMemFreeHost;
-  api.cuMemHostRegister_v2 = fake_cuMemHostRegister_v2;
-  api.cuMemHostUnregister = fake_cuMemHostUnregister;
-  api.cuMemcpyHtoD_v2 = fake_cuMemcpyHtoD_v2;
-  api.cuMemcpyDtoH_v2 = fake_cuMemcpyDtoH_v2;
-  api.cuMemcpyHtoDAsync_v2 = fake_cuMemcpyHtoDAsync_v2;
-  api.cuMemcpyDtoHAsync_v2 = fake_cuMemcpyDtoHAsync_v2;
-  api.cuMemsetD8_v2 = fake_cuMemsetD8_v2;
-  api.cuStreamCreate = fake_cuStreamCreate;
-  api.cuStreamDestroy_v2 = fake_cuStreamDestroy_v2;
-  api.cuStreamSynchronize = fake_cuStreamSynchronize;
-  api.cuEventCreate = fake_cuEventCreate;
-  api.cuEventRecord = fake_cuEventRecord;
-  api.cuEventSynchronize = fake_cuEventSynchronize;
-  api.cuEventQuery = fake_cuEventQuery;
-  api.cuEventDestroy_v2 = fake_cuEventDestroy_v2;
-  api.cuGetErrorName = fake_cuGetErrorName;
-  api.cuGetErrorString = fake_cuGetErrorString;
-  api.cuMemcpyPeerAsync = fake_cuMemcpyPeerAsync;
-  api.cuDeviceCanAccessPeer = fake_cuDeviceCanAccessPeer;
-  api.cuCtxEnablePeerAccess = fake_cuCtxEnablePeerAccess;
-  api.cuMemsetD8Async = fake_cuMemsetD8Async;
-  api.cuLaunchHostFunc = fake_cuLaunchHostFunc;
-  api.cuStreamWaitValue32_v2 = fake_cuStreamWaitValue32_v2;
-  api.cuStreamGetCtx = fake_cuStreamGetCtx;
-  api.cuMemHostGetDevicePointer_v2 = fake_cuMemHostGetDevicePointer_v2;
+  // Every entry point of cuda_symbols.hpp, required or optional, is the fake_ function of its name.
+#define FAKE_ENTRY_(need, symbol, result, parameters) api.symbol = fake_##symbol;
+  FERRY_CUDA_DRIVER_SYMBOLS(FAKE_ENTRY_)
+#undef FAKE_ENTRY_
   api.library = "fake-cuda";
   return api;
 }

@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "platform/cufile/cufile_driver.hpp"
+#include "platform/dynamic_library.hpp"
 
 namespace ferry::testing {
 
@@ -98,7 +99,8 @@ CUfileError_t fake_cuFileDriverOpen() {
   return ok();
 }
 
-CUfileError_t fake_cuFileDriverClose() {
+// Named after the _v2 symbol its table member holds, as the generated table expects.
+CUfileError_t fake_cuFileDriverClose_v2() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   ++s.counters.driver_closes;
@@ -347,6 +349,14 @@ bool missing(const FakeCuFileScript& script, const char* name) {
   return std::find(script.missing_symbols.begin(), script.missing_symbols.end(), name) != script.missing_symbols.end();
 }
 
+bool same_table(const CuFileApi& a, const CuFileApi& b) {
+  bool same = a.library == b.library && a.missing_optional == b.missing_optional;
+#define FAKE_SAME_ENTRY_(need, symbol, result, parameters) same = same && a.symbol == b.symbol;
+  FERRY_CUFILE_SYMBOLS(FAKE_SAME_ENTRY_)
+#undef FAKE_SAME_ENTRY_
+  return same;
+}
+
 }  // namespace
 
 Result<const CuFileApi*> fake_cufile_api() {
@@ -364,40 +374,22 @@ Result<const CuFileApi*> fake_cufile_api() {
   // table while others ask for it again (every open does) must not see it rewritten under them.
   CuFileApi api;
   api.library = "fake-cufile";
-  api.cuFileDriverOpen = fake_cuFileDriverOpen;
-  api.cuFileDriverClose_v2 = fake_cuFileDriverClose;
-  api.cuFileDriverGetProperties = fake_cuFileDriverGetProperties;
-  api.cuFileHandleRegister = fake_cuFileHandleRegister;
-  api.cuFileHandleDeregister = fake_cuFileHandleDeregister;
-  api.cuFileBufRegister = fake_cuFileBufRegister;
-  api.cuFileBufDeregister = fake_cuFileBufDeregister;
-  api.cuFileRead = fake_cuFileRead;
-  api.cuFileWrite = fake_cuFileWrite;
   api.missing_optional.clear();
-  // Optional symbols follow the script, as load() records what a real library lacks.
-#define FAKE_OPTIONAL_(member)                      \
-  if (missing(script, #member)) {                   \
-    api.member = nullptr;                           \
-    api.missing_optional.push_back(#member);        \
-  } else {                                          \
-    api.member = fake_##member;                     \
+  // Every entry point of cufile_symbols.hpp is the fake_ function of its name; optional ones the script
+  // leaves out stay null, recorded as load() records what a real library lacks.
+#define FAKE_ENTRY_(need, symbol, result, parameters)                              \
+  if (SymbolNeed::need == SymbolNeed::optional && missing(script, #symbol)) {      \
+    api.symbol = nullptr;                                                          \
+    api.missing_optional.push_back(#symbol);                                       \
+  } else {                                                                         \
+    api.symbol = fake_##symbol;                                                    \
   }
-  FAKE_OPTIONAL_(cuFileGetVersion);
-  FAKE_OPTIONAL_(cuFileSetStatsLevel);
-  FAKE_OPTIONAL_(cuFileStatsStart);
-  FAKE_OPTIONAL_(cuFileStatsReset);
-  FAKE_OPTIONAL_(cuFileGetStatsL1);
-  FAKE_OPTIONAL_(cuFileGetStatsL3);
-  FAKE_OPTIONAL_(cuFileGetParameterBool);
-#undef FAKE_OPTIONAL_
+  FERRY_CUFILE_SYMBOLS(FAKE_ENTRY_)
+#undef FAKE_ENTRY_
   static std::mutex table_mutex;
   std::lock_guard<std::mutex> lock(table_mutex);
   CuFileApi& shared = table();
-  if (shared.missing_optional != api.missing_optional || shared.library != api.library ||
-      shared.cuFileDriverOpen != api.cuFileDriverOpen || shared.cuFileGetVersion != api.cuFileGetVersion ||
-      shared.cuFileSetStatsLevel != api.cuFileSetStatsLevel || shared.cuFileStatsStart != api.cuFileStatsStart ||
-      shared.cuFileStatsReset != api.cuFileStatsReset || shared.cuFileGetStatsL1 != api.cuFileGetStatsL1 ||
-      shared.cuFileGetStatsL3 != api.cuFileGetStatsL3 || shared.cuFileGetParameterBool != api.cuFileGetParameterBool) {
+  if (!same_table(shared, api)) {
     shared = api;
   }
   return static_cast<const CuFileApi*>(&shared);

@@ -114,8 +114,8 @@ FERRY_SAME_SYMBOL_(cuMemHostGetDevicePointer, cuMemHostGetDevicePointer_v2);
 #undef FERRY_SAME_SYMBOL_
 #endif
 
-// Function types: same parameter and result sizes as cuda.h's, argument by argument, for a few where a
-// mistake would corrupt memory (sizes passed as 32-bit, pointers as integers).
+// Function types: same parameter and result sizes as cuda.h's, argument by argument, so that a mistake that
+// would corrupt memory (sizes passed as 32-bit, pointers as integers) does not compile.
 template <typename R1, typename... A1, typename R2, typename... A2>
 constexpr bool same_shape(R1 (*)(A1...), R2 (*)(A2...)) {
   if constexpr (sizeof...(A1) != sizeof...(A2)) {
@@ -126,23 +126,11 @@ constexpr bool same_shape(R1 (*)(A1...), R2 (*)(A2...)) {
 }
 
 #if FERRY_TEST_HAVE_CUDA_H
-static_assert(same_shape(fd::cuMemAlloc_v2_fn{}, &::cuMemAlloc_v2));
-static_assert(same_shape(fd::cuMemcpyHtoDAsync_v2_fn{}, &::cuMemcpyHtoDAsync_v2));
-static_assert(same_shape(fd::cuMemcpyDtoHAsync_v2_fn{}, &::cuMemcpyDtoHAsync_v2));
-static_assert(same_shape(fd::cuMemsetD8_v2_fn{}, &::cuMemsetD8_v2));
-static_assert(same_shape(fd::cuPointerGetAttributes_fn{}, &::cuPointerGetAttributes));
-static_assert(same_shape(fd::cuMemHostAlloc_fn{}, &::cuMemHostAlloc));
-static_assert(same_shape(fd::cuMemHostRegister_v2_fn{}, &::cuMemHostRegister_v2));
-static_assert(same_shape(fd::cuDeviceTotalMem_v2_fn{}, &::cuDeviceTotalMem_v2));
-static_assert(same_shape(fd::cuEventRecord_fn{}, &::cuEventRecord));
-static_assert(same_shape(fd::cuMemcpyPeerAsync_fn{}, &::cuMemcpyPeerAsync));
-static_assert(same_shape(fd::cuDeviceCanAccessPeer_fn{}, &::cuDeviceCanAccessPeer));
-static_assert(same_shape(fd::cuCtxEnablePeerAccess_fn{}, &::cuCtxEnablePeerAccess));
-static_assert(same_shape(fd::cuLaunchHostFunc_fn{}, &::cuLaunchHostFunc));
-static_assert(same_shape(fd::cuStreamWaitValue32_v2_fn{}, &::cuStreamWaitValue32_v2));
-static_assert(same_shape(fd::cuStreamGetCtx_fn{}, &::cuStreamGetCtx));
-static_assert(same_shape(fd::cuMemHostGetDevicePointer_v2_fn{}, &::cuMemHostGetDevicePointer_v2));
-static_assert(same_shape(fd::cuMemsetD8Async_fn{}, &::cuMemsetD8Async));
+// Every entry point of cuda_symbols.hpp: the exported name is the one cuda.h declares (through its _v2 macros).
+#define FERRY_SAME_SHAPE_(need, symbol, result, parameters) \
+  static_assert(same_shape(fd::symbol##_fn{}, &::symbol), #symbol " differs from cuda.h");
+FERRY_CUDA_DRIVER_SYMBOLS(FERRY_SAME_SHAPE_)
+#undef FERRY_SAME_SHAPE_
 #endif
 
 TEST(CudaAbi, MatchesCudaHeaderWhereInstalled) {

@@ -7,9 +7,12 @@
 #include <vector>
 
 #include "ferry/ferry.hpp"
+#include "support/status_matchers.hpp"
 #include "support/test_files.hpp"
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ferry::testing::StatusIs;
 
 namespace ferry {
 namespace {
@@ -36,10 +39,7 @@ TEST(FileModes, ReadOnlyRefusesWritesWithAMessageNamingThePath) {
   ASSERT_TRUE(file.ok()) << file.status().to_string();
   char data[16] = {};
   auto w = file->pwrite(data, sizeof data, 0).get();
-  ASSERT_FALSE(w.ok());
-  EXPECT_EQ(w.status().code(), ErrorCode::failed_precondition);
-  EXPECT_THAT(w.status().message(), HasSubstr(path));
-  EXPECT_THAT(w.status().message(), HasSubstr("reading only"));
+  ASSERT_THAT(w, StatusIs(ErrorCode::failed_precondition, AllOf(HasSubstr(path), HasSubstr("reading only"))));
   EXPECT_EQ(w.status().path(), path);
   auto w2 = file->write(data, sizeof data);
   ASSERT_FALSE(w2.ok());
@@ -74,10 +74,7 @@ TEST(FileModes, WriteModeRefusesReads) {
   ASSERT_TRUE(file.ok());
   char buf[8];
   auto r = file->pread(buf, sizeof buf, 0).get();
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), ErrorCode::failed_precondition);
-  EXPECT_THAT(r.status().message(), HasSubstr("writing only"));
-  EXPECT_THAT(r.status().message(), HasSubstr(path));
+  EXPECT_THAT(r, StatusIs(ErrorCode::failed_precondition, AllOf(HasSubstr("writing only"), HasSubstr(path))));
 }
 
 TEST(FileModes, ReadWriteModeKeepsContentsAndAllowsBoth) {
@@ -100,8 +97,7 @@ TEST(FileModes, ReadWriteModeOnAMissingFileIsNotFound) {
   auto dir = testing::test_dir();
   auto path = (dir / "absent.bin").string();
   auto file = File::open(path, "r+", small_config());
-  ASSERT_FALSE(file.ok());
-  EXPECT_EQ(file.status().code(), ErrorCode::not_found);
+  ASSERT_THAT(file, StatusIs(ErrorCode::not_found));
   EXPECT_THAT(file.status().to_string(), HasSubstr(path));
   EXPECT_FALSE(std::filesystem::exists(path)) << "r+ must not create";
 }
@@ -229,10 +225,7 @@ TEST(FileModes, UseAfterCloseFailsCleanlyNamingThePath) {
   ASSERT_TRUE(c.ok()) << c.to_string();
   char buf[64];
   auto r = file->pread(buf, sizeof buf, 0).get();
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), ErrorCode::failed_precondition);
-  EXPECT_THAT(r.status().message(), HasSubstr("closed"));
-  EXPECT_THAT(r.status().message(), HasSubstr(path));
+  EXPECT_THAT(r, StatusIs(ErrorCode::failed_precondition, AllOf(HasSubstr("closed"), HasSubstr(path))));
   auto w = file->pwrite(buf, sizeof buf, 0).get();
   ASSERT_FALSE(w.ok());
   EXPECT_THAT(w.status().message(), HasSubstr("closed"));
@@ -254,10 +247,9 @@ TEST(FileModes, UnknownModeIsInvalidArgumentNamingPathAndMode) {
   auto path = testing::write_pattern_file(dir / "x.bin", 10);
   for (const char* mode : {"", "x", "rw", "r++", "wa"}) {
     auto file = File::open(path, mode, small_config());
-    ASSERT_FALSE(file.ok()) << mode;
-    EXPECT_EQ(file.status().code(), ErrorCode::invalid_argument);
-    EXPECT_THAT(file.status().message(), HasSubstr(path));
-    EXPECT_THAT(file.status().message(), HasSubstr(std::string("\"") + mode + "\""));
+    EXPECT_THAT(file, StatusIs(ErrorCode::invalid_argument,
+                               AllOf(HasSubstr(path), HasSubstr(std::string("\"") + mode + "\""))))
+        << mode;
   }
 }
 
@@ -273,8 +265,7 @@ TEST(FileModes, MissingFileIsNotFoundWithErrno) {
   auto dir = testing::test_dir();
   auto path = (dir / "nope.bin").string();
   auto file = File::open(path, "r", small_config());
-  ASSERT_FALSE(file.ok());
-  EXPECT_EQ(file.status().code(), ErrorCode::not_found);
+  ASSERT_THAT(file, StatusIs(ErrorCode::not_found));
   EXPECT_EQ(file.status().sys_errno(), ENOENT);
   EXPECT_EQ(file.status().path(), path);
   EXPECT_THAT(file.status().to_string(), HasSubstr(path));
@@ -287,8 +278,7 @@ TEST(FileModes, DirectoryIsRefusedForReadingAndWriting) {
   std::filesystem::create_directories(sub);
   for (const char* mode : {"r", "r+", "w", "a"}) {
     auto file = File::open(sub.string(), mode, small_config());
-    ASSERT_FALSE(file.ok()) << mode;
-    EXPECT_EQ(file.status().code(), ErrorCode::is_a_directory) << mode << ": " << file.status().to_string();
+    ASSERT_THAT(file, StatusIs(ErrorCode::is_a_directory)) << mode;
     EXPECT_THAT(file.status().to_string(), HasSubstr(sub.string()));
   }
 }

@@ -10,6 +10,8 @@
 
 #include <cstddef>
 
+#include "platform/cuda/cuda_symbols.hpp"
+
 namespace ferry::detail {
 
 // CUresult: the driver's status. Declared with a fixed underlying type so that any value the driver
@@ -118,56 +120,9 @@ enum CUevent_flags : unsigned int {
   CU_EVENT_DISABLE_TIMING = 0x2,  // the cheap kind: Ferry uses events for ordering only
 };
 
-// Function types, one per exported symbol Ferry loads.
-using cuInit_fn = CUresult (*)(unsigned int flags);
-using cuDriverGetVersion_fn = CUresult (*)(int* version);
-using cuDeviceGetCount_fn = CUresult (*)(int* count);
-using cuDeviceGet_fn = CUresult (*)(CUdevice* device, int ordinal);
-using cuDeviceGetName_fn = CUresult (*)(char* name, int length, CUdevice device);
-using cuDeviceGetAttribute_fn = CUresult (*)(int* value, CUdevice_attribute attribute, CUdevice device);
-using cuDeviceGetPCIBusId_fn = CUresult (*)(char* bus_id, int length, CUdevice device);
-using cuDeviceTotalMem_v2_fn = CUresult (*)(std::size_t* bytes, CUdevice device);
-using cuDevicePrimaryCtxRetain_fn = CUresult (*)(CUcontext* context, CUdevice device);
-using cuDevicePrimaryCtxRelease_v2_fn = CUresult (*)(CUdevice device);
-using cuCtxSetCurrent_fn = CUresult (*)(CUcontext context);
-using cuCtxGetCurrent_fn = CUresult (*)(CUcontext* context);
-using cuCtxSynchronize_fn = CUresult (*)();
-using cuPointerGetAttribute_fn = CUresult (*)(void* data, CUpointer_attribute attribute, CUdeviceptr pointer);
-using cuPointerGetAttributes_fn = CUresult (*)(unsigned int count, CUpointer_attribute* attributes, void** data,
-                                               CUdeviceptr pointer);
-using cuMemAlloc_v2_fn = CUresult (*)(CUdeviceptr* pointer, std::size_t bytes);
-using cuMemFree_v2_fn = CUresult (*)(CUdeviceptr pointer);
-using cuMemHostAlloc_fn = CUresult (*)(void** pointer, std::size_t bytes, unsigned int flags);
-using cuMemFreeHost_fn = CUresult (*)(void* pointer);
-using cuMemHostRegister_v2_fn = CUresult (*)(void* pointer, std::size_t bytes, unsigned int flags);
-using cuMemHostUnregister_fn = CUresult (*)(void* pointer);
-using cuMemcpyHtoD_v2_fn = CUresult (*)(CUdeviceptr dst, const void* src, std::size_t bytes);
-using cuMemcpyDtoH_v2_fn = CUresult (*)(void* dst, CUdeviceptr src, std::size_t bytes);
-using cuMemcpyHtoDAsync_v2_fn = CUresult (*)(CUdeviceptr dst, const void* src, std::size_t bytes, CUstream stream);
-using cuMemcpyDtoHAsync_v2_fn = CUresult (*)(void* dst, CUdeviceptr src, std::size_t bytes, CUstream stream);
-using cuMemsetD8_v2_fn = CUresult (*)(CUdeviceptr dst, unsigned char value, std::size_t count);
-using cuStreamCreate_fn = CUresult (*)(CUstream* stream, unsigned int flags);
-using cuStreamDestroy_v2_fn = CUresult (*)(CUstream stream);
-using cuStreamSynchronize_fn = CUresult (*)(CUstream stream);
-using cuEventCreate_fn = CUresult (*)(CUevent* event, unsigned int flags);
-using cuEventRecord_fn = CUresult (*)(CUevent event, CUstream stream);
-using cuEventSynchronize_fn = CUresult (*)(CUevent event);
-using cuEventQuery_fn = CUresult (*)(CUevent event);
-using cuEventDestroy_v2_fn = CUresult (*)(CUevent event);
-// GPU to GPU (safetensors replicas): peer copies and peer access.
-using cuMemcpyPeerAsync_fn = CUresult (*)(CUdeviceptr dst, CUcontext dst_context, CUdeviceptr src,
-                                          CUcontext src_context, std::size_t bytes, CUstream stream);
-using cuDeviceCanAccessPeer_fn = CUresult (*)(int* can_access, CUdevice device, CUdevice peer);
-using cuCtxEnablePeerAccess_fn = CUresult (*)(CUcontext peer_context, unsigned int flags);
-// Stream-ordered requests (File::read_async): optional, a driver without them refuses those requests only.
-using cuLaunchHostFunc_fn = CUresult (*)(CUstream stream, CUhostFn fn, void* user_data);
-using cuStreamWaitValue32_v2_fn = CUresult (*)(CUstream stream, CUdeviceptr address, unsigned int value,
-                                               unsigned int flags);
-using cuStreamGetCtx_fn = CUresult (*)(CUstream stream, CUcontext* context);
-using cuMemHostGetDevicePointer_v2_fn = CUresult (*)(CUdeviceptr* device_pointer, void* host_pointer,
-                                                     unsigned int flags);
-using cuMemsetD8Async_fn = CUresult (*)(CUdeviceptr dst, unsigned char value, std::size_t count, CUstream stream);
-using cuGetErrorName_fn = CUresult (*)(CUresult error, const char** name);
-using cuGetErrorString_fn = CUresult (*)(CUresult error, const char** text);
+// Function types, one per exported symbol Ferry loads (`cuMemAlloc_v2_fn`), from the list in cuda_symbols.hpp.
+#define FERRY_CUDA_FUNCTION_TYPE_(need, symbol, result, parameters) using symbol##_fn = result(*) parameters;
+FERRY_CUDA_DRIVER_SYMBOLS(FERRY_CUDA_FUNCTION_TYPE_)
+#undef FERRY_CUDA_FUNCTION_TYPE_
 
 }  // namespace ferry::detail

@@ -12,68 +12,21 @@ Result<CudaApi> CudaApi::load(const char* library) {
   FERRY_ASSIGN_OR_RETURN(void* handle, open_dynamic_library(library));
   CudaApi api;
   api.library = library;
-  // One line per symbol: the exported name is the one cuda.h's macros resolve to.
-#define FERRY_LOAD_CUDA_(member) FERRY_RETURN_IF_ERROR(load_symbol(handle, library, #member, api.member))
-  FERRY_LOAD_CUDA_(cuInit);
-  FERRY_LOAD_CUDA_(cuDriverGetVersion);
-  FERRY_LOAD_CUDA_(cuDeviceGetCount);
-  FERRY_LOAD_CUDA_(cuDeviceGet);
-  FERRY_LOAD_CUDA_(cuDeviceGetName);
-  FERRY_LOAD_CUDA_(cuDeviceGetAttribute);
-  FERRY_LOAD_CUDA_(cuDeviceGetPCIBusId);
-  FERRY_LOAD_CUDA_(cuDeviceTotalMem_v2);
-  FERRY_LOAD_CUDA_(cuDevicePrimaryCtxRetain);
-  FERRY_LOAD_CUDA_(cuDevicePrimaryCtxRelease_v2);
-  FERRY_LOAD_CUDA_(cuCtxSetCurrent);
-  FERRY_LOAD_CUDA_(cuCtxGetCurrent);
-  FERRY_LOAD_CUDA_(cuCtxSynchronize);
-  FERRY_LOAD_CUDA_(cuPointerGetAttribute);
-  FERRY_LOAD_CUDA_(cuPointerGetAttributes);
-  FERRY_LOAD_CUDA_(cuMemAlloc_v2);
-  FERRY_LOAD_CUDA_(cuMemFree_v2);
-  FERRY_LOAD_CUDA_(cuMemHostAlloc);
-  FERRY_LOAD_CUDA_(cuMemFreeHost);
-  FERRY_LOAD_CUDA_(cuMemHostRegister_v2);
-  FERRY_LOAD_CUDA_(cuMemHostUnregister);
-  FERRY_LOAD_CUDA_(cuMemcpyHtoD_v2);
-  FERRY_LOAD_CUDA_(cuMemcpyDtoH_v2);
-  FERRY_LOAD_CUDA_(cuMemcpyHtoDAsync_v2);
-  FERRY_LOAD_CUDA_(cuMemcpyDtoHAsync_v2);
-  FERRY_LOAD_CUDA_(cuMemsetD8_v2);
-  FERRY_LOAD_CUDA_(cuStreamCreate);
-  FERRY_LOAD_CUDA_(cuStreamDestroy_v2);
-  FERRY_LOAD_CUDA_(cuStreamSynchronize);
-  FERRY_LOAD_CUDA_(cuEventCreate);
-  FERRY_LOAD_CUDA_(cuEventRecord);
-  FERRY_LOAD_CUDA_(cuEventSynchronize);
-  FERRY_LOAD_CUDA_(cuEventQuery);
-  FERRY_LOAD_CUDA_(cuEventDestroy_v2);
-  FERRY_LOAD_CUDA_(cuGetErrorName);
-  FERRY_LOAD_CUDA_(cuGetErrorString);
-  FERRY_LOAD_CUDA_(cuMemcpyPeerAsync);
-  FERRY_LOAD_CUDA_(cuDeviceCanAccessPeer);
-  FERRY_LOAD_CUDA_(cuCtxEnablePeerAccess);
+  // Required symbols stop the loading when missing, optional ones stay null.
+#define FERRY_LOAD_CUDA_(need, symbol, result, parameters) \
+  FERRY_RETURN_IF_ERROR(load_listed_symbol(handle, library, #symbol, SymbolNeed::need, api.symbol));
+  FERRY_CUDA_DRIVER_SYMBOLS(FERRY_LOAD_CUDA_)
 #undef FERRY_LOAD_CUDA_
-#define FERRY_LOAD_OPTIONAL_CUDA_(member) (void)load_optional_symbol(handle, library, #member, api.member)
-  FERRY_LOAD_OPTIONAL_CUDA_(cuLaunchHostFunc);
-  FERRY_LOAD_OPTIONAL_CUDA_(cuStreamWaitValue32_v2);
-  FERRY_LOAD_OPTIONAL_CUDA_(cuStreamGetCtx);
-  FERRY_LOAD_OPTIONAL_CUDA_(cuMemHostGetDevicePointer_v2);
-  FERRY_LOAD_OPTIONAL_CUDA_(cuMemsetD8Async);
-#undef FERRY_LOAD_OPTIONAL_CUDA_
   return api;
 }
 
 bool CudaApi::complete() const noexcept {
-  return cuInit && cuDriverGetVersion && cuDeviceGetCount && cuDeviceGet && cuDeviceGetName &&
-         cuDeviceGetAttribute && cuDeviceGetPCIBusId && cuDeviceTotalMem_v2 && cuDevicePrimaryCtxRetain &&
-         cuDevicePrimaryCtxRelease_v2 && cuCtxSetCurrent && cuCtxGetCurrent && cuCtxSynchronize &&
-         cuPointerGetAttribute && cuPointerGetAttributes && cuMemAlloc_v2 && cuMemFree_v2 && cuMemHostAlloc &&
-         cuMemFreeHost && cuMemHostRegister_v2 && cuMemHostUnregister && cuMemcpyHtoD_v2 && cuMemcpyDtoH_v2 &&
-         cuMemcpyHtoDAsync_v2 && cuMemcpyDtoHAsync_v2 && cuMemsetD8_v2 && cuStreamCreate && cuStreamDestroy_v2 &&
-         cuStreamSynchronize && cuEventCreate && cuEventRecord && cuEventSynchronize && cuEventQuery &&
-         cuEventDestroy_v2 && cuGetErrorName && cuGetErrorString && cuMemcpyPeerAsync && cuDeviceCanAccessPeer &&
-         cuCtxEnablePeerAccess;
+  bool all_required = true;
+#define FERRY_CHECK_CUDA_(need, symbol, result, parameters) \
+  all_required = all_required && (SymbolNeed::need != SymbolNeed::required || symbol != nullptr);
+  FERRY_CUDA_DRIVER_SYMBOLS(FERRY_CHECK_CUDA_)
+#undef FERRY_CHECK_CUDA_
+  return all_required;
 }
 
 Status CudaApi::stream_ordering_status() const {

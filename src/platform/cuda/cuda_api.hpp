@@ -15,61 +15,20 @@
 namespace ferry::detail {
 
 struct CudaApi {
-  cuInit_fn cuInit = nullptr;
-  cuDriverGetVersion_fn cuDriverGetVersion = nullptr;
-  cuDeviceGetCount_fn cuDeviceGetCount = nullptr;
-  cuDeviceGet_fn cuDeviceGet = nullptr;
-  cuDeviceGetName_fn cuDeviceGetName = nullptr;
-  cuDeviceGetAttribute_fn cuDeviceGetAttribute = nullptr;
-  cuDeviceGetPCIBusId_fn cuDeviceGetPCIBusId = nullptr;
-  cuDeviceTotalMem_v2_fn cuDeviceTotalMem_v2 = nullptr;
-  cuDevicePrimaryCtxRetain_fn cuDevicePrimaryCtxRetain = nullptr;
-  cuDevicePrimaryCtxRelease_v2_fn cuDevicePrimaryCtxRelease_v2 = nullptr;
-  cuCtxSetCurrent_fn cuCtxSetCurrent = nullptr;
-  cuCtxGetCurrent_fn cuCtxGetCurrent = nullptr;
-  cuCtxSynchronize_fn cuCtxSynchronize = nullptr;
-  cuPointerGetAttribute_fn cuPointerGetAttribute = nullptr;
-  cuPointerGetAttributes_fn cuPointerGetAttributes = nullptr;
-  cuMemAlloc_v2_fn cuMemAlloc_v2 = nullptr;
-  cuMemFree_v2_fn cuMemFree_v2 = nullptr;
-  cuMemHostAlloc_fn cuMemHostAlloc = nullptr;
-  cuMemFreeHost_fn cuMemFreeHost = nullptr;
-  cuMemHostRegister_v2_fn cuMemHostRegister_v2 = nullptr;
-  cuMemHostUnregister_fn cuMemHostUnregister = nullptr;
-  cuMemcpyHtoD_v2_fn cuMemcpyHtoD_v2 = nullptr;
-  cuMemcpyDtoH_v2_fn cuMemcpyDtoH_v2 = nullptr;
-  cuMemcpyHtoDAsync_v2_fn cuMemcpyHtoDAsync_v2 = nullptr;
-  cuMemcpyDtoHAsync_v2_fn cuMemcpyDtoHAsync_v2 = nullptr;
-  cuMemsetD8_v2_fn cuMemsetD8_v2 = nullptr;
-  cuStreamCreate_fn cuStreamCreate = nullptr;
-  cuStreamDestroy_v2_fn cuStreamDestroy_v2 = nullptr;
-  cuStreamSynchronize_fn cuStreamSynchronize = nullptr;
-  cuEventCreate_fn cuEventCreate = nullptr;
-  cuEventRecord_fn cuEventRecord = nullptr;
-  cuEventSynchronize_fn cuEventSynchronize = nullptr;
-  cuEventQuery_fn cuEventQuery = nullptr;
-  cuEventDestroy_v2_fn cuEventDestroy_v2 = nullptr;
-  cuGetErrorName_fn cuGetErrorName = nullptr;
-  cuGetErrorString_fn cuGetErrorString = nullptr;
-  cuMemcpyPeerAsync_fn cuMemcpyPeerAsync = nullptr;
-  cuDeviceCanAccessPeer_fn cuDeviceCanAccessPeer = nullptr;
-  cuCtxEnablePeerAccess_fn cuCtxEnablePeerAccess = nullptr;
-
-  // Optional (resolved when the driver has them; complete() does not ask for them): what stream-ordered
-  // requests need (stream_ordering_status()), and an async memset for tests and tools.
-  cuLaunchHostFunc_fn cuLaunchHostFunc = nullptr;
-  cuStreamWaitValue32_v2_fn cuStreamWaitValue32_v2 = nullptr;
-  cuStreamGetCtx_fn cuStreamGetCtx = nullptr;
-  cuMemHostGetDevicePointer_v2_fn cuMemHostGetDevicePointer_v2 = nullptr;
-  cuMemsetD8Async_fn cuMemsetD8Async = nullptr;
+  // One member per entry point of cuda_symbols.hpp, named after its exported symbol. Optional ones are null
+  // when the driver lacks them; complete() does not ask for them.
+#define FERRY_CUDA_MEMBER_(need, symbol, result, parameters) symbol##_fn symbol = nullptr;
+  FERRY_CUDA_DRIVER_SYMBOLS(FERRY_CUDA_MEMBER_)
+#undef FERRY_CUDA_MEMBER_
 
   std::string library;  // what was opened ("libcuda.so.1"), or a fake's name
 
-  /// Opens `library` and resolves every symbol above. Does not call cuInit. Errors: unavailable, with
-  /// "libcuda.so.1 not found: <dlerror>" or "libcuda.so.1 has no symbol cuMemAlloc_v2: <dlerror>".
+  /// Opens `library` and resolves every symbol above (optional ones where present). Does not call cuInit.
+  /// Errors: unavailable, with "libcuda.so.1 not found: <dlerror>" or "libcuda.so.1 has no symbol
+  /// cuMemAlloc_v2: <dlerror>" (the first required symbol missing, in the list's order).
   [[nodiscard]] static Result<CudaApi> load(const char* library = "libcuda.so.1");
 
-  /// True when every member is set (a fake may leave some out on purpose).
+  /// True when every required member is set (a fake may leave some out on purpose).
   bool complete() const noexcept;
   /// OK when the entry points of stream-ordered requests are there (cuLaunchHostFunc, cuStreamGetCtx;
   /// cuStreamWaitValue32_v2 and cuMemHostGetDevicePointer_v2 are used where present); otherwise

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "platform/cuda/cuda_abi.hpp"
+#include "platform/cufile/cufile_symbols.hpp"
 
 namespace ferry::detail {
 
@@ -260,24 +261,9 @@ enum CUFileBoolConfigParameter_t : int {
   CUFILE_PARAM_FORCE_COMPAT_MODE = 2,
 };
 
-// Function types, one per exported symbol Ferry loads.
-using cuFileDriverOpen_fn = CUfileError_t (*)();
-using cuFileDriverClose_v2_fn = CUfileError_t (*)();
-using cuFileDriverGetProperties_fn = CUfileError_t (*)(CUfileDrvProps_t* props);
-using cuFileHandleRegister_fn = CUfileError_t (*)(CUfileHandle_t* handle, CUfileDescr_t* descr);
-using cuFileHandleDeregister_fn = void (*)(CUfileHandle_t handle);
-using cuFileBufRegister_fn = CUfileError_t (*)(const void* base, std::size_t length, int flags);
-using cuFileBufDeregister_fn = CUfileError_t (*)(const void* base);
-using cuFileRead_fn = ssize_t (*)(CUfileHandle_t handle, void* base, std::size_t size, off_t file_offset,
-                                  off_t buffer_offset);
-using cuFileWrite_fn = ssize_t (*)(CUfileHandle_t handle, const void* base, std::size_t size, off_t file_offset,
-                                   off_t buffer_offset);
-using cuFileGetVersion_fn = CUfileError_t (*)(int* version);
-using cuFileSetStatsLevel_fn = CUfileError_t (*)(int level);
-using cuFileStatsStart_fn = CUfileError_t (*)();
-using cuFileStatsReset_fn = CUfileError_t (*)();
-using cuFileGetStatsL1_fn = CUfileError_t (*)(CUfileStatsLevel1_t* stats);
-using cuFileGetStatsL3_fn = CUfileError_t (*)(CUfileStatsLevel3_t* stats);
-using cuFileGetParameterBool_fn = CUfileError_t (*)(CUFileBoolConfigParameter_t param, bool* value);
+// Function types, one per exported symbol Ferry loads (`cuFileRead_fn`), from the list in cufile_symbols.hpp.
+#define FERRY_CUFILE_FUNCTION_TYPE_(need, symbol, result, parameters) using symbol##_fn = result(*) parameters;
+FERRY_CUFILE_SYMBOLS(FERRY_CUFILE_FUNCTION_TYPE_)
+#undef FERRY_CUFILE_FUNCTION_TYPE_
 
 }  // namespace ferry::detail

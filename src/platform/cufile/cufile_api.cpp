@@ -14,30 +14,10 @@ namespace {
 constexpr const char* kDefaultLibraries[] = {"libcufile.so.0", "libcufile.so", "/usr/local/cuda/lib64/libcufile.so.0"};
 
 Status resolve(void* handle, const char* name, CuFileApi& api) {
-#define FERRY_REQUIRE_CUFILE_(member) FERRY_RETURN_IF_ERROR(load_symbol(handle, name, #member, api.member))
-#define FERRY_OPTIONAL_CUFILE_(member) \
-  if (!load_optional_symbol(handle, name, #member, api.member)) api.missing_optional.push_back(#member)
-  FERRY_REQUIRE_CUFILE_(cuFileDriverOpen);
-  // cufile.h's macro points cuFileDriverClose at the _v2 entry; older libraries export only the plain one.
-  if (!load_optional_symbol(handle, name, "cuFileDriverClose_v2", api.cuFileDriverClose_v2)) {
-    FERRY_RETURN_IF_ERROR(load_symbol(handle, name, "cuFileDriverClose", api.cuFileDriverClose_v2));
-  }
-  FERRY_REQUIRE_CUFILE_(cuFileDriverGetProperties);
-  FERRY_REQUIRE_CUFILE_(cuFileHandleRegister);
-  FERRY_REQUIRE_CUFILE_(cuFileHandleDeregister);
-  FERRY_REQUIRE_CUFILE_(cuFileBufRegister);
-  FERRY_REQUIRE_CUFILE_(cuFileBufDeregister);
-  FERRY_REQUIRE_CUFILE_(cuFileRead);
-  FERRY_REQUIRE_CUFILE_(cuFileWrite);
-  FERRY_OPTIONAL_CUFILE_(cuFileGetVersion);
-  FERRY_OPTIONAL_CUFILE_(cuFileSetStatsLevel);
-  FERRY_OPTIONAL_CUFILE_(cuFileStatsStart);
-  FERRY_OPTIONAL_CUFILE_(cuFileStatsReset);
-  FERRY_OPTIONAL_CUFILE_(cuFileGetStatsL1);
-  FERRY_OPTIONAL_CUFILE_(cuFileGetStatsL3);
-  FERRY_OPTIONAL_CUFILE_(cuFileGetParameterBool);
-#undef FERRY_REQUIRE_CUFILE_
-#undef FERRY_OPTIONAL_CUFILE_
+#define FERRY_LOAD_CUFILE_(need, symbol, result, parameters) \
+  FERRY_RETURN_IF_ERROR(load_listed_symbol(handle, name, #symbol, SymbolNeed::need, api.symbol, &api.missing_optional));
+  FERRY_CUFILE_SYMBOLS(FERRY_LOAD_CUFILE_)
+#undef FERRY_LOAD_CUFILE_
   return Status();
 }
 

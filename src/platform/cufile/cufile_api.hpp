@@ -16,24 +16,12 @@
 namespace ferry::detail {
 
 struct CuFileApi {
-  // Required: load() fails without them.
-  cuFileDriverOpen_fn cuFileDriverOpen = nullptr;
-  cuFileDriverClose_v2_fn cuFileDriverClose_v2 = nullptr;  // or the older cuFileDriverClose
-  cuFileDriverGetProperties_fn cuFileDriverGetProperties = nullptr;
-  cuFileHandleRegister_fn cuFileHandleRegister = nullptr;
-  cuFileHandleDeregister_fn cuFileHandleDeregister = nullptr;
-  cuFileBufRegister_fn cuFileBufRegister = nullptr;
-  cuFileBufDeregister_fn cuFileBufDeregister = nullptr;
-  cuFileRead_fn cuFileRead = nullptr;
-  cuFileWrite_fn cuFileWrite = nullptr;
-  // Optional: null where this libcufile lacks them; their names are listed in missing_optional.
-  cuFileGetVersion_fn cuFileGetVersion = nullptr;
-  cuFileSetStatsLevel_fn cuFileSetStatsLevel = nullptr;
-  cuFileStatsStart_fn cuFileStatsStart = nullptr;
-  cuFileStatsReset_fn cuFileStatsReset = nullptr;
-  cuFileGetStatsL1_fn cuFileGetStatsL1 = nullptr;
-  cuFileGetStatsL3_fn cuFileGetStatsL3 = nullptr;
-  cuFileGetParameterBool_fn cuFileGetParameterBool = nullptr;
+  // One member per entry point of cufile_symbols.hpp, named after its exported symbol (cuFileDriverClose_v2
+  // may hold an older library's cuFileDriverClose). Optional ones are null where this libcufile lacks them,
+  // and their names are listed in missing_optional.
+#define FERRY_CUFILE_MEMBER_(need, symbol, result, parameters) symbol##_fn symbol = nullptr;
+  FERRY_CUFILE_SYMBOLS(FERRY_CUFILE_MEMBER_)
+#undef FERRY_CUFILE_MEMBER_
 
   std::string library;                    // the name or path that was opened ("libcufile.so.0")
   std::vector<std::string> missing_optional;  // optional symbols this library lacks

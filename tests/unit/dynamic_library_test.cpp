@@ -1,0 +1,61 @@
+// How a function table's symbol list is loaded (find_listed_symbol): required symbols fail naming the
+// library and the symbol, optional ones come back null and are recorded, and a `_v2` symbol falls back to
+// its plain name as older libcufile versions need. libm stands in for libcuda and libcufile.
+#include "platform/dynamic_library.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "support/status_matchers.hpp"
+
+namespace ferry::detail {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ferry::testing::StatusIs;
+
+class ListedSymbol : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Result<void*> handle = open_dynamic_library("libm.so.6");
+    ASSERT_TRUE(handle.ok()) << handle.status().to_string();
+    libm_ = *handle;
+  }
+  void* libm_ = nullptr;
+};
+
+TEST_F(ListedSymbol, RequiredSymbolIsFoundOrNamedInTheError) {
+  Result<void*> cos = find_listed_symbol(libm_, "libm.so.6", "cos", SymbolNeed::required);
+  ASSERT_TRUE(cos.ok()) << cos.status().to_string();
+  EXPECT_NE(*cos, nullptr);
+  EXPECT_THAT(find_listed_symbol(libm_, "libm.so.6", "cuInit", SymbolNeed::required),
+              StatusIs(ErrorCode::unavailable, HasSubstr("libm.so.6 has no symbol cuInit: ")));
+}
+
+TEST_F(ListedSymbol, MissingOptionalSymbolIsNullAndRecorded) {
+  std::vector<std::string> missing;
+  Result<void*> absent = find_listed_symbol(libm_, "libm.so.6", "cuFileGetStatsL3", SymbolNeed::optional, &missing);
+  ASSERT_TRUE(absent.ok()) << absent.status().to_string();
+  EXPECT_EQ(*absent, nullptr);
+  Result<void*> present = find_listed_symbol(libm_, "libm.so.6", "sin", SymbolNeed::optional, &missing);
+  ASSERT_TRUE(present.ok());
+  EXPECT_NE(*present, nullptr);
+  EXPECT_THAT(missing, ElementsAre("cuFileGetStatsL3"));
+}
+
+TEST_F(ListedSymbol, VersionedSymbolFallsBackToThePlainName) {
+  Result<void*> plain = find_listed_symbol(libm_, "libm.so.6", "cos", SymbolNeed::required);
+  Result<void*> fallback = find_listed_symbol(libm_, "libm.so.6", "cos_v2", SymbolNeed::v2_or_plain);
+  ASSERT_TRUE(fallback.ok()) << fallback.status().to_string();
+  EXPECT_EQ(*fallback, *plain);
+  // Neither name: the error names the plain one, as the older library would have had it.
+  EXPECT_THAT(find_listed_symbol(libm_, "libm.so.6", "cuFileDriverClose_v2", SymbolNeed::v2_or_plain),
+              StatusIs(ErrorCode::unavailable, HasSubstr("has no symbol cuFileDriverClose: ")));
+}
+
+}  // namespace
+}  // namespace ferry::detail
