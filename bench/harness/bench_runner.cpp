@@ -661,7 +661,7 @@ void Runner::measure_ferry(const std::string& route, const std::string& conditio
   {
     // The route's one-time work (cuFile registration, pinned bounce buffers) before anything is timed.
     std::uint64_t t0 = now_ns();
-    auto plan = file->prepare(buffer, p_.size, !is_read());
+    auto plan = file->prepare(buffer, p_.size, is_read() ? Direction::read : Direction::write);
     if (!plan.ok()) {
       m.status = is_unavailable(plan.status()) ? "skipped" : "failed";
       m.reason = plan.status().to_string();

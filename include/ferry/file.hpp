@@ -129,12 +129,6 @@ class File {
   /// without the direct route).
   [[nodiscard]] Result<RoutePlan> prepare(const void* buffer, std::uint64_t size,
                                           Direction direction = Direction::read);
-  /// The earlier spelling, kept so that callers written against it still build: `for_write` true means
-  /// Direction::write. Prefer the Direction overload.
-  [[nodiscard]] Result<RoutePlan> prepare(const void* buffer, std::uint64_t size, bool for_write) {
-    return prepare(buffer, size, for_write ? Direction::write : Direction::read);
-  }
-
   /// fdatasync: what was written is on the device when this returns OK.
   [[nodiscard]] Status sync();
   /// Waits until no request of this File is running (on any thread), then closes the descriptors (and
