@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "errors.hpp"
+#include "sigint_counter.hpp"
 
 namespace py = pybind11;
 
@@ -148,7 +149,8 @@ PyFuture::PyFuture(Future future, py::object keep, std::shared_ptr<FileRequests>
       path_(std::move(path)),
       future_(std::move(future)),
       on_outcome_(std::move(on_outcome)),
-      keep_(std::move(keep)) {
+      keep_(std::move(keep)),
+      sigints_at_start_(sigint_count()) {
   {
     std::lock_guard<std::mutex> lock(g_registry_mutex);
     g_live->insert(this);
@@ -161,7 +163,11 @@ PyFuture::PyFuture(Future future, py::object keep, std::shared_ptr<FileRequests>
 }
 
 PyFuture::~PyFuture() {
-  if (t_dropped_by_interrupt && !done()) {
+  // Dropped as an interrupt propagates, or after a Ctrl-C reached the process since the request began
+  // (Python 3.12 releases a comprehension's half-built list with no error set): stop, do not wait.
+  const bool interrupted =
+      t_dropped_by_interrupt || (sigint_count() != sigints_at_start_ && PyGILState_Check());
+  if (interrupted && !done()) {
     park();
     return;
   }

@@ -188,6 +188,7 @@ class PyFuture {
   std::optional<Result<Transfer>> outcome_;
   std::uint64_t bytes_at_end_ = 0;
   pybind11::object keep_;  // changed with the GIL held only
+  std::uint64_t sigints_at_start_;  // sigint_count() when the request began
 };
 
 }  // namespace ferry::python

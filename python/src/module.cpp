@@ -20,6 +20,7 @@
 #include "ferry/doctor.hpp"
 #include "ferry/ferry.hpp"
 #include "futures.hpp"
+#include "sigint_counter.hpp"
 
 namespace py = pybind11;
 
@@ -329,6 +330,7 @@ Config current_default_config() { return unwrap(default_config()); }
 }  // namespace ferry::python
 
 PYBIND11_MODULE(_ferry, m) {
+  ferry::python::install_sigint_counter();  // see sigint_counter.hpp: a Ctrl-C cancels dropped futures on Python 3.12 too
   using namespace ferry;
   using namespace ferry::python;
   m.doc() = "Ferry's private extension; use the `ferry` package.";

@@ -155,6 +155,19 @@ elif scenario == "comprehension":
     except KeyboardInterrupt:
         caught()
     f.close()
+elif scenario == "dropped_while_handling":
+    # Futures dropped inside the handler, where no error is set any more: as Python 3.12 drops the list
+    # of an inlined comprehension that a KeyboardInterrupt left.
+    f = ferry.open(path, **SLOW)
+    futs = [f.pread(aliased_buffer(1 << 30)) for _ in range(3)]
+    ctrl_c_soon()
+    try:
+        time.sleep(30)
+        out["finished"] = True
+    except KeyboardInterrupt:
+        del futs
+        caught()
+    f.close()
 elif scenario == "exit":
     # No handler: the KeyboardInterrupt ends the program, which must exit at once.
     f = ferry.open(path, **SLOW)
@@ -243,6 +256,15 @@ def test_ctrl_c_in_a_with_block_cancels_the_files_requests(big_file):
 def test_ctrl_c_while_building_a_list_of_futures_cancels_the_dropped_ones(big_file):
     path, _ = big_file
     proc, report, _ = _run_child("comprehension", path)
+    _interrupted(proc, report)
+
+
+def test_futures_dropped_while_a_ctrl_c_is_handled_are_cancelled_not_waited_for(big_file):
+    # Found on Python 3.12 (the GPU machine): the comprehension test above took 2.3 s there, because 3.12
+    # releases an inlined comprehension's half-built list with no error set. A Ctrl-C counted since the
+    # request began now cancels a dropped future as an error indicator does; this drop has neither.
+    path, _ = big_file
+    proc, report, _ = _run_child("dropped_while_handling", path)
     _interrupted(proc, report)
 
 
