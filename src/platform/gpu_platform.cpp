@@ -3,6 +3,8 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
+
 #include <fmt/format.h>
 
 #include "platform/probes/cufile_config.hpp"
@@ -48,10 +50,14 @@ const GpuPlatform& process_gpu_platform() {
         return hint;
       },
       []() -> bool {
-        // RTLD_NOLOAD finds the driver only if something (Ferry, PyTorch, CuPy) already loaded it.
+        // RTLD_NOLOAD finds the driver only if something (Ferry, PyTorch, CuPy) already loaded it. Once
+        // loaded it stays (Ferry never unloads it), so the answer is kept and requests skip the loader lock.
+        static std::atomic<bool> loaded{false};
+        if (loaded.load(std::memory_order_relaxed)) return true;
         void* driver = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
         if (driver == nullptr) return false;
         ::dlclose(driver);
+        loaded.store(true, std::memory_order_relaxed);
         return true;
       },
   };

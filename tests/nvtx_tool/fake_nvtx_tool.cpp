@@ -7,15 +7,9 @@
 #include <mutex>
 #include <string>
 
-namespace {
+#include "nvtx_tool/nvtx_tool_side.hpp"
 
-using FunctionPointer = void (*)();
-using FunctionTable = FunctionPointer**;
-struct ExportTableCallbacks {
-  std::size_t struct_size;
-  int (*get_module_function_table)(int module, FunctionTable* out_table, unsigned* out_size);
-};
-using GetExportTable = const void* (*)(std::uint32_t id);
+namespace {
 
 std::mutex g_mutex;
 std::string g_events;
@@ -48,16 +42,9 @@ int pop() {
 
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(GetExportTable get_export_table) {
-  const auto* callbacks = static_cast<const ExportTableCallbacks*>(get_export_table(1));  // NVTX_ETID_CALLBACKS
-  if (callbacks == nullptr || callbacks->struct_size < sizeof(ExportTableCallbacks)) return 0;
-  FunctionTable table = nullptr;
-  unsigned size = 0;
-  if (!callbacks->get_module_function_table(1, &table, &size) || size < 11) return 0;  // NVTX_CB_MODULE_CORE
-  *table[5] = reinterpret_cast<FunctionPointer>(&range_start);  // NVTX_CBID_CORE_RangeStartA
-  *table[7] = reinterpret_cast<FunctionPointer>(&range_end);    // NVTX_CBID_CORE_RangeEnd
-  *table[9] = reinterpret_cast<FunctionPointer>(&push);         // NVTX_CBID_CORE_RangePushA
-  *table[11] = reinterpret_cast<FunctionPointer>(&pop);         // NVTX_CBID_CORE_RangePop
+extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(
+    ferry::nvtx_tool::GetExportTable get_export_table) {
+  if (!ferry::nvtx_tool::take_core_ranges(get_export_table, {&range_start, &range_end, &push, &pop})) return 0;
   return 1;
 }
 
