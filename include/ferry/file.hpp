@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ferry/config.hpp"
 #include "ferry/direction.hpp"
@@ -93,28 +94,33 @@ class File {
   [[nodiscard]] Future pwrite(const void* buffer, std::uint64_t size, std::uint64_t offset);
 
   /// Stream-ordered read for framework code (CUDA streams): reads `size` bytes at `offset` into `buffer`
-  /// as pread() does, on any route, but in `stream`'s order. `stream` is a CUstream (cudaStream_t) of any
-  /// context, or nullptr for the legacy default stream. The request begins only after the work queued on
-  /// `stream` before this call has finished, and work queued on `stream` afterwards waits until the
-  /// request has ended (the bytes are in `buffer`); the calling thread does not wait for either. Host
-  /// buffers work too: later work on the stream (a cuMemcpyHtoDAsync from them) sees the data.
-  /// Ferry queues on `stream` a host function (cuLaunchHostFunc) that begins the request, then a
-  /// cuStreamWaitValue32 on a word of pinned host memory that the request's end writes (where the driver
-  /// refuses that, a host function that blocks until the request ended). The returned future reports the
-  /// outcome and is done before the stream goes on. A request that fails, is cancelled, or finds the File
-  /// closed by the time the stream reaches it still releases the stream: check the future, since work
-  /// queued after it runs on whatever the buffer then holds. Errors in the future: the read's own errors;
-  /// unavailable without a CUDA driver (or one lacking cuLaunchHostFunc); internal for a stream handle
-  /// the driver rejects (in those cases nothing was queued). Future::cancel() before the stream reaches
-  /// the request ends it at once (cancelled, nothing read); the stream is released when it gets there.
-  /// close() does not wait for a stream-ordered
-  /// request its stream has not reached yet: it then fails with failed_precondition. Never queue one on
-  /// a stream that is being captured into a CUDA graph (host functions are captured, Ferry's wait word
-  /// is not reusable there).
+  /// as pread() does, but in `stream`'s order. `stream` is a CUstream (cudaStream_t) of any context, or
+  /// nullptr for the legacy default stream. The read begins only after the work queued on `stream` before
+  /// this call has finished, and work queued on `stream` afterwards sees the bytes in `buffer`. It covers
+  /// the file as it is when read_async is called (the copies are planned then). How it is ordered
+  /// (Report::stream_order, docs/stream-order.md), chosen so that it can never deadlock:
+  /// - device memory on the staged route (`stream_copies`): the copies into `buffer` are queued on
+  ///   `stream` itself, each after a cuStreamWaitValue32 on a word that Ferry's threads write once they
+  ///   have read that piece into a pinned bounce buffer; returns at once.
+  /// - host memory (`stream_wait`): `stream` waits on a word Ferry writes once the read has ended (later
+  ///   work, a cuMemcpyHtoDAsync from the buffer say, sees the data); returns at once.
+  /// - cuFile's routes, files without a size, a stream of another context than the buffer's, drivers
+  ///   without stream memory operations (`synchronized`): the calling thread synchronises `stream`, reads
+  ///   as pread() and waits; the future is done when this returns. The report's note says why.
+  /// The future is done once the stream has passed the request (soon after later work may begin), and
+  /// `buffer` is in use until then. A request that fails, is cancelled, or finds the File closed by the
+  /// time the stream reaches it still lets the stream through: check the future, since work queued after
+  /// it then runs on whatever the buffer holds. Errors known at once come back as a failed future with
+  /// nothing queued: unavailable without a CUDA driver; failed_precondition for a stream being captured
+  /// into a CUDA graph (Ferry reads on the CPU, outside any graph); invalid_argument for a default stream
+  /// with no current context; internal for a stream handle the driver rejects; the driver's error when
+  /// bounce buffers cannot be pinned. close() does not wait for a stream-ordered request its stream has
+  /// not reached yet: that request then fails with failed_precondition.
   [[nodiscard]] Future read_async(void* buffer, std::uint64_t size, std::uint64_t offset, void* stream);
-  /// Stream-ordered write: begins once the work queued on `stream` before it (the kernels producing
-  /// `buffer`) has finished; later work on `stream` waits until the data has been written (to the page
-  /// cache, as pwrite(); call sync() for durability). Otherwise as read_async().
+  /// Stream-ordered write: reads `buffer` only after the work queued on `stream` before it (the kernels
+  /// producing it) has finished; work queued on `stream` afterwards waits until the data has been written
+  /// (to the page cache, as pwrite(); call sync() for durability), so it may overwrite `buffer` and a
+  /// later read_async of the same bytes sees them. Otherwise as read_async().
   [[nodiscard]] Future write_async(const void* buffer, std::uint64_t size, std::uint64_t offset, void* stream);
 
   /// Blocking read at the file position, which advances by the bytes read.
@@ -152,5 +158,10 @@ class File {
   std::shared_ptr<detail::FileState> state_;
   friend class detail::FileState;
 };
+
+/// One line per stream-ordered request of this process that its stream has not passed yet: what it is,
+/// its route and mechanism, how many of its steps ended, and its stream's progress through it. For
+/// diagnosing a stream that does not move (tests print it from their watchdogs).
+std::vector<std::string> pending_stream_requests();
 
 }  // namespace ferry

@@ -89,12 +89,23 @@ inline constexpr CuFileCounterField kCuFileCounterFields[] = {
     {"read_errors", &CuFileCounters::read_errors}, {"write_errors", &CuFileCounters::write_errors},
 };
 
+/// How a stream-ordered request (File::read_async / write_async) was placed in its stream's order
+/// (docs/stream-order.md). The spelling of stream_order_name() is the one in JSON and Python.
+enum class StreamOrder {
+  stream_copies,  // device memory: the copies queued on the caller's stream, between waits for Ferry's reads
+  stream_wait,    // host memory: the stream waits on a word Ferry writes once the request has ended
+  synchronized,   // the calling thread synchronised the stream, then did the request and waited for it
+};
+inline constexpr std::size_t kStreamOrderCount = 3;
+const char* stream_order_name(StreamOrder m) noexcept;
+
 struct Report {
   std::array<RouteCounters, kRouteCount> routes{};
   std::vector<ReasonCount> reasons;
   IoCounters io;
   std::optional<CuFileCounters> cufile;  // present when cuFile took part and its statistics were read
   std::vector<std::string> notes;         // facts found on the way ("O_DIRECT refused on tmpfs: ...")
+  std::array<std::uint64_t, kStreamOrderCount> stream_order{};  // stream-ordered requests, per StreamOrder
 
   const RouteCounters& at(Route r) const { return routes[static_cast<std::size_t>(r)]; }
   std::uint64_t total_ops() const;
@@ -110,7 +121,8 @@ struct Report {
   std::string summary() const;
   /// A table for people: one row per route with ops, bytes and reasons, then I/O mechanics and notes.
   std::string table() const;
-  /// The same as JSON (stable keys: routes, reasons, io, cufile, notes, total_ops, total_bytes).
+  /// The same as JSON (stable keys: routes, reasons, io, cufile, notes, stream_order, total_ops,
+  /// total_bytes).
   std::string to_json() const;
 };
 

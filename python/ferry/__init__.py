@@ -82,7 +82,9 @@ class Report(Dict[str, Any]):
     Keys (the same as ``ferry::Report::to_json()`` and the CLI's JSON): ``routes`` (route name ->
     ``{"ops", "bytes", "nanoseconds"}``), ``reasons`` (a list of ``{"route", "reason", "text", "detail",
     "ops"}``), ``io`` (O_DIRECT/buffered/cached operation counts, EINTR retries, short transfers),
-    ``cufile`` (cuFile's own counters, or None), ``notes``, ``total_ops``, ``total_bytes``, ``summary``.
+    ``cufile`` (cuFile's own counters, or None), ``notes``, ``stream_order`` (stream-ordered requests per
+    mechanism: ``stream_copies``, ``stream_wait``, ``synchronized``; docs/stream-order.md), ``total_ops``,
+    ``total_bytes``, ``summary``.
     """
 
     __slots__ = ("_table",)

@@ -4,11 +4,15 @@
 // producer, dict reports, exceptions, argument checks). Nothing here includes Ferry's internals.
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -25,6 +29,42 @@
 namespace py = pybind11;
 
 namespace ferry::python {
+namespace {
+
+// The Python tests' watchdog (conftest.py) arms one per test, beside faulthandler's traceback dump.
+class PendingReport {
+ public:
+  PendingReport(double seconds, std::string label) : state_(std::make_shared<State>()) {
+    std::thread([state = state_, seconds, label = std::move(label)] {
+      std::unique_lock<std::mutex> lock(state->mutex);
+      auto limit = std::chrono::duration<double>(seconds);
+      if (state->cancelled_cv.wait_for(lock, limit, [&] { return state->cancelled; })) return;
+      auto pending = pending_stream_requests();
+      std::fprintf(stderr, "\nWATCHDOG: %s still running after %.0f s; stream-ordered requests pending: %zu\n",
+                   label.c_str(), seconds, pending.size());
+      for (const auto& line : pending) std::fprintf(stderr, "  %s\n", line.c_str());
+      std::fflush(stderr);
+    }).detach();
+  }
+  void cancel() {
+    {
+      std::lock_guard<std::mutex> lock(state_->mutex);
+      state_->cancelled = true;
+    }
+    state_->cancelled_cv.notify_all();
+  }
+
+ private:
+  struct State {
+    std::mutex mutex;
+    std::condition_variable cancelled_cv;
+    bool cancelled = false;
+  };
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace
+
 namespace {
 
 Buffer& checked_buffer(py::handle obj, std::uint64_t size, Direction direction) {
@@ -422,6 +462,13 @@ PYBIND11_MODULE(_ferry, m) {
   m.def("reap_parked", &reap_parked, py::arg("wait"),
         "Lets go of the buffers of futures dropped by an interrupt once their requests are over.");
   m.def("process_report", [] { return report_parts(process_report()); });
+  m.def("pending_stream_requests", &pending_stream_requests,
+        "One line per stream-ordered request whose stream has not passed it yet.");
+  py::class_<PendingReport>(m, "_PendingReport",
+                            "Prints the pending stream-ordered requests to stderr after `seconds`, from a thread "
+                            "of its own (so a hang with the GIL held still gets it), unless cancelled first.")
+      .def(py::init<double, std::string>(), py::arg("seconds"), py::arg("label"))
+      .def("cancel", &PendingReport::cancel);
   // ferry.page_cache: (cached_bytes, range_bytes, page_bytes, method).
   auto residency_tuple = [](const page_cache::Residency& r) {
     return py::make_tuple(r.cached_bytes, r.range_bytes, r.page_bytes, r.method);

@@ -6,6 +6,7 @@ Run against a build tree: PYTHONPATH=<build>/python /usr/bin/python3 -m pytest p
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import subprocess
@@ -17,6 +18,30 @@ import pytest
 
 import ferry
 from ferry import _ferry
+
+
+# Every test runs under a watchdog: a test still running after this many seconds is taken as hung. The
+# pending stream-ordered requests are printed (from a native thread, so a hang with the GIL held gets it
+# too), then faulthandler prints every Python thread's stack and ends the process, so a hang is a red run
+# with its cause, never a stuck one. A test that needs longer says so with @pytest.mark.watchdog(seconds).
+WATCHDOG_SECONDS = float(os.environ.get("FERRY_TEST_WATCHDOG_S", "60"))
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "watchdog(seconds): the test's own hang limit (default 60 s)")
+
+
+@pytest.fixture(autouse=True)
+def _watchdog(request):
+    marker = request.node.get_closest_marker("watchdog")
+    limit = float(marker.args[0]) if marker else WATCHDOG_SECONDS
+    pending = _ferry._PendingReport(max(limit - 1.0, 0.5), request.node.nodeid)
+    faulthandler.dump_traceback_later(limit, exit=True)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+        pending.cancel()
 
 
 @pytest.fixture(autouse=True)

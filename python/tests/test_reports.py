@@ -12,7 +12,7 @@ import pytest
 import ferry
 from conftest import cli_read_report, route_signature
 
-KEYS = {"routes", "reasons", "io", "cufile", "notes", "total_ops", "total_bytes", "summary"}
+KEYS = {"routes", "reasons", "io", "cufile", "notes", "stream_order", "total_ops", "total_bytes", "summary"}
 
 
 def test_report_is_a_dict_with_the_cpp_keys(make_file):

@@ -114,16 +114,24 @@ Status check_range(Direction direction, std::uint64_t size, std::uint64_t offset
 
 }  // namespace
 
+Status FileState::check_request(Direction direction, const void* buffer, std::uint64_t size,
+                                std::uint64_t offset) const {
+  FERRY_RETURN_IF_ERROR(check_access(direction));
+  if (size > 0 && buffer == nullptr) {
+    return Status(ErrorCode::invalid_argument, fmt::format("null buffer for {} bytes of \"{}\"", size, path), 0,
+                  path);
+  }
+  return check_range(direction, size, offset, path);
+}
+
+void FileState::add_to_report(const Report& report) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  report_.merge(report);
+}
+
 Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, std::uint64_t offset) {
   auto fail = [](Status s) { return Future(RequestState::failed(std::move(s))); };
-  Status access = check_access(direction);
-  if (!access.ok()) return fail(access);
-  if (size > 0 && buffer == nullptr) {
-    return fail(Status(ErrorCode::invalid_argument, fmt::format("null buffer for {} bytes of \"{}\"", size, path), 0,
-                       path));
-  }
-  Status range = check_range(direction, size, offset, path);
-  if (!range.ok()) return fail(range);
+  if (Status s = check_request(direction, buffer, size, offset); !s.ok()) return fail(s);
   auto in_use = use();
   if (!in_use.ok()) return fail(in_use.status());
   const SetupCosts setup_before = process_setup_costs();
@@ -165,10 +173,7 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
     SetupCosts setup = process_setup_costs().since(setup_before);
     if (!setup.empty()) report.add_note("one-time set-up during this request: " + setup.summary());
     if (std::string note = src->activity_note(); !note.empty()) report.add_note(note);
-    if (auto self = weak.lock()) {
-      std::lock_guard<std::mutex> lock(self->mutex_);
-      self->report_.merge(report);
-    }
+    if (auto self = weak.lock()) self->add_to_report(report);
     held->reset();
   };
   return Future(RequestState::start(std::move(tasks), std::move(*backend), config.threads(), std::move(eof),

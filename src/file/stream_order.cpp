@@ -1,196 +1,117 @@
-// Stream-ordered requests: a host function begins the request, a wait on a pinned word ends the stream's
-// part in it. See stream_order.hpp for the design.
+// Stream-ordered requests: the choice of mechanism, and what the caller's thread queues on its stream.
+// The design and why it cannot deadlock: stream_order.hpp and docs/stream-order.md.
 #include "file/stream_order.hpp"
 
+#include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "backends/staging_pool.hpp"
 #include "file/file_state.hpp"
+#include "file/route_selection.hpp"
 #include "io/request.hpp"
+#include "io/stream_pipeline.hpp"
 #include "io/thread_pool.hpp"
 #include "platform/cuda/cuda_api.hpp"
+#include "platform/cuda/primary_context.hpp"
 #include "platform/gpu_platform.hpp"
+#include "route/process_report.hpp"
 
 namespace ferry::detail {
-
-/// The request behind a Future (a stream-ordered request wraps the one its host function starts).
-struct FutureAccess {
-  static std::shared_ptr<RequestState> state(const Future& f) { return f.state_; }
-};
 namespace {
 
-// Words of pinned, device-mapped host memory that streams wait on. A word is reused once the request
-// that used it has ended: each use waits for a value one higher than the last (GEQ compares as a signed
-// difference, so the count may wrap), and a stream still waiting on an older value is released by a
-// newer one as well.
-class StreamFlags {
+// Words of pinned, device-mapped host memory shared with streams: a request takes two and gives them back
+// once its stream has passed its last command, so a word is never in two requests' commands at once.
+class StreamWords {
  public:
   struct Word {
     std::atomic<std::uint32_t>* host = nullptr;
     CUdeviceptr device = 0;
-    std::uint32_t value = 0;
-    std::size_t index = 0;
   };
 
-  explicit StreamFlags(const CudaApi& api) : api_(api) {}
+  explicit StreamWords(const CudaApi& api) : api_(api) {}
 
-  // Needs a current context (the pages are portable: usable from every context).
+  // Needs a current context (the pages are portable: usable from every context). The word reads 0.
   Result<Word> acquire() {
     std::lock_guard<std::mutex> lock(mutex_);
     if (free_.empty()) FERRY_RETURN_IF_ERROR(add_page());
-    std::size_t index = free_.back();
+    Word w = free_.back();
     free_.pop_back();
-    Word w;
-    w.index = index;
-    w.value = ++values_[index];
-    const Page& page = pages_[index / kWordsPerPage];
-    w.host = page.host + index % kWordsPerPage;
-    w.device = page.device + (index % kWordsPerPage) * sizeof(std::uint32_t);
+    w.host->store(0, std::memory_order_relaxed);
     return w;
   }
 
-  // Releases streams waiting on the word and returns it to the pool.
   void release(const Word& w) {
-    w.host->store(w.value, std::memory_order_release);
     std::lock_guard<std::mutex> lock(mutex_);
-    free_.push_back(w.index);
+    free_.push_back(w);
   }
-
-  // The word untouched (its wait was never queued).
-  void give_back(const Word& w) { release(w); }
 
   void free_all() {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (const Page& p : pages_) (void)api_.cuMemFreeHost(p.host);
+    for (void* page : pages_) (void)api_.cuMemFreeHost(page);
     pages_.clear();
-    values_.clear();
     free_.clear();
   }
 
  private:
   static constexpr std::size_t kPageBytes = 4096;
-  static constexpr std::size_t kWordsPerPage = kPageBytes / sizeof(std::uint32_t);
-  struct Page {
-    std::atomic<std::uint32_t>* host;
-    CUdeviceptr device;
-  };
 
   Status add_page() {
     void* host = nullptr;
     FERRY_RETURN_IF_ERROR(cuda_check(api_, api_.cuMemHostAlloc(&host, kPageBytes, kMemHostAllocPortable | kMemHostAllocDeviceMap),
                                      "cuMemHostAlloc of the words streams wait on"));
-    CUdeviceptr device = reinterpret_cast<CUdeviceptr>(host);  // unified addressing: the same address
-    if (api_.cuMemHostGetDevicePointer_v2 != nullptr) {
-      Status mapped = cuda_check(api_, api_.cuMemHostGetDevicePointer_v2(&device, host, 0), "cuMemHostGetDevicePointer");
-      if (!mapped.ok()) {
-        (void)api_.cuMemFreeHost(host);
-        return mapped;
-      }
+    CUdeviceptr device = 0;
+    Status mapped = cuda_check(api_, api_.cuMemHostGetDevicePointer_v2(&device, host, 0), "cuMemHostGetDevicePointer");
+    if (!mapped.ok()) {
+      (void)api_.cuMemFreeHost(host);
+      return mapped;
     }
-    auto* words = static_cast<std::atomic<std::uint32_t>*>(host);
     static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t));
     static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
-    for (std::size_t i = 0; i < kWordsPerPage; ++i) new (&words[i]) std::atomic<std::uint32_t>(0);
-    std::size_t first = pages_.size() * kWordsPerPage;
-    pages_.push_back(Page{words, device});
-    values_.resize(values_.size() + kWordsPerPage, 0);
-    for (std::size_t i = kWordsPerPage; i > 0; --i) free_.push_back(first + i - 1);
+    auto* words = static_cast<std::atomic<std::uint32_t>*>(host);
+    constexpr std::size_t kWords = kPageBytes / sizeof(std::uint32_t);
+    for (std::size_t i = kWords; i > 0; --i) {
+      new (&words[i - 1]) std::atomic<std::uint32_t>(0);
+      free_.push_back(Word{&words[i - 1], device + (i - 1) * sizeof(std::uint32_t)});
+    }
+    pages_.push_back(host);
     return Status();
   }
 
   const CudaApi& api_;
   std::mutex mutex_;
-  std::vector<Page> pages_;
-  std::vector<std::uint32_t> values_;  // the last value handed out, per word
-  std::vector<std::size_t> free_;
+  std::vector<void*> pages_;
+  std::vector<Word> free_;
 };
 
-std::mutex& flags_mutex() {
+std::mutex& words_mutex() {
   static std::mutex m;
   return m;
 }
-// Never destroyed: a request may end on a worker while statics are torn down at exit.
-std::map<const CudaApi*, std::unique_ptr<StreamFlags>>& all_flags() {
-  static auto* m = new std::map<const CudaApi*, std::unique_ptr<StreamFlags>>;
+// Never destroyed: a request may finish on the watcher while statics are torn down at exit.
+std::map<const CudaApi*, std::unique_ptr<StreamWords>>& all_words() {
+  static auto* m = new std::map<const CudaApi*, std::unique_ptr<StreamWords>>;
   return *m;
 }
 
-StreamFlags& flags_for(const CudaApi& api) {
-  std::lock_guard<std::mutex> lock(flags_mutex());
-  auto& slot = all_flags()[&api];
-  if (!slot) slot = std::make_unique<StreamFlags>(api);
+StreamWords& words_for(const CudaApi& api) {
+  std::lock_guard<std::mutex> lock(words_mutex());
+  auto& slot = all_words()[&api];
+  if (!slot) slot = std::make_unique<StreamWords>(api);
   return *slot;
-}
-
-// One stream-ordered request: what the host function needs to begin it and what its end must release.
-struct Gate {
-  std::shared_ptr<FileState> file;
-  Direction direction = Direction::read;
-  void* buffer = nullptr;
-  std::uint64_t size = 0, offset = 0;
-  std::shared_ptr<RequestState> outer;
-  StreamFlags* flags = nullptr;      // the word end() writes (a cuStreamWaitValue32 may wait on it)
-  StreamFlags::Word word;
-  Status ordering_error;             // the stream could not be made to wait: reported in the future
-
-  // The fallback's blocking host function waits on this.
-  std::mutex mutex;
-  std::condition_variable ended_cv;
-  bool ended = false;
-
-  void end(Result<Transfer> result) {
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      if (result.ok() && !ordering_error.ok()) result = ordering_error;
-    }
-    outer->complete_deferred(std::move(result));  // the future is done before the stream goes on
-    if (flags != nullptr) flags->release(word);
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      ended = true;
-    }
-    ended_cv.notify_all();
-  }
-};
-
-// Run by the driver once the stream reaches the request: no CUDA calls here, only a job for the pool.
-void begin_on_pool(void* user_data) {
-  auto* held = static_cast<std::shared_ptr<Gate>*>(user_data);
-  std::shared_ptr<Gate> gate = std::move(*held);
-  delete held;
-  shared_pool().submit([gate] {
-    if (!gate->outer->try_begin()) {  // cancelled: its future ended then; release the stream
-      gate->end(Status(ErrorCode::cancelled, "the request was cancelled before its stream reached it"));
-      return;
-    }
-    // The request's own future: its completion ends the gate (on a worker, or here if it failed at once).
-    auto inner = gate->file->submit(gate->direction, gate->buffer, gate->size, gate->offset);
-    if (auto state = FutureAccess::state(inner)) gate->outer->link(state);  // bytes_done() and cancel()
-    inner.then([gate](const Result<Transfer>& r) { gate->end(r); });
-  });
-}
-
-// The fallback wait: holds the stream (and the driver's host-function thread) until the request ended.
-void wait_for_end(void* user_data) {
-  auto* held = static_cast<std::shared_ptr<Gate>*>(user_data);
-  std::shared_ptr<Gate> gate = std::move(*held);
-  delete held;
-  std::unique_lock<std::mutex> lock(gate->mutex);
-  gate->ended_cv.wait(lock, [&] { return gate->ended; });
 }
 
 // Makes the stream's context current for a scope on the caller's thread, restoring what was there.
 class StreamContext {
  public:
   StreamContext(const CudaApi& api, CUstream stream) : api_(api) {
-    CUcontext ctx = nullptr;
-    CUresult got = api.cuStreamGetCtx(stream, &ctx);
+    CUresult got = api.cuStreamGetCtx(stream, &context_);
     const auto handle = reinterpret_cast<std::uintptr_t>(stream);
     if (got == CUDA_ERROR_INVALID_CONTEXT && handle <= 2) {
       // The special handles (0 and 1: the legacy default stream, 2: the per-thread one) mean "of the
@@ -205,35 +126,246 @@ class StreamContext {
     status_ = cuda_check(api, got, "cuStreamGetCtx (the stream given to a stream-ordered request)");
     if (!status_.ok()) return;
     status_ = cuda_check(api, api.cuCtxGetCurrent(&previous_), "cuCtxGetCurrent");
-    if (!status_.ok() || previous_ == ctx) return;
-    status_ = cuda_check(api, api.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+    if (!status_.ok() || previous_ == context_) return;
+    status_ = cuda_check(api, api.cuCtxSetCurrent(context_), "cuCtxSetCurrent");
     restore_ = status_.ok();
   }
   ~StreamContext() {
     if (restore_) (void)api_.cuCtxSetCurrent(previous_);
   }
   const Status& status() const { return status_; }
+  CUcontext context() const { return context_; }
 
  private:
   const CudaApi& api_;
+  CUcontext context_ = nullptr;
   CUcontext previous_ = nullptr;
   bool restore_ = false;
   Status status_;
 };
 
+// A request's facts, as its messages and the watchdog name them.
+struct RequestLabel {
+  Direction direction;
+  std::uint64_t size, offset;
+  std::string path;
+  void* stream;
+
+  std::string text() const {
+    const bool reading = is_read(direction);
+    return fmt::format("stream-ordered {} of {} bytes at offset {} {} \"{}\" on stream {}", reading ? "read" : "write",
+                       size, offset, reading ? "from" : "to", path, stream);
+  }
+  Status error(const Status& why) const {
+    return Status(why.code() == ErrorCode::ok ? ErrorCode::internal : why.code(),
+                  fmt::format("Could not queue a {}: {}", text(), why.message()), why.sys_errno(), path);
+  }
+};
+
+// Counts the mechanism in the File's and the process's reports (the request's own report carries it too).
+Report mechanism_report(StreamOrder mechanism, const std::string& note) {
+  Report r;
+  r.stream_order[static_cast<std::size_t>(mechanism)] = 1;
+  if (!note.empty()) r.add_note(note);
+  return r;
+}
+
+// The calling thread synchronises the stream, then does the request as pread/pwrite would and waits for
+// it: nothing of Ferry's is ever queued on the stream, so nothing can wait for Ferry there.
+Future synchronized_request(FileState& file, const CudaApi& api, const RequestLabel& label, void* buffer,
+                            const std::string& why) {
+  auto stream = static_cast<CUstream>(label.stream);
+  Status synced = cuda_check(api, api.cuStreamSynchronize(stream), "cuStreamSynchronize");
+  if (!synced.ok()) return Future(RequestState::failed(label.error(synced)));
+  Future inner = file.submit(label.direction, buffer, label.size, label.offset);
+  inner.wait();
+  Result<Transfer> result = inner.get();
+  Report counted = mechanism_report(StreamOrder::synchronized, "stream order: synchronized: " + why);
+  file.add_to_report(counted);
+  add_to_process_report(counted);
+  if (result.ok()) result->report.merge(counted);
+  auto done = RequestState::deferred(nullptr);
+  done->complete_deferred(std::move(result));
+  return Future(done);
+}
+
+// Why a request cannot have its work ordered by stream memory operations (then it is synchronized), or
+// empty when it can.
+std::string why_synchronized(const CudaApi& api, const RoutePlanDetail& plan, const Extent& extent,
+                             CUcontext stream_context) {
+  if (Status s = api.stream_memory_ops_status(); !s.ok()) return s.message();
+  const Route route = plan.decision.route;
+  if (route != Route::host && route != Route::staged) {
+    return fmt::format("the route is cuFile's ({}), whose calls into the CUDA driver could wait for the stream "
+                       "while the stream waits for them",
+                       route_name(route));
+  }
+  if (!extent.known) return "the source's size is unknown, so the copies cannot be planned before it is read";
+  if (route == Route::staged) {
+    auto primary = primary_context(api, plan.buffer.device);
+    if (!primary.ok() || *primary != stream_context) {
+      return fmt::format("the buffer is on GPU {}, and the stream is not of that GPU's primary context",
+                         plan.buffer.device);
+    }
+  }
+  return {};
+}
+
+// What a request queued through stream memory operations holds until its stream has passed it.
+struct OrderedRequest {
+  std::shared_ptr<FileState> file;
+  const CudaApi* api = nullptr;
+  StreamOrder mechanism = StreamOrder::stream_copies;
+  RequestLabel label;
+  Decision decision;
+  SourceRequest source_request;
+  EndOfFileRule eof;
+  std::vector<Task> tasks;
+  char* buffer = nullptr;                        // the caller's (host memory: stream_wait)
+  std::vector<std::unique_ptr<StagingKit>> kits;  // bounce slots (stream_copies)
+  std::vector<void*> slots;
+  StreamWords* words = nullptr;
+  StreamWords::Word gpu, cpu;
+  std::optional<FileState::Use> use;  // from the stream reaching the request to its last step
+  std::mutex use_mutex;
+
+  // One step: a task between the source and its slot (or the caller's host buffer).
+  Result<std::uint64_t> step(std::size_t i, Report& report) {
+    const Task& t = tasks[i];
+    void* at = slots.empty() ? buffer + t.buffer_offset : slots[i % slots.size()];
+    const char* label_text = route_name(decision.route);
+    auto started = std::chrono::steady_clock::now();
+    std::uint64_t bytes = t.length;
+    if (is_read(label.direction)) {
+      FERRY_ASSIGN_OR_RETURN(bytes, file->source->read(source_request, t, at, label_text, report));
+      if (bytes < t.length) return eof.shrank(t, bytes);
+    } else {
+      FERRY_RETURN_IF_ERROR(file->source->write(source_request, t, at, label_text, report));
+    }
+    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started);
+    report.count(decision.route, decision.reason, decision.detail, bytes, static_cast<std::uint64_t>(ns.count()));
+    return bytes;
+  }
+
+  Status begin() {
+    auto in_use = file->use();
+    if (!in_use.ok()) {
+      return Status(ErrorCode::failed_precondition,
+                    fmt::format("\"{}\" was closed before the stream reached the {}", label.path, label.text()),
+                    EBADF, label.path);
+    }
+    std::lock_guard<std::mutex> lock(use_mutex);
+    use.emplace(std::move(*in_use));
+    return Status();
+  }
+
+  void steps_ended() {
+    std::lock_guard<std::mutex> lock(use_mutex);
+    use.reset();
+  }
+
+  // Gives back the slots and words (the stream is done with them) and ends the future.
+  void finish(PipelineOutcome outcome, const std::shared_ptr<RequestState>& outer) {
+    for (auto& kit : kits) process_staging_pool().release(std::move(kit));
+    kits.clear();
+    words->release(gpu);
+    words->release(cpu);
+    Report& report = outcome.report;
+    report.stream_order[static_cast<std::size_t>(mechanism)] = 1;
+    file->add_to_report(report);
+    add_to_process_report(report);
+    Result<Transfer> result = outcome.status;
+    if (outcome.status.ok()) result = Transfer{outcome.bytes, std::move(report)};
+    if (outer) outer->complete_deferred(std::move(result));
+  }
+};
+
+// Queues the request's commands on the stream. Returns the last value of the gpu word queued and, where
+// queueing failed part-way, the error (the part queued still runs, and the stream must be let through it).
+struct Queued {
+  std::uint32_t gpu_final = 0;
+  Status error;
+  bool any = false;  // anything queued at all
+};
+
+Queued queue_commands(const CudaApi& api, CUstream stream, const OrderedRequest& r, CUdeviceptr device_base) {
+  Queued q;
+  const std::size_t n = r.tasks.size();
+  const std::size_t window = r.slots.size();
+  auto fail = [&](CUresult rc, const char* what) {
+    q.error = cuda_check(api, rc, fmt::format("{} (after {} of the request's commands were queued)", what,
+                                              q.any ? "some" : "none"));
+    return q;
+  };
+  auto write = [&](std::uint32_t value) {
+    CUresult rc = api.cuStreamWriteValue32_v2(stream, r.gpu.device, value, CU_STREAM_WRITE_VALUE_DEFAULT);
+    if (rc == CUDA_SUCCESS) {
+      q.gpu_final = value;
+      q.any = true;
+    }
+    return rc;
+  };
+  auto wait = [&](std::uint32_t value) {
+    return api.cuStreamWaitValue32_v2(stream, r.cpu.device, value, CU_STREAM_WAIT_VALUE_GEQ);
+  };
+  if (CUresult rc = write(1); rc != CUDA_SUCCESS) return fail(rc, "cuStreamWriteValue32");
+  const bool reading = is_read(r.label.direction);
+  for (std::size_t i = 0; i < n && r.mechanism == StreamOrder::stream_copies; ++i) {
+    const Task& t = r.tasks[i];
+    void* slot = r.slots[i % window];
+    CUdeviceptr at = device_base + t.buffer_offset;
+    if (reading) {
+      if (CUresult rc = wait(static_cast<std::uint32_t>(i + 1)); rc != CUDA_SUCCESS) return fail(rc, "cuStreamWaitValue32");
+      if (CUresult rc = api.cuMemcpyHtoDAsync_v2(at, slot, t.length, stream); rc != CUDA_SUCCESS) {
+        return fail(rc, "cuMemcpyHtoDAsync");
+      }
+    } else {
+      if (i >= window) {
+        if (CUresult rc = wait(static_cast<std::uint32_t>(i - window + 1)); rc != CUDA_SUCCESS) {
+          return fail(rc, "cuStreamWaitValue32");
+        }
+      }
+      if (CUresult rc = api.cuMemcpyDtoHAsync_v2(slot, at, t.length, stream); rc != CUDA_SUCCESS) {
+        return fail(rc, "cuMemcpyDtoHAsync");
+      }
+    }
+    if (CUresult rc = write(static_cast<std::uint32_t>(i + 2)); rc != CUDA_SUCCESS) {
+      return fail(rc, "cuStreamWriteValue32");
+    }
+  }
+  if (r.mechanism == StreamOrder::stream_wait || !reading) {
+    // The stream goes on once every step ended: the host buffer is filled, or the file written.
+    if (CUresult rc = wait(static_cast<std::uint32_t>(n)); rc != CUDA_SUCCESS) return fail(rc, "cuStreamWaitValue32");
+    if (CUresult rc = write(q.gpu_final + 1); rc != CUDA_SUCCESS) return fail(rc, "cuStreamWriteValue32");
+  }
+  return q;
+}
+
+// Refuses a stream that is being captured into a CUDA graph: Ferry's reads happen on the CPU, outside any
+// graph, so a captured request could never be replayed, and its waits would stall the capture's replay.
+Status check_not_capturing(const CudaApi& api, CUstream stream) {
+  if (api.cuStreamIsCapturing == nullptr) return Status();
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUresult rc = api.cuStreamIsCapturing(stream, &capture);
+  if (rc == CUDA_SUCCESS && capture == CU_STREAM_CAPTURE_STATUS_NONE) return Status();
+  if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_STREAM_CAPTURE_IMPLICIT && rc != CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) {
+    return cuda_check(api, rc, "cuStreamIsCapturing");
+  }
+  return Status(ErrorCode::failed_precondition,
+                "the stream is being captured into a CUDA graph, and a stream-ordered request cannot be captured "
+                "(Ferry reads and writes on the CPU, outside the graph): queue it before the capture begins or "
+                "after it ends, or read with pread() and copy in the graph");
+}
+
 }  // namespace
 
 Future submit_on_stream(FileState& file, Direction direction, void* buffer, std::uint64_t size, std::uint64_t offset,
                         void* stream_handle) {
-  const bool reading = is_read(direction);
-  const char* verb = reading ? "read" : "write";
-  auto fail = [&](const Status& why) {
-    return Future(RequestState::failed(Status(
-        why.code() == ErrorCode::ok ? ErrorCode::internal : why.code(),
-        fmt::format("Could not queue a stream-ordered {} of {} bytes at offset {} {} \"{}\": {}", verb, size, offset,
-                    reading ? "from" : "to", file.path, why.message()),
-        why.sys_errno(), file.path)));
-  };
+  RequestLabel label{direction, size, offset, file.path, stream_handle};
+  auto fail = [&](const Status& why) { return Future(RequestState::failed(label.error(why))); };
+  if (Status s = file.check_request(direction, buffer, size, offset); !s.ok()) {
+    return Future(RequestState::failed(s));
+  }
   const GpuPlatform& gpu = file.gpu ? *file.gpu : process_gpu_platform();
   Status why;
   const CudaApi* api = gpu.cuda(&why);
@@ -242,62 +374,120 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
   auto stream = static_cast<CUstream>(stream_handle);
   StreamContext context(*api, stream);
   if (!context.status().ok()) return fail(context.status());
+  if (Status s = check_not_capturing(*api, stream); !s.ok()) return fail(s);
 
-  auto gate = std::make_shared<Gate>();
-  gate->file = file.shared_from_this();
-  gate->direction = direction;
-  gate->buffer = buffer;
-  gate->size = size;
-  gate->offset = offset;
-  gate->outer = RequestState::deferred();
-  StreamFlags* flags = nullptr;
-  if (api->cuStreamWaitValue32_v2 != nullptr) {
-    flags = &flags_for(*api);
-    auto word = flags->acquire();
-    if (word.ok()) {
-      gate->word = *word;
-    } else {
-      flags = nullptr;  // no pinned word: the fallback host function waits instead
+  // Everything that may call the driver happens here, on the caller's thread, before anything is queued:
+  // the extent, the route, the bounce slots, the words.
+  Extent extent;
+  if (is_read(direction)) {
+    auto e = file.extent();
+    if (!e.ok()) return Future(RequestState::failed(e.status()));
+    extent = *e;
+    if (extent.known) size = offset >= extent.bytes ? 0 : std::min(size, extent.bytes - offset);
+    label.size = size;
+  }
+  auto plan = route_for(file, direction, buffer, size);
+  if (!plan.ok()) return Future(RequestState::failed(plan.status()));
+  if (std::string reason = why_synchronized(*api, *plan, extent, context.context()); !reason.empty()) {
+    return synchronized_request(file, *api, label, buffer, reason);
+  }
+
+  auto r = std::make_shared<OrderedRequest>();
+  r->file = file.shared_from_this();
+  r->api = api;
+  r->mechanism = plan->decision.route == Route::host ? StreamOrder::stream_wait : StreamOrder::stream_copies;
+  r->label = label;
+  r->decision = plan->decision;
+  r->source_request = SourceRequest{direction, extent, size};
+  r->eof = EndOfFileRule{false, file.path, extent.bytes};
+  r->buffer = static_cast<char*>(buffer);
+  const Config& config = file.config;
+  const bool copies = r->mechanism == StreamOrder::stream_copies;
+  const std::uint64_t chunk = copies ? std::min(config.task_size(), config.bounce_buffer_size()) : config.task_size();
+  r->tasks = split_request(offset, size, chunk, file.source->task_alignment());
+  if (copies) {
+    // Two slots per thread keep every thread reading while the stream copies; never more than the steps.
+    const unsigned per_kit = config.bounce_buffers_per_thread();
+    const std::size_t window = std::min<std::size_t>(r->tasks.size(), 2 * std::max(1u, config.threads()));
+    while (r->slots.size() < window) {
+      auto kit = process_staging_pool().acquire(*api, plan->buffer.device, config.bounce_buffer_size(), per_kit);
+      if (!kit.ok()) {
+        for (auto& k : r->kits) process_staging_pool().release(std::move(k));
+        return fail(kit.status());
+      }
+      for (void* b : (*kit)->buffers) {
+        if (r->slots.size() < window) r->slots.push_back(b);
+      }
+      r->kits.push_back(std::move(*kit));
     }
   }
-  // Set before the host function is queued: the driver may run it, and the request may end, before
-  // this thread goes on. end() then writes the word whether or not a wait on it gets queued.
-  gate->flags = flags;
-  shared_pool().ensure_workers(1);
-  auto* begin_hold = new std::shared_ptr<Gate>(gate);
-  CUresult queued = api->cuLaunchHostFunc(stream, &begin_on_pool, begin_hold);
-  if (queued != CUDA_SUCCESS) {
-    delete begin_hold;
-    if (flags != nullptr) flags->give_back(gate->word);
-    return fail(cuda_check(*api, queued, "cuLaunchHostFunc"));
+  if (r->tasks.empty()) {  // nothing to move: the request is over before the stream gets there
+    for (auto& k : r->kits) process_staging_pool().release(std::move(k));
+    auto done = RequestState::deferred(nullptr);
+    Transfer empty;
+    empty.report.stream_order[static_cast<std::size_t>(r->mechanism)] = 1;
+    done->complete_deferred(empty);
+    return Future(done);
   }
-  // From here the request will run: every failure below goes into its future, never stops it.
-  bool waits = flags != nullptr &&
-               api->cuStreamWaitValue32_v2(stream, gate->word.device, gate->word.value, CU_STREAM_WAIT_VALUE_GEQ) ==
-                   CUDA_SUCCESS;
-  if (!waits) {
-    // No wait on the word (its end() still writes and frees it): a host function that blocks until the
-    // request ended holds the stream instead.
-    auto* wait_hold = new std::shared_ptr<Gate>(gate);
-    CUresult waited = api->cuLaunchHostFunc(stream, &wait_for_end, wait_hold);
-    if (waited != CUDA_SUCCESS) {
-      delete wait_hold;
-      std::lock_guard<std::mutex> lock(gate->mutex);  // (a request that already ended needed no wait)
-      gate->ordering_error = Status(
-          ErrorCode::unavailable,
-          fmt::format("the {} ran, but work queued on the stream after it was not made to wait for it: {}", verb,
-                      cuda_check(*api, waited, "cuLaunchHostFunc").message()));
-    }
+  r->words = &words_for(*api);
+  auto gpu_word = r->words->acquire();
+  auto cpu_word = gpu_word.ok() ? r->words->acquire() : Result<StreamWords::Word>(gpu_word.status());
+  if (!cpu_word.ok()) {
+    if (gpu_word.ok()) r->words->release(*gpu_word);
+    for (auto& k : r->kits) process_staging_pool().release(std::move(k));
+    return fail(cpu_word.status());
   }
-  return Future(gate->outer);
+  r->gpu = *gpu_word;
+  r->cpu = *cpu_word;
+
+  const auto device_base = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(buffer));
+  Queued queued = queue_commands(*api, stream, *r, device_base);
+  if (!queued.any) {
+    // Nothing was queued: a driver that refuses stream memory operations here still gets its request.
+    r->words->release(r->gpu);
+    r->words->release(r->cpu);
+    for (auto& k : r->kits) process_staging_pool().release(std::move(k));
+    return synchronized_request(file, *api, label, buffer,
+                                "the driver refused a stream memory operation: " + queued.error.message());
+  }
+
+  PipelinePlan pipeline_plan;
+  pipeline_plan.steps = r->tasks.size();
+  pipeline_plan.gate = !copies ? StepGate::stream_reached : is_read(direction) ? StepGate::slot_free : StepGate::copied_out;
+  pipeline_plan.window = r->slots.size();
+  pipeline_plan.max_parallel = std::max(1u, config.threads());
+  pipeline_plan.gpu_final = queued.gpu_final;
+  if (!queued.error.ok()) pipeline_plan.preset_error = label.error(queued.error);
+  stream_pool().ensure_workers(pipeline_plan.max_parallel);
+
+  auto holder = std::make_shared<std::weak_ptr<StreamPipeline>>();
+  auto outer = RequestState::deferred([holder] {
+    if (auto p = holder->lock()) p->cancel();
+  });
+  auto pipeline = std::make_shared<StreamPipeline>(
+      pipeline_plan, r->gpu.host, r->cpu.host, [r](std::size_t i, Report& report) { return r->step(i, report); },
+      [r] { return r->begin(); }, [r] { r->steps_ended(); },
+      [r, weak_outer = std::weak_ptr<RequestState>(outer)](PipelineOutcome outcome) {
+        r->finish(std::move(outcome), weak_outer.lock());  // null when nobody holds the Future any more
+      },
+      fmt::format("{} ({}, {})", label.text(), route_name(r->decision.route), stream_order_name(r->mechanism)));
+  *holder = pipeline;
+  outer->set_progress([weak = std::weak_ptr<StreamPipeline>(pipeline)] {
+    auto p = weak.lock();
+    return p ? p->bytes_done() : 0;
+  });
+  StreamPipeline::watch(std::move(pipeline));
+  return Future(outer);
 }
 
-void release_stream_flags_for_testing(const CudaApi& api) {
-  std::lock_guard<std::mutex> lock(flags_mutex());
-  auto it = all_flags().find(&api);
-  if (it == all_flags().end()) return;
+void release_stream_words_for_testing(const CudaApi& api) {
+  std::lock_guard<std::mutex> lock(words_mutex());
+  auto it = all_words().find(&api);
+  if (it == all_words().end()) return;
   it->second->free_all();
-  all_flags().erase(it);
+  all_words().erase(it);
 }
 
 }  // namespace ferry::detail
+
+std::vector<std::string> ferry::pending_stream_requests() { return detail::pending_stream_pipelines(); }

@@ -42,48 +42,39 @@ std::shared_ptr<RequestState> RequestState::failed(Status status) {
   return state;
 }
 
-std::shared_ptr<RequestState> RequestState::deferred() {
+std::shared_ptr<RequestState> RequestState::deferred(std::function<void()> on_cancel) {
   auto state = std::make_shared<RequestState>();
-  state->deferred_ = true;
+  state->on_cancel_ = std::move(on_cancel);
   return state;
 }
 
-bool RequestState::try_begin() {
+void RequestState::set_progress(std::function<std::uint64_t()> progress) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (done_ || first_error_.code() == ErrorCode::cancelled) return false;
-  begun_ = true;
-  return true;
-}
-
-void RequestState::link(const std::shared_ptr<RequestState>& inner) {
-  bool cancelled = false;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    inner_ = inner;
-    cancelled = first_error_.code() == ErrorCode::cancelled;
-  }
-  if (cancelled) inner->cancel();  // cancel() arrived between try_begin() and link()
+  progress_ = std::move(progress);
 }
 
 void RequestState::complete_deferred(Result<Transfer> result) {
   std::vector<Callback> callbacks;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (done_) return;  // cancelled before it began: it ended then
+    if (done_) return;
     if (result.ok()) bytes_done_.store(result->bytes, std::memory_order_relaxed);
     result_ = result;
     done_ = true;
-    inner_.reset();
+    progress_ = nullptr;
     callbacks.swap(callbacks_);
   }
   done_cv_.notify_all();
-  for (auto& cb : callbacks) cb(result);
+  if (callbacks.empty()) return;
+  shared_pool().submit([callbacks = std::move(callbacks), result = std::move(result)] {
+    for (auto& cb : callbacks) cb(result);
+  });
 }
 
 std::uint64_t RequestState::bytes_done() const {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (inner_) return inner_->bytes_done();
+    if (progress_) return progress_();
   }
   return bytes_done_.load(std::memory_order_relaxed);
 }
@@ -95,29 +86,23 @@ void RequestState::record_error(Status s) {
 }
 
 void RequestState::cancel() {
-  std::shared_ptr<RequestState> inner;
-  bool end_now = false;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (done_ || !first_error_.ok()) return;
-    first_error_ = Status(ErrorCode::cancelled, "the request was cancelled");
-    failed_.store(true, std::memory_order_release);
-    inner = inner_;
-    end_now = deferred_ && !begun_;  // nothing runs yet, and try_begin() will now refuse
+  if (on_cancel_) {  // a deferred request: its work stops itself and then completes it
+    if (!done()) on_cancel_();
+    return;
   }
-  if (inner) inner->cancel();
-  if (end_now) {
-    complete_deferred(Status(ErrorCode::cancelled, "the request was cancelled before its stream reached it"));
-  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (done_ || !first_error_.ok()) return;
+  first_error_ = Status(ErrorCode::cancelled, "the request was cancelled");
+  failed_.store(true, std::memory_order_release);
 }
 
-Status RequestState::ended_early(const Task& t, std::uint64_t bytes) const {
+Status EndOfFileRule::shrank(const Task& t, std::uint64_t bytes) const {
   return Status(ErrorCode::io_error,
                 fmt::format("\"{}\" ended at offset {} while it was being read, but it held {} bytes when the read "
                             "began: it shrank during the read, so the data read is not one version of the file "
                             "(bytes of the destination past that offset may have been written)",
-                            eof_.path, t.file_offset + bytes, eof_.size_at_start),
-                0, eof_.path);
+                            path, t.file_offset + bytes, size_at_start),
+                0, path);
 }
 
 void RequestState::run_job() {
@@ -175,7 +160,7 @@ void RequestState::run_tasks(Report& local) {
       local.count(decision.route, decision.reason, decision.detail, bytes, ns_each);
       bytes_done_.fetch_add(bytes, std::memory_order_relaxed);
       if (bytes < t.length && !eof_.short_task_ends_request) {
-        record_error(ended_early(t, bytes));
+        record_error(eof_.shrank(t, bytes));
         stop = true;
       }
     }

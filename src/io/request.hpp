@@ -62,6 +62,9 @@ struct EndOfFileRule {
   bool short_task_ends_request = false;  // size unknown: a short task is the end of the data
   std::string path;                      // for the error otherwise
   std::uint64_t size_at_start = 0;
+
+  /// The error for task `t` that moved only `bytes`: the file shrank while it was read.
+  Status shrank(const Task& t, std::uint64_t bytes) const;
 };
 
 class RequestState {
@@ -78,15 +81,16 @@ class RequestState {
                                              std::function<void(Report&)> on_complete, bool trace_tasks = false);
   /// A request that failed before any I/O.
   static std::shared_ptr<RequestState> failed(Status status);
-  /// A request whose work begins later (a stream-ordered request, once its stream reaches it). It is
-  /// done when complete_deferred() is called; link() hands it the request that does the work, for
-  /// bytes_done() and cancel().
-  static std::shared_ptr<RequestState> deferred();
-  void link(const std::shared_ptr<RequestState>& inner);
-  /// A deferred request is about to begin its work: false when it was cancelled first (it then ended
-  /// already, and must not begin). After this, cancel() is forwarded to the linked request.
-  bool try_begin();
+  /// A request whose work is done elsewhere (a stream-ordered request's pipeline). It is done when
+  /// complete_deferred() is called.
+  /// `on_cancel` is called (once, outside any lock) when cancel() is, instead of ending the request: the
+  /// work decides when it has stopped and then calls complete_deferred().
+  static std::shared_ptr<RequestState> deferred(std::function<void()> on_cancel);
+  /// Ends a deferred request. Callbacks registered by then() run on the shared pool, never on the calling
+  /// thread (the stream-ordered requests' watcher must not run user code).
   void complete_deferred(Result<Transfer> result);
+  /// How a deferred request reports bytes_done() while it runs.
+  void set_progress(std::function<std::uint64_t()> progress);
 
   bool done() const;
   /// Stops the request at the next task boundary: no task starts after this, tasks already running
@@ -102,7 +106,6 @@ class RequestState {
   void run_job();
   void run_tasks(Report& local);  // the job's worker pulls tasks until none are left or one failed
   void record_error(Status s);
-  Status ended_early(const Task& t, std::uint64_t bytes) const;
   void complete();
 
   std::vector<Task> tasks_;
@@ -123,8 +126,8 @@ class RequestState {
   std::optional<Result<Transfer>> result_;
   std::vector<Callback> callbacks_;
   std::shared_ptr<RequestState> self_;  // keeps the state alive while jobs run
-  std::shared_ptr<RequestState> inner_;  // a deferred request's work, once it began (guarded by mutex_)
-  bool deferred_ = false, begun_ = false;  // a deferred request; whether its work began (mutex_)
+  std::function<void()> on_cancel_;       // a deferred request's (set once, before it is shared)
+  std::function<std::uint64_t()> progress_;  // a deferred request's bytes_done (guarded by mutex_)
 };
 
 }  // namespace ferry::detail

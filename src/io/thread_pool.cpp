@@ -73,4 +73,9 @@ ThreadPool& shared_pool() {
   return *pool;
 }
 
+ThreadPool& stream_pool() {
+  static ThreadPool* pool = new ThreadPool();  // leaked, as shared_pool()
+  return *pool;
+}
+
 }  // namespace ferry::detail

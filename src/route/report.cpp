@@ -64,6 +64,15 @@ const char* reason_text(Reason r) noexcept {
   return "?";
 }
 
+const char* stream_order_name(StreamOrder m) noexcept {
+  switch (m) {
+    case StreamOrder::stream_copies: return "stream_copies";
+    case StreamOrder::stream_wait: return "stream_wait";
+    case StreamOrder::synchronized: return "synchronized";
+  }
+  return "?";
+}
+
 std::uint64_t Report::total_ops() const {
   std::uint64_t n = 0;
   for (const auto& r : routes) n += r.ops;
@@ -122,6 +131,7 @@ void Report::merge(const Report& other) {
     for (const auto& f : kCuFileCounterFields) c.*f.member += o.*f.member;
   }
   for (const auto& n : other.notes) add_note(n);
+  for (std::size_t i = 0; i < kStreamOrderCount; ++i) stream_order[i] += other.stream_order[i];
 }
 
 namespace {
@@ -202,6 +212,13 @@ std::string Report::table() const {
                        cufile->nvfs_reads, cufile->p2p_reads, cufile->posix_reads, cufile->nvfs_writes,
                        cufile->p2p_writes, cufile->posix_writes, cufile->read_errors, cufile->write_errors);
   }
+  std::string ordered;
+  for (std::size_t i = 0; i < kStreamOrderCount; ++i) {
+    if (stream_order[i] == 0) continue;
+    ordered += fmt::format("{}{} {}", ordered.empty() ? "" : ", ", stream_order[i],
+                           stream_order_name(static_cast<StreamOrder>(i)));
+  }
+  if (!ordered.empty()) out += "stream-ordered requests: " + ordered + "\n";
   for (const auto& n : notes) out += "note: " + n + "\n";
   return out;
 }
@@ -209,7 +226,7 @@ std::string Report::table() const {
 std::string Report::to_json() const { return detail::json_dump(detail::report_json(*this)); }
 
 nlohmann::json detail::report_json(const Report& report) {
-  const auto& [routes, reasons, io, cufile, notes] = report;  // every member, so the JSON misses none
+  const auto& [routes, reasons, io, cufile, notes, stream_order] = report;  // every member: the JSON misses none
   nlohmann::json j;
   nlohmann::json r = nlohmann::json::object();
   for (std::size_t i = 0; i < kRouteCount; ++i) {
@@ -237,6 +254,10 @@ nlohmann::json detail::report_json(const Report& report) {
     j["cufile"] = nullptr;
   }
   j["notes"] = notes;
+  auto& ordered = j["stream_order"] = nlohmann::json::object();
+  for (std::size_t i = 0; i < kStreamOrderCount; ++i) {
+    ordered[stream_order_name(static_cast<StreamOrder>(i))] = stream_order[i];
+  }
   j["total_ops"] = report.total_ops();
   j["total_bytes"] = report.total_bytes();
   j["summary"] = report.summary();

@@ -4,12 +4,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <iterator>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <shared_mutex>
 #include <thread>
 #include <vector>
 
@@ -33,11 +35,12 @@ struct Range {
   bool owned;  // allocated by the fake (freed on reset); registered ranges belong to the caller
 };
 
-// Work queued on a stream: copies and memsets (deferred mode, or behind a host function or a wait),
-// host functions (cuLaunchHostFunc) and waits on a 32-bit word (cuStreamWaitValue32). Nothing runs on its
-// own: a stream makes progress when it, an event recorded on it, or the context is synchronised, as if the
-// device only worked while someone watched.
-enum class OpKind { copy, memset, host_function, wait_value };
+// Work queued on a stream: copies and memsets (deferred mode, or behind a wait), waits on a 32-bit word
+// (cuStreamWaitValue32) and writes of one (cuStreamWriteValue32). In FakeDeviceMode::on_synchronize nothing
+// runs on its own: a stream makes progress when it, an event recorded on it, or the context is
+// synchronised, as if the device only worked while someone watched. In FakeDeviceMode::autonomous a device
+// thread runs it through the hardware queues.
+enum class OpKind { copy, memset, wait_value, write_value };
 
 struct PendingOp {
   std::uint64_t sequence;
@@ -46,9 +49,7 @@ struct PendingOp {
   const void* src = nullptr;
   std::size_t bytes = 0;
   unsigned char value = 0;
-  CUhostFn function = nullptr;
-  void* user_data = nullptr;
-  std::uint32_t wait_value = 0;
+  std::uint32_t word_value = 0;  // wait_value, write_value
   unsigned int wait_flags = 0;
 };
 
@@ -56,6 +57,7 @@ struct FakeStream {
   std::deque<PendingOp> pending;
   std::uint64_t last_sequence = 0;
   CUcontext context = nullptr;
+  std::size_t hardware_queue = 0;  // autonomous mode: the queue its work goes through
 };
 
 struct FakeEvent {
@@ -68,8 +70,15 @@ struct FakeContext {
   int device;
 };
 
+// One FIFO of the autonomous device: (stream, sequence) of each op in the order it was queued.
+using HardwareQueue = std::deque<std::pair<CUstream, std::uint64_t>>;
+
 struct State {
+  // Every entry point holds this shared; in autonomous mode with implicit_sync_blocks_driver, the calls
+  // that synchronise implicitly hold it exclusively while they wait for the device to be idle.
+  std::shared_mutex driver_gate;
   std::mutex mutex;
+  std::condition_variable progress;  // the autonomous device ran something, or was given work
   FakeCudaScript script;
   FakeCudaCounters counters;
   std::map<std::uintptr_t, Range> ranges;  // start address -> range
@@ -78,6 +87,10 @@ struct State {
   std::uint64_t next_sequence = 1;
   FakeContext contexts[kMaxDevices];
   std::set<std::pair<int, int>> peer_enabled;  // (device whose context was current, peer device)
+  std::vector<HardwareQueue> hardware;  // autonomous mode
+  std::size_t streams_made = 0;         // streams created since the reset: the next one's queue
+  std::thread device;                   // autonomous mode: runs the queues
+  bool device_stop = false;
 };
 
 State& state() {
@@ -101,10 +114,43 @@ bool scripted_failure(State& s, const char* symbol, CUresult* out) {
   return true;
 }
 
-#define FAKE_ENTER_(symbol)                       \
-  State& s = state();                             \
-  std::unique_lock<std::mutex> lock(s.mutex);     \
+#define FAKE_ENTER_(symbol)                                \
+  State& s = state();                                      \
+  std::shared_lock<std::shared_mutex> gate(s.driver_gate); \
+  std::unique_lock<std::mutex> lock(s.mutex);              \
   if (CUresult scripted; scripted_failure(s, symbol, &scripted)) return scripted
+
+bool autonomous(const State& s) { return s.script.device_mode == FakeDeviceMode::autonomous; }
+
+// Waits (the fake's lock released meanwhile) until `done()` holds; aborts after 60 s, naming `what`, so a
+// stream that never drains fails the test instead of hanging it.
+template <typename Done>
+void wait_for_device(State& s, std::unique_lock<std::mutex>& lock, const char* what, Done done) {
+  if (!s.progress.wait_for(lock, std::chrono::seconds(60), done)) {
+    std::fprintf(stderr, "fake CUDA: %s waited 60 s for the device\n", what);
+    std::abort();
+  }
+}
+
+bool device_idle(const State& s) {
+  for (const auto& [handle, stream] : s.streams) {
+    if (!stream->pending.empty()) return false;
+  }
+  return true;
+}
+
+// A call that synchronises implicitly (a device or pinned allocation, a free, a stream's creation, a
+// context synchronisation): in autonomous mode with implicit_sync_blocks_driver it waits until the device
+// is idle while no other thread can enter the driver, the worst the CUDA documentation allows.
+#define FAKE_ENTER_SYNCING_(symbol)                                                   \
+  State& s = state();                                                                 \
+  std::unique_lock<std::shared_mutex> gate(s.driver_gate, std::defer_lock);           \
+  std::shared_lock<std::shared_mutex> shared_gate(s.driver_gate, std::defer_lock);    \
+  if (s.script.implicit_sync_blocks_driver && autonomous(s)) gate.lock();             \
+  else shared_gate.lock();                                                            \
+  std::unique_lock<std::mutex> lock(s.mutex);                                         \
+  if (CUresult scripted; scripted_failure(s, symbol, &scripted)) return scripted;     \
+  if (gate.owns_lock()) wait_for_device(s, lock, symbol, [&] { return device_idle(s); })
 
 int current_device() {
   if (current_context == nullptr) return -1;
@@ -146,13 +192,25 @@ FakeStream& stream_of(State& s, CUstream stream) {
 
 bool wait_satisfied(const PendingOp& op) {
   auto now = reinterpret_cast<const std::atomic<std::uint32_t>*>(op.dst)->load(std::memory_order_acquire);
-  if (op.wait_flags == CU_STREAM_WAIT_VALUE_EQ) return now == op.wait_value;
-  return static_cast<std::int32_t>(now - op.wait_value) >= 0;  // GEQ
+  if (op.wait_flags == CU_STREAM_WAIT_VALUE_EQ) return now == op.word_value;
+  return static_cast<std::int32_t>(now - op.word_value) >= 0;  // GEQ
 }
 
-// Runs `handle`'s queued work up to `up_to`. Host functions run, and unmet waits are polled, with the
-// fake's lock released (a host function may hand work to threads that call the fake; a wait is met by
-// another thread); the stream is looked up again after each such step.
+// Does `op` if it can run now (a wait whose value has not come cannot); true when it ran.
+bool run_op(const PendingOp& op) {
+  switch (op.kind) {
+    case OpKind::copy: std::memcpy(op.dst, op.src, op.bytes); return true;
+    case OpKind::memset: std::memset(op.dst, op.value, op.bytes); return true;
+    case OpKind::wait_value: return wait_satisfied(op);
+    case OpKind::write_value:
+      reinterpret_cast<std::atomic<std::uint32_t>*>(op.dst)->store(op.word_value, std::memory_order_release);
+      return true;
+  }
+  return false;
+}
+
+// on_synchronize mode: runs `handle`'s queued work up to `up_to` on the calling thread. Unmet waits are
+// polled with the fake's lock released (another thread meets them); the stream is looked up again after.
 void run_pending(State& s, std::unique_lock<std::mutex>& lock, CUstream handle, std::uint64_t up_to) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   for (;;) {
@@ -160,52 +218,72 @@ void run_pending(State& s, std::unique_lock<std::mutex>& lock, CUstream handle, 
     if (it == s.streams.end()) return;
     FakeStream& stream = *it->second;
     if (stream.pending.empty() || stream.pending.front().sequence > up_to) return;
-    PendingOp op = stream.pending.front();
-    switch (op.kind) {
-      case OpKind::copy:
-        std::memcpy(op.dst, op.src, op.bytes);
-        stream.pending.pop_front();
-        break;
-      case OpKind::memset:
-        std::memset(op.dst, op.value, op.bytes);
-        stream.pending.pop_front();
-        break;
-      case OpKind::host_function:
-        stream.pending.pop_front();
-        ++s.counters.host_functions_run;
-        lock.unlock();
-        op.function(op.user_data);
-        lock.lock();
-        break;
-      case OpKind::wait_value:
-        if (wait_satisfied(op)) {
-          stream.pending.pop_front();
-          break;
-        }
-        if (std::chrono::steady_clock::now() > deadline) {
-          std::fprintf(stderr, "fake CUDA: a stream waited 60 s for a value that never came\n");
-          std::abort();
-        }
-        lock.unlock();
-        std::this_thread::sleep_for(std::chrono::microseconds(100));
-        lock.lock();
-        break;
+    if (run_op(stream.pending.front())) {
+      stream.pending.pop_front();
+      continue;
     }
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::fprintf(stderr, "fake CUDA: a stream waited 60 s for a value that never came\n");
+      std::abort();
+    }
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+    lock.lock();
   }
+}
+
+// autonomous mode: the device. Each hardware queue runs its ops in the order they were queued, whatever
+// stream they belong to: an unmet wait at a queue's head holds up every stream behind it on that queue.
+void device_loop(State& s) {
+  std::unique_lock<std::mutex> lock(s.mutex);
+  while (!s.device_stop) {
+    bool ran = false;
+    for (HardwareQueue& queue : s.hardware) {
+      while (!queue.empty()) {
+        auto [handle, sequence] = queue.front();
+        FakeStream& stream = *s.streams.at(handle);
+        const PendingOp& op = stream.pending.front();
+        if (op.sequence != sequence) std::abort();  // a stream's order is its queue's order
+        if (!run_op(op)) break;
+        stream.pending.pop_front();
+        queue.pop_front();
+        ran = true;
+      }
+    }
+    if (ran) {
+      s.progress.notify_all();
+      continue;
+    }
+    s.progress.wait_for(lock, std::chrono::microseconds(50));  // a host word may change meanwhile
+  }
+}
+
+// on_synchronize mode: runs `handle`'s work up to `up_to`; autonomous: waits until the device has.
+void drain(State& s, std::unique_lock<std::mutex>& lock, CUstream handle, std::uint64_t up_to, const char* what) {
+  if (!autonomous(s)) return run_pending(s, lock, handle, up_to);
+  wait_for_device(s, lock, what, [&] {
+    auto it = s.streams.find(handle);
+    return it == s.streams.end() || it->second->pending.empty() || it->second->pending.front().sequence > up_to;
+  });
 }
 
 // Queues `op` on `stream`; in immediate mode a copy or memset on an idle stream is done at once.
 CUresult enqueue(State& s, CUstream stream, PendingOp op) {
   FakeStream& queue = stream_of(s, stream);
   bool eager = op.kind == OpKind::copy || op.kind == OpKind::memset;
-  if (eager && s.script.copy_mode == FakeCopyMode::immediate && queue.pending.empty()) {
-    if (op.kind == OpKind::copy) std::memcpy(op.dst, op.src, op.bytes);
-    else std::memset(op.dst, op.value, op.bytes);
+  if (eager && !autonomous(s) && s.script.copy_mode == FakeCopyMode::immediate && queue.pending.empty()) {
+    run_op(op);
     return CUDA_SUCCESS;
   }
   op.sequence = s.next_sequence++;
   queue.pending.push_back(op);
   queue.last_sequence = op.sequence;
+  if (autonomous(s)) {
+    if (s.hardware.empty()) s.hardware.resize(static_cast<std::size_t>(std::max(1, s.script.hardware_queues)));
+    s.hardware[queue.hardware_queue % s.hardware.size()].emplace_back(stream, op.sequence);
+    if (!s.device.joinable()) s.device = std::thread([&s] { device_loop(s); });
+    s.progress.notify_all();
+  }
   return CUDA_SUCCESS;
 }
 
@@ -312,9 +390,13 @@ CUresult fake_cuCtxGetCurrent(CUcontext* context) {
 }
 
 CUresult fake_cuCtxSynchronize() {
-  FAKE_ENTER_("cuCtxSynchronize");
+  FAKE_ENTER_SYNCING_("cuCtxSynchronize");
   if (CUresult r = need_context(); r != CUDA_SUCCESS) return r;
   ++s.counters.context_syncs;
+  if (autonomous(s)) {
+    wait_for_device(s, lock, "cuCtxSynchronize", [&] { return device_idle(s); });
+    return CUDA_SUCCESS;
+  }
   std::vector<CUstream> handles;
   for (auto& [handle, stream] : s.streams) handles.push_back(handle);
   for (CUstream handle : handles) run_pending(s, lock, handle, UINT64_MAX);
@@ -366,7 +448,7 @@ CUresult fake_cuPointerGetAttributes(unsigned int count, CUpointer_attribute* at
 }
 
 CUresult fake_cuMemAlloc_v2(CUdeviceptr* pointer, std::size_t bytes) {
-  FAKE_ENTER_("cuMemAlloc_v2");
+  FAKE_ENTER_SYNCING_("cuMemAlloc_v2");
   if (CUresult r = need_context(); r != CUDA_SUCCESS) return r;
   ++s.counters.device_allocs;
   *pointer = reinterpret_cast<std::uintptr_t>(add_range(s, bytes, RangeKind::device, current_device()));
@@ -374,7 +456,7 @@ CUresult fake_cuMemAlloc_v2(CUdeviceptr* pointer, std::size_t bytes) {
 }
 
 CUresult fake_cuMemFree_v2(CUdeviceptr pointer) {
-  FAKE_ENTER_("cuMemFree_v2");
+  FAKE_ENTER_SYNCING_("cuMemFree_v2");
   auto it = s.ranges.find(static_cast<std::uintptr_t>(pointer));
   if (it == s.ranges.end() || it->second.kind != RangeKind::device) return CUDA_ERROR_INVALID_VALUE;
   ++s.counters.device_frees;
@@ -384,7 +466,7 @@ CUresult fake_cuMemFree_v2(CUdeviceptr pointer) {
 }
 
 CUresult fake_cuMemHostAlloc(void** pointer, std::size_t bytes, unsigned int /*flags*/) {
-  FAKE_ENTER_("cuMemHostAlloc");
+  FAKE_ENTER_SYNCING_("cuMemHostAlloc");
   if (CUresult r = need_context(); r != CUDA_SUCCESS) return r;
   ++s.counters.pinned_allocs;
   *pointer = add_range(s, bytes, RangeKind::pinned_alloc, current_device());
@@ -402,7 +484,7 @@ CUresult fake_cuMemFreeHost(void* pointer) {
 }
 
 CUresult fake_cuMemHostRegister_v2(void* pointer, std::size_t bytes, unsigned int /*flags*/) {
-  FAKE_ENTER_("cuMemHostRegister_v2");
+  FAKE_ENTER_SYNCING_("cuMemHostRegister_v2");
   if (CUresult r = need_context(); r != CUDA_SUCCESS) return r;
   if (pointer == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   auto address = reinterpret_cast<std::uintptr_t>(pointer);
@@ -474,10 +556,11 @@ CUresult fake_cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, std::size_t co
 }
 
 CUresult fake_cuStreamCreate(CUstream* stream, unsigned int /*flags*/) {
-  FAKE_ENTER_("cuStreamCreate");
+  FAKE_ENTER_SYNCING_("cuStreamCreate");
   if (CUresult r = need_context(); r != CUDA_SUCCESS) return r;
   auto created = std::make_unique<FakeStream>();
   created->context = current_context;
+  created->hardware_queue = ++s.streams_made;  // round robin; the legacy stream has queue 0
   *stream = reinterpret_cast<CUstream>(created.get());
   s.streams[*stream] = std::move(created);
   ++s.counters.streams_created;
@@ -488,7 +571,7 @@ CUresult fake_cuStreamDestroy_v2(CUstream stream) {
   FAKE_ENTER_("cuStreamDestroy_v2");
   auto it = s.streams.find(stream);
   if (stream == nullptr || it == s.streams.end()) return CUDA_ERROR_INVALID_HANDLE;
-  run_pending(s, lock, stream, UINT64_MAX);  // work already queued still completes, as on a real device
+  drain(s, lock, stream, UINT64_MAX, "cuStreamDestroy");  // work already queued still completes
   it = s.streams.find(stream);
   if (it != s.streams.end()) s.streams.erase(it);
   ++s.counters.streams_destroyed;
@@ -500,7 +583,7 @@ CUresult fake_cuStreamSynchronize(CUstream stream) {
   if (stream != nullptr && s.streams.count(stream) == 0) return CUDA_ERROR_INVALID_HANDLE;
   ++s.counters.stream_syncs;
   stream_of(s, stream);
-  run_pending(s, lock, stream, UINT64_MAX);
+  drain(s, lock, stream, UINT64_MAX, "cuStreamSynchronize");
   return CUDA_SUCCESS;
 }
 
@@ -518,34 +601,40 @@ CUresult fake_cuMemsetD8Async(CUdeviceptr dst, unsigned char value, std::size_t 
   return enqueue(s, stream, op);
 }
 
-CUresult fake_cuLaunchHostFunc(CUstream stream, CUhostFn fn, void* user_data) {
-  FAKE_ENTER_("cuLaunchHostFunc");
+// The word of a stream memory operation must be memory the device can see: device memory or mapped
+// pinned host memory.
+CUresult queue_word_op(State& s, CUstream stream, OpKind kind, CUdeviceptr address, unsigned int value,
+                       unsigned int flags) {
   if (stream == nullptr && current_context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   if (stream != nullptr && s.streams.count(stream) == 0) return CUDA_ERROR_INVALID_HANDLE;
-  if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  ++s.counters.host_functions_queued;
+  if (find_range(s, static_cast<std::uintptr_t>(address), sizeof(std::uint32_t)) == nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   PendingOp op;
-  op.kind = OpKind::host_function;
-  op.function = fn;
-  op.user_data = user_data;
+  op.kind = kind;
+  op.dst = reinterpret_cast<void*>(address);
+  op.word_value = value;
+  op.wait_flags = flags;
   return enqueue(s, stream, op);
 }
 
 CUresult fake_cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr address, unsigned int value, unsigned int flags) {
   FAKE_ENTER_("cuStreamWaitValue32_v2");
-  if (stream == nullptr && current_context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
-  if (stream != nullptr && s.streams.count(stream) == 0) return CUDA_ERROR_INVALID_HANDLE;
-  // The word must be memory the device can see: device memory or mapped pinned host memory.
-  if (find_range(s, static_cast<std::uintptr_t>(address), sizeof(std::uint32_t)) == nullptr) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
   ++s.counters.stream_waits;
-  PendingOp op;
-  op.kind = OpKind::wait_value;
-  op.dst = reinterpret_cast<void*>(address);
-  op.wait_value = value;
-  op.wait_flags = flags;
-  return enqueue(s, stream, op);
+  return queue_word_op(s, stream, OpKind::wait_value, address, value, flags);
+}
+
+CUresult fake_cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr address, unsigned int value, unsigned int flags) {
+  FAKE_ENTER_("cuStreamWriteValue32_v2");
+  ++s.counters.stream_writes;
+  return queue_word_op(s, stream, OpKind::write_value, address, value, flags);
+}
+
+CUresult fake_cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus* status) {
+  FAKE_ENTER_("cuStreamIsCapturing");
+  if (stream != nullptr && s.streams.count(stream) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  *status = s.script.capturing.count(stream) ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
 }
 
 CUresult fake_cuStreamGetCtx(CUstream stream, CUcontext* context) {
@@ -599,7 +688,7 @@ CUresult fake_cuEventSynchronize(CUevent event) {
   auto it = s.events.find(event);
   if (it == s.events.end()) return CUDA_ERROR_INVALID_HANDLE;
   ++s.counters.event_syncs;
-  if (it->second->recorded) run_pending(s, lock, it->second->stream, it->second->sequence);
+  if (it->second->recorded) drain(s, lock, it->second->stream, it->second->sequence, "cuEventSynchronize");
   return CUDA_SUCCESS;
 }
 
@@ -613,7 +702,7 @@ CUresult fake_cuEventQuery(CUevent event) {
   FakeStream& queue = *stream->second;
   bool busy = !queue.pending.empty() && queue.pending.front().sequence <= it->second->sequence;
   if (!busy) return CUDA_SUCCESS;
-  run_pending(s, lock, it->second->stream, it->second->sequence);  // done by the next query
+  if (!autonomous(s)) run_pending(s, lock, it->second->stream, it->second->sequence);  // done by the next query
   return CUDA_ERROR_NOT_READY;
 }
 
@@ -733,9 +822,20 @@ const CudaApi& fake_cuda_api() {
 
 void reset_fake_cuda() {
   release_primary_contexts_for_testing(fake_cuda_api());
-  release_stream_flags_for_testing(fake_cuda_api());  // pinned words the reset below frees
+  release_stream_words_for_testing(fake_cuda_api());  // pinned words the reset below frees
   State& s = state();
+  std::thread device;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.device_stop = true;
+    device.swap(s.device);
+  }
+  s.progress.notify_all();
+  if (device.joinable()) device.join();
   std::lock_guard<std::mutex> lock(s.mutex);
+  s.device_stop = false;
+  s.hardware.clear();
+  s.streams_made = 0;
   for (auto& [start, range] : s.ranges) {
     if (range.owned) std::free(reinterpret_cast<void*>(start));
   }

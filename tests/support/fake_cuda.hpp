@@ -8,10 +8,16 @@
 // - FakeCopyMode::deferred performs async copies only when the stream, an event recorded after them, or the
 //   context is synchronised (an event query completes them and answers CUDA_ERROR_NOT_READY once). A
 //   bounce buffer reused before its copy finished then shows up as wrong data in the destination.
-// - Streams also take memsets (cuMemsetD8Async), host functions (cuLaunchHostFunc) and waits on a word
-//   (cuStreamWaitValue32), in order with copies: queued work runs only when the stream, an event recorded
-//   on it, or the context is synchronised (host functions and unmet waits with the fake's lock released),
-//   so a test can check what a stream-ordered request did before and after its stream got there.
+// - Streams also take memsets (cuMemsetD8Async), waits on a 32-bit word (cuStreamWaitValue32) and writes
+//   of one (cuStreamWriteValue32), in order with copies. By default queued work runs only when the stream,
+//   an event recorded on it, or the context is synchronised (unmet waits with the fake's lock released), so
+//   a test can check what a stream-ordered request did before and after its stream got there.
+// - FakeDeviceMode::autonomous runs queued work on a device thread instead, as a GPU does, through a few
+//   hardware queues that the streams share: work on one stream can then wait behind another stream's unmet
+//   wait, as on a GPU with more streams than hardware connections (CUDA_DEVICE_MAX_CONNECTIONS). With
+//   implicit_sync_blocks_driver, calls that synchronise implicitly also hold up every other thread's CUDA
+//   calls until the device is idle. Together they make the hidden dependencies a stream-ordered design must
+//   survive (docs/stream-order.md) happen on a CPU.
 // - Any entry point can be made to fail: fail("cuMemcpyHtoDAsync_v2", CUDA_ERROR_ILLEGAL_ADDRESS).
 // - Peer copies (cuMemcpyPeerAsync) check that each side is device memory of its context's device; peer
 //   access is granted between distinct devices unless the script says otherwise.
@@ -27,6 +33,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 
 #include "platform/cuda/cuda_api.hpp"
@@ -34,6 +41,7 @@
 namespace ferry::testing {
 
 enum class FakeCopyMode { immediate, deferred };
+enum class FakeDeviceMode { on_synchronize, autonomous };
 
 struct FakeCudaScript {
   int device_count = 1;
@@ -42,6 +50,13 @@ struct FakeCudaScript {
   std::uint64_t device_total_memory_bytes = 80ull << 30;
   /// What cuDeviceCanAccessPeer answers for two distinct devices (cuCtxEnablePeerAccess follows it).
   bool peer_access = true;
+  /// Set before any work is queued (see the top of this file).
+  FakeDeviceMode device_mode = FakeDeviceMode::on_synchronize;
+  int hardware_queues = 8;  // autonomous: streams share them round robin; the legacy stream takes the first
+  bool implicit_sync_blocks_driver = false;  // autonomous: cuMemAlloc, cuMemFree, cuMemHostAlloc,
+                                             // cuMemHostRegister, cuStreamCreate, cuCtxSynchronize
+  /// Streams that cuStreamIsCapturing reports as being captured into a graph.
+  std::set<ferry::detail::CUstream> capturing;
 
   /// Entry points (by exported name, "cuMemAlloc_v2") that fail with the given result.
   struct Failure {
@@ -70,7 +85,7 @@ struct FakeCudaCounters {
   std::uint64_t stream_syncs = 0, event_syncs = 0, event_queries = 0, context_syncs = 0;
   std::uint64_t context_retains = 0, context_releases = 0, set_current_calls = 0;
   std::uint64_t pointer_queries = 0;
-  std::uint64_t host_functions_queued = 0, host_functions_run = 0, stream_waits = 0;  // stream ordering
+  std::uint64_t stream_waits = 0, stream_writes = 0;  // stream memory operations
   std::uint64_t peer_copies = 0, peer_bytes = 0, peer_access_enabled = 0;  // cuMemcpyPeerAsync, cuCtxEnablePeerAccess
 };
 

@@ -127,7 +127,7 @@ TEST(Report, JsonParsesWithTheStableKeys) {
   auto r = file->pread(buf.data(), buf.size(), 0).get();
   ASSERT_TRUE(r.ok());
   auto j = nlohmann::json::parse(r->report.to_json());
-  for (const char* key : {"routes", "reasons", "io", "cufile", "notes", "total_ops", "total_bytes"}) {
+  for (const char* key : {"routes", "reasons", "io", "cufile", "notes", "stream_order", "total_ops", "total_bytes"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   EXPECT_EQ(j["total_ops"], 2);

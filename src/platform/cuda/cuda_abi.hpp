@@ -38,6 +38,8 @@ enum CUresult : int {
   CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED = 713,
   CUDA_ERROR_NOT_PERMITTED = 800,
   CUDA_ERROR_NOT_SUPPORTED = 801,
+  CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900,
+  CUDA_ERROR_STREAM_CAPTURE_IMPLICIT = 906,
   CUDA_ERROR_SYSTEM_NOT_READY = 802,
   CUDA_ERROR_SYSTEM_DRIVER_MISMATCH = 803,
   CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE = 804,
@@ -110,9 +112,15 @@ enum CUstreamWaitValue_flags : unsigned int {
   CU_STREAM_WAIT_VALUE_EQ = 0x1,
 };
 
-// A function the driver runs on one of its own threads once a stream reaches it (cuLaunchHostFunc). It
-// must not call CUDA.
-using CUhostFn = void (*)(void* user_data);
+enum CUstreamWriteValue_flags : unsigned int {
+  CU_STREAM_WRITE_VALUE_DEFAULT = 0x0,  // with a memory fence: work queued before it is visible first
+};
+
+enum CUstreamCaptureStatus : int {
+  CU_STREAM_CAPTURE_STATUS_NONE = 0,
+  CU_STREAM_CAPTURE_STATUS_ACTIVE = 1,
+  CU_STREAM_CAPTURE_STATUS_INVALIDATED = 2,
+};
 
 enum CUevent_flags : unsigned int {
   CU_EVENT_DEFAULT = 0x0,

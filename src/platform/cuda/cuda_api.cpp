@@ -30,12 +30,18 @@ bool CudaApi::complete() const noexcept {
 }
 
 Status CudaApi::stream_ordering_status() const {
-  const char* missing = cuLaunchHostFunc == nullptr ? "cuLaunchHostFunc"
-                        : cuStreamGetCtx == nullptr ? "cuStreamGetCtx"
-                                                    : nullptr;
-  if (missing == nullptr) return Status();
+  if (cuStreamGetCtx != nullptr) return Status();
   return Status(ErrorCode::unavailable,
-                std::string("stream-ordered requests need ") + missing + ", which " + library + " does not export");
+                "stream-ordered requests need cuStreamGetCtx, which " + library + " does not export");
+}
+
+Status CudaApi::stream_memory_ops_status() const {
+  const char* missing = cuStreamWaitValue32_v2 == nullptr         ? "cuStreamWaitValue32_v2"
+                        : cuStreamWriteValue32_v2 == nullptr      ? "cuStreamWriteValue32_v2"
+                        : cuMemHostGetDevicePointer_v2 == nullptr ? "cuMemHostGetDevicePointer_v2"
+                                                                  : nullptr;
+  if (missing == nullptr) return Status();
+  return Status(ErrorCode::unavailable, std::string(library) + " does not export " + missing);
 }
 
 namespace {

@@ -30,10 +30,12 @@ struct CudaApi {
 
   /// True when every required member is set (a fake may leave some out on purpose).
   bool complete() const noexcept;
-  /// OK when the entry points of stream-ordered requests are there (cuLaunchHostFunc, cuStreamGetCtx;
-  /// cuStreamWaitValue32_v2 and cuMemHostGetDevicePointer_v2 are used where present); otherwise
-  /// unavailable, naming the missing symbol.
+  /// OK when stream-ordered requests can be taken at all (cuStreamGetCtx); otherwise unavailable.
   Status stream_ordering_status() const;
+  /// OK when the stream memory operations are there (cuStreamWaitValue32_v2, cuStreamWriteValue32_v2,
+  /// cuMemHostGetDevicePointer_v2); otherwise unavailable naming the first one missing, and stream-ordered
+  /// requests synchronise the stream instead (docs/stream-order.md).
+  Status stream_memory_ops_status() const;
 };
 
 /// The process's CUDA driver: loaded and cuInit(0)-ed on first call, then the same table forever.

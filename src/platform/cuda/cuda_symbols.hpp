@@ -56,12 +56,15 @@
      CUstream stream))                                                                                        \
   X(required, cuDeviceCanAccessPeer, CUresult, (int* can_access, CUdevice device, CUdevice peer))             \
   X(required, cuCtxEnablePeerAccess, CUresult, (CUcontext peer_context, unsigned int flags))                  \
-  /* Stream-ordered requests (File::read_async; CudaApi::stream_ordering_status says which are needed): */    \
-  /* a driver without them refuses those requests only. cuMemsetD8Async serves tests and tools. */            \
-  X(optional, cuLaunchHostFunc, CUresult, (CUstream stream, CUhostFn fn, void* user_data))                    \
+  /* Stream-ordered requests (File::read_async; docs/stream-order.md): a driver without cuStreamGetCtx */    \
+  /* refuses them, one without the stream memory operations has them synchronise the stream instead. */       \
+  /* cuMemsetD8Async serves tests and tools. */                                                               \
   X(optional, cuStreamWaitValue32_v2, CUresult,                                                               \
     (CUstream stream, CUdeviceptr address, unsigned int value, unsigned int flags))                           \
+  X(optional, cuStreamWriteValue32_v2, CUresult,                                                              \
+    (CUstream stream, CUdeviceptr address, unsigned int value, unsigned int flags))                           \
   X(optional, cuStreamGetCtx, CUresult, (CUstream stream, CUcontext* context))                                \
+  X(optional, cuStreamIsCapturing, CUresult, (CUstream stream, CUstreamCaptureStatus* status))                \
   X(optional, cuMemHostGetDevicePointer_v2, CUresult,                                                         \
     (CUdeviceptr* device_pointer, void* host_pointer, unsigned int flags))                                    \
   X(optional, cuMemsetD8Async, CUresult, (CUdeviceptr dst, unsigned char value, std::size_t count, CUstream stream))
