@@ -25,6 +25,10 @@
 #   uring        the io_uring engine against psync: host route, and staged into GPU 0 hot and cold
 #   ab           hot staged reads at 256 MiB, 1 GiB and 8 GiB with an older build's CLI ($OLD_FERRY) and
 #                this one, alternating, twice: a same-run comparison of the two commits
+#   stream-order the stream-order GPU tests (C++ and Python), the randomized stress ($STRESS_REQUESTS, default
+#                2000; $STRESS_SEED), and bench/stream_order_bench.py (read_async against pread, overlap)
+#   repro-old    issue 20's reports against d7cbac4's Python module (.old-tree, carried) and this one, each
+#                in a fresh process with a time limit; a hang prints what each thread waits in
 #   soak-start   the soak (ferry_soak, $SOAK_MINUTES, default 10) in the background, detached
 #   soak-wait    waits for the soak and prints its verdict
 set -uo pipefail
@@ -222,6 +226,37 @@ for step in $steps; do
         done
       done
     done
+    ;;
+  stream-order)
+    log "stream order: GPU tests (C++, Python), stress, read_async against pread"
+    "$build/tests/ferry_gpu_tests" --gtest_filter='*StreamOrder*' > "$out/stream-order-gpu-tests.log" 2>&1
+    grep -E "^\[  (FAILED|SKIPPED|PASSED) |^\[==========\] [0-9]+ tests|WATCHDOG" "$out/stream-order-gpu-tests.log" | head -20
+    PYTHONPATH="$build/python" $python -m pytest python/tests/test_issue_20_gpu.py python/tests/test_issue_13_gpu.py \
+      -q -rs -p no:cacheprovider --basetemp="$build/python/pytest-so" > "$out/stream-order-pytest.log" 2>&1
+    tail -4 "$out/stream-order-pytest.log"
+    PYTHONUNBUFFERED=1 PYTHONPATH="$build/python" $python bench/stream_order_stress.py --requests "${STRESS_REQUESTS:-2000}" \
+      ${STRESS_SEED:+--seed $STRESS_SEED} --dir "$data" > "$out/stream-order-stress.log" 2>&1
+    tail -3 "$out/stream-order-stress.log"
+    PYTHONUNBUFFERED=1 PYTHONPATH="$build/python" $python bench/stream_order_bench.py --dir "$data" \
+      --json-out "$out/stream-order-bench.json" 2>&1 | tee "$out/stream-order-bench.txt"
+    ;;
+  repro-old)
+    log "issue 20's reports: d7cbac4's module (build-old) and this one"
+    if [ -d .old-tree ] && [ ! -d build-old/python ]; then
+      cmake -S .old-tree -B build-old -G Ninja -DCMAKE_BUILD_TYPE=Release -DFERRY_BUILD_PYTHON=ON -DFERRY_BUILD_TESTS=OFF \
+        -DFERRY_BUILD_CLI=OFF -DFERRY_REMOTE=OFF -DPython_EXECUTABLE="$python" \
+        -Dpybind11_DIR="$($python -m pybind11 --cmakedir)" > "$out/old-cmake.log" 2>&1 &&
+        cmake --build build-old -j "$(nproc)" > "$out/old-build.log" 2>&1 || tail -20 "$out/old-build.log"
+    fi
+    for which in old new; do
+      pp=build-old/python; [ "$which" = new ] && pp=$build/python
+      PYTHONPATH=$pp $python bench/tools/stream_order_repro.py --dir "$data" --limit "${REPRO_LIMIT_S:-12}" \
+        > "$out/repro-$which.jsonl" 2>&1
+      grep -vE '^\{' "$out/repro-$which.jsonl" | sed "s/^/$which: /"
+    done
+    PYTHONPATH=build-old/python $python bench/tools/stream_order_repro.py --dir "$data" --limit "${REPRO_LIMIT_S:-12}" \
+      --modes on --env CUDA_DEVICE_MAX_CONNECTIONS=32 > "$out/repro-old-32-connections.jsonl" 2>&1
+    grep -vE '^\{' "$out/repro-old-32-connections.jsonl" | sed 's/^/old: /'
     ;;
   soak-start)
     log "soak: ${SOAK_MINUTES:-10} minutes in the background"

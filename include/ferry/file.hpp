@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -62,6 +63,13 @@ class [[nodiscard]] Future {
   std::shared_ptr<detail::RequestState> state_;
 };
 
+/// One piece of a batch (File::pread_batch): `size` bytes at file `offset` into `buffer`.
+struct Piece {
+  void* buffer = nullptr;
+  std::uint64_t size = 0;
+  std::uint64_t offset = 0;
+};
+
 class File {
  public:
   /// Opens `path` with `mode`: "r" (read), "w" (create or truncate, write), "r+" (read and write an
@@ -92,6 +100,21 @@ class File {
   /// Writes `size` bytes from `buffer` at `offset`. The data is in the page cache, not necessarily on
   /// disk, when the future completes: call sync() for durability. Errors: no_space, io_error, ...
   [[nodiscard]] Future pwrite(const void* buffer, std::uint64_t size, std::uint64_t offset);
+
+  /// Reads every piece of `pieces` (piece i: `size` bytes at file `offset` into `buffer`), in parallel, as
+  /// one request: one Future, whose report counts every piece as an operation. For the many small reads of
+  /// data loaders (samples at random offsets): into device memory the pieces are read into pinned bounce
+  /// buffers one after another and each run of pieces whose destinations follow one another moves with
+  /// one copy (pieces laid out back to back in one buffer move 4 MiB per copy), never one copy per piece;
+  /// into host memory each piece is read straight into place. All pieces are host memory, or all are
+  /// device memory of one GPU. The Transfer's bytes are the sum of what the pieces read: a piece reads
+  /// fewer bytes only where the file ends (as it is when the batch starts), and no byte past what a piece
+  /// read is written. Pieces may overlap in the file, be empty, or repeat. `pieces` is copied: it need not
+  /// outlive the call; the buffers must outlive the future. Errors before any I/O, naming the piece's
+  /// index: invalid_argument (a null buffer, a range past the largest offset, pieces in different kinds of
+  /// memory or on different GPUs, a device piece outside its allocation); failed_precondition on a closed
+  /// File or with require=gds into device memory (batches take the staged route, reason batch_pieces).
+  [[nodiscard]] Future pread_batch(std::span<const Piece> pieces);
 
   /// Stream-ordered read for framework code (CUDA streams): reads `size` bytes at `offset` into `buffer`
   /// as pread() does, but in `stream`'s order. `stream` is a CUstream (cudaStream_t) of any context, or

@@ -38,8 +38,10 @@ enum class Reason {
   cufile_stats,                  // nvfs/p2p/cufile-posix: split by cuFile's own statistics
   cufile_unaligned_edge,         // staged: the unaligned first/last bytes of a cuFile read, bounced so
                                  // that cuFile's whole-block transfers cannot write past them
+  batch_pieces,                  // staged: pieces of File::pread_batch, packed into bounce buffers (cuFile
+                                 // takes one request at a time)
 };
-inline constexpr std::size_t kReasonCount = 14;
+inline constexpr std::size_t kReasonCount = 15;
 const char* reason_name(Reason r) noexcept;
 /// A sentence for people: "buffer is host memory".
 const char* reason_text(Reason r) noexcept;

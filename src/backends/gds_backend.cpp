@@ -39,6 +39,9 @@ class GdsBackend final : public RouteBackend {
     return std::unique_ptr<RouteWorker>(new Worker(*this));
   }
   const Decision& decision() const override { return decision_; }
+  std::shared_ptr<void> borrow_thread() override {
+    return std::make_shared<ScopedDeviceContext>(*target_.cuda, target_.device);
+  }
   const Decision& decision_for(const Task& t) const override {
     return edges_ && !t.aligned ? edges_->decision() : decision_;
   }
@@ -76,6 +79,7 @@ class GdsBackend final : public RouteBackend {
   class Worker final : public RouteWorker {
    public:
     explicit Worker(GdsBackend& s) : s_(s) {}
+    Status resume() override { return make_current(*s_.target_.cuda, s_.target_.device); }
     Result<std::uint64_t> run(const Task& t, Report& report) override {
       if (s_.edges_ && !t.aligned) {
         if (!edge_worker_) {

@@ -8,7 +8,7 @@ namespace {
 class HostBackend final : public RouteBackend {
  public:
   HostBackend(std::shared_ptr<Source> source, const SourceRequest& request, void* buffer, Decision decision)
-      : source_(std::move(source)), request_(request), buffer_(static_cast<char*>(buffer)),
+      : source_(std::move(source)), request_(request), base_(reinterpret_cast<std::uintptr_t>(buffer)),
         decision_(std::move(decision)) {}
 
   Result<std::unique_ptr<RouteWorker>> make_worker() override {
@@ -21,7 +21,7 @@ class HostBackend final : public RouteBackend {
    public:
     explicit Worker(HostBackend& backend) : b_(backend) {}
     Result<std::uint64_t> run(const Task& t, Report& report) override {
-      char* at = b_.buffer_ + t.buffer_offset;
+      char* at = b_.at(t);
       if (is_read(b_.request_.direction)) return b_.source_->read(b_.request_, t, at, "host", report);
       FERRY_RETURN_IF_ERROR(b_.source_->write(b_.request_, t, at, "host", report));
       return t.length;
@@ -32,7 +32,7 @@ class HostBackend final : public RouteBackend {
     void run_batch(std::span<const Task> tasks, Report& report, std::span<Result<std::uint64_t>> results) override {
       std::vector<TaskRead> reads;
       reads.reserve(tasks.size());
-      for (const Task& t : tasks) reads.push_back({t, b_.buffer_ + t.buffer_offset});
+      for (const Task& t : tasks) reads.push_back({t, b_.at(t)});
       b_.source_->read_batch(b_.request_, reads, "host", report, results);
     }
 
@@ -40,9 +40,13 @@ class HostBackend final : public RouteBackend {
     HostBackend& b_;
   };
 
+  // Where a task's bytes go: its offset from the caller's buffer (from address 0 for a batch, whose tasks
+  // carry their pieces' addresses).
+  char* at(const Task& t) const { return reinterpret_cast<char*>(base_ + t.buffer_offset); }
+
   std::shared_ptr<Source> source_;
   SourceRequest request_;
-  char* buffer_;
+  std::uintptr_t base_;
   Decision decision_;
 };
 

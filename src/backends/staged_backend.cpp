@@ -17,6 +17,9 @@ class StagedBackend final : public RouteBackend {
 
   Result<std::unique_ptr<RouteWorker>> make_worker() override;
   const Decision& decision() const override { return decision_; }
+  std::shared_ptr<void> borrow_thread() override {
+    return std::make_shared<ScopedDeviceContext>(*target_.api, target_.device);
+  }
 
   std::shared_ptr<Source> source_;
   SourceRequest request_;
@@ -42,7 +45,7 @@ class StagedWorker final : public RouteWorker {
       // the copy engine waiting for the first 1 MiB reads (bench/results/2026-11-30-h200-timeline). Small
       // pieces start it sooner; growing ones keep the copies large after that.
       std::uint64_t piece_size = kit_->buffer_size;
-      if (is_read(s_.request_.direction)) {
+      if (is_read(s_.request_.direction) && s_.target_.ramp) {
         piece_size = std::min(piece_size, ramp_bytes_);
         ramp_bytes_ = std::min<std::uint64_t>(ramp_bytes_ * 2, kit_->buffer_size);
       }
@@ -54,6 +57,50 @@ class StagedWorker final : public RouteWorker {
     }
     return done;
   }
+
+  std::size_t batch_size() const override {
+    return is_read(s_.request_.direction) ? std::max(1u, s_.target_.pack) : 1;
+  }
+
+  // Reads the tasks back to back into bounce buffers, one buffer after another, and copies each run of
+  // them whose destinations follow one another with one copy.
+  void run_batch(std::span<const Task> tasks, Report& report, std::span<Result<std::uint64_t>> results) override {
+    std::size_t next = 0;
+    while (next < tasks.size()) {
+      if (tasks[next].length > kit_->buffer_size) {  // never packed: read in pieces as run() does
+        results[next] = run(tasks[next], report);
+        ++next;
+        continue;
+      }
+      const std::size_t first = next;
+      std::size_t slot = next_slot_;
+      next_slot_ = (next_slot_ + 1) % kit_->buffers.size();
+      if (Status waited = wait_slot(slot); !waited.ok()) {
+        for (std::size_t i = first; i < tasks.size(); ++i) results[i] = waited;
+        return;
+      }
+      char* bounce = static_cast<char*>(kit_->buffers[slot]);
+      reads_.clear();
+      std::uint64_t used = 0;
+      while (next < tasks.size() && used + tasks[next].length <= kit_->buffer_size) {
+        reads_.push_back(TaskRead{tasks[next], bounce + used});
+        used += tasks[next].length;
+        ++next;
+      }
+      auto got = results.subspan(first, reads_.size());
+      s_.source_->read_batch(s_.request_, reads_, "staged", report, got);
+      copy_runs(got);
+      Status recorded = cuda_check(*s_.target_.api, s_.target_.api->cuEventRecord(kit_->events[slot], kit_->stream),
+                                   "cuEventRecord");
+      if (!recorded.ok()) {
+        for (auto& r : got) r = recorded;
+        return;
+      }
+      pending_[slot] = true;
+    }
+  }
+
+  Status resume() override { return make_current(*s_.target_.api, s_.target_.device); }
 
   Status finish(Report& /*report*/) override {
     const CudaApi& api = *s_.target_.api;
@@ -102,7 +149,39 @@ class StagedWorker final : public RouteWorker {
     return piece.length;
   }
 
+  // One copy per run of reads_ that lands contiguously and was read whole; a failed copy fails the tasks
+  // of its run.
+  void copy_runs(std::span<Result<std::uint64_t>> got) {
+    const CudaApi& api = *s_.target_.api;
+    std::size_t i = 0;
+    while (i < reads_.size()) {
+      if (!got[i].ok() || *got[i] == 0) {
+        ++i;
+        continue;
+      }
+      const std::size_t begin = i;
+      CUdeviceptr dst = s_.target_.base + reads_[i].task.buffer_offset;
+      const char* src = static_cast<const char*>(reads_[i].dst);
+      std::uint64_t bytes = 0;
+      bool whole = true;
+      while (i < reads_.size() && whole && got[i].ok() && *got[i] > 0 &&
+             s_.target_.base + reads_[i].task.buffer_offset == dst + bytes &&
+             static_cast<const char*>(reads_[i].dst) == src + bytes) {
+        bytes += *got[i];
+        whole = *got[i] == reads_[i].task.length;
+        ++i;
+      }
+      Status copied = cuda_check(api, api.cuMemcpyHtoDAsync_v2(dst, src, bytes, kit_->stream),
+                                 fmt::format("copying {} bytes of {} pieces to GPU {}", bytes, i - begin,
+                                             s_.target_.device));
+      if (!copied.ok()) {
+        for (std::size_t k = begin; k < i; ++k) got[k] = copied;
+      }
+    }
+  }
+
   static constexpr std::uint64_t kFirstPieceBytes = 256 << 10;
+  std::vector<TaskRead> reads_;  // run_batch's pieces in the bounce buffer being filled
 
   StagedBackend& s_;
   std::unique_ptr<StagingKit> kit_;

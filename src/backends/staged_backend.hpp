@@ -5,6 +5,8 @@
 // stream; while that copy runs, the worker reads the next piece into its other buffer. A buffer is reused
 // only after the event recorded behind its last copy has completed. finish() waits for every copy, so a
 // request completes only once its bytes are on the device.
+// A worker with `pack` > 1 (a batch of small pieces) takes that many tasks at once, reads them back to back
+// into its bounce buffers, and copies each run of them whose destinations follow one another at once.
 // Writes: each piece is copied device-to-host into a bounce buffer, then written to the file.
 #pragma once
 
@@ -16,12 +18,20 @@
 
 namespace ferry::detail {
 
+/// Requests from this size up start each worker with short pieces that grow to the bounce buffer (the
+/// timeline of 256 MiB requests on the H200 showed the copy engine idle until the first reads ended);
+/// smaller ones read each task whole, in as few system calls and copies as it takes.
+inline constexpr std::uint64_t kRampFromBytes = 64ull << 20;
+
 struct StagedTarget {
   const CudaApi* api = nullptr;
   int device = -1;
-  CUdeviceptr base = 0;  // the caller's device buffer; task buffer offsets index into it
+  CUdeviceptr base = 0;  // the caller's device buffer; task buffer offsets index into it (0 for a batch)
   std::uint64_t bounce_buffer_size = 0;
   unsigned buffers_per_worker = 2;
+  bool ramp = false;     // first pieces short, then growing (requests of kRampFromBytes and more)
+  unsigned pack = 1;     // reads: tasks a worker takes at once and reads back to back into a bounce buffer,
+                         // moving each run of them that lands contiguously with one copy (a batch's pieces)
 };
 
 std::shared_ptr<RouteBackend> make_staged_backend(std::shared_ptr<Source> source, const SourceRequest& request,

@@ -103,6 +103,7 @@ std::string because(const DoctorContext& c, const Decision& d) {
       return "cuFile can move the data directly (" + d.detail + ") and the file registered";
     case Reason::cufile_stats:
     case Reason::cufile_unaligned_edge:
+    case Reason::batch_pieces:
       break;
   }
   return std::string(reason_text(d.reason)) + (d.detail.empty() ? "" : ": " + d.detail);

@@ -155,18 +155,23 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
     tasks.push_back(Task{offset, size, 0, false});
   }
   EndOfFileRule eof{!extent.known, path, extent.bytes};
+  const bool reading = is_read(direction);
+  return launch(std::move(tasks), std::move(*backend), std::move(eof), std::move(*in_use), setup_before,
+                [&] {
+                  return fmt::format("ferry {} {} at offset {} {} \"{}\"", reading ? "read" : "write",
+                                     format_size(size), offset, reading ? "from" : "to", path);
+                });
+}
+
+Future FileState::launch(std::vector<Task> tasks, std::shared_ptr<RouteBackend> backend, EndOfFileRule eof, Use in_use,
+                         const SetupCosts& setup_before, const std::function<std::string()>& nvtx_label) {
   std::weak_ptr<FileState> weak = shared_from_this();
   // Failed requests count too: their operations, notes and I/O counters belong to the file's trail. The
   // Use ends here, before the future is done: close() may be called from the future's callbacks.
-  auto held = std::make_shared<std::optional<Use>>(std::move(*in_use));
+  auto held = std::make_shared<std::optional<Use>>(std::move(in_use));
   // Nsight Systems: one range per request, from here to its completion (on whichever thread that is).
   std::uint64_t nvtx_range = 0;
-  if (config.nvtx() && nvtx::attached()) {
-    const bool reading = is_read(direction);
-    std::string label = fmt::format("ferry {} {} at offset {} {} \"{}\"", reading ? "read" : "write",
-                                    format_size(size), offset, reading ? "from" : "to", path);
-    nvtx_range = nvtx::range_start(label.c_str());
-  }
+  if (config.nvtx() && nvtx::attached()) nvtx_range = nvtx::range_start(nvtx_label().c_str());
   auto on_complete = [weak, held, setup_before, nvtx_range, src = source](Report& report) {
     nvtx::range_end(nvtx_range);
     // The one-time work done while this request ran (all of it, in a fresh process's first request).
@@ -176,7 +181,7 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
     if (auto self = weak.lock()) self->add_to_report(report);
     held->reset();
   };
-  return Future(RequestState::start(std::move(tasks), std::move(*backend), config.threads(), std::move(eof),
+  return Future(RequestState::start(std::move(tasks), std::move(backend), config.threads(), std::move(eof),
                                     std::move(on_complete), nvtx_range != 0));
 }
 
@@ -309,6 +314,8 @@ Result<std::uint64_t> File::size() const {
 Future File::pread(void* buffer, std::uint64_t size, std::uint64_t offset) {
   return state_->submit(detail::Direction::read, buffer, size, offset);
 }
+
+Future File::pread_batch(std::span<const Piece> pieces) { return state_->submit_batch(pieces); }
 
 Future File::pwrite(const void* buffer, std::uint64_t size, std::uint64_t offset) {
   return state_->submit(detail::Direction::write, const_cast<void*>(buffer), size, offset);

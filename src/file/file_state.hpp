@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -14,6 +15,7 @@
 #include "ferry/file.hpp"
 #include "file/open_options.hpp"
 #include "io/file_descriptors.hpp"
+#include "io/request.hpp"
 #include "io/source.hpp"
 
 namespace ferry::detail {
@@ -48,6 +50,13 @@ class FileState : public std::enable_shared_from_this<FileState> {
   [[nodiscard]] Result<Use> use();
 
   Future submit(Direction direction, void* buffer, std::uint64_t size, std::uint64_t offset);
+  /// File::pread_batch (file/batch.cpp).
+  Future submit_batch(std::span<const Piece> pieces);
+  /// Starts a request's tasks on the backend, holding `in_use` until it completes, and accounts for it in
+  /// the File's report (set-up costs and the source's activity noted). `nvtx_label` is called only when
+  /// an NVTX tool is attached.
+  Future launch(std::vector<Task> tasks, std::shared_ptr<RouteBackend> backend, EndOfFileRule eof, Use in_use,
+                const SetupCosts& setup_before, const std::function<std::string()>& nvtx_label);
   /// What submit() refuses before any I/O: the File's mode, a null buffer, a range past the largest offset.
   Status check_request(Direction direction, const void* buffer, std::uint64_t size, std::uint64_t offset) const;
   /// Adds a request's operations to the File's report (requests do this themselves as they complete).

@@ -100,8 +100,10 @@ Result<RoutePlanDetail> route_for(FileState& file, Direction /*direction*/, cons
 
 namespace {
 
-StagedTarget staged_target(const FileState& file, const RoutePlanDetail& plan, const void* buffer) {
+StagedTarget staged_target(const FileState& file, const RoutePlanDetail& plan, const void* buffer,
+                           std::uint64_t size) {
   StagedTarget target;
+  target.ramp = size >= kRampFromBytes;
   target.api = plan.cuda;
   target.device = plan.buffer.device;
   target.base = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(buffer));
@@ -118,7 +120,7 @@ Result<std::shared_ptr<RouteBackend>> make_route_backend(FileState& file, const 
   Decision& decision = plan.decision;
   if (decision.route == Route::host) return make_host_backend(file.source, request, buffer, std::move(decision));
   if (decision.route == Route::staged) {
-    return make_staged_backend(file.source, request, staged_target(file, plan, buffer), std::move(decision));
+    return make_staged_backend(file.source, request, staged_target(file, plan, buffer, size), std::move(decision));
   }
   GdsTarget target;
   target.cuda = plan.cuda;
@@ -130,16 +132,36 @@ Result<std::shared_ptr<RouteBackend>> make_route_backend(FileState& file, const 
   target.path = file.path;
   std::shared_ptr<RouteBackend> edges;
   if (is_read(request.direction)) {
-    edges = make_staged_backend(file.source, request, staged_target(file, plan, buffer),
+    edges = make_staged_backend(file.source, request, staged_target(file, plan, buffer, 0),
                                 Decision{Route::staged, Reason::cufile_unaligned_edge, ""});
   }
   return make_gds_backend(request.direction, std::move(target), std::move(decision), std::move(edges));
 }
 
+Result<std::shared_ptr<RouteBackend>> make_batch_backend(FileState& file, const SourceRequest& request,
+                                                         RoutePlanDetail plan, unsigned pack) {
+  if (plan.buffer.is_host()) return make_host_backend(file.source, request, nullptr, std::move(plan.decision));
+  Decision decision = std::move(plan.decision);
+  if (decision.route != Route::staged) {
+    if (file.config.require() == Requirement::gds) {
+      return Status(ErrorCode::failed_precondition,
+                    fmt::format("require=gds: a batch into GPU memory from \"{}\" takes the staged route (its "
+                                "pieces are packed into bounce buffers; cuFile reads one request at a time); "
+                                "no I/O was done",
+                                file.path),
+                    0, file.path);
+    }
+    decision = Decision{Route::staged, Reason::batch_pieces, ""};
+  }
+  StagedTarget target = staged_target(file, plan, nullptr, 0);  // task buffer offsets are the addresses
+  target.pack = pack;
+  return make_staged_backend(file.source, request, target, std::move(decision));
+}
+
 Result<RoutePlanDetail> prepare_route(FileState& file, Direction direction, const void* buffer, std::uint64_t size) {
   FERRY_ASSIGN_OR_RETURN(RoutePlanDetail plan, route_for(file, direction, buffer, size));
   if (plan.decision.route == Route::staged) {
-    StagedTarget t = staged_target(file, plan, buffer);
+    StagedTarget t = staged_target(file, plan, buffer, size);
     ScopedDeviceContext context(*t.api, t.device);  // the caller's thread: leave its context as it was
     FERRY_RETURN_IF_ERROR(context.status());
     FERRY_RETURN_IF_ERROR(process_staging_pool().reserve(*t.api, t.device, t.bounce_buffer_size,

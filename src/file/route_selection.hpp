@@ -34,6 +34,13 @@ Result<RoutePlanDetail> route_for(FileState& file, Direction direction, const vo
 Result<std::shared_ptr<RouteBackend>> make_route_backend(FileState& file, const SourceRequest& request, void* buffer,
                                                          std::uint64_t size);
 
+/// The backend of a batch (File::pread_batch) whose tasks carry the pieces' own addresses as their buffer
+/// offsets, for the kind of memory `plan` found: host memory is read into place, device memory takes the
+/// staged route (reason batch_pieces where the router would have chosen cuFile), reading `pack` tasks into
+/// a bounce buffer before copying. Errors: failed_precondition with require=gds into device memory.
+Result<std::shared_ptr<RouteBackend>> make_batch_backend(FileState& file, const SourceRequest& request,
+                                                         RoutePlanDetail plan, unsigned pack);
+
 /// Does the one-time work of the route a request would take: loads CUDA and cuFile, registers the file,
 /// and for the staged route pins bounce buffers for every worker. Returns the decision.
 Result<RoutePlanDetail> prepare_route(FileState& file, Direction direction, const void* buffer, std::uint64_t size);

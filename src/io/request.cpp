@@ -28,9 +28,15 @@ std::shared_ptr<RequestState> RequestState::start(std::vector<Task> tasks, std::
   }
   state->self_ = state;
   state->active_jobs_ = jobs;
+  state->unclaimed_jobs_ = jobs;
+  state->single_job_ = jobs == 1;
   ThreadPool& pool = shared_pool();
   pool.ensure_workers(jobs);  // a two-task read needs two workers, not `threads`
-  for (unsigned j = 0; j < jobs; ++j) pool.submit([state] { state->run_job(); });
+  for (unsigned j = 0; j < jobs; ++j) {
+    pool.submit([state] {
+      if (state->claim_job()) state->run_job(std::make_shared<Job>(), /*may_yield=*/true);
+    });
+  }
   return state;
 }
 
@@ -105,30 +111,59 @@ Status EndOfFileRule::shrank(const Task& t, std::uint64_t bytes) const {
                 0, path);
 }
 
-void RequestState::run_job() {
-  Report local;
+bool RequestState::claim_job() {
+  unsigned left = unclaimed_jobs_.load(std::memory_order_acquire);
+  while (left > 0) {
+    if (unclaimed_jobs_.compare_exchange_weak(left, left - 1, std::memory_order_acq_rel)) return true;
+  }
+  return false;
+}
+
+void RequestState::run_job(std::shared_ptr<Job> job, bool may_yield) {
   // A job of a request cancelled or failed before it began makes no worker (and pins nothing).
-  if (!failed_.load(std::memory_order_acquire)) run_tasks(local);
+  if (!job->started) {
+    job->started = true;
+    if (!failed_.load(std::memory_order_acquire)) {
+      if (trace_tasks_) nvtx::push("ferry worker set-up");
+      auto worker = backend_->make_worker();
+      if (trace_tasks_) nvtx::pop();
+      if (worker.ok()) {
+        job->worker = std::move(*worker);
+      } else {
+        record_error(worker.status());
+      }
+    }
+  } else if (job->worker) {
+    if (Status resumed = job->worker->resume(); !resumed.ok()) record_error(resumed);
+  }
+  if (job->worker && run_tasks(*job, may_yield) == Continue::later) {
+    // Other work is queued: this job goes behind it, keeping its worker, so that a small request never
+    // waits for a large one's tasks to drain.
+    shared_pool().submit([self = self_, job] { self->run_job(job, true); });
+    return;
+  }
+  if (job->worker) {
+    if (trace_tasks_) nvtx::push("ferry worker finish");
+    Status finished = job->worker->finish(job->local);
+    if (trace_tasks_) nvtx::pop();
+    if (!finished.ok()) record_error(finished);
+    job->worker.reset();
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    report_.merge(local);
+    report_.merge(job->local);
   }
   if (active_jobs_.fetch_sub(1, std::memory_order_acq_rel) == 1) complete();
 }
 
-void RequestState::run_tasks(Report& local) {
-  if (trace_tasks_) nvtx::push("ferry worker set-up");
-  auto worker = backend_->make_worker();
-  if (trace_tasks_) nvtx::pop();
-  if (!worker.ok()) {
-    record_error(worker.status());
-    return;
-  }
+RequestState::Continue RequestState::run_tasks(Job& job, bool may_yield) {
+  RouteWorker& worker = *job.worker;
+  Report& local = job.local;
   // A worker whose source keeps several tasks in flight takes that many at once; the others take one.
-  const std::size_t batch = std::max<std::size_t>(1, (*worker)->batch_size());
-  std::vector<Result<std::uint64_t>> results(batch, Result<std::uint64_t>(std::uint64_t{0}));
-  bool stop = false;
-  while (!stop && !failed_.load(std::memory_order_acquire)) {
+  const std::size_t batch = std::max<std::size_t>(1, worker.batch_size());
+  job.results.resize(batch, Result<std::uint64_t>(std::uint64_t{0}));
+  auto& results = job.results;
+  while (!failed_.load(std::memory_order_acquire)) {
     std::size_t first = next_task_.fetch_add(batch, std::memory_order_relaxed);
     if (first >= tasks_.size()) break;
     std::span<const Task> slice(tasks_.data() + first, std::min(batch, tasks_.size() - first));
@@ -141,19 +176,18 @@ void RequestState::run_tasks(Report& local) {
       nvtx::push(label.c_str());
     }
     if (batch == 1) {
-      results[0] = (*worker)->run(slice[0], local);
+      results[0] = worker.run(slice[0], local);
     } else {
-      (*worker)->run_batch(slice, local, std::span(results.data(), slice.size()));
+      worker.run_batch(slice, local, std::span(results.data(), slice.size()));
     }
     if (trace_tasks_) nvtx::pop();
     auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started);
     const auto ns_each = static_cast<std::uint64_t>(ns.count()) / slice.size();
-    for (std::size_t i = 0; i < slice.size() && !stop; ++i) {
+    for (std::size_t i = 0; i < slice.size(); ++i) {
       const Task& t = slice[i];
       if (!results[i].ok()) {
         record_error(results[i].status());
-        stop = true;
-        break;
+        return Continue::done;
       }
       const std::uint64_t bytes = *results[i];
       const Decision& decision = backend_->decision_for(t);
@@ -161,14 +195,14 @@ void RequestState::run_tasks(Report& local) {
       bytes_done_.fetch_add(bytes, std::memory_order_relaxed);
       if (bytes < t.length && !eof_.short_task_ends_request) {
         record_error(eof_.shrank(t, bytes));
-        stop = true;
+        return Continue::done;
       }
     }
+    if (may_yield && next_task_.load(std::memory_order_relaxed) < tasks_.size() && shared_pool().queued() > 0) {
+      return Continue::later;
+    }
   }
-  if (trace_tasks_) nvtx::push("ferry worker finish");
-  Status finished = (*worker)->finish(local);
-  if (trace_tasks_) nvtx::pop();
-  if (!finished.ok()) record_error(finished);
+  return Continue::done;
 }
 
 void RequestState::complete() {
@@ -214,6 +248,17 @@ bool RequestState::done() const {
   return done_;
 }
 
+bool RequestState::run_here_if_unclaimed() const {
+  // Only a request of one job: running it on the caller's thread saves two thread hand-offs (most of a
+  // small read's latency) and cannot keep the caller long.
+  if (!single_job_ || ThreadPool::on_worker_thread()) return false;
+  auto* self = const_cast<RequestState*>(this);
+  if (!self->claim_job()) return false;
+  auto borrowed = self->backend_->borrow_thread();  // the caller's CUDA context comes back afterwards
+  self->run_job(std::make_shared<Job>(), /*may_yield=*/false);
+  return true;
+}
+
 void RequestState::wait() const {
   if (ThreadPool::on_worker_thread()) {
     // Never block a worker: run queued jobs (perhaps this very request's) while waiting.
@@ -224,6 +269,7 @@ void RequestState::wait() const {
       done_cv_.wait_for(lock, std::chrono::microseconds(200), [this] { return done_; });
     }
   }
+  run_here_if_unclaimed();
   std::unique_lock<std::mutex> lock(mutex_);
   done_cv_.wait(lock, [this] { return done_; });
 }
@@ -240,7 +286,7 @@ bool RequestState::wait_for(std::chrono::milliseconds timeout) const {
       done_cv_.wait_for(lock, std::chrono::microseconds(200), [this] { return done_; });
     }
   }
-  std::unique_lock<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);  // (no running it here: that could outlast the timeout)
   return done_cv_.wait_until(lock, deadline, [this] { return done_; });
 }
 

@@ -37,6 +37,9 @@ class RouteWorker {
   }
   /// Waits for the worker's outstanding asynchronous work (copies in flight).
   virtual Status finish(Report& /*report*/) { return Status(); }
+  /// The worker's job goes on, perhaps on another thread than before (jobs yield to queued work between
+  /// tasks): it makes that thread ready (the GPU's context current).
+  virtual Status resume() { return Status(); }
 };
 
 /// What a request needs from a route's backend.
@@ -52,6 +55,9 @@ class RouteBackend {
   /// Runs once after every job stopped: may re-attribute operations (cuFile statistics) or fail a
   /// request that succeeded (strict mode). Returns the request's final status.
   virtual Status finish_request(Report& /*report*/, Status status) { return status; }
+  /// Held while a job runs on a caller's thread (a waiter running a request itself): puts back what the
+  /// job changes of that thread (its current CUDA context) when released. Null when nothing changes.
+  virtual std::shared_ptr<void> borrow_thread() { return nullptr; }
 };
 
 /// What a read expects of the file: tasks cover the file as it was when the request began, so a task
@@ -103,8 +109,19 @@ class RequestState {
   void then(Callback callback);
 
  private:
-  void run_job();
-  void run_tasks(Report& local);  // the job's worker pulls tasks until none are left or one failed
+  // One job: a worker pulling tasks. It may stop between tasks and go back into the pool's queue behind
+  // other work (may_yield), keeping its worker and its operations so far.
+  struct Job {
+    bool started = false;
+    std::unique_ptr<RouteWorker> worker;
+    Report local;
+    std::vector<Result<std::uint64_t>> results;
+  };
+  enum class Continue { done, later };
+  bool claim_job();  // takes one of the jobs not begun yet, from the pool or a waiter
+  void run_job(std::shared_ptr<Job> job, bool may_yield);
+  Continue run_tasks(Job& job, bool may_yield);  // until none are left, one failed, or it yields
+  bool run_here_if_unclaimed() const;  // a waiting caller runs a one-job request itself
   void record_error(Status s);
   void complete();
 
@@ -114,6 +131,8 @@ class RequestState {
   std::function<void(Report&)> on_complete_;
   std::atomic<std::size_t> next_task_{0};
   std::atomic<unsigned> active_jobs_{0};
+  std::atomic<unsigned> unclaimed_jobs_{0};  // jobs no thread has begun
+  bool single_job_ = false;
   std::atomic<bool> failed_{false};
   std::atomic<std::uint64_t> bytes_done_{0};
   bool trace_tasks_ = false;  // an NVTX range around each task (Config::nvtx)

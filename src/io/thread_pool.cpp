@@ -34,6 +34,7 @@ void ThreadPool::submit(std::function<void()> job) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     queue_.push_back(std::move(job));
+    queued_.store(queue_.size(), std::memory_order_relaxed);
   }
   wake_.notify_one();
 }
@@ -45,6 +46,7 @@ bool ThreadPool::help_one() {
     if (queue_.empty()) return false;
     job = std::move(queue_.front());
     queue_.pop_front();
+    queued_.store(queue_.size(), std::memory_order_relaxed);
   }
   job();
   return true;
@@ -62,6 +64,7 @@ void ThreadPool::worker_loop() {
       if (queue_.empty()) return;  // stopping and drained
       job = std::move(queue_.front());
       queue_.pop_front();
+      queued_.store(queue_.size(), std::memory_order_relaxed);
     }
     job();
   }

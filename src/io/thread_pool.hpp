@@ -6,6 +6,7 @@
 // Thread safety: all members may be called from any thread.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -29,6 +30,8 @@ class ThreadPool {
   void submit(std::function<void()> job);
   /// Runs one queued job on the calling thread. Returns false when the queue was empty.
   bool help_one();
+  /// Jobs waiting for a worker now (a hint: it may change at once).
+  std::size_t queued() const { return queued_.load(std::memory_order_relaxed); }
   /// True on a thread owned by any ThreadPool.
   static bool on_worker_thread();
 
@@ -37,6 +40,7 @@ class ThreadPool {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::function<void()>> queue_;
+  std::atomic<std::size_t> queued_{0};  // queue_.size(), readable without the lock
   std::vector<std::thread> threads_;
   bool stopping_ = false;
 };

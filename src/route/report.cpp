@@ -39,6 +39,7 @@ const char* reason_name(Reason r) noexcept {
     case Reason::gds_available: return "gds_available";
     case Reason::cufile_stats: return "cufile_stats";
     case Reason::cufile_unaligned_edge: return "cufile_unaligned_edge";
+    case Reason::batch_pieces: return "batch_pieces";
   }
   return "?";
 }
@@ -60,6 +61,8 @@ const char* reason_text(Reason r) noexcept {
     case Reason::cufile_stats: return "attributed by cuFile's statistics";
     case Reason::cufile_unaligned_edge:
       return "unaligned edge of a cuFile read, moved through a bounce buffer so that no byte past it is written";
+    case Reason::batch_pieces:
+      return "pieces of a batch, packed into bounce buffers (cuFile would read them one request at a time)";
   }
   return "?";
 }

@@ -39,9 +39,9 @@ Result<BufferKind> classify_buffer(const CudaApi* api, const void* ptr, std::uin
 
   BufferKind kind;
   if (is_managed != 0 || memory_type == CU_MEMORYTYPE_UNIFIED) {
-    kind = BufferKind{MemoryKind::managed, device_ordinal};
+    kind = BufferKind{MemoryKind::managed, device_ordinal, range_start, range_size};
   } else if (memory_type == CU_MEMORYTYPE_DEVICE) {
-    kind = BufferKind{MemoryKind::device, device_ordinal};
+    kind = BufferKind{MemoryKind::device, device_ordinal, range_start, range_size};
   } else if (memory_type == CU_MEMORYTYPE_HOST) {
     return BufferKind{MemoryKind::host_pinned, -1};
   } else {

@@ -17,6 +17,11 @@ const char* memory_kind_name(MemoryKind kind) noexcept;
 struct BufferKind {
   MemoryKind kind = MemoryKind::host_pageable;
   int device = -1;  // CUDA device ordinal for device and managed memory; -1 for host memory
+  std::uint64_t range_start = 0, range_size = 0;  // device and managed memory: the allocation holding it
+  /// True when [address, address + size) lies in the allocation this classification found.
+  bool holds(std::uint64_t address, std::uint64_t size) const noexcept {
+    return range_size > 0 && address >= range_start && size <= range_start + range_size - address;
+  }
 
   bool is_host() const noexcept { return kind == MemoryKind::host_pageable || kind == MemoryKind::host_pinned; }
 };

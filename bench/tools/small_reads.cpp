@@ -1,0 +1,350 @@
+// small_reads: many small reads at random offsets into GPU memory (issue 21), Ferry beside the plain loop,
+// in one run: single requests in flight and one at a time, the batch API, hot or cold.
+//
+//   ferry_small_reads FILE [--device N] [--sizes 4KiB,64KiB,1MiB,16MiB] [--in-flight 64] [--threads 16]
+//                     [--cache hot|cold] [--bytes-per-mode 2GiB] [--seed N] [--json-out F]
+//
+// Offsets are 4 KiB-aligned, uniformly random over FILE (the same sequence for every mode). Modes:
+//   ferry        File::pread of each request, `in-flight` outstanding (submitted from one thread)
+//   ferry-1      File::pread(...).get(), one at a time (latency)
+//   batch        File::pread_batch: pieces of 64 MiB batches into one contiguous buffer, 2 batches in flight
+//   plain        `threads` threads, each: pread into its pinned buffer, cuMemcpyHtoDAsync, cuStreamSynchronize
+//   plain-1      the same on one thread (latency)
+//   raw-host     cold only: `threads` threads of O_DIRECT preads into host memory (the disk's rate at that depth)
+// Each mode is then run again, not timed, checking every byte: each window of requests lands in its own
+// slots of the device buffer, is copied back and compared with what an independent pread of FILE says.
+// Prints a table and, with --json-out, the figures; cold drops FILE's pages before each mode (no root).
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "ferry/config.hpp"
+#include "ferry/file.hpp"
+#include "ferry/page_cache.hpp"
+#include "platform/cuda/cuda_api.hpp"
+#include "platform/cuda/primary_context.hpp"
+
+using namespace ferry;
+using namespace ferry::detail;
+
+namespace {
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+[[noreturn]] void die(const std::string& why) {
+  std::fprintf(stderr, "ferry_small_reads: %s\n", why.c_str());
+  std::exit(1);
+}
+
+struct Options {
+  std::string path;
+  int device = 0;
+  std::vector<std::uint64_t> sizes{4 << 10, 64 << 10, 1 << 20, 16 << 20};
+  unsigned in_flight = 64, threads = 16;
+  bool cold = false;
+  std::uint64_t bytes_per_mode = 2ull << 30;
+  unsigned seed = 21;
+  std::string json_out;
+};
+
+std::uint64_t size_arg(const std::string& text) {
+  auto r = parse_size(text, "size");
+  if (!r.ok()) die(r.status().to_string());
+  return *r;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) die("missing value after " + a);
+      return argv[++i];
+    };
+    if (a == "--device") o.device = std::stoi(next());
+    else if (a == "--sizes") {
+      o.sizes.clear();
+      std::string list = next();
+      for (std::size_t at = 0; at < list.size();) {
+        std::size_t comma = list.find(',', at);
+        o.sizes.push_back(size_arg(list.substr(at, comma - at)));
+        at = comma == std::string::npos ? list.size() : comma + 1;
+      }
+    } else if (a == "--in-flight") o.in_flight = static_cast<unsigned>(std::stoul(next()));
+    else if (a == "--threads") o.threads = static_cast<unsigned>(std::stoul(next()));
+    else if (a == "--cache") o.cold = next() == "cold";
+    else if (a == "--bytes-per-mode") o.bytes_per_mode = size_arg(next());
+    else if (a == "--seed") o.seed = static_cast<unsigned>(std::stoul(next()));
+    else if (a == "--json-out") o.json_out = next();
+    else if (o.path.empty() && a[0] != '-') o.path = a;
+    else die("unknown argument " + a + " (see the top of bench/tools/small_reads.cpp)");
+  }
+  if (o.path.empty()) die("usage: ferry_small_reads FILE [options]");
+  return o;
+}
+
+// The run for one size: offsets, the device buffer of slots, and the file's size.
+struct Plan {
+  std::uint64_t size = 0;
+  std::vector<std::uint64_t> offsets;
+  unsigned slots = 0;  // requests in a window, each in its own slot of `size` bytes
+};
+
+struct Gpu {
+  const CudaApi* api = nullptr;
+  CUdeviceptr dev = 0;
+  std::uint64_t bytes = 0;
+};
+
+struct Result {
+  std::string mode;
+  double seconds = 0;
+  std::uint64_t requests = 0, bytes = 0;
+  bool verified = false;
+  std::string error;
+};
+
+// One mode: moves requests [first, first + count) into the slots (request first + i into slot i modulo
+// the slots) and returns once they have landed; `verify_window` says the call is a checked window.
+using Runner = std::function<void(const Plan&, std::size_t first, std::size_t count, bool verify_window)>;
+
+std::vector<std::uint8_t> expected_bytes(int fd, const Plan& p, std::size_t first, std::size_t count) {
+  std::vector<std::uint8_t> out(count * p.size);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (::pread(fd, out.data() + i * p.size, p.size, static_cast<off_t>(p.offsets[first + i])) !=
+        static_cast<ssize_t>(p.size)) {
+      die("reference pread failed");
+    }
+  }
+  return out;
+}
+
+class Bench {
+ public:
+  Bench(const Options& o, const CudaApi& api) : o_(o), api_(api) {
+    fd_ = ::open(o.path.c_str(), O_RDONLY);
+    if (fd_ < 0) die("cannot open " + o.path);
+    struct stat st {};
+    ::fstat(fd_, &st);
+    file_bytes_ = static_cast<std::uint64_t>(st.st_size);
+    Config c = *default_config();
+    c.set_threads(o.threads);
+    auto f = File::open(o.path, "r", c);
+    if (!f.ok()) die(f.status().to_string());
+    file_.emplace(std::move(*f));
+  }
+  ~Bench() { ::close(fd_); }
+
+  Plan plan(std::uint64_t size) const {
+    Plan p;
+    p.size = size;
+    std::uint64_t count = std::clamp<std::uint64_t>(o_.bytes_per_mode / size, 512, 200000);
+    std::mt19937_64 rng(o_.seed + size);
+    std::uniform_int_distribution<std::uint64_t> pick(0, (file_bytes_ - size) / 4096);
+    for (std::uint64_t i = 0; i < count; ++i) p.offsets.push_back(pick(rng) * 4096);
+    p.slots = std::max<unsigned>(o_.in_flight, static_cast<unsigned>(std::max<std::uint64_t>(1, (64ull << 20) / size)));
+    return p;
+  }
+
+  void drop_cache() {
+    if (!o_.cold) return;
+    (void)page_cache::evict(o_.path);
+  }
+
+  // Times `run` over every request, then checks every byte window by window.
+  Result measure(const std::string& mode, const Plan& p, CUdeviceptr dev, const Runner& run) {
+    Result r;
+    r.mode = mode;
+    drop_cache();
+    double t = now_s();
+    run(p, 0, p.offsets.size(), false);
+    r.seconds = now_s() - t;
+    r.requests = p.offsets.size();
+    r.bytes = r.requests * p.size;
+    std::vector<std::uint8_t> back(static_cast<std::size_t>(p.slots) * p.size);
+    for (std::size_t first = 0; first < p.offsets.size(); first += p.slots) {
+      std::size_t count = std::min<std::size_t>(p.slots, p.offsets.size() - first);
+      (void)api_.cuMemsetD8_v2(dev, 0xA5, back.size());
+      run(p, first, count, true);
+      (void)api_.cuMemcpyDtoH_v2(back.data(), dev, count * p.size);
+      auto want = expected_bytes(fd_, p, first, count);
+      if (std::memcmp(back.data(), want.data(), want.size()) != 0) {
+        r.error = fmt::format("wrong bytes in the window of requests {}..{}", first, first + count);
+        return r;
+      }
+    }
+    r.verified = true;
+    return r;
+  }
+
+  File& file() { return *file_; }
+  const Options& options() const { return o_; }
+
+ private:
+  const Options& o_;
+  const CudaApi& api_;
+  int fd_ = -1;
+  std::uint64_t file_bytes_ = 0;
+  std::optional<File> file_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o = parse(argc, argv);
+  const CudaApi* api = process_cuda_api();
+  if (api == nullptr) die("no CUDA: " + process_cuda_status().to_string());
+  ScopedDeviceContext context(*api, o.device);
+  if (!context.status().ok()) die(context.status().to_string());
+  Bench bench(o, *api);
+  std::uint64_t max_slots_bytes = 0;
+  for (auto s : o.sizes) max_slots_bytes = std::max(max_slots_bytes, bench.plan(s).slots * s);
+  CUdeviceptr dev = 0;
+  if (api->cuMemAlloc_v2(&dev, max_slots_bytes) != CUDA_SUCCESS) die("cuMemAlloc failed");
+
+  std::string json = "[";
+  std::printf("%-9s %-9s %12s %12s %12s %10s  %s\n", "size", "mode", "requests", "GB/s", "M req/s", "us/req",
+              "bytes checked");
+  for (std::uint64_t size : o.sizes) {
+    Plan p = bench.plan(size);
+    File& f = bench.file();
+    auto slot = [&](std::size_t i) {
+      return reinterpret_cast<void*>(static_cast<std::uintptr_t>(dev + (i % p.slots) * p.size));
+    };
+    std::vector<std::pair<std::string, Runner>> modes;
+    modes.emplace_back("ferry", [&](const Plan& pl, std::size_t first, std::size_t count, bool) {
+      std::vector<Future> live;
+      live.reserve(o.in_flight);
+      for (std::size_t i = first; i < first + count; ++i) {
+        if (live.size() == o.in_flight) {
+          auto r = live.front().get();
+          if (!r.ok()) die(r.status().to_string());
+          live.erase(live.begin());
+        }
+        live.push_back(f.pread(slot(i - first), pl.size, pl.offsets[i]));
+      }
+      for (auto& fut : live) {
+        auto r = fut.get();
+        if (!r.ok()) die(r.status().to_string());
+      }
+    });
+    modes.emplace_back("ferry-1", [&](const Plan& pl, std::size_t first, std::size_t count, bool) {
+      for (std::size_t i = first; i < first + count; ++i) {
+        auto r = f.pread(slot(i - first), pl.size, pl.offsets[i]).get();
+        if (!r.ok()) die(r.status().to_string());
+      }
+    });
+    modes.emplace_back("batch", [&](const Plan& pl, std::size_t first, std::size_t count, bool) {
+      const std::size_t per_batch = pl.slots / 2 ? pl.slots / 2 : 1;
+      std::vector<Future> live;
+      std::vector<std::vector<Piece>> pieces;
+      // Batches of half the slots, so that the two in flight land in different halves.
+      for (std::size_t at = first; at < first + count; at += per_batch) {
+        std::size_t n = std::min(per_batch, first + count - at);
+        std::vector<Piece> ps(n);
+        for (std::size_t k = 0; k < n; ++k) ps[k] = Piece{slot(at - first + k), pl.size, pl.offsets[at + k]};
+        if (live.size() == 2) {
+          auto r = live.front().get();
+          if (!r.ok()) die(r.status().to_string());
+          live.erase(live.begin());
+          pieces.erase(pieces.begin());
+        }
+        pieces.push_back(std::move(ps));
+        live.push_back(f.pread_batch(pieces.back()));
+      }
+      for (auto& fut : live) {
+        auto r = fut.get();
+        if (!r.ok()) die(r.status().to_string());
+      }
+    });
+    auto plain = [&](unsigned threads) {
+      return [&, threads](const Plan& pl, std::size_t first, std::size_t count, bool) {
+        std::atomic<std::size_t> next{first};
+        std::vector<std::thread> pool;
+        for (unsigned t = 0; t < threads; ++t) {
+          pool.emplace_back([&] {
+            ScopedDeviceContext ctx(*api, o.device);
+            void* pinned = nullptr;
+            CUstream s = nullptr;
+            (void)api->cuMemHostAlloc(&pinned, pl.size, 0);
+            (void)api->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+            for (std::size_t i; (i = next.fetch_add(1)) < first + count;) {
+              if (::pread(f.fileno(), pinned, pl.size, static_cast<off_t>(pl.offsets[i])) != static_cast<ssize_t>(pl.size)) die("pread");
+              (void)api->cuMemcpyHtoDAsync_v2(reinterpret_cast<CUdeviceptr>(slot(i - first)), pinned, pl.size, s);
+              (void)api->cuStreamSynchronize(s);
+            }
+            (void)api->cuStreamDestroy_v2(s);
+            (void)api->cuMemFreeHost(pinned);
+          });
+        }
+        for (auto& t : pool) t.join();
+      };
+    };
+    modes.emplace_back("plain", plain(o.threads));
+    modes.emplace_back("plain-1", plain(1));
+    if (o.cold) {
+      modes.emplace_back("raw-host", [&](const Plan& pl, std::size_t first, std::size_t count, bool verify) {
+        if (verify) {  // the host read is the reference itself: land it on the device to check it too
+          plain(o.threads)(pl, first, count, true);
+          return;
+        }
+        std::atomic<std::size_t> next{first};
+        std::vector<std::thread> pool;
+        for (unsigned t = 0; t < o.threads; ++t) {
+          pool.emplace_back([&] {
+            int fd = ::open(o.path.c_str(), O_RDONLY | O_DIRECT);
+            void* buf = std::aligned_alloc(4096, (pl.size + 4095) / 4096 * 4096);
+            for (std::size_t i; (i = next.fetch_add(1)) < first + count;) {
+              (void)!::pread(fd, buf, pl.size, static_cast<off_t>(pl.offsets[i]));
+            }
+            std::free(buf);
+            ::close(fd);
+          });
+        }
+        for (auto& t : pool) t.join();
+      });
+    }
+    for (auto& [name, run] : modes) {
+      // One-at-a-time modes get fewer requests: latency, not throughput, is what they show.
+      Plan q = p;
+      if (name.back() == '1') q.offsets.resize(std::min<std::size_t>(q.offsets.size(), 4000));
+      Result r = bench.measure(name, q, dev, run);
+      double gbps = static_cast<double>(r.bytes) / r.seconds / 1e9;
+      double mreq = static_cast<double>(r.requests) / r.seconds / 1e6;
+      double us = r.seconds / static_cast<double>(r.requests) * 1e6;
+      std::printf("%-9s %-9s %12llu %12.2f %12.3f %10.1f  %s\n", format_size(size).c_str(), name.c_str(),
+                  static_cast<unsigned long long>(r.requests), gbps, mreq, us,
+                  r.verified ? "all" : ("FAILED: " + r.error).c_str());
+      std::fflush(stdout);
+      json += fmt::format("{}{{\"size\":{},\"mode\":\"{}\",\"cache\":\"{}\",\"requests\":{},\"seconds\":{:.6f},"
+                          "\"gb_per_s\":{:.4f},\"m_requests_per_s\":{:.4f},\"us_per_request\":{:.2f},"
+                          "\"verified\":{},\"in_flight\":{},\"threads\":{}}}",
+                          json.size() > 1 ? "," : "", size, name, o.cold ? "cold" : "hot", r.requests, r.seconds,
+                          gbps, mreq, us, r.verified ? "true" : "false", o.in_flight, o.threads);
+    }
+  }
+  json += "]\n";
+  if (!o.json_out.empty()) {
+    FILE* out = std::fopen(o.json_out.c_str(), "w");
+    if (out) {
+      std::fputs(json.c_str(), out);
+      std::fclose(out);
+    }
+  }
+  (void)api->cuMemFree_v2(dev);
+  return 0;
+}

@@ -1,0 +1,108 @@
+// File::pread_batch: many pieces, one request. Every piece is checked before any I/O; the pieces become
+// tasks that carry their own addresses, and the route's workers take many of them at once (the staged
+// route packs them into bounce buffers, the host route reads each into place).
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "file/file_state.hpp"
+#include "file/route_selection.hpp"
+#include "io/request.hpp"
+
+namespace ferry::detail {
+namespace {
+
+Status piece_error(const Status& why, std::size_t index, std::size_t count) {
+  return Status(why.code(), fmt::format("piece {} of a batch of {}: {}", index, count, why.message()),
+                why.sys_errno(), why.path());
+}
+
+// Every piece must be the memory the first one is (host, or device memory of its GPU): what differs is
+// refused. Device pieces inside the first one's allocation cost no driver call; others are asked about.
+Status check_piece_memory(const RoutePlanDetail& plan, std::span<const Piece> pieces, const std::string& path) {
+  const BufferKind& first = plan.buffer;
+  if (first.is_host()) return Status();  // host pieces are read into place; the kernel checks each address
+  BufferKind last = first;
+  for (std::size_t i = 1; i < pieces.size(); ++i) {
+    const Piece& p = pieces[i];
+    if (p.size == 0) continue;
+    const auto address = reinterpret_cast<std::uintptr_t>(p.buffer);
+    if (last.holds(address, p.size)) continue;
+    auto kind = classify_buffer(plan.cuda, p.buffer, p.size);
+    if (!kind.ok()) return piece_error(kind.status(), i, pieces.size());
+    if (kind->kind != first.kind || kind->device != first.device) {
+      return Status(ErrorCode::invalid_argument,
+                    fmt::format("piece {} of a batch of {} reading \"{}\" is {} memory{}, but piece 0 is {} memory "
+                                "of GPU {}: a batch moves into one kind of memory on one GPU",
+                                i, pieces.size(), path, memory_kind_name(kind->kind),
+                                kind->device >= 0 ? fmt::format(" of GPU {}", kind->device) : "",
+                                memory_kind_name(first.kind), first.device),
+                    EINVAL, path);
+    }
+    last = *kind;
+  }
+  return Status();
+}
+
+}  // namespace
+
+Future FileState::submit_batch(std::span<const Piece> pieces) {
+  auto fail = [](Status s) { return Future(RequestState::failed(std::move(s))); };
+  std::size_t first_piece = pieces.size();  // the first that is not empty: it decides the route
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    const Piece& p = pieces[i];
+    if (Status s = check_request(Direction::read, p.buffer, p.size, p.offset); !s.ok()) {
+      return fail(piece_error(s, i, pieces.size()));
+    }
+    if (p.size > 0 && first_piece == pieces.size()) first_piece = i;
+  }
+  auto in_use = use();
+  if (!in_use.ok()) return fail(in_use.status());
+  const SetupCosts setup_before = process_setup_costs();
+  auto e = extent();
+  if (!e.ok()) return fail(e.status());
+  if (!e->known) {
+    return fail(Status(ErrorCode::invalid_argument,
+                       fmt::format("Could not read a batch from \"{}\": it has no size to read pieces of (a "
+                                   "/proc file or a character device); read it with pread",
+                                   path),
+                       EINVAL, path));
+  }
+  const std::uint64_t file_bytes = e->bytes;
+  // Pieces cover the file as it is now: a piece past its end reads what is there, or nothing.
+  std::vector<Task> tasks;
+  tasks.reserve(pieces.size());
+  std::uint64_t bytes = 0, largest = 0;
+  const std::uint64_t alignment = source->task_alignment();
+  for (const Piece& p : pieces) {
+    const std::uint64_t n = p.offset >= file_bytes ? 0 : std::min(p.size, file_bytes - p.offset);
+    const auto address = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(p.buffer));
+    for (std::uint64_t at = 0; at < n;) {  // a piece larger than a task is split as a request would be
+      const std::uint64_t len = std::min(config.task_size(), n - at);
+      tasks.push_back(Task{p.offset + at, len, address + at,
+                           is_aligned(p.offset + at, alignment) && is_aligned(len, alignment)});
+      largest = std::max(largest, len);
+      at += len;
+    }
+    bytes += n;
+  }
+  EndOfFileRule eof{false, path, file_bytes};
+  if (first_piece == pieces.size() || tasks.empty()) {  // nothing to read: done, with no route taken
+    Use done = std::move(*in_use);
+    return Future(RequestState::start({}, nullptr, 1, eof, nullptr));
+  }
+  auto plan = route_for(*this, Direction::read, pieces[first_piece].buffer, pieces[first_piece].size);
+  if (!plan.ok()) return fail(piece_error(plan.status(), first_piece, pieces.size()));
+  if (Status s = check_piece_memory(*plan, pieces.subspan(first_piece), path); !s.ok()) return fail(s);
+  // A worker takes as many tasks as one bounce buffer holds, so that small pieces are packed.
+  const std::uint64_t per_fill = config.bounce_buffer_size() / largest;
+  const unsigned pack = static_cast<unsigned>(std::clamp<std::uint64_t>(per_fill, 1, 16384));
+  SourceRequest request{Direction::read, *e, bytes};
+  auto backend = make_batch_backend(*this, request, std::move(*plan), pack);
+  if (!backend.ok()) return fail(backend.status());
+  return launch(std::move(tasks), std::move(*backend), std::move(eof), std::move(*in_use), setup_before, [&] {
+    return fmt::format("ferry read_batch of {} pieces, {} from \"{}\"", pieces.size(), format_size(bytes), path);
+  });
+}
+
+}  // namespace ferry::detail

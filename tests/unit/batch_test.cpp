@@ -1,0 +1,270 @@
+// File::pread_batch (issue 21): pieces into host memory read into place, pieces into (fake) device memory
+// packed into bounce buffers and moved with one copy per contiguous run; unaligned pieces, pieces across
+// task boundaries and past the end of the file, duplicates, empty pieces, thousands of pieces; bad pieces
+// refused before any I/O with their index. Every byte checked, and the bytes around each destination.
+// Also the engine's sharing: a small request does not wait for a large one's tasks to drain, and a waiter
+// runs a one-task request itself when the pool is busy.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <latch>
+#include <random>
+#include <vector>
+
+#include "backends/staging_pool.hpp"
+#include "ferry/ferry.hpp"
+#include "file/open_options.hpp"
+#include "file/file_state.hpp"
+#include "io/thread_pool.hpp"
+#include "platform/cuda/primary_context.hpp"
+#include "support/fake_cuda.hpp"
+#include "support/fake_cufile.hpp"
+#include "support/fake_platform.hpp"
+#include "support/status_matchers.hpp"
+#include "support/test_files.hpp"
+#include "support/watchdog.hpp"
+
+using ::testing::HasSubstr;
+
+namespace ferry {
+namespace {
+
+using testing::StatusIs;
+
+constexpr std::uint64_t kTask = 64 * 1024;
+constexpr std::uint64_t kFile = 40 * kTask + 777;  // not a whole number of pages
+constexpr std::uint8_t kPoison = 0xA5;
+
+class Batch : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    detail::process_staging_pool().clear();
+    testing::reset_fake_cuda();
+    testing::reset_fake_cufile();
+    path_ = testing::write_pattern_file(testing::test_dir() / "data.bin", kFile);
+  }
+  void TearDown() override {
+    detail::process_staging_pool().clear();
+    (void)testing::fake_cuda_api().cuCtxSetCurrent(nullptr);
+    EXPECT_EQ(testing::fake_cuda_live_pinned(), 0u);
+    testing::reset_fake_cuda();
+    testing::reset_fake_cufile();
+  }
+
+  File open(CompatMode compat = CompatMode::on, Requirement require = Requirement::none) {
+    Config c;
+    c.set_compat_mode(compat).set_require(require).set_task_size(kTask).set_bounce_buffer_size(kTask).set_threads(3);
+    detail::OpenOptions o;
+    o.gpu = &testing::fake_gpu_platform();
+    auto f = detail::open_file(path_, "r", c, o);
+    EXPECT_TRUE(f.ok()) << f.status().to_string();
+    return std::move(*f);
+  }
+
+  // What piece (size, offset) should read: the pattern up to the end of the file.
+  static std::uint64_t expected_bytes(const Piece& p) {
+    return p.offset >= kFile ? 0 : std::min(p.size, kFile - p.offset);
+  }
+
+  // Checks each piece's bytes against the file and that nothing around it changed; `memory` holds every
+  // piece's destination with `gap` poison bytes between them.
+  static ::testing::AssertionResult holds(const std::vector<Piece>& pieces, const std::uint8_t* memory,
+                                          std::uint64_t memory_bytes) {
+    std::vector<bool> covered(memory_bytes, false);
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+      const auto* at = static_cast<const std::uint8_t*>(pieces[i].buffer);
+      const std::uint64_t n = expected_bytes(pieces[i]);
+      for (std::uint64_t k = 0; k < n; ++k) {
+        if (at[k] != testing::pattern_byte(pieces[i].offset + k)) {
+          return ::testing::AssertionFailure() << "piece " << i << " byte " << k << " is wrong";
+        }
+        covered[static_cast<std::size_t>(at - memory) + k] = true;
+      }
+    }
+    for (std::uint64_t k = 0; k < memory_bytes; ++k) {
+      if (!covered[k] && memory[k] != kPoison) {
+        return ::testing::AssertionFailure() << "byte " << k << " of the memory, outside every piece read, changed";
+      }
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+  // Pieces of every awkward kind, each with its own destination in `memory` (gap bytes between).
+  static std::vector<Piece> awkward_pieces(std::uint8_t* memory, std::uint64_t* used, std::size_t count) {
+    std::mt19937_64 rng(21);
+    std::vector<Piece> pieces;
+    std::uint64_t at = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      std::uint64_t size = 0, offset = 0;
+      switch (i % 6) {
+        case 0: size = 4096; offset = (rng() % (kFile / 4096)) * 4096; break;     // aligned
+        case 1: size = 1 + rng() % 5000; offset = rng() % kFile; break;           // unaligned
+        case 2: size = kTask + 4096; offset = kTask - 100; break;                 // across task boundaries
+        case 3: size = 9000; offset = kFile - 1000; break;                        // across the end
+        case 4: size = 0; offset = 123; break;                                    // empty
+        case 5: size = 4096; offset = 8192; break;                                // a duplicate
+      }
+      pieces.push_back(Piece{memory + at, size, offset});
+      at += size + 64;
+    }
+    *used = at;
+    return pieces;
+  }
+
+  std::string path_;
+};
+
+TEST_F(Batch, HostPiecesLandInPlaceAndNothingElseChanges) {
+  testing::Watchdog dog;
+  File f = open();
+  std::vector<std::uint8_t> memory(16 << 20, kPoison);
+  std::uint64_t used = 0;
+  auto pieces = awkward_pieces(memory.data(), &used, 600);
+  ASSERT_LE(used, memory.size());
+  auto r = f.pread_batch(pieces).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  std::uint64_t want = 0;
+  for (const auto& p : pieces) want += expected_bytes(p);
+  EXPECT_EQ(r->bytes, want);
+  EXPECT_EQ(r->report.at(Route::host).ops, r->report.total_ops());
+  EXPECT_TRUE(holds(pieces, memory.data(), memory.size()));
+}
+
+TEST_F(Batch, DevicePiecesArePackedAndMovedOneCopyPerRun) {
+  testing::Watchdog dog;
+  File f = open();
+  // The data-loader form: piece i of 4 KiB at a random offset lands at dst[i * 4096].
+  constexpr std::size_t kPieces = 3000;
+  auto* dev = static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(kPieces * 4096 + 4096));
+  std::memset(dev, kPoison, kPieces * 4096 + 4096);
+  std::mt19937_64 rng(5);
+  std::vector<Piece> pieces;
+  for (std::size_t i = 0; i < kPieces; ++i) pieces.push_back(Piece{dev + i * 4096, 4096, (rng() % (kFile / 4096)) * 4096});
+  auto r = f.pread_batch(pieces).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->bytes, kPieces * 4096);
+  EXPECT_EQ(r->report.at(Route::staged).ops, kPieces) << "every piece is one operation";
+  EXPECT_TRUE(holds(pieces, dev, kPieces * 4096 + 4096));
+  // 16 pieces of 4 KiB fill a 64 KiB bounce buffer: about kPieces / 16 copies, never one per piece.
+  EXPECT_LE(testing::fake_cuda_counters().htod_async_copies, kPieces / 16 + 3 * 3);
+  testing::fake_cuda_free(dev);
+}
+
+TEST_F(Batch, AwkwardDevicePiecesStayExact) {
+  testing::Watchdog dog;
+  File f = open();
+  constexpr std::uint64_t kMemory = 24 << 20;
+  auto* dev = static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(kMemory));
+  std::memset(dev, kPoison, kMemory);
+  std::uint64_t used = 0;
+  auto pieces = awkward_pieces(dev, &used, 1200);
+  ASSERT_LE(used, kMemory);
+  auto r = f.pread_batch(pieces).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(holds(pieces, dev, kMemory));
+  testing::fake_cuda_free(dev);
+}
+
+TEST_F(Batch, ContiguousPiecesAcrossTheEndOfTheFileCopyOnlyWhatWasRead) {
+  testing::Watchdog dog;
+  File f = open();
+  constexpr std::size_t kPieces = 8;
+  auto* dev = static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(kPieces * 4096));
+  std::memset(dev, kPoison, kPieces * 4096);
+  std::vector<Piece> pieces;
+  for (std::size_t i = 0; i < kPieces; ++i) pieces.push_back(Piece{dev + i * 4096, 4096, kFile - 5 * 4096 + i * 4096});
+  auto r = f.pread_batch(pieces).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(holds(pieces, dev, kPieces * 4096)) << "bytes past the end of the file reached the buffer";
+  testing::fake_cuda_free(dev);
+}
+
+TEST_F(Batch, CuFileRoutesGiveWayToPackingAndRequireGdsRefuses) {
+  testing::Watchdog dog;
+  auto* dev = static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(16 * 4096));
+  std::vector<Piece> pieces;
+  for (int i = 0; i < 16; ++i) pieces.push_back(Piece{dev + i * 4096, 4096, static_cast<std::uint64_t>(i) * 8192});
+  {
+    File f = open(CompatMode::off);
+    auto r = f.pread_batch(pieces).get();
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    ASSERT_EQ(r->report.reasons.size(), 1u);
+    EXPECT_EQ(r->report.reasons[0].reason, Reason::batch_pieces);
+  }
+  {
+    File f = open(CompatMode::off, Requirement::gds);
+    EXPECT_THAT(f.pread_batch(pieces).get().status(),
+                StatusIs(ErrorCode::failed_precondition, HasSubstr("no I/O was done")));
+  }
+  testing::fake_cuda_free(dev);
+}
+
+TEST_F(Batch, BadPiecesAreRefusedBeforeAnyIoNamingTheirIndex) {
+  File f = open();
+  std::vector<std::uint8_t> host(8 * 4096, kPoison);
+  std::vector<Piece> pieces;
+  for (int i = 0; i < 8; ++i) pieces.push_back(Piece{host.data() + i * 4096, 4096, 0});
+  pieces[5].buffer = nullptr;
+  EXPECT_THAT(f.pread_batch(pieces).get().status(),
+              StatusIs(ErrorCode::invalid_argument, HasSubstr("piece 5 of a batch of 8")));
+  pieces[5].buffer = host.data();
+  pieces[6].offset = ~0ull - 10;
+  EXPECT_THAT(f.pread_batch(pieces).get().status(), StatusIs(ErrorCode::invalid_argument, HasSubstr("piece 6")));
+  EXPECT_EQ(host, std::vector<std::uint8_t>(8 * 4096, kPoison)) << "I/O was done before the refusal";
+  // Device pieces and a host piece among them.
+  pieces[6].offset = 0;
+  auto* dev = static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(8 * 4096));
+  for (int i = 0; i < 8; ++i) pieces[i].buffer = dev + i * 4096;
+  pieces[3].buffer = host.data();
+  EXPECT_THAT(f.pread_batch(pieces).get().status(),
+              StatusIs(ErrorCode::invalid_argument, HasSubstr("piece 3 of a batch of 8")));
+  EXPECT_EQ(f.report().total_ops(), 0u);
+  testing::fake_cuda_free(dev);
+}
+
+TEST_F(Batch, AnEmptyBatchIsDone) {
+  File f = open();
+  auto r = f.pread_batch({}).get();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->bytes, 0u);
+}
+
+// ---- The engine shared by requests ----
+
+TEST_F(Batch, ASmallRequestDoesNotWaitForALargeOneToDrain) {
+  testing::Watchdog dog;
+  path_ = testing::write_pattern_file(testing::test_dir() / "large.bin", 128ull << 20);
+  File f = open();
+  std::vector<std::uint8_t> large(128ull << 20), small(4096);
+  Future big = f.pread(large.data(), large.size(), 0);
+  Future little = f.pread(small.data(), small.size(), 12345);
+  ASSERT_THAT(little.get().status(), StatusIs(ErrorCode::ok));
+  EXPECT_FALSE(big.done()) << "the small request waited for the large one's 2048 tasks";
+  ASSERT_THAT(big.get().status(), StatusIs(ErrorCode::ok));
+  EXPECT_EQ(small, testing::pattern(12345, 4096));
+}
+
+TEST_F(Batch, AWaiterRunsAOneTaskRequestItselfWhenThePoolIsBusy) {
+  testing::Watchdog dog;
+  File f = open();
+  detail::ThreadPool& pool = detail::shared_pool();
+  pool.ensure_workers(2);
+  const std::size_t workers = pool.workers();
+  std::latch release(1), all_busy(static_cast<std::ptrdiff_t>(workers));
+  for (std::size_t i = 0; i < workers; ++i) {
+    pool.submit([&] {
+      all_busy.count_down();
+      release.wait();
+    });
+  }
+  all_busy.wait();
+  std::vector<std::uint8_t> out(4096);
+  auto r = f.pread(out.data(), out.size(), 8192).get();  // every worker is busy: the caller runs it
+  release.count_down();
+  ASSERT_THAT(r.status(), StatusIs(ErrorCode::ok));
+  EXPECT_EQ(out, testing::pattern(8192, 4096));
+}
+
+}  // namespace
+}  // namespace ferry
