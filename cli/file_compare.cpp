@@ -42,8 +42,12 @@ VerifyOutcome compare_with_file(const std::string& path, const std::uint8_t* got
       first_detail = std::move(detail);
     }
   };
+  // Buffers and threads only as many as the range needs: `ferry load --verify` compares each tensor apart,
+  // and thousands of small tensors must not each cost 16 MiB buffers per thread.
+  const std::uint64_t pieces = (size + kPiece - 1) / kPiece;
+  const std::uint64_t buffer = std::min(kPiece, size);
   auto worker = [&] {
-    std::vector<std::uint8_t> ref(kPiece), expect(got ? 0 : kPiece);
+    std::vector<std::uint8_t> ref(buffer), expect(got ? 0 : buffer);
     for (std::uint64_t at = next.fetch_add(kPiece); at < size; at = next.fetch_add(kPiece)) {
       std::uint64_t want = std::min(kPiece, size - at);
       std::uint64_t have = 0;
@@ -81,9 +85,14 @@ VerifyOutcome compare_with_file(const std::string& path, const std::uint8_t* got
       }
     }
   };
-  std::vector<std::thread> pool;
-  for (unsigned i = 0; i < std::max(1u, threads); ++i) pool.emplace_back(worker);
-  for (auto& t : pool) t.join();
+  const std::uint64_t workers = std::min<std::uint64_t>(std::max(1u, threads), pieces);
+  if (workers == 1) {
+    worker();
+  } else {
+    std::vector<std::thread> pool;
+    for (std::uint64_t i = 0; i < workers; ++i) pool.emplace_back(worker);
+    for (auto& t : pool) t.join();
+  }
   if (fd >= 0) ::close(fd);
   if (first_bad != UINT64_MAX) return {false, first_detail};
   return {true, fmt::format("{} bytes match {}", size,

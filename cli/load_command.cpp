@@ -12,6 +12,7 @@
 #include "elapsed_time.hpp"
 #include "ferry/safetensors.hpp"
 #include "ferry_tooling/device_memory.hpp"
+#include "ferry_tooling/json_text.hpp"
 #include "file_compare.hpp"
 
 namespace ferry::cli {
@@ -112,9 +113,11 @@ CLI::App* add_load_command(CLI::App& app, LoadCommandOptions& o) {
   cmd->footer(kLoadFooter);
   cmd->add_option("CHECKPOINT", o.path, "Checkpoint to load")->required();
   cmd->add_option("--replicas", o.replicas, "Further GPUs that each get a whole copy, read once and copied GPU to "
-                                            "GPU (e.g. 1,2; needs --device N)");
+                                            "GPU (e.g. 1,2; needs --device N)")
+      ->check(not_empty());
   cmd->add_option("--max-request", o.max_request, "The largest single read, e.g. 1GiB (default: one per run of "
-                                                  "tensors)");
+                                                  "tensors)")
+      ->check(not_empty());
   cmd->add_flag("--verify", o.verify, "Compare every loaded byte with a plain read of the files");
   add_common_options(*cmd, o.common);
   return cmd;
@@ -125,6 +128,10 @@ int run_load(const LoadCommandOptions& o) {
   st::LoadOptions options;
   options.device = o.common.device;
   options.replicas = parse_devices(o.replicas);
+  if (!options.replicas.empty() && options.device == st::kHostMemory) {
+    throw UsageError{"--replicas needs --device N: the checkpoint is read into GPU N and copied from there to "
+                     "each replica GPU"};
+  }
   if (!o.max_request.empty()) options.max_request_bytes = parse_size_option(o.max_request, "--max-request");
   TerminalProgress progress;
   options.progress = [&progress](std::uint64_t done, std::uint64_t total) { return progress(done, total); };
@@ -185,10 +192,10 @@ int run_load(const LoadCommandOptions& o) {
                      {"direct_io", direct_io_name(checkpoint->config().direct_io())},
                      {"compat_mode", compat_mode_name(checkpoint->config().compat_mode())},
                      {"require", requirement_name(checkpoint->config().require())}};
-    j["report"] = nlohmann::json::parse(stats.report.to_json());
+    j["report"] = tooling::report_json(stats.report);
     j["notes"] = notes;
     if (verified) j["verify"] = {{"ok", verified->ok}, {"detail", verified->detail}};
-    std::cout << j.dump() << "\n";
+    std::cout << tooling::json_dump(j) << "\n";  // names need not be UTF-8
   } else {
     std::string target = options.device == st::kHostMemory ? "host memory" : device_text(options.device);
     for (int r : options.replicas) target += fmt::format(" (+ a copy on GPU {})", r);

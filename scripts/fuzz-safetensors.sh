@@ -4,8 +4,9 @@
 #   scripts/fuzz-safetensors.sh                  # 30 seconds (what scripts/test.sh runs)
 #   scripts/fuzz-safetensors.sh --seconds 600
 #   scripts/fuzz-safetensors.sh --runs 1000000
-# New inputs go to $build/corpus (the committed seeds in tests/fuzz/corpus stay as they are); a crash
-# leaves its input in $build/artifacts and fails the script. Exit 77 (skip) without clang++-14/libFuzzer.
+# -max_len is 256 KiB, so that the 200 KB deep-nesting seed (issue 23) is fuzzed whole. New inputs go to
+# $build/corpus (the committed seeds in tests/fuzz/corpus stay as they are); a crash leaves its input in
+# $build/artifacts and fails the script. Exit 77 (skip) without clang++-14/libFuzzer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 limit=(-max_total_time=30)
@@ -33,6 +34,6 @@ cmake --build "$build" --target safetensors_header_fuzzer -j "$(nproc)"
 mkdir -p "$build/corpus" "$build/artifacts"
 cp -n tests/fuzz/corpus/safetensors_header/* "$build/corpus/"
 echo "fuzz-safetensors: $build/tests/fuzz/safetensors_header_fuzzer ${limit[*]} (commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown))"
-"$build/tests/fuzz/safetensors_header_fuzzer" "${limit[@]}" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+"$build/tests/fuzz/safetensors_header_fuzzer" "${limit[@]}" -max_len=262144 -timeout=10 -rss_limit_mb=2048 \
   -dict=tests/fuzz/safetensors_header.dict -artifact_prefix="$build/artifacts/" -print_final_stats=1 \
   "$build/corpus"

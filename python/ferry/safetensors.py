@@ -31,12 +31,14 @@ and the tensor, before anything is written to memory; missing files ``FileNotFou
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
-from . import _ferry
+from . import _args, _ferry
+from ._errors import invalid_argument
 
 __all__ = [
     "load_file",
@@ -322,8 +324,9 @@ def _config(settings: Dict[str, Any]) -> Optional["_ferry.Config"]:
 
 def _open(filename: PathLike, max_header_bytes: int, max_staging_bytes: int,
           settings: Dict[str, Any]) -> "_ferry.SafetensorsCheckpoint":
-    path = os.fsdecode(os.fspath(filename))
-    return _ferry.SafetensorsCheckpoint.open(path, _config(settings), int(max_header_bytes), int(max_staging_bytes))
+    # Bytes, as the kernel gets them: names that are not UTF-8 (str with surrogate escapes, or bytes) work.
+    return _ferry.SafetensorsCheckpoint.open(_args.fs_path(filename), _config(settings), int(max_header_bytes),
+                                             int(max_staging_bytes))
 
 
 class _Tensor:
@@ -374,7 +377,7 @@ class _Checkpoint:
         self.fw = fw
         self.tensors = [_Tensor(i, row) for i, row in enumerate(impl.tensors())]
         self.by_name = {t.name: t for t in self.tensors}
-        self.files = list(impl.files())
+        self.files = [os.fsdecode(f) for f in impl.files()]
 
     def label(self) -> str:
         name = os.path.basename(self.files[0]) if self.files else "checkpoint"
@@ -385,6 +388,19 @@ class _Checkpoint:
             return self.by_name[name]
         except KeyError:
             raise KeyError(f"{self.files[0] if len(self.files) == 1 else 'the checkpoint'} has no tensor {name!r}") from None
+
+    def view(self, buf: Any, offset: int, t: _Tensor, shape: Optional[Tuple[int, ...]] = None) -> Any:
+        """``t`` (or its first rows, for ``shape``) from ``offset`` of ``buf``, as the framework's array. A shape
+        the format allows but the framework cannot make (NumPy's dimension limit, sizes past its index type)
+        raises :class:`ferry.InvalidArgumentError` naming the file and the tensor."""
+        shape = t.shape if shape is None else shape
+        nbytes = math.prod(shape) * DTYPE_SIZES[t.dtype]
+        try:
+            return self.fw.view(buf, offset, nbytes, t.dtype, shape)
+        except (ValueError, RuntimeError) as e:
+            path = self.files[t.shard]
+            raise invalid_argument(f"tensor {t.name!r} of {path!r} ({t.dtype}, shape {list(t.shape)}) cannot be a "
+                                   f"{self.fw.name} array: {e}", path) from e
 
     def buffer(self, nbytes: int, device: int, alignment: int) -> Tuple[Any, int]:
         """A buffer of ``nbytes`` at an address aligned to ``alignment``: (buffer view, address)."""
@@ -419,13 +435,11 @@ class _Checkpoint:
             t = self.tensors[tensor_index]
             views.append((t.name, region, offset))
         for name, region, offset in sorted(views):
-            t = self.by_name[name]
-            tensors[name] = self.fw.view(buffers[region], offset, t.nbytes, t.dtype, t.shape)
+            tensors[name] = self.view(buffers[region], offset, self.by_name[name])
         copies: List[Dict[str, Any]] = []
         for replica in replicas:
             region_copy = {copy_of: r for r, (d, _s, _a, copy_of) in enumerate(regions) if copy_of >= 0 and d == replica}
-            copies.append({name: self.fw.view(buffers[region_copy[region]], offset, self.by_name[name].nbytes,
-                                              self.by_name[name].dtype, self.by_name[name].shape)
+            copies.append({name: self.view(buffers[region_copy[region]], offset, self.by_name[name])
                            for name, region, offset in sorted(views)})
         done = time.perf_counter()
         seconds = done - started
@@ -615,7 +629,7 @@ class _Slice:
             raise TypeError(f"get_slice takes ints and slices, not {type(first).__name__}")
         span = (rows - 1) * step + 1 if rows else 0
         buf = ckpt.read(t.name, start * row_bytes, span * row_bytes, self._owner._device)
-        out = fw.view(buf, 0, span * row_bytes, t.dtype, (span,) + shape[1:])
+        out = ckpt.view(buf, 0, t, (span,) + shape[1:])
         if step > 1:
             out = out[::step]
         if drop:
@@ -673,7 +687,7 @@ class safe_open:  # noqa: N801 (the name safetensors users know)
     def get_tensor(self, name: str) -> Any:
         t = self._ckpt.tensor(name)
         buf = self._ckpt.read(t.name, 0, t.nbytes, self._device)
-        return self._ckpt.fw.view(buf, 0, t.nbytes, t.dtype, t.shape)
+        return self._ckpt.view(buf, 0, t)
 
     def get_slice(self, name: str) -> _Slice:
         return _Slice(self, self._ckpt.tensor(name))

@@ -26,9 +26,6 @@ py::object steal_or_throw(PyObject* o) {
 py::object fs_path(const std::string& path) {
   return steal_or_throw(PyUnicode_DecodeFSDefaultAndSize(path.data(), static_cast<Py_ssize_t>(path.size())));
 }
-py::object text(const std::string& s) {
-  return steal_or_throw(PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace"));
-}
 
 [[noreturn]] void raise_object(py::object exc) {
   PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
@@ -36,6 +33,11 @@ py::object text(const std::string& s) {
 }
 
 }  // namespace
+
+py::str message_text(const std::string& s) {
+  return py::reinterpret_borrow<py::str>(
+      steal_or_throw(PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace")));
+}
 
 // An attribute of ferry._errors, or None when that module cannot be imported (only when _ferry is
 // imported outside its package). Any other failure, such as a KeyboardInterrupt raised by a signal
@@ -57,7 +59,7 @@ py::object status_exception(const Status& status) {
     if (exc == nullptr) throw py::error_already_set();
     return py::reinterpret_steal<py::object>(exc);
   }
-  return make(error_code_name(status.code()), text(python_message(status)), status.sys_errno(),
+  return make(error_code_name(status.code()), message_text(python_message(status)), status.sys_errno(),
               status.path().empty() ? py::object(py::none()) : fs_path(status.path()));
 }
 
@@ -68,7 +70,7 @@ void throw_status(const Status& status) {
 void throw_invalid_buffer(const std::string& message) {
   py::object cls = errors_attr("InvalidBufferError");
   if (cls.is_none()) throw py::value_error(message);
-  raise_object(cls(text(message)));
+  raise_object(cls(message_text(message)));
 }
 
 void throw_closed(const std::string& path) {

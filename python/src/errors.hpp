@@ -21,6 +21,10 @@ pybind11::object status_exception(const Status& status);
 /// it through unchanged.
 [[noreturn]] void throw_status(const Status& status);
 
+/// `s` as a str for people to read (messages, notes, report tables): UTF-8, any byte that is not becomes
+/// U+FFFD, so that a file name that is not UTF-8 never makes the text fail to decode.
+pybind11::str message_text(const std::string& s);
+
 /// Raises ferry.InvalidBufferError (a ValueError) with `message`.
 [[noreturn]] void throw_invalid_buffer(const std::string& message);
 

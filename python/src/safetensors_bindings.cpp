@@ -57,6 +57,13 @@ class ProgressBridge {
   std::exception_ptr error_;
 };
 
+// Notes and tables are for people; they may quote file names that are not UTF-8.
+py::list message_list(const std::vector<std::string>& texts) {
+  py::list out;
+  for (const std::string& t : texts) out.append(message_text(t));
+  return out;
+}
+
 py::dict stats_dict(const st::LoadStats& s) {
   py::dict d;
   d["bytes_read"] = s.bytes_read;
@@ -64,8 +71,8 @@ py::dict stats_dict(const st::LoadStats& s) {
   d["requests"] = s.requests;
   d["seconds"] = s.seconds;
   d["replicate_wait_seconds"] = s.replicate_wait_seconds;
-  d["report"] = py::make_tuple(s.report.to_json(), s.report.table());
-  d["notes"] = s.notes;
+  d["report"] = py::make_tuple(s.report.to_json(), message_text(s.report.table()));
+  d["notes"] = message_list(s.notes);
   return d;
 }
 
@@ -104,6 +111,7 @@ class PyCheckpoint {
  public:
   explicit PyCheckpoint(st::Checkpoint c) : c_(std::move(c)) {}
 
+  /// `path`: bytes, as the kernel gets them (Python passes os.fsencode of what it was given).
   static std::unique_ptr<PyCheckpoint> open(const std::string& path, std::optional<Config> config,
                                             std::uint64_t max_header_bytes, std::uint64_t max_staging_bytes) {
     st::OpenOptions o;
@@ -118,7 +126,12 @@ class PyCheckpoint {
     return std::make_unique<PyCheckpoint>(unwrap(std::move(*r)));
   }
 
-  std::vector<std::string> files() const { return c_.files(); }
+  /// The shard paths as bytes (Python decodes them with os.fsdecode, as File.path).
+  py::list files() const {
+    py::list out;
+    for (const std::string& f : c_.files()) out.append(py::bytes(f));
+    return out;
+  }
   /// [(name, dtype, shape, size_bytes, shard, file_offset)], by shard then offset.
   py::list tensors() const {
     py::list out;
@@ -130,7 +143,7 @@ class PyCheckpoint {
     return out;
   }
   std::map<std::string, std::string> metadata() const { return c_.metadata(); }
-  std::vector<std::string> notes() const { return c_.notes(); }
+  py::list notes() const { return message_list(c_.notes()); }
   std::uint64_t data_bytes() const { return c_.data_bytes(); }
   std::string config_value(const std::string& name) const { return c_.config().get(name); }
 

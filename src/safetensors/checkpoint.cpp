@@ -1,5 +1,8 @@
 // Opening a checkpoint: which files, their headers (read in parallel, validated), one tensor table.
+#include <sys/resource.h>
+
 #include <array>
+#include <cerrno>
 #include <filesystem>
 #include <unordered_set>
 
@@ -85,6 +88,23 @@ Result<Shard> open_shard(const std::string& path, const Config& config, const Se
     shard.header_file.emplace(std::move(header_file));
   }
   return shard;
+}
+
+// Every shard stays open while the checkpoint lives (the bytes read are the bytes validated), so a
+// checkpoint of many shards can reach the process's descriptor limit: say so, with both numbers.
+Status shard_open_failed(const Status& why, std::size_t opened, std::size_t shards) {
+  if (why.sys_errno() != EMFILE) return why;
+  struct rlimit limit {};
+  std::string limits = "its limit";
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    limits = fmt::format("its limit of {} open files (RLIMIT_NOFILE; the hard limit is {})", limit.rlim_cur,
+                         limit.rlim_max == RLIM_INFINITY ? std::string("unlimited") : std::to_string(limit.rlim_max));
+  }
+  return Status(why.code(),
+                fmt::format("{}: the checkpoint has {} shards, each held open until it is closed, and the process "
+                            "reached {} after opening {} of them (raise it with `ulimit -n` or resource.setrlimit)",
+                            why.message(), shards, limits, opened),
+                why.sys_errno(), why.path());
 }
 
 File& header_file(Shard& s) { return s.header_file ? *s.header_file : s.data; }
@@ -226,8 +246,9 @@ Result<Checkpoint> open_checkpoint(const std::string& path, const OpenOptions& o
     shard_paths.push_back(resolved.path);
   }
   for (const std::string& p : shard_paths) {
-    FERRY_ASSIGN_OR_RETURN(Shard shard, open_shard(p, state->config, seams));
-    state->shards.push_back(std::move(shard));
+    auto shard = open_shard(p, state->config, seams);
+    if (!shard.ok()) return shard_open_failed(shard.status(), state->shards.size(), shard_paths.size());
+    state->shards.push_back(std::move(*shard));
     state->paths.push_back(p);
   }
   ParseOptions parse;

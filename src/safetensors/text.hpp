@@ -11,7 +11,8 @@ namespace ferry::safetensors::detail {
 
 /// "\"name\"", escaped, at most about 200 characters (then "...").
 std::string quoted_text(std::string_view text);
-/// A JSON value as compact JSON, at most about 80 characters.
+/// A JSON value as compact JSON, at most about 80 characters; only that much of the value is ever written
+/// out, whatever its size. Numbers parse_json_object kept as text appear as written.
 std::string json_excerpt(const nlohmann::json& value);
 /// Raw bytes as a quoted, escaped string.
 std::string bytes_excerpt(std::string_view bytes);

@@ -68,7 +68,34 @@ printf 'not a checkpoint' > "$dir/text.safetensors"
 expect "not a checkpoint" 1 "Invalid safetensors header in \".*text.safetensors\"" -- load "$dir/text.safetensors"
 expect "missing file" 1 "not_found: Could not open \".*nope.safetensors\"" -- load "$dir/nope.safetensors"
 expect "bad replicas" 2 "--replicas takes GPU ordinals" -- load "$ckpt" --replicas x
-expect "replicas into host memory" 1 "replicas need a GPU" -- load "$ckpt" --replicas 1
+expect "replicas into host memory are a usage error" 2 "--replicas needs --device N" -- load "$ckpt" --replicas 1
 expect "bad request size" 2 "--max-request" -- load "$ckpt" --max-request 4XB
+expect "empty request size is not \"not given\"" 2 "--max-request.*empty value" -- load "$ckpt" --max-request ''
+expect "empty replicas" 2 "--replicas.*empty value" -- load "$ckpt" --replicas ''
+
+# Issue 23: hostile headers fail cleanly (a header nested 100,000 deep crashed the process, exit 139;
+# bytes after a NUL were ignored).
+"$py" - "$dir/deep.safetensors" "$dir/nul.safetensors" <<'PY'
+import struct, sys
+deep = b'{"__metadata__":{"k":' + b"[" * 100000 + b"]" * 100000 + b"}}"
+nul = b'{"w":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}\0garbage'
+for path, text, data in ((sys.argv[1], deep, b""), (sys.argv[2], nul, b"ab")):
+    open(path, "wb").write(struct.pack("<Q", len(text)) + text + data)
+PY
+expect "deeply nested header" 1 "deep.safetensors\": arrays and objects are nested more than 16 deep" -- load "$dir/deep.safetensors"
+expect "NUL in a header" 1 "nul.safetensors\": byte 53 is NUL" -- load "$dir/nul.safetensors"
+
+# Issue 23: --verify of 5,000 tiny tensors took 33 s (0.2 s without): each tensor's comparison allocated
+# 16 MiB buffers for each of 4 threads. The bound is generous; the old way is far past it.
+many=$("$py" -c 'print(";".join(f"t{i}:U8:3" for i in range(5000)))')
+write_checkpoint "$dir/many.safetensors" "$many"
+start=$EPOCHREALTIME
+expect "--verify of 5,000 tensors" 0 "verify: OK, 5000 tensor copies" -- load "$dir/many.safetensors" --verify
+seconds=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }')
+if awk -v s="$seconds" 'BEGIN { exit !(s < 8) }'; then
+  pass "--verify of 5,000 tensors in $seconds s"
+else
+  fail "--verify of 5,000 tensors took $seconds s"
+fi
 expect "no checkpoint" 2 "CHECKPOINT is required" -- load
 finish

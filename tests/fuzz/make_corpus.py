@@ -32,6 +32,12 @@ def image(tensors, metadata=None, pad=8):
     return b"\x01" + struct.pack("<Q", len(text)) + text + bytes(i % 251 for i in range(data))
 
 
+def image_of(text):
+    """A whole file around header text as given (no data)."""
+    text += b" " * (-(8 + len(text)) % 8)
+    return b"\x01" + struct.pack("<Q", len(text)) + text
+
+
 def json_seed(tensors, metadata=None):
     text, data = header(tensors, metadata)
     assert data < 128
@@ -51,6 +57,14 @@ seeds = {
                                           "b": {"dtype": "U8", "shape": [4], "data_offsets": [2, 6]}}).encode(),
     "json-unknown-dtype": b"\x02" + json.dumps({"a": {"dtype": "C64", "shape": [1], "data_offsets": [0, 1]}}).encode(),
     "length-past-end": b"\x01" + struct.pack("<Q", 1 << 40) + b"{}",
+    # Issue 23: nesting 100,000 deep overflowed the stack (a recursive dump() in the message); NUL ended the
+    # header early; "-0" was quoted as "0". The deep seed is 200 KB: scripts/fuzz-safetensors.sh's -max_len
+    # admits it whole.
+    "deep-nesting": b"\x00" + b'{"__metadata__":{"k":' + b"[" * 100000 + b"]" * 100000 + b"}}",
+    "deep-nesting-image": image_of(b'{"w":' + b"[" * 1000 + b"]" * 1000 + b"}"),
+    "nul-trailer": b"\x04" + json.dumps({"a": {"dtype": "U8", "shape": [2], "data_offsets": [0, 2]}}).encode()
+                   + b"\x00garbage",
+    "negative-zero": b"\x00" + b'{"a":{"dtype":"U8","shape":[-0],"data_offsets":[0,0]}}',
 }
 for name, data in seeds.items():
     (here / name).write_bytes(data)
