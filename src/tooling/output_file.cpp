@@ -333,6 +333,19 @@ Status TempFile::commit(const Destination& d, bool replace, bool sync_directory)
   return Status();
 }
 
+Status replace_file_contents(const std::string& path, std::string_view bytes, bool durable) {
+  FERRY_ASSIGN_OR_RETURN(Destination d, inspect_destination(path));
+  FERRY_ASSIGN_OR_RETURN(TempFile temp, TempFile::create(d));
+  for (std::size_t done = 0; done < bytes.size();) {
+    ssize_t n = ::pwrite(temp.fd(), bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return write_error(n < 0 ? errno : EIO, path);
+    done += static_cast<std::size_t>(n);
+  }
+  if (durable && ::fdatasync(temp.fd()) != 0) return write_error(errno, path, "syncing it to its device");
+  return temp.commit(d, /*replace=*/true, durable);
+}
+
 void install_cleanup_signal_handlers() {
   static bool installed = false;
   if (installed) return;

@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 
 #include <string>
+#include <string_view>
 
 #include "ferry/config.hpp"
 #include "ferry/file.hpp"
@@ -110,6 +111,11 @@ class TempFile {
   std::string name_;  // the name in dir_ while it has one and is not committed; "" for an unnamed file
   bool committed_ = false;
 };
+
+/// Creates or replaces `path` with `bytes` by the rules above: a temporary file, written, fdatasync'ed when
+/// `durable`, renamed over `path`, its directory fsync'ed when `durable`. For small files (an index);
+/// errors name `path`, which is then as it was.
+[[nodiscard]] Status replace_file_contents(const std::string& path, std::string_view bytes, bool durable);
 
 /// Handlers for SIGINT, SIGTERM and SIGHUP (each unless ignored when the process started): remove the
 /// temporary file that has a name at that moment, then die of the same signal, so that the shell sees
