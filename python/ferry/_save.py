@@ -113,7 +113,8 @@ def _from_array(name: str, a: Any, override: Optional[str], kind: str) -> _Tenso
         # As safetensors.numpy saves them: contiguous, little-endian bytes (copies where needed).
         if a.dtype.byteorder == ">" or (a.dtype.byteorder == "=" and np.little_endian is False):
             a = a.astype(a.dtype.newbyteorder("<"))
-        a = np.ascontiguousarray(a)
+        if not a.flags.c_contiguous:
+            a = a.copy(order="C")  # (not ascontiguousarray, which makes 0-d arrays 1-d)
         address, device = int(a.ctypes.data), None
     else:
         if not (a.flags.c_contiguous or a.size <= 1):
@@ -281,9 +282,10 @@ class SaveHandle:
             raise TimeoutError(f"the snapshot of {self.path!r} was not taken within {timeout} s")
 
     def result(self, timeout: Optional[float] = None) -> SaveResult:
+        limit = _timeout(timeout)
         if self._result is None and self._error is None:
             try:
-                stats = self._impl.result(_timeout(timeout))
+                stats = self._impl.result(limit)
             except (OSError, ValueError) as e:  # ferry's errors: keep them for exception() and later calls
                 self._error = e
                 raise

@@ -115,3 +115,20 @@ def torch_cuda(torch):
     if not torch.cuda.is_available():
         pytest.skip("PyTorch finds no usable GPU (torch.cuda.is_available() is False)")
     return torch
+
+
+# ---- a watchdog for tests that could hang
+
+
+@pytest.fixture
+def watchdog():
+    """watchdog(seconds): if the test is still running after `seconds`, every thread's traceback goes to
+    stderr and the process exits (faulthandler), so a hang fails the run instead of stalling it. Cancelled
+    when the test ends."""
+    import faulthandler
+
+    def arm(seconds: float) -> None:
+        faulthandler.dump_traceback_later(seconds, exit=True)
+
+    yield arm
+    faulthandler.cancel_dump_traceback_later()
