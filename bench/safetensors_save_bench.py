@@ -62,23 +62,6 @@ def have(module: str) -> bool:
 # ------------------------------------------------------------------------------------------- ceilings
 
 
-def d2h_copy_ceiling(nbytes: int) -> float:
-    """GB/s of one device-to-host copy of `nbytes` into pinned memory (median of 3)."""
-    import torch
-
-    dev = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
-    host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
-    host[: 256 << 20].copy_(dev[: 256 << 20], non_blocking=True)
-    torch.cuda.synchronize()
-    rates = []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        host.copy_(dev, non_blocking=True)
-        torch.cuda.synchronize()
-        rates.append(nbytes / (time.perf_counter() - t0) / GB)
-    return statistics.median(rates)
-
-
 def raw_direct_write(path: Path, nbytes: int, presize: bool, threads: int = 16, block: int = 4 << 20) -> float:
     """GB/s of parallel O_DIRECT pwrites of `nbytes` into a new file, fdatasync included."""
     nbytes = nbytes // block * block
@@ -211,7 +194,7 @@ def bench_saves(args: argparse.Namespace, emit: Callable[[Dict[str, Any]], None]
 
     background: Dict[str, Any] = {}
     if args.device != "cpu":
-        d2h = d2h_copy_ceiling(nbytes)
+        d2h = torch_copy_ceiling(nbytes, to_device=False) * GIB / GB
         emit({"kind": "ceiling", "what": "d2h_copy", "gb_per_s": d2h})
         snaps = []
         for i in range(args.runs + 1):

@@ -27,20 +27,16 @@ __all__ = ["save_file", "save_sharded", "SaveHandle", "SaveResult", "ShardedSave
 
 PathLike = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
-# safetensors dtype <- the dtype's name in each framework (torch: without "torch."; NumPy/CuPy: dtype.name,
-# with ml_dtypes' names for bfloat16 and float8 where NumPy has them).
-_TORCH_DTYPES = {
-    "bool": "BOOL", "uint8": "U8", "int8": "I8", "int16": "I16", "int32": "I32", "int64": "I64",
-    "uint16": "U16", "uint32": "U32", "uint64": "U64", "float16": "F16", "bfloat16": "BF16",
-    "float32": "F32", "float64": "F64", "float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2",
-}
-_ARRAY_DTYPES = {
-    "bool": "BOOL", "uint8": "U8", "int8": "I8", "uint16": "U16", "int16": "I16", "uint32": "U32",
-    "int32": "I32", "uint64": "U64", "int64": "I64", "float16": "F16", "float32": "F32", "float64": "F64",
-    "bfloat16": "BF16", "float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2",
-}
-_DTYPE_SIZES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "U16": 2, "I16": 2, "F16": 2, "BF16": 2,
-                "U32": 4, "I32": 4, "F32": 4, "U64": 8, "I64": 8, "F64": 8}
+def _dtype_names(kind: str) -> Dict[str, str]:
+    """A framework's dtype name -> the safetensors dtype: the loader's tables (ferry/safetensors.py), inverted,
+    with ml_dtypes' names for NumPy arrays of bfloat16 and float8. (Imported late: safetensors imports us.)"""
+    from .safetensors import _ArrayLibrary, _TORCH_NAMES
+
+    if kind == "torch":
+        return {v: k for k, v in _TORCH_NAMES.items()}
+    names = {("bool" if v == "bool_" else v): k for k, v in _ArrayLibrary._NAMES.items()}
+    names.update(bfloat16="BF16", float8_e4m3fn="F8_E4M3", float8_e5m2="F8_E5M2")
+    return names
 
 
 def _kind(value: Any) -> str:
@@ -69,12 +65,14 @@ class _Tensor:
 
 
 def _dtype_name(name: str, known: Mapping[str, str], have: str, override: Optional[str], itemsize: int) -> str:
+    from .safetensors import DTYPE_SIZES
+
     if override is not None:
-        if override not in _DTYPE_SIZES:
+        if override not in DTYPE_SIZES:
             raise ValueError(f"tensor {name!r}: dtypes[{name!r}] = {override!r} is not a safetensors dtype "
-                             f"({', '.join(_DTYPE_SIZES)})")
-        if _DTYPE_SIZES[override] != itemsize:
-            raise ValueError(f"tensor {name!r}: dtypes[{name!r}] = {override!r} has {_DTYPE_SIZES[override]}-byte "
+                             f"({', '.join(DTYPE_SIZES)})")
+        if DTYPE_SIZES[override] != itemsize:
+            raise ValueError(f"tensor {name!r}: dtypes[{name!r}] = {override!r} has {DTYPE_SIZES[override]}-byte "
                              f"elements, but the tensor's {have} has {itemsize}-byte ones")
         return override
     try:
@@ -98,7 +96,7 @@ def _from_torch(name: str, t: Any, override: Optional[str]) -> _Tensor:
         raise ValueError(f"tensor {name!r} is not contiguous, which safetensors does not allow: it may be a view "
                          "of another tensor (save the whole tensor and slice it after loading), or call "
                          ".contiguous() on it before saving")
-    dtype = _dtype_name(name, _TORCH_DTYPES, str(t.dtype).replace("torch.", ""), override, t.element_size())
+    dtype = _dtype_name(name, _dtype_names("torch"), str(t.dtype).replace("torch.", ""), override, t.element_size())
     t = t.detach()
     device = t.device.index if t.device.type == "cuda" else None
     if device is None and t.device.type == "cuda":
@@ -120,7 +118,7 @@ def _from_array(name: str, a: Any, override: Optional[str], kind: str) -> _Tenso
         if not (a.flags.c_contiguous or a.size <= 1):
             raise ValueError(f"tensor {name!r} is not contiguous: pass cupy.ascontiguousarray(...) to save it")
         address, device = int(a.data.ptr), int(a.device.id)
-    dtype = _dtype_name(name, _ARRAY_DTYPES, a.dtype.name, override, a.dtype.itemsize)
+    dtype = _dtype_name(name, _dtype_names("array"), a.dtype.name, override, a.dtype.itemsize)
     return _Tensor(name, dtype, tuple(int(d) for d in a.shape), address, a, device, kind)
 
 
@@ -140,13 +138,13 @@ def _from_other(name: str, obj: Any, override: Optional[str]) -> _Tensor:
 
     buf = acquire(obj, for_read=False)  # contiguity, device pointer and producer stream checked there
     typestr = str(cai["typestr"])
-    kind_size = typestr[1:]
-    names = {"b1": "bool", "u1": "uint8", "i1": "int8", "u2": "uint16", "i2": "int16", "u4": "uint32", "i4": "int32",
-             "u8": "uint64", "i8": "int64", "f2": "float16", "f4": "float32", "f8": "float64"}
     if typestr[0] == ">":
         raise ValueError(f"tensor {name!r} is big-endian ({typestr}); safetensors holds little-endian data")
-    have = names.get(kind_size, typestr)
-    dtype = _dtype_name(name, _ARRAY_DTYPES, have, override, int(kind_size[1:]) if kind_size[1:].isdigit() else 0)
+    try:
+        have = np.dtype(typestr)
+    except TypeError:
+        raise ValueError(f"tensor {name!r} has the element type {typestr!r}, which safetensors cannot hold") from None
+    dtype = _dtype_name(name, _dtype_names("array"), have.name, override, have.itemsize)
     return _Tensor(name, dtype, tuple(int(d) for d in cai["shape"]), int(buf.address), (obj, buf),
                    int(buf.device_id) if buf.device_type in (2, 13) else None, "other")
 

@@ -24,6 +24,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 import torch
 
 from . import safetensors as _st
+from ._save import _dtype_names
 
 __all__ = ["load_into_module", "meta_parameters", "ModuleLoadResult"]
 
@@ -83,7 +84,7 @@ class ModuleLoadResult(tuple):
         return f"ModuleLoadResult(missing_keys={self[0]!r}, unexpected_keys={self[1]!r})"
 
 
-_DTYPES = {v: k for k, v in _st._TORCH_NAMES.items()}  # "float32" -> "F32"
+_DTYPES = _dtype_names("torch")  # "float32" -> "F32"
 
 
 def _device_text(device: Device) -> str:

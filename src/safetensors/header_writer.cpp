@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "ferry/safetensors.hpp"
+#include "route/json_text.hpp"
 #include "safetensors/dtype_order.hpp"
 #include "safetensors/text.hpp"
 
@@ -14,57 +15,11 @@ namespace ferry::safetensors {
 namespace {
 
 using detail::quoted_text;
+using ferry::detail::json_quote;
+// What a Rust String holds, and so all the reference can write.
+using ferry::detail::valid_utf8;
 
 Status invalid(std::string what) { return Status(ErrorCode::invalid_argument, std::move(what)); }
-
-// What a Rust String holds, and so all the reference can write: no overlong forms, no surrogates, nothing
-// past U+10FFFF.
-bool valid_utf8(std::string_view s) {
-  std::size_t i = 0;
-  while (i < s.size()) {
-    auto c = static_cast<unsigned char>(s[i]);
-    std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    if (n == 0 || i + n > s.size()) return false;
-    std::uint32_t cp = n == 1 ? c : c & (0x7F >> n);
-    for (std::size_t k = 1; k < n; ++k) {
-      auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc >> 6) != 0x2) return false;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    static constexpr std::uint32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kSmallest[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    i += n;
-  }
-  return true;
-}
-
-// A JSON string as serde_json writes it: '"' and '\' escaped, control characters as \b \t \n \f \r or
-// \u00xx (lowercase hex), everything else (DEL and non-ASCII included) as it is.
-void append_json_string(std::string& out, std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out += '"';
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\t': out += "\\t"; break;
-      case '\n': out += "\\n"; break;
-      case '\f': out += "\\f"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (c < 0x20) {
-          out += "\\u00";
-          out += kHex[c >> 4];
-          out += kHex[c & 0xF];
-        } else {
-          out += ch;
-        }
-    }
-  }
-  out += '"';
-}
 
 Result<std::uint64_t> tensor_bytes(const SaveTensor& t) {
   std::uint64_t n = dtype_size(t.dtype);
@@ -121,9 +76,7 @@ Result<HeaderImage> serialize_header(std::span<const SaveTensor> tensors,
     for (const auto& [key, value] : *metadata) {  // std::map: sorted keys (see the header on the reference's order)
       if (!first) json += ',';
       first = false;
-      append_json_string(json, key);
-      json += ':';
-      append_json_string(json, value);
+      json += json_quote(key) + ':' + json_quote(value);  // serde_json's escapes, for valid UTF-8
     }
     json += '}';
   }
@@ -133,7 +86,7 @@ Result<HeaderImage> serialize_header(std::span<const SaveTensor> tensors,
     const std::uint64_t n = image.size_bytes[i];
     if (n > UINT64_MAX - offset) return invalid("the tensors hold more than 2^64 bytes together");
     if (json.size() > 1) json += ',';
-    append_json_string(json, t.name);
+    json += json_quote(t.name);
     json += fmt::format(":{{\"dtype\":\"{}\",\"shape\":[", dtype_name(t.dtype));
     for (std::size_t d = 0; d < t.shape.size(); ++d) json += fmt::format("{}{}", d ? "," : "", t.shape[d]);
     json += fmt::format("],\"data_offsets\":[{},{}]}}", offset, offset + n);
