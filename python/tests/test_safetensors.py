@@ -142,7 +142,8 @@ def test_torch_cpu_tensors_for_every_dtype(tmp_path: Path) -> None:
     torch = _torch()
     if torch is None:
         pytest.skip("PyTorch is not installed here")
-    tensors = {k: v for k, v in every_dtype_and_shape(5).items() if hasattr(torch, "uint16") or v[0] not in ("U16", "U32", "U64")}
+    # Only the dtypes this torch has (uint16/32/64 came with 2.3, float8 with 2.1; Debian's is 1.13).
+    tensors = {k: v for k, v in every_dtype_and_shape(5).items() if hasattr(torch, fst._TORCH_NAMES[v[0]])}
     path = write_checkpoint(tmp_path / "all.safetensors", tensors)
     got = fst.load_file(path, device="cpu")
     for name, (dtype, array) in tensors.items():
