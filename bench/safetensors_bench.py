@@ -182,18 +182,20 @@ def ferry_bench(cli: str, path: Path, size: int, env: Dict[str, str]) -> Dict[st
     return found
 
 
-def torch_copy_ceiling(size: int) -> float:
+def torch_copy_ceiling(size: int, to_device: bool = True) -> float:
+    """GiB/s of one copy of `size` bytes between pinned host memory and the GPU (median of 3)."""
     import torch
 
     host = torch.empty(size, dtype=torch.uint8, pin_memory=True)
     dev = torch.empty(size, dtype=torch.uint8, device="cuda")
+    dst, src = (dev, host) if to_device else (host, dev)
     warmup = min(size, 256 << 20)
-    dev[:warmup].copy_(host[:warmup], non_blocking=True)
+    dst[:warmup].copy_(src[:warmup], non_blocking=True)
     torch.cuda.synchronize()
     rates = []
     for _ in range(3):
         t0 = time.perf_counter()
-        dev.copy_(host, non_blocking=True)
+        dst.copy_(src, non_blocking=True)
         torch.cuda.synchronize()
         rates.append(size / (time.perf_counter() - t0) / GIB)
     return statistics.median(rates)

@@ -9,10 +9,17 @@
 
 #include "cli_common.hpp"
 #include "ferry_bench/harness.hpp"
-#include "output_file.hpp"
+#include "ferry_tooling/output_file.hpp"
 
 namespace ferry::cli {
 namespace {
+
+// The Config's message names the setting; the user typed the option.
+std::string replace_all(std::string text, const std::string& from, const std::string& to) {
+  for (auto at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+    text.replace(at, from.size(), to);
+  return text;
+}
 
 constexpr const char* kBenchFooter = R"(
 Measures, in one run against one file: the ceilings (pinned host<->device copy; raw parallel pread/pwrite
@@ -165,7 +172,7 @@ CLI::App* add_bench_command(CLI::App& app, BenchOptions& o) {
 
 int run_bench(const BenchOptions& o) {
   bench::Plan plan = make_plan(o);
-  install_cleanup_signal_handlers();  // a FILE being created is removed when bench is interrupted
+  tooling::install_cleanup_signal_handlers();  // a FILE being created is removed when bench is interrupted
   auto results = bench::run_benchmark(plan);
   if (!results.ok()) {
     return fail(results.status(), exit_code_for(results.status()));

@@ -10,16 +10,16 @@
 #include "ferry_tooling/json_text.hpp"
 #include "generated_data.hpp"
 #include "host_buffer.hpp"
-#include "output_file.hpp"
+#include "ferry_tooling/output_file.hpp"
 
 namespace ferry::cli {
 
 int run_write(const std::string& path, const std::string& size_text, bool no_sync, const CommonOptions& o) {
   Config config = build_config(o);
   std::uint64_t size = parse_size_option(size_text, "--size");
-  install_cleanup_signal_handlers();
+  tooling::install_cleanup_signal_handlers();
   // Refusals first, before any memory is filled: what FILE is, and whether `>` could write it.
-  auto dest = inspect_destination(path);
+  auto dest = tooling::inspect_destination(path);
   if (!dest.ok()) {
     return fail(dest.status(), kExitFailure);
   }
@@ -43,19 +43,15 @@ int run_write(const std::string& path, const std::string& size_text, bool no_syn
   }
 
   // Write into a new file beside the target and rename it over the target at the end: readers never see a
-  // half-written file, and an interrupted write leaves the target as it was (output_file.hpp).
-  auto temp = TempFile::create(*dest);
+  // half-written file, and an interrupted write leaves the target as it was (ferry_tooling/output_file.hpp).
+  auto temp = tooling::TempFile::create(*dest);
   if (!temp.ok()) {
     return fail(temp.status(), kExitFailure);
   }
-  // Messages name the file the user asked for, not the temporary one.
-  auto user_status = [&](const Status& s) {
-    return Status(s.code(), replace_all(s.message(), temp->reopen_path(), path), s.sys_errno(),
-                  s.path() == temp->reopen_path() ? path : s.path());
-  };
-  auto file = File::open(temp->reopen_path(), "r+", config);
+  // The File names FILE in its messages and reports, not the temporary file.
+  auto file = temp->open_file(*dest, config);
   if (!file.ok()) {
-    return fail(user_status(file.status()), exit_code_for(file.status()));
+    return fail(file.status(), exit_code_for(file.status()));
   }
   std::uint64_t start = now_ns();
   Future pending = file->pwrite(source, size, 0);
@@ -67,13 +63,10 @@ int run_write(const std::string& path, const std::string& size_text, bool no_syn
   Status failure = !result.ok() ? result.status() : !synced.ok() ? synced : closed;
   if (failure.ok()) failure = temp->commit(*dest, /*replace=*/true, /*sync_directory=*/!no_sync);
   if (!failure.ok()) {
-    return fail(user_status(failure), kExitFailure);  // the temporary file goes with `temp`; FILE is as it was
+    return fail(failure, kExitFailure);  // the temporary file goes with `temp`; FILE is as it was
   }
 
-  // The report's notes and details name the file the user asked for, too.
-  Transfer t = *result;
-  for (auto& note : t.report.notes) note = replace_all(note, temp->reopen_path(), path);
-  for (auto& reason : t.report.reasons) reason.detail = replace_all(reason.detail, temp->reopen_path(), path);
+  const Transfer& t = *result;
   double gib_s = gib_per_s(size, seconds);
   const char* sync_policy =
       no_sync ? "none (data may still be in the page cache)" : "fdatasync before rename, then the directory";

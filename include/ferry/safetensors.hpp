@@ -283,4 +283,185 @@ class Checkpoint {
 [[nodiscard]] Result<LoadedCheckpoint> load(const std::string& path, const LoadOptions& options = {},
                                             const OpenOptions& open_options = {});
 
+// ------------------------------------------------------------------------------------------------ saving
+//
+// A saved file is byte-identical to what the reference implementation (safetensors.torch.save_file,
+// safetensors.numpy.save_file) writes for the same tensors and metadata: tensors ordered by descending dtype
+// alignment (the reference's dtype order: U64, I64, F64, F32, U32, I32, BF16, F16, U16, I16, F8_E4M3,
+// F8_E5M2, I8, U8, BOOL), then by name (bytewise); their bytes back to back in that order; compact JSON with
+// "__metadata__" first and each tensor as {"dtype","shape","data_offsets"}; the JSON padded with spaces to
+// a multiple of 8 bytes. The one difference: the reference writes metadata keys in hash-map order (a
+// different order from run to run), Ferry in sorted order; with at most one key the files are identical.
+//
+// The data moves through staging memory laid out as the file: windows of pinned host memory (pooled for
+// the process, like the staged route's bounce buffers) where a tensor is in GPU memory, filled with
+// cuMemcpyDtoHAsync, and plain host memory otherwise, filled with memcpy; each full window is written
+// with one File::pwrite (O_DIRECT where aligned, for durable saves). The new file is made under no name in
+// the target's directory, fdatasync'ed, renamed over the target, and the directory fsync'ed (durable =
+// false skips both syncs), with the rules of ferry_tooling/output_file.hpp: a process killed at any moment
+// leaves the old file or the new one under the target's name, never a torn one.
+//
+// Errors: invalid_argument for tensors or metadata the format cannot hold (naming the tensor); the
+// destination's refusals (permission_denied, is_a_directory, failed_precondition for a device, FIFO or
+// socket, not_found for a missing directory), each naming the path; no_space and io_error from the writes
+// and syncs (the target is then as it was); unavailable when a tensor is in GPU memory and CUDA is
+// unusable; cancelled.
+
+/// One tensor to save: dtype_size(dtype) x product(shape) contiguous bytes at `data`, in host memory or GPU
+/// memory (a CUdeviceptr cast to void*); Ferry classifies the pointer. `data` may be null for 0 bytes.
+struct SaveTensor {
+  std::string name;
+  Dtype dtype = Dtype::u8;
+  std::vector<std::uint64_t> shape;  // empty for a 0-d tensor (one element)
+  const void* data = nullptr;
+};
+
+/// A file's header as the reference writes it, and where each tensor goes.
+struct HeaderImage {
+  std::string bytes;                      // the 8-byte length prefix, then the padded JSON
+  std::vector<std::size_t> order;         // indices into the input, in file order
+  std::vector<std::uint64_t> data_begin;  // per input tensor: its offset in the data section
+  std::vector<std::uint64_t> size_bytes;  // per input tensor
+  std::uint64_t data_bytes = 0;
+  std::uint64_t file_bytes() const { return bytes.size() + data_bytes; }
+};
+
+/// The header `tensors` and `metadata` make (nullopt: no "__metadata__"; an empty map writes an empty one).
+/// Pure: `data` is not read. Errors: invalid_argument naming the tensor for a duplicate name, the reserved
+/// name "__metadata__" (the reference writes such a file, which no reader can open), a name or metadata
+/// that is not valid UTF-8, or sizes past 2^64.
+[[nodiscard]] Result<HeaderImage> serialize_header(std::span<const SaveTensor> tensors,
+                                                   const std::optional<std::map<std::string, std::string>>& metadata);
+
+struct SaveOptions {
+  std::optional<std::map<std::string, std::string>> metadata;
+  /// fdatasync before the rename and fsync of the directory after it. false: the file may still be in the
+  /// page cache when the save returns (a crash of the machine, not of the process, can lose it).
+  bool durable = true;
+  /// Ferry's settings for the writes; nullopt: default_config(). direct_io=auto means O_DIRECT for durable
+  /// saves (the data goes to the disk anyway) and the page cache for durable = false.
+  std::optional<Config> config;
+  /// Staging memory the save uses at once (rounded up to whole windows, at least two). 0: kDefaultSaveStaging
+  /// for save(); for start_save() the whole file, at most a quarter of the machine's memory, so that
+  /// the snapshot need not wait for the disk.
+  std::uint64_t max_staging_bytes = 0;
+  /// Refuse tensors whose bytes overlap (what safetensors.torch refuses: they would load as separate
+  /// tensors). false: each is written in full (what safetensors.numpy does).
+  bool refuse_overlapping = true;
+  /// Called on the thread running the save with (bytes written, file size): at the start, at most every
+  /// `progress_interval`, and at the end. Returning false cancels the save (the target is left as it was).
+  std::function<bool(std::uint64_t done, std::uint64_t total)> progress;
+  std::chrono::milliseconds progress_interval{100};
+};
+
+/// Staging windows are this large (a multiple of every O_DIRECT alignment); kDefaultSaveStaging holds 8.
+inline constexpr std::uint64_t kSaveWindowBytes = 32ull << 20;
+inline constexpr std::uint64_t kDefaultSaveStaging = 8 * kSaveWindowBytes;
+
+/// What one save did.
+struct SaveStats {
+  std::string path;                 // as given
+  std::string target;               // the file created or replaced (where a symlink leads)
+  bool replaced = false;            // an existing file was replaced
+  std::uint64_t file_bytes = 0;
+  std::uint64_t tensors = 0;
+  std::uint64_t device_bytes = 0;   // of which copied from GPU memory
+  std::uint64_t staging_bytes = 0;  // staging memory used
+  bool staging_pinned = false;      // pinned (some tensor was in GPU memory) or plain host memory
+  unsigned requests = 0;            // File::pwrite calls
+  double seconds = 0;               // from the call to the file under its name
+  double snapshot_seconds = 0;      // from the call until every tensor's bytes were in staging or the file
+  double snapshot_wait_seconds = 0; // of which: waiting for writes to free staging windows
+  double sync_seconds = 0;          // fdatasync
+  double commit_seconds = 0;        // rename and directory fsync
+  Report report;                    // routes and reasons of every write
+  std::vector<std::string> notes;   // what the save chose and why (staging, O_DIRECT, waits)
+};
+
+namespace detail {
+class SaveState;
+}
+
+/// A save running on a thread of its own (start_save). Copies share the save; the last copy to go away
+/// waits for the save to end (as a Future does), so the tensors' memory is never read after that.
+/// Thread safety: every member may be called from any thread.
+class SaveHandle {
+ public:
+  explicit SaveHandle(std::shared_ptr<detail::SaveState> state);
+  SaveHandle(const SaveHandle&) = default;
+  SaveHandle& operator=(const SaveHandle&) = default;
+  ~SaveHandle();
+
+  /// Blocks until every tensor's bytes are in staging memory or in the file: from then on the caller may
+  /// change or free its tensors. Returns the save's error if it failed or was cancelled before that.
+  [[nodiscard]] Status snapshot() const;
+  /// snapshot() with a limit: whether the snapshot is done (or the save failed) within `timeout`.
+  bool wait_snapshot_for(std::chrono::milliseconds timeout) const;
+  /// Blocks until the save ended: the file is under its name (durable unless durable = false), or the
+  /// error (the target then as it was). May be called more than once.
+  [[nodiscard]] Result<SaveStats> result() const;
+  bool wait_for(std::chrono::milliseconds timeout) const;
+  bool done() const;
+  /// Bytes written to the file so far, and the file's size.
+  std::uint64_t bytes_written() const;
+  std::uint64_t file_bytes() const;
+  /// Asks the save to stop: no window is filled or written after this, writes in flight finish, and
+  /// result() is `cancelled` (unless the save had ended). The target is left as it was. Does not wait.
+  void cancel() const;
+
+ private:
+  std::shared_ptr<detail::SaveState> state_;
+};
+
+/// Saves `tensors` to `path` and returns once the file is under its name. Errors: above.
+[[nodiscard]] Result<SaveStats> save(const std::string& path, std::span<const SaveTensor> tensors,
+                                     const SaveOptions& options = {});
+/// Checks everything that can be checked without moving data (the tensors, the metadata, the destination,
+/// the new file's creation), then saves on a thread of its own. The tensors' memory must stay valid and
+/// unchanged until snapshot() returns. options.progress is not used. Errors: those checks'.
+[[nodiscard]] Result<SaveHandle> start_save(const std::string& path, std::span<const SaveTensor> tensors,
+                                            const SaveOptions& options = {});
+
+// ------------------------------------------------------------------------------------------------ shards
+
+/// Options of save_sharded. `save` applies to every shard and to the index (its metadata goes into
+/// every shard's header; the index holds only "total_size", as Hugging Face's writers put it there).
+struct ShardedSaveOptions {
+  SaveOptions save;
+  /// No shard grows past this unless one tensor alone is larger (it then gets a shard of its own).
+  std::uint64_t max_shard_bytes = 5'000'000'000;
+  /// Files are <prefix>.safetensors (one shard, no index) or <prefix>-00001-of-0000N.safetensors and
+  /// <prefix>.safetensors.index.json.
+  std::string prefix = "model";
+  /// Checkpoint files of an earlier save in the directory that this one would not replace (other shard
+  /// counts, a single file where an index is written, or the reverse) would mislead readers: false refuses
+  /// the save before anything is written (already_exists, naming them); true removes them once the new
+  /// index (or file) is in place.
+  bool remove_stale = false;
+};
+
+struct ShardedSaveStats {
+  std::vector<std::string> files;  // shard paths, in order
+  std::string index;               // the index's path, or empty for a single shard
+  std::uint64_t total_size = 0;    // bytes of tensor data (the index's metadata.total_size)
+  /// (name, kept): tensors that were the same memory as an earlier one (same address, dtype and shape) and
+  /// were saved once, under the first name, as Hugging Face's save_pretrained and safetensors' save_model do.
+  std::vector<std::pair<std::string, std::string>> aliases;
+  std::vector<std::string> removed;  // stale files removed (remove_stale)
+  std::vector<SaveStats> shards;
+  double seconds = 0;
+};
+
+/// Which tensors go to which shard, as huggingface_hub's split_torch_state_dict_into_shards decides for
+/// tensors that own their storage: in the given order, the shard being filled is closed when the next tensor
+/// would take it past `max_shard_bytes`; a tensor larger than that gets a shard of its own at once, ahead of
+/// the shard being filled. Indices into `sizes`; no empty shards.
+std::vector<std::vector<std::size_t>> plan_shards(std::span<const std::uint64_t> sizes, std::uint64_t max_shard_bytes);
+
+/// Saves `tensors` into `directory` (created if missing, one level) as shards and an index, each file as
+/// save() does, the index last: a reader never finds an index naming a shard that is not complete.
+/// Errors: save()'s, naming the shard; already_exists for stale files (above).
+[[nodiscard]] Result<ShardedSaveStats> save_sharded(const std::string& directory, std::span<const SaveTensor> tensors,
+                                                    const ShardedSaveOptions& options = {});
+
 }  // namespace ferry::safetensors

@@ -706,3 +706,9 @@ class safe_open:  # noqa: N801 (the name safetensors users know)
     def __repr__(self) -> str:
         return f"<ferry.safetensors.safe_open {self._ckpt.files[0]!r} {len(self._ckpt.tensors)} tensors>"
 
+
+
+# Saving: ferry/_save.py (save_file, save_sharded, background saves).
+from ._save import SaveHandle, SaveResult, ShardedSaveResult, save_file, save_sharded  # noqa: E402
+
+__all__ += ["save_file", "save_sharded", "SaveHandle", "SaveResult", "ShardedSaveResult"]

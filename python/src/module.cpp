@@ -21,6 +21,7 @@
 #include "errors.hpp"
 #include "remote_bindings.hpp"
 #include "safetensors_bindings.hpp"
+#include "save_bindings.hpp"
 #include "ferry/doctor.hpp"
 #include "ferry/ferry.hpp"
 #include "futures.hpp"
@@ -509,6 +510,7 @@ PYBIND11_MODULE(_ferry, m) {
   }, py::arg("code"), py::arg("message"), py::arg("errno") = 0, py::arg("path") = "");
 
   register_safetensors(m);
+  register_safetensors_save(m);
   register_remote(m);
 
   m.def("doctor_json", [](const std::string& path, int device, bool probe) {

@@ -13,6 +13,7 @@
 #include <pybind11/stl.h>
 
 #include "errors.hpp"
+#include "progress_bridge.hpp"
 #include "ferry/safetensors.hpp"
 
 namespace py = pybind11;
@@ -21,41 +22,6 @@ namespace ferry::python {
 namespace {
 
 namespace st = ferry::safetensors;
-
-// Calls the Python progress callback (if any) and checks for signals. A callback that raises, returns
-// False, or a pending KeyboardInterrupt stops the load; the exception is raised once the load returned.
-class ProgressBridge {
- public:
-  explicit ProgressBridge(py::object callback) : callback_(std::move(callback)) {}
-
-  bool operator()(std::uint64_t done, std::uint64_t total) {
-    py::gil_scoped_acquire gil;
-    try {
-      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-      if (!callback_.is_none()) {
-        py::object answer = callback_(done, total);
-        if (answer.is(py::bool_(false))) return false;
-      }
-      return true;
-    } catch (...) {
-      error_ = std::current_exception();
-      return false;
-    }
-  }
-
-  /// With the GIL held: raises what the callback raised, if anything.
-  void rethrow() {
-    if (error_) {
-      std::exception_ptr e = error_;
-      error_ = nullptr;
-      std::rethrow_exception(e);
-    }
-  }
-
- private:
-  py::object callback_;
-  std::exception_ptr error_;
-};
 
 // Notes and tables are for people; they may quote file names that are not UTF-8.
 py::list message_list(const std::vector<std::string>& texts) {

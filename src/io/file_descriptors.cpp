@@ -78,22 +78,24 @@ Status check_file_type(const struct stat& st, const std::string& path, FileKind*
 
 }  // namespace
 
-Result<FileDescriptors> FileDescriptors::open(Syscalls& sys, const std::string& path, const OpenFlags& flags) {
+Result<FileDescriptors> FileDescriptors::open(Syscalls& sys, const std::string& path, const OpenFlags& flags,
+                                              const std::string& name) {
   FileDescriptors fds(sys);
+  const std::string& shown = name.empty() ? path : name;
   int base = access_bits(flags.access);
   int create = (flags.create ? O_CREAT : 0) | (flags.truncate ? O_TRUNC : 0);
   // O_NONBLOCK: opening a FIFO would otherwise wait for its other end forever. Cleared below.
   int fd = sys.open(path.c_str(), base | create | O_NONBLOCK | O_NOCTTY, 0644);
   if (fd < 0) {
-    return Status::from_errno(-fd, fmt::format("Could not open \"{}\"", path), path);
+    return Status::from_errno(-fd, fmt::format("Could not open \"{}\"", shown), shown);
   }
   fds.buffered_fd_ = fd;
   struct stat st;
   int rc = sys.fstat(fd, &st);
-  if (rc < 0) return Status::from_errno(-rc, fmt::format("Could not stat \"{}\"", path), path);
-  FERRY_RETURN_IF_ERROR(check_file_type(st, path, &fds.kind_));
+  if (rc < 0) return Status::from_errno(-rc, fmt::format("Could not stat \"{}\"", shown), shown);
+  FERRY_RETURN_IF_ERROR(check_file_type(st, shown, &fds.kind_));
   rc = sys.clear_nonblocking(fd);
-  if (rc < 0) return Status::from_errno(-rc, fmt::format("Could not set up \"{}\" for reading", path), path);
+  if (rc < 0) return Status::from_errno(-rc, fmt::format("Could not set up \"{}\" for reading", shown), shown);
   if (fds.kind_ == FileKind::character_device) {
     fds.direct_note_ = "not a regular file: buffered I/O only";
     return fds;
@@ -109,14 +111,14 @@ Result<FileDescriptors> FileDescriptors::open(Syscalls& sys, const std::string& 
     rc = sys.fstat(dfd, &dst);
     if (rc < 0 || dst.st_dev != st.st_dev || dst.st_ino != st.st_ino) {
       (void)sys.close(dfd);
-      fds.direct_note_ = fmt::format("\"{}\" was replaced while it was being opened: O_DIRECT is not used", path);
+      fds.direct_note_ = fmt::format("\"{}\" was replaced while it was being opened: O_DIRECT is not used", shown);
       return fds;
     }
     fds.direct_fd_ = dfd;
     query_direct_alignment(dfd, &fds.offset_align_, &fds.memory_align_);
   } else {
     fds.direct_note_ = fmt::format("the file system refused O_DIRECT for \"{}\" ({}: {}); buffered I/O is used",
-                                   path, errno_name(-dfd), std::strerror(-dfd));
+                                   shown, errno_name(-dfd), std::strerror(-dfd));
   }
   return fds;
 }

@@ -29,8 +29,11 @@ class FileDescriptors {
   /// renamed over `path` in between cannot be mixed in) with O_DIRECT. A refused O_DIRECT open is not
   /// an error: it is recorded in direct_note(). Opening never blocks (a FIFO is refused, not waited on).
   /// Errors: not_found, permission_denied, is_a_directory (a directory is refused even for reading),
-  /// invalid_argument (a FIFO or socket, which cannot be read at offsets), each naming the path.
-  static Result<FileDescriptors> open(Syscalls& sys, const std::string& path, const OpenFlags& flags);
+  /// invalid_argument (a FIFO or socket, which cannot be read at offsets), each naming the path, or `name`
+  /// where given: the file's name for messages when it is opened by another path (an unnamed temporary
+  /// file, reached through /proc/self/fd).
+  static Result<FileDescriptors> open(Syscalls& sys, const std::string& path, const OpenFlags& flags,
+                                      const std::string& name = {});
 
   FileDescriptors(FileDescriptors&& other) noexcept;
   FileDescriptors& operator=(FileDescriptors&&) = delete;

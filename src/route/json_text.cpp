@@ -35,6 +35,19 @@ std::size_t utf8_sequence_length(std::string_view s, std::size_t i) {
   return n;
 }
 
+}  // namespace
+
+bool valid_utf8(std::string_view text) {
+  for (std::size_t i = 0; i < text.size();) {
+    std::size_t n = utf8_sequence_length(text, i);
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
+namespace {
+
 void append_quoted(std::string& out, std::string_view text) {
   static const char* kHex = "0123456789abcdef";
   out += '"';

@@ -21,8 +21,14 @@
 
 namespace ferry::detail {
 
-/// `text` as a JSON string literal, quotes included, with the encoding described above.
+/// `text` as a JSON string literal, quotes included, with the encoding described above. For valid UTF-8 this
+/// is what serde_json writes (the safetensors reference's header writer relies on it): '"' and '\' escaped,
+/// \b \f \n \r \t, other control characters as \u00xx in lowercase hex, everything else as it is.
 std::string json_quote(std::string_view text);
+
+/// Whether `text` is valid UTF-8, as strictly as Python's decoder checks it (no overlong forms, no encoded
+/// surrogates, nothing above U+10FFFF).
+bool valid_utf8(std::string_view text);
 
 /// `value` as JSON text, formatted as value.dump(indent) formats it (compact when indent < 0), with every
 /// string (and key) written by json_quote(). Never throws for strings that are not UTF-8.

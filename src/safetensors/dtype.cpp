@@ -3,6 +3,8 @@
 
 #include <array>
 
+#include "safetensors/dtype_order.hpp"
+
 namespace ferry::safetensors {
 namespace {
 
@@ -10,25 +12,28 @@ struct DtypeRow {
   Dtype dtype;
   const char* name;
   std::uint64_t size;
+  // The position in the reference implementation's Dtype enum, which it documents as "in increasing
+  // alignment order"; its writer sorts tensors by it, descending.
+  unsigned reference_rank;
 };
 
 // In enum order, so that a Dtype indexes its row.
 constexpr std::array<DtypeRow, kDtypeCount> kDtypes{{
-    {Dtype::boolean, "BOOL", 1},
-    {Dtype::u8, "U8", 1},
-    {Dtype::u16, "U16", 2},
-    {Dtype::u32, "U32", 4},
-    {Dtype::u64, "U64", 8},
-    {Dtype::i8, "I8", 1},
-    {Dtype::i16, "I16", 2},
-    {Dtype::i32, "I32", 4},
-    {Dtype::i64, "I64", 8},
-    {Dtype::f8_e4m3, "F8_E4M3", 1},
-    {Dtype::f8_e5m2, "F8_E5M2", 1},
-    {Dtype::f16, "F16", 2},
-    {Dtype::bf16, "BF16", 2},
-    {Dtype::f32, "F32", 4},
-    {Dtype::f64, "F64", 8},
+    {Dtype::boolean, "BOOL", 1, 0},
+    {Dtype::u8, "U8", 1, 1},
+    {Dtype::u16, "U16", 2, 6},
+    {Dtype::u32, "U32", 4, 10},
+    {Dtype::u64, "U64", 8, 14},
+    {Dtype::i8, "I8", 1, 2},
+    {Dtype::i16, "I16", 2, 5},
+    {Dtype::i32, "I32", 4, 9},
+    {Dtype::i64, "I64", 8, 13},
+    {Dtype::f8_e4m3, "F8_E4M3", 1, 4},
+    {Dtype::f8_e5m2, "F8_E5M2", 1, 3},
+    {Dtype::f16, "F16", 2, 7},
+    {Dtype::bf16, "BF16", 2, 8},
+    {Dtype::f32, "F32", 4, 11},
+    {Dtype::f64, "F64", 8, 12},
 }};
 
 constexpr bool rows_in_enum_order() {
@@ -57,6 +62,13 @@ std::uint64_t dtype_size(Dtype d) noexcept {
   auto i = static_cast<std::size_t>(d);
   return i < kDtypes.size() ? kDtypes[i].size : 1;
 }
+
+namespace detail {
+unsigned reference_rank(Dtype d) noexcept {
+  auto i = static_cast<std::size_t>(d);
+  return i < kDtypes.size() ? kDtypes[i].reference_rank : 0;
+}
+}  // namespace detail
 
 std::uint64_t TensorInfo::element_count() const {
   std::uint64_t n = 1;

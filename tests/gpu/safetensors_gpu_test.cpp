@@ -1,4 +1,5 @@
-// ferry::safetensors on real GPUs: checkpoints written by hand loaded into device memory byte for byte,
+// ferry::safetensors on real GPUs: checkpoints written by hand loaded into device memory byte for byte (and
+// saved back from it, in the foreground and the background),
 // caller regions untouched outside the tensors, and with two GPUs the device map and replicas. Skips, with
 // the driver's own reason, where CUDA is unusable (and the two-GPU cases where there is one GPU).
 #include <gmock/gmock.h>
@@ -172,6 +173,63 @@ TEST(SafetensorsGpu, ReplicasOnTwoGpusReadTheFileOnce) {
   expect_loaded(*api, b, loaded->replicas[0], 1);
   EXPECT_EQ(loaded->stats.bytes_copied, loaded->stats.bytes_read);
   for (const auto& n : loaded->stats.notes) std::cout << "[          ] note: " << n << "\n";
+}
+
+// ---- saving from GPU memory
+
+std::vector<SaveTensor> save_tensors_of(const LoadedCheckpoint& c) {
+  std::vector<SaveTensor> out;
+  for (const LoadedTensor& t : c.tensors) out.push_back({t.name, t.dtype, t.shape, t.data});
+  return out;
+}
+
+TEST(SafetensorsGpu, SavesFromGpuMemoryTheFileItSavesFromHostMemory) {
+  REQUIRE_GPUS(1);
+  auto b = every_dtype(20000);  // about 11 MiB per 4-byte dtype: several staging windows
+  auto dir = testing::test_dir();
+  std::string path = b.write(dir / "model.safetensors");
+  auto gpu = load(path);
+  auto host = load(path, LoadOptions{.device = kHostMemory});
+  ASSERT_TRUE(gpu.ok() && host.ok());
+  SaveOptions o;
+  o.metadata = std::map<std::string, std::string>{{"format", "pt"}};
+  auto from_gpu = save((dir / "gpu.safetensors").string(), save_tensors_of(*gpu), o);
+  auto from_host = save((dir / "host.safetensors").string(), save_tensors_of(*host), o);
+  ASSERT_TRUE(from_gpu.ok()) << from_gpu.status().to_string();
+  ASSERT_TRUE(from_host.ok()) << from_host.status().to_string();
+  EXPECT_EQ(testing::read_whole_file(dir / "gpu.safetensors"), testing::read_whole_file(dir / "host.safetensors"));
+  EXPECT_TRUE(from_gpu->staging_pinned);
+  EXPECT_EQ(from_gpu->device_bytes, gpu->stats.bytes_read);
+  std::cout << "[          ] " << from_gpu->file_bytes << " bytes from GPU memory in " << from_gpu->seconds << " s ("
+            << from_gpu->sync_seconds << " s fdatasync); " << from_gpu->report.summary() << "\n";
+}
+
+TEST(SafetensorsGpu, ABackgroundSnapshotHoldsTheTensorsAsTheyWere) {
+  REQUIRE_GPUS(1);
+  auto b = every_dtype(20000);
+  auto dir = testing::test_dir();
+  std::string path = b.write(dir / "model.safetensors");
+  auto gpu = load(path);
+  ASSERT_TRUE(gpu.ok());
+  SaveOptions o;
+  o.metadata = std::map<std::string, std::string>{{"format", "pt"}};
+  auto before = save((dir / "before.safetensors").string(), save_tensors_of(*gpu), o);
+  ASSERT_TRUE(before.ok());
+  auto handle = start_save((dir / "bg.safetensors").string(), save_tensors_of(*gpu), o);
+  ASSERT_TRUE(handle.ok()) << handle.status().to_string();
+  ASSERT_TRUE(handle->snapshot().ok());
+  ferry::detail::ScopedDeviceContext context(*api, 0);
+  for (const LoadedTensor& t : gpu->tensors) {
+    if (t.size_bytes) {
+      ASSERT_EQ(api->cuMemsetD8_v2(static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(t.data)), 0xEE,
+                                   t.size_bytes),
+                ferry::detail::CUDA_SUCCESS);
+    }
+  }
+  auto stats = handle->result();
+  ASSERT_TRUE(stats.ok()) << stats.status().to_string();
+  EXPECT_EQ(testing::read_whole_file(dir / "bg.safetensors"), testing::read_whole_file(dir / "before.safetensors"));
+  std::cout << "[          ] snapshot " << stats->snapshot_seconds << " s of " << stats->seconds << " s\n";
 }
 
 }  // namespace

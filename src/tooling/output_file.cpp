@@ -1,5 +1,5 @@
-// Creating or replacing a file safely: see output_file.hpp for the rules.
-#include "output_file.hpp"
+// Creating or replacing a file safely: see ferry_tooling/output_file.hpp for the rules.
+#include "ferry_tooling/output_file.hpp"
 
 #include <fcntl.h>
 #include <sys/random.h>
@@ -13,7 +13,11 @@
 
 #include <fmt/format.h>
 
-namespace ferry::cli {
+#include "file/open_options.hpp"
+#include "io/file_descriptors.hpp"
+#include "io/posix_source.hpp"
+
+namespace ferry::tooling {
 namespace {
 
 // ---- the signal handlers' one slot: the temporary name to remove, if any ----
@@ -122,7 +126,7 @@ Status follow_symlink(Destination& d, const struct stat& link) {
       to.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
       return Status(ErrorCode::not_found,
                     fmt::format("Could not write \"{}\": it is a symbolic link to \"{}\", which does not exist "
-                                "(ferry write does not create the target of a dangling link)",
+                                "(Ferry does not create the target of a dangling link)",
                                 d.path, to),
                     0, d.path);
     }
@@ -153,13 +157,6 @@ UniqueFd::~UniqueFd() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-std::string replace_all(std::string text, const std::string& from, const std::string& to) {
-  if (from.empty()) return text;
-  for (auto at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
-    text.replace(at, from.size(), to);
-  return text;
-}
-
 Result<Destination> inspect_destination(const std::string& path) {
   Destination d;
   d.path = path;
@@ -177,7 +174,7 @@ Result<Destination> inspect_destination(const std::string& path) {
                     path);
     if (!S_ISREG(d.st.st_mode)) {
       return Status(ErrorCode::failed_precondition,
-                    fmt::format("Could not write \"{}\": {} {}, not a regular file; ferry write creates or replaces "
+                    fmt::format("Could not write \"{}\": {} {}, not a regular file; Ferry creates or replaces "
                                 "regular files only, and never replaces a device, FIFO or socket",
                                 path, d.through_symlink ? "it leads to" : "it is", file_type_name(d.st.st_mode)),
                     0, path);
@@ -267,6 +264,18 @@ TempFile::~TempFile() {
 
 std::string TempFile::reopen_path() const { return fmt::format("/proc/self/fd/{}", fd_.get()); }
 
+Result<File> TempFile::open_file(const Destination& d, const Config& config, const detail::OpenOptions* seams) const {
+  detail::OpenOptions options = seams ? *seams : detail::OpenOptions{};
+  // Opened through /proc/self/fd (the one path an unnamed file has), but named after the destination, so
+  // that every message and report speaks of the file the caller asked for.
+  FERRY_ASSIGN_OR_RETURN(auto fds, detail::FileDescriptors::open(
+                                        *options.syscalls, reopen_path(),
+                                        detail::OpenFlags{detail::AccessMode::read_write, false, false}, d.path));
+  auto source = std::make_shared<detail::PosixSource>(*options.syscalls, std::move(fds), d.path, config.direct_io(),
+                                                      config.io_engine());
+  return detail::open_source(std::move(source), "r+", config, options);
+}
+
 Status TempFile::commit(const Destination& d, bool replace, bool sync_directory) {
   // What `>` would have kept: the mode, and the owner and group where the caller may set them.
   mode_t mode = 0666 & ~current_umask();
@@ -324,6 +333,19 @@ Status TempFile::commit(const Destination& d, bool replace, bool sync_directory)
   return Status();
 }
 
+Status replace_file_contents(const std::string& path, std::string_view bytes, bool durable) {
+  FERRY_ASSIGN_OR_RETURN(Destination d, inspect_destination(path));
+  FERRY_ASSIGN_OR_RETURN(TempFile temp, TempFile::create(d));
+  for (std::size_t done = 0; done < bytes.size();) {
+    ssize_t n = ::pwrite(temp.fd(), bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return write_error(n < 0 ? errno : EIO, path);
+    done += static_cast<std::size_t>(n);
+  }
+  if (durable && ::fdatasync(temp.fd()) != 0) return write_error(errno, path, "syncing it to its device");
+  return temp.commit(d, /*replace=*/true, durable);
+}
+
 void install_cleanup_signal_handlers() {
   static bool installed = false;
   if (installed) return;
@@ -339,4 +361,4 @@ void install_cleanup_signal_handlers() {
   }
 }
 
-}  // namespace ferry::cli
+}  // namespace ferry::tooling

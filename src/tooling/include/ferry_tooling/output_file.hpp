@@ -1,6 +1,8 @@
-// Creating or replacing a file for `ferry write` and `ferry bench`, safely.
+// ferry_tooling/output_file.hpp: creating or replacing a file safely, for `ferry write`, `ferry bench` and
+// the library's own writers (ferry::safetensors::save). Part of ferry_tooling (see device_memory.hpp); the
+// code is in the engine, so the library and the tools share one copy of these rules.
 //
-// The rules (README, "Command line"):
+// The rules (README, "Command line"; docs/safetensors.md, "Saving"):
 // - The destination is replaced only once the new data is complete (written, and synced unless told not
 //   to): before that it is left exactly as it was, also when the process is interrupted or killed.
 // - The new data goes into a file nobody else can name: an unnamed O_TMPFILE file in the destination's
@@ -28,10 +30,17 @@
 #include <sys/stat.h>
 
 #include <string>
+#include <string_view>
 
+#include "ferry/config.hpp"
+#include "ferry/file.hpp"
 #include "ferry/status.hpp"
 
-namespace ferry::cli {
+namespace ferry::detail {
+struct OpenOptions;
+}
+
+namespace ferry::tooling {
 
 /// A file descriptor closed on destruction.
 class UniqueFd {
@@ -82,8 +91,13 @@ class TempFile {
   ~TempFile();
 
   int fd() const { return fd_.get(); }
-  /// A path that opens this very file ("/proc/self/fd/N"), for ferry::File::open(path, "r+").
+  /// A path that opens this very file ("/proc/self/fd/N").
   std::string reopen_path() const;
+  /// This file opened as a ferry::File ("r+") whose messages and reports name `d.path`, the file the caller
+  /// asked for, rather than the temporary one. `seams`: system calls and GPU platform (tests); nullptr:
+  /// the real ones. Errors: File::open's, naming d.path.
+  [[nodiscard]] Result<File> open_file(const Destination& d, const Config& config,
+                                       const detail::OpenOptions* seams = nullptr) const;
   /// Gives the file the destination's name. `replace`: atomically replaces an existing target (rename),
   /// carrying its mode (and owner where allowed) over; otherwise fails with already_exists if the name was
   /// taken meanwhile (linkat never replaces). `sync_directory`: fsync the directory afterwards.
@@ -98,13 +112,15 @@ class TempFile {
   bool committed_ = false;
 };
 
+/// Creates or replaces `path` with `bytes` by the rules above: a temporary file, written, fdatasync'ed when
+/// `durable`, renamed over `path`, its directory fsync'ed when `durable`. For small files (an index);
+/// errors name `path`, which is then as it was.
+[[nodiscard]] Status replace_file_contents(const std::string& path, std::string_view bytes, bool durable);
+
 /// Handlers for SIGINT, SIGTERM and SIGHUP (each unless ignored when the process started): remove the
 /// temporary file that has a name at that moment, then die of the same signal, so that the shell sees
 /// 128 + N (130 for SIGINT, 143 for SIGTERM). Idempotent.
+/// For programs only (the CLI): a library must not take over a process's signals.
 void install_cleanup_signal_handlers();
 
-/// Replaces every occurrence of `from` in `text` with `to` (messages name the user's file, not a
-/// temporary one).
-std::string replace_all(std::string text, const std::string& from, const std::string& to);
-
-}  // namespace ferry::cli
+}  // namespace ferry::tooling

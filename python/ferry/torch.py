@@ -1,0 +1,209 @@
+"""PyTorch helpers: a whole ``torch.nn.Module`` from a safetensors checkpoint in one call.
+
+The recipe for a model that is ready to run without ever holding random weights::
+
+    import torch, ferry.torch
+    with ferry.torch.meta_parameters(buffers_device="cuda:0"):      # parameters on meta, buffers real
+        model = AutoModelForCausalLM.from_config(config, torch_dtype=torch.bfloat16)
+    ferry.torch.load_into_module(model, "checkpoint_dir/")             # parameters land on cuda:0
+
+Parameters built on the meta device cost nothing to create (no memory, no initialisation); buffers that
+the model computes when it is built and that no checkpoint holds (rotary embeddings' ``inv_freq``) must be
+real, so ``meta_parameters`` builds them on ``buffers_device``. ``load_into_module`` then gives each meta
+parameter a tensor of the loaded checkpoint (no copy), and fills tensors that are already real in place.
+torch is imported when this module is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import warnings
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
+
+import torch
+
+from . import safetensors as _st
+from ._save import _dtype_names
+
+__all__ = ["load_into_module", "meta_parameters", "ModuleLoadResult"]
+
+Device = Union[str, int, "torch.device", None]
+
+
+@contextlib.contextmanager
+def meta_parameters(buffers_device: Device = None) -> Iterator[None]:
+    """While the block runs, every parameter a module registers is replaced by a meta tensor of its shape and
+    dtype (its initialisation then costs nothing), and every buffer is moved to ``buffers_device`` (None:
+    left where the module made it). Not thread-safe: it patches ``torch.nn.Module`` for the block's duration."""
+    module = torch.nn.Module
+    register_parameter, register_buffer = module.register_parameter, module.register_buffer
+    target = None if buffers_device is None else torch.device(_device_text(buffers_device))
+
+    def on_meta(self: Any, name: str, param: Any) -> None:
+        register_parameter(self, name, param)
+        p = self._parameters.get(name)
+        if p is not None and p.device.type != "meta":
+            self._parameters[name] = _parameter_like(p, p.to("meta"))
+
+    def on_device(self: Any, name: str, tensor: Any, persistent: bool = True) -> None:
+        if target is not None and tensor is not None and tensor.device != target:
+            tensor = tensor.to(target)
+        register_buffer(self, name, tensor, persistent=persistent)
+
+    module.register_parameter = on_meta  # type: ignore[method-assign]
+    module.register_buffer = on_device  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        module.register_parameter = register_parameter  # type: ignore[method-assign]
+        module.register_buffer = register_buffer  # type: ignore[method-assign]
+
+
+class ModuleLoadResult(tuple):
+    """``(missing_keys, unexpected_keys)``, as ``load_state_dict`` returns them, plus ``stats`` (the load's, as
+    :attr:`ferry.safetensors.LoadResult.stats`), ``report`` (a :class:`ferry.Report`), ``tied`` (groups of
+    names that are one tensor in the module and were loaded once) and ``meta`` (tensors of the module still
+    on the meta device afterwards: the module cannot run until they are set)."""
+
+    def __new__(cls, missing: List[str], unexpected: List[str], stats: Dict[str, Any], report: Any,
+                tied: List[List[str]], meta: List[str]) -> "ModuleLoadResult":
+        obj = super().__new__(cls, (missing, unexpected))
+        obj.stats, obj.report, obj.tied, obj.meta = stats, report, tied, meta
+        return obj
+
+    @property
+    def missing_keys(self) -> List[str]:
+        return self[0]
+
+    @property
+    def unexpected_keys(self) -> List[str]:
+        return self[1]
+
+    def __repr__(self) -> str:
+        return f"ModuleLoadResult(missing_keys={self[0]!r}, unexpected_keys={self[1]!r})"
+
+
+_DTYPES = _dtype_names("torch")  # "float32" -> "F32"
+
+
+def _device_text(device: Device) -> str:
+    if isinstance(device, bool):
+        raise TypeError("device must be a str, an int or a torch.device, not bool")
+    if isinstance(device, int):
+        return f"cuda:{device}"
+    return str(device)
+
+
+def _parameter_like(old: Any, data: Any) -> Any:
+    """A parameter of the same class and requires_grad as `old` around `data`."""
+    try:
+        return type(old)(data, requires_grad=old.requires_grad)
+    except TypeError:
+        return torch.nn.Parameter(data, requires_grad=old.requires_grad)
+
+
+def _owner(module: Any, name: str) -> Tuple[Any, str]:
+    path, _, leaf = name.rpartition(".")
+    return (module.get_submodule(path) if path else module), leaf
+
+
+def _default_device(module: Any) -> str:
+    """Where the module's real tensors are (its buffers, in the recipe), else the current GPU, else the CPU."""
+    for t in list(module.buffers()) + list(module.parameters()):
+        if t.device.type != "meta":
+            return str(t.device)
+    return f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu"
+
+
+def load_into_module(module: Any, checkpoint: _st.PathLike, strict: bool = True, *, device: Device = None,
+                     progress: Any = None, **settings: Any) -> ModuleLoadResult:
+    """Loads ``checkpoint`` (a ``.safetensors`` file, a ``model.safetensors.index.json`` or a directory) into
+    ``module`` and returns ``(missing_keys, unexpected_keys)`` as ``module.load_state_dict`` does.
+
+    Every name of ``module.state_dict()`` is matched with the checkpoint's tensors. Before anything is read,
+    a shape or dtype that differs from the checkpoint's raises ``ValueError`` naming the tensor (no silent
+    casts), and with ``strict=True`` missing or unexpected keys raise ``RuntimeError`` in
+    ``load_state_dict``'s words. Names that are one tensor in the module (tied weights) are loaded once,
+    from the first of them the checkpoint holds, and stay one tensor; a tied name the checkpoint lacks is not
+    missing when another of its names was loaded (Hugging Face's writers save tied weights once).
+
+    Tensors on the meta device get tensors of the loaded checkpoint on ``device`` (None: where the module's
+    real tensors are, else the current GPU, else the CPU), assigned without a copy: the checkpoint is read
+    into one buffer per device by :func:`ferry.safetensors.load` (with ``strict=False``, tensors the module
+    does not take are read too). Tensors that are already real are filled in place: directly by the reads
+    when no tensor is on the meta device, else copied from the loaded buffer. Buffers the checkpoint does not
+    hold are left as they are (build them real: :func:`meta_parameters`).
+
+    ``progress`` and other keyword arguments as :func:`ferry.safetensors.load` (Ferry settings).
+    """
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError(f"module must be a torch.nn.Module, not {type(module).__name__}")
+    path = os.fsdecode(os.fspath(checkpoint))
+    impl = _st._open(checkpoint, _st._ferry.SAFETENSORS_DEFAULT_MAX_HEADER_BYTES, 0, settings)
+    rows = {row[0]: row for row in impl.tensors()}
+    expected = {n: t for n, t in module.state_dict(keep_vars=True).items() if isinstance(t, torch.Tensor)}
+
+    groups: Dict[int, List[str]] = {}
+    for name, t in expected.items():
+        groups.setdefault(id(t), []).append(name)
+    loaded_names = {i: next((n for n in names if n in rows), None) for i, names in groups.items()}
+    missing = [n for n in expected if loaded_names[id(expected[n])] is None]
+    unexpected = [n for n in rows if n not in expected]
+    what = type(module).__name__
+    if strict and (missing or unexpected):
+        parts = []
+        if missing:
+            parts.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ". ")
+        if unexpected:
+            parts.append("Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ". ")
+        raise RuntimeError(f"Error(s) in loading state_dict for {what} from {path!r} (nothing was read):\n\t"
+                           + "\n\t".join(parts))
+
+    sources: List[Tuple[str, Any]] = []  # (checkpoint name, the module's tensor)
+    mismatches = []
+    for i, source in loaded_names.items():
+        if source is None:
+            continue
+        t = expected[source]
+        _, st_dtype, shape, _nbytes = rows[source][:4]
+        have = _DTYPES.get(str(t.dtype).replace("torch.", ""), str(t.dtype))
+        if tuple(t.shape) != tuple(shape) or have != st_dtype:
+            mismatches.append(f"{source!r} is {st_dtype} {list(shape)} in the checkpoint, but {have} "
+                              f"{list(t.shape)} in the module")
+        elif t.device.type != "meta" and not t.is_contiguous():
+            mismatches.append(f"{source!r} is not contiguous in the module, so it cannot be filled in place")
+        sources.append((source, t))
+    if mismatches:
+        raise ValueError(f"Could not load {path!r} into {what} (nothing was read): " + "; ".join(mismatches))
+
+    on_meta = [(n, t) for n, t in sources if t.device.type == "meta"]
+    real = [(n, t) for n, t in sources if t.device.type != "meta"]
+    if on_meta:
+        target = _device_text(device) if device is not None else _default_device(module)
+        result = _st.load(checkpoint, target, progress=progress, **settings)
+        stats, report = result.stats, result.report
+        for source, old in on_meta:
+            # One new tensor per group, set under every name: tied weights stay tied.
+            fresh = result.tensors[source]
+            new = _parameter_like(old, fresh) if isinstance(old, torch.nn.Parameter) else fresh
+            for name in groups[id(old)]:
+                owner, leaf = _owner(module, name)
+                (owner._parameters if leaf in owner._parameters else owner._buffers)[leaf] = new
+        with torch.no_grad():
+            for source, t in real:
+                t.copy_(result.tensors[source])
+    elif real:
+        stats = _st.load_into(checkpoint, {n: t for n, t in real}, progress=progress if progress is not None else False,
+                              **settings)
+        report = stats.pop("report")
+    else:
+        stats, report = {"bytes_read": 0, "seconds": 0.0, "notes": []}, None
+
+    meta_left = [n for n, t in list(module.named_parameters()) + list(module.named_buffers()) if t.device.type == "meta"]
+    if meta_left:
+        warnings.warn(f"{what}: {len(meta_left)} tensor(s) are still on the meta device after loading {path!r} "
+                      f"(the module cannot run until they are set): {', '.join(meta_left[:5])}"
+                      + (", ..." if len(meta_left) > 5 else ""), stacklevel=2)
+    tied = [names for names in groups.values() if len(names) > 1]
+    return ModuleLoadResult(missing, unexpected, stats, report, tied, meta_left)

@@ -1,0 +1,211 @@
+// The safetensors save binding. Python turns its tensors into (name, dtype, shape, address) rows, having
+// checked them the way its framework's reference refuses them; C++ serialises, stages and writes. Every
+// call that may block releases the GIL; waits on a background save wake every kWaitSlice to run signal
+// handlers, and a KeyboardInterrupt there cancels the save (the target is then left as it was).
+#include "save_bindings.hpp"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <pybind11/stl.h>
+
+#include "errors.hpp"
+#include "ferry/safetensors.hpp"
+#include "futures.hpp"
+#include "progress_bridge.hpp"
+
+namespace py = pybind11;
+
+namespace ferry::python {
+namespace {
+
+namespace st = ferry::safetensors;
+
+using Row = std::tuple<std::string, std::string, std::vector<std::uint64_t>, std::uintptr_t>;
+using Metadata = std::optional<std::map<std::string, std::string>>;
+
+std::vector<st::SaveTensor> save_tensors(const std::vector<Row>& rows) {
+  std::vector<st::SaveTensor> out;
+  out.reserve(rows.size());
+  for (const auto& [name, dtype, shape, address] : rows) {
+    auto d = st::dtype_from_name(dtype);
+    if (!d) throw py::value_error("tensor '" + name + "': unknown safetensors dtype " + dtype);
+    out.push_back(st::SaveTensor{name, *d, shape, reinterpret_cast<const void*>(address)});
+  }
+  return out;
+}
+
+st::SaveOptions save_options(Metadata metadata, bool durable, std::optional<Config> config,
+                             std::uint64_t max_staging_bytes, bool refuse_overlapping) {
+  st::SaveOptions o;
+  o.metadata = std::move(metadata);
+  o.durable = durable;
+  o.config = std::move(config);
+  o.max_staging_bytes = max_staging_bytes;
+  o.refuse_overlapping = refuse_overlapping;
+  return o;
+}
+
+py::dict stats_dict(const st::SaveStats& s) {
+  py::dict d;
+  d["path"] = py::bytes(s.path);
+  d["target"] = py::bytes(s.target);
+  d["replaced"] = s.replaced;
+  d["file_bytes"] = s.file_bytes;
+  d["tensors"] = s.tensors;
+  d["device_bytes"] = s.device_bytes;
+  d["staging_bytes"] = s.staging_bytes;
+  d["staging_pinned"] = s.staging_pinned;
+  d["requests"] = s.requests;
+  d["seconds"] = s.seconds;
+  d["snapshot_seconds"] = s.snapshot_seconds;
+  d["snapshot_wait_seconds"] = s.snapshot_wait_seconds;
+  d["sync_seconds"] = s.sync_seconds;
+  d["commit_seconds"] = s.commit_seconds;
+  d["report"] = report_parts(s.report);
+  d["notes"] = s.notes;
+  return d;
+}
+
+py::dict save(const std::string& path, const std::vector<Row>& rows, Metadata metadata, bool durable,
+              std::optional<Config> config, std::uint64_t max_staging_bytes, bool refuse_overlapping, py::object progress,
+              double progress_interval_s) {
+  std::vector<st::SaveTensor> tensors = save_tensors(rows);
+  st::SaveOptions o = save_options(std::move(metadata), durable, std::move(config), max_staging_bytes,
+                                   refuse_overlapping);
+  ProgressBridge bridge(std::move(progress));
+  o.progress = [&bridge](std::uint64_t done, std::uint64_t total) { return bridge(done, total); };
+  o.progress_interval = std::chrono::milliseconds(static_cast<long long>(progress_interval_s * 1000.0));
+  std::optional<Result<st::SaveStats>> r;
+  {
+    py::gil_scoped_release release;
+    r.emplace(st::save(path, tensors, o));
+  }
+  bridge.rethrow();
+  return stats_dict(unwrap(std::move(*r)));
+}
+
+// A background save as Python holds it: the handle, and the Python objects whose memory the save reads,
+// kept until the snapshot is taken. Dropping it waits for the save (without the GIL), then lets them go.
+class PySaveHandle {
+ public:
+  PySaveHandle(st::SaveHandle handle, py::object keep) : handle_(std::move(handle)), keep_(std::move(keep)) {}
+  ~PySaveHandle() {
+    {
+      py::gil_scoped_release release;
+      handle_.reset();
+    }
+    keep_ = py::none();
+  }
+
+  /// Whether the snapshot was taken within `timeout` (None: waits); raises the save's error.
+  bool snapshot(std::optional<double> timeout) {
+    bool taken = wait_interruptibly([this](std::chrono::milliseconds d) { return handle_->wait_snapshot_for(d); },
+                                    deadline_after(timeout), [this] { handle_->cancel(); });
+    if (!taken) return false;
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = handle_->snapshot();
+    }
+    keep_ = py::none();  // no tensor is read any more
+    check(s);
+    return true;
+  }
+
+  /// The stats once the file is under its name (None if `timeout` passed first: the caller raises).
+  std::optional<py::dict> result(std::optional<double> timeout) {
+    bool ended = wait_interruptibly([this](std::chrono::milliseconds d) { return handle_->wait_for(d); },
+                                    deadline_after(timeout), [this] { handle_->cancel(); });
+    if (!ended) return std::nullopt;
+    std::optional<Result<st::SaveStats>> r;
+    {
+      py::gil_scoped_release release;
+      r.emplace(handle_->result());
+    }
+    keep_ = py::none();
+    return stats_dict(unwrap(std::move(*r)));
+  }
+
+  bool done() const { return handle_->done(); }
+  void cancel() const { handle_->cancel(); }
+  std::uint64_t bytes_written() const { return handle_->bytes_written(); }
+  std::uint64_t file_bytes() const { return handle_->file_bytes(); }
+
+ private:
+  std::optional<st::SaveHandle> handle_;
+  py::object keep_;
+};
+
+std::unique_ptr<PySaveHandle> start_save(const std::string& path, const std::vector<Row>& rows, Metadata metadata,
+                                         bool durable, std::optional<Config> config, std::uint64_t max_staging_bytes,
+                                         bool refuse_overlapping, py::object keep) {
+  std::vector<st::SaveTensor> tensors = save_tensors(rows);
+  st::SaveOptions o = save_options(std::move(metadata), durable, std::move(config), max_staging_bytes,
+                                   refuse_overlapping);
+  std::optional<Result<st::SaveHandle>> r;
+  {
+    py::gil_scoped_release release;
+    r.emplace(st::start_save(path, tensors, o));
+  }
+  return std::make_unique<PySaveHandle>(unwrap(std::move(*r)), std::move(keep));
+}
+
+py::dict save_sharded(const std::string& directory, const std::vector<Row>& rows, Metadata metadata, bool durable,
+                      std::optional<Config> config, std::uint64_t max_staging_bytes, bool refuse_overlapping,
+                      std::uint64_t max_shard_bytes, const std::string& prefix, bool remove_stale) {
+  std::vector<st::SaveTensor> tensors = save_tensors(rows);
+  st::ShardedSaveOptions o;
+  o.save = save_options(std::move(metadata), durable, std::move(config), max_staging_bytes, refuse_overlapping);
+  o.max_shard_bytes = max_shard_bytes;
+  o.prefix = prefix;
+  o.remove_stale = remove_stale;
+  std::optional<Result<st::ShardedSaveStats>> r;
+  {
+    py::gil_scoped_release release;
+    r.emplace(st::save_sharded(directory, tensors, o));
+  }
+  st::ShardedSaveStats s = unwrap(std::move(*r));
+  py::dict d;
+  py::list files, shards, removed;
+  for (const auto& f : s.files) files.append(py::bytes(f));
+  for (const auto& f : s.removed) removed.append(py::bytes(f));
+  for (const auto& shard : s.shards) shards.append(stats_dict(shard));
+  d["files"] = files;
+  d["index"] = s.index.empty() ? py::object(py::none()) : py::object(py::bytes(s.index));
+  d["total_size"] = s.total_size;
+  d["aliases"] = s.aliases;
+  d["removed"] = removed;
+  d["shards"] = shards;
+  d["seconds"] = s.seconds;
+  return d;
+}
+
+}  // namespace
+
+void register_safetensors_save(py::module_& m) {
+  m.attr("SAFETENSORS_SAVE_WINDOW_BYTES") = st::kSaveWindowBytes;
+  m.attr("SAFETENSORS_DEFAULT_SAVE_STAGING") = st::kDefaultSaveStaging;
+  m.def("safetensors_save", &save, py::arg("path"), py::arg("tensors"), py::arg("metadata"), py::arg("durable"),
+        py::arg("config"), py::arg("max_staging_bytes"), py::arg("refuse_overlapping"), py::arg("progress"),
+        py::arg("progress_interval") = 0.1);
+  m.def("safetensors_start_save", &start_save, py::arg("path"), py::arg("tensors"), py::arg("metadata"),
+        py::arg("durable"), py::arg("config"), py::arg("max_staging_bytes"), py::arg("refuse_overlapping"),
+        py::arg("keep"));
+  m.def("safetensors_save_sharded", &save_sharded, py::arg("directory"), py::arg("tensors"), py::arg("metadata"),
+        py::arg("durable"), py::arg("config"), py::arg("max_staging_bytes"), py::arg("refuse_overlapping"),
+        py::arg("max_shard_bytes"), py::arg("prefix"), py::arg("remove_stale"));
+  py::class_<PySaveHandle>(m, "SafetensorsSaveHandle", "A background save (ferry::safetensors::SaveHandle).")
+      .def("snapshot", &PySaveHandle::snapshot, py::arg("timeout") = py::none())
+      .def("result", &PySaveHandle::result, py::arg("timeout") = py::none())
+      .def("done", &PySaveHandle::done)
+      .def("cancel", &PySaveHandle::cancel)
+      .def_property_readonly("bytes_written", &PySaveHandle::bytes_written)
+      .def_property_readonly("file_bytes", &PySaveHandle::file_bytes);
+}
+
+}  // namespace ferry::python

@@ -1,0 +1,190 @@
+// save_sharded: Hugging Face's shard layout (model-00001-of-00003.safetensors and
+// model.safetensors.index.json), each file saved atomically, the index last.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <regex>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "ferry_tooling/output_file.hpp"
+#include "safetensors/saver.hpp"
+#include "safetensors/text.hpp"
+
+namespace ferry::safetensors {
+namespace detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string join_path(const std::string& dir, const std::string& name) {
+  return dir.empty() || dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+// Tensors that are the same memory as an earlier one (address, dtype and shape) are saved once, under the
+// first name, as save_pretrained and safetensors' save_model keep one name of tied weights.
+std::vector<SaveTensor> without_aliases(std::span<const SaveTensor> tensors,
+                                        std::vector<std::pair<std::string, std::string>>& aliases) {
+  std::vector<SaveTensor> kept;
+  std::map<std::tuple<const void*, Dtype, std::vector<std::uint64_t>>, std::size_t> first;
+  for (const SaveTensor& t : tensors) {
+    if (t.data != nullptr) {
+      auto [it, fresh] = first.emplace(std::make_tuple(t.data, t.dtype, t.shape), kept.size());
+      if (!fresh) {
+        aliases.emplace_back(t.name, kept[it->second].name);
+        continue;
+      }
+    }
+    kept.push_back(t);
+  }
+  return kept;
+}
+
+// Files of an earlier save with this prefix that this one does not write: they would mislead readers (an
+// index beside a single file, shards of another count).
+std::vector<std::string> stale_files(const std::string& directory, const std::string& prefix,
+                                     const std::set<std::string>& writing) {
+  std::vector<std::string> stale;
+  const std::regex shard(std::regex_replace(prefix, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") +
+                         R"(-\d{5}-of-\d{5}\.safetensors)");
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(directory, ec)) {
+    std::string name = entry.path().filename().string();
+    bool ours = name == prefix + ".safetensors" || name == prefix + ".safetensors.index.json" ||
+                std::regex_match(name, shard);
+    if (ours && !writing.count(name)) stale.push_back(name);
+  }
+  std::sort(stale.begin(), stale.end());
+  return stale;
+}
+
+Status make_directory(const std::string& directory) {
+  struct stat st {};
+  if (::stat(directory.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return Status();
+    return Status(ErrorCode::failed_precondition,
+                  fmt::format("Could not save shards into \"{}\": it exists and is not a directory", directory), ENOTDIR,
+                  directory);
+  }
+  if (::mkdir(directory.c_str(), 0777) != 0 && errno != EEXIST) {
+    return Status::from_errno(errno, fmt::format("Could not create the directory \"{}\"", directory), directory);
+  }
+  return Status();
+}
+
+}  // namespace
+
+Result<ShardedSaveStats> save_sharded_with(const std::string& directory, std::span<const SaveTensor> tensors,
+                                           const ShardedSaveOptions& options, const ferry::detail::OpenOptions& seams) {
+  auto started = Clock::now();
+  ShardedSaveStats stats;
+  std::vector<SaveTensor> kept = without_aliases(tensors, stats.aliases);
+  // Everything is checked before the first file is written: names and metadata, and overlaps across shards.
+  auto image = serialize_header(kept, options.save.metadata);
+  if (!image.ok()) {
+    return Status(image.status().code(), fmt::format("Could not save shards into \"{}\": {}", directory,
+                                                     image.status().message()));
+  }
+  if (options.save.refuse_overlapping) {
+    Status s = check_overlaps(kept, image->size_bytes);
+    if (!s.ok()) return Status(s.code(), fmt::format("Could not save shards into \"{}\": {}", directory, s.message()));
+  }
+  if (options.prefix.empty() || options.prefix.find('/') != std::string::npos) {
+    return Status(ErrorCode::invalid_argument,
+                  fmt::format("the shard prefix {} must be a non-empty file name", quoted_text(options.prefix)));
+  }
+  const std::vector<std::vector<std::size_t>> shards = plan_shards(image->size_bytes, options.max_shard_bytes);
+  for (std::uint64_t n : image->size_bytes) stats.total_size += n;
+
+  std::vector<std::string> names;
+  if (shards.size() <= 1) {
+    names.push_back(options.prefix + ".safetensors");
+  } else {
+    for (std::size_t i = 0; i < shards.size(); ++i) {
+      names.push_back(fmt::format("{}-{:05d}-of-{:05d}.safetensors", options.prefix, i + 1, shards.size()));
+    }
+  }
+  const std::string index_name = options.prefix + ".safetensors.index.json";
+  std::set<std::string> writing(names.begin(), names.end());
+  if (shards.size() > 1) writing.insert(index_name);
+
+  FERRY_RETURN_IF_ERROR(make_directory(directory));
+  std::vector<std::string> stale = stale_files(directory, options.prefix, writing);
+  if (!stale.empty() && !options.remove_stale) {
+    std::string list;
+    for (const auto& s : stale) list += (list.empty() ? "\"" : ", \"") + s + "\"";
+    return Status(ErrorCode::already_exists,
+                  fmt::format("Could not save shards into \"{}\": it holds {} from an earlier save that this one would "
+                              "not replace, and readers could take them for the checkpoint; remove them, or pass "
+                              "remove_stale to have them removed once the new checkpoint is complete",
+                              directory, list),
+                  EEXIST, directory);
+  }
+
+  // The shards, one after another; an empty checkpoint is one file with no tensors.
+  nlohmann::json weight_map = nlohmann::json::object();
+  for (std::size_t s = 0; s < std::max<std::size_t>(shards.size(), 1); ++s) {
+    std::vector<SaveTensor> part;
+    if (!shards.empty()) {
+      for (std::size_t i : shards[s]) {
+        part.push_back(kept[i]);
+        weight_map[kept[i].name] = names[s];
+      }
+    }
+    const std::string path = join_path(directory, names[s]);
+    FERRY_ASSIGN_OR_RETURN(SaveStats shard, save_with(path, part, options.save, seams));
+    stats.files.push_back(path);
+    stats.shards.push_back(std::move(shard));
+  }
+  if (shards.size() > 1) {
+    // As transformers writes it: json.dumps(index, indent=2, sort_keys=True) + "\n" (ASCII, keys sorted).
+    nlohmann::json index = {{"metadata", {{"total_size", stats.total_size}}}, {"weight_map", weight_map}};
+    stats.index = join_path(directory, index_name);
+    FERRY_RETURN_IF_ERROR(tooling::replace_file_contents(stats.index, index.dump(2, ' ', true) + "\n",
+                                                         options.save.durable));
+  }
+  for (const std::string& name : stale) {
+    const std::string path = join_path(directory, name);
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+      return Status::from_errno(errno, fmt::format("Could not remove the stale \"{}\"", path), path);
+    }
+    stats.removed.push_back(path);
+  }
+  stats.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  return stats;
+}
+
+}  // namespace detail
+
+std::vector<std::vector<std::size_t>> plan_shards(std::span<const std::uint64_t> sizes, std::uint64_t max_shard_bytes) {
+  std::vector<std::vector<std::size_t>> shards;
+  std::vector<std::size_t> current;
+  std::uint64_t current_bytes = 0;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] > max_shard_bytes) {
+      shards.push_back({i});
+      continue;
+    }
+    if (current_bytes + sizes[i] > max_shard_bytes && !current.empty()) {
+      shards.push_back(std::move(current));
+      current.clear();
+      current_bytes = 0;
+    }
+    current.push_back(i);
+    current_bytes += sizes[i];
+  }
+  if (!current.empty()) shards.push_back(std::move(current));
+  return shards;
+}
+
+Result<ShardedSaveStats> save_sharded(const std::string& directory, std::span<const SaveTensor> tensors,
+                                      const ShardedSaveOptions& options) {
+  return detail::save_sharded_with(directory, tensors, options, ferry::detail::OpenOptions{});
+}
+
+}  // namespace ferry::safetensors
