@@ -13,7 +13,9 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -161,6 +163,38 @@ class PyFile {
   std::unique_ptr<PyFuture> pread(py::object buffer, std::uint64_t size, std::uint64_t offset) {
     Buffer& b = checked_buffer(buffer, size, Direction::read);
     return start(Direction::read, Where::at_offset, std::move(buffer), reinterpret_cast<void*>(b.address), size, offset);
+  }
+
+  /// File::pread_batch: piece i is sizes[i] bytes at offsets[i] into addresses[i], which lie in the
+  /// buffers of `keep` (checked by the Python layer); `keep` stays alive until the batch is done.
+  std::unique_ptr<PyFuture> pread_batch(py::object keep, py::array_t<std::uint64_t, py::array::c_style> addresses,
+                                        py::array_t<std::uint64_t, py::array::c_style> sizes,
+                                        py::array_t<std::uint64_t, py::array::c_style> offsets) {
+    const auto n = static_cast<std::size_t>(addresses.size());
+    if (static_cast<std::size_t>(sizes.size()) != n || static_cast<std::size_t>(offsets.size()) != n) {
+      throw py::value_error("addresses, sizes and offsets differ in length");
+    }
+    std::vector<Piece> pieces(n);
+    std::uint64_t total = 0;
+    const std::uint64_t* a = addresses.data();
+    const std::uint64_t* z = sizes.data();
+    const std::uint64_t* o = offsets.data();
+    for (std::size_t i = 0; i < n; ++i) {
+      pieces[i] = Piece{reinterpret_cast<void*>(static_cast<std::uintptr_t>(a[i])), z[i], o[i]};
+      total += z[i];
+    }
+    File& f = open_file();
+    reap_parked(false);
+    requests_->started();
+    Future future;
+    {
+      py::gil_scoped_release release;
+      future = f.pread_batch(pieces);
+    }
+    std::string what = "read a batch of " + std::to_string(n) + " pieces (" + std::to_string(total) +
+                       " bytes) from \"" + f.path() + "\"";
+    return std::make_unique<PyFuture>(std::move(future), std::move(keep), requests_, std::move(what), f.path(),
+                                      PyFuture::OutcomeHook{});
   }
 
   std::unique_ptr<PyFuture> pwrite(py::object buffer, std::uint64_t size, std::uint64_t offset) {
@@ -435,6 +469,8 @@ PYBIND11_MODULE(_ferry, m) {
   py::class_<PyFile>(m, "File", "An open file (ferry::File).")
       .def_static("open", &PyFile::open, py::arg("path"), py::arg("mode"), py::arg("config") = py::none())
       .def("pread", &PyFile::pread, py::arg("buffer"), py::arg("size"), py::arg("offset"))
+      .def("pread_batch", &PyFile::pread_batch, py::arg("keep"), py::arg("addresses"), py::arg("sizes"),
+           py::arg("offsets"))
       .def("pwrite", &PyFile::pwrite, py::arg("buffer"), py::arg("size"), py::arg("offset"))
       .def("read_into", &PyFile::read_into, py::arg("buffer"), py::arg("size"))
       .def("read_bytes", &PyFile::read_bytes, py::arg("size"))
