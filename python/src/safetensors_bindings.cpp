@@ -14,6 +14,7 @@
 
 #include "errors.hpp"
 #include "ferry/safetensors.hpp"
+#include "futures.hpp"
 
 namespace py = pybind11;
 
@@ -64,7 +65,7 @@ py::dict stats_dict(const st::LoadStats& s) {
   d["requests"] = s.requests;
   d["seconds"] = s.seconds;
   d["replicate_wait_seconds"] = s.replicate_wait_seconds;
-  d["report"] = py::make_tuple(s.report.to_json(), s.report.table());
+  d["report"] = report_parts(s.report);
   d["notes"] = s.notes;
   return d;
 }
