@@ -109,3 +109,51 @@ def serve_directory(root: Path, work: Path):
     if os.access(NGINX, os.X_OK):
         return Nginx(root, work)
     return RangeServer(root)
+
+
+FAULT_PROXY = Path(__file__).resolve().parents[2] / "tests" / "remote" / "fault_proxy.py"
+
+
+class FaultProxy:
+    """tests/remote/fault_proxy.py in front of `upstream_port`: spoils answers on command (see its
+    docstring for the modes)."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.proc = subprocess.Popen(
+            ["/usr/bin/python3", str(FAULT_PROXY), str(upstream_port)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        )
+        line = self.proc.stdout.readline().split()
+        if len(line) != 2 or line[0] != "port":
+            self.stop()
+            raise RuntimeError(f"{FAULT_PROXY} did not start (printed {line!r})")
+        self.port = int(line[1])
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}/{path.lstrip('/')}"
+
+    def set(self, mode: str, count: int = -1, on: str = "GET", after: int = 0, **extra: str) -> None:
+        """Sets the fault; `extra` are further query parameters (reason=, body=)."""
+        import urllib.parse
+        import urllib.request
+
+        query = urllib.parse.urlencode({"mode": mode, "count": count, "on": on, "after": after, **extra})
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/__fault?{query}", timeout=10) as answer:
+            assert answer.read() == b"ok\n"
+
+    def log(self) -> list:
+        """[method, range, if-match] of each request forwarded since the last set()."""
+        import json
+        import urllib.request
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/__log", timeout=10) as answer:
+            return json.loads(answer.read())
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
