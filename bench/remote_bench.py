@@ -1,12 +1,13 @@
 #!/usr/bin/python3
-"""Remote reads on loopback: Ferry's ferry.remote against curl with the same parallelism, and ferry.dask
-against plain dask + NumPy reads of the same shards.
+"""Remote reads on loopback: Ferry's File over a URL (ferry.open(url)) against curl with the same
+parallelism, and ferry.dask against plain dask + NumPy reads of the same shards.
 
     PYTHONPATH=build/python /usr/bin/python3 bench/remote_bench.py [--size-mib 1024] [--connections 4]
         [--shards 8] [--repeats 3] [--dir /dev/shm/ferry-remote-bench] [--json out.jsonl]
 
 nginx (2 workers, sendfile) serves a file of --size-mib from --dir (default /dev/shm, so the server reads
-from memory); the clients write into memory too: Ferry into a NumPy buffer, curl into /dev/null (which
+from memory); Ferry reads with remote_connections=N and one range request per task (task_size: the default
+4 MiB, and size/N); the clients write into memory too: Ferry into a NumPy buffer, curl into /dev/null (which
 costs curl less than a copy into memory, so the comparison favours curl). Each figure is the median of
 --repeats runs after one warm-up. The curl baselines: N curl processes each fetching 1/N of the file with
 --range, and one `curl --parallel` with N ranged transfers (where curl supports it). The Dask part splits
@@ -104,7 +105,6 @@ def main() -> int:
     import numpy as np
 
     import ferry
-    import ferry.remote
 
     base = Path(args.dir)
     shutil.rmtree(base, ignore_errors=True)
@@ -137,11 +137,12 @@ def main() -> int:
         n = args.connections
         buf = np.empty(size, dtype=np.uint8)
         part = max(1 << 20, (size + n - 1) // n)
-        for label, part_size in (("ferry.remote parts=size/N", part), ("ferry.remote parts=8MiB", 8 << 20)):
-            obj = ferry.remote.open(url, connections=n, part_size=part_size)
-            secs = timed(lambda: obj.read_into(buf), args.repeats)
-            c = obj.counters()
-            record(label, secs, size, connections_opened=c["connections"], requests=c["requests"])
+        for label, task_size in (("ferry File tasks=4MiB (default)", 4 << 20), ("ferry File tasks=size/N", part)):
+            f = ferry.open(url, remote_connections=n, task_size=task_size)
+            secs = timed(lambda: f.pread(buf).result(), args.repeats)
+            note = next(x for x in f.report()["notes"] if "HTTP requests" in x)
+            record(label, secs, size, object_note=note)
+            f.close()
         assert buf[:1 << 20].tobytes() == big.read_bytes()[: 1 << 20]
         record(f"curl x{n} processes --range", timed(lambda: curl_processes(url, size, n), args.repeats), size)
         try:
@@ -181,7 +182,7 @@ def main() -> int:
                 def ferry_remote() -> None:
                     urls = [f"http://127.0.0.1:{port}/{Path(p).name}" for p in paths]
                     ferry.dask.read_array(urls, shape, np.uint8, device="cpu",
-                                          remote_options={"connections": 2}).sum().compute()
+                                          settings={"remote_connections": 2}).sum().compute()
 
                 record(f"dask+numpy.fromfile {args.shards} shards", timed(plain, args.repeats), size)
                 record(f"ferry.dask local {args.shards} shards", timed(with_ferry, args.repeats), size)

@@ -9,37 +9,57 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "ferry/file.hpp"
 #include "ferry/remote.hpp"
 #include "generated_data.hpp"
 
 namespace ferry::cli {
+namespace {
+
+// The object once more, on one connection, with the settings of the environment (FERRY_REMOTE_*,
+// FERRY_S3_*) as the read being checked had them.
+Result<File> reference_object(const std::string& url) {
+  FERRY_ASSIGN_OR_RETURN(Config config, default_config());
+  RemoteSettings one = config.remote();
+  one.connections = 1;
+  config.set_remote(one);
+  return File::open(url, "r", config);
+}
+
+}  // namespace
 
 VerifyOutcome compare_with_file(const std::string& path, const std::uint8_t* got, std::uint64_t offset,
                                 std::uint64_t size, unsigned threads) {
-  // A URL is read back through ferry::remote alone (one range request per piece), a file with pread:
-  // neither goes through the engine whose result is checked.
   const bool remote_object = remote::is_remote_url(path);
+  std::optional<File> object;
+  if (remote_object) {
+    auto opened = reference_object(path);
+    if (!opened.ok()) return {false, "could not read it back: " + opened.status().to_string(), true};
+    object.emplace(std::move(*opened));
+    threads = 1;
+  }
   int fd = remote_object ? -1 : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (!remote_object && fd < 0) {
-    return {false, fmt::format("could not reopen \"{}\" for verification: {}", path, std::strerror(errno))};
+    return {false, fmt::format("could not reopen \"{}\" for verification: {}", path, std::strerror(errno)), true};
   }
-  remote::Options remote_options;
-  remote_options.connections = 1;
   constexpr std::uint64_t kPiece = 16ull << 20;
   std::atomic<std::uint64_t> next{0};
   std::mutex mutex;
   std::uint64_t first_bad = UINT64_MAX;
   std::string first_detail;
-  auto report = [&](std::uint64_t at, std::string detail) {
+  bool reference_failed = false;
+  auto report = [&](std::uint64_t at, std::string detail, bool failed = false) {
     std::lock_guard<std::mutex> lock(mutex);
     if (at < first_bad) {
       first_bad = at;
       first_detail = std::move(detail);
+      reference_failed = failed;
     }
   };
   // Buffers and threads only as many as the range needs: `ferry load --verify` compares each tensor apart,
@@ -52,16 +72,15 @@ VerifyOutcome compare_with_file(const std::string& path, const std::uint8_t* got
       std::uint64_t want = std::min(kPiece, size - at);
       std::uint64_t have = 0;
       int err = 0;
-      if (remote_object) {
-        auto n = remote::read(path, ref.data(), want, offset + at, remote_options);
+      if (object) {
+        auto n = object->pread(ref.data(), want, offset + at).get();
         if (!n.ok()) {
-          report(at, fmt::format("the plain read of {} at offset {} failed: {}", remote::display_url(path), offset + at,
-                                 n.status().to_string()));
+          report(at, fmt::format("could not read it back at offset {}: {}", offset + at, n.status().to_string()), true);
           return;
         }
-        have = *n;
+        have = n->bytes;
       }
-      while (!remote_object && have < want) {
+      while (!object && have < want) {
         ssize_t n = ::pread(fd, ref.data() + have, want - have, static_cast<off_t>(offset + at + have));
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) {
@@ -72,7 +91,7 @@ VerifyOutcome compare_with_file(const std::string& path, const std::uint8_t* got
       }
       if (have < want) {
         report(at + have, fmt::format("the plain read stopped at file offset {} ({})", offset + at + have,
-                                      err ? std::strerror(err) : "end of file"));
+                                      err ? std::strerror(err) : "end of file"), err != 0);
         return;
       }
       const std::uint8_t* cmp = got ? got + at : expect.data();
@@ -94,7 +113,7 @@ VerifyOutcome compare_with_file(const std::string& path, const std::uint8_t* got
     for (auto& t : pool) t.join();
   }
   if (fd >= 0) ::close(fd);
-  if (first_bad != UINT64_MAX) return {false, first_detail};
+  if (first_bad != UINT64_MAX) return {false, first_detail, reference_failed};
   return {true, fmt::format("{} bytes match {}", size,
                             !got ? "the generated data" : threads <= 1 ? "a sequential read" : "the file")};
 }

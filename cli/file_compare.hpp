@@ -1,5 +1,7 @@
 // Checking bytes in memory against the file itself, read with plain preads on a descriptor of its own —
-// nothing of Ferry's engine — for `ferry read --verify` and `ferry bench --verify`.
+// nothing of Ferry's engine — for `ferry read --verify` and `ferry bench --verify`. A URL has no
+// descriptor: it is read back with one range request at a time (one connection, the FERRY_REMOTE_* and
+// FERRY_S3_* settings), so the parallel read's assembly is what is checked.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +11,8 @@ namespace ferry::cli {
 
 struct VerifyOutcome {
   bool ok = true;
-  std::string detail;  // "N bytes match ..." or where and how they differ
+  std::string detail;            // "N bytes match ...", where and how they differ, or why nothing was compared
+  bool reference_failed = false;  // the reading back failed: nothing was compared (detail says why)
 };
 
 /// Compares [offset, offset + size) of the file at `path` with `got` (or, when `got` is null, with

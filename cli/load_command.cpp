@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "elapsed_time.hpp"
+#include "ferry/remote.hpp"
 #include "ferry/safetensors.hpp"
 #include "ferry_tooling/device_memory.hpp"
 #include "ferry_tooling/json_text.hpp"
@@ -161,7 +162,7 @@ int run_load(const LoadCommandOptions& o) {
     nlohmann::json j;
     j["schema"] = "ferry.load/1";
     j["command"] = "load";
-    j["path"] = o.path;
+    j["path"] = remote::display_url(o.path);
     j["files"] = checkpoint->files();
     j["target"] = options.device == st::kHostMemory ? nlohmann::json("host") : nlohmann::json(options.device);
     j["replicas"] = options.replicas;
@@ -201,8 +202,8 @@ int run_load(const LoadCommandOptions& o) {
     for (int r : options.replicas) target += fmt::format(" (+ a copy on GPU {})", r);
     std::cout << fmt::format("loaded {} tensors, {} from {} file(s) of \"{}\" into {} in {:.3f} s: {:.2f} GiB/s "
                              "(reading {:.2f} GiB/s)\n",
-                             loaded->tensors.size(), format_size(stats.bytes_read), checkpoint->files().size(), o.path,
-                             target, seconds, total_gib_s, read_gib_s);
+                             loaded->tensors.size(), format_size(stats.bytes_read), checkpoint->files().size(),
+                             remote::display_url(o.path), target, seconds, total_gib_s, read_gib_s);
     std::cout << fmt::format("open {:.3f} s, allocate {:.3f} s, read {:.3f} s ({} requests{})\n", open_seconds,
                              loaded->allocate_seconds, stats.seconds, stats.requests,
                              stats.bytes_copied ? fmt::format(", {} copied GPU to GPU", format_size(stats.bytes_copied))

@@ -4,11 +4,13 @@
 #include <functional>
 #include <iostream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "cli_common.hpp"
+#include "ferry/remote.hpp"
 #include "doctor_command.hpp"
 #include "bench_command.hpp"
 #include "load_command.hpp"
@@ -125,6 +127,17 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   for (const CLI::App* sub : app.get_subcommands()) set_json_errors(json, sub->get_name());
+  // write and bench make and measure local files: a URL would become a local path named like it.
+  for (const auto& [given, name, path] : {std::tuple{bool(*write), "write", write_path},
+                                          std::tuple{bool(*bench), "bench", bench_opts.file}}) {
+    if (given && ferry::remote::is_remote_url(path)) {
+      return fail(ErrorCode::invalid_argument,
+                  fmt::format("ferry {} works on local files; \"{}\" is a URL (remote objects are read with ferry "
+                              "read, and cannot be written)",
+                              name, ferry::remote::display_url(path)),
+                  kExitUsage);
+    }
+  }
   try {
     if (*read) return run_read(read_path, read_offset, read_size, verify, read_opts);
     if (*write) return run_write(write_path, write_size, no_sync, write_opts);

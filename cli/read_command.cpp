@@ -10,6 +10,7 @@
 
 #include "cli_common.hpp"
 #include "elapsed_time.hpp"
+#include "ferry/remote.hpp"
 #include "ferry_tooling/device_memory.hpp"
 #include "ferry_tooling/json_text.hpp"
 #include "file_compare.hpp"
@@ -58,7 +59,8 @@ int run_read(const std::string& path, const std::string& offset_text, const std:
     device.emplace(std::move(*d));
     destination = device->pointer();
   } else {
-    host = allocate_host(size);
+    // A remote object's size is what its server claims: memory for it is made as the bytes arrive.
+    host = allocate_host(size, !remote::is_remote_url(path));
     if (!host) {
       return fail(Status::from_errno(ENOMEM, fmt::format("could not allocate {} of host memory", format_size(size))),
                   kExitFailure);
@@ -100,6 +102,11 @@ int run_read(const std::string& path, const std::string& offset_text, const std:
       got = copy.get();
     }
     verified = compare_with_file(path, got, offset, t.bytes, 1);  // a plain sequential read
+    if (verified->reference_failed) {
+      return fail(Status(ErrorCode::io_error, fmt::format("--verify of \"{}\" compared nothing: {}", file->path(),
+                                                           verified->detail), 0, file->path()),
+                  kExitFailure);
+    }
   }
 
   double gib_s = gib_per_s(t.bytes, seconds);
@@ -108,7 +115,7 @@ int run_read(const std::string& path, const std::string& offset_text, const std:
     nlohmann::json j;
     j["schema"] = kReadSchema;
     j["command"] = "read";
-    j["path"] = path;
+    j["path"] = file->path();  // a URL's display form: no credentials, no query
     j["offset"] = offset;
     j["requested_bytes"] = asked ? *asked : size;
     j["size_clamped"] = clamped;
@@ -131,7 +138,7 @@ int run_read(const std::string& path, const std::string& offset_text, const std:
     std::cout << tooling::json_dump(j) << "\n";
   } else {
     std::cout << fmt::format("read {} of \"{}\" at offset {} into {} in {:.3f} s: {:.2f} GiB/s\n",
-                             format_size(t.bytes), path, offset, target, seconds, gib_s);
+                             format_size(t.bytes), file->path(), offset, target, seconds, gib_s);
     if (clamped) std::cout << "note: " << clamp_note << "\n";
     std::cout << fmt::format("route planned in {:.3f} s: {}\n", setup_seconds, plan->to_string());
     std::cout << "one-time set-up in this process: " << process_setup_costs().summary() << "\n";

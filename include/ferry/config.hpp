@@ -37,6 +37,33 @@ const char* direct_io_name(DirectIo d) noexcept;      // "auto", "on", "off"
 const char* requirement_name(Requirement r) noexcept; // "none", "gds"
 const char* io_engine_name(IoEngine e) noexcept;      // "psync", "io_uring"
 
+/// How an `s3://bucket/key` URL becomes an HTTP request: `path` (`endpoint/bucket/key`), `virtual_host`
+/// (`bucket.endpoint/key`), or `automatic`: path style when an endpoint is set (local S3-compatible stores
+/// rarely resolve bucket host names), else virtual-host style (path style for bucket names with dots,
+/// which the certificates of `*.s3.<region>.amazonaws.com` do not cover).
+enum class S3Addressing { automatic, path, virtual_host };
+const char* s3_addressing_name(S3Addressing a) noexcept;  // "automatic", "path", "virtual_host"
+
+/// The settings of remote objects (`http(s)://` and `s3://` URLs, docs/remote.md), one row each in the
+/// settings table. Credentials are not settings: they come from the environment, the ~/.aws files or
+/// ferry::remote::open(), so that no report, settings listing or `ferry doctor` can print one.
+struct RemoteSettings {
+  unsigned connections = 8;                  // remote_connections: range requests in flight per request
+  unsigned max_retries = 5;                  // remote_max_retries: retries of one task's request
+  std::uint32_t retry_delay_ms = 100;        // remote_retry_delay_ms: the first backoff (doubles each time)
+  std::uint32_t retry_max_delay_ms = 5000;   // remote_retry_max_delay_ms: the backoff's cap
+  std::uint32_t connect_timeout_ms = 10000;  // remote_connect_timeout_ms
+  std::uint32_t stall_timeout_ms = 30000;    // remote_stall_timeout_ms: no byte for this long ends a request
+  std::uint64_t min_rate = 64 << 10;         // remote_min_rate (bytes/s): a request's deadline; 0 = none
+  bool verify_tls = true;                    // remote_verify_tls
+  std::string s3_region;                     // empty: AWS_REGION, AWS_DEFAULT_REGION, the profile, us-east-1
+  std::string s3_endpoint;                   // empty: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the profile, AWS
+  std::string s3_profile;                    // empty: AWS_PROFILE, else "default"
+  S3Addressing s3_addressing = S3Addressing::automatic;
+  bool s3_anonymous = false;                 // unsigned requests even where credentials exist
+  bool operator==(const RemoteSettings&) const = default;
+};
+
 /// Where a setting's value came from, for reports and `ferry doctor`.
 enum class SettingSource { default_value, environment, api };
 const char* setting_source_name(SettingSource s) noexcept;
@@ -108,6 +135,10 @@ class Config {
   // a tool is attached. Default off.
   bool nvtx() const { return nvtx_; }
   Config& set_nvtx(bool on);
+  // Remote objects: the remote_* and s3_* settings (RemoteSettings above; bounds in docs/settings.md).
+  // set_remote clamps numbers to their bounds and marks the settings it changed as set by the API.
+  const RemoteSettings& remote() const { return remote_; }
+  Config& set_remote(const RemoteSettings& settings);
 
  private:
   void mark(std::string_view name, SettingSource s);
@@ -121,6 +152,7 @@ class Config {
   Requirement require_;
   IoEngine io_engine_;
   bool nvtx_ = false;
+  RemoteSettings remote_;
   std::vector<std::pair<std::string, SettingSource>> sources_;
 };
 

@@ -5,6 +5,7 @@
 #include "ferry/direction.hpp"
 #include "ferry/file.hpp"
 #include "ferry/page_cache.hpp"
+#include "ferry/remote.hpp"
 #include "ferry/route.hpp"
 #include "ferry/safetensors.hpp"
 #include "ferry/status.hpp"

@@ -715,8 +715,9 @@ class File:
         return f"<ferry.File {self.path!r} mode={self._mode!r} {state}>"
 
 
-def open(path: PathLike, mode: str = "r", **settings: SettingValue) -> File:  # noqa: A001 (like io.open)
-    """Opens ``path`` for Ferry I/O.
+def open(path: PathLike, mode: str = "r", *, credentials: Any = None,  # noqa: A001 (like io.open)
+         **settings: SettingValue) -> File:
+    """Opens ``path`` (a file, or an ``http(s)://`` or ``s3://`` URL: see :mod:`ferry.remote`) for Ferry I/O.
 
     ``mode``: "r" (read), "w" (create or truncate; write), "r+" (read and write an existing file), "a"
     (create if needed; write() appends). A "b" is accepted and ignored: Ferry I/O is always binary.
@@ -727,8 +728,12 @@ def open(path: PathLike, mode: str = "r", **settings: SettingValue) -> File:  # 
     too) raise ``TypeError``, a NUL byte ``ValueError``. FIFOs and sockets are refused at once
     (:class:`InvalidArgumentError`, errno ESPIPE): Ferry reads and writes at offsets.
 
+    ``credentials``: a :class:`ferry.remote.Credentials` to sign ``s3://`` requests with, instead of the
+    environment's or the ~/.aws files'.
+
     Raises ``FileNotFoundError``, ``PermissionError``, ``IsADirectoryError`` (``OSError`` with ``errno``
-    and ``filename``), or :class:`InvalidArgumentError` for a bad mode or setting.
+    and ``filename``, a URL's display form for URLs), or :class:`InvalidArgumentError` for a bad mode or
+    setting.
     """
     fs_path = _args.fs_path(path)
     cpp_mode = _args.text("mode", mode).replace("b", "")
@@ -739,7 +744,14 @@ def open(path: PathLike, mode: str = "r", **settings: SettingValue) -> File:  # 
             raise TypeError(f"ferry.open() got an unknown setting {unknown[0]!r} "
                             f"(settings: {', '.join(_setting_names())})")
         cfg = _apply(_ferry.default_config(), settings)
-    return File(_ferry.File.open(fs_path, cpp_mode, cfg), mode)
+    signed = None
+    if credentials is not None:
+        from .remote import Credentials
+
+        if not isinstance(credentials, Credentials):
+            raise TypeError(f"credentials must be a ferry.remote.Credentials, not {type(credentials).__name__}")
+        signed = credentials._triple()
+    return File(_ferry.File.open(fs_path, cpp_mode, cfg, signed), mode)
 
 
 @atexit.register

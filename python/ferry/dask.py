@@ -8,19 +8,24 @@
     total, reports = dask.compute(arr.sum(), reports)      # one read per shard; reports come back alongside
     print(ferry.dask.summarize(reports))
 
-Each shard is one file (a local path, or an ``http(s)://`` / ``s3://`` URL read with :mod:`ferry.remote`)
-holding ``shard_shape`` elements of ``dtype`` at ``offset`` (C order); the array is the shards stacked
-along the first axis (``axis=0``), one chunk per shard. A task reads its shard with Ferry into memory of
-its own: a NumPy array, or with ``device="cuda"`` a CuPy array (local files only for now: Ferry's GPU
-route; remote shards are read into host memory and copied). ``device="auto"`` (the default) picks CUDA
-where CuPy imports and sees a GPU, else NumPy.
+Each shard is one file (a local path, or an ``http(s)://`` / ``s3://`` URL) holding ``shard_shape``
+elements of ``dtype`` at ``offset`` (C order); the array is the shards stacked along the first axis
+(``axis=0``), one chunk per shard. A task reads its shard with :func:`ferry.open`, files and URLs alike,
+into memory of its own: a NumPy array, or with ``device="cuda"`` a CuPy array (the staged route, or
+cuFile's for files where it goes direct). ``device="auto"`` (the default) picks CUDA where CuPy imports
+and sees a GPU, else NumPy. ``settings`` are Ferry settings for every shard's ``ferry.open``
+(``{"remote_connections": 4, "task_size": "1MiB"}``).
 
 Reports: each task also returns what its read did, a ``dict`` with the shard, ``bytes``, ``seconds``,
-``route`` (``"host"``, ``"staged"``, ... for files, as in Ferry's route report; ``"remote_host"`` for
-URLs), the full route report (``"report"``), and where it ran (``"host"``, ``"pid"``). With
+``route`` (the routes its operations took, as in Ferry's route report: ``"host"``, ``"staged"``, ...),
+the full route report (``"report"``), and where it ran (``"host"``, ``"pid"``). With
 ``with_reports=True`` :func:`read_array` returns them as a dask ``Delayed`` list that shares the array's
 read tasks, so computing both together reads every shard once. :func:`read_bag` gives a bag of
 ``(array, report)`` per shard instead.
+
+Secrets stay out of the task graph, which dask.distributed logs when a task fails: a shard's URL travels
+in a wrapper whose repr is its display form (no user name, password or query), and credentials are not
+accepted at all: each worker finds its own (AWS_* variables, ~/.aws), as it would for any AWS tool.
 
 Works with any dask scheduler, including ``dask.distributed`` clusters of processes: the tasks import
 Ferry on the workers. Needs ``dask`` (``python3-dask``); ``dask.distributed`` only to run on a cluster.
@@ -28,12 +33,13 @@ Ferry on the workers. Needs ``dask`` (``python3-dask``); ``dask.distributed`` on
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import time
 from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
-__all__ = ["read_array", "read_bag", "read_shard", "summarize"]
+__all__ = ["read_array", "read_bag", "read_shard", "summarize", "Shard"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -55,57 +61,73 @@ def _resolve_device(device: str) -> str:
     return device
 
 
+class Shard:
+    """A shard's location as tasks carry it: ``target`` is opened, ``shown`` (the display form of a URL,
+    without credentials or query) is what every repr, log line, error and report shows."""
+
+    __slots__ = ("target", "shown")
+
+    def __init__(self, path: PathLike) -> None:
+        from . import remote
+
+        self.target = os.fspath(path)
+        self.shown = remote.display_url(self.target) if isinstance(self.target, str) else self.target
+
+    def __repr__(self) -> str:
+        return repr(self.shown)
+
+    def __reduce__(self) -> Any:
+        return (Shard, (self.target,))
+
+    def __dask_tokenize__(self) -> Any:
+        return ("ferry.dask.Shard", hashlib.sha256(os.fsencode(self.target)).hexdigest())
+
+
+def _settings(settings: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    given = dict(settings or {})
+    secret = [k for k in given if k in ("credentials", "access_key_id", "secret_access_key", "session_token")]
+    if secret:
+        raise TypeError(f"ferry.dask does not take {secret[0]!r}: secrets would travel in the task graph (and into "
+                        "dask.distributed's logs); let each worker find its credentials (AWS_ACCESS_KEY_ID, ~/.aws)")
+    return given
+
+
 def read_shard(
-    path: PathLike,
+    path: Union[PathLike, Shard],
     shard_shape: Sequence[int],
     dtype: Any,
     offset: int = 0,
     device: str = "auto",
-    remote_options: Optional[Dict[str, Any]] = None,
+    settings: Optional[Dict[str, Any]] = None,
 ) -> Tuple[Any, Dict[str, Any]]:
-    """Reads one shard with Ferry: ``(array, report)``. What each task of :func:`read_array` runs."""
+    """Reads one shard with :func:`ferry.open`: ``(array, report)``. What each task of :func:`read_array` runs."""
     import numpy
 
-    from . import remote
+    import ferry
 
+    shard = path if isinstance(path, Shard) else Shard(path)
     dt = numpy.dtype(dtype)
     shape = tuple(int(s) for s in shard_shape)
     nbytes = int(numpy.prod(shape, dtype=numpy.int64)) * dt.itemsize
     device = _resolve_device(device)
     start = time.perf_counter()
-    name = os.fspath(path)
-    if remote.is_remote_url(name):
-        obj = remote.RemoteObject(name, **(remote_options or {}))
-        host = numpy.empty(nbytes, dtype=numpy.uint8)
-        got = obj.read_into(host, offset, nbytes)
-        full = obj.report()
-        route = "remote_host"
-        data: Any = host
-        if device == "cuda":
-            import cupy  # type: ignore[import-not-found]
+    if device == "cuda":
+        import cupy  # type: ignore[import-not-found]
 
-            data = cupy.asarray(host)
+        data: Any = cupy.empty(nbytes, dtype=cupy.uint8)
     else:
-        import ferry
-
-        if device == "cuda":
-            import cupy  # type: ignore[import-not-found]
-
-            data = cupy.empty(nbytes, dtype=cupy.uint8)
-        else:
-            data = numpy.empty(nbytes, dtype=numpy.uint8)
-        with ferry.open(name) as f:
-            fut = f.pread(data, offset, nbytes)
-            got = fut.result()
-            full = dict(fut.report)
-        used = full.get("routes", {})
-        route = "+".join(sorted(r for r, v in used.items() if v.get("ops", 0))) or "none"
+        data = numpy.empty(nbytes, dtype=numpy.uint8)
+    with ferry.open(shard.target, **_settings(settings)) as f:
+        fut = f.pread(data, offset, nbytes)
+        got = fut.result()
+        full = dict(fut.report)
+    used = full.get("routes", {})
+    route = "+".join(sorted(r for r, v in used.items() if v.get("ops", 0))) or "none"
     seconds = time.perf_counter() - start
     if got != nbytes:
-        raise EOFError(f"shard {remote.display_url(name) if remote.is_remote_url(name) else name!r} holds "
-                       f"{got} bytes from offset {offset}, {nbytes} needed for {shape} of {dt}")
+        raise EOFError(f"shard {shard.shown!r} holds {got} bytes from offset {offset}, {nbytes} needed for {shape} of {dt}")
     report = {
-        "shard": remote.display_url(name) if remote.is_remote_url(name) else name,
+        "shard": shard.shown,
         "bytes": got,
         "seconds": seconds,
         "route": route,
@@ -133,7 +155,7 @@ def read_array(
     offset: int = 0,
     device: str = "auto",
     with_reports: bool = False,
-    remote_options: Optional[Dict[str, Any]] = None,
+    settings: Optional[Dict[str, Any]] = None,
 ) -> Any:
     """A dask array of the shards stacked along axis 0: shape ``(len(paths) * shard_shape[0], *rest)``,
     one chunk per shard. With ``with_reports=True``: ``(array, reports)``, ``reports`` a ``Delayed``
@@ -154,10 +176,8 @@ def read_array(
         import cupy  # type: ignore[import-not-found]
 
         meta = cupy.empty((0,) * len(shape), dtype=dt)
-    pairs = [
-        dask.delayed(read_shard, pure=True)(os.fspath(p), shape, dt.str, offset, resolved, remote_options)
-        for p in paths
-    ]
+    given = _settings(settings)
+    pairs = [dask.delayed(read_shard, pure=True)(Shard(p), shape, dt.str, offset, resolved, given) for p in paths]
     chunks = [da.from_delayed(dask.delayed(_first)(pair), shape=shape, dtype=dt, meta=meta) for pair in pairs]
     array = da.concatenate(chunks, axis=0) if len(chunks) > 1 else chunks[0]
     if not with_reports:
@@ -173,7 +193,7 @@ def read_bag(
     *,
     offset: int = 0,
     device: str = "auto",
-    remote_options: Optional[Dict[str, Any]] = None,
+    settings: Optional[Dict[str, Any]] = None,
 ) -> Any:
     """A dask bag with one partition per shard, each holding one ``(array, report)`` pair."""
     import dask.bag as db
@@ -181,9 +201,9 @@ def read_bag(
 
     dt = numpy.dtype(dtype)
     resolved = _resolve_device(device)
-    names = [os.fspath(p) for p in paths]
-    bag = db.from_sequence(names, npartitions=max(1, len(names)))
-    return bag.map(read_shard, tuple(shard_shape), dt.str, offset, resolved, remote_options)
+    shards = [Shard(p) for p in paths]
+    bag = db.from_sequence(shards, npartitions=max(1, len(shards)))
+    return bag.map(read_shard, tuple(shard_shape), dt.str, offset, resolved, _settings(settings))
 
 
 def summarize(reports: Sequence[Dict[str, Any]]) -> Dict[str, Any]:

@@ -21,11 +21,11 @@
 
 #include "buffers.hpp"
 #include "errors.hpp"
-#include "remote_bindings.hpp"
 #include "safetensors_bindings.hpp"
 #include "save_bindings.hpp"
 #include "ferry/doctor.hpp"
 #include "ferry/ferry.hpp"
+#include "ferry/remote.hpp"
 #include "futures.hpp"
 #include "sigint_counter.hpp"
 
@@ -132,6 +132,8 @@ class Cursor {
   std::uint64_t end_;
 };
 
+Config current_default_config() { return unwrap(default_config()); }
+
 // A File, closed at most once. Every request goes through a PyFuture, the blocking ones too, so that
 // every wait can be interrupted; FileRequests counts the requests in flight for close().
 // Thread safety: methods are called with the GIL held, from any thread; closing_ and closed_ change only
@@ -144,14 +146,22 @@ class PyFile {
         cursor_(std::make_shared<Cursor>(append, end)),
         append_(append) {}
 
-  static std::unique_ptr<PyFile> open(const std::string& path, const std::string& mode,
-                                      std::optional<Config> config) {
+  /// `credentials` (access key id, secret, session token): S3 credentials for a URL (ferry::remote::open).
+  static std::unique_ptr<PyFile> open(const std::string& path, const std::string& mode, std::optional<Config> config,
+                                      std::optional<std::tuple<std::string, std::string, std::string>> credentials) {
     const bool append = mode == "a";
     std::optional<Result<File>> r;
     std::uint64_t end = 0;
+    std::optional<remote::Credentials> given;
+    if (credentials) given = remote::Credentials{std::get<0>(*credentials), std::get<1>(*credentials), std::get<2>(*credentials)};
+    if (given && !config) config = current_default_config();
     {
       py::gil_scoped_release release;
-      r.emplace(config ? File::open(path, mode, *config) : File::open(path, mode));
+      if (given) {
+        r.emplace(remote::open(path, *given, *config, mode));
+      } else {
+        r.emplace(config ? File::open(path, mode, *config) : File::open(path, mode));
+      }
       if (append && r->ok()) {
         auto size = (*r)->size();  // as FileState does: appends start at the end the file had at open
         if (size.ok()) end = *size;
@@ -399,8 +409,6 @@ class PyFile {
   bool closed_ = false;   // File::close() returned
 };
 
-Config current_default_config() { return unwrap(default_config()); }
-
 }  // namespace
 }  // namespace ferry::python
 
@@ -467,7 +475,8 @@ PYBIND11_MODULE(_ferry, m) {
       .def("bytes_done", &PyFuture::bytes_done);
 
   py::class_<PyFile>(m, "File", "An open file (ferry::File).")
-      .def_static("open", &PyFile::open, py::arg("path"), py::arg("mode"), py::arg("config") = py::none())
+      .def_static("open", &PyFile::open, py::arg("path"), py::arg("mode"), py::arg("config") = py::none(),
+                  py::arg("credentials") = py::none())
       .def("pread", &PyFile::pread, py::arg("buffer"), py::arg("size"), py::arg("offset"))
       .def("pread_batch", &PyFile::pread_batch, py::arg("keep"), py::arg("addresses"), py::arg("sizes"),
            py::arg("offsets"))
@@ -547,7 +556,9 @@ PYBIND11_MODULE(_ferry, m) {
 
   register_safetensors(m);
   register_safetensors_save(m);
-  register_remote(m);
+  m.def("remote_unavailable_reason", &remote::unavailable_reason);
+  m.def("remote_display_url", [](const std::string& url) { return remote::display_url(url); });
+  m.def("is_remote_url", [](const std::string& url) { return remote::is_remote_url(url); });
 
   m.def("doctor_json", [](const std::string& path, int device, bool probe) {
     py::gil_scoped_release release;

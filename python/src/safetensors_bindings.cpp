@@ -15,6 +15,7 @@
 #include "errors.hpp"
 #include "progress_bridge.hpp"
 #include "ferry/safetensors.hpp"
+#include "futures.hpp"
 
 namespace py = pybind11;
 
@@ -37,7 +38,7 @@ py::dict stats_dict(const st::LoadStats& s) {
   d["requests"] = s.requests;
   d["seconds"] = s.seconds;
   d["replicate_wait_seconds"] = s.replicate_wait_seconds;
-  d["report"] = py::make_tuple(s.report.to_json(), message_text(s.report.table()));
+  d["report"] = report_parts(s.report);
   d["notes"] = message_list(s.notes);
   return d;
 }

@@ -77,18 +77,19 @@ class Nginx:
 RANGE_SERVER = Path(__file__).resolve().parents[2] / "tests" / "remote" / "range_server.py"
 
 
-class RangeServer:
-    """tests/remote/range_server.py in a child process: ranges, ETag and If-Match, no nginx needed."""
+class _ScriptServer:
+    """A standard-library server script of tests/remote in a child process: it prints "port N" once it
+    listens on 127.0.0.1:N and stops when its stdin closes."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, script: Path, *args: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, str(RANGE_SERVER), str(root)],
+            ["/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable, str(script), *args],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         )
         line = self.proc.stdout.readline().split()
         if len(line) != 2 or line[0] != "port":
             self.stop()
-            raise RuntimeError(f"{RANGE_SERVER} did not start (printed {line!r})")
+            raise RuntimeError(f"{script} did not start (printed {line!r})")
         self.port = int(line[1])
 
     def url(self, path: str) -> str:
@@ -104,8 +105,43 @@ class RangeServer:
                 self.proc.wait()
 
 
+class RangeServer(_ScriptServer):
+    """tests/remote/range_server.py: ranges, ETag and If-Match, no nginx needed."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(RANGE_SERVER, str(root))
+
+
 def serve_directory(root: Path, work: Path):
     """nginx where it is installed, otherwise the standard-library range server."""
     if os.access(NGINX, os.X_OK):
         return Nginx(root, work)
     return RangeServer(root)
+
+
+FAULT_PROXY = Path(__file__).resolve().parents[2] / "tests" / "remote" / "fault_proxy.py"
+
+
+class FaultProxy(_ScriptServer):
+    """tests/remote/fault_proxy.py in front of `upstream_port`: spoils answers on command (see its
+    docstring for the modes)."""
+
+    def __init__(self, upstream_port: int) -> None:
+        super().__init__(FAULT_PROXY, str(upstream_port))
+
+    def set(self, mode: str, count: int = -1, on: str = "GET", after: int = 0, **extra: str) -> None:
+        """Sets the fault; `extra` are further query parameters (reason=, body=)."""
+        import urllib.parse
+        import urllib.request
+
+        query = urllib.parse.urlencode({"mode": mode, "count": count, "on": on, "after": after, **extra})
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/__fault?{query}", timeout=10) as answer:
+            assert answer.read() == b"ok\n"
+
+    def log(self) -> list:
+        """[method, range, if-match] of each request forwarded since the last set()."""
+        import json
+        import urllib.request
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/__log", timeout=10) as answer:
+            return json.loads(answer.read())

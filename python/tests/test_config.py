@@ -7,7 +7,10 @@ import pytest
 import ferry
 
 EXPECTED = ["threads", "task_size", "direct_io", "compat_mode", "gds_threshold", "bounce_buffer_size",
-            "bounce_buffers_per_thread", "require", "nvtx", "io_engine"]
+            "bounce_buffers_per_thread", "require", "nvtx", "io_engine", "remote_connections", "remote_max_retries",
+            "remote_retry_delay_ms", "remote_retry_max_delay_ms", "remote_connect_timeout_ms",
+            "remote_stall_timeout_ms", "remote_min_rate", "remote_verify_tls", "s3_region", "s3_endpoint",
+            "s3_profile", "s3_addressing", "s3_anonymous"]
 
 
 def test_every_setting_of_the_table_is_an_attribute():

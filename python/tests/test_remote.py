@@ -1,5 +1,6 @@
-"""ferry.remote against nginx on loopback: reads into NumPy, errors as Python exceptions, no secrets in
-messages, writes refused. The fault matrix is covered by the C++ tests (tests/remote)."""
+"""URLs through ferry.open (and ferry.remote.read, the convenience over it) against nginx on loopback: reads
+into NumPy, errors as Python exceptions, no secrets in messages, writes refused. The fault matrix is covered
+by the C++ tests (tests/remote) and test_issue_23_remote.py."""
 
 from __future__ import annotations
 
@@ -30,26 +31,23 @@ def served(tmp_path_factory):
 
 def test_read_whole_object_into_numpy(served):
     server, data = served
-    got = ferry.remote.read(server.url("obj.bin"), connections=4, part_size=256 * 1024)
+    got = ferry.remote.read(server.url("obj.bin"), remote_connections=4, task_size="256KiB")
     assert got.dtype == np.uint8 and got.shape == (SIZE,)
     assert np.array_equal(got, data)
+    assert np.array_equal(ferry.remote.read(server.url("obj.bin"), size=100, offset=SIZE - 10), data[-10:])
 
 
 def test_read_into_typed_buffer_at_offset_and_report(served):
     server, data = served
-    with ferry.remote.open(server.url("obj.bin"), connections=3, part_size=65536) as obj:
-        assert obj.size == SIZE and obj.ranges_supported and obj.etag
+    with ferry.open(server.url("obj.bin"), remote_connections=3, task_size="64KiB") as f:
+        assert f.size() == SIZE and f.path == server.url("obj.bin")
         out = np.zeros(1000, dtype=np.float32)
-        n = obj.read_into(out, offset=12345)
-        assert n == 4000
+        assert f.pread(out, 12345).result() == 4000
         assert out.tobytes() == data[12345:16345].tobytes()
-        tail = obj.read(offset=SIZE - 10, size=100)
-        assert np.array_equal(tail, data[-10:])
-        report = obj.report()
-    assert report["route"] == "remote_host"
-    assert report["bytes"] == 4010
-    assert report["requests"] >= 3 and report["retries"] == 0
-    assert report["connections"] >= 1
+        report = f.report()
+    assert report.routes_used == {"host": 1}
+    note = next(n for n in report["notes"] if "HTTP requests" in n)
+    assert "2 HTTP requests, 0 retries" in note and "ETag" in note
 
 
 def test_missing_object_is_file_not_found_without_query(served):
@@ -63,19 +61,20 @@ def test_missing_object_is_file_not_found_without_query(served):
 def test_writes_are_refused(served):
     server, _ = served
     with pytest.raises(OSError, match="remote writes are not supported yet") as e:
-        ferry.remote.open(server.url("obj.bin"), "w")
+        ferry.open(server.url("obj.bin"), "w")
     assert e.value.code == "failed_precondition"
 
 
-def test_bad_option_and_read_only_buffer(served):
+def test_bad_settings_and_credentials(served):
     server, _ = served
-    with pytest.raises(ValueError):
-        ferry.remote.open(server.url("obj.bin"), connections=0)
-    with pytest.raises(ValueError, match="unknown_thing|Invalid remote option"):
-        ferry.remote.open(server.url("obj.bin"), unknown_thing=1)
-    obj = ferry.remote.open(server.url("obj.bin"))
-    with pytest.raises(ValueError, match="read-only"):
-        obj.read_into(bytes(10))
+    with pytest.raises(ValueError, match="remote_connections"):
+        ferry.open(server.url("obj.bin"), remote_connections=0)
+    with pytest.raises(TypeError, match="unknown setting 'unknown_thing'"):
+        ferry.open(server.url("obj.bin"), unknown_thing=1)
+    with pytest.raises(TypeError, match="ferry.remote.Credentials"):
+        ferry.open(server.url("obj.bin"), credentials=("AKID", "secret"))
+    assert "remote_connections" in ferry.config.as_dict()
+    assert not any("secret" in s.name for s in ferry.config.settings())
 
 
 def test_is_remote_url_and_display_url():
@@ -93,8 +92,6 @@ def test_ferry_open_takes_a_url_like_a_path(served):
         assert n == SIZE - 12345
         assert np.array_equal(buf[:n], data[12345:])
         assert (buf[n:] == 0xA5).all(), "bytes written past the count"
-    with pytest.raises(Exception, match="remote writes are not supported"):
-        ferry.open(server.url("obj.bin"), "w")
 
 
 def test_cli_reads_a_url(served):

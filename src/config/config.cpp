@@ -25,6 +25,10 @@ constexpr std::uint64_t kMaxTaskSize = kGiB;
 constexpr std::uint64_t kMaxGdsThreshold = kTiB;       // larger than any request that fits in GPU memory
 constexpr std::uint64_t kMaxBounceBufferSize = 256 * kMiB;
 constexpr unsigned kMinBounceBuffers = 2, kMaxBounceBuffers = 64;
+// Remote objects: a request per connection, so 256 connections is 256 threads; an hour bounds every wait.
+constexpr unsigned kMaxConnections = 256, kMaxRetries = 100;
+constexpr unsigned kMaxMilliseconds = 3600 * 1000;
+constexpr std::uint64_t kMaxMinRate = kTiB;
 
 // Rounds up to whole pages within [kPage, max] (max is a multiple of kPage), without wrapping near 2^64.
 std::uint64_t page_round_clamped(std::uint64_t bytes, std::uint64_t max) {
@@ -72,6 +76,14 @@ Result<std::uint64_t> parse_bounded_size(std::string_view text, std::string_view
   return *n;
 }
 
+// Text settings that end up in a request or a file name: printable ASCII, no blanks (empty = look it up).
+Status check_word(std::string_view text, std::string_view setting) {
+  for (unsigned char c : text) {
+    if (c <= ' ' || c >= 0x7f) return bad_value(setting, text, "printable ASCII without blanks");
+  }
+  return Status();
+}
+
 template <typename Enum>
 Result<Enum> parse_choice(std::string_view text, std::string_view setting,
                           std::initializer_list<std::pair<const char*, Enum>> choices) {
@@ -85,6 +97,24 @@ Result<Enum> parse_choice(std::string_view text, std::string_view setting,
   }
   return bad_value(setting, text, "one of " + names);
 }
+
+// On/off settings: on, 1, true, yes; off, 0, false, no; empty is the default.
+Result<bool> parse_flag(std::string_view text, std::string_view setting, bool default_value) {
+  return parse_choice<bool>(text, setting,
+                            {{"off", false}, {"on", true}, {"0", false}, {"1", true}, {"false", false},
+                             {"true", true}, {"no", false}, {"yes", true}, {"", default_value}});
+}
+
+// A change to one field of Config::remote(), as the rows of the remote settings make it.
+template <typename Change>
+Status change_remote(Config& c, Change&& change) {
+  RemoteSettings r = c.remote();
+  change(r);
+  c.set_remote(r);
+  return Status();
+}
+
+std::string on_off(bool on) { return on ? "on" : "off"; }
 
 }  // namespace
 
@@ -104,6 +134,15 @@ const char* direct_io_name(DirectIo d) noexcept {
     case DirectIo::automatic: return "auto";
     case DirectIo::on: return "on";
     case DirectIo::off: return "off";
+  }
+  return "?";
+}
+
+const char* s3_addressing_name(S3Addressing a) noexcept {
+  switch (a) {
+    case S3Addressing::automatic: return "automatic";
+    case S3Addressing::path: return "path";
+    case S3Addressing::virtual_host: return "virtual_host";
   }
   return "?";
 }
@@ -262,8 +301,7 @@ const SettingRow kSettingRows[] = {
      "on = NVTX ranges around every request and task, for Nsight Systems (nsys profile); they cost nothing "
      "unless a profiler is attached. off = none.",
      [](Config& c, std::string_view v, const std::string& label) -> Status {
-       FERRY_ASSIGN_OR_RETURN(bool on, parse_choice<bool>(v, label,
-           {{"off", false}, {"", false}, {"0", false}, {"on", true}, {"1", true}}));
+       FERRY_ASSIGN_OR_RETURN(bool on, parse_flag(v, label, false));
        c.set_nvtx(on);
        return Status();
      },
@@ -278,6 +316,114 @@ const SettingRow kSettingRows[] = {
        return Status();
      },
      [](const Config& c) { return std::string(io_engine_name(c.io_engine())); }},
+    {"remote_connections", "FERRY_REMOTE_CONNECTIONS", "8",
+     "Range requests in flight per request to a remote object (1 to 256), each on its own keep-alive "
+     "connection from the object's pool: a request of a remote object runs this many tasks at once, one "
+     "ranged GET each (instead of threads).",
+     [](Config& c, std::string_view v, const std::string& label) -> Status {
+       FERRY_ASSIGN_OR_RETURN(unsigned n, parse_count(v, label, 1, kMaxConnections));
+       return change_remote(c, [&](RemoteSettings& r) { r.connections = n; });
+     },
+     [](const Config& c) { return std::to_string(c.remote().connections); }},
+    {"remote_max_retries", "FERRY_REMOTE_MAX_RETRIES", "5",
+     "Retries of a task's request after a 5xx, 408 or 429 answer, a refused or reset connection, a "
+     "stall, a missed deadline or a body cut short (0 to 100); a retry asks only for the bytes missing.",
+     [](Config& c, std::string_view v, const std::string& label) -> Status {
+       FERRY_ASSIGN_OR_RETURN(unsigned n, parse_count(v, label, 0, kMaxRetries));
+       return change_remote(c, [&](RemoteSettings& r) { r.max_retries = n; });
+     },
+     [](const Config& c) { return std::to_string(c.remote().max_retries); }},
+    {"remote_retry_delay_ms", "FERRY_REMOTE_RETRY_DELAY_MS", "100",
+     "The first retry's wait in milliseconds (0 to 3600000); each next one waits twice as long, up to "
+     "remote_retry_max_delay_ms, less a random jitter of up to half.",
+     [](Config& c, std::string_view v, const std::string& label) -> Status {
+       FERRY_ASSIGN_OR_RETURN(unsigned n, parse_count(v, label, 0, kMaxMilliseconds));
+       return change_remote(c, [&](RemoteSettings& r) { r.retry_delay_ms = n; });
+     },
+     [](const Config& c) { return std::to_string(c.remote().retry_delay_ms); }},
+    {"remote_retry_max_delay_ms", "FERRY_REMOTE_RETRY_MAX_DELAY_MS", "5000",
+     "The longest wait between retries in milliseconds (0 to 3600000).",
+     [](Config& c, std::string_view v, const std::string& label) -> Status {
+       FERRY_ASSIGN_OR_RETURN(unsigned n, parse_count(v, label, 0, kMaxMilliseconds));
+       return change_remote(c, [&](RemoteSettings& r) { r.retry_max_delay_ms = n; });
+     },
+     [](const Config& c) { return std::to_string(c.remote().retry_max_delay_ms); }},
+    {"remote_connect_timeout_ms", "FERRY_REMOTE_CONNECT_TIMEOUT_MS", "10000",
+     "How long connecting (TCP and TLS) may take, in milliseconds (1 to 3600000).",
+     [](Config& c, std::string_view v, const std::string& label) -> Status {
+       FERRY_ASSIGN_OR_RETURN(unsigned n, parse_count(v, label, 1, kMaxMilliseconds));
+       return change_remote(c, [&](RemoteSettings& r) { r.connect_timeout_ms = n; });
+     },
+     [](const Config& c) { return std::to_string(c.remote().connect_timeout_ms); }},
+    {"remote_stall_timeout_ms", "FERRY_REMOTE_STALL_TIMEOUT_MS", "30000",
+     "A request that receives no byte for this many milliseconds (1 to 3600000) is abandoned and retried "
+     "for its missing bytes; checked every 50 ms.",
+     [](Config& c, std::string_view v, const std::string& label) -> Status {
+       FERRY_ASSIGN_OR_RETURN(unsigned n, parse_count(v, label, 1, kMaxMilliseconds));
+       return change_remote(c, [&](RemoteSettings& r) { r.stall_timeout_ms = n; });
+     },
+     [](const Config& c) { return std::to_string(c.remote().stall_timeout_ms); }},
+    {"remote_min_rate", "FERRY_REMOTE_MIN_RATE", "64KiB",
+     "Bytes per second a request must average (0 to 1 TiB; 0 = no deadline): a request for N bytes that "
+     "has not finished after remote_stall_timeout_ms + N / remote_min_rate seconds is abandoned and "
+     "retried, so a server that trickles bytes cannot hold a read for ever.",
+     [](Config& c, std::string_view v, const std::string& label) -> Status {
+       FERRY_ASSIGN_OR_RETURN(std::uint64_t n, parse_bounded_size(v, label, 0, kMaxMinRate));
+       return change_remote(c, [&](RemoteSettings& r) { r.min_rate = n; });
+     },
+     [](const Config& c) { return std::to_string(c.remote().min_rate); }},
+    {"remote_verify_tls", "FERRY_REMOTE_VERIFY_TLS", "on",
+     "on = check TLS certificates and host names of https:// servers; off only for test servers.",
+     [](Config& c, std::string_view v, const std::string& label) -> Status {
+       FERRY_ASSIGN_OR_RETURN(bool on, parse_flag(v, label, true));
+       return change_remote(c, [&](RemoteSettings& r) { r.verify_tls = on; });
+     },
+     [](const Config& c) { return on_off(c.remote().verify_tls); }},
+    {"s3_region", "FERRY_S3_REGION", "",
+     "The region S3 requests are signed for; empty: AWS_REGION, AWS_DEFAULT_REGION, the profile's "
+     "region, else us-east-1.",
+     [](Config& c, std::string_view v, const std::string& label) -> Status {
+       FERRY_RETURN_IF_ERROR(check_word(v, label));
+       return change_remote(c, [&](RemoteSettings& r) { r.s3_region = std::string(v); });
+     },
+     [](const Config& c) { return c.remote().s3_region; }},
+    {"s3_endpoint", "FERRY_S3_ENDPOINT", "",
+     "Where S3 requests go (http://127.0.0.1:9000 for an S3-compatible store); empty: AWS_ENDPOINT_URL_S3, "
+     "AWS_ENDPOINT_URL, the profile's endpoint_url, else AWS.",
+     [](Config& c, std::string_view v, const std::string& label) -> Status {
+       FERRY_RETURN_IF_ERROR(check_word(v, label));
+       const std::string t = lower(v);
+       if (!t.empty() && t.rfind("http://", 0) != 0 && t.rfind("https://", 0) != 0) {
+         return bad_value(label, v, "an http:// or https:// URL");
+       }
+       return change_remote(c, [&](RemoteSettings& r) { r.s3_endpoint = std::string(v); });
+     },
+     [](const Config& c) { return c.remote().s3_endpoint; }},
+    {"s3_profile", "FERRY_S3_PROFILE", "",
+     "The profile of the ~/.aws files; empty: AWS_PROFILE, else default. A named profile must exist and "
+     "hold credentials (or s3_anonymous must be on).",
+     [](Config& c, std::string_view v, const std::string& label) -> Status {
+       FERRY_RETURN_IF_ERROR(check_word(v, label));
+       return change_remote(c, [&](RemoteSettings& r) { r.s3_profile = std::string(v); });
+     },
+     [](const Config& c) { return c.remote().s3_profile; }},
+    {"s3_addressing", "FERRY_S3_ADDRESSING", "automatic",
+     "How s3:// URLs become requests: path (endpoint/bucket/key), virtual_host (bucket.endpoint/key), "
+     "automatic (path with an endpoint set, else virtual_host; path for bucket names with dots).",
+     [](Config& c, std::string_view v, const std::string& label) -> Status {
+       FERRY_ASSIGN_OR_RETURN(S3Addressing a, parse_choice<S3Addressing>(v, label,
+           {{"automatic", S3Addressing::automatic}, {"", S3Addressing::automatic}, {"path", S3Addressing::path},
+            {"virtual_host", S3Addressing::virtual_host}}));
+       return change_remote(c, [&](RemoteSettings& r) { r.s3_addressing = a; });
+     },
+     [](const Config& c) { return std::string(s3_addressing_name(c.remote().s3_addressing)); }},
+    {"s3_anonymous", "FERRY_S3_ANONYMOUS", "off",
+     "on = unsigned S3 requests (public buckets) even where credentials exist.",
+     [](Config& c, std::string_view v, const std::string& label) -> Status {
+       FERRY_ASSIGN_OR_RETURN(bool on, parse_flag(v, label, false));
+       return change_remote(c, [&](RemoteSettings& r) { r.s3_anonymous = on; });
+     },
+     [](const Config& c) { return on_off(c.remote().s3_anonymous); }},
 };
 
 const SettingRow* find_setting(std::string_view name_or_env) {
@@ -370,6 +516,24 @@ Config& Config::set_nvtx(bool on) {
 Config& Config::set_io_engine(IoEngine e) {
   io_engine_ = e;
   mark("io_engine", SettingSource::api);
+  return *this;
+}
+
+Config& Config::set_remote(const RemoteSettings& settings) {
+  const Config before = *this;
+  remote_ = settings;
+  RemoteSettings& r = remote_;
+  r.connections = std::clamp(r.connections, 1u, kMaxConnections);
+  r.max_retries = std::min(r.max_retries, kMaxRetries);
+  r.retry_delay_ms = std::min(r.retry_delay_ms, kMaxMilliseconds);
+  r.retry_max_delay_ms = std::min(r.retry_max_delay_ms, kMaxMilliseconds);
+  r.connect_timeout_ms = std::clamp(r.connect_timeout_ms, 1u, kMaxMilliseconds);
+  r.stall_timeout_ms = std::clamp(r.stall_timeout_ms, 1u, kMaxMilliseconds);
+  r.min_rate = std::min(r.min_rate, kMaxMinRate);
+  // Each remote setting whose value changed now comes from the API (Config::set re-marks its own).
+  for (const auto& row : kSettingRows) {
+    if (row.get(before) != row.get(*this)) mark(row.name, SettingSource::api);
+  }
   return *this;
 }
 

@@ -97,10 +97,12 @@ Future FileState::submit_batch(std::span<const Piece> pieces) {
   // A worker takes as many tasks as one bounce buffer holds, so that small pieces are packed.
   const std::uint64_t per_fill = config.bounce_buffer_size() / largest;
   const unsigned pack = static_cast<unsigned>(std::clamp<std::uint64_t>(per_fill, 1, 16384));
-  SourceRequest request{Direction::read, *e, bytes};
+  auto stop = std::make_shared<std::atomic<bool>>(false);
+  SourceRequest request{Direction::read, *e, bytes, stop};
   auto backend = make_batch_backend(*this, request, std::move(*plan), pack);
   if (!backend.ok()) return fail(backend.status());
-  return launch(std::move(tasks), std::move(*backend), std::move(eof), std::move(*in_use), setup_before, [&] {
+  return launch(std::move(tasks), std::move(*backend), std::move(eof), std::move(*in_use), setup_before,
+                std::move(stop), [&] {
     return fmt::format("ferry read_batch of {} pieces, {} from \"{}\"", pieces.size(), format_size(bytes), path);
   });
 }

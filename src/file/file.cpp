@@ -15,7 +15,7 @@
 #include "file/route_selection.hpp"
 #include "file/stream_order.hpp"
 #include "io/posix_source.hpp"
-#include "io/remote_source.hpp"
+#include "remote/remote_source.hpp"
 #include "platform/nvtx/nvtx.hpp"
 #include "io/request.hpp"
 #include "io/thread_pool.hpp"
@@ -145,7 +145,8 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
     extent = *e;
     if (extent.known) size = offset >= extent.bytes ? 0 : std::min(size, extent.bytes - offset);
   }
-  SourceRequest request{direction, extent, size};
+  auto stop = std::make_shared<std::atomic<bool>>(false);
+  SourceRequest request{direction, extent, size, stop};
   auto backend = make_route_backend(*this, request, buffer, size);
   if (!backend.ok()) return fail(backend.status());
   std::vector<Task> tasks;
@@ -157,14 +158,15 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
   EndOfFileRule eof{!extent.known, path, extent.bytes};
   const bool reading = is_read(direction);
   return launch(std::move(tasks), std::move(*backend), std::move(eof), std::move(*in_use), setup_before,
-                [&] {
+                std::move(stop), [&] {
                   return fmt::format("ferry {} {} at offset {} {} \"{}\"", reading ? "read" : "write",
                                      format_size(size), offset, reading ? "from" : "to", path);
                 });
 }
 
 Future FileState::launch(std::vector<Task> tasks, std::shared_ptr<RouteBackend> backend, EndOfFileRule eof, Use in_use,
-                         const SetupCosts& setup_before, const std::function<std::string()>& nvtx_label) {
+                         const SetupCosts& setup_before, std::shared_ptr<std::atomic<bool>> stop,
+                         const std::function<std::string()>& nvtx_label) {
   std::weak_ptr<FileState> weak = shared_from_this();
   // Failed requests count too: their operations, notes and I/O counters belong to the file's trail. The
   // Use ends here, before the future is done: close() may be called from the future's callbacks.
@@ -181,8 +183,9 @@ Future FileState::launch(std::vector<Task> tasks, std::shared_ptr<RouteBackend> 
     if (auto self = weak.lock()) self->add_to_report(report);
     held->reset();
   };
-  return Future(RequestState::start(std::move(tasks), std::move(backend), config.threads(), std::move(eof),
-                                    std::move(on_complete), nvtx_range != 0));
+  const unsigned parallel = source->parallel_tasks() != 0 ? source->parallel_tasks() : config.threads();
+  return Future(RequestState::start(std::move(tasks), std::move(backend), parallel, std::move(eof),
+                                    std::move(on_complete), nvtx_range != 0, std::move(stop)));
 }
 
 std::uint64_t FileState::reserve(std::uint64_t size, Direction direction) {
@@ -221,7 +224,7 @@ Result<File> open_file(const std::string& path, std::string_view mode, const Con
                                                            flags.status().message()), 0, path);
   }
   if (remote::is_remote_url(path)) {
-    FERRY_ASSIGN_OR_RETURN(std::shared_ptr<Source> remote, open_remote_source(path, mode));
+    FERRY_ASSIGN_OR_RETURN(std::shared_ptr<Source> remote, open_remote_source(path, mode, config.remote()));
     return open_source(std::move(remote), mode, config, options);
   }
   FERRY_ASSIGN_OR_RETURN(FileDescriptors fds, FileDescriptors::open(*options.syscalls, path, *flags));

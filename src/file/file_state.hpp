@@ -53,10 +53,11 @@ class FileState : public std::enable_shared_from_this<FileState> {
   /// File::pread_batch (file/batch.cpp).
   Future submit_batch(std::span<const Piece> pieces);
   /// Starts a request's tasks on the backend, holding `in_use` until it completes, and accounts for it in
-  /// the File's report (set-up costs and the source's activity noted). `nvtx_label` is called only when
-  /// an NVTX tool is attached.
+  /// the File's report (set-up costs and the source's activity noted). `stop` is the request's
+  /// SourceRequest::stop. `nvtx_label` is called only when an NVTX tool is attached.
   Future launch(std::vector<Task> tasks, std::shared_ptr<RouteBackend> backend, EndOfFileRule eof, Use in_use,
-                const SetupCosts& setup_before, const std::function<std::string()>& nvtx_label);
+                const SetupCosts& setup_before, std::shared_ptr<std::atomic<bool>> stop,
+                const std::function<std::string()>& nvtx_label);
   /// What submit() refuses before any I/O: the File's mode, a null buffer, a range past the largest offset.
   Status check_request(Direction direction, const void* buffer, std::uint64_t size, std::uint64_t offset) const;
   /// Adds a request's operations to the File's report (requests do this themselves as they complete).

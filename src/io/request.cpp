@@ -14,9 +14,11 @@ namespace ferry::detail {
 
 std::shared_ptr<RequestState> RequestState::start(std::vector<Task> tasks, std::shared_ptr<RouteBackend> backend,
                                                   unsigned threads, EndOfFileRule eof,
-                                                  std::function<void(Report&)> on_complete, bool trace_tasks) {
+                                                  std::function<void(Report&)> on_complete, bool trace_tasks,
+                                                  std::shared_ptr<std::atomic<bool>> stop) {
   auto state = std::make_shared<RequestState>();
   state->trace_tasks_ = trace_tasks;
+  state->stop_ = std::move(stop);
   state->tasks_ = std::move(tasks);
   state->eof_ = std::move(eof);
   state->backend_ = std::move(backend);
@@ -89,6 +91,7 @@ void RequestState::record_error(Status s) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (first_error_.ok()) first_error_ = std::move(s);
   failed_.store(true, std::memory_order_release);
+  if (stop_) stop_->store(true, std::memory_order_release);
 }
 
 void RequestState::cancel() {
@@ -100,6 +103,7 @@ void RequestState::cancel() {
   if (done_ || !first_error_.ok()) return;
   first_error_ = Status(ErrorCode::cancelled, "the request was cancelled");
   failed_.store(true, std::memory_order_release);
+  if (stop_) stop_->store(true, std::memory_order_release);
 }
 
 Status EndOfFileRule::shrank(const Task& t, std::uint64_t bytes) const {

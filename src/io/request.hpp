@@ -82,9 +82,11 @@ class RequestState {
   /// count is the sum of what its tasks moved, so no byte past it was written. `on_complete` gets (and may annotate) the request's report
   /// at completion, failed or not (File accounting), before the future is done and before callbacks
   /// registered by then() run.
+  /// `stop`, when given, is set once the request is cancelled or a task failed (SourceRequest::stop).
   static std::shared_ptr<RequestState> start(std::vector<Task> tasks, std::shared_ptr<RouteBackend> backend,
                                              unsigned threads, EndOfFileRule eof,
-                                             std::function<void(Report&)> on_complete, bool trace_tasks = false);
+                                             std::function<void(Report&)> on_complete, bool trace_tasks = false,
+                                             std::shared_ptr<std::atomic<bool>> stop = nullptr);
   /// A request that failed before any I/O.
   static std::shared_ptr<RequestState> failed(Status status);
   /// A request whose work is done elsewhere (a stream-ordered request's pipeline). It is done when
@@ -136,6 +138,7 @@ class RequestState {
   std::atomic<bool> failed_{false};
   std::atomic<std::uint64_t> bytes_done_{0};
   bool trace_tasks_ = false;  // an NVTX range around each task (Config::nvtx)
+  std::shared_ptr<std::atomic<bool>> stop_;  // told when failed_ is set, for sources mid-task
 
   mutable std::mutex mutex_;
   mutable std::condition_variable done_cv_;

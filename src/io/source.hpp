@@ -8,7 +8,9 @@
 // from any thread; close once, after every request has stopped (FileState::close sees to that).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -31,6 +33,9 @@ struct SourceRequest {
   Direction direction = Direction::read;
   Extent extent;            // reads: the size when the request began (a read goes no further)
   std::uint64_t bytes = 0;  // the request's size
+  // True once the request was cancelled or one of its tasks failed (null: never). A source whose task can
+  // wait long (a remote transfer) watches it and ends the task early with `cancelled`.
+  std::shared_ptr<const std::atomic<bool>> stop;
 };
 
 /// One task of a batch and where its bytes go.
@@ -58,6 +63,9 @@ class Source {
   virtual Status write(const SourceRequest& request, const Task& t, const void* src, const char* route_label,
                        Report& report) = 0;
 
+  /// How many of a request's tasks run at once when the source decides it (a remote object: one per
+  /// connection, Config::remote().connections); 0: Config::threads.
+  virtual unsigned parallel_tasks() const { return 0; }
   /// How many tasks read_batch takes at once to keep them in flight together; 1 means one at a time.
   virtual std::size_t queue_depth() const { return 1; }
   /// Reads several tasks; results[i] is what read() would answer for reads[i]. The default reads them one

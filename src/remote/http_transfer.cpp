@@ -2,15 +2,21 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 
 #include <curl/curl.h>
+#include <fmt/format.h>
 
 namespace ferry::detail::remote {
 namespace {
 
 constexpr std::size_t kErrorBodyLimit = 4096;
+// How often a transfer wakes to check its stop flag, stall timeout and deadline (the transfer callback).
+constexpr long kTickMs = 50;
+
+using Clock = std::chrono::steady_clock;
 
 bool iequals_prefix(const std::string& line, const char* name, std::string& value) {
   const std::size_t n = std::strlen(name);
@@ -34,6 +40,9 @@ bool parse_u64(std::string_view text, std::uint64_t& out) {
 
 std::string strip_weak(const std::string& etag) { return etag.rfind("W/", 0) == 0 ? etag.substr(2) : etag; }
 
+// Why the transfer callback ended a transfer.
+enum class Abort { none, stopped, stalled, too_slow };
+
 std::string range_text(std::uint64_t first, std::uint64_t last) {
   return "bytes " + std::to_string(first) + "-" + std::to_string(last);
 }
@@ -48,6 +57,12 @@ struct Sink {
   bool stopped = false;     // we ended the transfer on purpose
   std::uint64_t written = 0;
   Status fatal;             // set by a callback: the answer is wrong and a retry would not help
+  // The transfer callback's watch: no byte for `stall`, or not done by `deadline`, ends the transfer.
+  Clock::time_point started, last_byte, deadline = Clock::time_point::max();
+  Clock::duration stall{};
+  std::uint64_t bytes_seen = 0;  // body bytes received (error bodies too): progress for the stall check
+  std::uint64_t bytes_at_last_byte = 0;
+  Abort abort = Abort::none;
 };
 
 Status changed(const std::string& why) {
@@ -60,9 +75,11 @@ void check_answer(Sink& s) {
   const Request& r = *s.request;
   const Response& a = s.response;
   if (a.status < 200 || a.status > 299) return;
-  if (!r.if_match.empty() && !a.etag.empty() && strip_weak(a.etag) != strip_weak(r.if_match)) {
-    s.fatal = changed("its ETag is now " + a.etag + ", was " + r.if_match);
-    return;
+  if (r.etag && !a.etag.empty()) {
+    if (auto was = r.etag->mismatch(a.etag)) {
+      s.fatal = changed("its ETag is now " + printable(a.etag) + ", was " + printable(*was));
+      return;
+    }
   }
   const std::uint64_t last = r.offset + r.length - 1;
   if (a.status == 206) {
@@ -138,6 +155,7 @@ size_t on_header(char* buffer, size_t size, size_t nitems, void* user) {
 size_t on_body(char* data, size_t size, size_t nmemb, void* user) {
   auto& s = *static_cast<Sink*>(user);
   const size_t n = size * nmemb;
+  s.bytes_seen += n;
   if (s.response.status < 200 || s.response.status > 299) {
     const size_t room = kErrorBodyLimit - std::min(kErrorBodyLimit, s.response.error_body.size());
     s.response.error_body.append(data, std::min(room, n));
@@ -170,6 +188,26 @@ size_t on_body(char* data, size_t size, size_t nmemb, void* user) {
   s.fatal = Status(ErrorCode::io_error, "the server sent more than the " + std::to_string(r.length) +
                                             " bytes of " + range_text(r.offset, r.offset + r.length - 1));
   return 0;
+}
+
+// The transfer callback: libcurl calls it while the transfer runs, at least every kTickMs (perform()'s
+// poll wakes that often). Returning non-zero ends the transfer (CURLE_ABORTED_BY_CALLBACK).
+int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  auto& s = *static_cast<Sink*>(user);
+  if (s.abort != Abort::none) return 1;
+  const auto now = Clock::now();
+  if (s.bytes_seen != s.bytes_at_last_byte) {
+    s.bytes_at_last_byte = s.bytes_seen;
+    s.last_byte = now;
+  }
+  if (s.request->stop && s.request->stop->load(std::memory_order_acquire)) {
+    s.abort = Abort::stopped;
+  } else if (now >= s.deadline) {
+    s.abort = Abort::too_slow;
+  } else if (now - s.last_byte >= s.stall) {
+    s.abort = Abort::stalled;
+  }
+  return s.abort == Abort::none ? 0 : 1;
 }
 
 bool retryable_curl_code(CURLcode code) {
@@ -233,21 +271,70 @@ std::string s3_error_text(const std::string& body) {
   return message.empty() ? code : code + ": " + message;
 }
 
-Result<std::unique_ptr<Connection>> Connection::make() {
-  global_init();
-  CURL* easy = curl_easy_init();
-  if (!easy) return Status(ErrorCode::internal, "curl_easy_init failed");
-  return std::unique_ptr<Connection>(new Connection(easy));
+void EtagGuard::set(std::string etag) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  etag_ = std::move(etag);
 }
 
-Connection::~Connection() { curl_easy_cleanup(static_cast<CURL*>(easy_)); }
+std::string EtagGuard::current() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return etag_;
+}
 
-TransferResult Connection::perform(const Target& target, const Request& request,
-                                   const ferry::remote::Options& options) {
+std::optional<std::string> EtagGuard::mismatch(const std::string& seen) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (etag_.empty()) {
+    etag_ = seen;  // HEAD said nothing: the first answer names the version every other must match
+    return std::nullopt;
+  }
+  if (strip_weak(seen) == strip_weak(etag_)) return std::nullopt;
+  return etag_;
+}
+
+bool is_strong_etag(const std::string& etag) { return !etag.empty() && etag.rfind("W/", 0) != 0; }
+
+std::string printable(std::string_view server_text) {
+  std::string out;
+  out.reserve(server_text.size());
+  for (unsigned char c : server_text) {
+    if (c < 0x20 || c == 0x7f || c == '\\') {
+      out += fmt::format("\\x{:02x}", c);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+Result<std::unique_ptr<Connection>> Connection::make() {
+  global_init();
+  CURLM* multi = curl_multi_init();
+  CURL* easy = multi ? curl_easy_init() : nullptr;
+  if (!easy) {
+    if (multi) curl_multi_cleanup(multi);
+    return Status(ErrorCode::internal, "curl_easy_init or curl_multi_init failed");
+  }
+  return std::unique_ptr<Connection>(new Connection(multi, easy));
+}
+
+Connection::~Connection() {
+  curl_easy_cleanup(static_cast<CURL*>(easy_));
+  curl_multi_cleanup(static_cast<CURLM*>(multi_));
+}
+
+TransferResult Connection::perform(const Target& target, const Request& request, const RemoteSettings& settings) {
   CURL* easy = static_cast<CURL*>(easy_);
-  curl_easy_reset(easy);  // options only: the connection cache (keep-alive) survives
+  CURLM* multi = static_cast<CURLM*>(multi_);
+  curl_easy_reset(easy);  // options only: the multi handle's connection cache (keep-alive) survives
   Sink sink;
   sink.request = &request;
+  sink.started = sink.last_byte = Clock::now();
+  sink.stall = std::chrono::milliseconds(settings.stall_timeout_ms);
+  if (settings.min_rate > 0) {
+    const double seconds = static_cast<double>(settings.stall_timeout_ms) / 1000.0 +
+                           static_cast<double>(request.length) / static_cast<double>(settings.min_rate);
+    sink.deadline = sink.started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  }
   TransferResult result;
 
   std::vector<Header> headers;
@@ -255,7 +342,11 @@ TransferResult Connection::perform(const Target& target, const Request& request,
     headers.emplace_back("range", "bytes=" + std::to_string(request.offset) + "-" +
                                       std::to_string(request.offset + std::max<std::uint64_t>(request.length, 1) - 1));
   }
-  if (!request.if_match.empty()) headers.emplace_back("if-match", request.if_match);
+  // A weak ETag in If-Match never matches (strict servers answer 412): send only strong ones; the answers'
+  // ETags are still checked.
+  if (request.etag) {
+    if (const std::string etag = request.etag->current(); is_strong_etag(etag)) headers.emplace_back("if-match", etag);
+  }
   if (!target.credentials.empty()) {
     SigningInput in;
     in.method = request.head ? "HEAD" : "GET";
@@ -288,14 +379,32 @@ TransferResult Connection::perform(const Target& target, const Request& request,
   curl_easy_setopt(easy, CURLOPT_HEADERDATA, &sink);
   curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_body);
   curl_easy_setopt(easy, CURLOPT_WRITEDATA, &sink);
-  curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options.connect_timeout_ms));
-  curl_easy_setopt(easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
-  curl_easy_setopt(easy, CURLOPT_LOW_SPEED_TIME, std::max(1L, static_cast<long>(options.stall_timeout_ms / 1000)));
+  curl_easy_setopt(easy, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(easy, CURLOPT_XFERINFOFUNCTION, on_progress);
+  curl_easy_setopt(easy, CURLOPT_XFERINFODATA, &sink);
+  curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(settings.connect_timeout_ms));
   curl_easy_setopt(easy, CURLOPT_BUFFERSIZE, 512L * 1024);
   curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
-  curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, options.verify_tls ? 1L : 0L);
-  curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, options.verify_tls ? 2L : 0L);
-  const CURLcode code = curl_easy_perform(easy);
+  curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, settings.verify_tls ? 1L : 0L);
+  curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, settings.verify_tls ? 2L : 0L);
+
+  // The transfer runs on this thread; the poll's timeout makes libcurl call on_progress every kTickMs
+  // even while no byte moves, so a stop, a stall or a deadline ends it within that time.
+  CURLcode code = CURLE_OK;
+  if (CURLMcode added = curl_multi_add_handle(multi, easy); added != CURLM_OK) {
+    code = CURLE_FAILED_INIT;
+  } else {
+    int running = 1;
+    while (running > 0) {
+      if (curl_multi_perform(multi, &running) != CURLM_OK) break;
+      if (running > 0) curl_multi_poll(multi, nullptr, 0, kTickMs, nullptr);
+    }
+    int left = 0;
+    while (CURLMsg* msg = curl_multi_info_read(multi, &left)) {
+      if (msg->msg == CURLMSG_DONE && msg->easy_handle == easy) code = msg->data.result;
+    }
+    curl_multi_remove_handle(multi, easy);
+  }
   curl_slist_free_all(list);
 
   long connects = 0;
@@ -305,7 +414,6 @@ TransferResult Connection::perform(const Target& target, const Request& request,
   const bool ok_status = sink.response.status >= 200 && sink.response.status <= 299;
   if (ok_status && !request.head && !sink.checked && sink.fatal.ok()) check_answer(sink);
   result.bytes = sink.written;
-  result.whole_body = sink.whole_body;
   result.response = std::move(sink.response);
   const Response& a = result.response;
 
@@ -315,9 +423,29 @@ TransferResult Connection::perform(const Target& target, const Request& request,
     return result;
   };
   if (!sink.fatal.ok()) return finish(Outcome::fail, sink.fatal);
+  // Every byte asked for arrived and was checked: what went wrong after them (a chunked body without
+  // its last chunk, a reset after the body) costs nothing, and a retry would have nothing left to ask for.
+  const bool complete = ok_status && request.dst && sink.checked && sink.written == request.length;
+  if (complete) return finish(Outcome::done, Status());
+  if (sink.abort == Abort::stopped) return finish(Outcome::fail, Status(ErrorCode::cancelled, "the request was cancelled"));
+  if (sink.abort == Abort::stalled) {
+    return finish(Outcome::retry,
+                  Status(ErrorCode::unavailable,
+                         fmt::format("no byte for {} ms (remote_stall_timeout_ms) after {} of {} bytes",
+                                     settings.stall_timeout_ms, sink.written, request.length)));
+  }
+  if (sink.abort == Abort::too_slow) {
+    const double seconds = std::chrono::duration<double>(Clock::now() - sink.started).count();
+    return finish(Outcome::retry,
+                  Status(ErrorCode::unavailable,
+                         fmt::format("too slow: {} of {} bytes in {:.1f} s, below remote_min_rate ({} bytes/s after "
+                                     "the {} ms of remote_stall_timeout_ms)",
+                                     sink.written, request.length, seconds, settings.min_rate,
+                                     settings.stall_timeout_ms)));
+  }
   if (code != CURLE_OK && !(code == CURLE_WRITE_ERROR && sink.stopped)) {
     std::string text = curl_error[0] ? curl_error : curl_easy_strerror(code);
-    text = "curl error " + std::to_string(static_cast<int>(code)) + ": " + text;
+    text = "curl error " + std::to_string(static_cast<int>(code)) + ": " + printable(text);
     if (retryable_curl_code(code)) return finish(Outcome::retry, Status(ErrorCode::unavailable, text));
     const bool cannot_reach = code == CURLE_COULDNT_RESOLVE_HOST || code == CURLE_COULDNT_RESOLVE_PROXY;
     return finish(Outcome::fail, Status(cannot_reach ? ErrorCode::unavailable : ErrorCode::io_error, text));
@@ -328,12 +456,13 @@ TransferResult Connection::perform(const Target& target, const Request& request,
                                                                   " of " + std::to_string(request.length) + " bytes"));
   }
   std::string text = "HTTP " + std::to_string(a.status);
-  if (!a.reason.empty()) text += " " + a.reason;
-  if (const std::string s3 = s3_error_text(a.error_body); !s3.empty()) text += " (" + s3 + ")";
+  if (!a.reason.empty()) text += " " + printable(a.reason);
+  if (const std::string s3 = s3_error_text(a.error_body); !s3.empty()) text += " (" + printable(s3) + ")";
   const long st = a.status;
   if (st == 408 || st == 429 || st >= 500) return finish(Outcome::retry, Status(ErrorCode::unavailable, text));
   if (st == 412) {
-    return finish(Outcome::fail, changed("If-Match " + request.if_match + " failed: " + text));
+    const std::string etag = request.etag ? request.etag->current() : std::string();
+    return finish(Outcome::fail, changed("If-Match " + printable(etag) + " failed: " + text));
   }
   ErrorCode ec = ErrorCode::io_error;
   if (st == 404 || st == 410) ec = ErrorCode::not_found;

@@ -6,7 +6,7 @@
 namespace ferry::detail::remote {
 namespace {
 
-using ferry::remote::Addressing;
+using Addressing = S3Addressing;
 
 std::string env(const char* name) {
   const char* v = std::getenv(name);
@@ -60,12 +60,15 @@ bool parse_aws_ini(const std::string& path, std::vector<std::pair<std::string, s
     }
     const auto eq = line.find('=');
     if (eq == std::string::npos || sections.empty()) continue;  // nested (indented) values are not needed here
-    sections.back().second.emplace_back(trim(line.substr(0, eq)), trim(line.substr(eq + 1)));
+    std::string key = trim(line.substr(0, eq));
+    for (char& c : key) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    sections.back().second.emplace_back(std::move(key), trim(line.substr(eq + 1)));
   }
   return true;
 }
 
-Result<S3Target> resolve_s3(std::string_view url, const ferry::remote::Options& options) {
+Result<S3Target> resolve_s3(std::string_view url, const RemoteSettings& settings,
+                            const ferry::remote::Credentials* given) {
   S3Target t;
   FERRY_ASSIGN_OR_RETURN(t.object, parse_s3_url(url));
   const std::string shown = display_form(url);
@@ -74,9 +77,9 @@ Result<S3Target> resolve_s3(std::string_view url, const ferry::remote::Options& 
   };
 
   // The profile and its files.
-  const bool profile_named = !options.profile.empty() || !env("AWS_PROFILE").empty();
-  const std::string profile =
-      !options.profile.empty() ? options.profile : (profile_named ? env("AWS_PROFILE") : std::string("default"));
+  const std::string named = !settings.s3_profile.empty() ? settings.s3_profile : env("AWS_PROFILE");
+  const std::string named_by = !settings.s3_profile.empty() ? "s3_profile" : "AWS_PROFILE";
+  const std::string profile = named.empty() ? std::string("default") : named;
   const std::string credentials_path = home_file("AWS_SHARED_CREDENTIALS_FILE", ".aws/credentials");
   const std::string config_path = home_file("AWS_CONFIG_FILE", ".aws/config");
   std::vector<std::pair<std::string, std::vector<Header>>> cred_sections, config_sections;
@@ -84,21 +87,22 @@ Result<S3Target> resolve_s3(std::string_view url, const ferry::remote::Options& 
   if (!config_path.empty()) parse_aws_ini(config_path, config_sections);
   const auto* cred_profile = find_profile(cred_sections, profile, false);
   const auto* config_profile = find_profile(config_sections, profile, true);
-  if (profile_named && !cred_profile && !config_profile) {
-    return bad("AWS profile \"" + profile + "\" is in neither " + credentials_path + " nor " + config_path);
+  if (!named.empty() && !cred_profile && !config_profile) {
+    return bad("AWS profile \"" + profile + "\" (" + named_by + ") is in neither " + credentials_path + " nor " +
+               config_path);
   }
 
   // Region.
-  t.region = options.region;
+  t.region = settings.s3_region;
   if (t.region.empty()) t.region = env("AWS_REGION");
   if (t.region.empty()) t.region = env("AWS_DEFAULT_REGION");
   if (t.region.empty()) t.region = lookup(config_profile, "region");
   if (t.region.empty()) t.region = "us-east-1";
 
-  // Endpoint.
-  std::string endpoint = options.endpoint;
-  t.endpoint_source = "options";
-  for (const char* var : {"FERRY_S3_ENDPOINT", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"}) {
+  // Endpoint: the setting (FERRY_S3_ENDPOINT), then what the AWS tools read.
+  std::string endpoint = settings.s3_endpoint;
+  t.endpoint_source = "s3_endpoint";
+  for (const char* var : {"AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"}) {
     if (!endpoint.empty()) break;
     endpoint = env(var);
     t.endpoint_source = var;
@@ -117,11 +121,16 @@ Result<S3Target> resolve_s3(std::string_view url, const ferry::remote::Options& 
   if (!parsed.ok()) return bad("bad S3 endpoint (from " + t.endpoint_source + "): " + parsed.status().message());
   HttpUrl base = std::move(parsed).value();
 
-  // Addressing.
-  t.addressing = options.addressing;
+  // Addressing: a bucket in the host name must be a host name label.
+  const bool dns_name = dns_compatible_bucket(t.object.bucket);
+  t.addressing = settings.s3_addressing;
   if (t.addressing == Addressing::automatic) {
-    t.addressing = overridden || t.object.bucket.find('.') != std::string::npos ? Addressing::path
-                                                                                : Addressing::virtual_host;
+    t.addressing = overridden || t.object.bucket.find('.') != std::string::npos || !dns_name ? Addressing::path
+                                                                                              : Addressing::virtual_host;
+  }
+  if (t.addressing == Addressing::virtual_host && !dns_name) {
+    return bad("s3_addressing=virtual_host needs a bucket name that can be a host name (3-63 lower-case letters, "
+               "digits, '-' and '.', not an IP address); use s3_addressing=path");
   }
   std::string prefix = base.path == "/" ? std::string() : base.path;
   while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
@@ -139,24 +148,35 @@ Result<S3Target> resolve_s3(std::string_view url, const ferry::remote::Options& 
   t.endpoint = t.url.scheme + "://" + t.url.authority;
   t.request_url = t.endpoint + t.url.path;
 
-  // Credentials: options, environment, credentials file, config file.
-  if (!options.anonymous) {
-    Credentials& c = t.credentials;
-    if (!options.access_key_id.empty()) {
-      c = {options.access_key_id, options.secret_access_key, options.session_token, "options"};
-    } else if (!env("AWS_ACCESS_KEY_ID").empty()) {
-      c = {env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY"), env("AWS_SESSION_TOKEN"), "environment"};
-    } else if (!lookup(cred_profile, "aws_access_key_id").empty()) {
-      c = {lookup(cred_profile, "aws_access_key_id"), lookup(cred_profile, "aws_secret_access_key"),
-           lookup(cred_profile, "aws_session_token"), credentials_path + " [" + profile + "]"};
-    } else if (!lookup(config_profile, "aws_access_key_id").empty()) {
-      c = {lookup(config_profile, "aws_access_key_id"), lookup(config_profile, "aws_secret_access_key"),
-           lookup(config_profile, "aws_session_token"), config_path + " [" + profile + "]"};
-    }
-    if (!c.empty() && c.secret_access_key.empty()) {
-      return bad("an access key id from " + c.source + " without its secret access key");
-    }
+  // Credentials: given in code, environment, credentials file, config file.
+  if (settings.s3_anonymous) {
+    t.note = "S3 requests unsigned: s3_anonymous is on";
+    return t;
   }
+  Credentials& c = t.credentials;
+  if (given && !given->access_key_id.empty()) {
+    c = {given->access_key_id, given->secret_access_key, given->session_token, "the credentials given in code"};
+  } else if (!env("AWS_ACCESS_KEY_ID").empty()) {
+    c = {env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY"), env("AWS_SESSION_TOKEN"), "the environment"};
+  } else if (!lookup(cred_profile, "aws_access_key_id").empty()) {
+    c = {lookup(cred_profile, "aws_access_key_id"), lookup(cred_profile, "aws_secret_access_key"),
+         lookup(cred_profile, "aws_session_token"), credentials_path + " [" + profile + "]"};
+  } else if (!lookup(config_profile, "aws_access_key_id").empty()) {
+    c = {lookup(config_profile, "aws_access_key_id"), lookup(config_profile, "aws_secret_access_key"),
+         lookup(config_profile, "aws_session_token"), config_path + " [" + profile + "]"};
+  }
+  if (!c.empty() && c.secret_access_key.empty()) {
+    return bad("an access key id from " + c.source + " without its secret access key");
+  }
+  if (c.empty() && !named.empty()) {
+    // A profile asked for by name is meant to sign: unsigned requests would fail (or succeed) for
+    // reasons nobody sees.
+    return bad("AWS profile \"" + profile + "\" (" + named_by + ") holds no aws_access_key_id in " +
+               credentials_path + " or " + config_path + "; set s3_anonymous=on for unsigned requests");
+  }
+  t.note = c.empty() ? "S3 requests unsigned: no credentials in the environment (AWS_ACCESS_KEY_ID) or in the "
+                       "default profile of " + credentials_path + " and " + config_path
+                     : "S3 requests signed with credentials from " + c.source;
   return t;
 }
 

@@ -1,31 +1,22 @@
-// ferry::remote in a build without libcurl or libcrypto (FERRY_REMOTE=OFF, or AUTO without them): every
-// entry point answers `unavailable` and says why. CMakeLists.txt compiles this file instead of the rest
-// of src/remote.
-#include <cstdlib>
-
+// ferry::remote in a build without libcurl or libcrypto (FERRY_REMOTE=OFF, or AUTO without them): a URL
+// opens as `unavailable`, saying why. CMakeLists.txt compiles this file instead of the rest of src/remote.
 #include "ferry/remote.hpp"
+#include "remote/remote_source.hpp"
 
-namespace ferry::remote {
-namespace detail {
-struct ObjectState {
-  Options options;
-  std::string url;
-};
-}  // namespace detail
-
+namespace ferry {
 namespace {
 Status unavailable_status(std::string_view url) {
-  return Status(ErrorCode::unavailable, "Cannot open \"" + display_url(url) + "\": " + unavailable_reason());
+  const std::string shown = remote::display_url(url);
+  return Status(ErrorCode::unavailable, "Cannot open \"" + shown + "\": " + remote::unavailable_reason(), 0, shown);
 }
 }  // namespace
 
-const char* addressing_name(Addressing addressing) noexcept {
-  return addressing == Addressing::path ? "path" : addressing == Addressing::virtual_host ? "virtual_host" : "automatic";
-}
+namespace remote {
 bool is_remote_url(std::string_view path) noexcept {
   return path.rfind("http://", 0) == 0 || path.rfind("https://", 0) == 0 || path.rfind("s3://", 0) == 0;
 }
 std::string display_url(std::string_view url) {
+  if (!is_remote_url(url)) return std::string(url);
   std::string s(url.substr(0, url.find_first_of("?#")));
   const auto rest = s.find("://");
   if (rest == std::string::npos) return s;
@@ -38,22 +29,15 @@ std::string unavailable_reason() {
   return "Ferry was built without remote objects (libcurl and OpenSSL's libcrypto were not found, or "
          "FERRY_REMOTE=OFF); see docs/remote.md";
 }
-Result<Options> Options::from_environment() { return Options{}; }
-
-Object::Object(std::unique_ptr<detail::ObjectState> state) : state_(std::move(state)) {}
-Object::Object(Object&&) noexcept = default;
-Object& Object::operator=(Object&&) noexcept = default;
-Object::~Object() = default;
-Result<Object> Object::open(std::string_view url, const Options&, std::string_view) { return unavailable_status(url); }
-Result<std::uint64_t> Object::read(void*, std::uint64_t, std::uint64_t) { return unavailable_status(state_->url); }
-std::uint64_t Object::size() const noexcept { return 0; }
-const std::string& Object::etag() const noexcept { return state_->url; }
-bool Object::ranges_supported() const noexcept { return false; }
-const std::string& Object::url() const noexcept { return state_->url; }
-const std::string& Object::request_url() const noexcept { return state_->url; }
-const Options& Object::options() const noexcept { return state_->options; }
-Counters Object::counters() const noexcept { return {}; }
-Result<std::uint64_t> read(std::string_view url, void*, std::uint64_t, std::uint64_t, const Options&, Counters*) {
+Result<File> open(const std::string& url, const Credentials&, const Config&, std::string_view) {
   return unavailable_status(url);
 }
-}  // namespace ferry::remote
+}  // namespace remote
+
+namespace detail {
+Result<std::shared_ptr<Source>> open_remote_source(const std::string& url, std::string_view, const RemoteSettings&,
+                                                   const ferry::remote::Credentials*) {
+  return unavailable_status(url);
+}
+}  // namespace detail
+}  // namespace ferry

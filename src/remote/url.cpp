@@ -29,6 +29,7 @@ std::string scheme_of(std::string_view url) {
 }
 
 std::string display_form(std::string_view url) {
+  if (scheme_of(url).empty()) return std::string(url);  // a path: '?' and '#' are part of its name
   const auto cut = url.find_first_of("?#");
   if (cut != std::string_view::npos) url = url.substr(0, cut);
   const auto scheme_end = url.find("://");
@@ -49,6 +50,9 @@ Result<HttpUrl> parse_http_url(std::string_view url) {
   auto bad = [&](const std::string& why) {
     return Status(ErrorCode::invalid_argument, "Invalid URL \"" + shown + "\": " + why, 0, shown);
   };
+  for (unsigned char c : url) {
+    if (c < 0x20 || c == 0x7f) return bad(c == 0 ? "it contains a NUL byte" : "it contains a control byte");
+  }
   HttpUrl out;
   out.scheme = scheme_of(url);
   if (out.scheme != "http" && out.scheme != "https") return bad("the scheme must be http or https");
@@ -111,12 +115,44 @@ Result<S3Url> parse_s3_url(std::string_view url) {
     return Status(ErrorCode::invalid_argument, "Invalid URL \"" + shown + "\": no bucket (expected s3://bucket/key)", 0,
                   shown);
   }
+  const bool ends_ok =
+      ascii_alnum(static_cast<unsigned char>(out.bucket.front())) && ascii_alnum(static_cast<unsigned char>(out.bucket.back()));
+  const bool allowed = std::all_of(out.bucket.begin(), out.bucket.end(), [](unsigned char c) {
+    return ascii_alnum(c) || c == '.' || c == '-' || c == '_';
+  });
+  if (!allowed || !ends_ok || out.bucket.size() > 255) {
+    // The name itself is not quoted: it may hold anything, a password before an '@' included.
+    return Status(ErrorCode::invalid_argument,
+                  "Invalid URL \"" + shown + "\": its bucket name is not one S3 allows (at most 255 letters, digits, "
+                  "'.', '-' and '_', starting and ending with a letter or digit)",
+                  0, shown);
+  }
+  if (url.find('\0') != std::string_view::npos) {
+    return Status(ErrorCode::invalid_argument, "Invalid URL \"" + shown + "\": it contains a NUL byte", 0, shown);
+  }
   if (slash == std::string_view::npos || slash + 1 == rest.size()) {
     return Status(ErrorCode::invalid_argument, "Invalid URL \"" + shown + "\": no key (expected s3://bucket/key)", 0,
                   shown);
   }
   out.key = std::string(rest.substr(slash + 1));
   return out;
+}
+
+bool dns_compatible_bucket(std::string_view bucket) {
+  if (bucket.size() < 3 || bucket.size() > 63 || bucket.find("..") != std::string_view::npos) return false;
+  for (unsigned char c : bucket) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-')) return false;
+  }
+  const auto alnum_end = [](unsigned char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (!alnum_end(bucket.front()) || !alnum_end(bucket.back())) return false;
+  // "192.168.5.4" is refused by S3: four dot-separated numbers.
+  int dots = 0;
+  bool digits_and_dots = true;
+  for (unsigned char c : bucket) {
+    dots += c == '.';
+    digits_and_dots &= (c >= '0' && c <= '9') || c == '.';
+  }
+  return !(digits_and_dots && dots == 3);
 }
 
 std::string uri_encode(std::string_view text, bool keep_slash) {

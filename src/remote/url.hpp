@@ -23,7 +23,8 @@ struct HttpUrl {
   bool has_userinfo = false;
 };
 
-/// Splits an http(s) URL. Errors: `invalid_argument` naming the display form of the URL.
+/// Splits an http(s) URL. Errors: `invalid_argument` naming the display form of the URL (also for control
+/// bytes anywhere in it: libcurl would cut the URL at a NUL, and refuses the others).
 Result<HttpUrl> parse_http_url(std::string_view url);
 
 /// `s3://bucket/key`, split; the key is taken literally (no percent-decoding), as the AWS CLI does.
@@ -32,10 +33,17 @@ struct S3Url {
   std::string key;
 };
 
-/// Errors: `invalid_argument` for a missing bucket or key.
+/// Errors: `invalid_argument` for a missing bucket or key, a NUL byte, or a bucket name of other bytes than
+/// S3's letters, digits, '.', '-' and '_' (so that no name can reach another host or port:
+/// `s3://2130706433:18084#/k`) or not starting and ending with a letter or digit.
 Result<S3Url> parse_s3_url(std::string_view url);
 
-/// The URL without user name, password, query string or fragment.
+/// Whether `bucket` can be a host name label as virtual-host addressing needs: S3's rules for new
+/// buckets (3-63 lower-case letters, digits, '-' and '.', no "..", not an IPv4 address).
+bool dns_compatible_bucket(std::string_view bucket);
+
+/// The URL without user name, password, query string or fragment; anything without a scheme (a path) as
+/// it is.
 std::string display_form(std::string_view url);
 
 /// Lower-cased scheme ("http", "https", "s3", ...) or empty when `url` has none.

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "ferry/remote.hpp"
 #include "safetensors/checkpoint_state.hpp"
 #include "safetensors/header_prefix.hpp"
 #include "safetensors/settings.hpp"
@@ -70,8 +71,8 @@ Result<std::string> read_index_file(const std::string& path, const Config& confi
     return Status(ErrorCode::invalid_argument,
                   fmt::format("Invalid safetensors index \"{}\": {} bytes, more than the limit of {} bytes "
                               "(OpenOptions::max_header_bytes)",
-                              path, size, options.max_header_bytes),
-                  0, path);
+                              file.path(), size, options.max_header_bytes),
+                  0, file.path());
   }
   std::string text(size, '\0');
   FERRY_ASSIGN_OR_RETURN(Transfer t, file.pread(text.data(), size, 0).get());
@@ -82,7 +83,7 @@ Result<std::string> read_index_file(const std::string& path, const Config& confi
 Result<Shard> open_shard(const std::string& path, const Config& config, const Seams& seams) {
   FERRY_ASSIGN_OR_RETURN(File data, ferry::detail::open_file(path, "r", config, seams.files));
   FERRY_ASSIGN_OR_RETURN(std::uint64_t size, data.size());
-  Shard shard{path, std::move(data), std::nullopt, size, Header{}};
+  Shard shard{data.path(), std::move(data), std::nullopt, size, Header{}};
   if (config.require() != Requirement::none) {
     FERRY_ASSIGN_OR_RETURN(File header_file, ferry::detail::open_file(path, "r", header_config(config), seams.files));
     shard.header_file.emplace(std::move(header_file));
@@ -239,7 +240,7 @@ Result<Checkpoint> open_checkpoint(const std::string& path, const OpenOptions& o
   std::vector<std::string> shard_paths;
   if (resolved.is_index) {
     FERRY_ASSIGN_OR_RETURN(std::string text, read_index_file(resolved.path, state->config, options, seams));
-    FERRY_ASSIGN_OR_RETURN(index, parse_shard_index(text, resolved.path));
+    FERRY_ASSIGN_OR_RETURN(index, parse_shard_index(text, remote::display_url(resolved.path)));
     fs::path dir = fs::path(resolved.path).parent_path();
     for (const std::string& name : index->shards) shard_paths.push_back((dir / name).string());
   } else {
@@ -248,13 +249,13 @@ Result<Checkpoint> open_checkpoint(const std::string& path, const OpenOptions& o
   for (const std::string& p : shard_paths) {
     auto shard = open_shard(p, state->config, seams);
     if (!shard.ok()) return shard_open_failed(shard.status(), state->shards.size(), shard_paths.size());
+    state->paths.push_back(shard->path);
     state->shards.push_back(std::move(*shard));
-    state->paths.push_back(p);
   }
   ParseOptions parse;
   parse.max_header_bytes = options.max_header_bytes;
   FERRY_RETURN_IF_ERROR(read_headers(state->shards, parse));
-  FERRY_RETURN_IF_ERROR(merge_shards(*state, index ? &*index : nullptr, resolved.path));
+  FERRY_RETURN_IF_ERROR(merge_shards(*state, index ? &*index : nullptr, remote::display_url(resolved.path)));
   return CheckpointState::make(std::move(state));
 }
 

@@ -1,19 +1,26 @@
-// Issue 15 through the seam: ferry::File opened by URL (nginx on loopback). The host route reads the object
-// into host memory and the staged route into (fake) GPU memory, byte-exact with nothing written past the
-// count; cuFile is never asked; writes are refused; the report says what the remote reads cost.
+// ferry::File opened by URL (nginx on loopback, the fault proxy in front of it): the engine runs one range
+// request per task, remote_connections at once; the host route reads the object into host memory and the
+// staged route into (fake) GPU memory, byte-exact with nothing written past the count; cuFile is never
+// asked; writes are refused; the report says what the remote reads cost; cancelling a request ends its
+// transfers, however slow the server (issue 23).
+#include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 #include <vector>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "backends/staging_pool.hpp"
 #include "ferry/file.hpp"
 #include "file/open_options.hpp"
 #include "remote/servers.hpp"
+#include "remote/watchdog.hpp"
 #include "support/fake_cuda.hpp"
 #include "support/fake_cufile.hpp"
 #include "support/fake_platform.hpp"
+#include "support/status_matchers.hpp"
 #include "support/test_files.hpp"
 
 namespace ferry {
@@ -37,12 +44,25 @@ class RemoteFile : public ::testing::Test {
     testing::reset_fake_cuda();
     testing::reset_fake_cufile();
   }
-  Result<File> open(const std::string& url, const char* mode = "r") {
+  Result<File> open(const std::string& url, const char* mode = "r", unsigned connections = 4) {
     Config c;
     c.set_task_size(1 << 20).set_bounce_buffer_size(256 << 10).set_threads(4);
+    RemoteSettings r;
+    r.connections = connections;
+    r.retry_delay_ms = 1;
+    r.retry_max_delay_ms = 2;
+    c.set_remote(r);
     detail::OpenOptions o;
     o.gpu = &testing::fake_gpu_platform();
     return detail::open_file(url, mode, c, o);
+  }
+
+  // The note the report carries about the object's HTTP work.
+  static std::string remote_note(const Report& report) {
+    for (const auto& n : report.notes) {
+      if (n.find("HTTP requests") != std::string::npos) return n;
+    }
+    return {};
   }
 
   std::filesystem::path dir_;
@@ -62,9 +82,78 @@ TEST_F(RemoteFile, HostRouteReadsAnHttpObjectByteExact) {
   EXPECT_EQ(std::memcmp(buf.data(), testing::pattern(12345, kSize - 12345).data(), kSize - 12345), 0);
   for (std::uint64_t i = kSize - 12345; i < buf.size(); ++i) ASSERT_EQ(buf[i], 0xA5) << "byte " << i;
   EXPECT_EQ(r->report.at(Route::host).bytes, kSize - 12345);
-  bool noted = false;
-  for (const auto& n : r->report.notes) noted |= n.find("HTTP requests") != std::string::npos;
-  EXPECT_TRUE(noted) << r->report.table();
+  // HEAD, then one GET per task: 5 tasks of 1 MiB from offset 12345.
+  EXPECT_THAT(remote_note(r->report), ::testing::HasSubstr("6 HTTP requests, 0 retries"));
+}
+
+TEST_F(RemoteFile, RunsRemoteConnectionsTasksAtOnceOnPooledConnections) {
+  auto f = open(nginx_.url("/weights.bin"), "r", 3);
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  std::vector<std::uint8_t> buf(kSize);
+  std::string note;
+  for (int i = 0; i < 3; ++i) {
+    auto r = f->pread(buf.data(), kSize, 0).get();
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    ASSERT_EQ(r->bytes, kSize);
+    note = remote_note(r->report);  // the object's totals when this request ended
+  }
+  EXPECT_EQ(std::memcmp(buf.data(), testing::pattern(0, kSize).data(), kSize), 0);
+  // 1 HEAD + 3 x 6 tasks; never more connections than remote_connections (plus none: open's is pooled).
+  EXPECT_THAT(note, ::testing::HasSubstr("19 HTTP requests"));
+  const auto at = note.find(" connections");
+  ASSERT_NE(at, std::string::npos) << note;
+  const auto start = note.rfind(' ', at - 1);
+  EXPECT_LE(std::stoul(note.substr(start + 1, at - start - 1)), 3u) << note;
+}
+
+TEST_F(RemoteFile, ReadsEndAtTheObjectsEnd) {
+  auto f = open(nginx_.url("/weights.bin"));
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  std::vector<std::uint8_t> buf(4096, 0xA5);
+  auto tail = f->pread(buf.data(), 1000, kSize - 10).get();
+  ASSERT_TRUE(tail.ok()) << tail.status().to_string();
+  EXPECT_EQ(tail->bytes, 10u);
+  EXPECT_EQ(std::memcmp(buf.data(), testing::pattern(kSize - 10, 10).data(), 10), 0);
+  EXPECT_EQ(buf[10], 0xA5);
+  auto past = f->pread(buf.data(), 10, kSize + 5).get();
+  ASSERT_TRUE(past.ok());
+  EXPECT_EQ(past->bytes, 0u);
+}
+
+// Issue 23, High 3: a server that trickles bytes held a read (and Future::cancel, and close) for good.
+TEST_F(RemoteFile, CancelEndsTheTransfersOfATricklingServer) {
+  testing::FaultProxy proxy;
+  if (auto why = proxy.start(nginx_.port(), dir_ / "proxy"); !why.empty()) GTEST_SKIP() << why;
+  ASSERT_TRUE(proxy.set("slow:2000"));
+  testing::Watchdog watchdog("a cancelled read from a trickling server", 30);
+  auto f = open(proxy.url("/weights.bin"));
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  std::vector<std::uint8_t> buf(kSize);
+  Future pending = f->pread(buf.data(), kSize, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(pending.done());
+  const auto start = std::chrono::steady_clock::now();
+  pending.cancel();
+  EXPECT_TRUE(pending.wait_for(std::chrono::seconds(2))) << "the transfers went on after cancel()";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  EXPECT_THAT(pending.get(), testing::StatusIs(ErrorCode::cancelled));
+  EXPECT_TRUE(f->close().ok());
+}
+
+TEST_F(RemoteFile, ServerWithoutRangesIsReadInOneTaskFromTheStart) {
+  testing::FaultProxy proxy;
+  if (auto why = proxy.start(nginx_.port(), dir_ / "proxy"); !why.empty()) GTEST_SKIP() << why;
+  ASSERT_TRUE(proxy.set("ignore_range", -1, "ANY"));
+  auto f = open(proxy.url("/weights.bin"));
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  std::vector<std::uint8_t> buf(kSize + 100, 0xA5);
+  auto r = f->pread(buf.data(), kSize + 100, 0).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->bytes, kSize);
+  EXPECT_EQ(std::memcmp(buf.data(), testing::pattern(0, kSize).data(), kSize), 0);
+  EXPECT_EQ(buf[kSize], 0xA5);
+  auto later = f->pread(buf.data(), 100, 10).get();
+  EXPECT_THAT(later, testing::StatusIs(ErrorCode::failed_precondition, ::testing::HasSubstr("range requests")));
 }
 
 TEST_F(RemoteFile, StagedRouteReadsAnHttpObjectIntoGpuMemoryWithoutCuFile) {

@@ -1,12 +1,15 @@
-// ferry::remote without a server: URLs and their display form, SigV4 against AWS's published example,
-// Content-Range parsing, S3 targets and credentials from options, environment and ~/.aws files.
+// ferry::remote without a server: URLs and their display form, bucket names, SigV4 against AWS's published
+// example, Content-Range parsing, ETags, server text, S3 targets and credentials from code, environment and
+// ~/.aws files, and the remote settings in the settings table.
 #include <fstream>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "ferry/config.hpp"
 #include "ferry/remote.hpp"
 #include "remote/http_transfer.hpp"
+#include "remote/object.hpp"
 #include "remote/s3_target.hpp"
 #include "remote/sigv4.hpp"
 #include "remote/url.hpp"
@@ -25,7 +28,7 @@ struct CleanAwsEnv {
   ScopedEnv a{"AWS_ACCESS_KEY_ID", std::nullopt}, b{"AWS_SECRET_ACCESS_KEY", std::nullopt},
       c{"AWS_SESSION_TOKEN", std::nullopt}, d{"AWS_REGION", std::nullopt}, e{"AWS_DEFAULT_REGION", std::nullopt},
       f{"AWS_PROFILE", std::nullopt}, g{"AWS_ENDPOINT_URL", std::nullopt}, h{"AWS_ENDPOINT_URL_S3", std::nullopt},
-      i{"FERRY_S3_ENDPOINT", std::nullopt}, j{"AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials"},
+      j{"AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials"},
       k{"AWS_CONFIG_FILE", "/nonexistent/config"};
 };
 
@@ -35,6 +38,30 @@ TEST(RemoteUrl, DisplayFormDropsCredentialsQueryAndFragment) {
   EXPECT_EQ(display_form("http://host/a?b"), "http://host/a");
   EXPECT_EQ(display_form("s3://bucket/key with space"), "s3://bucket/key with space");
   EXPECT_EQ(ferry::remote::display_url("http://u@h/p"), "http://h/p");
+  EXPECT_EQ(ferry::remote::display_url("dir/what?#.bin"), "dir/what?#.bin");  // a path keeps its name
+}
+
+TEST(RemoteUrl, ControlBytesAndNulAreRefused) {
+  EXPECT_THAT(parse_http_url(std::string("http://h/a\0b", 12)).status().message(), HasSubstr("NUL byte"));
+  EXPECT_THAT(parse_http_url("http://h/a\x1b[31m").status().message(), HasSubstr("control byte"));
+  EXPECT_THAT(parse_s3_url(std::string("s3://b/k\0x", 10)).status().message(), HasSubstr("NUL byte"));
+}
+
+// Issue 23: `s3://2130706433:18084#/k` sent signed requests to 127.0.0.1:18084 (virtual-host style).
+TEST(RemoteUrl, BucketNamesOutsideS3sRulesAreRefused) {
+  for (const char* url : {"s3://2130706433:18084#/key", "s3://user:pw@bkt/k", "s3://-bkt/k", "s3://bkt-/k",
+                          "s3://b%2Fx/k", "s3://b k/k"}) {
+    auto u = parse_s3_url(url);
+    EXPECT_EQ(u.status().code(), ErrorCode::invalid_argument) << url;
+    EXPECT_THAT(u.status().message(), HasSubstr("bucket name")) << url;
+    EXPECT_THAT(u.status().message(), Not(HasSubstr("pw"))) << url;
+  }
+  EXPECT_TRUE(parse_s3_url("s3://Legacy_Bucket.1/k").ok());  // path style still reaches such buckets
+  EXPECT_TRUE(dns_compatible_bucket("my-bucket.v2"));
+  EXPECT_FALSE(dns_compatible_bucket("Legacy_Bucket"));
+  EXPECT_FALSE(dns_compatible_bucket("a..b"));
+  EXPECT_FALSE(dns_compatible_bucket("192.168.5.4"));
+  EXPECT_FALSE(dns_compatible_bucket("ab"));
 }
 
 TEST(RemoteUrl, SplitsHttpUrls) {
@@ -137,31 +164,38 @@ TEST(S3Target, DefaultIsVirtualHostOnAws) {
   EXPECT_EQ(dotted->request_url, "https://s3.us-east-1.amazonaws.com/my.bucket/k");
 }
 
-TEST(S3Target, EndpointOverrideMeansPathStyleAndFerryVariableWins) {
+TEST(S3Target, EndpointOverrideMeansPathStyleAndTheSettingWins) {
   CleanAwsEnv clean;
   ScopedEnv aws("AWS_ENDPOINT_URL", "http://127.0.0.1:1111");
-  ScopedEnv ferry_ep("FERRY_S3_ENDPOINT", "http://127.0.0.1:2222/");
   ScopedEnv region("AWS_DEFAULT_REGION", "eu-central-1");
-  auto t = resolve_s3("s3://bkt/k", {});
+  auto a = resolve_s3("s3://bkt/k", {});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->request_url, "http://127.0.0.1:1111/bkt/k");
+  EXPECT_EQ(a->endpoint_source, "AWS_ENDPOINT_URL");
+  ferry::RemoteSettings s;
+  s.s3_endpoint = "http://127.0.0.1:2222/";
+  auto t = resolve_s3("s3://bkt/k", s);
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(t->request_url, "http://127.0.0.1:2222/bkt/k");
-  EXPECT_EQ(t->endpoint_source, "FERRY_S3_ENDPOINT");
+  EXPECT_EQ(t->endpoint_source, "s3_endpoint");
   EXPECT_EQ(t->region, "eu-central-1");
-  ferry::remote::Options o;
-  o.addressing = ferry::remote::Addressing::virtual_host;
-  o.region = "ap-south-1";
-  auto v = resolve_s3("s3://bkt/k", o);
+  s.s3_addressing = ferry::S3Addressing::virtual_host;
+  s.s3_region = "ap-south-1";
+  auto v = resolve_s3("s3://bkt/k", s);
   ASSERT_TRUE(v.ok());
   EXPECT_EQ(v->request_url, "http://bkt.127.0.0.1:2222/k");
   EXPECT_EQ(v->region, "ap-south-1");
+  auto legacy = resolve_s3("s3://Legacy_Bucket/k", s);  // cannot be a host name
+  EXPECT_EQ(legacy.status().code(), ErrorCode::invalid_argument);
+  EXPECT_THAT(legacy.status().message(), HasSubstr("s3_addressing=path"));
 }
 
 TEST(S3Target, CredentialsFromEnvironmentThenProfileFiles) {
   CleanAwsEnv clean;
   const auto dir = ferry::testing::test_dir();
   std::ofstream(dir / "credentials") << "[default]\naws_access_key_id = DEF\naws_secret_access_key = defsecret\n"
-                                     << "# comment\n[team]\naws_access_key_id=TEAM\naws_secret_access_key=teamsecret\n"
-                                     << "aws_session_token = tok\n";
+                                     << "# comment\n[team]\nAWS_ACCESS_KEY_ID=TEAM\naws_secret_access_key=teamsecret\n"
+                                     << "Aws_Session_Token = tok\n[bare]\nregion = eu-west-1\n";
   std::ofstream(dir / "config") << "[default]\nregion = us-west-2\n[profile team]\nregion = eu-north-1\n"
                                 << "endpoint_url = http://127.0.0.1:3333\n";
   ScopedEnv cf("AWS_SHARED_CREDENTIALS_FILE", (dir / "credentials").string());
@@ -185,7 +219,23 @@ TEST(S3Target, CredentialsFromEnvironmentThenProfileFiles) {
     auto e = resolve_s3("s3://b/k", {});
     ASSERT_TRUE(e.ok());
     EXPECT_EQ(e->credentials.access_key_id, "ENVKEY");
-    EXPECT_EQ(e->credentials.source, "environment");
+    EXPECT_EQ(e->credentials.source, "the environment");
+    EXPECT_THAT(e->note, HasSubstr("signed with credentials from the environment"));
+  }
+  {
+    // A profile named on purpose that holds no keys: refused, not sent unsigned without a word.
+    ScopedEnv p("AWS_PROFILE", "bare");
+    auto bare = resolve_s3("s3://b/k", {});
+    EXPECT_EQ(bare.status().code(), ErrorCode::invalid_argument);
+    EXPECT_THAT(bare.status().message(), HasSubstr("\"bare\" (AWS_PROFILE) holds no aws_access_key_id"));
+  }
+  {
+    ferry::remote::Credentials given{"CODEKEY", "codesecret", ""};
+    auto g = resolve_s3("s3://b/k", {}, &given);
+    ASSERT_TRUE(g.ok());
+    EXPECT_EQ(g->credentials.access_key_id, "CODEKEY");
+    ferry::remote::Credentials half{"CODEKEY", "", ""};
+    EXPECT_THAT(resolve_s3("s3://b/k", {}, &half).status().message(), HasSubstr("without its secret access key"));
   }
   {
     ScopedEnv p("AWS_PROFILE", "nobody");
@@ -193,33 +243,68 @@ TEST(S3Target, CredentialsFromEnvironmentThenProfileFiles) {
     EXPECT_EQ(missing.status().code(), ErrorCode::invalid_argument);
     EXPECT_THAT(missing.status().message(), HasSubstr("\"nobody\""));
   }
-  ferry::remote::Options anon;
-  anon.anonymous = true;
+  ferry::RemoteSettings anon;
+  anon.s3_anonymous = true;
   auto a = resolve_s3("s3://b/k", anon);
   ASSERT_TRUE(a.ok());
   EXPECT_TRUE(a->credentials.empty());
+  EXPECT_THAT(a->note, HasSubstr("unsigned"));
 }
 
-TEST(RemoteOptions, FromEnvironmentParsesAndRefuses) {
+// Issue 24: the remote settings are rows of the one settings table, with its parsers and messages (the old
+// parser refused FERRY_REMOTE_PART_SIZE=8MiB while FERRY_TASK_SIZE=8MiB was accepted).
+TEST(RemoteSettings, AreRowsOfTheSettingsTable) {
   ScopedEnv c("FERRY_REMOTE_CONNECTIONS", "16");
-  ScopedEnv p("FERRY_REMOTE_PART_SIZE", "4M");
+  ScopedEnv r("FERRY_REMOTE_MIN_RATE", "1MiB");
   ScopedEnv a("FERRY_S3_ADDRESSING", "virtual_host");
-  auto o = ferry::remote::Options::from_environment();
-  ASSERT_TRUE(o.ok()) << o.status().to_string();
-  EXPECT_EQ(o->connections, 16u);
-  EXPECT_EQ(o->part_size_bytes, 4u << 20);
-  EXPECT_EQ(o->addressing, ferry::remote::Addressing::virtual_host);
+  ScopedEnv t("FERRY_REMOTE_VERIFY_TLS", "off");
+  auto config = ferry::Config::from_environment();
+  ASSERT_TRUE(config.ok()) << config.status().to_string();
+  EXPECT_EQ(config->remote().connections, 16u);
+  EXPECT_EQ(config->remote().min_rate, 1u << 20);
+  EXPECT_EQ(config->remote().s3_addressing, ferry::S3Addressing::virtual_host);
+  EXPECT_FALSE(config->remote().verify_tls);
+  EXPECT_EQ(config->source("remote_connections"), ferry::SettingSource::environment);
+  EXPECT_EQ(config->get("s3_addressing"), "virtual_host");
   ScopedEnv bad("FERRY_REMOTE_MAX_RETRIES", "lots");
-  auto b = ferry::remote::Options::from_environment();
+  auto b = ferry::Config::from_environment();
   EXPECT_EQ(b.status().code(), ErrorCode::invalid_argument);
-  EXPECT_THAT(b.status().message(), HasSubstr("FERRY_REMOTE_MAX_RETRIES=\"lots\""));
+  EXPECT_THAT(b.status().message(), HasSubstr("FERRY_REMOTE_MAX_RETRIES: cannot use \"lots\" (expected a whole number from 0 to 100)"));
+  ferry::Config api;
+  EXPECT_THAT(api.set("remote_connections", "0").message(), HasSubstr("from 1 to 256"));
+  EXPECT_THAT(api.set("s3_endpoint", "127.0.0.1:9000").message(), HasSubstr("an http:// or https:// URL"));
+  EXPECT_TRUE(api.set("s3_endpoint", "http://127.0.0.1:9000").ok());
+  EXPECT_EQ(api.source("s3_endpoint"), ferry::SettingSource::api);
+  for (const auto& row : ferry::settings_table()) {
+    EXPECT_EQ(row.name.find("secret"), std::string::npos);  // credentials are never settings
+  }
 }
 
-TEST(RemoteObject, WritesAreRefused) {
-  auto o = ferry::remote::Object::open("s3://b/k", {}, "w");
+TEST(RemoteObject, WritesAndLocalPathsAreRefused) {
+  auto o = Object::open("s3://b/k", "w", {});
   EXPECT_EQ(o.status().code(), ErrorCode::failed_precondition);
   EXPECT_THAT(o.status().message(), HasSubstr("remote writes are not supported yet"));
-  EXPECT_EQ(ferry::remote::Object::open("/local/file", {}).status().code(), ErrorCode::invalid_argument);
+  EXPECT_EQ(Object::open("/local/file", "r", {}).status().code(), ErrorCode::invalid_argument);
+}
+
+// Issue 23: a weak ETag in If-Match never matches (strict servers answered 412 to every read); an object
+// whose HEAD had no ETag takes the first answer's, and later answers must match it.
+TEST(Etags, WeakOnesAreNotSentAndTheFirstAnswerNamesTheVersion) {
+  EXPECT_TRUE(is_strong_etag("\"v1\""));
+  EXPECT_FALSE(is_strong_etag("W/\"v1\""));
+  EXPECT_FALSE(is_strong_etag(""));
+  EtagGuard g;
+  EXPECT_FALSE(g.mismatch("\"v1\"").has_value());  // adopted
+  EXPECT_EQ(g.current(), "\"v1\"");
+  EXPECT_FALSE(g.mismatch("W/\"v1\"").has_value());  // the same version, compared weakly
+  EXPECT_EQ(g.mismatch("\"v2\"").value_or(""), "\"v1\"");
+}
+
+// Issue 23: status texts and S3 messages with terminal escapes reached stderr raw.
+TEST(ServerText, ControlBytesAreEscaped) {
+  EXPECT_EQ(printable("Forbidden \x1b[31mred\x07"), "Forbidden \\x1b[31mred\\x07");
+  EXPECT_EQ(printable("a\\b"), "a\\x5cb");
+  EXPECT_EQ(printable("caf\xc3\xa9"), "caf\xc3\xa9");  // UTF-8 stays
 }
 
 }  // namespace

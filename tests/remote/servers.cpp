@@ -182,8 +182,9 @@ std::string FaultProxy::url(const std::string& path) const {
   return "http://127.0.0.1:" + std::to_string(port_) + path;
 }
 
-bool FaultProxy::set(const std::string& mode, int count, const std::string& on) {
-  return http_get(port_, "/__fault?mode=" + mode + "&count=" + std::to_string(count) + "&on=" + on) == "ok\n";
+bool FaultProxy::set(const std::string& mode, int count, const std::string& on, int after) {
+  return http_get(port_, "/__fault?mode=" + mode + "&count=" + std::to_string(count) + "&on=" + on +
+                             "&after=" + std::to_string(after)) == "ok\n";
 }
 
 std::string FaultProxy::log() { return http_get(port_, "/__log"); }

@@ -61,9 +61,9 @@ class FaultProxy {
   std::string start(int upstream_port, const std::filesystem::path& work);
   int port() const { return port_; }
   std::string url(const std::string& path) const;
-  /// Sets the fault (see fault_proxy.py): e.g. set("status:503", 2). Returns false when the proxy did
-  /// not answer.
-  bool set(const std::string& mode, int count = -1, const std::string& on = "GET");
+  /// Sets the fault (see fault_proxy.py): e.g. set("status:503", 2), applied after `after` requests that
+  /// it would have matched. Returns false when the proxy did not answer.
+  bool set(const std::string& mode, int count = -1, const std::string& on = "GET", int after = 0);
   /// What the proxy forwarded since the last set(): JSON text.
   std::string log();
 
