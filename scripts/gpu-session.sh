@@ -27,6 +27,11 @@
 #                this one, alternating, twice: a same-run comparison of the two commits
 #   stream-order the stream-order GPU tests (C++ and Python), the randomized stress ($STRESS_REQUESTS, default
 #                2000; $STRESS_SEED), and bench/stream_order_bench.py (read_async against pread, overlap)
+#   small-reads  bench/tools/small_reads.cpp: random reads of 4 KiB to 16 MiB into GPU 0 from a 4 GiB file,
+#                Ferry (in flight, one at a time, pread_batch) beside the plain loop, hot ($SMALL_CACHE: hot,
+#                cold or "hot cold"), every byte checked; then examples/token_windows.py
+#   golden       tests/fixtures/safetensors/make_golden.py with the reference package; the files come back
+#                in the archive (golden/)
 #   repro-old    issue 20's reports against d7cbac4's Python module (.old-tree, carried) and this one, each
 #                in a fresh process with a time limit; a hang prints what each thread waits in
 #   soak-start   the soak (ferry_soak, $SOAK_MINUTES, default 10) in the background, detached
@@ -237,8 +242,24 @@ for step in $steps; do
     PYTHONUNBUFFERED=1 PYTHONPATH="$build/python" $python bench/stream_order_stress.py --requests "${STRESS_REQUESTS:-2000}" \
       ${STRESS_SEED:+--seed $STRESS_SEED} --dir "$data" > "$out/stream-order-stress.log" 2>&1
     tail -3 "$out/stream-order-stress.log"
-    PYTHONUNBUFFERED=1 PYTHONPATH="$build/python" $python bench/stream_order_bench.py --dir "$data" \
+    PYTHONUNBUFFERED=1 FERRY_CLI="$ferry" PYTHONPATH="$build/python" $python bench/stream_order_bench.py --dir "$data" \
       --json-out "$out/stream-order-bench.json" 2>&1 | tee "$out/stream-order-bench.txt"
+    ;;
+  small-reads)
+    log "small random reads into GPU 0 (ferry_small_reads)"
+    f=$(big small-4GiB.bin 4GiB)
+    for cache in ${SMALL_CACHE:-hot}; do
+      [ "$cache" = hot ] && cat "$f" > /dev/null
+      "$build/tests/ferry_small_reads" "$f" --cache "$cache" ${SMALL_ARGS:-} --json-out "$out/small-reads-$cache.json" \
+        2>&1 | tee "$out/small-reads-$cache.txt"
+    done
+    PYTHONPATH="$build/python" $python examples/token_windows.py 2>&1 | tee "$out/token-windows.txt"
+    ;;
+  golden)
+    log "safetensors golden files from the reference package"
+    $python tests/fixtures/safetensors/make_golden.py "$out/golden" 2>&1 | tail -3
+    PYTHONPATH="$build/python" FERRY_GOLDEN_DIR="$out/golden" $python -m pytest python/tests/test_safetensors_golden.py \
+      -q -p no:cacheprovider 2>&1 | tail -3
     ;;
   repro-old)
     log "issue 20's reports: d7cbac4's module (build-old) and this one"

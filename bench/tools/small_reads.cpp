@@ -6,6 +6,7 @@
 //
 // Offsets are 4 KiB-aligned, uniformly random over FILE (the same sequence for every mode). Modes:
 //   ferry        File::pread of each request, `in-flight` outstanding (submitted from one thread)
+//   ferry-mt     the same number outstanding, submitted from `threads` threads
 //   ferry-1      File::pread(...).get(), one at a time (latency)
 //   batch        File::pread_batch: pieces of 64 MiB batches into one contiguous buffer, 2 batches in flight
 //   plain        `threads` threads, each: pread into its pinned buffer, cuMemcpyHtoDAsync, cuStreamSynchronize
@@ -110,7 +111,7 @@ struct Gpu {
   std::uint64_t bytes = 0;
 };
 
-struct Result {
+struct ModeResult {
   std::string mode;
   double seconds = 0;
   std::uint64_t requests = 0, bytes = 0;
@@ -152,7 +153,7 @@ class Bench {
   Plan plan(std::uint64_t size) const {
     Plan p;
     p.size = size;
-    std::uint64_t count = std::clamp<std::uint64_t>(o_.bytes_per_mode / size, 512, 200000);
+    std::uint64_t count = std::clamp<std::uint64_t>(o_.bytes_per_mode / size, 256, 200000);
     std::mt19937_64 rng(o_.seed + size);
     std::uniform_int_distribution<std::uint64_t> pick(0, (file_bytes_ - size) / 4096);
     for (std::uint64_t i = 0; i < count; ++i) p.offsets.push_back(pick(rng) * 4096);
@@ -166,8 +167,8 @@ class Bench {
   }
 
   // Times `run` over every request, then checks every byte window by window.
-  Result measure(const std::string& mode, const Plan& p, CUdeviceptr dev, const Runner& run) {
-    Result r;
+  ModeResult measure(const std::string& mode, const Plan& p, CUdeviceptr dev, const Runner& run) {
+    ModeResult r;
     r.mode = mode;
     drop_cache();
     double t = now_s();
@@ -241,6 +242,30 @@ int main(int argc, char** argv) {
         auto r = fut.get();
         if (!r.ok()) die(r.status().to_string());
       }
+    });
+    // The same number in flight, submitted from `threads` threads (as the plain loop reads on that many).
+    modes.emplace_back("ferry-mt", [&](const Plan& pl, std::size_t first, std::size_t count, bool) {
+      std::atomic<std::size_t> next{first};
+      const unsigned per_thread = std::max(1u, o.in_flight / o.threads);
+      std::vector<std::thread> pool;
+      for (unsigned t = 0; t < o.threads; ++t) {
+        pool.emplace_back([&] {
+          std::vector<Future> live;
+          for (std::size_t i; (i = next.fetch_add(1)) < first + count;) {
+            if (live.size() == per_thread) {
+              auto r = live.front().get();
+              if (!r.ok()) die(r.status().to_string());
+              live.erase(live.begin());
+            }
+            live.push_back(f.pread(slot(i - first), pl.size, pl.offsets[i]));
+          }
+          for (auto& fut : live) {
+            auto r = fut.get();
+            if (!r.ok()) die(r.status().to_string());
+          }
+        });
+      }
+      for (auto& t : pool) t.join();
     });
     modes.emplace_back("ferry-1", [&](const Plan& pl, std::size_t first, std::size_t count, bool) {
       for (std::size_t i = first; i < first + count; ++i) {
@@ -322,7 +347,7 @@ int main(int argc, char** argv) {
       // One-at-a-time modes get fewer requests: latency, not throughput, is what they show.
       Plan q = p;
       if (name.back() == '1') q.offsets.resize(std::min<std::size_t>(q.offsets.size(), 4000));
-      Result r = bench.measure(name, q, dev, run);
+      ModeResult r = bench.measure(name, q, dev, run);
       double gbps = static_cast<double>(r.bytes) / r.seconds / 1e9;
       double mreq = static_cast<double>(r.requests) / r.seconds / 1e6;
       double us = r.seconds / static_cast<double>(r.requests) * 1e6;

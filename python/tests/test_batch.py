@@ -19,7 +19,7 @@ def test_the_data_loader_form_lands_piece_i_at_row_i(make_file):
     with ferry.open(path) as f:
         fut = f.pread_batch(dst, offsets, 4096)
         assert fut.result() == 2000 * 4096
-        assert fut.report()["routes"]["host"]["ops"] == 2000
+        assert fut.report["routes"]["host"]["ops"] == 2000
     for i, o in enumerate(offsets):
         assert np.array_equal(dst[i * 4096:(i + 1) * 4096], data[o:o + 4096]), f"piece {i}"
     assert (dst[2000 * 4096:] == 0xA5).all(), "bytes past the last piece changed"
@@ -71,7 +71,7 @@ def test_into_gpu_memory_every_byte_and_the_bytes_around(make_file, framework, r
         fut = f.pread_batch(dst, offsets, size)
         want = sum(min(size, max(0, SIZE - int(o))) for o in offsets)
         assert fut.result() == want
-        report = fut.report()
+        report = fut.report
     got = host()
     for i, o in enumerate(offsets):
         n = min(size, max(0, SIZE - int(o)))

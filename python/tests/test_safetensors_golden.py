@@ -9,6 +9,7 @@ the order of those keys (the reference writes them in hash order; Ferry sorts th
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -21,7 +22,8 @@ FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "safeten
 sys.path.insert(0, str(FIXTURES))
 import golden_cases as gc  # noqa: E402
 
-GOLDEN = FIXTURES / "golden"
+# FERRY_GOLDEN_DIR: golden files just written elsewhere (the GPU session checks them before they are committed).
+GOLDEN = Path(os.environ.get("FERRY_GOLDEN_DIR", FIXTURES / "golden"))
 MANIFEST = GOLDEN / "MANIFEST.json"
 
 

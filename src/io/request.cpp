@@ -230,12 +230,16 @@ void RequestState::complete() {
   if (on_complete_) on_complete_(report_);
   add_to_process_report(report_);
   Result<Transfer> result = status;
-  if (status.ok()) result = Transfer{bytes_done_.load(std::memory_order_relaxed), report_};
+  if (status.ok()) result = Transfer{bytes_done_.load(std::memory_order_relaxed), std::move(report_)};
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    result_ = result;
-    done_ = true;
     callbacks.swap(callbacks_);
+    if (callbacks.empty()) {
+      result_ = std::move(result);  // the common case: nobody but get() needs it
+    } else {
+      result_ = result;
+    }
+    done_ = true;
   }
   done_cv_.notify_all();
   for (auto& cb : callbacks) cb(result);
@@ -297,7 +301,7 @@ bool RequestState::wait_for(std::chrono::milliseconds timeout) const {
 Result<Transfer> RequestState::take_result() {
   wait();
   std::lock_guard<std::mutex> lock(mutex_);
-  return *result_;
+  return std::move(*result_);  // Future::get() is the one taker
 }
 
 void RequestState::then(Callback callback) {
