@@ -86,7 +86,7 @@ def run(requests: int, seed: int, watchdog_s: float, directory: Optional[str], i
     from ferry import _ferry
 
     pending_report = _ferry._PendingReport(max(watchdog_s - 1, 1), f"stream-order stress (seed {seed})")
-    faulthandler.dump_traceback_later(watchdog_s, exit=True)
+    faulthandler.dump_traceback_later(watchdog_s, exit=True, file=sys.__stderr__)
     rng = random.Random(seed)
     tmp = tempfile.TemporaryDirectory(dir=directory)
     data = np.random.default_rng(seed).integers(0, 256, FILE_BYTES, dtype=np.uint8)

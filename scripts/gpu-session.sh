@@ -276,7 +276,7 @@ for step in $steps; do
       grep -vE '^\{' "$out/repro-$which.jsonl" | sed "s/^/$which: /"
     done
     PYTHONPATH=build-old/python $python bench/tools/stream_order_repro.py --dir "$data" --limit "${REPRO_LIMIT_S:-12}" \
-      --modes on --env CUDA_DEVICE_MAX_CONNECTIONS=32 > "$out/repro-old-32-connections.jsonl" 2>&1
+      --modes off --env CUDA_DEVICE_MAX_CONNECTIONS=32 > "$out/repro-old-32-connections.jsonl" 2>&1
     grep -vE '^\{' "$out/repro-old-32-connections.jsonl" | sed 's/^/old: /'
     ;;
   soak-start)

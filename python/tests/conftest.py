@@ -10,6 +10,7 @@ import faulthandler
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Callable, Dict, Optional, Tuple
 
@@ -36,7 +37,7 @@ def _watchdog(request):
     marker = request.node.get_closest_marker("watchdog")
     limit = float(marker.args[0]) if marker else WATCHDOG_SECONDS
     pending = _ferry._PendingReport(max(limit - 1.0, 0.5), request.node.nodeid)
-    faulthandler.dump_traceback_later(limit, exit=True)
+    faulthandler.dump_traceback_later(limit, exit=True, file=sys.__stderr__)
     try:
         yield
     finally:

@@ -440,24 +440,15 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
   r->gpu = *gpu_word;
   r->cpu = *cpu_word;
 
-  const auto device_base = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(buffer));
-  Queued queued = queue_commands(*api, stream, *r, device_base);
-  if (!queued.any) {
-    // Nothing was queued: a driver that refuses stream memory operations here still gets its request.
-    r->words->release(r->gpu);
-    r->words->release(r->cpu);
-    for (auto& k : r->kits) process_staging_pool().release(std::move(k));
-    return synchronized_request(file, *api, label, buffer,
-                                "the driver refused a stream memory operation: " + queued.error.message());
-  }
-
   PipelinePlan pipeline_plan;
   pipeline_plan.steps = r->tasks.size();
   pipeline_plan.gate = !copies ? StepGate::stream_reached : is_read(direction) ? StepGate::slot_free : StepGate::copied_out;
   pipeline_plan.window = r->slots.size();
   pipeline_plan.max_parallel = std::max(1u, config.threads());
-  pipeline_plan.gpu_final = queued.gpu_final;
-  if (!queued.error.ok()) pipeline_plan.preset_error = label.error(queued.error);
+  // The gpu word's last value: 1 when the stream reaches the request, one more after each copy, and one
+  // more after the final wait where there is one (writes, host memory).
+  const auto steps = static_cast<std::uint32_t>(r->tasks.size());
+  pipeline_plan.gpu_final = !copies ? 2 : is_read(direction) ? steps + 1 : steps + 2;
   stream_pool().ensure_workers(pipeline_plan.max_parallel);
 
   auto holder = std::make_shared<std::weak_ptr<StreamPipeline>>();
@@ -476,7 +467,18 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
     auto p = weak.lock();
     return p ? p->bytes_done() : 0;
   });
-  StreamPipeline::watch(std::move(pipeline));
+  // Watched before anything is queued: the steps that meet the stream's waits must be able to run while
+  // this thread still queues (docs/stream-order.md).
+  StreamPipeline::watch(pipeline);
+  const auto device_base = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(buffer));
+  Queued queued = queue_commands(*api, stream, *r, device_base);
+  pipeline->queueing_ended(queued.error.ok() ? Status() : label.error(queued.error), queued.gpu_final);
+  if (!queued.any) {
+    // Nothing was queued (the pipeline ends at once and gives back its slots and words): a driver that
+    // refuses stream memory operations here still gets its request, synchronized.
+    return synchronized_request(file, *api, label, buffer,
+                                "the driver refused a stream memory operation: " + queued.error.message());
+  }
   return Future(outer);
 }
 

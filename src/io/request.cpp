@@ -74,6 +74,7 @@ void RequestState::complete_deferred(Result<Transfer> result) {
   }
   done_cv_.notify_all();
   if (callbacks.empty()) return;
+  shared_pool().ensure_workers(1);  // a process that made only stream-ordered requests has no worker yet
   shared_pool().submit([callbacks = std::move(callbacks), result = std::move(result)] {
     for (auto& cb : callbacks) cb(result);
   });

@@ -91,20 +91,24 @@ StreamPipeline::StreamPipeline(PipelinePlan plan, std::atomic<std::uint32_t>* gp
       steps_ended_(std::move(steps_ended)),
       finish_(std::move(finish)),
       description_(std::move(description)),
-      ended_(plan_.steps, false) {
-  if (!plan_.preset_error.ok()) {
-    status_ = plan_.preset_error;
-    stopped_ = true;
-  }
-}
+      gpu_final_(plan_.gpu_final),
+      ended_(plan_.steps, false) {}
 
 void StreamPipeline::watch(std::shared_ptr<StreamPipeline> pipeline) {
   {
-    std::unique_lock<std::mutex> lock(pipeline->mutex_);
+    std::lock_guard<std::mutex> lock(pipeline->mutex_);
     pipeline->self_ = pipeline;
-    pipeline->release_if_stopped(lock);  // queueing failed: release at once what was queued
   }
   StreamWatcher::instance().add(std::move(pipeline));
+}
+
+void StreamPipeline::queueing_ended(const Status& error, std::uint32_t gpu_final) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  gpu_final_ = gpu_final;
+  if (error.ok()) return;
+  if (status_.ok()) status_ = error;
+  stopped_ = true;  // no further step starts; the part queued is let through
+  release_if_stopped(lock);
 }
 
 std::uint32_t StreamPipeline::gate_value(std::size_t index) const {
@@ -159,7 +163,7 @@ StreamPipeline::Poll StreamPipeline::poll() {
     }
     lock.lock();
   }
-  if (released_ && running_ == 0 && gpu >= plan_.gpu_final && self_) {
+  if (released_ && running_ == 0 && gpu >= gpu_final_ && self_) {
     PipelineOutcome outcome{status_, bytes_done_.load(std::memory_order_relaxed), std::move(report_)};
     auto keep = std::move(self_);
     lock.unlock();
@@ -225,7 +229,7 @@ std::string StreamPipeline::describe() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return fmt::format("{}: {} of {} steps ended ({} running){}{}; the stream's word is {} (done at {}), Ferry's {}",
                      description_, prefix_, plan_.steps, running_, begun_ ? "" : ", the stream has not reached it",
-                     status_.ok() ? "" : ", failing: " + status_.message(), gpu_->load(), plan_.gpu_final,
+                     status_.ok() ? "" : ", failing: " + status_.message(), gpu_->load(), gpu_final_,
                      cpu_->load());
 }
 

@@ -41,8 +41,7 @@ struct PipelinePlan {
   StepGate gate = StepGate::stream_reached;
   std::size_t window = 0;        // slot_free: the number of bounce slots
   unsigned max_parallel = 1;     // steps running at once
-  std::uint32_t gpu_final = 0;   // the gpu word's last value: the stream is done with the request
-  Status preset_error;           // queueing failed part-way: no step runs, the request fails with this
+  std::uint32_t gpu_final = 0;   // the gpu word's last value when every command is queued
 };
 
 /// What a finished pipeline hands its owner: the first error (or OK), the bytes the steps moved and
@@ -73,8 +72,13 @@ class StreamPipeline {
   StreamPipeline(PipelinePlan plan, std::atomic<std::uint32_t>* gpu, std::atomic<std::uint32_t>* cpu, Step step,
                  Begin begin, StepsEnded steps_ended, Finish finish, std::string description);
 
-  /// Hands the pipeline to the watcher.
+  /// Hands the pipeline to the watcher. Call it before queueing the stream's commands: a wait already
+  /// queued must be met while the caller's thread still queues the rest (its next driver call may wait
+  /// behind another thread's implicit synchronisation, which waits for this very stream).
   static void watch(std::shared_ptr<StreamPipeline> pipeline);
+  /// The caller's thread has queued what it could: `error` (OK when all of it) and the last gpu-word
+  /// value actually queued, which becomes the end (0: nothing was queued; the pipeline ends at once).
+  void queueing_ended(const Status& error, std::uint32_t gpu_final);
 
   /// Runs no further step; the request fails with `cancelled` unless it has ended. The stream is
   /// released (the cpu word set to the steps' count) once the steps already running have ended.
@@ -113,6 +117,7 @@ class StreamPipeline {
   bool begun_ = false;
   bool stopped_ = false;        // no further step starts (an error, a cancel, or every step started)
   bool released_ = false;       // the cpu word was set for good and steps_ended_ ran
+  std::uint32_t gpu_final_;     // the gpu word's value once the stream is done with the request
   std::size_t next_step_ = 0;
   unsigned running_ = 0;        // steps running now, and jobs about to
   std::size_t prefix_ = 0;      // steps ended, counted from the first

@@ -490,6 +490,45 @@ TEST_F(StreamOrdered, TheAutonomousFakeHoldsStreamsBehindAnUnmetWait) {
   ASSERT_EQ(api().cuMemFreeHost(word), CUDA_SUCCESS);
 }
 
+// Found on the H200 by the stress: the caller's thread queues a long request's commands while another
+// thread frees memory (torch.cuda.empty_cache: an implicit synchronisation holding the driver). The
+// stream's first waits must be met while the caller's next driver call waits: the request is watched
+// before anything is queued.
+class QueueingWhileAnotherThreadSynchronises : public StreamOrderBase {
+ protected:
+  void SetUp() override {
+    set_up(FakeDeviceMode::autonomous);
+    testing::fake_cuda_script().hardware_queues = 1;
+    testing::fake_cuda_script().implicit_sync_blocks_driver = true;
+    path_ = testing::write_pattern_file(dir_ / "long.bin", 256 * kTask + 5);
+    expected_ = testing::pattern(0, 256 * kTask + 5);
+  }
+};
+
+TEST_F(QueueingWhileAnotherThreadSynchronises, EveryRequestEnds) {
+  testing::Watchdog dog;
+  File f = open("r");
+  const std::uint64_t size = 256 * kTask + 5;
+  void* dev = testing::fake_cuda_alloc_device(size);
+  std::atomic<bool> stop{false};
+  std::thread freeing([&] {
+    ASSERT_TRUE(detail::make_current(api(), 0).ok());
+    while (!stop.load()) {
+      CUdeviceptr p = 0;
+      ASSERT_EQ(api().cuMemAlloc_v2(&p, 4096), CUDA_SUCCESS);
+      ASSERT_EQ(api().cuMemFree_v2(p), CUDA_SUCCESS);
+    }
+  });
+  std::vector<Future> futures;
+  for (int i = 0; i < 20; ++i) futures.push_back(f.read_async(dev, size, 0, stream_));
+  ASSERT_EQ(api().cuStreamSynchronize(stream_), CUDA_SUCCESS);
+  stop.store(true);
+  freeing.join();
+  for (auto& fut : futures) ASSERT_THAT(fut.get().status(), StatusIs(ErrorCode::ok));
+  EXPECT_EQ(std::memcmp(dev, expected_.data(), size), 0);
+  testing::fake_cuda_free(dev);
+}
+
 INSTANTIATE_TEST_SUITE_P(CompatAndSize, HiddenDependencies,
                          ::testing::Combine(::testing::Values(CompatMode::on, CompatMode::off, CompatMode::automatic),
                                             ::testing::Values(kSize, 4 * kTask)));
