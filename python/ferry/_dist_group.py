@@ -6,6 +6,11 @@ started asynchronously and polled, and a wait longer than the load's ``timeout``
 peer's process is gone) raises :class:`DistributedLoadError` at once. Either way the group cannot be used
 afterwards (a collective may still be pending in it): destroy it, or end the process.
 
+Where each rank got to: each rank writes its current step ("reading round 3 of 16") to the group's store
+(a key of its own, ``ferry.distributed/<rank>``, overwritten), so that a rank that gives up can say which
+peer is furthest behind: the one that was killed or hangs. Where the store cannot be found (it is reached
+through torch's private process-group table) or read, messages go without it.
+
 Ranks agree on success with :meth:`Group.agree`: each rank contributes its outcome (an error text or None,
 plus facts), every rank receives all of them, and every rank raises the same failure if any rank failed.
 Outcomes travel as JSON, never pickles: a peer's bytes are data, not code.
@@ -13,9 +18,11 @@ Outcomes travel as JSON, never pickles: a peer's bytes are data, not code.
 
 from __future__ import annotations
 
+import datetime
+import itertools
 import json
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.distributed as dist
@@ -24,6 +31,9 @@ from ._errors import FerryError
 
 _POLL_FIRST_S = 50e-6
 _POLL_MAX_S = 5e-3
+_STEP_KEY = "ferry.distributed/"
+_STORE_GLANCE = datetime.timedelta(milliseconds=200)  # how long a failing rank waits for a peer's step
+_loads = itertools.count()  # every rank makes its loads in the same order: the same number names the same load
 
 
 class DistributedLoadError(FerryError):
@@ -74,6 +84,17 @@ def rank_list(ranks: Sequence[int]) -> str:
     return ("ranks " if len(ranks) > 1 else "rank ") + ", ".join(spans)
 
 
+def _store_of(process_group: Any) -> Any:
+    """The group's store (a PrefixStore of the rendezvous store), or None where torch hides it."""
+    c10d = dist.distributed_c10d
+    table = getattr(getattr(c10d, "_world", None), "pg_map", None) or getattr(c10d, "_pg_map", None)
+    try:
+        entry = table.get(process_group) if table is not None else None
+    except TypeError:
+        return None
+    return entry[1] if isinstance(entry, tuple) and len(entry) > 1 else None
+
+
 class Group:
     """A torch.distributed process group, seen by one rank: its collectives with a deadline."""
 
@@ -92,9 +113,53 @@ class Group:
         self.what = what  # 'loading "ckpt/"', for messages
         self.cuda_only = self.backend == "nccl"
         self.waited_s = 0.0
+        self.load_id = next(_loads)
+        self.steps = 0
+        self.store = _store_of(process_group) if self.size > 1 else None
+        self.step("opening the checkpoint")
 
     def where(self) -> str:
         return f"{self.what} on rank {self.rank} of {self.size}"
+
+    # ------------------------------------------------------------------------------- where ranks are
+
+    def step(self, text: str) -> None:
+        """Records that this rank has begun ``text`` (for peers' messages, should it never finish)."""
+        self.steps += 1
+        if self.store is None:
+            return
+        try:
+            self.store.set(_STEP_KEY + str(self.rank), json.dumps([self.load_id, self.steps, text]))
+        except Exception:  # the store is a diagnostic aid: without it, messages say less
+            self.store = None
+
+    def _read_step(self, rank: int) -> Tuple[int, str]:
+        """(steps, text) that ``rank`` recorded for this load; (0, "no step recorded") when there is none
+        within a moment. Raises what the store raises for this rank's own key (the store is gone)."""
+        key = _STEP_KEY + str(rank)
+        if rank != self.rank:
+            try:
+                self.store.wait([key], _STORE_GLANCE)
+            except Exception:  # the key is not there (yet): that rank never began a load
+                return 0, "no step recorded"
+        load_id, steps, text = json.loads(self.store.get(key))
+        return (steps, text) if load_id == self.load_id else (0, "has not begun this load")
+
+    def _peer_steps(self) -> str:
+        """"; rank 1 is furthest behind: reading round 1 of 16 (rank 0: ..., rank 2: ...)", or ""."""
+        if self.store is None:
+            return ""
+        try:
+            self._read_step(self.rank)
+        except Exception as e:
+            return f"; the group's store could not be read to see where the others are ({type(e).__name__}: {e})"
+        seen = [self._read_step(r) for r in range(self.size)]
+        behind = min(steps for steps, _ in seen)
+        late = [r for r, (steps, _) in enumerate(seen) if steps == behind]
+        if len(late) == self.size:
+            return ""
+        others = ", ".join(f"rank {r}: {text}" for r, (_, text) in enumerate(seen) if r not in late)
+        return f"; {rank_list(late)} {'is' if len(late) == 1 else 'are'} furthest behind: {seen[late[0]][1]} ({others})"
 
     # ------------------------------------------------------------------------------------- waiting
 
@@ -108,8 +173,8 @@ class Group:
                 if time.monotonic() >= deadline:
                     raise DistributedTimeoutError(
                         f"Could not finish {self.where()}: timed out after {self.timeout_s:g} s waiting for its peers "
-                        f"while {step} (a rank that was killed, crashed or hangs never arrives); the group cannot be "
-                        f"used after this: destroy it or end the process", self.rank, self.size)
+                        f"while {step} (a rank that was killed, crashed or hangs never arrives){self._peer_steps()}; "
+                        f"the group cannot be used after this: destroy it or end the process", self.rank, self.size)
                 time.sleep(pause)
                 pause = min(pause * 2, _POLL_MAX_S)
             work.wait()
@@ -118,7 +183,8 @@ class Group:
         except RuntimeError as e:
             raise DistributedLoadError(
                 f"Could not finish {self.where()}: the {self.backend} collective failed while {step}: {e} (a peer "
-                f"left the group: was it killed or did it crash?); the group cannot be used after this",
+                f"left the group: was it killed or did it crash?){self._peer_steps()}; the group cannot be used "
+                f"after this",
                 self.rank, self.size) from e
         finally:
             self.waited_s += time.monotonic() - started
@@ -132,6 +198,7 @@ class Group:
         """Every rank's ``value`` (JSON-serialisable), in rank order."""
         if self.size == 1:
             return [value]
+        self.step(step)
         payload = json.dumps(value).encode("utf-8", "surrogateescape")
         device = self._device()
         sizes = [torch.zeros(1, dtype=torch.int64, device=device) for _ in range(self.size)]

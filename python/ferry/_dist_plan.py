@@ -199,15 +199,17 @@ class Plan:
             end = at + sum(size for _, size in chunks)
         self.buffer_bytes = end
         self.exchanged_bytes = sum(t.nbytes for t in self.exchanged)
-        self._starts = [self.offsets[t.name] for t in self.exchanged]
+        self._read = [t for t in self.exchanged if t.nbytes]  # in file order, which is also the area's
+        self._starts = [self.offsets[t.name] for t in self._read]
 
     def _lay_out(self, element_bytes: Mapping[str, int]) -> int:
-        end = 0
+        end = last = 0
         previous = None
         for t in self.exchanged:
             align = element_bytes[t.dtype]
-            if t.nbytes == 0:  # no bytes to read: only an aligned address, which keeps offsets in order
-                end = self.offsets[t.name] = align_up(end, align)
+            if t.nbytes == 0:  # no bytes: an aligned address, neither starting nor breaking a run
+                self.offsets[t.name] = align_up(end, align)
+                last = max(last, self.offsets[t.name])
                 continue
             if (previous is not None and previous.shard == t.shard and previous.file_offset + previous.nbytes == t.file_offset
                     and end % align == 0):
@@ -219,7 +221,7 @@ class Plan:
             self.offsets[t.name] = at
             end = at + t.nbytes
             previous = t
-        return end
+        return max(end, last)
 
     def _rounds(self) -> List[Tuple[int, int]]:
         rounds = []
@@ -238,8 +240,8 @@ class Plan:
         lo, hi = base + r * part, base + (r + 1) * part
         out = []
         i = max(0, bisect.bisect_right(self._starts, lo) - 1)
-        while i < len(self.exchanged) and self._starts[i] < hi:
-            t = self.exchanged[i]
+        while i < len(self._read) and self._starts[i] < hi:
+            t = self._read[i]
             start, stop = max(lo, self._starts[i]), min(hi, self._starts[i] + t.nbytes)
             if stop > start:
                 out.append(Piece(t.name, start, start - self._starts[i], stop - start))

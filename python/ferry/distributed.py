@@ -32,7 +32,7 @@ import datetime
 import os
 import time
 from collections import deque
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from . import _ferry
 from . import safetensors as _st
@@ -87,6 +87,12 @@ class _Load:
         self.buffer: Any = None
         self.base = 0
 
+    def shapes(self) -> Dict[str, Tuple[str, Tuple[int, ...]]]:
+        """name -> (safetensors dtype, the shape this rank receives)."""
+        out = {t.name: (t.dtype, tuple(t.shape)) for t in self.plan.exchanged}
+        out.update({s.tensor.name: (s.tensor.dtype, s.shape) for s in self.plan.slices})
+        return out
+
     def allocate(self) -> None:
         self.buffer, self.base = self.ckpt.buffer(self.plan.buffer_bytes, self.device, PAGE)
         self.ckpt.fw.synchronize(self.device)
@@ -136,6 +142,7 @@ def load(filename: _st.PathLike, device: _st.Device = None, *, process_group: An
          timeout: Timeout = None, part_bytes: int = DEFAULT_PART_BYTES, framework: str = "pt",
          progress: _st.Progress = None, max_request_bytes: int = 0, max_requests_in_flight: int = 0,
          max_staging_bytes: int = 0, max_header_bytes: int = _ferry.SAFETENSORS_DEFAULT_MAX_HEADER_BYTES,
+         check: Optional[Callable[[Dict[str, Tuple[str, Tuple[int, ...]]]], Any]] = None,
          **settings: Any) -> "_st.LoadResult":
     """Loads a checkpoint onto every rank of ``process_group``; each byte is read from storage by one rank.
 
@@ -155,7 +162,10 @@ def load(filename: _st.PathLike, device: _st.Device = None, *, process_group: An
     ``timeout``: seconds (or a ``timedelta``) a rank waits for its peers at any one point (default 300);
     past it every waiting rank raises :class:`DistributedTimeoutError`. ``part_bytes``: bytes each rank reads
     per round (64 MiB). ``progress``: this rank's reads, as for :func:`ferry.safetensors.load`. Other keyword
-    arguments as there (request shaping, Ferry settings).
+    arguments as there (request shaping, Ferry settings). ``check``: a callable given ``{name: (safetensors
+    dtype, the shape this rank receives)}`` once the checkpoint is open; an exception it raises fails every
+    rank before any data moves, as a failed open does (``ferry.torch.load_into_module`` checks the module
+    with it).
 
     ``stats`` as the single-process load's (``bytes_read``: read from storage by this rank), plus ``rank``,
     ``world_size``, ``backend``, ``bytes_received`` (tensor bytes from peers), ``checkpoint_bytes``,
@@ -195,6 +205,8 @@ def load(filename: _st.PathLike, device: _st.Device = None, *, process_group: An
             result.stats["open_seconds"] = opened - started
             return result
         work = _Load(group, ckpt, dev, shard_rules, part)
+        if check is not None:
+            check(work.shapes())
         work.allocate()
     except KeyboardInterrupt:
         raise
@@ -231,14 +243,15 @@ def _exchange(work: _Load, progress: _st.Progress, max_request_bytes: int, max_r
     report_sum = _ferry.SafetensorsReportSum()
     state = {"bytes": 0, "requests": 0, "seconds": 0.0, "notes": [], "error": None}
 
-    def read(pieces: List[Piece]) -> None:
+    def read(pieces: List[Piece], step: str) -> None:
+        group.step(step)
         if state["error"] is not None or not pieces:
             return
         done_before = state["bytes"]
-        step = None if callback is None else (lambda done, total: callback(done_before + done, to_read))
+        tell = None if callback is None else (lambda done, total: callback(done_before + done, to_read))
         t0 = time.perf_counter()
         try:
-            stats = ckpt.impl.read_into(work.items(pieces), int(max_request_bytes), int(max_requests_in_flight), step,
+            stats = ckpt.impl.read_into(work.items(pieces), int(max_request_bytes), int(max_requests_in_flight), tell,
                                         0.1, report_sum)
         except KeyboardInterrupt:
             raise
@@ -255,13 +268,14 @@ def _exchange(work: _Load, progress: _st.Progress, max_request_bytes: int, max_r
     count = len(plan.rounds)
     waited_before = group.waited_s
     for k, (base, part) in enumerate(plan.rounds):
-        read(mine[k])
+        read(mine[k], f"reading round {k + 1} of {count}")
         if len(in_flight) >= _MAX_GATHERS_IN_FLIGHT:
             group.wait(*in_flight.popleft())
+        group.step(f"exchanging round {k + 1} of {count}")
         w = group.start_gather(work.buffer, base, part)
         if w is not None:
             in_flight.append((w, f"exchanging round {k + 1} of {count}"))
-    read(slices)
+    read(slices, "reading its slices")
     while in_flight:
         group.wait(*in_flight.popleft())
     ckpt.fw.synchronize(work.device)

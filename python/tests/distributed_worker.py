@@ -49,6 +49,21 @@ def callable_rule(name, shape, rank, world):
     return 0 if len(shape) == 1 and shape[0] >= world else None
 
 
+def module_shapes(spec, rank, world) -> dict:
+    """name -> (dtype, shape) of the module this rank builds: the checkpoint's, sliced by the spec's
+    ``per_rank_shapes`` rules, with ``module_by_rank`` overrides."""
+    from ferry import _dist_plan
+
+    rules = spec.get("per_rank_shapes")
+    out = {}
+    for name, (dtype, shape) in spec["module"].items():
+        applies, rule = _dist_plan.rule_for(rules, name)
+        box = _dist_plan.slice_box(rule, name, tuple(shape), rank, world) if applies else None
+        out[name] = (dtype, shape if box is None else [b - a for a, b in box])
+    out.update({k: tuple(v) for k, v in spec.get("module_by_rank", {}).get(str(rank), {}).items()})
+    return out
+
+
 def main() -> None:
     spec = json.loads(sys.argv[1])
     rank = int(sys.argv[2])
@@ -68,6 +83,7 @@ def main() -> None:
         dist.init_process_group(backend, init_method="file://" + spec["rendezvous"], rank=rank, world_size=world,
                                 timeout=datetime.timedelta(seconds=spec.get("group_timeout", 60)))
         args = dict(spec.get("load", {}))
+        args.update(spec.get("load_by_rank", {}).get(str(rank), {}))
         path = spec["paths"][rank] if "paths" in spec else spec["path"]
         device = f"cuda:{rank}" if backend == "nccl" else "cpu"
         if spec.get("rules") == "callable":
@@ -97,8 +113,9 @@ def main() -> None:
             import ferry.torch
 
             model = torch.nn.Module()
+            shapes = module_shapes(spec, rank, world)
             with ferry.torch.meta_parameters():
-                for name, (dtype, shape) in spec["module"].items():
+                for name, (dtype, shape) in shapes.items():
                     owner = model
                     *path_parts, leaf = name.split(".")
                     for part in path_parts:
