@@ -28,6 +28,9 @@ def _env() -> Dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     env.setdefault("OMP_NUM_THREADS", "1")  # the 2-core CI machine runs up to 4 ranks
     env.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    # NVLink multicast stays off on shared GPU hosts (the lent machines' rule; NCCL works without it).
+    env.setdefault("NCCL_NVLS_ENABLE", "0")
+    env.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
     return env
 
 
@@ -135,6 +138,28 @@ def nbytes(t: Any) -> int:
     return t.numel() * t.element_size()
 
 
-def expect(records: Sequence[Dict[str, Any]], ok: Optional[bool] = True) -> None:
-    if ok:
-        assert all(r["ok"] for r in records), failed(records)
+def expected(tensors: Dict[str, Any], rules: Any = None, rank: int = 0, world: int = 1) -> Dict[str, List[Any]]:
+    """What a rank must hold, as the worker describes it: every tensor, or its slice under ``rules``."""
+    from ferry import _dist_plan
+
+    out = {}
+    for name, t in tensors.items():
+        applies, rule = _dist_plan.rule_for(rules, name)
+        box = _dist_plan.slice_box(rule, name, tuple(t.shape), rank, world) if applies else None
+        out[name] = list(digest(t if box is None else t[tuple(slice(a, b) for a, b in box)]))
+    return out
+
+
+def assert_each_byte_read_once(records: Sequence[Dict[str, Any]], checkpoint_bytes: int,
+                               route: Optional[str] = None) -> None:
+    """Every rank's report adds up to the checkpoint exactly once: the all_reduce each rank made of its bytes
+    read and of its route report's bytes, and the per-rank table every rank got, whose bytes all took
+    ``route`` (None: whichever routes)."""
+    for r in records:
+        s = r["stats"]
+        assert r["group"]["sum_bytes_read"] == checkpoint_bytes, s
+        assert r["group"]["sum_report_bytes"] == checkpoint_bytes
+        assert s["group_bytes_read"] == checkpoint_bytes
+        assert [x["bytes_read"] for x in s["ranks"]] == [q["stats"]["bytes_read"] for q in records]
+        routed = [b for x in s["ranks"] for name, (_, b) in x["routes"].items() if route in (None, name)]
+        assert sum(routed) == checkpoint_bytes, s["ranks"]

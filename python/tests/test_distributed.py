@@ -24,7 +24,8 @@ import ferry.safetensors  # noqa: E402
 from ferry import _dist_plan as plan_mod  # noqa: E402
 from ferry.safetensors import DTYPE_SIZES  # noqa: E402
 
-from distributed_ranks import digest, failed, nbytes, run_ranks, write_checkpoint  # noqa: E402
+from distributed_ranks import (assert_each_byte_read_once, digest, expected, failed, nbytes, run_ranks,  # noqa: E402
+                               write_checkpoint)
 
 # ------------------------------------------------------------------------------------------ the plan
 
@@ -136,26 +137,6 @@ def test_without_a_process_group_the_group_arguments_are_refused(tmp_path):
 # --------------------------------------------------------------------------------------- many ranks
 
 
-def expected(tensors, rules=None, rank=0, world=1):
-    """What a rank must hold: every tensor, or its slice under ``rules``."""
-    out = {}
-    for name, t in tensors.items():
-        applies, rule = plan_mod.rule_for(rules, name)
-        box = plan_mod.slice_box(rule, name, tuple(t.shape), rank, world) if applies else None
-        out[name] = list(digest(t if box is None else t[tuple(slice(a, b) for a, b in box)]))
-    return out
-
-
-def assert_each_byte_read_once(records, checkpoint_bytes):
-    for r in records:
-        s = r["stats"]
-        assert r["group"]["sum_bytes_read"] == checkpoint_bytes, s  # the all_reduce each rank made
-        assert r["group"]["sum_report_bytes"] == checkpoint_bytes  # and the route reports agree
-        assert s["group_bytes_read"] == checkpoint_bytes
-        assert [x["bytes_read"] for x in s["ranks"]] == [q["stats"]["bytes_read"] for q in records]
-        assert sum(x["routes"]["host"][1] for x in s["ranks"] if x["bytes_read"]) == checkpoint_bytes
-
-
 @pytest.mark.parametrize("world,form", [(2, "file"), (3, "index"), (4, "directory")])
 def test_every_rank_gets_every_byte_and_each_byte_is_read_once(tmp_path, world, form):
     ckpt = tmp_path / "ckpt"
@@ -178,7 +159,7 @@ def test_every_rank_gets_every_byte_and_each_byte_is_read_once(tmp_path, world, 
         assert s["bytes_read"] + s["bytes_received"] == total
         assert s["rounds"] > 1 and s["bytes_read"] > 0
         assert r["metadata"] == {"format": "pt"}
-    assert_each_byte_read_once(records, total)
+    assert_each_byte_read_once(records, total, "host")
     reads = [r["stats"]["bytes_read"] for r in records]
     assert max(reads) - min(reads) <= total / world / 2  # balanced by bytes
 
@@ -199,7 +180,7 @@ def test_tensor_parallel_slices_are_exact_and_read_only_by_their_rank(tmp_path):
         assert s["bytes_received"] + s["bytes_read"] == whole + s["sliced_bytes"]
     assert r["tensors"]["layers.0.o.weight"][2] == [48, 21]  # 64 columns over 3 ranks: 22, 21, 21
     assert records[0]["tensors"]["layers.0.o.weight"][2] == [48, 22]
-    assert_each_byte_read_once(records, total)  # the slices partition their tensors: read once in all
+    assert_each_byte_read_once(records, total, "host")  # the slices partition their tensors: read once in all
 
 
 def test_callable_rules_and_strided_slices(tmp_path):
@@ -217,7 +198,7 @@ def test_callable_rules_and_strided_slices(tmp_path):
             assert r["tensors"][name] == list(digest(want)), (r["rank"], name)
     # Column slices of a matrix are one read per row: "big" (128 rows) alone needs 128 reads on each rank.
     assert all(r["stats"]["requests"] >= 128 for r in records)
-    assert_each_byte_read_once(records, sum(nbytes(t) for t in tensors.values()))
+    assert_each_byte_read_once(records, sum(nbytes(t) for t in tensors.values()), "host")
 
 
 def test_a_group_of_one_is_the_single_process_load(tmp_path):
