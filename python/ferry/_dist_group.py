@@ -29,8 +29,9 @@ import torch.distributed as dist
 
 from ._errors import FerryError
 
-_POLL_FIRST_S = 50e-6
-_POLL_MAX_S = 5e-3
+# Polls sleep a tenth of the time waited so far (within these bounds): a wait ends at most ~10% late.
+_POLL_MIN_S = 20e-6
+_POLL_MAX_S = 1e-3
 _STEP_KEY = "ferry.distributed/"
 _STORE_GLANCE = datetime.timedelta(milliseconds=200)  # how long a failing rank waits for a peer's step
 _loads = itertools.count()  # every rank makes its loads in the same order: the same number names the same load
@@ -112,6 +113,7 @@ class Group:
         self.timeout_s = timeout_s
         self.what = what  # 'loading "ckpt/"', for messages
         self.cuda_only = self.backend == "nccl"
+        self.gpu: Optional[int] = None  # the GPU this rank's collectives use (NCCL): the load's, else the current one
         self.waited_s = 0.0
         self.load_id = next(_loads)
         self.steps = 0
@@ -167,32 +169,42 @@ class Group:
         """Waits for ``work`` (an async collective) until the deadline; raises the errors described above."""
         started = time.monotonic()
         deadline = started + self.timeout_s
-        pause = _POLL_FIRST_S
         try:
             while not work.is_completed():
-                if time.monotonic() >= deadline:
+                now = time.monotonic()
+                if now >= deadline:
                     raise DistributedTimeoutError(
                         f"Could not finish {self.where()}: timed out after {self.timeout_s:g} s waiting for its peers "
                         f"while {step} (a rank that was killed, crashed or hangs never arrives){self._peer_steps()}; "
                         f"the group cannot be used after this: destroy it or end the process", self.rank, self.size)
-                time.sleep(pause)
-                pause = min(pause * 2, _POLL_MAX_S)
+                time.sleep(min(_POLL_MAX_S, max(_POLL_MIN_S, 0.1 * (now - started))))
             work.wait()
         except DistributedLoadError:
             raise
         except RuntimeError as e:
-            raise DistributedLoadError(
-                f"Could not finish {self.where()}: the {self.backend} collective failed while {step}: {e} (a peer "
-                f"left the group: was it killed or did it crash?){self._peer_steps()}; the group cannot be used "
-                f"after this",
-                self.rank, self.size) from e
+            raise self._failure(step, e) from e
         finally:
             self.waited_s += time.monotonic() - started
+
+    def _failure(self, step: str, e: BaseException) -> DistributedLoadError:
+        return DistributedLoadError(
+            f"Could not finish {self.where()}: the {self.backend} collective failed while {step}: {e} (a peer left "
+            f"the group: was it killed or did it crash?){self._peer_steps()}; the group cannot be used after this",
+            self.rank, self.size)
+
+    def _start(self, step: str, launch: Any, *args: Any) -> Any:
+        """``launch(*args, group=..., async_op=True)``: the work, or the backend's refusal as our error."""
+        try:
+            return launch(*args, group=self.pg, async_op=True)
+        except RuntimeError as e:
+            raise self._failure(step, e) from e
 
     # ---------------------------------------------------------------------------------- collectives
 
     def _device(self) -> Any:
-        return torch.device("cuda", torch.cuda.current_device()) if self.cuda_only else torch.device("cpu")
+        if not self.cuda_only:
+            return torch.device("cpu")
+        return torch.device("cuda", torch.cuda.current_device() if self.gpu is None else self.gpu)
 
     def all_gather_json(self, value: Any, step: str) -> List[Any]:
         """Every rank's ``value`` (JSON-serialisable), in rank order."""
@@ -203,7 +215,7 @@ class Group:
         device = self._device()
         sizes = [torch.zeros(1, dtype=torch.int64, device=device) for _ in range(self.size)]
         mine = torch.tensor([len(payload)], dtype=torch.int64, device=device)
-        self.wait(dist.all_gather(sizes, mine, group=self.pg, async_op=True), step)
+        self.wait(self._start(step, dist.all_gather, sizes, mine), step)
         lengths = [int(s.item()) for s in sizes]
         longest = max(lengths)
         padded = torch.zeros(longest, dtype=torch.uint8)
@@ -211,27 +223,20 @@ class Group:
             padded[:len(payload)] = torch.frombuffer(bytearray(payload), dtype=torch.uint8)
         padded = padded.to(device)
         out = [torch.empty(longest, dtype=torch.uint8, device=device) for _ in range(self.size)]
-        self.wait(dist.all_gather(out, padded, group=self.pg, async_op=True), step)
+        self.wait(self._start(step, dist.all_gather, out, padded), step)
         return [json.loads(bytes(o[:n].cpu().numpy().tobytes()).decode("utf-8", "surrogateescape"))
                 for o, n in zip(out, lengths)]
 
-    def start_gather(self, area: Any, base: int, part: int) -> Any:
+    def start_gather(self, area: Any, base: int, part: int, step: str) -> Any:
         """Starts the in-place all_gather of ``area[base : base + size*part]``, where this rank has filled its
         ``part`` bytes at ``base + rank*part``. Returns the async work (None for a group of one)."""
         if self.size == 1:
             return None
         out = area[base:base + self.size * part]
         mine = out[self.rank * part:(self.rank + 1) * part]
-        if self.cuda_only and hasattr(dist, "all_gather_into_tensor"):
-            return dist.all_gather_into_tensor(out, mine, group=self.pg, async_op=True)
-        return dist.all_gather(list(out.split(part)), mine, group=self.pg, async_op=True)
-
-    def all_reduce_sum(self, values: Sequence[int], step: str) -> List[int]:
-        """Element-wise sums over the group (int64)."""
-        t = torch.tensor(list(values), dtype=torch.int64, device=self._device())
-        if self.size > 1:
-            self.wait(dist.all_reduce(t, group=self.pg, async_op=True), step)
-        return [int(v) for v in t.cpu().tolist()]
+        if area.is_cuda and "nccl" in self.backend and hasattr(dist, "all_gather_into_tensor"):
+            return self._start(step, dist.all_gather_into_tensor, out, mine)  # in place: no copy
+        return self._start(step, dist.all_gather, list(out.split(part)), mine)
 
     # ------------------------------------------------------------------------------------ agreement
 

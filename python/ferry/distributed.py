@@ -200,6 +200,8 @@ def load(filename: _st.PathLike, device: _st.Device = None, *, process_group: An
         ckpt = _st._Checkpoint(_st._open(filename, max_header_bytes, max_staging_bytes, settings), fw)
         opened = time.perf_counter()
         dev = _st._device_index(device, fw)
+        if dev != _st._HOST:
+            group.gpu = dev
         if group.size == 1 and shard_rules is None:
             result = _single(ckpt, group, dev, progress, max_request_bytes, max_requests_in_flight, started)
             result.stats["open_seconds"] = opened - started
@@ -271,10 +273,11 @@ def _exchange(work: _Load, progress: _st.Progress, max_request_bytes: int, max_r
         read(mine[k], f"reading round {k + 1} of {count}")
         if len(in_flight) >= _MAX_GATHERS_IN_FLIGHT:
             group.wait(*in_flight.popleft())
-        group.step(f"exchanging round {k + 1} of {count}")
-        w = group.start_gather(work.buffer, base, part)
+        step = f"exchanging round {k + 1} of {count}"
+        group.step(step)
+        w = group.start_gather(work.buffer, base, part, step)
         if w is not None:
-            in_flight.append((w, f"exchanging round {k + 1} of {count}"))
+            in_flight.append((w, step))
     read(slices, "reading its slices")
     while in_flight:
         group.wait(*in_flight.popleft())
