@@ -161,7 +161,8 @@ def load(filename: _st.PathLike, device: _st.Device = None, *, process_group: An
 
     ``timeout``: seconds (or a ``timedelta``) a rank waits for its peers at any one point (default 300);
     past it every waiting rank raises :class:`DistributedTimeoutError`. ``part_bytes``: bytes each rank reads
-    per round (64 MiB). ``progress``: this rank's reads, as for :func:`ferry.safetensors.load`. Other keyword
+    per round (64 MiB). ``progress``: this rank's reads, as for :func:`ferry.safetensors.load` (None: a bar
+    for rank 0's reads only, where it would show one). Other keyword
     arguments as there (request shaping, Ferry settings). ``check``: a callable given ``{name: (safetensors
     dtype, the shape this rank receives)}`` once the checkpoint is open; an exception it raises fails every
     rank before any data moves, as a failed open does (``ferry.torch.load_into_module`` checks the module
@@ -191,6 +192,8 @@ def load(filename: _st.PathLike, device: _st.Device = None, *, process_group: An
     if fw.name != "pt":
         raise ValueError(f"process_group exchanges PyTorch tensors: framework must be 'pt', not {framework!r}")
     part = _ferry_size(part_bytes)
+    if progress is None and group.rank != 0:
+        progress = False  # one bar on a terminal the ranks share: rank 0's
 
     error: Optional[BaseException] = None
     work: Optional[_Load] = None
@@ -203,6 +206,8 @@ def load(filename: _st.PathLike, device: _st.Device = None, *, process_group: An
         if dev != _st._HOST:
             group.gpu = dev
         if group.size == 1 and shard_rules is None:
+            if check is not None:
+                check({t.name: (t.dtype, tuple(t.shape)) for t in ckpt.tensors})
             result = _single(ckpt, group, dev, progress, max_request_bytes, max_requests_in_flight, started)
             result.stats["open_seconds"] = opened - started
             return result
