@@ -55,32 +55,19 @@ for _name, _value in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTIC
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from safetensors_bench import evict, expected_size, layer_shapes  # noqa: E402  (the same kind of checkpoint)
+
 # ------------------------------------------------------------------------------------------ checkpoint
 
 
-def layer_shapes(gib: float, hidden: int) -> Dict[str, Tuple[Tuple[int, ...], Any]]:
-    """A Llama-like model's tensors (hidden 8192: 70B-class layers of 1.95 GB), as many layers as make ``gib``."""
-    HIDDEN, INTER, VOCAB = hidden, hidden * 7 // 2, 128256 * hidden // 8192  # 8192: 28672, 128256
-    per_layer = 2 * (4 * HIDDEN * HIDDEN + 3 * HIDDEN * INTER) + 4 * 2 * HIDDEN
-    edges = 2 * 2 * VOCAB * HIDDEN
-    layers = max(1, round((gib * GIB - edges) / per_layer))
-    shapes: Dict[str, Tuple[Tuple[int, ...], Any]] = {"model.embed_tokens.weight": ((VOCAB, HIDDEN), torch.bfloat16)}
-    for i in range(layers):
-        p = f"model.layers.{i}."
-        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
-            shapes[p + f"self_attn.{name}.weight"] = ((HIDDEN, HIDDEN), torch.bfloat16)
-        shapes[p + "mlp.gate_proj.weight"] = ((INTER, HIDDEN), torch.bfloat16)
-        shapes[p + "mlp.up_proj.weight"] = ((INTER, HIDDEN), torch.bfloat16)
-        shapes[p + "mlp.down_proj.weight"] = ((HIDDEN, INTER), torch.bfloat16)
-        shapes[p + "input_layernorm.weight"] = ((HIDDEN,), torch.float32)
-        shapes[p + "post_attention_layernorm.weight"] = ((HIDDEN,), torch.float32)
-    shapes["model.norm.weight"] = ((HIDDEN,), torch.float32)
-    shapes["lm_head.weight"] = ((VOCAB, HIDDEN), torch.bfloat16)
-    return shapes
-
-
-def data_bytes(shapes: Dict[str, Tuple[Tuple[int, ...], Any]]) -> int:
-    return sum(torch.Size(s).numel() * torch.empty((), dtype=d).element_size() for s, d in shapes.values())
+def model_shapes(gib: float, hidden: int) -> Dict[str, Tuple[Tuple[int, ...], Any]]:
+    """safetensors_bench's Llama-like tensors (hidden 8192: 70B-class layers of 1.95 GB), as many layers as
+    make ``gib``."""
+    inter, vocab = hidden * 7 // 2, 128256 * hidden // 8192  # 8192: 28672, 128256
+    per_layer = 2 * (4 * hidden * hidden + 3 * hidden * inter) + 4 * 2 * hidden
+    edges = 2 * 2 * vocab * hidden
+    return layer_shapes(max(1, round((gib * GIB - edges) / per_layer)), hidden, inter, vocab)
 
 
 def shard_files(directory: Path) -> List[Path]:
@@ -91,8 +78,8 @@ def make_checkpoint(directory: Path, gib: float, hidden: int, device: str) -> No
     """Writes the checkpoint unless ``directory`` already holds one of this size (rank 0 only)."""
     from ferry.safetensors import save_sharded
 
-    shapes = layer_shapes(gib, hidden)
-    want = data_bytes(shapes)
+    shapes = model_shapes(gib, hidden)
+    want = expected_size(shapes)
     have = sum(f.stat().st_size for f in shard_files(directory)) if directory.exists() else 0
     if (directory / "model.safetensors.index.json").exists() and want < have < want + (64 << 20):
         return
@@ -125,21 +112,8 @@ def warm(files: List[Path]) -> None:
         list(pool.map(read, files))
 
 
-def evict(files: List[Path]) -> str:
-    os.sync()
-    if os.geteuid() == 0:
-        try:
-            with open("/proc/sys/vm/drop_caches", "w") as f:
-                f.write("3\n")
-            return "drop_caches (root)"
-        except OSError as e:
-            how = f"drop_caches failed ({e}); "
-    else:
-        how = "not root; "
-    import ferry.page_cache
-
-    left = sum(ferry.page_cache.evict(f).cached_bytes for f in files)
-    return how + f"POSIX_FADV_DONTNEED ({left} bytes stayed cached)"
+def evict_all(files: List[Path]) -> str:
+    return "; ".join(sorted({evict(f) for f in files}))
 
 
 # --------------------------------------------------------------------------------------------- loaders
@@ -237,7 +211,7 @@ class Bench:
     def prepare(self, cache: str) -> str:
         how = "warm read of every shard"
         if self.rank == 0:
-            how = evict(self.files) if cache == "cold" else (warm(self.files) or how)
+            how = evict_all(self.files) if cache == "cold" else (warm(self.files) or how)
         dist.barrier()
         return how
 
