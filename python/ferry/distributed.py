@@ -130,11 +130,13 @@ def _single(ckpt: "_st._Checkpoint", group: Group, device: int, progress: Any, m
     result = ckpt.load(device, [], [], progress, max_request_bytes, max_requests_in_flight, started)
     stats = result.stats
     routes, reasons = _route_rows(result.report)
-    stats.update(rank=0, world_size=1, backend=group.backend, bytes_received=0, exchange_wait_seconds=0.0,
-                 agree_seconds=0.0, rounds=0, checkpoint_bytes=ckpt.impl.data_bytes(),
+    data = ckpt.impl.data_bytes()
+    stats.update(rank=0, world_size=1, backend=group.backend, bytes_received=0, checkpoint_bytes=data,
+                 exchanged_bytes=data, sliced_bytes=0, rounds=0, part_bytes=0, timeout=group.timeout_s,
+                 exchange_wait_seconds=0.0, agree_seconds=0.0, group_bytes_read=stats["bytes_read"],
                  ranks=[{"rank": 0, "bytes_read": stats["bytes_read"], "bytes_received": 0,
-                         "requests": stats["requests"], "routes": routes, "reasons": reasons}],
-                 group_bytes_read=stats["bytes_read"])
+                         "requests": stats["requests"], "read_seconds": stats["read_seconds"], "routes": routes,
+                         "reasons": reasons}])
     return result
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import warnings
-from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, Tuple, Union
 
 import torch
 

@@ -7,7 +7,6 @@ every rank with the tensors written. The GPU version (NCCL, one process per GPU)
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
@@ -211,7 +210,8 @@ def test_a_group_of_one_is_the_single_process_load(tmp_path):
     # The same reads as the single-process load (one per run of adjacent tensors), and no collective.
     assert (s["bytes_read"], s["requests"]) == (single.stats["bytes_read"], single.stats["requests"])
     assert (s["world_size"], s["bytes_received"], s["rounds"], s["agree_seconds"]) == (1, 0, 0, 0.0)
-    assert s["group_bytes_read"] == sum(nbytes(t) for t in tensors.values())
+    assert s["group_bytes_read"] == s["exchanged_bytes"] == sum(nbytes(t) for t in tensors.values())
+    assert s["sliced_bytes"] == 0 and s["ranks"][0]["bytes_read"] == s["bytes_read"]
 
 
 @pytest.mark.parametrize("world", [1, 2])
