@@ -36,7 +36,8 @@ def _env() -> Dict[str, str]:
 
 def run_ranks(tmp_path: Path, world: int, spec: Dict[str, Any], limit_s: float = 45.0,
               hung: Iterable[int] = ()) -> List[Dict[str, Any]]:
-    """Runs ``spec`` on ``world`` ranks; each record has ``rank``, ``ok`` and what the worker wrote, or
+    """Runs ``spec`` on ``world`` ranks (with ``spec["env"]`` added to their environment); each record has
+    ``rank``, ``ok`` and what the worker wrote, or
     ``returncode`` and ``output`` for a rank that wrote nothing. Ranks in ``hung`` are expected to hang:
     they are killed once the others have ended. Fails the test when any other rank runs past ``limit_s``."""
     out = tmp_path / "ranks"
@@ -45,7 +46,7 @@ def run_ranks(tmp_path: Path, world: int, spec: Dict[str, Any], limit_s: float =
     if rendezvous.exists():
         rendezvous.unlink()
     spec = dict(spec, world=world, out=str(out), rendezvous=str(rendezvous))
-    env = _env()
+    env = dict(_env(), **spec.get("env", {}))
     procs = [subprocess.Popen([sys.executable, str(WORKER), json.dumps(spec), str(r)], stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, env=env) for r in range(world)]
     hung = set(hung)
