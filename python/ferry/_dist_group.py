@@ -152,10 +152,10 @@ class Group:
         if self.store is None:
             return ""
         try:
-            self._read_step(self.rank)
+            self._read_step(self.rank)  # first this rank's own key, which is there unless the store is gone
+            seen = [self._read_step(r) for r in range(self.size)]
         except Exception as e:
             return f"; the group's store could not be read to see where the others are ({type(e).__name__}: {e})"
-        seen = [self._read_step(r) for r in range(self.size)]
         behind = min(steps for steps, _ in seen)
         late = [r for r, (steps, _) in enumerate(seen) if steps == behind]
         if len(late) == self.size:
