@@ -155,7 +155,8 @@ class Group:
             self._read_step(self.rank)  # first this rank's own key, which is there unless the store is gone
             seen = [self._read_step(r) for r in range(self.size)]
         except Exception as e:
-            return f"; the group's store could not be read to see where the others are ({type(e).__name__}: {e})"
+            return (f"; the group's store could not be read to see where the others are ({type(e).__name__}: {e}): the "
+                    f"rank that holds it (rank 0 with a tcp:// or env:// rendezvous) may be gone")
         behind = min(steps for steps, _ in seen)
         late = [r for r, (steps, _) in enumerate(seen) if steps == behind]
         if len(late) == self.size:

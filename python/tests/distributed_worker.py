@@ -80,7 +80,8 @@ def main() -> None:
         backend = spec.get("backend", "gloo")
         if backend == "nccl":
             torch.cuda.set_device(rank)
-        dist.init_process_group(backend, init_method="file://" + spec["rendezvous"], rank=rank, world_size=world,
+        init = f"tcp://127.0.0.1:{spec['port']}" if "port" in spec else "file://" + spec["rendezvous"]
+        dist.init_process_group(backend, init_method=init, rank=rank, world_size=world,
                                 timeout=datetime.timedelta(seconds=spec.get("group_timeout", 60)))
         args = dict(spec.get("load", {}))
         args.update(spec.get("load_by_rank", {}).get(str(rank), {}))

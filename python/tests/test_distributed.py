@@ -8,6 +8,7 @@ every rank with the tensors written. The GPU version (NCCL, one process per GPU)
 from __future__ import annotations
 
 import shutil
+import socket
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -310,23 +311,34 @@ def test_a_failed_read_on_one_rank_fails_every_rank_after_the_exchange(tmp_path)
                            "the tensors are incomplete")
 
 
-@pytest.mark.parametrize("when", ["start", "read"])
-def test_a_rank_killed_fails_every_other_rank_within_the_timeout(tmp_path, when):
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("when,victim,rendezvous", [("start", 1, "file"), ("read", 1, "file"), ("read", 0, "tcp")])
+def test_a_rank_killed_fails_every_other_rank_within_the_timeout(tmp_path, when, victim, rendezvous):
     write_checkpoint(tmp_path / "ckpt")
     timeout = 15
-    records = run_ranks(tmp_path, 3, {"scenario": "load", "path": str(tmp_path / "ckpt"),
-                                      "load": {"timeout": timeout, "part_bytes": 4096},
-                                      "fault": {"rank": 1, "at": when}})
-    assert records[1]["returncode"] == -9 and not records[1]["wrote"]
-    for r in (records[0], records[2]):
+    spec = {"scenario": "load", "path": str(tmp_path / "ckpt"), "load": {"timeout": timeout, "part_bytes": 4096},
+            "fault": {"rank": victim, "at": when}}
+    if rendezvous == "tcp":
+        spec["port"] = free_port()  # rank 0 holds the group's store: killing it takes the store away too
+    records = run_ranks(tmp_path, 3, spec)
+    assert records[victim]["returncode"] == -9 and not records[victim]["wrote"]
+    survivors = [r for r in records if r["rank"] != victim]
+    for r in survivors:
         assert not r["ok"] and r["error_type"] in ("DistributedLoadError", "DistributedTimeoutError"), failed([r])
         assert f"on rank {r['rank']} of 3" in r["error"] and "the group cannot be used after this" in r["error"]
         assert r["seconds"] < timeout + 5
     step = "agreeing on the checkpoint's headers" if when == "start" else "exchanging round"
-    assert any(step in r["error"] for r in (records[0], records[2])), records[0]["error"]
-    # Where each rank got to (the group's store) names the one that was killed.
-    last = "no step recorded" if when == "start" else "reading round 1 of"
-    assert all(f"rank 1 is furthest behind: {last}" in r["error"] for r in (records[0], records[2])), records[0]["error"]
+    assert any(step in r["error"] for r in survivors), survivors[0]["error"]
+    if rendezvous == "file":  # where each rank got to (the group's store) names the one that was killed
+        last = "no step recorded" if when == "start" else "reading round 1 of"
+        assert all(f"rank {victim} is furthest behind: {last}" in r["error"] for r in survivors), survivors[0]["error"]
+    else:
+        assert all("the group's store could not be read" in r["error"] for r in survivors), survivors[0]["error"]
 
 
 @pytest.mark.watchdog(90)
