@@ -79,10 +79,10 @@ def child(loader: str, path: str) -> None:
 # --------------------------------------------------------------------------------------------- parent
 
 
-def layer_shapes(layers: int) -> Dict[str, Any]:
+def layer_shapes(layers: int, hidden: int = 4096, inter: int = 11008, vocab: int = 32000) -> Dict[str, Any]:
+    """A Llama-like model's tensors: name -> (shape, dtype). The defaults are a 7B model's widths."""
     import torch
 
-    hidden, inter, vocab = 4096, 11008, 32000
     shapes: Dict[str, Any] = {"model.embed_tokens.weight": ((vocab, hidden), torch.bfloat16)}
     for i in range(layers):
         p = f"model.layers.{i}."

@@ -110,6 +110,10 @@ class SafetensorsPlan:
     @property
     def read_bytes(self) -> int: ...
 
+class SafetensorsReportSum:
+    def __init__(self) -> None: ...
+    def parts(self) -> Tuple[str, str]: ...  # (report JSON, table) of every read_into given it
+
 class SafetensorsCheckpoint:
     @staticmethod
     def open(path: bytes, config: Optional[Config] = None, max_header_bytes: int = ..., max_staging_bytes: int = 0) -> SafetensorsCheckpoint: ...
@@ -123,7 +127,8 @@ class SafetensorsCheckpoint:
     def load_into(self, plan: SafetensorsPlan, bases: List[int], max_request_bytes: int = 0,
                   max_requests_in_flight: int = 0, progress: Any = None, progress_interval: float = 0.1) -> Dict[str, Any]: ...
     def read_into(self, items: List[Tuple[str, int, int, int]], max_request_bytes: int = 0,
-                  max_requests_in_flight: int = 0, progress: Any = None, progress_interval: float = 0.1) -> Dict[str, Any]: ...
+                  max_requests_in_flight: int = 0, progress: Any = None, progress_interval: float = 0.1,
+                  report_sum: Optional[SafetensorsReportSum] = None) -> Dict[str, Any]: ...
 
 # ferry.safetensors saving (python/src/save_bindings.cpp); rows are (name, dtype, shape, address)
 SAFETENSORS_SAVE_WINDOW_BYTES: int

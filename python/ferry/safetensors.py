@@ -470,7 +470,8 @@ class _Checkpoint:
 def load(filename: PathLike, device: Device = None, *, framework: str = "pt",
          device_map: Optional[Mapping[str, Device]] = None, replicas: Iterable[Device] = (), progress: Progress = None,
          max_request_bytes: int = 0, max_requests_in_flight: int = 0, max_staging_bytes: int = 0,
-         max_header_bytes: int = _ferry.SAFETENSORS_DEFAULT_MAX_HEADER_BYTES, **settings: Any) -> LoadResult:
+         max_header_bytes: int = _ferry.SAFETENSORS_DEFAULT_MAX_HEADER_BYTES, process_group: Any = None,
+         shard_rules: Any = None, timeout: Any = None, **settings: Any) -> LoadResult:
     """Loads a checkpoint and says how: tensors, metadata, the route report and timings (:class:`LoadResult`).
 
     ``filename``: a ``.safetensors`` file, a ``model.safetensors.index.json`` or a directory holding either.
@@ -488,7 +489,23 @@ def load(filename: PathLike, device: Device = None, *, framework: str = "pt",
     Request shaping: ``max_request_bytes`` (the largest single read; 0: one per run of tensors),
     ``max_requests_in_flight`` (0: all), ``max_staging_bytes`` (a cap on pinned bounce-buffer memory in
     use; 0: Ferry's settings decide). Other keyword arguments are Ferry settings for these reads (``threads=8``, ``compat_mode="off"``, ...).
+
+    ``process_group`` (a ``torch.distributed`` group; every rank calls ``load`` alike): every rank gets the
+    checkpoint while each byte is read from storage by one rank and exchanged over the group; with
+    ``shard_rules`` each rank gets only its slice of the tensors they split; ``timeout`` bounds every wait for
+    peers. See :func:`ferry.distributed.load` (no ``device_map`` or ``replicas`` then).
     """
+    if process_group is not None or shard_rules is not None:
+        if device_map or tuple(replicas):
+            raise ValueError("process_group loads cannot be combined with device_map or replicas")
+        from . import distributed
+
+        return distributed.load(filename, device, process_group=process_group, shard_rules=shard_rules,
+                                timeout=timeout, framework=framework, progress=progress,
+                                max_request_bytes=max_request_bytes, max_requests_in_flight=max_requests_in_flight,
+                                max_staging_bytes=max_staging_bytes, max_header_bytes=max_header_bytes, **settings)
+    if timeout is not None:
+        raise TypeError("timeout bounds the waits of a process_group load: pass process_group too")
     started = time.perf_counter()
     fw = _framework(framework)
     impl = _open(filename, max_header_bytes, max_staging_bytes, settings)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import warnings
-from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, Tuple, Union
 
 import torch
 
@@ -117,7 +117,8 @@ def _default_device(module: Any) -> str:
 
 
 def load_into_module(module: Any, checkpoint: _st.PathLike, strict: bool = True, *, device: Device = None,
-                     progress: Any = None, **settings: Any) -> ModuleLoadResult:
+                     progress: Any = None, process_group: Any = None, shard_rules: Any = None, timeout: Any = None,
+                     **settings: Any) -> ModuleLoadResult:
     """Loads ``checkpoint`` (a ``.safetensors`` file, a ``model.safetensors.index.json`` or a directory) into
     ``module`` and returns ``(missing_keys, unexpected_keys)`` as ``module.load_state_dict`` does.
 
@@ -135,75 +136,111 @@ def load_into_module(module: Any, checkpoint: _st.PathLike, strict: bool = True,
     when no tensor is on the meta device, else copied from the loaded buffer. Buffers the checkpoint does not
     hold are left as they are (build them real: :func:`meta_parameters`).
 
+    ``process_group`` (every rank calls this alike): the checkpoint is loaded by
+    :func:`ferry.distributed.load`, each byte read by one rank; with ``shard_rules`` the module's tensors
+    must have this rank's slice shapes. The checks above run on every rank before any data moves, and a
+    failure on one rank raises :class:`ferry.distributed.DistributedLoadError` on all; real tensors are
+    copied from the loaded buffer.
+
     ``progress`` and other keyword arguments as :func:`ferry.safetensors.load` (Ferry settings).
     """
     if not isinstance(module, torch.nn.Module):
         raise TypeError(f"module must be a torch.nn.Module, not {type(module).__name__}")
     path = os.fsdecode(os.fspath(checkpoint))
+    if process_group is not None or shard_rules is not None or timeout is not None:
+        return _load_by_group(module, checkpoint, path, strict, device, progress, process_group, shard_rules, timeout,
+                              settings)
     impl = _st._open(checkpoint, _st._ferry.SAFETENSORS_DEFAULT_MAX_HEADER_BYTES, 0, settings)
-    rows = {row[0]: row for row in impl.tensors()}
-    expected = {n: t for n, t in module.state_dict(keep_vars=True).items() if isinstance(t, torch.Tensor)}
-
-    groups: Dict[int, List[str]] = {}
-    for name, t in expected.items():
-        groups.setdefault(id(t), []).append(name)
-    loaded_names = {i: next((n for n in names if n in rows), None) for i, names in groups.items()}
-    missing = [n for n in expected if loaded_names[id(expected[n])] is None]
-    unexpected = [n for n in rows if n not in expected]
-    what = type(module).__name__
-    if strict and (missing or unexpected):
-        parts = []
-        if missing:
-            parts.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ". ")
-        if unexpected:
-            parts.append("Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ". ")
-        raise RuntimeError(f"Error(s) in loading state_dict for {what} from {path!r} (nothing was read):\n\t"
-                           + "\n\t".join(parts))
-
-    sources: List[Tuple[str, Any]] = []  # (checkpoint name, the module's tensor)
-    mismatches = []
-    for i, source in loaded_names.items():
-        if source is None:
-            continue
-        t = expected[source]
-        _, st_dtype, shape, _nbytes = rows[source][:4]
-        have = _DTYPES.get(str(t.dtype).replace("torch.", ""), str(t.dtype))
-        if tuple(t.shape) != tuple(shape) or have != st_dtype:
-            mismatches.append(f"{source!r} is {st_dtype} {list(shape)} in the checkpoint, but {have} "
-                              f"{list(t.shape)} in the module")
-        elif t.device.type != "meta" and not t.is_contiguous():
-            mismatches.append(f"{source!r} is not contiguous in the module, so it cannot be filled in place")
-        sources.append((source, t))
-    if mismatches:
-        raise ValueError(f"Could not load {path!r} into {what} (nothing was read): " + "; ".join(mismatches))
-
-    on_meta = [(n, t) for n, t in sources if t.device.type == "meta"]
-    real = [(n, t) for n, t in sources if t.device.type != "meta"]
-    if on_meta:
+    plan = _ModulePlan(module, {row[0]: (row[1], row[2]) for row in impl.tensors()}, strict, path)
+    if plan.on_meta:
         target = _device_text(device) if device is not None else _default_device(module)
         result = _st.load(checkpoint, target, progress=progress, **settings)
         stats, report = result.stats, result.report
-        for source, old in on_meta:
-            # One new tensor per group, set under every name: tied weights stay tied.
-            fresh = result.tensors[source]
-            new = _parameter_like(old, fresh) if isinstance(old, torch.nn.Parameter) else fresh
-            for name in groups[id(old)]:
-                owner, leaf = _owner(module, name)
-                (owner._parameters if leaf in owner._parameters else owner._buffers)[leaf] = new
-        with torch.no_grad():
-            for source, t in real:
-                t.copy_(result.tensors[source])
-    elif real:
-        stats = _st.load_into(checkpoint, {n: t for n, t in real}, progress=progress if progress is not None else False,
+        plan.install(module, result.tensors)
+    elif plan.real:
+        stats = _st.load_into(checkpoint, {n: t for n, t in plan.real}, progress=progress if progress is not None else False,
                               **settings)
         report = stats.pop("report")
     else:
         stats, report = {"bytes_read": 0, "seconds": 0.0, "notes": []}, None
+    return plan.result(module, path, stats, report)
 
-    meta_left = [n for n, t in list(module.named_parameters()) + list(module.named_buffers()) if t.device.type == "meta"]
-    if meta_left:
-        warnings.warn(f"{what}: {len(meta_left)} tensor(s) are still on the meta device after loading {path!r} "
-                      f"(the module cannot run until they are set): {', '.join(meta_left[:5])}"
-                      + (", ..." if len(meta_left) > 5 else ""), stacklevel=2)
-    tied = [names for names in groups.values() if len(names) > 1]
-    return ModuleLoadResult(missing, unexpected, stats, report, tied, meta_left)
+
+class _ModulePlan:
+    """Which checkpoint tensor fills which tensor of the module: checked before anything is read."""
+
+    def __init__(self, module: Any, rows: Dict[str, Tuple[str, Tuple[int, ...]]], strict: bool, path: str) -> None:
+        """``rows``: checkpoint name -> (safetensors dtype, the shape this process receives). Raises
+        ``RuntimeError`` (strict key mismatches) or ``ValueError`` (dtypes, shapes) as described above."""
+        expected = {n: t for n, t in module.state_dict(keep_vars=True).items() if isinstance(t, torch.Tensor)}
+        groups: Dict[int, List[str]] = {}
+        for name, t in expected.items():
+            groups.setdefault(id(t), []).append(name)
+        loaded_names = {i: next((n for n in names if n in rows), None) for i, names in groups.items()}
+        self.groups = groups
+        self.missing = [n for n in expected if loaded_names[id(expected[n])] is None]
+        self.unexpected = [n for n in rows if n not in expected]
+        self.what = what = type(module).__name__
+        if strict and (self.missing or self.unexpected):
+            parts = []
+            if self.missing:
+                parts.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in self.missing) + ". ")
+            if self.unexpected:
+                parts.append("Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in self.unexpected) + ". ")
+            raise RuntimeError(f"Error(s) in loading state_dict for {what} from {path!r} (nothing was read):\n\t"
+                               + "\n\t".join(parts))
+
+        sources: List[Tuple[str, Any]] = []  # (checkpoint name, the module's tensor)
+        mismatches = []
+        for i, source in loaded_names.items():
+            if source is None:
+                continue
+            t = expected[source]
+            st_dtype, shape = rows[source]
+            have = _DTYPES.get(str(t.dtype).replace("torch.", ""), str(t.dtype))
+            if tuple(t.shape) != tuple(shape) or have != st_dtype:
+                mismatches.append(f"{source!r} is {st_dtype} {list(shape)} in the checkpoint, but {have} "
+                                  f"{list(t.shape)} in the module")
+            elif t.device.type != "meta" and not t.is_contiguous():
+                mismatches.append(f"{source!r} is not contiguous in the module, so it cannot be filled in place")
+            sources.append((source, t))
+        if mismatches:
+            raise ValueError(f"Could not load {path!r} into {what} (nothing was read): " + "; ".join(mismatches))
+        self.on_meta = [(n, t) for n, t in sources if t.device.type == "meta"]
+        self.real = [(n, t) for n, t in sources if t.device.type != "meta"]
+
+    def install(self, module: Any, tensors: Dict[str, Any]) -> None:
+        """Sets the loaded ``tensors`` in place of the meta ones (no copy) and copies into the real ones."""
+        for source, old in self.on_meta:
+            # One new tensor per group, set under every name: tied weights stay tied.
+            fresh = tensors[source]
+            new = _parameter_like(old, fresh) if isinstance(old, torch.nn.Parameter) else fresh
+            for name in self.groups[id(old)]:
+                owner, leaf = _owner(module, name)
+                (owner._parameters if leaf in owner._parameters else owner._buffers)[leaf] = new
+        with torch.no_grad():
+            for source, t in self.real:
+                t.copy_(tensors[source])
+
+    def result(self, module: Any, path: str, stats: Dict[str, Any], report: Any, stacklevel: int = 3) -> ModuleLoadResult:
+        meta_left = [n for n, t in list(module.named_parameters()) + list(module.named_buffers())
+                     if t.device.type == "meta"]
+        if meta_left:
+            warnings.warn(f"{self.what}: {len(meta_left)} tensor(s) are still on the meta device after loading {path!r} "
+                          f"(the module cannot run until they are set): {', '.join(meta_left[:5])}"
+                          + (", ..." if len(meta_left) > 5 else ""), stacklevel=stacklevel)
+        tied = [names for names in self.groups.values() if len(names) > 1]
+        return ModuleLoadResult(self.missing, self.unexpected, stats, report, tied, meta_left)
+
+
+def _load_by_group(module: Any, checkpoint: _st.PathLike, path: str, strict: bool, device: Device, progress: Any,
+                   process_group: Any, shard_rules: Any, timeout: Any, settings: Dict[str, Any]) -> ModuleLoadResult:
+    from . import distributed
+
+    plans: List[_ModulePlan] = []
+    target = _device_text(device) if device is not None else _default_device(module)
+    result = distributed.load(checkpoint, target, process_group=process_group, shard_rules=shard_rules, timeout=timeout,
+                              progress=progress, check=lambda rows: plans.append(_ModulePlan(module, rows, strict, path)),
+                              **settings)
+    plans[0].install(module, result.tensors)
+    return plans[0].result(module, path, result.stats, result.report, stacklevel=4)

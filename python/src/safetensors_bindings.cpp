@@ -74,6 +74,16 @@ class PyPlan {
   st::LoadPlan plan_;
 };
 
+// The reports of several reads added up (a distributed load reads its part in rounds, one read_into each).
+class PyReportSum {
+ public:
+  void add(const Report& r) { sum_.merge(r); }
+  py::tuple parts() const { return py::make_tuple(sum_.to_json(), message_text(sum_.table())); }
+
+ private:
+  Report sum_;
+};
+
 class PyCheckpoint {
  public:
   explicit PyCheckpoint(st::Checkpoint c) : c_(std::move(c)) {}
@@ -139,10 +149,11 @@ class PyCheckpoint {
     return stats_dict(unwrap(std::move(*r)));
   }
 
-  /// Reads [(name, address, offset, size)] into caller memory: the stats as a dict.
+  /// Reads [(name, address, offset, size)] into caller memory: the stats as a dict. With `report_sum`,
+  /// the reads' report is added to it too.
   py::dict read_into(const std::vector<std::tuple<std::string, std::uintptr_t, std::uint64_t, std::uint64_t>>& items,
                      std::uint64_t max_request_bytes, unsigned max_requests_in_flight, py::object progress,
-                     double progress_interval_s) {
+                     double progress_interval_s, PyReportSum* report_sum) {
     std::vector<st::Destination> destinations;
     destinations.reserve(items.size());
     for (const auto& [name, address, offset, size] : items) {
@@ -157,7 +168,9 @@ class PyCheckpoint {
       r.emplace(c_.read_into(destinations, o));
     }
     bridge.rethrow();
-    return stats_dict(unwrap(std::move(*r)));
+    st::LoadStats stats = unwrap(std::move(*r));
+    if (report_sum != nullptr) report_sum->add(stats.report);
+    return stats_dict(stats);
   }
 
  private:
@@ -174,6 +187,10 @@ void register_safetensors(py::module_& m) {
       .def_property_readonly("placements", &PyPlan::placements)
       .def_property_readonly("read_bytes", &PyPlan::read_bytes);
 
+  py::class_<PyReportSum>(m, "SafetensorsReportSum", "Route reports of several read_into calls, added up.")
+      .def(py::init<>())
+      .def("parts", &PyReportSum::parts);
+
   py::class_<PyCheckpoint>(m, "SafetensorsCheckpoint", "An opened safetensors checkpoint (ferry::safetensors::Checkpoint).")
       .def_static("open", &PyCheckpoint::open, py::arg("path"), py::arg("config") = py::none(),
                   py::arg("max_header_bytes") = st::kDefaultMaxHeaderBytes, py::arg("max_staging_bytes") = 0)
@@ -189,7 +206,7 @@ void register_safetensors(py::module_& m) {
            py::arg("progress_interval") = 0.1)
       .def("read_into", &PyCheckpoint::read_into, py::arg("items"), py::arg("max_request_bytes") = 0,
            py::arg("max_requests_in_flight") = 0, py::arg("progress") = py::none(),
-           py::arg("progress_interval") = 0.1);
+           py::arg("progress_interval") = 0.1, py::arg("report_sum") = nullptr);
 }
 
 }  // namespace ferry::python
