@@ -271,7 +271,7 @@ def run(requests: int, seed: int, watchdog_s: float, directory: Optional[str], i
     bad_untouched = int(np.count_nonzero(written[untouched] != 0))
     maybe_only = written_maybe & ~written_ok
     bad_maybe = int(np.count_nonzero((written[maybe_only] != 0) & (written[maybe_only] != data[maybe_only])))
-    report = ferry.process_report()
+    report = ferry.Report._from_parts(_ferry.process_report())
     result = {
         "seed": seed,
         "requests": requests,

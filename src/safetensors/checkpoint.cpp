@@ -135,34 +135,46 @@ Status read_headers(std::vector<Shard>& shards, const ParseOptions& parse) {
   }
   FERRY_RETURN_IF_ERROR(first_error);
 
-  std::vector<std::string> texts(shards.size());
-  pending.clear();
-  for (std::size_t i = 0; i < shards.size(); ++i) {
-    texts[i].resize(lengths[i]);
-    pending.push_back(header_file(shards[i]).pread(texts[i].data(), lengths[i], kPrefixBytes));
-  }
-  for (std::size_t i = 0; i < shards.size(); ++i) {
-    auto r = pending[i].get();
-    if (!r.ok()) {
-      if (first_error.ok()) first_error = r.status();
-      continue;
+  // The header texts are read a group at a time, at most kHeaderBudget bytes of claimed lengths at once (a
+  // shard always goes, alone if need be), and each is let go once parsed: what a shard claims (a remote
+  // one's answer could claim 100 MB and send 8 bytes) never piles up across shards before bytes arrive.
+  constexpr std::uint64_t kHeaderBudget = 256ull << 20;
+  for (std::size_t begin = 0; begin < shards.size() && first_error.ok();) {
+    std::size_t end = begin;
+    std::uint64_t claimed = 0;
+    while (end < shards.size() && (end == begin || claimed + lengths[end] <= kHeaderBudget)) claimed += lengths[end++];
+    std::vector<std::string> texts(end - begin);
+    pending.clear();
+    for (std::size_t i = begin; i < end; ++i) {
+      texts[i - begin].resize(lengths[i]);
+      pending.push_back(header_file(shards[i]).pread(texts[i - begin].data(), lengths[i], kPrefixBytes));
     }
-    if (!first_error.ok()) continue;
-    if (r->bytes < lengths[i]) {
-      first_error = Status(ErrorCode::invalid_argument,
-                           fmt::format("Invalid safetensors header in \"{}\": the file ended after {} of the header's "
-                                       "{} bytes (it was truncated while being opened)",
-                                       shards[i].path, r->bytes, lengths[i]),
-                           0, shards[i].path);
-      continue;
+    for (std::size_t i = begin; i < end; ++i) {
+      std::string& text = texts[i - begin];
+      auto r = pending[i - begin].get();
+      if (!r.ok()) {
+        if (first_error.ok()) first_error = r.status();
+        continue;
+      }
+      if (!first_error.ok()) continue;
+      if (r->bytes < lengths[i]) {
+        first_error = Status(ErrorCode::invalid_argument,
+                             fmt::format("Invalid safetensors header in \"{}\": the file ended after {} of the "
+                                         "header's {} bytes (it was truncated while being opened)",
+                                         shards[i].path, r->bytes, lengths[i]),
+                             0, shards[i].path);
+        continue;
+      }
+      auto header = parse_header(text, lengths[i], shards[i].file_bytes - kPrefixBytes - lengths[i], shards[i].path,
+                                 parse);
+      std::string().swap(text);  // parsed: its memory goes back before the next group is read
+      if (!header.ok()) {
+        first_error = header.status();
+        continue;
+      }
+      shards[i].header = std::move(*header);
     }
-    auto header = parse_header(texts[i], lengths[i], shards[i].file_bytes - kPrefixBytes - lengths[i],
-                               shards[i].path, parse);
-    if (!header.ok()) {
-      first_error = header.status();
-      continue;
-    }
-    shards[i].header = std::move(*header);
+    begin = end;
   }
   return first_error;
 }

@@ -506,6 +506,25 @@ TEST_F(SafetensorsSave, ShardedSavesWriteHuggingFaceNamesAndTheIndexLast) {
   EXPECT_EQ(ckpt->files().size(), 3u);
 }
 
+// Found on the H200: a sharded save of CUDA tensors (an nn.Linear's state_dict) crashed.
+TEST_F(SafetensorsSave, ShardedSavesOfGpuTensorsMakeTheSameFilesAsOfHostTensors) {
+  std::vector<std::unique_ptr<Memory>> keep_gpu, keep_host;
+  auto gpu = tensors(keep_gpu, /*device=*/true, /*scale=*/40);
+  auto host = tensors(keep_host, /*device=*/false, /*scale=*/40);
+  ShardedSaveOptions o;
+  o.save = options();
+  o.max_shard_bytes = 10000;
+  auto a = detail::save_sharded_with((dir_ / "gpu").string(), gpu, o, seams());
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  auto b = detail::save_sharded_with((dir_ / "host").string(), host, o, seams());
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  ASSERT_EQ(a->files.size(), b->files.size());
+  ASSERT_GT(a->files.size(), 1u);
+  for (std::size_t i = 0; i < a->files.size(); ++i) {
+    EXPECT_EQ(testing::read_whole_file(a->files[i]), testing::read_whole_file(b->files[i])) << a->files[i];
+  }
+}
+
 TEST_F(SafetensorsSave, ShardedSavesRefuseOrRemoveStaleFiles) {
   std::vector<std::uint8_t> data(4000);
   std::vector<SaveTensor> t = {{"a", Dtype::u8, {4000}, data.data()}};
