@@ -6,12 +6,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <numeric>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -404,6 +407,14 @@ TEST_F(SafetensorsSave, BackgroundSnapshotWaitsForWritesWhenStagingIsSmallAndSay
   o.max_staging_bytes = 2 * kSaveWindowBytes;
   auto handle = detail::start_save_with((dir_ / "small.safetensors").string(), t, o, seams(&sys));
   ASSERT_TRUE(handle.ok()) << handle.status().to_string();
+  // Both staging windows are filled (all but the header's bytes copied from the device) before the filler
+  // waits for a write; from then on it can only wait, so the wait lasts at least the sleep below.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (testing::fake_cuda_counters().dtoh_bytes < 2 * kSaveWindowBytes - (1 << 20) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_GE(testing::fake_cuda_counters().dtoh_bytes, 2 * kSaveWindowBytes - (1 << 20)) << "the two windows were never filled";
   EXPECT_FALSE(handle->wait_snapshot_for(std::chrono::milliseconds(200))) << "the third window needs a written one";
   gate.open();
   ASSERT_TRUE(handle->snapshot().ok());
