@@ -6,8 +6,8 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
-#include <regex>
 #include <set>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -45,18 +45,30 @@ std::vector<SaveTensor> without_aliases(std::span<const SaveTensor> tensors,
   return kept;
 }
 
+// Whether `name` is PREFIX-NNNNN-of-NNNNN.safetensors (five digits each, as transformers names shards).
+// Plain comparisons, not std::regex: under PyTorch, whose libraries are loaded globally and carry their own
+// instantiations of libstdc++'s regex templates, a std::regex here crashed the process on the GPU machine.
+bool is_shard_name(std::string_view name, std::string_view prefix) {
+  auto digits = [&](std::size_t at) {
+    return std::all_of(name.begin() + at, name.begin() + at + 5, [](char c) { return c >= '0' && c <= '9'; });
+  };
+  constexpr std::string_view of = "-of-", suffix = ".safetensors";
+  const std::size_t first = prefix.size() + 1, second = first + 5 + of.size();
+  return name.size() == second + 5 + suffix.size() && name.substr(0, prefix.size()) == prefix &&
+         name[prefix.size()] == '-' && digits(first) && name.substr(first + 5, of.size()) == of && digits(second) &&
+         name.substr(second + 5) == suffix;
+}
+
 // Files of an earlier save with this prefix that this one does not write: they would mislead readers (an
 // index beside a single file, shards of another count).
 std::vector<std::string> stale_files(const std::string& directory, const std::string& prefix,
                                      const std::set<std::string>& writing) {
   std::vector<std::string> stale;
-  const std::regex shard(std::regex_replace(prefix, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") +
-                         R"(-\d{5}-of-\d{5}\.safetensors)");
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(directory, ec)) {
     std::string name = entry.path().filename().string();
     bool ours = name == prefix + ".safetensors" || name == prefix + ".safetensors.index.json" ||
-                std::regex_match(name, shard);
+                is_shard_name(name, prefix);
     if (ours && !writing.count(name)) stale.push_back(name);
   }
   std::sort(stale.begin(), stale.end());

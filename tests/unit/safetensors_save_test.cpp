@@ -542,19 +542,49 @@ TEST_F(SafetensorsSave, ShardedSavesRefuseOrRemoveStaleFiles) {
   std::ofstream(dir_ / "model-00001-of-00002.safetensors") << "old";
   std::ofstream(dir_ / "model.safetensors.index.json") << "{}";
   std::ofstream(dir_ / "notes.txt") << "mine";
+  // Near misses of the shard pattern are not ours: they stay.
+  for (const char* other : {"model-0001-of-00002.safetensors", "model-00001-of-00002.safetensors.bak",
+                            "modelx-00001-of-00002.safetensors", "model-0000a-of-00002.safetensors",
+                            "model-00001-0f-00002.safetensors", "model-00001-of-000020safetensors"}) {
+    std::ofstream(dir_ / other) << "theirs";
+  }
+  const std::vector<std::string> theirs = {"model-00001-0f-00002.safetensors", "model-00001-of-00002.safetensors.bak",
+                                           "model-00001-of-000020safetensors", "model-0000a-of-00002.safetensors",
+                                           "model-0001-of-00002.safetensors", "modelx-00001-of-00002.safetensors"};
   ShardedSaveOptions o;
   o.save = options();
   EXPECT_THAT(detail::save_sharded_with(dir_.string(), t, o, seams()),
               StatusIs(ErrorCode::already_exists,
                        HasSubstr("\"model-00001-of-00002.safetensors\", \"model.safetensors.index.json\"")));
-  EXPECT_THAT(listing(), ElementsAre("model-00001-of-00002.safetensors", "model.safetensors.index.json", "notes.txt"))
-      << "nothing written, nothing removed";
+  std::vector<std::string> before = theirs;
+  before.push_back("model-00001-of-00002.safetensors");
+  before.push_back("model.safetensors.index.json");
+  before.push_back("notes.txt");
+  std::sort(before.begin(), before.end());
+  EXPECT_EQ(listing(), before) << "nothing written, nothing removed";
   o.remove_stale = true;
   auto stats = detail::save_sharded_with(dir_.string(), t, o, seams());
   ASSERT_TRUE(stats.ok()) << stats.status().to_string();
   EXPECT_TRUE(stats->index.empty()) << "one shard: no index, as save_pretrained";
-  EXPECT_THAT(listing(), ElementsAre("model.safetensors", "notes.txt"));
+  std::vector<std::string> after = theirs;
+  after.push_back("model.safetensors");
+  after.push_back("notes.txt");
+  std::sort(after.begin(), after.end());
+  EXPECT_EQ(listing(), after);
   EXPECT_EQ(stats->removed.size(), 2u);
+}
+
+TEST_F(SafetensorsSave, AShardPrefixIsMatchedLiterallyNotAsAPattern) {
+  std::vector<std::uint8_t> data(4000);
+  std::vector<SaveTensor> t = {{"a", Dtype::u8, {4000}, data.data()}};
+  std::ofstream(dir_ / "m.v+1-00002-of-00003.safetensors") << "old";
+  std::ofstream(dir_ / "mxv+1-00002-of-00003.safetensors") << "theirs";
+  std::ofstream(dir_ / "m.vv1-00002-of-00003.safetensors") << "theirs";
+  ShardedSaveOptions o;
+  o.save = options();
+  o.prefix = "m.v+1";
+  EXPECT_THAT(detail::save_sharded_with(dir_.string(), t, o, seams()),
+              StatusIs(ErrorCode::already_exists, HasSubstr("holds \"m.v+1-00002-of-00003.safetensors\" from")));
 }
 
 }  // namespace
