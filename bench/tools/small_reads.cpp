@@ -322,7 +322,7 @@ int main(int argc, char** argv) {
       // One-at-a-time modes get fewer requests: latency, not throughput, is what they show.
       Plan q = p;
       if (name.back() == '1') q.offsets.resize(std::min<std::size_t>(q.offsets.size(), 4000));
-      Result r = bench.measure(name, q, dev, run);
+      auto r = bench.measure(name, q, dev, run);
       double gbps = static_cast<double>(r.bytes) / r.seconds / 1e9;
       double mreq = static_cast<double>(r.requests) / r.seconds / 1e6;
       double us = r.seconds / static_cast<double>(r.requests) * 1e6;
