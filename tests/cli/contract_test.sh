@@ -130,8 +130,6 @@ result cuFileDriverClose_v2(void) { return ok(); }
 result cuFileDriverGetProperties(void* p) { (void)p; return ok(); }
 result cuFileHandleRegister(void* a, void* b) { (void)a; (void)b; return ok(); }
 void cuFileHandleDeregister(void* a) { (void)a; }
-result cuFileBufRegister(void) { return ok(); }
-result cuFileBufDeregister(void) { return ok(); }
 long cuFileRead(void) { return -1; }
 long cuFileWrite(void) { return -1; }
 C

@@ -122,7 +122,7 @@ TEST_F(FirstError, FailedRequestLeavesTheFileUsable) {
   auto file = open(path, "r", fault_config(DirectIo::off, 2));
   ASSERT_TRUE(file.ok());
   std::vector<std::uint8_t> buf(4 * kTask);
-  ASSERT_FALSE(file->pread(buf.data(), buf.size(), 0).get().ok());
+  ASSERT_THAT(file->pread(buf.data(), buf.size(), 0).get(), StatusIs(ferry::ErrorCode::io_error));
   auto r = file->pread(buf.data(), buf.size(), 0).get();
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ(buf, testing::pattern(0, 4 * kTask));
@@ -134,7 +134,7 @@ TEST_F(FirstError, FailedRequestStillCountsInTheFilesReport) {
   auto file = open(path, "r", fault_config(DirectIo::off, 1));
   ASSERT_TRUE(file.ok());
   std::vector<std::uint8_t> buf(4 * kTask);
-  ASSERT_FALSE(file->pread(buf.data(), buf.size(), 0).get().ok());
+  ASSERT_THAT(file->pread(buf.data(), buf.size(), 0).get(), StatusIs(ferry::ErrorCode::io_error));
   // One worker, in order: three tasks succeeded before the fourth failed; the trail keeps them.
   Report report = file->report();
   EXPECT_EQ(report.at(Route::host).ops, 3u) << report.summary();

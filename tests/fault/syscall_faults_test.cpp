@@ -177,7 +177,7 @@ TEST_F(FaultEintr, EndlessEintrGivesUpWithAClearError) {
   ASSERT_TRUE(file.ok());
   SentinelBuffer buf(4096);
   auto r = file->pread(buf.data(), 4096, 0).get();
-  ASSERT_FALSE(r.ok());
+  ASSERT_THAT(r, StatusIs(ferry::ErrorCode::io_error));
   EXPECT_EQ(r.status().sys_errno(), EINTR);
   EXPECT_THAT(r.status().to_string(), HasSubstr("EINTR"));
   EXPECT_THAT(r.status().message(), HasSubstr(path));
@@ -282,7 +282,7 @@ TEST_F(FaultEnospc, FailedBlockingWriteDoesNotMoveThePosition) {
     ASSERT_TRUE(file.ok());
     const char lost[] = "lost-";
     const char kept[] = "kept";
-    ASSERT_FALSE(file->write(lost, 5).ok());
+    ASSERT_THAT(file->write(lost, 5), StatusIs(ferry::ErrorCode::no_space));
     auto w = file->write(kept, 4);
     ASSERT_TRUE(w.ok()) << w.status().to_string();
     auto back = testing::read_whole_file(path);
@@ -312,7 +312,7 @@ TEST_F(FaultStat, FstatFailureBeforeAReadFailsItNamingThePath) {
   ASSERT_THAT(r, StatusIs(ErrorCode::io_error));
   EXPECT_THAT(r.status().to_string(), HasSubstr(path));
   auto size = file->size();
-  ASSERT_FALSE(size.ok());
+  ASSERT_THAT(size, StatusIs(ferry::ErrorCode::io_error));
   EXPECT_THAT(size.status().to_string(), HasSubstr(path));
 }
 

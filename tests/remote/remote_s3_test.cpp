@@ -11,7 +11,10 @@
 
 #include "ferry/remote.hpp"
 #include "remote/servers.hpp"
+#include "support/status_matchers.hpp"
 #include "support/test_files.hpp"
+
+using ferry::testing::StatusIs;
 
 namespace {
 
@@ -93,8 +96,7 @@ TEST_F(RemoteS3, WrongSecretIsPermissionDeniedWithoutShowingIt) {
   options_.access_key_id = ferry::testing::S3Server::kAccessKey;
   options_.secret_access_key = "not-the-secret-123";
   auto o = Object::open("s3://bkt/dir/obj.bin", options_);
-  ASSERT_FALSE(o.ok());
-  EXPECT_EQ(o.status().code(), ErrorCode::permission_denied);
+  ASSERT_THAT(o, StatusIs(ErrorCode::permission_denied));
   EXPECT_THAT(o.status().message(), HasSubstr("s3://bkt/dir/obj.bin"));
   EXPECT_THAT(o.status().message(), HasSubstr("SignatureDoesNotMatch"));
   EXPECT_THAT(o.status().to_string(), Not(HasSubstr("not-the-secret-123")));

