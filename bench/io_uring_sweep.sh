@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The io_uring engine against psync on the host route: the same file, the same threads and task sizes,
-# hot (page cache) and cold (evicted before each run), with the CPU time per GiB that `ferry bench` reports.
+# hot (page cache) and cold (evicted before each run), with the CPU time per GiB that `ferry-bench` reports.
 # Usage: bench/io_uring_sweep.sh FERRY_CLI FILE OUT_DIR [SIZE]
 set -uo pipefail
 ferry=$1 file=$2 out=$3 size=${4:-1GiB}
+bench=$(dirname "$ferry")/ferry-bench  # built beside ferry
 mkdir -p "$out"
 for cache in hot cold; do
   for engine in psync io_uring; do
-    FERRY_IO_ENGINE=$engine "$ferry" bench "$file" --size "$size" --cache "$cache" --routes host --baselines none \
+    FERRY_IO_ENGINE=$engine "$bench" "$file" --size "$size" --cache "$cache" --routes host --baselines none \
       --threads 1,2 --task-size 4KiB,64KiB,4MiB --repeats 3 --cold-repeats 2 --json-out "$out/$cache-$engine.json" \
       --no-progress > "$out/$cache-$engine.txt" 2>&1
   done

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The acceptance set of `ferry bench` on the GPU machine, in one go (well under 8 minutes there):
+# The acceptance set of `ferry-bench` on the GPU machine, in one go (well under 8 minutes there):
 #   1. read-hot   8 GiB, page cache: copy ceiling, raw parallel pread, naive; staged, cufile (compat off), host;
 #                 default settings, 3 repeats, --verify
 #   2. read-cold  8 GiB, evicted before every run: copy, pread O_DIRECT, naive; staged, cufile; 2 repeats
@@ -19,17 +19,18 @@
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 ferry=${1:-$here/${FERRY_BUILD_DIR:-build}/cli/ferry}
+bench=$(dirname "$ferry")/ferry-bench  # built beside ferry
 out=${2:-${OUT:-$here/bench/results/$(date -u +%Y%m%dT%H%M%SZ)}}
 data=${FERRY_BENCH_DATA:-$here/${FERRY_BUILD_DIR:-build}/bench-data}
 size=${FERRY_BENCH_SIZE:-8GiB}
 budget=${FERRY_BENCH_BUDGET_S:-450}
-[ -x "$ferry" ] || { echo "run-gpu-bench: no ferry binary at $ferry (build with scripts/build.sh)" >&2; exit 1; }
+[ -x "$bench" ] || { echo "run-gpu-bench: no ferry-bench beside $ferry (build with scripts/build.sh)" >&2; exit 1; }
 mkdir -p "$out" "$data" || exit 1
 file="$data/bench-$size.bin"
 start=$(date +%s)
 status=0
 
-step() {  # step NAME BENCH-ARGS...: runs one `ferry bench` unless the time budget is spent
+step() {  # step NAME BENCH-ARGS...: runs one `ferry-bench` unless the time budget is spent
   local name=$1
   shift
   local now=$(($(date +%s) - start))
@@ -39,13 +40,13 @@ step() {  # step NAME BENCH-ARGS...: runs one `ferry bench` unless the time budg
     return
   fi
   local t0=$(date +%s) rc
-  "$ferry" bench "$file" --size "$size" --json-out "$out/$name.json" "$@" >"$out/$name.txt" 2>"$out/$name.log"
+  "$bench" "$file" --size "$size" --json-out "$out/$name.json" "$@" >"$out/$name.txt" 2>"$out/$name.log"
   rc=$?
   echo "[$(($(date +%s) - start)) s] $name: exit $rc in $(($(date +%s) - t0)) s ($out/$name.txt)"
   [ "$rc" -eq 0 ] || { status=1; tail -3 "$out/$name.log"; }
 }
 
-echo "ferry bench acceptance set: $ferry, file $file ($size), results in $out"
+echo "ferry-bench acceptance set: $bench, file $file ($size), results in $out"
 "$ferry" --version >"$out/version.txt" 2>&1
 nvidia-smi -L >"$out/nvidia-smi.txt" 2>&1 || true
 

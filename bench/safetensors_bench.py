@@ -11,7 +11,7 @@ reused while its size matches. Each timed run is a fresh `python3 bench/safetens
 it imports torch and the loader, makes the CUDA context (torch.zeros(1, device="cuda")), then times from
 the call to torch.cuda.synchronize() after it returned -- what a model server pays at start-up. Hot runs
 follow an untimed read of the file; cold runs follow `echo 3 > /proc/sys/vm/drop_caches` (root) or
-POSIX_FADV_DONTNEED (otherwise, said in the output). The ceilings come from `ferry bench` on the same file
+POSIX_FADV_DONTNEED (otherwise, said in the output). The ceilings come from `ferry-bench` on the same file
 (copy: pinned host to device in 64 MiB chunks on 2 streams; pread: raw parallel O_DIRECT when cold), or,
 without the CLI, the copy ceiling from torch.
 
@@ -163,9 +163,10 @@ def run_child(loader: str, path: Path, env: Dict[str, str]) -> Dict[str, Any]:
 
 
 def ferry_bench(cli: str, path: Path, size: int, env: Dict[str, str]) -> Dict[str, Any]:
-    """copy ceiling and raw pread (O_DIRECT when cold) from `ferry bench` on the same file."""
+    """copy ceiling and raw pread (O_DIRECT when cold) from `ferry-bench` (beside the `ferry` CLI) on the same
+    file."""
     size = size // 4096 * 4096
-    cmd = [cli, "bench", str(path), "--size", str(size), "--routes", "staged", "--baselines", "copy,pread",
+    cmd = [str(Path(cli).with_name("ferry-bench")), str(path), "--size", str(size), "--routes", "staged", "--baselines", "copy,pread",
            "--cache", "both", "--repeats", "3", "--cold-repeats", "2", "--json", "--no-progress"]
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
     if out.returncode != 0:
@@ -268,7 +269,7 @@ def main() -> int:
             ceilings = {"error": str(e)}
     if "copy_hot" not in ceilings:
         ceilings["copy_hot"] = torch_copy_ceiling(min(size, 4 << 30))
-        ceilings["copy_source"] = "torch pinned copy (ferry bench unavailable)"
+        ceilings["copy_source"] = "torch pinned copy (ferry-bench unavailable)"
     emit({"kind": "ceilings", "gib_per_s": ceilings})
 
     def median(key: str) -> Optional[float]:

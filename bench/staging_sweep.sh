@@ -6,6 +6,7 @@
 #   SWEEP_SIZE (default 8GiB) the hot read; SWEEP_SHAPES overrides the list below ("T:B:K:TASK ...").
 set -uo pipefail
 ferry=$1
+bench=$(dirname "$ferry")/ferry-bench  # built beside ferry
 out=$2
 data=${3:-$out}
 mkdir -p "$out" "$data"
@@ -39,7 +40,7 @@ else:
 EOF
 }
 
-"$ferry" bench "$file" --size "$size" --cache hot --repeats 5 --routes staged --baselines copy \
+"$bench" "$file" --size "$size" --cache hot --repeats 5 --routes staged --baselines copy \
   --json-out "$out/sweep-default.json" > "$out/sweep-default.txt" 2>&1
 echo "== default settings: $(summary "$out/sweep-default.json" | head -1)"
 summary "$out/sweep-default.json" | tail -1
@@ -47,9 +48,9 @@ for shape in $shapes; do
   IFS=: read -r t b k task <<< "$shape"
   tag="t$t-b$b-k$k-task$task"
   export FERRY_THREADS=$t FERRY_BOUNCE_BUFFER_SIZE=$b FERRY_BOUNCE_BUFFERS_PER_THREAD=$k FERRY_TASK_SIZE=$task
-  "$ferry" bench "$file" --size "$size" --cache hot --repeats 5 --routes staged --baselines none \
+  "$bench" "$file" --size "$size" --cache hot --repeats 5 --routes staged --baselines none \
     --json-out "$out/sweep-$tag.json" > "$out/sweep-$tag.txt" 2>&1
-  "$ferry" bench "$first" --size 1GiB --cache hot --repeats 3 --routes staged --baselines none --first-read \
+  "$bench" "$first" --size 1GiB --cache hot --repeats 3 --routes staged --baselines none --first-read \
     --json-out "$out/first-$tag.json" > "$out/first-$tag.txt" 2>&1
   /usr/bin/env python3 - "$out/sweep-$tag.json" "$out/sweep-default.json" "$tag" <<'EOF'
 import json, sys

@@ -1,17 +1,10 @@
-// Option handling and error printing shared by the subcommands.
+// Option handling shared by the command-line programs.
 #include "cli_common.hpp"
 
 #include <cctype>
-#include <chrono>
 #include <cstring>
-#include <iostream>
-
-#include <unistd.h>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
-
-#include "ferry_tooling/json_text.hpp"
 
 namespace ferry::cli {
 
@@ -56,20 +49,22 @@ std::uint64_t parse_size_option(const std::string& text, const char* option) {
   return *r;
 }
 
+void set_option(Config& config, const char* setting, const char* option, const std::string& value) {
+  Status s = config.set(setting, value);
+  if (s.ok()) return;
+  // The setting's name means little on a command line: name the option instead.
+  std::string msg = s.message();
+  for (auto at = msg.find(setting); at != std::string::npos; at = msg.find(setting, at + std::strlen(option)))
+    msg.replace(at, std::strlen(setting), option);
+  throw UsageError{msg};
+}
+
 Config build_config(const CommonOptions& o) {
   auto base = default_config();
   if (!base.ok()) throw UsageError{base.status().message()};
   Config c = *base;
   auto apply = [&](const char* setting, const char* option, const std::string& value) {
-    if (value.empty()) return;
-    Status s = c.set(setting, value);
-    if (!s.ok()) {
-      std::string msg = s.message();
-      // The setting's name means little on a command line: name the option instead.
-      auto at = msg.find(setting);
-      if (at != std::string::npos) msg.replace(at, std::strlen(setting), option);
-      throw UsageError{msg};
-    }
+    if (!value.empty()) set_option(c, setting, option, value);
   };
   apply("threads", "--threads", o.threads);
   apply("task_size", "--task-size", o.task_size);
@@ -79,71 +74,30 @@ Config build_config(const CommonOptions& o) {
   return c;
 }
 
-void wait_with_progress(const Future& future, const char* verb, std::uint64_t total) {
-  if (!::isatty(STDERR_FILENO) || future.wait_for(std::chrono::milliseconds(1000))) {
-    future.wait();
-    return;
+bool asks_for_json(int argc, char** argv) {
+  for (int i = 1; i < argc && std::strcmp(argv[i], "--") != 0; ++i) {
+    if (std::strcmp(argv[i], "--json") == 0) return true;
   }
-  while (!future.wait_for(std::chrono::milliseconds(250))) {
-    std::uint64_t done = future.bytes_done();
-    std::cerr << fmt::format("\r{} {} of {} ({:.0f}%)   ", verb, format_size(done), format_size(total),
-                             total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0)
-              << std::flush;
+  return false;
+}
+
+int parse_and_run(CLI::App& app, int argc, char** argv, const std::string& program, const std::string& command,
+                  const std::function<int()>& run) {
+  const bool json = asks_for_json(argc, argv);
+  tooling::set_command(program, json, command);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (app.exit(e) == 0) return kExitOk;  // --help, --version
+    // CLI11 has printed its message on stderr; with --json stdout gets the same as an error object.
+    if (json) tooling::print_json(tooling::error_json(Status(ErrorCode::invalid_argument, e.what()), kExitUsage, command));
+    return kExitUsage;
   }
-  std::cerr << "\r" << std::string(60, ' ') << "\r" << std::flush;
-}
-
-void print_error(const std::string& message) { std::cerr << "ferry: " << message << "\n"; }
-
-namespace {
-bool g_json_errors = false;
-bool g_json_error_printed = false;
-std::string g_command;
-}  // namespace
-
-void set_json_errors(bool on, const std::string& command) {
-  g_json_errors = on;
-  g_command = command;
-}
-
-bool json_errors() { return g_json_errors; }
-
-std::string error_json(const Status& status, int exit_status, const std::string& command) {
-  nlohmann::json j;
-  j["schema"] = kErrorSchema;
-  j["command"] = command.empty() ? nlohmann::json(nullptr) : nlohmann::json(command);
-  j["code"] = error_code_name(status.code());
-  j["message"] = status.to_string();
-  j["path"] = status.path().empty() ? nlohmann::json(nullptr) : nlohmann::json(status.path());
-  j["errno"] = status.sys_errno() == 0
-                   ? nlohmann::json(nullptr)
-                   : nlohmann::json{{"name", errno_name(status.sys_errno())}, {"number", status.sys_errno()}};
-  j["exit_status"] = exit_status;
-  return tooling::json_dump(j);
-}
-
-namespace {
-void print_json_error(const Status& status, int exit_status) {
-  if (!g_json_errors || g_json_error_printed) return;
-  g_json_error_printed = true;
-  std::cout << error_json(status, exit_status, g_command) << "\n" << std::flush;
-}
-}  // namespace
-
-int fail(const Status& status, int exit_status) {
-  print_error(status.to_string());
-  print_json_error(status, exit_status);
-  return exit_status;
-}
-
-int fail(ErrorCode code, const std::string& message, int exit_status) {
-  print_error(message);  // as before --json existed: the message alone
-  print_json_error(Status(code, message), exit_status);
-  return exit_status;
-}
-
-int exit_code_for(const Status& s) {
-  return s.code() == ErrorCode::invalid_argument && s.sys_errno() == 0 ? kExitUsage : kExitFailure;
+  try {
+    return run();
+  } catch (const UsageError& e) {
+    return fail(ErrorCode::invalid_argument, e.message, kExitUsage);
+  }
 }
 
 }  // namespace ferry::cli

@@ -1,30 +1,31 @@
-// Shared pieces of the `ferry` subcommands: exit codes, option parsing helpers, output.
+// What the command-line programs (`ferry`, `ferry-bench`) share: usage errors and the options every I/O
+// command takes, kept as text until parsed so that an error names the option.
 #pragma once
 
 #include <cstdint>
-#include <optional>
+#include <functional>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
 #include "ferry/ferry.hpp"
-#include "throughput.hpp"
+#include "ferry_tooling/command_output.hpp"
+#include "ferry_tooling/exit_status.hpp"
 
 namespace ferry::cli {
 
-// Exit codes, as documented in `ferry --help` and the README.
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;   // the operation failed: missing file, permission, I/O error, ...
-inline constexpr int kExitUsage = 2;     // bad command line: unknown option, bad size suffix, ...
-inline constexpr int kExitMismatch = 3;  // --verify found different bytes
-inline constexpr int kExitRouteRefused = 4;  // --require-gds / doctor: the required route is not available
+using tooling::fail;
+using tooling::kExitFailure;
+using tooling::kExitMismatch;
+using tooling::kExitOk;
+using tooling::kExitUsage;
 
 /// A usage error raised while interpreting options (exit 2).
 struct UsageError {
   std::string message;
 };
 
-/// Options every I/O subcommand shares, kept as text until parsed so errors can name the option.
+/// Options every I/O command shares.
 struct CommonOptions {
   std::string threads;
   std::string task_size;
@@ -45,42 +46,25 @@ CLI::Validator gpu_ordinal(const std::string& without);
 void add_common_options(CLI::App& cmd, CommonOptions& o);
 /// default_config() with the command line's settings applied. Throws UsageError.
 Config build_config(const CommonOptions& o);
+/// config.set(setting, value) for the command line's `option`; throws UsageError naming the option.
+void set_option(Config& config, const char* setting, const char* option, const std::string& value);
 /// parse_size for an option; throws UsageError naming the option.
 std::uint64_t parse_size_option(const std::string& text, const char* option);
 
-/// "ferry: <message>" on stderr.
-void print_error(const std::string& message);
+/// Whether the command line asks for --json (anywhere before "--"): failures found while reading it are then
+/// reported as JSON too.
+bool asks_for_json(int argc, char** argv);
+
+/// How both programs read their command line and run it: `program` and `command` name them in messages and
+/// error objects (command_output.hpp); --help and --version exit 0; a parse error exits 2 with CLI11's
+/// message (and with --json an error object); then `run` runs the command, and a UsageError it throws exits 2.
+int parse_and_run(CLI::App& app, int argc, char** argv, const std::string& program, const std::string& command,
+                  const std::function<int()>& run);
 
 /// JSON schema names: every document `--json` prints names its kind and version in the key "schema",
-/// "ferry.<command>/<version>" ("ferry.read/1"), as ferry.doctor/1 does.
+/// "ferry.<command>/<version>" ("ferry.read/1"), as ferry.doctor/1 and ferry.error/1 do.
 inline constexpr const char* kReadSchema = "ferry.read/1";
 inline constexpr const char* kWriteSchema = "ferry.write/1";
-inline constexpr const char* kErrorSchema = "ferry.error/1";
-
-/// Where the command line asked for --json, a failure is reported twice: "ferry: <status>" on stderr as
-/// always, and one JSON object (schema ferry.error/1) on stdout, so a script reading stdout gets a document
-/// either way. main() sets this before running a subcommand; `command` names it ("read"), empty for none.
-void set_json_errors(bool on, const std::string& command);
-bool json_errors();
-
-/// Reports a failure (see set_json_errors) and returns `exit_status`, so call sites read
-/// `return fail(status, kExitFailure);`. At most one JSON error object is printed per process.
-int fail(const Status& status, int exit_status);
-/// The same for a failure without a Status: `code` is an ErrorCode's name ("invalid_argument" for usage).
-int fail(ErrorCode code, const std::string& message, int exit_status);
-
-/// {"schema": "ferry.error/1", "command", "code", "message", "path", "errno": {"name", "number"} | null,
-/// "exit_status"} for `status`; "message" is the text stderr shows (Status::to_string()).
-std::string error_json(const Status& status, int exit_status, const std::string& command);
-/// Exit code for a failed Status: permission/missing/IO are failures; invalid arguments are usage.
-int exit_code_for(const Status& s);
-
-/// Waits for `future`, showing "reading 2.50 GiB of 8.00 GiB (31%)" on stderr when it is a terminal and
-/// the wait lasts longer than a second.
-void wait_with_progress(const Future& future, const char* verb, std::uint64_t total);
-
-int run_read(const std::string& path, const std::string& offset, const std::string& size, bool verify,
-             const CommonOptions& o);
-int run_write(const std::string& path, const std::string& size, bool no_sync, const CommonOptions& o);
+inline constexpr const char* kLoadSchema = "ferry.load/1";
 
 }  // namespace ferry::cli

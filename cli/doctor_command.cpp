@@ -42,11 +42,10 @@ int run_doctor_command(const DoctorCommandOptions& o) {
     options.config = build_config(common);  // throws UsageError for a bad value or environment
   }
   auto report = run_doctor(options);
-  if (!report.ok()) {
-    return fail(report.status(), exit_code_for(report.status()));
-  }
+  if (!report.ok()) return fail(report.status(), tooling::exit_status_for(report.status()));
+  // The report's JSON comes from the library's writer (ferry_tooling/json_text.hpp), as every command's.
   std::cout << (o.json ? report->to_json() + "\n" : report->to_text());
-  if (!o.json && report->exit_status != kDoctorExitOk) print_error(report->exit_reason);
+  if (!o.json && report->exit_status != kDoctorExitOk) tooling::print_error(report->exit_reason);
   return report->exit_status;
 }
 

@@ -1,24 +1,24 @@
 // `ferry load`: open (headers, validation), allocate, read, and tell what happened.
 #include "load_command.hpp"
 
-#include <unistd.h>
-
 #include <iostream>
 #include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "elapsed_time.hpp"
 #include "ferry/remote.hpp"
 #include "ferry/safetensors.hpp"
 #include "ferry_tooling/device_memory.hpp"
+#include "ferry_tooling/file_compare.hpp"
 #include "ferry_tooling/json_text.hpp"
-#include "file_compare.hpp"
+#include "ferry_tooling/progress.hpp"
+#include "ferry_tooling/timing.hpp"
 
 namespace ferry::cli {
 namespace {
 
+using namespace ferry::tooling;
 namespace st = ferry::safetensors;
 
 constexpr const char* kLoadFooter = R"(
@@ -54,32 +54,6 @@ std::string shape_text(const std::vector<std::uint64_t>& shape) {
 
 std::string device_text(int device) { return device == st::kHostMemory ? "host" : fmt::format("GPU {}", device); }
 
-int exit_for(const Status& s) {
-  if (s.code() == ErrorCode::failed_precondition) return kExitRouteRefused;
-  return kExitFailure;
-}
-
-// "loading 2.50 GiB of 8.00 GiB (31%)" on a terminal, for loads that last more than a second.
-class TerminalProgress {
- public:
-  bool operator()(std::uint64_t done, std::uint64_t total) {
-    if (!tty_ || seconds_since(start_) < 1.0) return true;
-    shown_ = true;
-    std::cerr << fmt::format("\rloading {} of {} ({:.0f}%)   ", format_size(done), format_size(total),
-                             total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0)
-              << std::flush;
-    return true;
-  }
-  ~TerminalProgress() {
-    if (shown_) std::cerr << "\r" << std::string(60, ' ') << "\r" << std::flush;
-  }
-
- private:
-  bool tty_ = ::isatty(STDERR_FILENO) != 0;
-  std::uint64_t start_ = now_ns();
-  bool shown_ = false;
-};
-
 // Every copy of every tensor against the file, read with plain preads (file_compare.hpp).
 VerifyOutcome verify_all(const st::Checkpoint& c, const st::LoadedCheckpoint& loaded) {
   std::vector<const std::vector<st::LoadedTensor>*> copies{&loaded.tensors};
@@ -92,7 +66,7 @@ VerifyOutcome verify_all(const st::Checkpoint& c, const st::LoadedCheckpoint& lo
       const auto* got = static_cast<const std::uint8_t*>(t.data);
       if (t.device != st::kHostMemory && t.size_bytes > 0) {
         host.resize(t.size_bytes);
-        Status s = tooling::copy_device_to_host(t.device, t.data, host.data(), t.size_bytes);
+        Status s = copy_device_to_host(t.device, t.data, host.data(), t.size_bytes);
         if (!s.ok()) return {false, s.to_string()};
         got = host.data();
       }
@@ -134,22 +108,24 @@ int run_load(const LoadCommandOptions& o) {
                      "each replica GPU"};
   }
   if (!o.max_request.empty()) options.max_request_bytes = parse_size_option(o.max_request, "--max-request");
-  TerminalProgress progress;
-  options.progress = [&progress](std::uint64_t done, std::uint64_t total) { return progress(done, total); };
+  TerminalProgress progress(true, 1.0);  // "loading 2.50 GiB of 8.00 GiB (31%)", for loads of more than a second
+  options.progress = [&progress](std::uint64_t done, std::uint64_t total) {
+    progress.transient(amount_text("loading", done, total));
+    return true;
+  };
   st::OpenOptions open_options;
   open_options.config = config;
 
   std::uint64_t start = now_ns();
   auto checkpoint = st::Checkpoint::open(o.path, open_options);
   double open_seconds = seconds_since(start);
-  if (!checkpoint.ok()) {
-    return fail(checkpoint.status(), exit_for(checkpoint.status()));
-  }
+  // A malformed checkpoint is invalid_argument, and a failure of the load (exit 1), not of its command line.
+  auto exit_status = [&](const Status& s) { return exit_status_for(s, config.require(), InvalidArgument::failure); };
+  if (!checkpoint.ok()) return fail(checkpoint.status(), exit_status(checkpoint.status()));
   auto loaded = checkpoint->load(options);
   double seconds = seconds_since(start);
-  if (!loaded.ok()) {
-    return fail(loaded.status(), exit_for(loaded.status()));
-  }
+  progress.clear();
+  if (!loaded.ok()) return fail(loaded.status(), exit_status(loaded.status()));
   const st::LoadStats& stats = loaded->stats;
   std::optional<VerifyOutcome> verified;
   if (o.verify) verified = verify_all(*checkpoint, *loaded);
@@ -160,7 +136,7 @@ int run_load(const LoadCommandOptions& o) {
   notes.insert(notes.end(), stats.notes.begin(), stats.notes.end());
   if (o.common.json) {
     nlohmann::json j;
-    j["schema"] = "ferry.load/1";
+    j["schema"] = kLoadSchema;
     j["command"] = "load";
     j["path"] = remote::display_url(o.path);
     j["files"] = checkpoint->files();
@@ -193,10 +169,10 @@ int run_load(const LoadCommandOptions& o) {
                      {"direct_io", direct_io_name(checkpoint->config().direct_io())},
                      {"compat_mode", compat_mode_name(checkpoint->config().compat_mode())},
                      {"require", requirement_name(checkpoint->config().require())}};
-    j["report"] = tooling::report_json(stats.report);
+    j["report"] = report_json(stats.report);
     j["notes"] = notes;
     if (verified) j["verify"] = {{"ok", verified->ok}, {"detail", verified->detail}};
-    std::cout << tooling::json_dump(j) << "\n";  // names need not be UTF-8
+    print_json(j);
   } else {
     std::string target = options.device == st::kHostMemory ? "host memory" : device_text(options.device);
     for (int r : options.replicas) target += fmt::format(" (+ a copy on GPU {})", r);

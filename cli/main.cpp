@@ -2,7 +2,6 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
-#include <iostream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -12,7 +11,7 @@
 #include "cli_common.hpp"
 #include "ferry/remote.hpp"
 #include "doctor_command.hpp"
-#include "bench_command.hpp"
+#include "io_commands.hpp"
 #include "load_command.hpp"
 #include "version_text.hpp"
 
@@ -23,7 +22,7 @@ Exit status: 0 success; 1 the operation failed (missing file, permission denied,
 2 bad command line (unknown option, unparsable size); 3 --verify found different bytes;
 4 the required route (--require-gds) is not available; 128 + N killed by signal N (130: Ctrl-C).
 Sizes accept suffixes: 4096, 16k, 4MiB, 1G (binary) or 1GB (decimal).
-Settings also come from FERRY_* environment variables; see docs/settings.md.)";
+Settings also come from FERRY_* environment variables; see docs/settings.md. Benchmarks: ferry-bench --help.)";
 
 constexpr const char* kWriteFooter = R"(
 FILE is replaced only when the new data is complete (and synced, unless --no-sync): until then it is left
@@ -45,20 +44,11 @@ const char* first_word(int argc, char** argv) {
   return nullptr;
 }
 
-// --json anywhere before "--": errors found while reading the command line are then reported as JSON too.
-bool asks_for_json(int argc, char** argv) {
-  for (int i = 1; i < argc && std::strcmp(argv[i], "--") != 0; ++i) {
-    if (std::strcmp(argv[i], "--json") == 0) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace ferry::cli;
   using ferry::ErrorCode;
-  using ferry::Status;
   CLI::App app{"ferry: file data into GPU or host memory at the speed the hardware allows, with proof of the route taken"};
   app.footer(kFooter);
   app.require_subcommand(1);
@@ -95,9 +85,6 @@ int main(int argc, char** argv) {
   CLI::App* doctor = app.add_subcommand("doctor", "Check CUDA, cuFile, nvidia-fs, the platform and PATH; predict (and with --probe prove) the route a read of PATH into a GPU takes, and why");
   add_doctor_options(*doctor, doctor_opts);
 
-  BenchOptions bench_opts;
-  CLI::App* bench = add_bench_command(app, bench_opts);
-
   LoadCommandOptions load_opts;
   CLI::App* load = add_load_command(app, load_opts);
 
@@ -105,47 +92,28 @@ int main(int argc, char** argv) {
   for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
     commands.push_back(sub->get_name());
   }
-  const bool json = asks_for_json(argc, argv);
-  if (const char* word = first_word(argc, argv);
-      word != nullptr && std::find(commands.begin(), commands.end(), word) == commands.end()) {
-    set_json_errors(json, "");
+  const char* word = first_word(argc, argv);
+  if (word != nullptr && std::find(commands.begin(), commands.end(), word) == commands.end()) {
+    ferry::tooling::set_command("ferry", asks_for_json(argc, argv), "");
     return fail(ErrorCode::invalid_argument,
                 fmt::format("unknown command \"{}\"; the commands are: {} (ferry --help describes them)", word,
                             fmt::join(commands, ", ")),
                 kExitUsage);
   }
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    if (rc == 0) return kExitOk;  // --help, --version
-    if (json) {
-      // CLI11 has printed its message on stderr; stdout gets the same as a JSON error object.
-      const char* word = first_word(argc, argv);
-      std::cout << error_json(Status(ErrorCode::invalid_argument, e.what()), kExitUsage, word ? word : "") << "\n";
-    }
-    return kExitUsage;
-  }
-  for (const CLI::App* sub : app.get_subcommands()) set_json_errors(json, sub->get_name());
-  // write and bench make and measure local files: a URL would become a local path named like it.
-  for (const auto& [given, name, path] : {std::tuple{bool(*write), "write", write_path},
-                                          std::tuple{bool(*bench), "bench", bench_opts.file}}) {
-    if (given && ferry::remote::is_remote_url(path)) {
+  // After parsing, `word` is the command that was chosen.
+  return parse_and_run(app, argc, argv, "ferry", word ? word : "", [&] {
+    // write makes a local file: a URL would become a local path named like it.
+    if (*write && ferry::remote::is_remote_url(write_path)) {
       return fail(ErrorCode::invalid_argument,
-                  fmt::format("ferry {} works on local files; \"{}\" is a URL (remote objects are read with ferry "
+                  fmt::format("ferry write works on local files; \"{}\" is a URL (remote objects are read with ferry "
                               "read, and cannot be written)",
-                              name, ferry::remote::display_url(path)),
+                              ferry::remote::display_url(write_path)),
                   kExitUsage);
     }
-  }
-  try {
     if (*read) return run_read(read_path, read_offset, read_size, verify, read_opts);
     if (*write) return run_write(write_path, write_size, no_sync, write_opts);
     if (*doctor) return run_doctor_command(doctor_opts);
-    if (*bench) return run_bench(bench_opts);
     if (*load) return run_load(load_opts);
-  } catch (const UsageError& e) {
-    return fail(ErrorCode::invalid_argument, e.message, kExitUsage);
-  }
-  return kExitUsage;
+    return kExitUsage;
+  });
 }

@@ -9,27 +9,28 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.hpp"
-#include "elapsed_time.hpp"
 #include "ferry/remote.hpp"
 #include "ferry_tooling/device_memory.hpp"
+#include "ferry_tooling/file_compare.hpp"
+#include "ferry_tooling/host_memory.hpp"
 #include "ferry_tooling/json_text.hpp"
-#include "file_compare.hpp"
-#include "host_buffer.hpp"
+#include "ferry_tooling/progress.hpp"
+#include "ferry_tooling/timing.hpp"
+#include "io_commands.hpp"
 
 namespace ferry::cli {
+
+using namespace ferry::tooling;
+
 int run_read(const std::string& path, const std::string& offset_text, const std::string& size_text, bool verify,
              const CommonOptions& o) {
   Config config = build_config(o);
   std::uint64_t offset = offset_text.empty() ? 0 : parse_size_option(offset_text, "--offset");
 
   auto file = File::open(path, "r", config);
-  if (!file.ok()) {
-    return fail(file.status(), exit_code_for(file.status()));
-  }
+  if (!file.ok()) return fail(file.status(), exit_status_for(file.status()));
   auto file_size = file->size();
-  if (!file_size.ok()) {
-    return fail(file_size.status(), kExitFailure);
-  }
+  if (!file_size.ok()) return fail(file_size.status(), kExitFailure);
   // Never more than the file holds from the offset: --size is an upper bound, and memory for bytes that do
   // not exist would be allocated (and filled) for nothing.
   const std::uint64_t available = *file_size > offset ? *file_size - offset : 0;
@@ -48,24 +49,21 @@ int run_read(const std::string& path, const std::string& offset_text, const std:
   }
 
   // Destination: host memory, or device memory of GPU `o.device`.
-  HostBuffer host;
-  std::optional<tooling::DeviceMemory> device;
+  std::optional<HostMemory> host;
+  std::optional<DeviceMemory> device;
   void* destination = nullptr;
   if (o.device >= 0) {
-    auto d = tooling::DeviceMemory::allocate(o.device, size);
-    if (!d.ok()) {
-      return fail(d.status(), kExitFailure);
-    }
+    auto d = DeviceMemory::allocate(o.device, size);
+    if (!d.ok()) return fail(d.status(), kExitFailure);
     device.emplace(std::move(*d));
     destination = device->pointer();
   } else {
-    // A remote object's size is what its server claims: memory for it is made as the bytes arrive.
-    host = allocate_host(size, !remote::is_remote_url(path));
-    if (!host) {
-      return fail(Status::from_errno(ENOMEM, fmt::format("could not allocate {} of host memory", format_size(size))),
-                  kExitFailure);
-    }
-    destination = host.get();
+    // Touched now, so that the throughput is the read's and not the first-touch faults'; a remote object's size
+    // is what its server claims, so memory for it is made as the bytes arrive.
+    auto h = HostMemory::allocate(size, remote::is_remote_url(path) ? HostMemory::Touch::on_use : HostMemory::Touch::now);
+    if (!h.ok()) return fail(h.status(), kExitFailure);
+    host.emplace(std::move(*h));
+    destination = host->data();
   }
 
   // One-time work (loading CUDA and cuFile, registering the file, pinning bounce buffers) is timed apart
@@ -73,34 +71,25 @@ int run_read(const std::string& path, const std::string& offset_text, const std:
   std::uint64_t setup_start = now_ns();
   auto plan = file->prepare(destination, size);
   double setup_seconds = seconds_since(setup_start);
-  if (!plan.ok()) {
-    return fail(plan.status(),
-                plan.status().code() == ErrorCode::failed_precondition ? kExitRouteRefused : kExitFailure);
-  }
+  if (!plan.ok()) return fail(plan.status(), exit_status_for(plan.status(), config.require()));
   std::uint64_t start = now_ns();
   Future pending = file->pread(destination, size, offset);
   wait_with_progress(pending, "reading", size);
   auto result = pending.get();
   double seconds = seconds_since(start);
-  if (!result.ok()) {
-    return fail(result.status(), o.require_gds && result.status().code() == ErrorCode::failed_precondition
-                                     ? kExitRouteRefused
-                                     : kExitFailure);
-  }
+  if (!result.ok()) return fail(result.status(), exit_status_for(result.status(), config.require()));
   const Transfer& t = *result;
 
   std::optional<VerifyOutcome> verified;
   if (verify) {
-    const std::uint8_t* got = host.get();
-    HostBuffer copy;
+    std::optional<HostMemory> copy;
     if (device) {
-      copy = allocate_host(t.bytes);
-      Status s = device->copy_to_host(copy.get(), t.bytes);
-      if (!s.ok()) {
-        return fail(s, kExitFailure);
-      }
-      got = copy.get();
+      auto c = HostMemory::allocate(t.bytes);
+      Status s = c.ok() ? device->copy_to_host(c->data(), t.bytes) : c.status();
+      if (!s.ok()) return fail(s, kExitFailure);
+      copy.emplace(std::move(*c));
     }
+    const std::uint8_t* got = copy ? copy->data() : host->data();
     verified = compare_with_file(path, got, offset, t.bytes, 1);  // a plain sequential read
     if (verified->reference_failed) {
       return fail(Status(ErrorCode::io_error, fmt::format("--verify of \"{}\" compared nothing: {}", file->path(),
@@ -130,12 +119,12 @@ int run_read(const std::string& path, const std::string& offset_text, const std:
                      {"direct_io", direct_io_name(config.direct_io())},
                      {"compat_mode", compat_mode_name(config.compat_mode())},
                      {"require", requirement_name(config.require())}};
-    j["report"] = tooling::report_json(t.report);
+    j["report"] = report_json(t.report);
     // Everything this process set up once (CUDA, contexts, cuFile, pinned buffers, threads), step by step.
     j["setup_costs"] = nlohmann::json::parse(process_setup_costs().to_json());
     if (verified) j["verify"] = {{"ok", verified->ok}, {"detail", verified->detail}};
     if (clamped) j["note"] = clamp_note;
-    std::cout << tooling::json_dump(j) << "\n";
+    print_json(j);
   } else {
     std::cout << fmt::format("read {} of \"{}\" at offset {} into {} in {:.3f} s: {:.2f} GiB/s\n",
                              format_size(t.bytes), file->path(), offset, target, seconds, gib_s);

@@ -4,55 +4,47 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cli_common.hpp"
-#include "elapsed_time.hpp"
 #include "ferry_tooling/device_memory.hpp"
+#include "ferry_tooling/generated_data.hpp"
+#include "ferry_tooling/host_memory.hpp"
 #include "ferry_tooling/json_text.hpp"
-#include "generated_data.hpp"
-#include "host_buffer.hpp"
 #include "ferry_tooling/output_file.hpp"
+#include "ferry_tooling/progress.hpp"
+#include "ferry_tooling/timing.hpp"
+#include "io_commands.hpp"
 
 namespace ferry::cli {
+
+using namespace ferry::tooling;
 
 int run_write(const std::string& path, const std::string& size_text, bool no_sync, const CommonOptions& o) {
   Config config = build_config(o);
   std::uint64_t size = parse_size_option(size_text, "--size");
-  tooling::install_cleanup_signal_handlers();
+  install_cleanup_signal_handlers();
   // Refusals first, before any memory is filled: what FILE is, and whether `>` could write it.
-  auto dest = tooling::inspect_destination(path);
-  if (!dest.ok()) {
-    return fail(dest.status(), kExitFailure);
-  }
+  auto dest = inspect_destination(path);
+  if (!dest.ok()) return fail(dest.status(), kExitFailure);
 
-  auto host = allocate_host(size);
-  if (!host) {
-    return fail(Status::from_errno(ENOMEM, fmt::format("could not allocate {} of host memory", format_size(size))),
-                kExitFailure);
-  }
-  fill_generated(host.get(), size, 0);
-  std::optional<tooling::DeviceMemory> device;
-  const void* source = host.get();
+  auto host = HostMemory::allocate(size, HostMemory::Touch::now);
+  if (!host.ok()) return fail(host.status(), kExitFailure);
+  fill_generated(host->data(), size, 0);
+  std::optional<DeviceMemory> device;
+  const void* source = host->data();
   if (o.device >= 0) {
-    auto d = tooling::DeviceMemory::allocate(o.device, size);
-    Status s = d.ok() ? d->copy_from_host(host.get(), size) : d.status();
-    if (!s.ok()) {
-      return fail(s, kExitFailure);
-    }
+    auto d = DeviceMemory::allocate(o.device, size);
+    Status s = d.ok() ? d->copy_from_host(host->data(), size) : d.status();
+    if (!s.ok()) return fail(s, kExitFailure);
     device.emplace(std::move(*d));
     source = device->pointer();
   }
 
   // Write into a new file beside the target and rename it over the target at the end: readers never see a
   // half-written file, and an interrupted write leaves the target as it was (ferry_tooling/output_file.hpp).
-  auto temp = tooling::TempFile::create(*dest);
-  if (!temp.ok()) {
-    return fail(temp.status(), kExitFailure);
-  }
+  auto temp = TempFile::create(*dest);
+  if (!temp.ok()) return fail(temp.status(), kExitFailure);
   // The File names FILE in its messages and reports, not the temporary file.
   auto file = temp->open_file(*dest, config);
-  if (!file.ok()) {
-    return fail(file.status(), exit_code_for(file.status()));
-  }
+  if (!file.ok()) return fail(file.status(), exit_status_for(file.status()));
   std::uint64_t start = now_ns();
   Future pending = file->pwrite(source, size, 0);
   wait_with_progress(pending, "writing", size);
@@ -62,9 +54,8 @@ int run_write(const std::string& path, const std::string& size_text, bool no_syn
   Status closed = file->close();
   Status failure = !result.ok() ? result.status() : !synced.ok() ? synced : closed;
   if (failure.ok()) failure = temp->commit(*dest, /*replace=*/true, /*sync_directory=*/!no_sync);
-  if (!failure.ok()) {
-    return fail(failure, kExitFailure);  // the temporary file goes with `temp`; FILE is as it was
-  }
+  // The temporary file goes with `temp`; FILE is as it was.
+  if (!failure.ok()) return fail(failure, exit_status_for(failure, config.require()));
 
   const Transfer& t = *result;
   double gib_s = gib_per_s(size, seconds);
@@ -82,8 +73,8 @@ int run_write(const std::string& path, const std::string& size_text, bool no_syn
     j["gib_per_s"] = gib_s;
     j["sync"] = no_sync ? "none" : "fdatasync";
     j["source"] = o.device >= 0 ? nlohmann::json(o.device) : nlohmann::json("host");
-    j["report"] = tooling::report_json(t.report);
-    std::cout << tooling::json_dump(j) << "\n";
+    j["report"] = report_json(t.report);
+    print_json(j);
   } else {
     std::string where = dest->through_symlink ? fmt::format("\"{}\" (through its link, replacing \"{}\")", path,
                                                             dest->target)

@@ -5,6 +5,10 @@
 # would (the pyproject's cmake.define), builds the extension, installs the `python` component and imports it
 # to read a file. Exit 0 passed, 1 failed, 77 skipped (no pybind11 or no compiler; the reason is printed).
 # Usage: scripts/check-sdist.sh [SCRATCH_DIR]   (default build/sdist-check)
+# FERRY_SDIST_BUILD_TYPE (ctest passes the main build's) replaces the pyproject's build type. The unpacked
+# tree is built in <tree>/build, as the checkout is in build/, so that with the same build type and
+# CCACHE_BASEDIR covering both (scripts/build.sh sets it to the checkout) every compile is the main build's
+# to the byte and ccache serves it: the check then costs a link, not a second compile of Ferry.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 scratch=${1:-$root/build/sdist-check}
@@ -54,9 +58,10 @@ for key, value in sk.get("cmake", {}).get("define", {}).items():
 print(f"-DCMAKE_BUILD_TYPE={sk.get('cmake', {}).get('build-type', 'Release')}")
 PY
 )
+[ -n "${FERRY_SDIST_BUILD_TYPE:-}" ] && defines+=("-DCMAKE_BUILD_TYPE=$FERRY_SDIST_BUILD_TYPE")
 generator=()
 command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
-if ! cmake -S "$tree" -B "$scratch/build" "${generator[@]}" "${defines[@]}" -DPython_EXECUTABLE="$py" \
+if ! cmake -S "$tree" -B "$tree/build" "${generator[@]}" "${defines[@]}" -DPython_EXECUTABLE="$py" \
      >"$scratch/configure.log" 2>&1; then
   if grep -q "needs pybind11" "$scratch/configure.log"; then
     echo "SKIP building the sdist: pybind11 is not installed (Debian: pybind11-dev)"
@@ -66,13 +71,14 @@ if ! cmake -S "$tree" -B "$scratch/build" "${generator[@]}" "${defines[@]}" -DPy
   finish
 fi
 pass "configured the unpacked sdist (${defines[*]})"
-if cmake --build "$scratch/build" --target _ferry >"$scratch/build.log" 2>&1; then
-  pass "built the extension _ferry from the unpacked sdist"
+start=$(date +%s)
+if cmake --build "$tree/build" --target _ferry >"$scratch/build.log" 2>&1; then
+  pass "built the extension _ferry from the unpacked sdist ($(($(date +%s) - start)) s)"
 else
   fail "build _ferry from the sdist: $(tail -20 "$scratch/build.log")"
   finish
 fi
-if cmake --install "$scratch/build" --component python --prefix "$scratch/install" >"$scratch/install.log" 2>&1; then
+if cmake --install "$tree/build" --component python --prefix "$scratch/install" >"$scratch/install.log" 2>&1; then
   pass "installed the python component"
 else
   fail "install --component python: $(tail -10 "$scratch/install.log")"

@@ -5,6 +5,9 @@
 #   source .device-deps/gpu-env.sh; scripts/gpu-session.sh "STEPS"
 # STEPS (in order given; default "build test matrix doctor reads"):
 #   build        Release build with the Python module
+#   pip          `pip install --no-build-isolation .` of this checkout into a fresh venv (the machine's
+#                scikit-build-core, pybind11 and CuPy through --system-site-packages), then, outside the
+#                checkout, import ferry from the venv and read a file byte-exactly into a CuPy array
 #   test         GPU tests (C++: issue 9's failures, the stress run on every GPU, GPU 1 while GPU 0 is
 #                current), the CPU unit tests, the whole Python suite (GPU tests for real)
 #   matrix       the forced-route matrix (scripts/gpu-route-matrix.sh)
@@ -23,8 +26,9 @@
 #   timeline     bench/request_timeline.sh: where a hot request's fixed cost goes (256 MiB, 1 GiB)
 #   contention   bench/tools/copy_contention.cpp: copy rates alone and while 4-16 threads read the page cache
 #   uring        the io_uring engine against psync: host route, and staged into GPU 0 hot and cold
-#   ab           hot staged reads at 256 MiB, 1 GiB and 8 GiB with an older build's CLI ($OLD_FERRY) and
-#                this one, alternating, twice: a same-run comparison of the two commits
+#   ab           hot staged reads at 256 MiB, 1 GiB and 8 GiB with an older build's CLI ($OLD_FERRY; its
+#                ferry-bench beside it, or `$OLD_FERRY bench` before there was one) and this one,
+#                alternating, twice: a same-run comparison of the two commits
 #   stream-order the stream-order GPU tests (C++ and Python), the randomized stress ($STRESS_REQUESTS, default
 #                2000; $STRESS_SEED), and bench/stream_order_bench.py (read_async against pread, overlap)
 #   small-reads  bench/tools/small_reads.cpp: random reads of 4 KiB to 16 MiB into GPU 0 from a 4 GiB file,
@@ -43,6 +47,7 @@ out=$build/out
 mkdir -p "$out"
 python=$(command -v python3)
 ferry=$build/cli/ferry
+bench=$build/cli/ferry-bench
 data=$build/data
 mkdir -p "$data"
 has() { [[ " $steps " == *" $1 "* ]]; }
@@ -88,6 +93,36 @@ for step in $steps; do
       cmake --build "$build" -j "$(nproc)" > "$out/build.log" 2>&1 || { grep -E 'error' "$out/build.log" | head -30; exit 1; }
     fi
     grep -E "remote objects|io_uring engine" "$out/cmake.log"
+    ;;
+  pip)
+    log "pip install --no-build-isolation . into a fresh venv; import; a byte-exact read into CuPy"
+    venv=$PWD/$build/pip-venv
+    rm -rf "$venv"
+    $python -m venv --system-site-packages "$venv"
+    start=$(date +%s)
+    if "$venv/bin/python" -m pip install --no-build-isolation --no-deps --no-index -v . > "$out/pip-install.log" 2>&1; then
+      echo "pip install: $(( $(date +%s) - start )) s"
+    else
+      echo "pip install FAILED after $(( $(date +%s) - start )) s:"; tail -30 "$out/pip-install.log"
+    fi
+    # From $out, with no PYTHONPATH: the ferry imported is the venv's, not this checkout's python/ferry.
+    check_file=$PWD/$data/pip-check.bin
+    (cd "$out" && env -u PYTHONPATH "$venv/bin/python" - "$check_file" <<'PY'
+import os, sys
+import cupy, ferry
+path = sys.argv[1]
+data = os.urandom(64 << 20) + b"tail"
+with open(path, "wb") as f:
+    f.write(data)
+with ferry.open(path) as f:
+    dst = cupy.zeros(len(data), dtype=cupy.uint8)
+    n = f.read(dst)
+    summary = f.last_report.summary
+same = n == len(data) and bytes(cupy.asnumpy(dst).tobytes()) == data
+print(f"imported {ferry.__file__}; read {n} of {len(data)} bytes into CuPy: {'byte-exact' if same else 'DIFFERENT'}; {summary}")
+sys.exit(0 if same and "pip-venv" in ferry.__file__ else 1)
+PY
+    ) 2>&1 | tee "$out/pip-check.txt"
     ;;
   test)
     log "GPU tests (C++)"
@@ -148,14 +183,14 @@ for step in $steps; do
   sizes)
     log "request sizes: hot reads against the copy ceiling at the same size"
     for size in 256MiB 1GiB 4GiB 8GiB; do
-      "$ferry" bench "$data/size-$size.bin" --size "$size" --cache hot --repeats 5 --routes staged,auto \
+      "$bench" "$data/size-$size.bin" --size "$size" --cache hot --repeats 5 --routes staged,auto \
         --baselines copy --json-out "$out/size-$size.json" > "$out/size-$size.txt" 2> /dev/null
       $python -c "import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[2], ' '.join('%s=%.2f GiB/s%s' % (r['name'], r['median_gib_per_s'] or 0, (' (%.3f of copy)' % r['ratios']['copy']) if 'copy' in (r.get('ratios') or {}) else '') for r in d['results'] if r['status']=='ok'))" "$out/size-$size.json" "$size"
     done
     ;;
   cold)
     log "cold 8 GiB reads against raw parallel O_DIRECT"
-    "$ferry" bench "$data/size-8GiB.bin" --size 8GiB --cache cold --cold-repeats 2 --routes auto,staged \
+    "$bench" "$data/size-8GiB.bin" --size 8GiB --cache cold --cold-repeats 2 --routes auto,staged \
       --baselines pread --json-out "$out/cold-8GiB.json" > "$out/cold-8GiB.txt" 2> /dev/null
     $python -c "import json,sys; d=json.load(open(sys.argv[1])); print(' '.join('%s=%.2f GiB/s%s' % (r['name'], r['median_gib_per_s'] or 0, (' (%.3f of pread)' % r['ratios']['io']) if 'io' in (r.get('ratios') or {}) else '') for r in d['results'] if r['status']=='ok'))" "$out/cold-8GiB.json"
     ;;
@@ -181,9 +216,9 @@ for step in $steps; do
     bash bench/io_uring_sweep.sh "$ferry" "$f" "$out/uring-host" 256MiB 2>&1 | tail -20
     f1=$(big size-1GiB.bin 1GiB); f8=$(big size-8GiB.bin 8GiB)
     for engine in psync io_uring; do
-      FERRY_IO_ENGINE=$engine "$ferry" bench "$f1" --size 1GiB --cache hot --repeats 5 --routes staged --baselines none \
+      FERRY_IO_ENGINE=$engine "$bench" "$f1" --size 1GiB --cache hot --repeats 5 --routes staged --baselines none \
         --no-progress --json-out "$out/uring-gpu-hot-$engine.json" > /dev/null 2>&1
-      FERRY_IO_ENGINE=$engine "$ferry" bench "$f8" --size 8GiB --cache cold --cold-repeats 2 --routes staged \
+      FERRY_IO_ENGINE=$engine "$bench" "$f8" --size 8GiB --cache cold --cold-repeats 2 --routes staged \
         --baselines none --no-progress --json-out "$out/uring-gpu-cold-$engine.json" > /dev/null 2>&1
       for c in hot cold; do
         $python -c "import json,sys; d=json.load(open(sys.argv[1])); r=[x for x in d['results'] if x['name']=='staged'][0]; print(sys.argv[2], r['status'], r.get('median_gib_per_s'), 'GiB/s, CPU s/GiB', r.get('cpu_s_per_gib'))" \
@@ -219,12 +254,14 @@ for step in $steps; do
     ;;
   ab)
     log "A/B: hot staged reads, $OLD_FERRY against $ferry, alternating"
+    old_bench=("$OLD_FERRY" bench)
+    [ -x "$(dirname "$OLD_FERRY")/ferry-bench" ] && old_bench=("$(dirname "$OLD_FERRY")/ferry-bench")
     for size in 256MiB 1GiB 8GiB; do
       f=$(big "size-$size.bin" "$size")
       for round in 1 2; do
         for which in old new; do
-          bin=$ferry; [ "$which" = old ] && bin=$OLD_FERRY
-          "$bin" bench "$f" --size "$size" --cache hot --repeats 5 --routes staged --baselines none \
+          run=("$bench"); [ "$which" = old ] && run=("${old_bench[@]}")
+          "${run[@]}" "$f" --size "$size" --cache hot --repeats 5 --routes staged --baselines none \
             --json-out "$out/ab-$size-$which-$round.json" > /dev/null 2>&1
           $python -c "import json,sys; d=json.load(open(sys.argv[1])); r=[x for x in d['results'] if x['name']=='staged'][0]; print(sys.argv[2], r.get('median_gib_per_s'))" \
             "$out/ab-$size-$which-$round.json" "$size $which round $round"

@@ -9,7 +9,7 @@
 # (build/, RelWithDebInfo) is left alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh run
 build=${FERRY_RUN_BUILD_DIR:-build-run}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
   -DFERRY_BUILD_TESTS=OFF -DFERRY_BUILD_PYTHON=OFF -DFERRY_BUILD_CLI=ON ${FERRY_CMAKE_ARGS:-} >/dev/null

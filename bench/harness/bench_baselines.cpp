@@ -1,8 +1,7 @@
-// Baselines of `ferry bench`: plain system calls and CUDA driver calls, nothing of Ferry's engine.
+// Baselines of `ferry-bench`: plain system calls and CUDA driver calls, nothing of Ferry's engine.
 #include "bench_baselines.hpp"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,7 +15,7 @@
 
 #include <fmt/format.h>
 
-#include "generated_data.hpp"
+#include "ferry_tooling/generated_data.hpp"
 #include "platform/cuda/cuda_api.hpp"
 #include "platform/cuda/primary_context.hpp"
 
@@ -25,64 +24,9 @@ namespace ferry::cli::bench {
 using detail::cuda_check;
 using detail::process_cuda_api;
 
-Fd& Fd::operator=(Fd&& o) noexcept {
-  if (this != &o) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = o.fd_;
-    o.fd_ = -1;
-  }
-  return *this;
-}
-
-Fd::~Fd() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-Result<Fd> open_file(const std::string& path, bool write, bool direct) {
-  int flags = (write ? O_WRONLY : O_RDONLY) | O_CLOEXEC | (direct ? O_DIRECT : 0);
-  int fd = ::open(path.c_str(), flags);
-  if (fd < 0) {
-    int e = errno;
-    std::string what = fmt::format("Could not open \"{}\" for {}{}", path, write ? "writing" : "reading",
-                                   direct ? " with O_DIRECT" : "");
-    if (direct && e == EINVAL) what += " (O_DIRECT refused by the file system)";
-    return Status::from_errno(e, what, path);
-  }
-  return Fd(fd);
-}
-
-// ---- host memory ----
-
-Result<HostMemory> HostMemory::allocate(std::uint64_t size, int device) {
-  size = std::max<std::uint64_t>(round_up_4k(size), 4096);
-  if (device >= 0) {
-    const detail::CudaApi* api = process_cuda_api();
-    if (api == nullptr) return detail::process_cuda_status();
-    FERRY_RETURN_IF_ERROR(detail::make_current(*api, device));
-    void* p = nullptr;
-    FERRY_RETURN_IF_ERROR(cuda_check(*api, api->cuMemHostAlloc(&p, size, detail::kMemHostAllocPortable),
-                                     fmt::format("cuMemHostAlloc of {} bytes", size)));
-    return HostMemory(static_cast<std::uint8_t*>(p), size, device);
-  }
-  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return Status::from_errno(errno, fmt::format("Could not map {} bytes of host memory", size));
-  (void)::madvise(p, size, MADV_HUGEPAGE);
-  (void)::madvise(p, size, MADV_POPULATE_WRITE);
-  return HostMemory(static_cast<std::uint8_t*>(p), size, -1);
-}
-
-HostMemory::HostMemory(HostMemory&& o) noexcept : data_(o.data_), size_(o.size_), device_(o.device_) {
-  o.data_ = nullptr;
-}
-
-HostMemory::~HostMemory() {
-  if (data_ == nullptr) return;
-  if (device_ >= 0) {
-    const detail::CudaApi* api = process_cuda_api();
-    if (api && detail::make_current(*api, device_).ok()) (void)api->cuMemFreeHost(data_);
-  } else {
-    ::munmap(data_, size_);
-  }
+Result<tooling::UniqueFd> open_file(const std::string& path, bool write, bool direct) {
+  return tooling::open_fd(path, (write ? O_WRONLY : O_RDONLY) | (direct ? O_DIRECT : 0),
+                          fmt::format("{}{}", write ? "writing" : "reading", direct ? " with O_DIRECT" : ""));
 }
 
 // ---- parallel file I/O ----
@@ -247,7 +191,7 @@ void fill_generated_parallel(std::uint8_t* dst, std::uint64_t size, unsigned thr
   std::atomic<std::uint64_t> next{0};
   auto worker = [&] {
     for (std::uint64_t at = next.fetch_add(kPiece); at < size; at = next.fetch_add(kPiece))
-      fill_generated(dst + at, std::min(kPiece, size - at), at);
+      tooling::fill_generated(dst + at, std::min(kPiece, size - at), at);
   };
   std::vector<std::thread> pool;
   for (unsigned i = 0; i < std::max(1u, threads); ++i) pool.emplace_back(worker);

@@ -1,11 +1,9 @@
-// The baselines and ceilings of `ferry bench`, built from plain system calls and the CUDA driver, with
+// The baselines and ceilings of `ferry-bench`, built from plain system calls and the CUDA driver, with
 // nothing of Ferry's engine: pinned host<->device copies, raw parallel pread/pwrite into one large host
 // buffer, and the naive way (one read of the whole file, then one copy).
 // Thread safety: each function may be called from one thread at a time per object; parallel_file_io
 // starts and joins its own threads.
 #pragma once
-
-#include "file_compare.hpp"
 
 #include <cstdint>
 #include <string>
@@ -13,46 +11,13 @@
 
 #include "ferry/status.hpp"
 #include "ferry_bench/harness.hpp"  // round_up_4k
+#include "ferry_tooling/unique_fd.hpp"
 
 namespace ferry::cli::bench {
 
-/// A file descriptor closed on destruction.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-  Fd& operator=(Fd&& o) noexcept;
-  ~Fd();
-  int get() const { return fd_; }
-
- private:
-  int fd_ = -1;
-};
-
 /// Opens `path` for reading or writing (never creating or truncating), with O_DIRECT when `direct`.
-/// Errors: from open(2), naming the path and the mode ("O_DIRECT refused" when the file system says EINVAL).
-[[nodiscard]] Result<Fd> open_file(const std::string& path, bool write, bool direct);
-
-/// Host memory for the baselines and the host route: pinned with cuMemHostAlloc on `device` when one is
-/// given (>= 0), otherwise page-aligned ordinary memory (huge pages where allowed), touched before use.
-class HostMemory {
- public:
-  /// Errors: the driver's (pinned memory exhausted, ...), or resource_exhausted when mmap fails.
-  [[nodiscard]] static Result<HostMemory> allocate(std::uint64_t size, int device);
-  HostMemory(HostMemory&& o) noexcept;
-  HostMemory& operator=(HostMemory&&) = delete;
-  ~HostMemory();
-  std::uint8_t* data() const { return data_; }
-  std::uint64_t size() const { return size_; }
-  bool pinned() const { return device_ >= 0; }
-
- private:
-  HostMemory(std::uint8_t* data, std::uint64_t size, int device) : data_(data), size_(size), device_(device) {}
-  std::uint8_t* data_ = nullptr;
-  std::uint64_t size_ = 0;
-  int device_ = -1;
-};
+/// Errors: open_fd's (ferry_tooling/unique_fd.hpp).
+[[nodiscard]] Result<tooling::UniqueFd> open_file(const std::string& path, bool write, bool direct);
 
 /// Chunk start offsets covering [0, size) in steps of `task_size`: in order, or shuffled with `seed`.
 std::vector<std::uint64_t> chunk_offsets(std::uint64_t size, std::uint64_t task_size, bool shuffled,
@@ -116,7 +81,5 @@ class CopyEngine {
 
 /// Fills `size` bytes at `dst` with fill_generated's data for file offset 0, with `threads` threads.
 void fill_generated_parallel(std::uint8_t* dst, std::uint64_t size, unsigned threads);
-
-using cli::VerifyOutcome;
 
 }  // namespace ferry::cli::bench

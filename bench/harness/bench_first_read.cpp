@@ -12,10 +12,21 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "elapsed_time.hpp"
+#include "ferry_tooling/timing.hpp"
 
 namespace ferry::cli::bench {
 namespace {
+
+using tooling::now_ns;
+using tooling::seconds_since;
+
+// The `ferry` in this program's own directory.
+std::string ferry_beside_this_program() {
+  char self[4096];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  std::string path = n > 0 ? std::string(self, static_cast<std::size_t>(n)) : std::string("./ferry-bench");
+  return path.substr(0, path.rfind('/') + 1) + "ferry";
+}
 
 struct Child {
   int status = -1;
@@ -23,8 +34,9 @@ struct Child {
   double wall_seconds = 0;
 };
 
-// Runs `argv` with stdout captured (stderr goes where ours goes), and times it from fork to exit.
-Child run_child(const std::vector<std::string>& args) {
+// Runs `program` with `args` (args[0] its name) with stdout captured (stderr goes where ours goes), and times
+// it from fork to exit.
+Child run_child(const std::string& program, const std::vector<std::string>& args) {
   Child c;
   int pipefd[2];
   if (::pipe(pipefd) != 0) return c;
@@ -37,7 +49,7 @@ Child run_child(const std::vector<std::string>& args) {
     ::dup2(pipefd[1], STDOUT_FILENO);
     ::close(pipefd[0]);
     ::close(pipefd[1]);
-    ::execv("/proc/self/exe", argv.data());
+    ::execv(program.c_str(), argv.data());
     ::_exit(127);
   }
   ::close(pipefd[1]);
@@ -77,8 +89,14 @@ Measurement measure_first_read(const Plan& plan, const std::string& route) {
   }
   std::vector<double> wall, setup, read;
   std::map<std::string, std::vector<double>> steps;
+  const std::string ferry = ferry_beside_this_program();
+  if (::access(ferry.c_str(), X_OK) != 0) {
+    m.status = "failed";
+    m.reason = fmt::format("no `ferry` beside ferry-bench to run: {}", ferry);
+    return m;
+  }
   for (unsigned i = 0; i < plan.repeats; ++i) {
-    Child c = run_child(args);
+    Child c = run_child(ferry, args);
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(c.out);

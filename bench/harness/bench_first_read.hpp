@@ -1,5 +1,6 @@
-// `ferry bench --first-read`: the first read in a fresh process, per route. Each run spawns this very
-// binary as `ferry read FILE --size N [--device D --compat X] --json` on the (hot) file and keeps what the
+// `ferry-bench --first-read`: the first read in a fresh process, per route. Each run spawns the `ferry` beside
+// this program (both are built into, and installed in, one directory) as
+// `ferry read FILE --size N [--device D --compat X] --json` on the (hot) file and keeps what the
 // child measured: File::prepare() (the route's one-time set-up) plus the read, as one sample; the whole
 // process's wall time and the one-time set-up step by step (CUDA, context, cuFile, pinned buffers,
 // threads) go into the measurement's notes. A model server pays exactly this once per process.

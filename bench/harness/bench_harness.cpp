@@ -3,16 +3,13 @@
 
 #include "bench_report.hpp"
 #include "bench_runner.hpp"
-#include "ferry_tooling/json_text.hpp"
 
 namespace ferry::cli::bench {
 
 Result<Results> run_benchmark(const Plan& plan) {
   FERRY_ASSIGN_OR_RETURN(Outcome outcome, run_plan(plan));
   Results r;
-  const nlohmann::json j = to_json(outcome);
-  r.json = tooling::json_dump(j);
-  r.json_indented = tooling::json_dump(j, 2);
+  r.document = to_json(outcome);
   r.table = render_table(outcome);
   for (const Measurement& m : outcome.results) {
     if (m.status == "failed") r.failed = true;

@@ -1,4 +1,4 @@
-// The environment, table and JSON of `ferry bench`.
+// The environment, table and JSON of `ferry-bench`.
 #include "bench_report.hpp"
 
 #include <sys/stat.h>
@@ -15,13 +15,23 @@
 #include <fmt/format.h>
 
 #include "ferry_tooling/json_text.hpp"
+#include "ferry_tooling/timing.hpp"
 #include "platform/cuda/cuda_api.hpp"
 #include "platform/cuda/primary_context.hpp"
 #include "platform/cufile/cufile_api.hpp"
-#include "throughput.hpp"
 
 namespace ferry::cli::bench {
+
+std::string short_size(std::uint64_t bytes) {
+  if (bytes >= (1ull << 30) && bytes % (1ull << 30) == 0) return fmt::format("{}GiB", bytes >> 30);
+  if (bytes >= (1ull << 20) && bytes % (1ull << 20) == 0) return fmt::format("{}MiB", bytes >> 20);
+  if (bytes >= (1ull << 10) && bytes % (1ull << 10) == 0) return fmt::format("{}KiB", bytes >> 10);
+  return fmt::format("{}B", bytes);
+}
+
 namespace {
+
+using tooling::gib_per_s;
 
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");
@@ -62,13 +72,6 @@ std::string iso_time_utc() {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
-}
-
-std::string short_size(std::uint64_t bytes) {
-  if (bytes >= (1ull << 30) && bytes % (1ull << 30) == 0) return fmt::format("{}GiB", bytes >> 30);
-  if (bytes >= (1ull << 20) && bytes % (1ull << 20) == 0) return fmt::format("{}MiB", bytes >> 20);
-  if (bytes >= (1ull << 10) && bytes % (1ull << 10) == 0) return fmt::format("{}KiB", bytes >> 10);
-  return fmt::format("{}B", bytes);
 }
 
 std::string ratio_text(const Measurement& m, const char* key) {
@@ -148,7 +151,7 @@ std::string render_table(const Outcome& o) {
   const Environment& e = o.env;
   const bool read = p.op == Op::read;
   std::string s;
-  s += fmt::format("ferry bench: {} {} of \"{}\"{}, {}, {} ({})\n", read ? "read" : "write", format_size(p.size), p.path,
+  s += fmt::format("ferry-bench: {} {} of \"{}\"{}, {}, {} ({})\n", read ? "read" : "write", format_size(p.size), p.path,
                    o.file_created ? " (created with generated data)" : "",
                    p.pattern == Pattern::seq ? "sequential" : "random order, one request per task",
                    e.gpu_name.empty() ? "no GPU" : fmt::format("GPU {} {}", p.device, e.gpu_name),

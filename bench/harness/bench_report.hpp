@@ -1,4 +1,4 @@
-// The report of `ferry bench`: the environment it ran in, a table for people and JSON for machines.
+// The report of `ferry-bench`: the environment it ran in, a table for people and JSON for machines.
 // Thread safety: pure functions of an Outcome (gather_environment reads system files and the drivers).
 #pragma once
 

@@ -1,4 +1,4 @@
-// The runner of `ferry bench`: prepares the file, memory and page cache, then measures baselines and Ferry's
+// The runner of `ferry-bench`: prepares the file, memory and page cache, then measures baselines and Ferry's
 // routes with repeats, CPU time and (optionally) a byte check.
 #include "bench_runner.hpp"
 
@@ -23,17 +23,24 @@
 #include <fmt/ranges.h>
 
 #include "bench_first_read.hpp"
-#include "elapsed_time.hpp"
+#include "ferry/page_cache.hpp"
+#include "ferry_tooling/command_output.hpp"
 #include "ferry_tooling/device_memory.hpp"
-#include "generated_data.hpp"
-#include "host_buffer.hpp"
-#include "io/syscalls.hpp"
+#include "ferry_tooling/generated_data.hpp"
+#include "ferry_tooling/host_memory.hpp"
 #include "ferry_tooling/output_file.hpp"
+#include "ferry_tooling/progress.hpp"
+#include "ferry_tooling/timing.hpp"
 #include "platform/cuda/cuda_api.hpp"
-#include "throughput.hpp"
 
 namespace ferry::cli::bench {
 namespace {
+
+using tooling::gib_per_s;
+using tooling::HostMemory;
+using tooling::now_ns;
+using tooling::seconds_since;
+using tooling::TerminalProgress;
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
@@ -44,47 +51,19 @@ double cpu_seconds_now() {
   return tv(u.ru_utime) + tv(u.ru_stime);
 }
 
-std::string short_size(std::uint64_t bytes) {
-  if (bytes >= (1ull << 30) && bytes % (1ull << 30) == 0) return fmt::format("{}GiB", bytes >> 30);
-  if (bytes >= (1ull << 20) && bytes % (1ull << 20) == 0) return fmt::format("{}MiB", bytes >> 20);
-  if (bytes >= (1ull << 10) && bytes % (1ull << 10) == 0) return fmt::format("{}KiB", bytes >> 10);
-  return fmt::format("{}B", bytes);
-}
-
 // ---- page cache: residency, eviction, warming ----
 
-struct Residency {
-  bool known = false;
-  std::uint64_t resident_bytes = 0;
-  std::string method;  // "cachestat" or "mincore"
-  std::string error;
-};
+using Residency = Result<page_cache::Residency>;
 
-// Through the same probe Ferry's reads use to choose between the page cache and O_DIRECT.
-Residency probe_residency(const std::string& path, std::uint64_t size) {
-  Residency r;
-  auto fd = open_file(path, false, false);
-  if (!fd.ok()) {
-    r.error = fd.status().to_string();
-    return r;
-  }
-  std::uint64_t cached = 0, total = 0;
-  int rc = detail::real_syscalls().cached_pages(fd->get(), 0, size, &cached, &total);
-  if (rc != 0) {
-    r.error = fmt::format("cachestat and mincore: {}", std::strerror(-rc));
-    return r;
-  }
-  const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
-  r.known = true;
-  r.method = detail::cached_pages_method();
-  r.resident_bytes = std::min(size, cached * page);
-  return r;
-}
+// Through the library's probe (ferry/page_cache.hpp), the one Ferry's reads use to choose between the page
+// cache and O_DIRECT.
+Residency probe_residency(const std::string& path, std::uint64_t size) { return page_cache::residency(path, 0, size); }
 
-std::string percent_text(const Residency& r, std::uint64_t size) {
-  if (!r.known) return fmt::format("residency unknown ({})", r.error);
-  return fmt::format("{:.1f}% of the file in the page cache ({})",
-                     size ? 100.0 * static_cast<double>(r.resident_bytes) / static_cast<double>(size) : 0.0, r.method);
+bool resident_at_most(const Residency& r, double fraction) { return r.ok() && r->fraction() <= fraction; }
+
+std::string percent_text(const Residency& r) {
+  if (!r.ok()) return fmt::format("residency unknown ({})", r.status().to_string());
+  return fmt::format("{:.1f}% of the file in the page cache ({})", 100.0 * r->fraction(), r->method);
 }
 
 struct ColdState {
@@ -110,31 +89,21 @@ ColdState make_cold(const std::string& path, std::uint64_t size) {
     drop_error = "not root, so /proc/sys/vm/drop_caches cannot be written";
   }
   if (c.method.empty()) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-      (void)::fdatasync(fd);  // dirty pages cannot be dropped
-      int rc = ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-      ::close(fd);
-      c.method = "fadvise_dontneed";
-      if (rc != 0) drop_error += fmt::format("; posix_fadvise(DONTNEED) failed: {}", std::strerror(rc));
-    } else {
-      c.method = "none";
-      drop_error += fmt::format("; cannot open the file: {}", std::strerror(errno));
-    }
+    // page_cache::evict writes dirty pages back first (they cannot be dropped), then drops the file.
+    auto evicted = page_cache::evict(path);
+    c.method = evicted.ok() ? "fadvise_dontneed" : "none";
+    if (!evicted.ok()) drop_error += "; " + evicted.status().to_string();
   }
   Residency r = probe_residency(path, size);
   // Pages still under readahead or writeback when DONTNEED ran stay behind: ask again, a few times.
-  for (int attempt = 0; attempt < 3 && c.method == "fadvise_dontneed" && r.known && r.resident_bytes > size / 100;
+  for (int attempt = 0; attempt < 3 && c.method == "fadvise_dontneed" && r.ok() && !resident_at_most(r, 0.01);
        ++attempt) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) break;
-    (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    ::close(fd);
+    (void)page_cache::evict(path, /*write_back_first=*/false);
     r = probe_residency(path, size);
   }
-  c.ok = r.known && r.resident_bytes <= size / 100;
-  c.detail = fmt::format("{}{}: {}{}", c.method, c.method == "drop_caches" ? " (root)" : "", percent_text(r, size),
+  c.ok = resident_at_most(r, 0.01);
+  c.detail = fmt::format("{}{}: {}{}", c.method, c.method == "drop_caches" ? " (root)" : "", percent_text(r),
                          drop_error.empty() || c.method == "drop_caches" ? "" : " [" + drop_error + "]");
   return c;
 }
@@ -142,7 +111,7 @@ ColdState make_cold(const std::string& path, std::uint64_t size) {
 // Reads the file through the page cache (untimed) until it is resident, where memory allows.
 std::string make_hot(const std::string& path, std::uint64_t size, unsigned threads) {
   Residency before = probe_residency(path, size);
-  if (before.known && before.resident_bytes >= size) return percent_text(before, size);
+  if (before.ok() && before->cached_bytes >= before->range_bytes) return percent_text(before);
   auto fd = open_file(path, false, false);
   if (fd.ok()) {
     constexpr std::uint64_t kPiece = 16ull << 20;
@@ -156,23 +125,16 @@ std::string make_hot(const std::string& path, std::uint64_t size, unsigned threa
     for (unsigned i = 0; i < threads; ++i) pool.emplace_back(worker);
     for (auto& t : pool) t.join();
   }
-  Residency after = probe_residency(path, size);
-  return percent_text(after, size);
+  return percent_text(probe_residency(path, size));
 }
 
 // Before each write run: what the previous run wrote is on disk and out of the cache.
-void settle_after_write(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;
-  (void)::fdatasync(fd);
-  (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-  ::close(fd);
-}
+void settle_after_write(const std::string& path) { (void)page_cache::evict(path); }
 
 // ---- the file ----
 
 // Writes generated data into [0, size) of `fd` with a few threads, then fdatasync. Errors name `path`.
-Status fill_generated_file(int fd, const std::string& path, std::uint64_t size, Progress& progress,
+Status fill_generated_file(int fd, const std::string& path, std::uint64_t size, TerminalProgress& progress,
                            const std::string& what) {
   constexpr std::uint64_t kPiece = 16ull << 20;
   std::atomic<std::uint64_t> next{0}, written{0};
@@ -181,7 +143,7 @@ Status fill_generated_file(int fd, const std::string& path, std::uint64_t size, 
     std::vector<std::uint8_t> buf(kPiece);
     for (std::uint64_t at = next.fetch_add(kPiece); at < size && error == 0; at = next.fetch_add(kPiece)) {
       std::uint64_t n = std::min(kPiece, size - at);
-      fill_generated(buf.data(), n, at);
+      tooling::fill_generated(buf.data(), n, at);
       for (std::uint64_t done = 0; done < n;) {
         ssize_t w = ::pwrite(fd, buf.data() + done, n - done, static_cast<off_t>(at + done));
         if (w < 0 && errno == EINTR) continue;
@@ -203,7 +165,7 @@ Status fill_generated_file(int fd, const std::string& path, std::uint64_t size, 
     finished = true;
   });
   while (!finished) {
-    progress.show(fmt::format("{} \"{}\": {:.0f}% of {}", what, path,
+    progress.transient(fmt::format("{} \"{}\": {:.0f}% of {}", what, path,
                               100.0 * static_cast<double>(written.load()) / static_cast<double>(size),
                               format_size(size)));
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
@@ -219,13 +181,13 @@ Status fill_generated_file(int fd, const std::string& path, std::uint64_t size, 
 
 // A missing FILE: made in a private temporary file and given its name only when complete, and only if the
 // name is still free (ferry_tooling/output_file.hpp).
-Status create_generated_file(const Plan& plan, Progress& progress) {
+Status create_generated_file(const Plan& plan, TerminalProgress& progress) {
   FERRY_ASSIGN_OR_RETURN(tooling::Destination dest, tooling::inspect_destination(plan.path));
   FERRY_ASSIGN_OR_RETURN(tooling::TempFile temp, tooling::TempFile::create(dest));
   std::uint64_t start = now_ns();
   FERRY_RETURN_IF_ERROR(fill_generated_file(temp.fd(), plan.path, plan.size, progress, "creating"));
   FERRY_RETURN_IF_ERROR(temp.commit(dest, /*replace=*/false, /*sync_directory=*/true));
-  progress.done(fmt::format("created \"{}\": {} of generated data in {:.1f} s", plan.path, format_size(plan.size),
+  progress.line(fmt::format("created \"{}\": {} of generated data in {:.1f} s", plan.path, format_size(plan.size),
                             seconds_since(start)));
   return Status();
 }
@@ -233,7 +195,7 @@ Status create_generated_file(const Plan& plan, Progress& progress) {
 // What bench may do to FILE: create it when missing; otherwise use it as it is, unless --overwrite allows
 // writing into it. A read of a shorter file measures what the file holds (4 KiB multiples), and says so.
 // Returns whether the file was created. May lower `plan.size`, and adds to `out`'s warnings and notes.
-Result<bool> prepare_file(Plan& plan, Outcome& out, Progress& progress) {
+Result<bool> prepare_file(Plan& plan, Outcome& out, TerminalProgress& progress) {
   struct stat st{};
   if (::lstat(plan.path.c_str(), &st) != 0) {
     if (errno != ENOENT)
@@ -263,7 +225,7 @@ Result<bool> prepare_file(Plan& plan, Outcome& out, Progress& progress) {
                                    format_size(plan.size), plan.path, holds,
                                    plan.verify ? fmt::format(", and --verify truncates it to {}", format_size(plan.size))
                                                : "");
-    std::fprintf(stderr, "ferry bench: %s\n", what.c_str());  // said even with --no-progress: it destroys data
+    tooling::print_error(what);  // said even with --no-progress: it destroys data
     out.notes.push_back(what);
   }
   if (have >= plan.size) return false;
@@ -272,16 +234,13 @@ Result<bool> prepare_file(Plan& plan, Outcome& out, Progress& progress) {
     if (!write) {
       std::string what = fmt::format("--overwrite: \"{}\" ({}) is filled to {} with generated data, replacing its "
                                      "contents", plan.path, holds, format_size(plan.size));
-      std::fprintf(stderr, "ferry bench: %s\n", what.c_str());
+      tooling::print_error(what);
       out.notes.push_back(what);
     }
-    int fd = ::open(plan.path.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC);  // in place: no O_CREAT, no O_TRUNC
-    if (fd < 0)
-      return Status::from_errno(errno, fmt::format("Could not open \"{}\" for writing", plan.path), plan.path);
-    Status s = fill_generated_file(fd, plan.path, plan.size, progress, "filling");
-    ::close(fd);
-    FERRY_RETURN_IF_ERROR(s);
-    progress.done(fmt::format("filled \"{}\" to {} with generated data", plan.path, format_size(plan.size)));
+    // In place: no O_CREAT, no O_TRUNC.
+    FERRY_ASSIGN_OR_RETURN(tooling::UniqueFd fd, tooling::open_fd(plan.path, O_WRONLY | O_NOCTTY, "writing"));
+    FERRY_RETURN_IF_ERROR(fill_generated_file(fd.get(), plan.path, plan.size, progress, "filling"));
+    progress.line(fmt::format("filled \"{}\" to {} with generated data", plan.path, format_size(plan.size)));
     return false;
   }
   // A read of a file bench did not create: measure the file as it is.
@@ -323,7 +282,7 @@ bool is_unavailable(const Status& s) {
 
 class Runner {
  public:
-  Runner(const Plan& plan, Outcome& out, Progress& progress) : p_(plan), out_(out), progress_(progress) {}
+  Runner(const Plan& plan, Outcome& out, TerminalProgress& progress) : p_(plan), out_(out), progress_(progress) {}
 
   Status run();
 
@@ -363,7 +322,7 @@ class Runner {
 
   const Plan& p_;
   Outcome& out_;
-  Progress& progress_;
+  TerminalProgress& progress_;
   std::size_t total_ = 0, done_ = 0;
   std::string gpu_reason_;  // empty when the GPU is usable
   std::optional<HostMemory> host_;
@@ -410,8 +369,14 @@ std::string Runner::label(const Measurement& m) const {
 
 void Runner::step(Measurement& m, std::size_t run, std::size_t of, const Sample& s) {
   std::string what = run == 0 ? "first run" : fmt::format("run {}/{}", run, of);
-  progress_.run(fmt::format("[{}/{}] {} {}: {:.2f} GiB/s ({:.2f} s)", done_ + 1, total_, label(m), what,
-                             gib_per_s(s.bytes, s.seconds), s.seconds));
+  std::string line = fmt::format("[{}/{}] {} {}: {:.2f} GiB/s ({:.2f} s)", done_ + 1, total_, label(m), what,
+                                 gib_per_s(s.bytes, s.seconds), s.seconds);
+  // A run is transient on a terminal; a log keeps a line per run.
+  if (progress_.terminal()) {
+    progress_.transient(line);
+  } else {
+    progress_.line("  " + line);
+  }
 }
 
 bool Runner::repeat(Measurement& m, unsigned count, const std::function<void()>& prepare,
@@ -442,7 +407,7 @@ void Runner::finish(Measurement m) {
   } else {
     line += m.status + ": " + m.reason;
   }
-  progress_.done(line);
+  progress_.line(line);
   out_.results.push_back(std::move(m));
 }
 
@@ -580,13 +545,13 @@ void Runner::measure_naive(const std::string& condition) {
     m.reason = "the naive way writes through the page cache: see the buffered condition";
     return finish(std::move(m));
   }
-  HostBuffer pageable = allocate_host(p_.size);
-  if (!pageable) {
+  auto pageable = HostMemory::allocate(p_.size, HostMemory::Touch::now);
+  if (!pageable.ok()) {
     m.status = "failed";
-    m.reason = fmt::format("could not allocate {} of pageable memory", format_size(p_.size));
+    m.reason = pageable.status().to_string();
     return finish(std::move(m));
   }
-  if (!is_read() && !device_) fill_generated_parallel(pageable.get(), p_.size, 8);
+  if (!is_read() && !device_) fill_generated_parallel(pageable->data(), p_.size, 8);
   auto fd = open_file(p_.path, !is_read(), false);
   if (!fd.ok()) {
     m.status = "failed";
@@ -600,9 +565,9 @@ void Runner::measure_naive(const std::string& condition) {
   repeat(m, repeats_for(condition), [&] { prepare_run(condition); }, [&]() -> Result<Sample> {
     Sample s;
     if (is_read()) {
-      FERRY_ASSIGN_OR_RETURN(s.bytes, naive_read(fd->get(), pageable.get(), p_.size, dev, dptr));
+      FERRY_ASSIGN_OR_RETURN(s.bytes, naive_read(fd->get(), pageable->data(), p_.size, dev, dptr));
     } else {
-      FERRY_RETURN_IF_ERROR(naive_write(fd->get(), pageable.get(), p_.size, dev, dptr));
+      FERRY_RETURN_IF_ERROR(naive_write(fd->get(), pageable->data(), p_.size, dev, dptr));
       s.bytes = p_.size;
       FERRY_RETURN_IF_ERROR(sync_if_asked(fd->get(), s));
     }
@@ -754,7 +719,7 @@ void Runner::measure_ferry(const std::string& route, const std::string& conditio
   m.report = last_report;
 
   if (ok && p_.verify) {
-    progress_.show(fmt::format("[{}/{}] {}: checking bytes", done_ + 1, total_, label(m)));
+    progress_.transient(fmt::format("[{}/{}] {}: checking bytes", done_ + 1, total_, label(m)));
     if (is_read()) {
       const std::uint8_t* got = buffer;
       if (m.target == "gpu") {
@@ -764,21 +729,19 @@ void Runner::measure_ferry(const std::string& route, const std::string& conditio
         }
         got = host_->data();
       }
-      if (!m.verify) m.verify = compare_with_file(p_.path, got, 0, m.runs.back().bytes, 8);
+      if (!m.verify) m.verify = tooling::compare_with_file(p_.path, got, 0, m.runs.back().bytes, 8);
     } else {
       // Writes: one more (untimed) run into the emptied file, so that old contents cannot pass for new ones.
-      int fd = ::open(p_.path.c_str(), O_WRONLY | O_CLOEXEC);
-      if (fd >= 0) {
-        (void)::ftruncate(fd, 0);
-        (void)::fdatasync(fd);
-        ::close(fd);
+      if (auto fd = tooling::open_fd(p_.path, O_WRONLY, "writing"); fd.ok()) {
+        (void)::ftruncate(fd->get(), 0);
+        (void)::fdatasync(fd->get());
       }
       auto r = one_run();
       Status synced = r.ok() && p_.sync == SyncPolicy::none ? file->sync() : Status();
       if (!r.ok() || !synced.ok()) {
         m.verify = VerifyOutcome{false, "the verification run failed: " + (!r.ok() ? r.status() : synced).to_string()};
       } else {
-        m.verify = compare_with_file(p_.path, nullptr, 0, p_.size, 8);
+        m.verify = tooling::compare_with_file(p_.path, nullptr, 0, p_.size, 8);
         m.verify->detail += " (an extra untimed run into the truncated file, read back)";
       }
     }
@@ -792,14 +755,15 @@ Status Runner::run() {
   // Host memory: pinned when a GPU is usable, so that the raw I/O baseline lands where the staged route's
   // bounce buffers would.
   std::uint64_t start = now_ns();
-  auto host = HostMemory::allocate(p_.size, device_ ? p_.device : -1);
+  auto host = device_ ? HostMemory::allocate_pinned(p_.device, p_.size)
+                      : HostMemory::allocate(p_.size, HostMemory::Touch::now);
   if (!host.ok()) return host.status();
   host_.emplace(std::move(*host));
-  out_.notes.push_back(fmt::format("host buffer: {} {} in {:.2f} s", format_size(host_->size()),
+  out_.notes.push_back(fmt::format("host buffer: {} {} in {:.2f} s", format_size(host_->size_bytes()),
                                    host_->pinned() ? "pinned with cuMemHostAlloc" : "page-aligned, not pinned (no GPU)",
                                    seconds_since(start)));
   if (!is_read()) {
-    // Writes write the generated data, so the file stays what `ferry bench` reads (and --verify can check it).
+    // Writes write the generated data, so the file stays what `ferry-bench` reads (and --verify can check it).
     fill_generated_parallel(host_->data(), p_.size, std::max(1u, std::thread::hardware_concurrency()));
     if (device_) {
       Status s = device_->copy_from_host(host_->data(), p_.size);
@@ -836,9 +800,9 @@ Status Runner::run() {
   if (p_.first_read) {
     make_hot(p_.path, p_.size, 8);
     for (const auto& route : p_.routes) {
-      progress_.show(fmt::format("first read in fresh processes: {}", route));
+      progress_.transient(fmt::format("first read in fresh processes: {}", route));
       Measurement m = measure_first_read(p_, route);
-      progress_.done(fmt::format("first read, {}: {}", route, m.status == "ok" ? m.notes.back() : m.reason));
+      progress_.line(fmt::format("first read, {}: {}", route, m.status == "ok" ? m.notes.back() : m.reason));
       out_.results.push_back(std::move(m));
     }
   }
@@ -848,55 +812,19 @@ Status Runner::run() {
 
 }  // namespace
 
-// ---- progress ----
-
-Progress::Progress(bool enabled) : enabled_(enabled), tty_(::isatty(STDERR_FILENO) == 1) {}
-
-Progress::~Progress() { clear(); }
-
-void Progress::show(const std::string& line) {
-  if (!enabled_ || !tty_) return;  // without a terminal only finished steps are printed
-  std::fprintf(stderr, "\r\033[K%s", line.c_str());
-  std::fflush(stderr);
-  dirty_ = true;
-}
-
-void Progress::run(const std::string& line) {
-  if (tty_) return show(line);
-  if (!enabled_) return;
-  std::fprintf(stderr, "  %s\n", line.c_str());
-  std::fflush(stderr);
-}
-
-void Progress::done(const std::string& line) {
-  if (!enabled_) return;
-  if (tty_) std::fprintf(stderr, "\r\033[K");
-  std::fprintf(stderr, "%s\n", line.c_str());
-  std::fflush(stderr);
-  dirty_ = false;
-}
-
-void Progress::clear() {
-  if (enabled_ && tty_ && dirty_) {
-    std::fprintf(stderr, "\r\033[K");
-    std::fflush(stderr);
-  }
-  dirty_ = false;
-}
-
 // ---- the plan as a whole ----
 
 Result<Outcome> run_plan(const Plan& plan) {
   std::uint64_t start = now_ns();
   Outcome out;
   out.plan = plan;
-  Progress progress(plan.progress);
+  TerminalProgress progress(plan.progress);
   // From here on out.plan is the plan measured: prepare_file() may lower its size to what FILE holds.
   FERRY_ASSIGN_OR_RETURN(out.file_created, prepare_file(out.plan, out, progress));
   out.env = gather_environment(out.plan);
   for (auto& w : environment_warnings(out.env)) out.warnings.push_back(w);
   Residency probe = probe_residency(out.plan.path, out.plan.size);
-  out.cache_check = probe.known ? probe.method : "none (" + probe.error + ")";
+  out.cache_check = probe.ok() ? probe->method : "none (" + probe.status().to_string() + ")";
   Runner runner(out.plan, out, progress);
   FERRY_RETURN_IF_ERROR(runner.run());
   out.total_seconds = seconds_since(start);

@@ -1,7 +1,7 @@
-// `ferry bench`: the results a benchmark produces, and the runner that measures them (the plan is in
+// `ferry-bench`: the results a benchmark produces, and the runner that measures them (the plan is in
 // ferry_bench/harness.hpp).
 //
-// A run of `ferry bench` measures, in one process and against one file: the ceilings (pinned copy
+// A run of `ferry-bench` measures, in one process and against one file: the ceilings (pinned copy
 // bandwidth, raw parallel file I/O into pinned host memory), the naive way, and Ferry's routes, each
 // repeated, so that every Ferry number can be given as a ratio of the ceilings measured beside it.
 // Thread safety: a Runner is used from one thread (it starts and joins its own I/O threads).
@@ -18,8 +18,11 @@
 #include "bench_stats.hpp"
 #include "ferry/ferry.hpp"
 #include "ferry_bench/harness.hpp"
+#include "ferry_tooling/file_compare.hpp"
 
 namespace ferry::cli::bench {
+
+using tooling::VerifyOutcome;
 
 /// One timed run.
 struct Sample {
@@ -104,21 +107,5 @@ struct Outcome {
 
 /// Medians, spreads, CPU time per GiB and ratios of every result, then the acceptance targets.
 void compute_statistics(Outcome& outcome);
-
-/// One line on stderr per step, or one line rewritten in place when stderr is a terminal.
-class Progress {
- public:
-  explicit Progress(bool enabled);
-  ~Progress();
-  void show(const std::string& line);  // transient (rewritten in place on a terminal)
-  void run(const std::string& line);   // one timed run: rewritten in place on a terminal, else a line of its own
-  void done(const std::string& line);  // a finished step
-  void clear();
-
- private:
-  bool enabled_;
-  bool tty_;
-  bool dirty_ = false;
-};
 
 }  // namespace ferry::cli::bench

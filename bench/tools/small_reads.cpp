@@ -36,6 +36,8 @@
 #include "ferry/config.hpp"
 #include "ferry/file.hpp"
 #include "ferry/page_cache.hpp"
+#include "ferry_tooling/host_memory.hpp"
+#include "ferry_tooling/unique_fd.hpp"
 #include "platform/cuda/cuda_api.hpp"
 #include "platform/cuda/primary_context.hpp"
 
@@ -331,13 +333,11 @@ int main(int argc, char** argv) {
         std::vector<std::thread> pool;
         for (unsigned t = 0; t < o.threads; ++t) {
           pool.emplace_back([&] {
-            int fd = ::open(o.path.c_str(), O_RDONLY | O_DIRECT);
-            void* buf = std::aligned_alloc(4096, (pl.size + 4095) / 4096 * 4096);
+            tooling::UniqueFd fd(::open(o.path.c_str(), O_RDONLY | O_DIRECT));
+            tooling::HostMemory buf = tooling::HostMemory::allocate(pl.size).value();
             for (std::size_t i; (i = next.fetch_add(1)) < first + count;) {
-              (void)!::pread(fd, buf, pl.size, static_cast<off_t>(pl.offsets[i]));
+              (void)!::pread(fd.get(), buf.data(), pl.size, static_cast<off_t>(pl.offsets[i]));
             }
-            std::free(buf);
-            ::close(fd);
           });
         }
         for (auto& t : pool) t.join();

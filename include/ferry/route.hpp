@@ -12,38 +12,78 @@
 #include <string>
 #include <vector>
 
+// The one list of routes and the one list of reasons. Everything else is generated from them: the enums
+// below, kRouteCount and kReasonCount, route_name(), reason_name() and reason_text() (src/route/report.cpp),
+// so that a route or reason added here has its name, its text and its place in every count at once (the trap
+// this prevents: a name table that silently lags the enum, answering "?" for the new value).
+//
+// FERRY_ROUTES(X) calls X(enumerator, name) once per route; the name is lowercase with hyphens.
+// FERRY_REASONS(X) calls X(enumerator, text) once per reason; its name is the enumerator's own (snake_case),
+// its text a phrase for people. The comment before each says which route it explains.
+// Comments inside the lists are /* */ ones: a // comment would swallow the line continuation.
+// clang-format off
+#define FERRY_ROUTES(X)          \
+  X(nvfs, "nvfs")                \
+  X(p2p, "p2p")                  \
+  X(cufile_posix, "cufile-posix") \
+  X(staged, "staged")            \
+  X(host, "host")
+
+#define FERRY_REASONS(X)                                                                                        \
+  /* host: the destination is host memory */                                                                   \
+  X(buffer_is_host_memory, "buffer is host memory")                                                            \
+  /* staged: policy forbids cuFile */                                                                          \
+  X(compat_mode_on, "compat mode on: cuFile not used")                                                         \
+  /* staged: the request is smaller than gds_threshold */                                                      \
+  X(below_gds_threshold, "request below the GDS threshold")                                                    \
+  /* staged: libcufile could not be loaded */                                                                  \
+  X(cufile_library_missing, "cuFile library missing")                                                          \
+  /* staged: cuFileDriverOpen failed */                                                                        \
+  X(cufile_driver_open_failed, "cuFile driver open failed")                                                    \
+  /* staged: cuFileHandleRegister failed for this file */                                                      \
+  X(cufile_handle_register_failed, "cuFile handle registration failed")                                        \
+  /* staged: cuFile would only use its POSIX path (no nvidia-fs, no P2PDMA) */                                 \
+  X(nvidia_fs_not_loaded, "nvidia-fs not loaded (cuFile would only use its POSIX path)")                      \
+  /* staged: CUFILE_FORCE_COMPAT_MODE makes cuFile use only its POSIX path */                                  \
+  X(cufile_forced_compat, "CUFILE_FORCE_COMPAT_MODE is set (cuFile would only use its POSIX path)")            \
+  /* staged: cuFile does not take managed (unified) memory */                                                  \
+  X(managed_memory, "buffer is managed memory, which cuFile does not take")                                    \
+  /* staged: the source has no file descriptor for cuFile (not a local file) */                                \
+  X(source_not_a_file, "the source is not a local file, which cuFile needs")                                   \
+  /* cuFile: policy requires cuFile */                                                                         \
+  X(compat_mode_off, "compat mode off: cuFile required")                                                       \
+  /* cuFile: nvidia-fs or P2PDMA present and the handle registered */                                          \
+  X(gds_available, "GPUDirect Storage available")                                                              \
+  /* nvfs, p2p, cufile-posix: split by cuFile's own statistics */                                              \
+  X(cufile_stats, "attributed by cuFile's statistics")                                                         \
+  /* staged: the unaligned first and last bytes of a cuFile read, bounced so that cuFile's whole-block */      \
+  /* transfers cannot write past them */                                                                       \
+  X(cufile_unaligned_edge,                                                                                     \
+    "unaligned edge of a cuFile read, moved through a bounce buffer so that no byte past it is written")       \
+  /* staged: pieces of File::pread_batch, packed into bounce buffers (cuFile takes one request at a time) */   \
+  X(batch_pieces, "pieces of a batch, packed into bounce buffers (cuFile would read them one request at a time)")
+// clang-format on
+
 namespace ferry {
 
-enum class Route { nvfs, p2p, cufile_posix, staged, host };
-inline constexpr std::size_t kRouteCount = 5;
+#define FERRY_ENUMERATOR_(enumerator, ...) enumerator,
+#define FERRY_ONE_(...) +1
+enum class Route { FERRY_ROUTES(FERRY_ENUMERATOR_) };
+inline constexpr std::size_t kRouteCount = 0 FERRY_ROUTES(FERRY_ONE_);
 
 /// "nvfs", "p2p", "cufile-posix", "staged", "host": lowercase, words joined by hyphens (docs/routes.md, Names).
+/// "?" for a value outside the enum.
 const char* route_name(Route r) noexcept;
 
-/// Why a route was chosen. The spelling of reason_name() (snake_case, the enumerator's own name) is the one
-/// in logs, JSON and Python.
-enum class Reason {
-  buffer_is_host_memory,         // host route: the destination is host memory
-  compat_mode_on,                // staged: policy forbids cuFile
-  below_gds_threshold,           // staged: request smaller than gds_threshold
-  cufile_library_missing,        // staged: libcufile could not be loaded
-  cufile_driver_open_failed,     // staged: cuFileDriverOpen failed
-  cufile_handle_register_failed, // staged: cuFileHandleRegister failed for this file
-  nvidia_fs_not_loaded,          // staged: cuFile would only use its POSIX path (no nvidia-fs, no P2PDMA)
-  cufile_forced_compat,          // staged: CUFILE_FORCE_COMPAT_MODE makes cuFile use only its POSIX path
-  managed_memory,                // staged: cuFile does not take managed (unified) memory
-  source_not_a_file,             // staged: the source has no file descriptor for cuFile (not a local file)
-  compat_mode_off,               // cuFile: policy requires cuFile
-  gds_available,                 // cuFile: nvidia-fs or P2PDMA present and the handle registered
-  cufile_stats,                  // nvfs/p2p/cufile-posix: split by cuFile's own statistics
-  cufile_unaligned_edge,         // staged: the unaligned first/last bytes of a cuFile read, bounced so
-                                 // that cuFile's whole-block transfers cannot write past them
-  batch_pieces,                  // staged: pieces of File::pread_batch, packed into bounce buffers (cuFile
-                                 // takes one request at a time)
-};
-inline constexpr std::size_t kReasonCount = 15;
+/// Why a route was chosen (FERRY_REASONS above). The spelling of reason_name() (snake_case, the enumerator's
+/// own name) is the one in logs, JSON and Python.
+enum class Reason { FERRY_REASONS(FERRY_ENUMERATOR_) };
+inline constexpr std::size_t kReasonCount = 0 FERRY_REASONS(FERRY_ONE_);
+#undef FERRY_ONE_
+#undef FERRY_ENUMERATOR_
+/// "?" for a value outside the enum.
 const char* reason_name(Reason r) noexcept;
-/// A sentence for people: "buffer is host memory".
+/// A phrase for people: "buffer is host memory". "?" for a value outside the enum.
 const char* reason_text(Reason r) noexcept;
 
 struct RouteCounters {

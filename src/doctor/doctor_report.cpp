@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "doctor/doctor_internal.hpp"
+#include "ferry_tooling/exit_status.hpp"
 #include "route/json_text.hpp"
 
 namespace ferry {
@@ -294,7 +295,7 @@ std::string doctor_json(const std::string& path, int device, bool probe) {
   nlohmann::json j;
   j["schema"] = kSchema;
   j["error"] = {{"code", error_code_name(r.status().code())}, {"message", r.status().message()}};
-  j["exit_status"] = r.status().code() == ErrorCode::invalid_argument ? 2 : kDoctorExitFailure;
+  j["exit_status"] = tooling::exit_status_for(r.status());
   return detail::json_dump(j);
 }
 

@@ -13,6 +13,7 @@
 
 #include "doctor/doctor_internal.hpp"
 #include "ferry_tooling/device_memory.hpp"
+#include "ferry_tooling/host_memory.hpp"
 #include "file/file_state.hpp"
 #include "file/open_options.hpp"
 #include "file/route_selection.hpp"
@@ -23,19 +24,9 @@ namespace ferry::detail::doctor {
 namespace {
 
 using tooling::DeviceMemory;
+using tooling::HostMemory;
 
 constexpr std::uint64_t kProbeBytes = 16ull << 20;
-
-struct HostMemory {
-  void* ptr = nullptr;
-  explicit HostMemory(std::uint64_t bytes) {
-    std::uint64_t rounded = (std::max<std::uint64_t>(bytes, 1) + 4095) / 4096 * 4096;
-    ptr = std::aligned_alloc(4096, rounded);
-  }
-  ~HostMemory() { std::free(ptr); }
-  HostMemory(const HostMemory&) = delete;
-  HostMemory& operator=(const HostMemory&) = delete;
-};
 
 bool is_direct(Route r) { return r == Route::nvfs || r == Route::p2p; }
 
@@ -178,8 +169,15 @@ DoctorPrediction predict(DoctorContext& c) {
   }
 
   std::optional<DeviceMemory> device_memory;
-  HostMemory host_byte(1);
-  const void* buffer = host_byte.ptr;
+  // The stand-in destination: one page of host memory, or (below) of the GPU's.
+  auto host_page = HostMemory::allocate(1);
+  if (!host_page.ok()) {
+    p.error = host_page.status().code();
+    p.detail = host_page.status().message();
+    p.explanation = fmt::format("{} cannot be predicted: {}", subject, host_page.status().message());
+    return p;
+  }
+  const void* buffer = host_page->data();
   if (gpu) {
     auto m = DeviceMemory::allocate(*c.cuda, c.options.device, 4096);
     if (!m.ok()) {
@@ -270,8 +268,14 @@ DoctorProbe run_probe(DoctorContext& c, const DoctorPrediction& prediction) {
     device_memory.emplace(std::move(*m));
     buffer = device_memory->pointer();
   } else {
-    host_memory.emplace(r.requested_bytes);
-    buffer = host_memory->ptr;
+    auto m = HostMemory::allocate(r.requested_bytes);
+    if (!m.ok()) {
+      r.error = m.status().to_string();
+      r.verdict = "not run: " + r.error;
+      return r;
+    }
+    host_memory.emplace(std::move(*m));
+    buffer = host_memory->data();
   }
   r.ran = true;
   auto start = std::chrono::steady_clock::now();

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "ferry_tooling/unique_fd.hpp"
 #include "io/syscalls.hpp"
 
 namespace ferry::page_cache {
@@ -16,25 +17,11 @@ namespace {
 
 constexpr std::uint64_t kPage = 4096;  // the unit Syscalls::cached_pages counts in
 
-class Descriptor {
- public:
-  explicit Descriptor(int fd) : fd_(fd) {}
-  ~Descriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Descriptor(const Descriptor&) = delete;
-  Descriptor& operator=(const Descriptor&) = delete;
-  int get() const { return fd_; }
+using tooling::UniqueFd;
 
- private:
-  int fd_;
-};
-
-Result<int> open_for_probe(const std::string& path) {
+Result<UniqueFd> open_for_probe(const std::string& path) {
   // O_NONBLOCK: opening a FIFO must not hang; it is refused below.
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return Status::from_errno(errno, fmt::format("Could not open \"{}\"", path), path);
-  return fd;
+  return tooling::open_fd(path, O_RDONLY | O_NONBLOCK, "reading");
 }
 
 Result<Residency> probe(int fd, const std::string& path, std::uint64_t offset, std::uint64_t length) {
@@ -68,14 +55,12 @@ Result<Residency> probe(int fd, const std::string& path, std::uint64_t offset, s
 }  // namespace
 
 Result<Residency> residency(const std::string& path, std::uint64_t offset, std::uint64_t length) {
-  FERRY_ASSIGN_OR_RETURN(int raw, open_for_probe(path));
-  Descriptor fd(raw);
+  FERRY_ASSIGN_OR_RETURN(UniqueFd fd, open_for_probe(path));
   return probe(fd.get(), path, offset, length);
 }
 
 Result<Residency> evict(const std::string& path, bool write_back_first) {
-  FERRY_ASSIGN_OR_RETURN(int raw, open_for_probe(path));
-  Descriptor fd(raw);
+  FERRY_ASSIGN_OR_RETURN(UniqueFd fd, open_for_probe(path));
   struct stat st;
   if (::fstat(fd.get(), &st) == 0 && !S_ISREG(st.st_mode)) return probe(fd.get(), path, 0, kToEnd);  // the error
   if (write_back_first && ::fdatasync(fd.get()) != 0) {

@@ -12,57 +12,33 @@
 
 namespace ferry {
 
+// Generated from the lists in ferry/route.hpp.
 const char* route_name(Route r) noexcept {
   switch (r) {
-    case Route::nvfs: return "nvfs";
-    case Route::p2p: return "p2p";
-    case Route::cufile_posix: return "cufile-posix";
-    case Route::staged: return "staged";
-    case Route::host: return "host";
+#define FERRY_ROUTE_CASE_(enumerator, name) \
+  case Route::enumerator: return name;
+    FERRY_ROUTES(FERRY_ROUTE_CASE_)
+#undef FERRY_ROUTE_CASE_
   }
   return "?";
 }
 
 const char* reason_name(Reason r) noexcept {
   switch (r) {
-    case Reason::buffer_is_host_memory: return "buffer_is_host_memory";
-    case Reason::compat_mode_on: return "compat_mode_on";
-    case Reason::below_gds_threshold: return "below_gds_threshold";
-    case Reason::cufile_library_missing: return "cufile_library_missing";
-    case Reason::cufile_driver_open_failed: return "cufile_driver_open_failed";
-    case Reason::cufile_handle_register_failed: return "cufile_handle_register_failed";
-    case Reason::nvidia_fs_not_loaded: return "nvidia_fs_not_loaded";
-    case Reason::cufile_forced_compat: return "cufile_forced_compat";
-    case Reason::managed_memory: return "managed_memory";
-    case Reason::source_not_a_file: return "source_not_a_file";
-    case Reason::compat_mode_off: return "compat_mode_off";
-    case Reason::gds_available: return "gds_available";
-    case Reason::cufile_stats: return "cufile_stats";
-    case Reason::cufile_unaligned_edge: return "cufile_unaligned_edge";
-    case Reason::batch_pieces: return "batch_pieces";
+#define FERRY_REASON_NAME_CASE_(enumerator, text) \
+  case Reason::enumerator: return #enumerator;
+    FERRY_REASONS(FERRY_REASON_NAME_CASE_)
+#undef FERRY_REASON_NAME_CASE_
   }
   return "?";
 }
 
 const char* reason_text(Reason r) noexcept {
   switch (r) {
-    case Reason::buffer_is_host_memory: return "buffer is host memory";
-    case Reason::compat_mode_on: return "compat mode on: cuFile not used";
-    case Reason::below_gds_threshold: return "request below the GDS threshold";
-    case Reason::cufile_library_missing: return "cuFile library missing";
-    case Reason::cufile_driver_open_failed: return "cuFile driver open failed";
-    case Reason::cufile_handle_register_failed: return "cuFile handle registration failed";
-    case Reason::nvidia_fs_not_loaded: return "nvidia-fs not loaded (cuFile would only use its POSIX path)";
-    case Reason::cufile_forced_compat: return "CUFILE_FORCE_COMPAT_MODE is set (cuFile would only use its POSIX path)";
-    case Reason::managed_memory: return "buffer is managed memory, which cuFile does not take";
-    case Reason::source_not_a_file: return "the source is not a local file, which cuFile needs";
-    case Reason::compat_mode_off: return "compat mode off: cuFile required";
-    case Reason::gds_available: return "GPUDirect Storage available";
-    case Reason::cufile_stats: return "attributed by cuFile's statistics";
-    case Reason::cufile_unaligned_edge:
-      return "unaligned edge of a cuFile read, moved through a bounce buffer so that no byte past it is written";
-    case Reason::batch_pieces:
-      return "pieces of a batch, packed into bounce buffers (cuFile would read them one request at a time)";
+#define FERRY_REASON_TEXT_CASE_(enumerator, text) \
+  case Reason::enumerator: return text;
+    FERRY_REASONS(FERRY_REASON_TEXT_CASE_)
+#undef FERRY_REASON_TEXT_CASE_
   }
   return "?";
 }

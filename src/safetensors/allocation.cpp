@@ -1,10 +1,9 @@
-// Allocation: device memory through the CUDA table, host memory page-aligned.
+// Allocation: device memory through the CUDA table, host memory from ferry_tooling/host_memory.hpp.
 #include "safetensors/allocation.hpp"
-
-#include <cstdlib>
 
 #include <fmt/format.h>
 
+#include "ferry_tooling/host_memory.hpp"
 #include "platform/cuda/cuda_api.hpp"
 #include "platform/cuda/primary_context.hpp"
 
@@ -14,22 +13,14 @@ namespace detail {
 using ferry::detail::CudaApi;
 using ferry::detail::CUdeviceptr;
 
-namespace {
-constexpr std::uint64_t kHostAlignment = 4096;
-}
-
 Result<std::shared_ptr<Allocation>> AllocationAccess::allocate(const ferry::detail::GpuPlatform& gpu, int device,
                                                                std::uint64_t size_bytes) {
   std::shared_ptr<Allocation> a(new Allocation);
   a->device_ = device;
   a->size_ = size_bytes;
   if (device == kHostMemory) {
-    std::uint64_t rounded = (std::max<std::uint64_t>(size_bytes, 1) + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
-    a->data_ = std::aligned_alloc(kHostAlignment, rounded);
-    if (a->data_ == nullptr) {
-      return Status(ErrorCode::no_space, fmt::format("Could not allocate {} of host memory", format_size(size_bytes)),
-                    ENOMEM);
-    }
+    FERRY_ASSIGN_OR_RETURN(tooling::HostMemory host, tooling::HostMemory::allocate(size_bytes));
+    a->data_ = host.release();  // freed by release() below
     return a;
   }
   Status why;
@@ -53,7 +44,7 @@ Result<std::shared_ptr<Allocation>> AllocationAccess::allocate(const ferry::deta
 void AllocationAccess::release(Allocation& a) noexcept {
   if (a.data_ == nullptr) return;
   if (a.device_ == kHostMemory) {
-    std::free(a.data_);
+    tooling::HostMemory::free_released(a.data_, a.size_);
   } else if (a.api_ != nullptr) {
     const auto& api = *static_cast<const CudaApi*>(a.api_);
     ferry::detail::ScopedDeviceContext context(api, a.device_);

@@ -1,5 +1,5 @@
 // Allocation's way in: blocks of device memory (cuMemAlloc in the device's primary context) or host
-// memory (page-aligned, for O_DIRECT), and their release.
+// memory (page-aligned, for O_DIRECT: ferry_tooling/host_memory.hpp), and their release.
 #pragma once
 
 #include <memory>
@@ -11,7 +11,7 @@ namespace ferry::safetensors::detail {
 
 class AllocationAccess {
  public:
-  /// `size_bytes` of memory on `device` (kHostMemory: host memory aligned to 4096). Zero bytes still gives
+  /// `size_bytes` of memory on `device` (kHostMemory: page-aligned host memory). Zero bytes still gives
   /// a valid, distinct pointer. Errors: unavailable without CUDA (naming why); the driver's
   /// (CUDA_ERROR_OUT_OF_MEMORY as unavailable, a bad ordinal as invalid_argument); no_space for host memory.
   [[nodiscard]] static Result<std::shared_ptr<Allocation>> allocate(const ferry::detail::GpuPlatform& gpu, int device,

@@ -1,7 +1,6 @@
 // SaveStaging: pooled pinned kits or the save's own host memory, and a copy stream per GPU.
 #include "safetensors/save_staging.hpp"
 
-#include <cstdlib>
 #include <utility>
 
 #include <fmt/format.h>
@@ -14,18 +13,13 @@ namespace ferry::safetensors::detail {
 using ferry::detail::CudaApi;
 using ferry::detail::CUstream;
 
-void SaveStaging::FreeHost::operator()(char* p) const { std::free(p); }
-
 Result<SaveStaging> SaveStaging::make(const CudaApi* api, int device, std::size_t windows) {
   SaveStaging s;
   if (api == nullptr) {
-    const std::uint64_t bytes = windows * kSaveWindowBytes;
-    s.host_.reset(static_cast<char*>(std::aligned_alloc(4096, bytes)));
-    if (!s.host_) {
-      return Status(ErrorCode::no_space,
-                    fmt::format("Could not allocate {} of host memory to stage the save", format_size(bytes)), ENOMEM);
-    }
-    for (std::size_t i = 0; i < windows; ++i) s.windows_.push_back(s.host_.get() + i * kSaveWindowBytes);
+    FERRY_ASSIGN_OR_RETURN(tooling::HostMemory host, tooling::HostMemory::allocate(windows * kSaveWindowBytes));
+    s.host_.emplace(std::move(host));
+    char* base = reinterpret_cast<char*>(s.host_->data());
+    for (std::size_t i = 0; i < windows; ++i) s.windows_.push_back(base + i * kSaveWindowBytes);
     return s;
   }
   s.api_ = api;

@@ -11,10 +11,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "backends/staging_pool.hpp"
 #include "ferry/status.hpp"
+#include "ferry_tooling/host_memory.hpp"
 #include "platform/cuda/cuda_api.hpp"
 
 namespace ferry::safetensors::detail {
@@ -44,10 +46,7 @@ class SaveStaging {
   const ferry::detail::CudaApi* api_ = nullptr;
   int device_ = -1;
   std::vector<std::unique_ptr<ferry::detail::StagingKit>> kits_;
-  struct FreeHost {
-    void operator()(char* p) const;
-  };
-  std::unique_ptr<char, FreeHost> host_;
+  std::optional<tooling::HostMemory> host_;
   std::vector<char*> windows_;
   std::map<int, ferry::detail::CUstream> own_streams_;  // devices other than device_
 };

@@ -145,18 +145,6 @@ Status follow_symlink(Destination& d, const struct stat& link) {
 
 }  // namespace
 
-UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {
-  if (this != &o) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = o.release();
-  }
-  return *this;
-}
-
-UniqueFd::~UniqueFd() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
 Result<Destination> inspect_destination(const std::string& path) {
   Destination d;
   d.path = path;

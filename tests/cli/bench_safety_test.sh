@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `ferry bench` never changes a file it did not create without --overwrite (issue 10: a read benchmark
+# `ferry-bench` never changes a file it did not create without --overwrite (issue 10: a read benchmark
 # replaced a shorter file with generated data). Usage: bench_safety_test.sh FERRY_BINARY SCRATCH_DIR
 set -u
 source "$(dirname "$0")/cli_test_lib.sh" "$@"
@@ -17,7 +17,7 @@ head -c 100000 /dev/urandom >"$dir/short.bin"
 cp "$dir/short.bin" "$dir/short.copy"
 expect "a shorter file is measured as it is" 0 'WARNING: ".*short.bin" holds 97.66 KiB, less than --size 1.00 MiB: measuring its first 96.00 KiB as it is' \
   -- bench "$dir/short.bin" --size 1MiB "${quick[@]}"
-out=$("$ferry" bench "$dir/short.bin" --size 1MiB "${quick[@]}" --verify --json)
+out=$("$bench" "$dir/short.bin" --size 1MiB "${quick[@]}" --verify --json)
 if "$py" -c 'import json,sys; d=json.loads(sys.argv[1]); p=d["plan"]
 assert p["size_bytes"] == 98304 and p["requested_size_bytes"] == 1 << 20 and p["file_created"] is False, p
 h=[r for r in d["results"] if r["name"] == "host"][0]
@@ -35,7 +35,7 @@ expect "--op write on an existing file is refused" 1 \
   bench "$dir/short.bin" --op write --size 64KiB "${quick[@]}"
 holds "it is unchanged" cmp -s "$dir/short.bin" "$dir/short.copy"
 expect "--op write --overwrite says what it overwrites" 0 \
-  'ferry bench: --overwrite: the first 64.00 KiB of ".*short.bin" \(it holds 97.66 KiB\) are overwritten with generated data' \
+  'ferry-bench: --overwrite: the first 64.00 KiB of ".*short.bin" \(it holds 97.66 KiB\) are overwritten with generated data' \
   -- bench "$dir/short.bin" --op write --overwrite --size 64KiB "${quick[@]}"
 holds "it kept its length" test "$(stat -c %s "$dir/short.bin")" = 100000
 expect "its first 64 KiB are the generated data" 0 "verify: OK" -- read "$dir/short.bin" --size 64KiB --verify

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `ferry bench` on a small file: host route and CPU baselines measured, JSON with the documented keys, --verify,
+# `ferry-bench` on a small file: host route and CPU baselines measured, JSON with the documented keys, --verify,
 # the cold-cache method reported, device rows skipped with a reason where there is no GPU (and measured where
 # there is one), writes with their sync policy, progress lines, usage errors.
 # Usage: bench_test.sh FERRY_BINARY SCRATCH_DIR
@@ -9,7 +9,7 @@ source "$(dirname "$0")/cli_test_lib.sh" "$@"
 file="$dir/bench.bin"
 
 # 1. Reads, hot and cold, every route and baseline, JSON.
-"$ferry" bench "$file" --size 64MiB --cache both --repeats 2 --cold-repeats 1 --verify --json \
+"$bench" "$file" --size 64MiB --cache both --repeats 2 --cold-repeats 1 --verify --json \
   --json-out "$dir/read.json" >"$dir/read.out" 2>"$dir/read.err"
 rc=$?
 if [ "$rc" -eq 0 ]; then pass "bench read exits 0"; else fail "bench read exits $rc: $(tail -5 "$dir/read.err")"; fi
@@ -87,7 +87,7 @@ expect "bench table" 0 "host\* +host hot +[0-9]+ +4MiB .* verified" -- bench "$f
   --baselines pread --repeats 1 --verify --no-progress
 expect "bench table names the sweep" 0 "pread +host hot +2 +1MiB" -- bench "$file" --size 64MiB --routes host \
   --baselines pread --threads 2,4 --task-size 1MiB,4MiB --repeats 1 --no-progress
-out=$("$ferry" bench "$file" --size 64MiB --routes host --baselines none --repeats 1 --no-progress 2>"$dir/np.err")
+out=$("$bench" "$file" --size 64MiB --routes host --baselines none --repeats 1 --no-progress 2>"$dir/np.err")
 [ ! -s "$dir/np.err" ] && pass "--no-progress keeps stderr quiet" || fail "--no-progress printed: $(head -c 300 "$dir/np.err")"
 grep -q "(created with generated data)" <<<"$out" && fail "an existing, large enough file was created again" \
   || pass "an existing file is reused"
@@ -107,7 +107,7 @@ expect "bench write --sync none" 0 "sync policy: none" -- bench "$dir/w.bin" --o
 expect "written file reads back" 0 "verify: OK" -- read "$dir/w.bin" --verify
 
 # 4b. The first read in fresh processes (issue 11): one row per route, each run a spawned `ferry read`.
-"$ferry" bench "$file" --size 1MiB --routes host --baselines none --repeats 2 --first-read --json --no-progress \
+"$bench" "$file" --size 1MiB --routes host --baselines none --repeats 2 --first-read --json --no-progress \
   >"$dir/first.json" 2>"$dir/first.err"
 if "$py" - "$dir/first.json" <<'EOF'
 import json, sys

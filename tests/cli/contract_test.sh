@@ -13,7 +13,7 @@ json_check() {
   local name=$1 check=$2
   shift 3
   local out err rc
-  out=$("$ferry" "$@" 2>"$dir/stderr")
+  out=$(run_tool "$@" 2>"$dir/stderr")
   rc=$?
   err=$(cat "$dir/stderr")
   if "$py" - "$out" "$rc" "$err" "$check" <<'PY'
@@ -29,7 +29,7 @@ PY
 
 # 1. An unknown command: named, with the commands there are; exit 2 as every usage error.
 expect "unknown command named with the list" 2 \
-  'unknown command "frobnicate"; the commands are: read, write, doctor, bench, load' -- frobnicate
+  'unknown command "frobnicate"; the commands are: read, write, doctor, load' -- frobnicate
 expect "a mistyped command" 2 'unknown command "rd"' -- rd file.bin --json
 json_check "unknown command with --json" \
   'rc == 2 and d["schema"] == "ferry.error/1" and d["code"] == "invalid_argument" and "frobnicate" in d["message"] and d["exit_status"] == 2 and d["command"] is None and "unknown command" in err' \
@@ -75,8 +75,17 @@ json_check "load of a missing checkpoint: error object" \
   'rc == 1 and d["command"] == "load" and d["code"] == "not_found"' -- load "$dir/none.safetensors" --json
 json_check "doctor --probe without PATH: error object" \
   'rc == 2 and d["command"] == "doctor" and d["code"] == "invalid_argument"' -- doctor --probe --json
+json_check "ferry-bench unknown option: usage error object, exit 2" \
+  'rc == 2 and d["command"] == "bench" and d["code"] == "invalid_argument" and "ferry-bench" not in d["message"]' \
+  -- bench "$file" --frobnicate --json
+json_check "ferry-bench on a directory: error object, exit 1" \
+  'rc == 1 and d["command"] == "bench" and d["code"] == "is_a_directory" and err.startswith("ferry-bench: ")' \
+  -- bench "$dir" --size 1MiB --json --no-progress
 out=$("$ferry" read "$dir/nope.bin" 2>/dev/null)
 [ -z "$out" ] && pass "without --json a failure prints nothing on stdout" || fail "stdout without --json: $out"
+out=$("$ferry" bench "$file" 2>&1); rc=$?
+[ "$rc" = 2 ] && grep -q 'unknown command "bench"' <<<"$out" && pass "the benchmark is ferry-bench, not a ferry command" ||
+  fail "ferry bench: exit $rc: $out"
 
 # 4. --version: the three lines, quickly, whatever this machine has.
 start=$(date +%s%N)
@@ -121,8 +130,6 @@ result cuFileDriverClose_v2(void) { return ok(); }
 result cuFileDriverGetProperties(void* p) { (void)p; return ok(); }
 result cuFileHandleRegister(void* a, void* b) { (void)a; (void)b; return ok(); }
 void cuFileHandleDeregister(void* a) { (void)a; }
-result cuFileBufRegister(void) { return ok(); }
-result cuFileBufDeregister(void) { return ok(); }
 long cuFileRead(void) { return -1; }
 long cuFileWrite(void) { return -1; }
 C

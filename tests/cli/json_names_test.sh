@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# --json with file names that are not UTF-8, for every command that prints JSON and for the error object
-# (issue 10: every subcommand aborted with SIGABRT, after `write` had written; issue 23: `load` still did,
-# also for such a file inside a cleanly named directory). Names are encoded as Python's surrogateescape
+# --json with file names that are not UTF-8, for every command that prints JSON (read, write, doctor, load,
+# and ferry-bench) and for the error object of each (issue 10: every subcommand aborted with SIGABRT, after
+# `write` had written; issue 23: `load` still did, also for such a file inside a cleanly named directory). Names are encoded as Python's surrogateescape
 # does: json.loads() + os.fsencode() give back the exact bytes. Usage: json_names_test.sh FERRY_BINARY SCRATCH_DIR
 set -u
 source "$(dirname "$0")/cli_test_lib.sh" "$@"
@@ -32,7 +32,7 @@ json_has_path "read --json carries the name" path "$out"
 out=$("$ferry" doctor "$bad" --json 2>&1); rc=$?
 [ "$rc" = 0 ] || [ "$rc" = 4 ] && pass "doctor --json exits $rc" || fail "doctor --json exits $rc: ${out:0:300}"
 json_has_path "doctor --json carries the name" path "$out"
-out=$("$ferry" bench "$bad" --size 64KiB --routes host --baselines none --repeats 1 --no-progress --json 2>&1); rc=$?
+out=$("$bench" "$bad" --size 64KiB --routes host --baselines none --repeats 1 --no-progress --json 2>&1); rc=$?
 [ "$rc" = 0 ] && pass "bench --json exits 0" || fail "bench --json exits $rc: ${out:0:300}"
 json_has_path "bench --json carries the name" plan.file "$out"
 # A message that quotes the name (a missing file) in doctor's JSON.
@@ -69,6 +69,12 @@ for cmd in read load; do
   [ "$rc" = 1 ] && pass "$cmd --json of a missing name exits 1" || fail "$cmd --json of a missing name exits $rc: ${out:0:300}"
   json_has_path "$cmd --json error object carries the name" path "$out" "$bad.missing"
 done
+out=$("$bench" "$bad.missing/x.bin" --size 64KiB --no-progress --json 2>/dev/null); rc=$?
+[ "$rc" = 1 ] && pass "ferry-bench --json into a missing directory exits 1" || fail "ferry-bench --json, missing directory: exit $rc: ${out:0:300}"
+json_has_path "ferry-bench --json error object carries the name" path "$out" "$bad.missing/x.bin"
+out=$("$ferry" doctor "$bad.missing" --probe --device -1 --json 2>/dev/null); rc=$?
+[ "$rc" = 2 ] && "$py" -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["schema"]=="ferry.error/1" and d["command"]=="doctor", d' "$out" \
+  && pass "doctor --json usage error object parses" || fail "doctor --json usage error: exit $rc: ${out:0:300}"
 out=$("$ferry" write "$bad.missing/x.bin" --size 4KiB --json 2>/dev/null); rc=$?
 [ "$rc" = 1 ] && pass "write --json into a missing directory exits 1" || fail "write --json into a missing directory exits $rc: ${out:0:300}"
 "$py" -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["schema"]=="ferry.error/1" and d["command"]=="write", d' "$out" \

@@ -13,11 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "ferry/ferry.hpp"
-#include "file/open_options.hpp"
-#include "support/scripted_syscalls.hpp"
+#include "fault/fault_test.hpp"
 #include "support/status_matchers.hpp"
-#include "support/test_files.hpp"
 
 using ::testing::HasSubstr;
 
@@ -26,18 +23,11 @@ namespace {
 
 using testing::Op;
 using testing::Rule;
-using testing::ScriptedSyscalls;
 using testing::StatusIs;
 using Clock = std::chrono::steady_clock;
+using FirstError = testing::FaultTest;
 
-constexpr std::uint64_t kTask = 64 * 1024;
 constexpr std::uint64_t kTasks = 32;
-
-Config config(unsigned threads) {
-  Config c;
-  c.set_task_size(kTask).set_threads(threads).set_direct_io(DirectIo::off);
-  return c;
-}
 
 std::uint64_t checksum(const std::vector<std::uint8_t>& v) {
   std::uint64_t h = 1469598103934665603ull;
@@ -66,13 +56,11 @@ struct CompletionClock {
   }
 };
 
-TEST(FirstError, ReadFailsWithTheErrorAndNoTaskTouchesTheBufferAfterwards) {
-  auto dir = testing::test_dir();
-  auto path = testing::write_pattern_file(dir / "d.bin", kTasks * kTask);
-  ScriptedSyscalls sys;
-  sys.add(Rule::on(Op::pread).covering(5 * kTask).sleeps(std::chrono::milliseconds(5)).fail(EIO));
-  sys.add(Rule::on(Op::pread).sleeps(std::chrono::milliseconds(30)));
-  auto file = detail::open_file(path, "r", config(4), detail::OpenOptions{.syscalls = &sys});
+TEST_F(FirstError, ReadFailsWithTheErrorAndNoTaskTouchesTheBufferAfterwards) {
+  auto path = testing::write_pattern_file(dir_ / "d.bin", kTasks * kTask);
+  sys_.add(Rule::on(Op::pread).covering(5 * kTask).sleeps(std::chrono::milliseconds(5)).fail(EIO));
+  sys_.add(Rule::on(Op::pread).sleeps(std::chrono::milliseconds(30)));
+  auto file = open(path, "r", fault_config(DirectIo::off, 4));
   ASSERT_TRUE(file.ok());
   std::vector<std::uint8_t> buf(kTasks * kTask, 0);
   Future f = file->pread(buf.data(), buf.size(), 0);
@@ -87,23 +75,21 @@ TEST(FirstError, ReadFailsWithTheErrorAndNoTaskTouchesTheBufferAfterwards) {
   EXPECT_EQ(checksum(buf), before) << "a task wrote into the buffer after the future failed";
 
   Clock::time_point completed = done.get();
-  auto preads = sys.calls(Op::pread);
+  auto preads = sys_.calls(Op::pread);
   for (const auto& c : preads) {
     EXPECT_LE(c.ended, completed) << "pread at offset " << c.offset << " still ran after completion";
   }
   EXPECT_LT(preads.size(), kTasks) << "tasks after the failure must not start";
   // Nothing starts afterwards either.
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_EQ(sys.calls(Op::pread).size(), preads.size());
+  EXPECT_EQ(sys_.calls(Op::pread).size(), preads.size());
 }
 
-TEST(FirstError, WriteFailsWithNoSpaceAndNoWriteRunsAfterCompletion) {
-  auto dir = testing::test_dir();
-  auto path = (dir / "w.bin").string();
-  ScriptedSyscalls sys;
-  sys.add(Rule::on(Op::pwrite).covering(3 * kTask).fail(ENOSPC));
-  sys.add(Rule::on(Op::pwrite).sleeps(std::chrono::milliseconds(20)));
-  auto file = detail::open_file(path, "w", config(4), detail::OpenOptions{.syscalls = &sys});
+TEST_F(FirstError, WriteFailsWithNoSpaceAndNoWriteRunsAfterCompletion) {
+  auto path = (dir_ / "w.bin").string();
+  sys_.add(Rule::on(Op::pwrite).covering(3 * kTask).fail(ENOSPC));
+  sys_.add(Rule::on(Op::pwrite).sleeps(std::chrono::milliseconds(20)));
+  auto file = open(path, "w", fault_config(DirectIo::off, 4));
   ASSERT_TRUE(file.ok());
   std::vector<std::uint8_t> buf(kTasks * kTask, 1);
   Future f = file->pwrite(buf.data(), buf.size(), 0);
@@ -113,18 +99,16 @@ TEST(FirstError, WriteFailsWithNoSpaceAndNoWriteRunsAfterCompletion) {
   ASSERT_THAT(r, StatusIs(ErrorCode::no_space, HasSubstr("offset " + std::to_string(3 * kTask))));
   EXPECT_EQ(r.status().sys_errno(), ENOSPC);
   Clock::time_point completed = done.get();
-  auto writes = sys.calls(Op::pwrite);
+  auto writes = sys_.calls(Op::pwrite);
   for (const auto& c : writes) EXPECT_LE(c.ended, completed);
   EXPECT_LT(writes.size(), kTasks);
 }
 
-TEST(FirstError, TheEarliestFailureWinsOverALaterOne) {
-  auto dir = testing::test_dir();
-  auto path = testing::write_pattern_file(dir / "d.bin", 8 * kTask);
-  ScriptedSyscalls sys;
-  sys.add(Rule::on(Op::pread).covering(1 * kTask).fail(EIO));
-  sys.add(Rule::on(Op::pread).covering(2 * kTask).sleeps(std::chrono::milliseconds(30)).fail(ENOSPC));
-  auto file = detail::open_file(path, "r", config(4), detail::OpenOptions{.syscalls = &sys});
+TEST_F(FirstError, TheEarliestFailureWinsOverALaterOne) {
+  auto path = testing::write_pattern_file(dir_ / "d.bin", 8 * kTask);
+  sys_.add(Rule::on(Op::pread).covering(1 * kTask).fail(EIO));
+  sys_.add(Rule::on(Op::pread).covering(2 * kTask).sleeps(std::chrono::milliseconds(30)).fail(ENOSPC));
+  auto file = open(path, "r", fault_config(DirectIo::off, 4));
   ASSERT_TRUE(file.ok());
   std::vector<std::uint8_t> buf(8 * kTask);
   auto r = file->pread(buf.data(), buf.size(), 0).get();
@@ -132,29 +116,25 @@ TEST(FirstError, TheEarliestFailureWinsOverALaterOne) {
   EXPECT_EQ(r.status().sys_errno(), EIO);
 }
 
-TEST(FirstError, FailedRequestLeavesTheFileUsable) {
-  auto dir = testing::test_dir();
-  auto path = testing::write_pattern_file(dir / "d.bin", 4 * kTask);
-  ScriptedSyscalls sys;
-  sys.add(Rule::on(Op::pread).covering(kTask).fail(EIO).limit(1));
-  auto file = detail::open_file(path, "r", config(2), detail::OpenOptions{.syscalls = &sys});
+TEST_F(FirstError, FailedRequestLeavesTheFileUsable) {
+  auto path = testing::write_pattern_file(dir_ / "d.bin", 4 * kTask);
+  sys_.add(Rule::on(Op::pread).covering(kTask).fail(EIO).limit(1));
+  auto file = open(path, "r", fault_config(DirectIo::off, 2));
   ASSERT_TRUE(file.ok());
   std::vector<std::uint8_t> buf(4 * kTask);
-  ASSERT_FALSE(file->pread(buf.data(), buf.size(), 0).get().ok());
+  ASSERT_THAT(file->pread(buf.data(), buf.size(), 0).get(), StatusIs(ferry::ErrorCode::io_error));
   auto r = file->pread(buf.data(), buf.size(), 0).get();
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ(buf, testing::pattern(0, 4 * kTask));
 }
 
-TEST(FirstError, FailedRequestStillCountsInTheFilesReport) {
-  auto dir = testing::test_dir();
-  auto path = testing::write_pattern_file(dir / "d.bin", 4 * kTask);
-  ScriptedSyscalls sys;
-  sys.add(Rule::on(Op::pread).covering(3 * kTask).fail(EIO).limit(1));
-  auto file = detail::open_file(path, "r", config(1), detail::OpenOptions{.syscalls = &sys});
+TEST_F(FirstError, FailedRequestStillCountsInTheFilesReport) {
+  auto path = testing::write_pattern_file(dir_ / "d.bin", 4 * kTask);
+  sys_.add(Rule::on(Op::pread).covering(3 * kTask).fail(EIO).limit(1));
+  auto file = open(path, "r", fault_config(DirectIo::off, 1));
   ASSERT_TRUE(file.ok());
   std::vector<std::uint8_t> buf(4 * kTask);
-  ASSERT_FALSE(file->pread(buf.data(), buf.size(), 0).get().ok());
+  ASSERT_THAT(file->pread(buf.data(), buf.size(), 0).get(), StatusIs(ferry::ErrorCode::io_error));
   // One worker, in order: three tasks succeeded before the fourth failed; the trail keeps them.
   Report report = file->report();
   EXPECT_EQ(report.at(Route::host).ops, 3u) << report.summary();

@@ -15,11 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "ferry/ferry.hpp"
-#include "file/open_options.hpp"
-#include "support/scripted_syscalls.hpp"
+#include "fault/fault_test.hpp"
 #include "support/status_matchers.hpp"
-#include "support/test_files.hpp"
 
 using ::testing::AllOf;
 using ::testing::AnyOf;
@@ -29,39 +26,24 @@ using ::testing::HasSubstr;
 namespace ferry {
 namespace {
 
+using testing::SentinelBuffer;
 using testing::Op;
 using testing::Rule;
 using testing::ScriptedSyscalls;
 using testing::StatusIs;
+using FaultShortRead = testing::FaultTest;
+using FaultShortWrite = testing::FaultTest;
+using FaultEintr = testing::FaultTest;
+using FaultEio = testing::FaultTest;
+using FaultEnospc = testing::FaultTest;
+using FaultSync = testing::FaultTest;
+using FaultStat = testing::FaultTest;
+using FaultOpen = testing::FaultTest;
+using FaultCacheProbe = testing::FaultTest;
+using CacheProbe = testing::FaultTest;
+using FaultLifetime = testing::FaultTest;
 
-constexpr std::uint64_t kTask = 64 * 1024;
 constexpr std::uint64_t kMiB = 1024 * 1024;
-
-Config config(DirectIo policy, unsigned threads = 4) {
-  Config c;
-  c.set_task_size(kTask).set_threads(threads).set_direct_io(policy);
-  return c;
-}
-
-Result<File> open_with(ScriptedSyscalls& sys, const std::string& path, std::string_view mode, const Config& c) {
-  return detail::open_file(path, mode, c, detail::OpenOptions{.syscalls = &sys});
-}
-
-struct AlignedBuffer {
-  explicit AlignedBuffer(std::uint64_t n) : size(n) {
-    p.reset(static_cast<std::uint8_t*>(std::aligned_alloc(4096, (n + 4095) / 4096 * 4096 + 4096)));
-  }
-  std::uint8_t* data() { return p.get(); }
-  bool matches(std::uint64_t offset, std::uint64_t n) const {
-    auto want = testing::pattern(offset, n);
-    return std::equal(want.begin(), want.end(), p.get());
-  }
-  struct Free {
-    void operator()(std::uint8_t* q) const { std::free(q); }
-  };
-  std::unique_ptr<std::uint8_t, Free> p;
-  std::uint64_t size;
-};
 
 bool any_note_has(const Report& r, const std::string& text) {
   return std::any_of(r.notes.begin(), r.notes.end(), [&](const std::string& n) { return n.find(text) != n.npos; });
@@ -69,66 +51,58 @@ bool any_note_has(const Report& r, const std::string& text) {
 
 // ---- short transfers, EINTR, EAGAIN ----
 
-TEST(FaultShortRead, SecondPreadReturnsHalfAndTheBytesAreStillRight) {
-  auto dir = testing::test_dir();
+TEST_F(FaultShortRead, SecondPreadReturnsHalfAndTheBytesAreStillRight) {
   const std::uint64_t size = 4 * kTask;
-  auto path = testing::write_pattern_file(dir / "d.bin", size);
-  ScriptedSyscalls sys;
-  sys.add(Rule::on(Op::pread).nth_call(2).returns_half());
-  auto file = open_with(sys, path, "r", config(DirectIo::off));
+  auto path = testing::write_pattern_file(dir_ / "d.bin", size);
+  sys_.add(Rule::on(Op::pread).nth_call(2).returns_half());
+  auto file = open(path, "r", fault_config(DirectIo::off));
   ASSERT_TRUE(file.ok()) << file.status().to_string();
-  AlignedBuffer buf(size);
+  SentinelBuffer buf(size);
   auto r = file->pread(buf.data(), size, 0).get();
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ(r->bytes, size);
-  EXPECT_TRUE(buf.matches(0, size));
-  EXPECT_EQ(sys.scripted_count(), 1);
+  EXPECT_TRUE(buf.holds(0, size));
+  EXPECT_EQ(sys_.scripted_count(), 1);
   EXPECT_EQ(r->report.io.short_transfers, 1u);
   EXPECT_EQ(file->report().io.short_transfers, 1u);
-  EXPECT_EQ(sys.count(Op::pread), 5) << "4 tasks plus one call to continue the short one";
+  EXPECT_EQ(sys_.count(Op::pread), 5) << "4 tasks plus one call to continue the short one";
 }
 
-TEST(FaultShortRead, EveryPreadReturningHalfStillCompletesEachTask) {
-  auto dir = testing::test_dir();
+TEST_F(FaultShortRead, EveryPreadReturningHalfStillCompletesEachTask) {
   const std::uint64_t size = 2 * kTask + 3000;
-  auto path = testing::write_pattern_file(dir / "d.bin", size);
-  ScriptedSyscalls sys;
-  sys.add(Rule::on(Op::pread).returns_half());
-  auto file = open_with(sys, path, "r", config(DirectIo::off));
+  auto path = testing::write_pattern_file(dir_ / "d.bin", size);
+  sys_.add(Rule::on(Op::pread).returns_half());
+  auto file = open(path, "r", fault_config(DirectIo::off));
   ASSERT_TRUE(file.ok());
-  AlignedBuffer buf(size);
+  SentinelBuffer buf(size);
   auto r = file->pread(buf.data(), size - 1, 1).get();
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ(r->bytes, size - 1);
-  EXPECT_TRUE(buf.matches(1, size - 1));
+  EXPECT_TRUE(buf.holds(1, size - 1));
   EXPECT_GT(r->report.io.short_transfers, 10u);
 }
 
-TEST(FaultShortRead, ShortReadsOnTheDirectDescriptorFinishTheTask) {
+TEST_F(FaultShortRead, ShortReadsOnTheDirectDescriptorFinishTheTask) {
   // Regression: a short O_DIRECT read can leave a remainder that is no longer aligned (possible on network and FUSE
   // file systems); the task must still deliver every byte.
-  auto dir = testing::test_dir();
   const std::uint64_t size = 2 * kTask;
-  auto path = testing::write_pattern_file(dir / "d.bin", size);
-  ScriptedSyscalls sys;
-  sys.add(Rule::on(Op::pread).only_direct().returns_half());
-  auto file = open_with(sys, path, "r", config(DirectIo::on));
+  auto path = testing::write_pattern_file(dir_ / "d.bin", size);
+  sys_.add(Rule::on(Op::pread).only_direct().returns_half());
+  auto file = open(path, "r", fault_config(DirectIo::on));
   ASSERT_TRUE(file.ok());
   if (!file->direct_io_available()) GTEST_SKIP() << "no O_DIRECT here: " << file->direct_io_note();
-  AlignedBuffer buf(size);
+  SentinelBuffer buf(size);
   auto r = file->pread(buf.data(), size, 0).get();
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ(r->bytes, size);
-  EXPECT_TRUE(buf.matches(0, size));
+  EXPECT_TRUE(buf.holds(0, size));
   EXPECT_GT(r->report.io.short_transfers, 0u);
 }
 
-TEST(FaultShortWrite, HalfWritesAreContinued) {
-  auto dir = testing::test_dir();
-  auto path = (dir / "w.bin").string();
-  ScriptedSyscalls sys;
-  sys.add(Rule::on(Op::pwrite).returns_half());
-  auto file = open_with(sys, path, "w", config(DirectIo::off));
+TEST_F(FaultShortWrite, HalfWritesAreContinued) {
+  auto path = (dir_ / "w.bin").string();
+  sys_.add(Rule::on(Op::pwrite).returns_half());
+  auto file = open(path, "w", fault_config(DirectIo::off));
   ASSERT_TRUE(file.ok());
   auto data = testing::pattern(0, 3 * kTask + 11);
   auto r = file->pwrite(data.data(), data.size(), 0).get();
@@ -138,16 +112,14 @@ TEST(FaultShortWrite, HalfWritesAreContinued) {
   EXPECT_GT(r->report.io.short_transfers, 4u);
 }
 
-TEST(FaultShortWrite, ShortWritesOnTheDirectDescriptorFinishTheTask) {
+TEST_F(FaultShortWrite, ShortWritesOnTheDirectDescriptorFinishTheTask) {
   // Regression, as for reads: a short O_DIRECT write leaving an unaligned remainder failed with EINVAL.
-  auto dir = testing::test_dir();
-  auto path = (dir / "w.bin").string();
-  ScriptedSyscalls sys;
-  sys.add(Rule::on(Op::pwrite).only_direct().returns_half());
-  auto file = open_with(sys, path, "w", config(DirectIo::on));
+  auto path = (dir_ / "w.bin").string();
+  sys_.add(Rule::on(Op::pwrite).only_direct().returns_half());
+  auto file = open(path, "w", fault_config(DirectIo::on));
   ASSERT_TRUE(file.ok());
   if (!file->direct_io_available()) GTEST_SKIP() << "no O_DIRECT here: " << file->direct_io_note();
-  AlignedBuffer buf(2 * kTask);
+  SentinelBuffer buf(2 * kTask);
   auto data = testing::pattern(0, 2 * kTask);
   std::memcpy(buf.data(), data.data(), data.size());
   auto r = file->pwrite(buf.data(), 2 * kTask, 0).get();
@@ -156,47 +128,41 @@ TEST(FaultShortWrite, ShortWritesOnTheDirectDescriptorFinishTheTask) {
   EXPECT_EQ(testing::read_whole_file(path), data);
 }
 
-TEST(FaultShortWrite, WriteThatMakesNoProgressFailsInsteadOfSpinning) {
-  auto dir = testing::test_dir();
-  auto path = (dir / "w.bin").string();
-  ScriptedSyscalls sys;
-  sys.add(Rule::on(Op::pwrite).returns_eof());
-  auto file = open_with(sys, path, "w", config(DirectIo::off, 1));
+TEST_F(FaultShortWrite, WriteThatMakesNoProgressFailsInsteadOfSpinning) {
+  auto path = (dir_ / "w.bin").string();
+  sys_.add(Rule::on(Op::pwrite).returns_eof());
+  auto file = open(path, "w", fault_config(DirectIo::off, 1));
   ASSERT_TRUE(file.ok());
   auto data = testing::pattern(0, 100);
   auto r = file->pwrite(data.data(), data.size(), 4096).get();
   ASSERT_THAT(r, StatusIs(ErrorCode::io_error, AllOf(HasSubstr("offset 4096"), HasSubstr(path))));
 }
 
-TEST(FaultEintr, ThreeEintrsAreRetriedAndCounted) {
-  auto dir = testing::test_dir();
+TEST_F(FaultEintr, ThreeEintrsAreRetriedAndCounted) {
   const std::uint64_t size = 3 * kTask;
-  auto path = testing::write_pattern_file(dir / "d.bin", size);
-  ScriptedSyscalls sys;
-  sys.add(Rule::on(Op::pread).fail(EINTR).limit(3));
-  auto file = open_with(sys, path, "r", config(DirectIo::off));
+  auto path = testing::write_pattern_file(dir_ / "d.bin", size);
+  sys_.add(Rule::on(Op::pread).fail(EINTR).limit(3));
+  auto file = open(path, "r", fault_config(DirectIo::off));
   ASSERT_TRUE(file.ok());
-  AlignedBuffer buf(size);
+  SentinelBuffer buf(size);
   auto r = file->pread(buf.data(), size, 0).get();
   ASSERT_TRUE(r.ok()) << r.status().to_string();
-  EXPECT_TRUE(buf.matches(0, size));
+  EXPECT_TRUE(buf.holds(0, size));
   EXPECT_EQ(r->report.io.eintr_retries, 3u);
   EXPECT_EQ(file->report().io.eintr_retries, 3u);
 }
 
-TEST(FaultEintr, EagainIsRetriedLikeEintr) {
-  auto dir = testing::test_dir();
+TEST_F(FaultEintr, EagainIsRetriedLikeEintr) {
   const std::uint64_t size = kTask;
-  auto path = testing::write_pattern_file(dir / "d.bin", size);
-  ScriptedSyscalls sys;
-  sys.add(Rule::on(Op::pread).fail(EAGAIN).limit(2));
-  sys.add(Rule::on(Op::pwrite).fail(EINTR).limit(2));
-  auto file = open_with(sys, path, "r+", config(DirectIo::off));
+  auto path = testing::write_pattern_file(dir_ / "d.bin", size);
+  sys_.add(Rule::on(Op::pread).fail(EAGAIN).limit(2));
+  sys_.add(Rule::on(Op::pwrite).fail(EINTR).limit(2));
+  auto file = open(path, "r+", fault_config(DirectIo::off));
   ASSERT_TRUE(file.ok());
-  AlignedBuffer buf(size);
+  SentinelBuffer buf(size);
   auto r = file->pread(buf.data(), size, 0).get();
   ASSERT_TRUE(r.ok()) << r.status().to_string();
-  EXPECT_TRUE(buf.matches(0, size));
+  EXPECT_TRUE(buf.holds(0, size));
   EXPECT_EQ(r->report.io.eintr_retries, 2u);
   auto w = file->pwrite(buf.data(), size, 0).get();
   ASSERT_TRUE(w.ok()) << w.status().to_string();
@@ -204,35 +170,32 @@ TEST(FaultEintr, EagainIsRetriedLikeEintr) {
   EXPECT_EQ(testing::read_whole_file(path), testing::pattern(0, size));
 }
 
-TEST(FaultEintr, EndlessEintrGivesUpWithAClearError) {
-  auto dir = testing::test_dir();
-  auto path = testing::write_pattern_file(dir / "d.bin", 4096);
-  ScriptedSyscalls sys;
-  sys.add(Rule::on(Op::pread).fail(EINTR));
-  auto file = open_with(sys, path, "r", config(DirectIo::off, 1));
+TEST_F(FaultEintr, EndlessEintrGivesUpWithAClearError) {
+  auto path = testing::write_pattern_file(dir_ / "d.bin", 4096);
+  sys_.add(Rule::on(Op::pread).fail(EINTR));
+  auto file = open(path, "r", fault_config(DirectIo::off, 1));
   ASSERT_TRUE(file.ok());
-  AlignedBuffer buf(4096);
+  SentinelBuffer buf(4096);
   auto r = file->pread(buf.data(), 4096, 0).get();
-  ASSERT_FALSE(r.ok());
+  ASSERT_THAT(r, StatusIs(ferry::ErrorCode::io_error));
   EXPECT_EQ(r.status().sys_errno(), EINTR);
   EXPECT_THAT(r.status().to_string(), HasSubstr("EINTR"));
   EXPECT_THAT(r.status().message(), HasSubstr(path));
-  EXPECT_LE(sys.count(Op::pread), 1001) << "retries are bounded";
+  EXPECT_LE(sys_.count(Op::pread), 1001) << "retries are bounded";
 }
 
 // ---- EIO, ENOSPC ----
 
-TEST(FaultEio, ReadErrorNamesPathOffsetAndCauseUnderEachPolicy) {
-  auto dir = testing::test_dir();
+TEST_F(FaultEio, ReadErrorNamesPathOffsetAndCauseUnderEachPolicy) {
   const std::uint64_t size = 2 * kMiB;
-  auto path = testing::write_pattern_file(dir / "d.bin", size);
+  auto path = testing::write_pattern_file(dir_ / "d.bin", size);
   for (DirectIo policy : {DirectIo::automatic, DirectIo::on, DirectIo::off}) {
     SCOPED_TRACE(direct_io_name(policy));
     ScriptedSyscalls sys;
     sys.add(Rule::on_io().covering(kMiB).fail(EIO));
-    auto file = open_with(sys, path, "r", config(policy));
+    auto file = open(path, "r", fault_config(policy), &sys);
     ASSERT_TRUE(file.ok());
-    AlignedBuffer buf(size);
+    SentinelBuffer buf(size);
     auto r = file->pread(buf.data(), size, 0).get();
     ASSERT_THAT(r, StatusIs(ErrorCode::io_error,
                             AllOf(HasSubstr("offset 1048576"), HasSubstr(path), HasSubstr("via host"))));
@@ -251,45 +214,40 @@ TEST(FaultEio, ReadErrorNamesPathOffsetAndCauseUnderEachPolicy) {
   }
 }
 
-TEST(FaultEio, ErrorInsideATaskNamesTheOffsetOfTheFailingCall) {
-  auto dir = testing::test_dir();
+TEST_F(FaultEio, ErrorInsideATaskNamesTheOffsetOfTheFailingCall) {
   const std::uint64_t size = 4 * kTask;
-  auto path = testing::write_pattern_file(dir / "d.bin", size);
-  ScriptedSyscalls sys;
+  auto path = testing::write_pattern_file(dir_ / "d.bin", size);
   // The first call of task 2 returns half; the continuation (at 2.5 tasks) fails.
-  sys.add(Rule::on(Op::pread).covering(2 * kTask).returns_half().limit(1));
-  sys.add(Rule::on(Op::pread).covering(2 * kTask + kTask / 2).fail(EIO));
-  auto file = open_with(sys, path, "r", config(DirectIo::off, 1));
+  sys_.add(Rule::on(Op::pread).covering(2 * kTask).returns_half().limit(1));
+  sys_.add(Rule::on(Op::pread).covering(2 * kTask + kTask / 2).fail(EIO));
+  auto file = open(path, "r", fault_config(DirectIo::off, 1));
   ASSERT_TRUE(file.ok());
-  AlignedBuffer buf(size);
+  SentinelBuffer buf(size);
   auto r = file->pread(buf.data(), size, 0).get();
   EXPECT_THAT(r, StatusIs(ErrorCode::io_error, AllOf(HasSubstr("at offset " + std::to_string(2 * kTask + kTask / 2)),
                                                      HasSubstr(std::to_string(kTask / 2) + " bytes"))));
 }
 
-TEST(FaultEio, DirectReadErrorSaysODirect) {
-  auto dir = testing::test_dir();
-  auto path = testing::write_pattern_file(dir / "d.bin", 4 * kTask);
-  ScriptedSyscalls sys;
-  sys.add(Rule::on(Op::pread).only_direct().covering(kTask).fail(EIO));
-  auto file = open_with(sys, path, "r", config(DirectIo::on));
+TEST_F(FaultEio, DirectReadErrorSaysODirect) {
+  auto path = testing::write_pattern_file(dir_ / "d.bin", 4 * kTask);
+  sys_.add(Rule::on(Op::pread).only_direct().covering(kTask).fail(EIO));
+  auto file = open(path, "r", fault_config(DirectIo::on));
   ASSERT_TRUE(file.ok());
   if (!file->direct_io_available()) GTEST_SKIP() << file->direct_io_note();
-  AlignedBuffer buf(4 * kTask);
+  SentinelBuffer buf(4 * kTask);
   auto r = file->pread(buf.data(), 4 * kTask, 0).get();
   EXPECT_THAT(r, StatusIs(ErrorCode::io_error, AllOf(HasSubstr("O_DIRECT"), HasSubstr("offset 65536"))));
 }
 
-TEST(FaultEnospc, WriteErrorIsNoSpaceNamingPathAndOffset) {
-  auto dir = testing::test_dir();
-  auto path = (dir / "full.bin").string();
+TEST_F(FaultEnospc, WriteErrorIsNoSpaceNamingPathAndOffset) {
+  auto path = (dir_ / "full.bin").string();
   for (DirectIo policy : {DirectIo::off, DirectIo::on}) {
     SCOPED_TRACE(direct_io_name(policy));
     ScriptedSyscalls sys;
     sys.add(Rule::on(Op::pwrite).covering(3 * kTask).fail(ENOSPC));
-    auto file = open_with(sys, path, "w", config(policy));
+    auto file = open(path, "w", fault_config(policy), &sys);
     ASSERT_TRUE(file.ok());
-    AlignedBuffer buf(6 * kTask);
+    SentinelBuffer buf(6 * kTask);
     std::memset(buf.data(), 7, 6 * kTask);
     auto r = file->pwrite(buf.data(), 6 * kTask, 0).get();
     ASSERT_THAT(r, StatusIs(ErrorCode::no_space,
@@ -302,32 +260,29 @@ TEST(FaultEnospc, WriteErrorIsNoSpaceNamingPathAndOffset) {
   }
 }
 
-TEST(FaultEnospc, BlockingWriteReportsTheSameError) {
-  auto dir = testing::test_dir();
-  auto path = (dir / "full.bin").string();
-  ScriptedSyscalls sys;
-  sys.add(Rule::on(Op::pwrite).fail(ENOSPC));
-  auto file = open_with(sys, path, "a", config(DirectIo::off));
+TEST_F(FaultEnospc, BlockingWriteReportsTheSameError) {
+  auto path = (dir_ / "full.bin").string();
+  sys_.add(Rule::on(Op::pwrite).fail(ENOSPC));
+  auto file = open(path, "a", fault_config(DirectIo::off));
   ASSERT_TRUE(file.ok());
   char data[10] = {};
   auto r = file->write(data, sizeof data);
   EXPECT_THAT(r, StatusIs(ErrorCode::no_space, HasSubstr("offset 0")));
 }
 
-TEST(FaultEnospc, FailedBlockingWriteDoesNotMoveThePosition) {
+TEST_F(FaultEnospc, FailedBlockingWriteDoesNotMoveThePosition) {
   // Regression: a failed write() still advanced the write position (and in mode "a" the append cursor),
   // so the next successful write() left a hole of zeros where the failed bytes would have gone.
-  auto dir = testing::test_dir();
   for (const char* mode : {"w", "a"}) {
     SCOPED_TRACE(mode);
-    auto path = (dir / (std::string("f-") + mode)).string();
+    auto path = (dir_ / (std::string("f-") + mode)).string();
     ScriptedSyscalls sys;
     sys.add(Rule::on(Op::pwrite).fail(ENOSPC).limit(1));
-    auto file = open_with(sys, path, mode, config(DirectIo::off));
+    auto file = open(path, mode, fault_config(DirectIo::off), &sys);
     ASSERT_TRUE(file.ok());
     const char lost[] = "lost-";
     const char kept[] = "kept";
-    ASSERT_FALSE(file->write(lost, 5).ok());
+    ASSERT_THAT(file->write(lost, 5), StatusIs(ferry::ErrorCode::no_space));
     auto w = file->write(kept, 4);
     ASSERT_TRUE(w.ok()) << w.status().to_string();
     auto back = testing::read_whole_file(path);
@@ -335,12 +290,10 @@ TEST(FaultEnospc, FailedBlockingWriteDoesNotMoveThePosition) {
   }
 }
 
-TEST(FaultSync, FdatasyncFailureIsIoErrorNamingThePath) {
-  auto dir = testing::test_dir();
-  auto path = (dir / "s.bin").string();
-  ScriptedSyscalls sys;
-  sys.add(Rule::on(Op::fdatasync).fail(EIO));
-  auto file = open_with(sys, path, "w", config(DirectIo::off));
+TEST_F(FaultSync, FdatasyncFailureIsIoErrorNamingThePath) {
+  auto path = (dir_ / "s.bin").string();
+  sys_.add(Rule::on(Op::fdatasync).fail(EIO));
+  auto file = open(path, "w", fault_config(DirectIo::off));
   ASSERT_TRUE(file.ok());
   Status s = file->sync();
   ASSERT_THAT(s, StatusIs(ErrorCode::io_error));
@@ -349,30 +302,26 @@ TEST(FaultSync, FdatasyncFailureIsIoErrorNamingThePath) {
   EXPECT_THAT(s.to_string(), HasSubstr("EIO"));
 }
 
-TEST(FaultStat, FstatFailureBeforeAReadFailsItNamingThePath) {
-  auto dir = testing::test_dir();
-  auto path = testing::write_pattern_file(dir / "d.bin", 4096);
-  ScriptedSyscalls sys;
-  auto file = open_with(sys, path, "r", config(DirectIo::off));
+TEST_F(FaultStat, FstatFailureBeforeAReadFailsItNamingThePath) {
+  auto path = testing::write_pattern_file(dir_ / "d.bin", 4096);
+  auto file = open(path, "r", fault_config(DirectIo::off));
   ASSERT_TRUE(file.ok());
-  sys.add(Rule::on(Op::fstat).fail(EIO));
+  sys_.add(Rule::on(Op::fstat).fail(EIO));
   char buf[16];
   auto r = file->pread(buf, sizeof buf, 0).get();
   ASSERT_THAT(r, StatusIs(ErrorCode::io_error));
   EXPECT_THAT(r.status().to_string(), HasSubstr(path));
   auto size = file->size();
-  ASSERT_FALSE(size.ok());
+  ASSERT_THAT(size, StatusIs(ferry::ErrorCode::io_error));
   EXPECT_THAT(size.status().to_string(), HasSubstr(path));
 }
 
 // ---- opening ----
 
-TEST(FaultOpen, PermissionDeniedNamesThePath) {
-  auto dir = testing::test_dir();
-  auto path = testing::write_pattern_file(dir / "secret.bin", 10);
-  ScriptedSyscalls sys;
-  sys.add(Rule::on(Op::open).fail(EACCES));
-  auto file = open_with(sys, path, "r", config(DirectIo::automatic));
+TEST_F(FaultOpen, PermissionDeniedNamesThePath) {
+  auto path = testing::write_pattern_file(dir_ / "secret.bin", 10);
+  sys_.add(Rule::on(Op::open).fail(EACCES));
+  auto file = open(path, "r", fault_config(DirectIo::automatic));
   ASSERT_THAT(file, StatusIs(ErrorCode::permission_denied));
   EXPECT_EQ(file.status().sys_errno(), EACCES);
   EXPECT_EQ(file.status().path(), path);
@@ -381,46 +330,42 @@ TEST(FaultOpen, PermissionDeniedNamesThePath) {
   EXPECT_THAT(file.status().to_string(), HasSubstr("Permission denied"));
 }
 
-TEST(FaultOpen, ODirectRefusedAtOpenFallsBackToBufferedAndSaysSo) {
-  auto dir = testing::test_dir();
+TEST_F(FaultOpen, ODirectRefusedAtOpenFallsBackToBufferedAndSaysSo) {
   const std::uint64_t size = 4 * kTask;
-  auto path = testing::write_pattern_file(dir / "d.bin", size);
-  ScriptedSyscalls sys;
-  sys.add(Rule::on(Op::open).only_direct().fail(EINVAL));
-  auto file = open_with(sys, path, "r", config(DirectIo::on));
+  auto path = testing::write_pattern_file(dir_ / "d.bin", size);
+  sys_.add(Rule::on(Op::open).only_direct().fail(EINVAL));
+  auto file = open(path, "r", fault_config(DirectIo::on));
   ASSERT_TRUE(file.ok()) << file.status().to_string();
   EXPECT_FALSE(file->direct_io_available());
   EXPECT_THAT(file->direct_io_note(), HasSubstr("O_DIRECT"));
   EXPECT_THAT(file->direct_io_note(), HasSubstr("EINVAL"));
   EXPECT_THAT(file->direct_io_note(), HasSubstr(path));
   EXPECT_THAT(file->report().notes, Contains(file->direct_io_note()));
-  AlignedBuffer buf(size);
+  SentinelBuffer buf(size);
   auto r = file->pread(buf.data(), size, 0).get();
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ(r->bytes, size);
-  EXPECT_TRUE(buf.matches(0, size));
+  EXPECT_TRUE(buf.holds(0, size));
   EXPECT_EQ(r->report.io.direct_ops, 0u);
   EXPECT_EQ(r->report.io.buffered_ops, 4u);
   EXPECT_THAT(file->report().notes, Contains(file->direct_io_note())) << "the note survives later requests";
   EXPECT_THAT(file->report().table(), HasSubstr("refused O_DIRECT"));
   // No call went to an O_DIRECT descriptor.
-  for (const auto& c : sys.calls()) EXPECT_FALSE(c.direct && c.op != Op::open) << testing::op_name(c.op);
+  for (const auto& c : sys_.calls()) EXPECT_FALSE(c.direct && c.op != Op::open) << testing::op_name(c.op);
 }
 
-TEST(FaultOpen, ODirectRefusedAtReadFallsBackToBufferedAndSaysSo) {
-  auto dir = testing::test_dir();
+TEST_F(FaultOpen, ODirectRefusedAtReadFallsBackToBufferedAndSaysSo) {
   const std::uint64_t size = 4 * kTask;
-  auto path = testing::write_pattern_file(dir / "d.bin", size);
-  ScriptedSyscalls sys;
-  sys.add(Rule::on(Op::pread).only_direct().fail(EINVAL));
-  sys.add(Rule::on(Op::pwrite).only_direct().fail(EINVAL));
-  auto file = open_with(sys, path, "r+", config(DirectIo::on));
+  auto path = testing::write_pattern_file(dir_ / "d.bin", size);
+  sys_.add(Rule::on(Op::pread).only_direct().fail(EINVAL));
+  sys_.add(Rule::on(Op::pwrite).only_direct().fail(EINVAL));
+  auto file = open(path, "r+", fault_config(DirectIo::on));
   ASSERT_TRUE(file.ok());
   if (!file->direct_io_available()) GTEST_SKIP() << file->direct_io_note();
-  AlignedBuffer buf(size);
+  SentinelBuffer buf(size);
   auto r = file->pread(buf.data(), size, 0).get();
   ASSERT_TRUE(r.ok()) << r.status().to_string();
-  EXPECT_TRUE(buf.matches(0, size));
+  EXPECT_TRUE(buf.holds(0, size));
   EXPECT_TRUE(any_note_has(r->report, "O_DIRECT read refused (EINVAL)"));
   EXPECT_EQ(r->report.io.direct_ops, 0u);
   auto w = file->pwrite(buf.data(), size, 0).get();
@@ -430,25 +375,23 @@ TEST(FaultOpen, ODirectRefusedAtReadFallsBackToBufferedAndSaysSo) {
   EXPECT_EQ(testing::read_whole_file(path), testing::pattern(0, size));
 }
 
-TEST(FaultOpen, RealMissingFileAndRealDirectory) {
-  auto dir = testing::test_dir();
-  ScriptedSyscalls sys;
-  auto missing = open_with(sys, (dir / "missing").string(), "r", config(DirectIo::automatic));
+TEST_F(FaultOpen, RealMissingFileAndRealDirectory) {
+  auto missing = open((dir_ / "missing").string(), "r", fault_config(DirectIo::automatic));
   ASSERT_THAT(missing, StatusIs(ErrorCode::not_found));
   EXPECT_THAT(missing.status().to_string(), HasSubstr("ENOENT"));
-  auto directory = open_with(sys, dir.string(), "r", config(DirectIo::automatic));
+  auto directory = open(dir_.string(), "r", fault_config(DirectIo::automatic));
   ASSERT_THAT(directory, StatusIs(ErrorCode::is_a_directory));
-  EXPECT_THAT(directory.status().to_string(), HasSubstr(dir.string()));
+  EXPECT_THAT(directory.status().to_string(), HasSubstr(dir_.string()));
   // Nothing leaked: every descriptor opened was closed.
   int opened = 0, closed = 0;
-  for (const auto& c : sys.calls()) {
+  for (const auto& c : sys_.calls()) {
     if (c.op == Op::open && c.result >= 0) ++opened;
     if (c.op == Op::close && c.result == 0) ++closed;
   }
   EXPECT_EQ(opened, closed);
 }
 
-TEST(FaultOpen, RealTmpfsODirectIsReportedConsistently) {
+TEST_F(FaultOpen, RealTmpfsODirectIsReportedConsistently) {
   if (!std::filesystem::is_directory("/dev/shm")) GTEST_SKIP() << "no /dev/shm";
   // The one deliberate file outside the build tree: tmpfs is where O_DIRECT is refused on older kernels.
   auto path = std::string("/dev/shm/ferry-odirect-probe-") + std::to_string(::getpid()) + ".bin";
@@ -457,12 +400,12 @@ TEST(FaultOpen, RealTmpfsODirectIsReportedConsistently) {
     ~Cleanup() { std::filesystem::remove(p); }
   } cleanup{path};
   testing::write_pattern_file(path, 2 * kTask);
-  auto file = File::open(path, "r", config(DirectIo::on));
+  auto file = File::open(path, "r", fault_config(DirectIo::on));
   ASSERT_TRUE(file.ok()) << file.status().to_string();
-  AlignedBuffer buf(2 * kTask);
+  SentinelBuffer buf(2 * kTask);
   auto r = file->pread(buf.data(), 2 * kTask, 0).get();
   ASSERT_TRUE(r.ok()) << r.status().to_string();
-  EXPECT_TRUE(buf.matches(0, 2 * kTask));
+  EXPECT_TRUE(buf.holds(0, 2 * kTask));
   if (file->direct_io_available()) {
     EXPECT_EQ(file->direct_io_note(), "");
     EXPECT_GT(r->report.io.direct_ops + r->report.notes.size(), 0u);
@@ -475,103 +418,92 @@ TEST(FaultOpen, RealTmpfsODirectIsReportedConsistently) {
 
 // ---- the page-cache probe (cachestat, else mincore) ----
 
-TEST(FaultCacheProbe, UnsupportedProbeMeansBufferedReadsAndANote) {
-  auto dir = testing::test_dir();
+TEST_F(FaultCacheProbe, UnsupportedProbeMeansBufferedReadsAndANote) {
   const std::uint64_t size = 4 * kTask;
-  auto path = testing::write_pattern_file(dir / "d.bin", size);
-  ScriptedSyscalls sys;
-  sys.add(Rule::on(Op::cached_pages).fail(ENOSYS));
-  auto file = open_with(sys, path, "r", config(DirectIo::automatic, 1));
+  auto path = testing::write_pattern_file(dir_ / "d.bin", size);
+  sys_.add(Rule::on(Op::cached_pages).fail(ENOSYS));
+  auto file = open(path, "r", fault_config(DirectIo::automatic, 1));
   ASSERT_TRUE(file.ok());
-  AlignedBuffer buf(size);
+  SentinelBuffer buf(size);
   auto r = file->pread(buf.data(), size, 0).get();
   ASSERT_TRUE(r.ok()) << r.status().to_string();
-  EXPECT_TRUE(buf.matches(0, size));
+  EXPECT_TRUE(buf.holds(0, size));
   EXPECT_TRUE(any_note_has(r->report, "cannot tell what of"));
   EXPECT_TRUE(any_note_has(r->report, "ENOSYS"));
   EXPECT_EQ(r->report.io.buffered_ops, 4u);
   EXPECT_EQ(r->report.io.direct_ops, 0u);
-  EXPECT_EQ(sys.count(Op::cached_pages), 1) << "a refusal is remembered for the file";
+  EXPECT_EQ(sys_.count(Op::cached_pages), 1) << "a refusal is remembered for the file";
   auto again = file->pread(buf.data(), size, 0).get();
   ASSERT_TRUE(again.ok());
-  EXPECT_EQ(sys.count(Op::cached_pages), 1);
+  EXPECT_EQ(sys_.count(Op::cached_pages), 1);
   EXPECT_TRUE(any_note_has(file->report(), "cannot tell what of"));
 }
 
-TEST(FaultCacheProbe, NothingCachedGoesToODirectAndStartsNoBufferedRead) {
-  auto dir = testing::test_dir();
+TEST_F(FaultCacheProbe, NothingCachedGoesToODirectAndStartsNoBufferedRead) {
   const std::uint64_t size = 4 * kTask;
-  auto path = testing::write_pattern_file(dir / "d.bin", size);
-  ScriptedSyscalls sys;
-  sys.add(Rule::on(Op::cached_pages).reports_cached(false));
-  auto file = open_with(sys, path, "r", config(DirectIo::automatic));
+  auto path = testing::write_pattern_file(dir_ / "d.bin", size);
+  sys_.add(Rule::on(Op::cached_pages).reports_cached(false));
+  auto file = open(path, "r", fault_config(DirectIo::automatic));
   ASSERT_TRUE(file.ok());
-  AlignedBuffer buf(size);
+  SentinelBuffer buf(size);
   auto r = file->pread(buf.data(), size, 0).get();
   ASSERT_TRUE(r.ok()) << r.status().to_string();
-  EXPECT_TRUE(buf.matches(0, size));
+  EXPECT_TRUE(buf.holds(0, size));
   EXPECT_EQ(r->report.io.cached_ops, 0u);
   if (file->direct_io_available()) {
     EXPECT_EQ(r->report.io.direct_ops, 4u);
     // Cold data must not be read twice: no buffered read (which would start readahead) before O_DIRECT.
-    for (const auto& c : sys.calls()) EXPECT_FALSE(c.op == Op::pread && !c.direct) << "buffered pread at " << c.offset;
+    for (const auto& c : sys_.calls()) EXPECT_FALSE(c.op == Op::pread && !c.direct) << "buffered pread at " << c.offset;
   } else {
     EXPECT_EQ(r->report.io.buffered_ops, 4u);
   }
 }
 
-TEST(FaultCacheProbe, WhollyCachedTasksReadThroughTheCache) {
-  auto dir = testing::test_dir();
+TEST_F(FaultCacheProbe, WhollyCachedTasksReadThroughTheCache) {
   const std::uint64_t size = 4 * kTask;
-  auto path = testing::write_pattern_file(dir / "d.bin", size);
-  ScriptedSyscalls sys;
-  sys.add(Rule::on(Op::cached_pages).reports_cached(true));
-  auto file = open_with(sys, path, "r", config(DirectIo::automatic));
+  auto path = testing::write_pattern_file(dir_ / "d.bin", size);
+  sys_.add(Rule::on(Op::cached_pages).reports_cached(true));
+  auto file = open(path, "r", fault_config(DirectIo::automatic));
   ASSERT_TRUE(file.ok());
-  AlignedBuffer buf(size);
+  SentinelBuffer buf(size);
   auto r = file->pread(buf.data(), size, 0).get();
   ASSERT_TRUE(r.ok()) << r.status().to_string();
-  EXPECT_TRUE(buf.matches(0, size));
+  EXPECT_TRUE(buf.holds(0, size));
   EXPECT_EQ(r->report.io.cached_ops, 4u);
   EXPECT_EQ(r->report.io.buffered_ops, 4u);
   EXPECT_EQ(r->report.io.direct_ops, 0u);
 }
 
-TEST(FaultCacheProbe, PartlyCachedTaskGoesDirectAndIsCorrect) {
-  auto dir = testing::test_dir();
+TEST_F(FaultCacheProbe, PartlyCachedTaskGoesDirectAndIsCorrect) {
   const std::uint64_t size = 4 * kTask;
-  auto path = testing::write_pattern_file(dir / "d.bin", size);
-  ScriptedSyscalls sys;
-  sys.add(Rule::on(Op::cached_pages).returns_half());
-  auto file = open_with(sys, path, "r", config(DirectIo::automatic));
+  auto path = testing::write_pattern_file(dir_ / "d.bin", size);
+  sys_.add(Rule::on(Op::cached_pages).returns_half());
+  auto file = open(path, "r", fault_config(DirectIo::automatic));
   ASSERT_TRUE(file.ok());
-  AlignedBuffer buf(size);
+  SentinelBuffer buf(size);
   auto r = file->pread(buf.data(), size - 5, 5).get();
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ(r->bytes, size - 5);
-  EXPECT_TRUE(buf.matches(5, size - 5));
+  EXPECT_TRUE(buf.holds(5, size - 5));
   EXPECT_EQ(r->report.io.cached_ops, 0u) << "no task was wholly in the cache";
 }
 
-TEST(FaultCacheProbe, EintrOnTheProbeIsRetried) {
-  auto dir = testing::test_dir();
-  auto path = testing::write_pattern_file(dir / "d.bin", kTask);
-  ScriptedSyscalls sys;
-  sys.add(Rule::on(Op::cached_pages).fail(EINTR).limit(2));
-  sys.add(Rule::on(Op::cached_pages).reports_cached(true));
-  auto file = open_with(sys, path, "r", config(DirectIo::automatic));
+TEST_F(FaultCacheProbe, EintrOnTheProbeIsRetried) {
+  auto path = testing::write_pattern_file(dir_ / "d.bin", kTask);
+  sys_.add(Rule::on(Op::cached_pages).fail(EINTR).limit(2));
+  sys_.add(Rule::on(Op::cached_pages).reports_cached(true));
+  auto file = open(path, "r", fault_config(DirectIo::automatic));
   ASSERT_TRUE(file.ok());
-  AlignedBuffer buf(kTask);
+  SentinelBuffer buf(kTask);
   auto r = file->pread(buf.data(), kTask, 0).get();
   ASSERT_TRUE(r.ok()) << r.status().to_string();
-  EXPECT_TRUE(buf.matches(0, kTask));
+  EXPECT_TRUE(buf.holds(0, kTask));
   EXPECT_EQ(r->report.io.eintr_retries, 2u);
   EXPECT_EQ(r->report.io.cached_ops, 1u);
 }
 
-TEST(CacheProbe, RealKernelSeesAJustWrittenFileAsCached) {
-  auto dir = testing::test_dir();
-  auto path = testing::write_pattern_file(dir / "d.bin", 1 << 20);
+TEST_F(CacheProbe, RealKernelSeesAJustWrittenFileAsCached) {
+  auto path = testing::write_pattern_file(dir_ / "d.bin", 1 << 20);
   int fd = ::open(path.c_str(), O_RDONLY);
   ASSERT_GE(fd, 0);
   std::uint64_t cached = 0, total = 0;
@@ -589,17 +521,16 @@ TEST(CacheProbe, RealKernelSeesAJustWrittenFileAsCached) {
 
 // ---- lifetime ----
 
-TEST(FaultLifetime, DescriptorsAreClosedOnceTheFileIsGoneAfterGet) {
+TEST_F(FaultLifetime, DescriptorsAreClosedOnceTheFileIsGoneAfterGet) {
   // Regression: a finished request kept the File's state alive until its worker dropped the job, so the
   // descriptors were closed (through the Syscalls the File was opened with) at some moment after get()
   // returned and the File was destroyed: a use after free when those Syscalls were gone too.
-  auto dir = testing::test_dir();
-  auto path = testing::write_pattern_file(dir / "d.bin", 8 * kTask);
-  AlignedBuffer buf(8 * kTask);
+  auto path = testing::write_pattern_file(dir_ / "d.bin", 8 * kTask);
+  SentinelBuffer buf(8 * kTask);
   for (int round = 0; round < 50; ++round) {
     auto sys = std::make_unique<ScriptedSyscalls>();
     {
-      auto file = open_with(*sys, path, "r", config(DirectIo::off, 4));
+      auto file = open(path, "r", fault_config(DirectIo::off, 4), sys.get());
       ASSERT_TRUE(file.ok());
       auto r = file->pread(buf.data(), 8 * kTask, 0).get();
       ASSERT_TRUE(r.ok()) << r.status().to_string();

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ferry/ferry.hpp"
+#include "ferry_tooling/host_memory.hpp"
 #include "backends/staging_pool.hpp"
 #include "file/open_options.hpp"
 #include "io/posix_source.hpp"
@@ -25,14 +26,13 @@ using ::testing::HasSubstr;
 TEST(Issue11, LargeWritesUseODirectByDefaultAndSmallOnesStayBuffered) {
   auto dir = testing::test_dir();
   const std::uint64_t big = detail::kDirectWriteThreshold, small = 4 << 20;
-  std::unique_ptr<std::uint8_t, decltype(&std::free)> data(
-      static_cast<std::uint8_t*>(std::aligned_alloc(4096, big)), &std::free);
-  std::memset(data.get(), 0x3C, big);
+  tooling::HostMemory data = tooling::HostMemory::allocate(big).value();
+  std::memset(data.data(), 0x3C, big);
   for (std::uint64_t size : {big, small}) {
     auto file = File::open((dir / "w.bin").string(), "w");
     ASSERT_TRUE(file.ok());
     if (!file->direct_io_available()) GTEST_SKIP() << file->direct_io_note();
-    auto r = file->pwrite(data.get(), size, 0).get();
+    auto r = file->pwrite(data.data(), size, 0).get();
     ASSERT_TRUE(r.ok()) << r.status().to_string();
     if (size == big) {
       EXPECT_EQ(r->report.io.direct_ops, r->report.total_ops()) << r->report.table();
@@ -42,7 +42,7 @@ TEST(Issue11, LargeWritesUseODirectByDefaultAndSmallOnesStayBuffered) {
     ASSERT_TRUE(file->close().ok());
     auto back = testing::read_whole_file(dir / "w.bin");
     ASSERT_EQ(back.size(), size);
-    EXPECT_EQ(0, std::memcmp(back.data(), data.get(), size));
+    EXPECT_EQ(0, std::memcmp(back.data(), data.data(), size));
   }
 }
 

@@ -23,6 +23,8 @@
 #include "support/status_matchers.hpp"
 #include "support/test_files.hpp"
 
+using ferry::testing::StatusIs;
+
 namespace ferry {
 namespace {
 
@@ -175,11 +177,10 @@ TEST_F(RemoteFile, StagedRouteReadsAnHttpObjectIntoGpuMemoryWithoutCuFile) {
 
 TEST_F(RemoteFile, WritesAndMissingObjectsAreRefusedNamingTheUrl) {
   auto w = open(nginx_.url("/weights.bin"), "w");
-  ASSERT_FALSE(w.ok());
+  ASSERT_THAT(w, StatusIs(ferry::ErrorCode::failed_precondition));
   EXPECT_NE(w.status().message().find("remote writes are not supported"), std::string::npos) << w.status().to_string();
   auto missing = open(nginx_.url("/nope.bin"));
-  ASSERT_FALSE(missing.ok());
-  EXPECT_EQ(missing.status().code(), ErrorCode::not_found);
+  ASSERT_THAT(missing, StatusIs(ErrorCode::not_found));
   EXPECT_NE(missing.status().message().find("/nope.bin"), std::string::npos) << missing.status().to_string();
 }
 

@@ -12,7 +12,10 @@
 #include "ferry/file.hpp"
 #include "ferry/remote.hpp"
 #include "remote/servers.hpp"
+#include "support/status_matchers.hpp"
 #include "support/test_files.hpp"
+
+using ferry::testing::StatusIs;
 
 namespace {
 
@@ -99,8 +102,7 @@ TEST_F(RemoteS3, KeysThatNeedEncodingAreSignedAsSent) {
 TEST_F(RemoteS3, WrongSecretIsPermissionDeniedWithoutShowingIt) {
   auto f = ferry::remote::open("s3://bkt/dir/obj.bin", {ferry::testing::S3Server::kAccessKey, "not-the-secret-123", ""},
                                config_);
-  ASSERT_FALSE(f.ok());
-  EXPECT_EQ(f.status().code(), ErrorCode::permission_denied);
+  ASSERT_THAT(f, StatusIs(ErrorCode::permission_denied));
   EXPECT_THAT(f.status().message(), HasSubstr("s3://bkt/dir/obj.bin"));
   EXPECT_THAT(f.status().message(), HasSubstr("SignatureDoesNotMatch"));
   EXPECT_THAT(f.status().to_string(), Not(HasSubstr("not-the-secret-123")));

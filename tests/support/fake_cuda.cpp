@@ -82,6 +82,7 @@ struct State {
   FakeCudaScript script;
   FakeCudaCounters counters;
   std::map<std::uintptr_t, Range> ranges;  // start address -> range
+  std::uint64_t abandoned_pinned_bytes = 0;  // still pinned when a reset dropped them; never reset
   std::map<CUstream, std::unique_ptr<FakeStream>> streams;  // nullptr key: the default stream
   std::map<CUevent, std::unique_ptr<FakeEvent>> events;
   std::uint64_t next_sequence = 1;
@@ -820,6 +821,26 @@ const CudaApi& fake_cuda_api() {
   return table;
 }
 
+namespace {
+
+struct LivePinned {
+  std::size_t ranges = 0;
+  std::uint64_t bytes = 0;
+};
+
+// Pinned allocations and registered ranges of `s` (its lock held).
+LivePinned live_pinned(const State& s) {
+  LivePinned live;
+  for (const auto& [start, range] : s.ranges) {
+    if (range.kind != RangeKind::pinned_alloc && range.kind != RangeKind::registered) continue;
+    live.ranges += 1;
+    live.bytes += range.size;
+  }
+  return live;
+}
+
+}  // namespace
+
 void reset_fake_cuda() {
   release_primary_contexts_for_testing(fake_cuda_api());
   release_stream_words_for_testing(fake_cuda_api());  // pinned words the reset below frees
@@ -836,6 +857,7 @@ void reset_fake_cuda() {
   s.device_stop = false;
   s.hardware.clear();
   s.streams_made = 0;
+  s.abandoned_pinned_bytes += live_pinned(s).bytes;
   for (auto& [start, range] : s.ranges) {
     if (range.owned) std::free(reinterpret_cast<void*>(start));
   }
@@ -860,11 +882,13 @@ FakeCudaCounters fake_cuda_counters() {
 std::size_t fake_cuda_live_pinned() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  std::size_t n = 0;
-  for (const auto& [start, range] : s.ranges) {
-    if (range.kind == RangeKind::pinned_alloc || range.kind == RangeKind::registered) ++n;
-  }
-  return n;
+  return live_pinned(s).ranges;
+}
+
+std::uint64_t fake_cuda_pinned_bytes_not_freed() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return live_pinned(s).bytes + s.abandoned_pinned_bytes;
 }
 
 std::size_t fake_cuda_live_device() {

@@ -104,6 +104,11 @@ FakeCudaCounters fake_cuda_counters();
 
 /// Live pinned allocations plus registered host ranges (0 after a test that cleaned up).
 std::size_t fake_cuda_live_pinned();
+/// Bytes pinned (cuMemHostAlloc) or registered (cuMemHostRegister) through the fake and never freed or
+/// unregistered: those live now plus those still live when a reset_fake_cuda() dropped them, since the process
+/// began. The per-test leak check (support/leak_check.hpp) compares it before and after each test, so that a
+/// fixture's reset in TearDown cannot hide a leak.
+std::uint64_t fake_cuda_pinned_bytes_not_freed();
 /// Live device allocations.
 std::size_t fake_cuda_live_device();
 /// Async copies queued and not yet performed (deferred mode).

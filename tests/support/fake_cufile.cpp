@@ -26,7 +26,6 @@ struct State {
   FakeCuFileScript script;
   FakeCuFileCounters counters;
   std::map<CUfileHandle_t, int> handles;  // handle -> fd
-  std::map<const void*, std::size_t> buffers;
   CUfileStatsLevel3_t stats{};
   bool driver_open = false;
   int next_handle = 1;
@@ -153,25 +152,6 @@ void fake_cuFileHandleDeregister(CUfileHandle_t handle) {
   std::lock_guard<std::mutex> lock(s.mutex);
   ++s.counters.handle_deregisters;
   if (s.handles.erase(handle) != 0) --s.counters.live_handles;
-}
-
-CUfileError_t fake_cuFileBufRegister(const void* base, std::size_t length, int /*flags*/) {
-  State& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  ++s.counters.buf_registers;
-  if (base == nullptr || length == 0) return error(CU_FILE_INVALID_VALUE);
-  if (!s.buffers.emplace(base, length).second) return error(CU_FILE_MEMORY_ALREADY_REGISTERED);
-  ++s.counters.live_buffers;
-  return ok();
-}
-
-CUfileError_t fake_cuFileBufDeregister(const void* base) {
-  State& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  ++s.counters.buf_deregisters;
-  if (s.buffers.erase(base) == 0) return error(CU_FILE_MEMORY_NOT_REGISTERED);
-  --s.counters.live_buffers;
-  return ok();
 }
 
 // Looks up the descriptor and the forced result under the lock; the transfer itself runs outside it.
@@ -402,7 +382,6 @@ void reset_fake_cufile() {
   s.script = FakeCuFileScript{};
   s.counters = FakeCuFileCounters{};
   s.handles.clear();
-  s.buffers.clear();
   std::memset(&s.stats, 0, sizeof s.stats);
   s.driver_open = false;
   s.next_handle = 1;

@@ -63,7 +63,6 @@ struct FakeCuFileScript {
 struct FakeCuFileCounters {
   std::uint64_t driver_opens = 0, driver_closes = 0;
   std::uint64_t handle_registers = 0, handle_deregisters = 0, live_handles = 0;
-  std::uint64_t buf_registers = 0, buf_deregisters = 0, live_buffers = 0;
   std::uint64_t reads = 0, writes = 0, bytes_read = 0, bytes_written = 0;
   int stats_level = 0;
   bool stats_started = false;

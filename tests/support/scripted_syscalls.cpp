@@ -29,12 +29,6 @@ void ScriptedSyscalls::add(Rule rule) {
   fired_.push_back(0);
 }
 
-void ScriptedSyscalls::clear_rules() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  rules_.clear();
-  fired_.clear();
-}
-
 std::vector<Call> ScriptedSyscalls::calls() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return calls_;

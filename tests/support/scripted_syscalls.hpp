@@ -80,7 +80,6 @@ class ScriptedSyscalls final : public detail::Syscalls {
   explicit ScriptedSyscalls(detail::Syscalls& base = detail::real_syscalls()) : base_(base) {}
 
   void add(Rule rule);
-  void clear_rules();
   /// Every call so far, in the order they ended.
   std::vector<Call> calls() const;
   std::vector<Call> calls(Op op) const;

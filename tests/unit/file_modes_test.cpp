@@ -42,7 +42,7 @@ TEST(FileModes, ReadOnlyRefusesWritesWithAMessageNamingThePath) {
   ASSERT_THAT(w, StatusIs(ErrorCode::failed_precondition, AllOf(HasSubstr(path), HasSubstr("reading only"))));
   EXPECT_EQ(w.status().path(), path);
   auto w2 = file->write(data, sizeof data);
-  ASSERT_FALSE(w2.ok());
+  ASSERT_THAT(w2, StatusIs(ferry::ErrorCode::failed_precondition));
   EXPECT_THAT(w2.status().to_string(), HasSubstr(path));
   EXPECT_EQ(testing::read_whole_file(path), testing::pattern(0, 4096)) << "nothing may have been written";
 }
@@ -227,16 +227,16 @@ TEST(FileModes, UseAfterCloseFailsCleanlyNamingThePath) {
   auto r = file->pread(buf, sizeof buf, 0).get();
   EXPECT_THAT(r, StatusIs(ErrorCode::failed_precondition, AllOf(HasSubstr("closed"), HasSubstr(path))));
   auto w = file->pwrite(buf, sizeof buf, 0).get();
-  ASSERT_FALSE(w.ok());
+  ASSERT_THAT(w, StatusIs(ferry::ErrorCode::failed_precondition));
   EXPECT_THAT(w.status().message(), HasSubstr("closed"));
   auto rr = file->read(buf, sizeof buf);
-  ASSERT_FALSE(rr.ok());
+  ASSERT_THAT(rr, StatusIs(ferry::ErrorCode::failed_precondition));
   EXPECT_THAT(rr.status().message(), HasSubstr("closed"));
   auto size = file->size();
-  ASSERT_FALSE(size.ok());
+  ASSERT_THAT(size, StatusIs(ferry::ErrorCode::failed_precondition));
   EXPECT_THAT(size.status().to_string(), HasSubstr(path));
   Status sync = file->sync();
-  ASSERT_FALSE(sync.ok());
+  ASSERT_THAT(sync, StatusIs(ferry::ErrorCode::failed_precondition));
   EXPECT_THAT(sync.to_string(), HasSubstr(path));
   EXPECT_TRUE(file->close().ok()) << "closing twice is harmless";
   EXPECT_EQ(file->path(), path);

@@ -14,7 +14,10 @@
 #include "file/open_options.hpp"
 #include "io/thread_pool.hpp"
 #include "support/scripted_syscalls.hpp"
+#include "support/status_matchers.hpp"
 #include "support/test_files.hpp"
+
+using ferry::testing::StatusIs;
 
 using ::testing::HasSubstr;
 
@@ -60,8 +63,7 @@ TEST(Future, EmptyFutureFailsCleanly) {
   f.wait();
   EXPECT_TRUE(f.wait_for(std::chrono::milliseconds(1)));
   auto r = f.get();
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), ErrorCode::failed_precondition);
+  ASSERT_THAT(r, StatusIs(ErrorCode::failed_precondition));
   EXPECT_THAT(r.status().message(), HasSubstr("empty Future"));
 }
 
@@ -76,8 +78,7 @@ TEST(Future, GetTwiceFailsTheSecondTime) {
   ASSERT_TRUE(f.get().ok());
   EXPECT_FALSE(f.valid());
   auto again = f.get();
-  ASSERT_FALSE(again.ok());
-  EXPECT_EQ(again.status().code(), ErrorCode::failed_precondition);
+  ASSERT_THAT(again, StatusIs(ErrorCode::failed_precondition));
 }
 
 TEST(Future, WaitForTimesOutOnASlowRequestThenCompletes) {

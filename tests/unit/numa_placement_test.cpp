@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include <sys/mman.h>
+#include "ferry_tooling/host_memory.hpp"
 
 namespace ferry::detail {
 namespace {
@@ -26,11 +26,10 @@ TEST(NumaPlacement, PlacesOnlyWhereThereIsAChoice) {
 
 TEST(NumaPlacement, PreferringNodeZeroIsAccepted) {
   std::size_t bytes = 2u << 20;
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  ASSERT_NE(p, MAP_FAILED);
-  EXPECT_TRUE(prefer_node(p, bytes, 0));  // node 0 exists on every Linux machine
-  EXPECT_FALSE(prefer_node(p, bytes, -1));
-  ::munmap(p, bytes);
+  auto memory = tooling::HostMemory::allocate(bytes);  // a mapping of its own, as the staging pool's
+  ASSERT_TRUE(memory.ok()) << memory.status().to_string();
+  EXPECT_TRUE(prefer_node(memory->data(), bytes, 0));  // node 0 exists on every Linux machine
+  EXPECT_FALSE(prefer_node(memory->data(), bytes, -1));
 }
 
 }  // namespace

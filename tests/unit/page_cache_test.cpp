@@ -5,7 +5,10 @@
 #include <sys/stat.h>
 
 #include "ferry/page_cache.hpp"
+#include "support/status_matchers.hpp"
 #include "support/test_files.hpp"
+
+using ferry::testing::StatusIs;
 
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
@@ -51,12 +54,10 @@ TEST(PageCache, EvictDropsWhatTheKernelCanDrop) {
 
 TEST(PageCache, ErrorsNameThePath) {
   auto missing = page_cache::residency((testing::test_dir() / "missing.bin").string());
-  ASSERT_FALSE(missing.ok());
-  EXPECT_EQ(missing.status().code(), ErrorCode::not_found);
+  ASSERT_THAT(missing, StatusIs(ErrorCode::not_found));
   EXPECT_THAT(missing.status().message(), HasSubstr("missing.bin"));
   auto dir = page_cache::residency(testing::test_dir().string());
-  ASSERT_FALSE(dir.ok());
-  EXPECT_EQ(dir.status().code(), ErrorCode::invalid_argument);
+  ASSERT_THAT(dir, StatusIs(ErrorCode::invalid_argument));
   EXPECT_THAT(dir.status().message(), HasSubstr("not a regular file"));
   auto evict_missing = page_cache::evict((testing::test_dir() / "missing.bin").string());
   EXPECT_EQ(evict_missing.status().code(), ErrorCode::not_found);

@@ -6,7 +6,10 @@
 
 #include "platform/probes/block_device.hpp"
 #include "platform/probes/probe_fs.hpp"
+#include "support/status_matchers.hpp"
 #include "support/test_files.hpp"
+
+using ferry::testing::StatusIs;
 
 namespace fs = std::filesystem;
 using namespace ferry::detail::probes;
@@ -63,8 +66,7 @@ TEST(BlockDevice, DeviceMapperHasNoPciParentAndSaysSo) {
 
 TEST(BlockDevice, AnonymousDeviceIsNotFound) {
   auto r = probe_block_device(0, 45, fixture("baremetal_gds"));
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), ferry::ErrorCode::not_found);
+  ASSERT_THAT(r, StatusIs(ferry::ErrorCode::not_found));
   EXPECT_NE(r.status().message().find("anonymous device"), std::string::npos) << r.status().message();
 }
 
@@ -111,10 +113,8 @@ TEST(ResolveInRoot, ReportsMissingComponentsAndLoops) {
   fs::create_symlink("b", root / "d/a");
   fs::create_symlink("a", root / "d/b");
   auto loop = resolve_in_root(root, "/d/a");
-  ASSERT_FALSE(loop.ok());
-  EXPECT_EQ(loop.status().code(), ferry::ErrorCode::failed_precondition);
+  ASSERT_THAT(loop, StatusIs(ferry::ErrorCode::failed_precondition));
   auto missing = resolve_in_root(root, "/d/nothing/x");
-  ASSERT_FALSE(missing.ok());
-  EXPECT_EQ(missing.status().code(), ferry::ErrorCode::not_found);
+  ASSERT_THAT(missing, StatusIs(ferry::ErrorCode::not_found));
   EXPECT_NE(missing.status().message().find("\"/d/nothing\""), std::string::npos) << missing.status().message();
 }

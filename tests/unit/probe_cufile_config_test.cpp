@@ -5,7 +5,10 @@
 #include <filesystem>
 
 #include "platform/probes/cufile_config.hpp"
+#include "support/status_matchers.hpp"
 #include "support/test_files.hpp"
+
+using ferry::testing::StatusIs;
 
 namespace fs = std::filesystem;
 using namespace ferry::detail::probes;
@@ -81,20 +84,19 @@ TEST(CuFileConfig, WrongTypesWarnAndKeepDefaults) {
 
 TEST(CuFileConfig, ReportsParseErrorsWithFileAndPosition) {
   auto r = parse_cufile_config("{\n  // fine\n  \"a\": 1,,\n}", "/etc/cufile.json");
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), ferry::ErrorCode::invalid_argument);
+  ASSERT_THAT(r, StatusIs(ferry::ErrorCode::invalid_argument));
   EXPECT_EQ(r.status().message().rfind("/etc/cufile.json:3:10: parse error", 0), 0u) << r.status().message();
   EXPECT_EQ(r.status().path(), "/etc/cufile.json");
 }
 
 TEST(CuFileConfig, UnterminatedCommentOrStringIsAnError) {
-  EXPECT_FALSE(parse_cufile_config("{ \"a\": 1 /* never closed", "c.json").ok());
-  EXPECT_FALSE(parse_cufile_config("{ \"a\": \"never closed }", "c.json").ok());
+  EXPECT_THAT(parse_cufile_config("{ \"a\": 1 /* never closed", "c.json"), StatusIs(ferry::ErrorCode::invalid_argument));
+  EXPECT_THAT(parse_cufile_config("{ \"a\": \"never closed }", "c.json"), StatusIs(ferry::ErrorCode::invalid_argument));
 }
 
 TEST(CuFileConfig, TopLevelMustBeAnObject) {
   auto r = parse_cufile_config("[1, 2]", "c.json");
-  ASSERT_FALSE(r.ok());
+  ASSERT_THAT(r, StatusIs(ferry::ErrorCode::invalid_argument));
   EXPECT_NE(r.status().message().find("not a JSON object"), std::string::npos);
 }
 

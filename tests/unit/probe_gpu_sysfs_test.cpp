@@ -4,7 +4,10 @@
 #include <filesystem>
 
 #include "platform/probes/gpu_sysfs.hpp"
+#include "support/status_matchers.hpp"
 #include "support/test_files.hpp"
+
+using ferry::testing::StatusIs;
 
 namespace fs = std::filesystem;
 using namespace ferry::detail::probes;
@@ -25,8 +28,8 @@ TEST(GpuSysfs, ParsesResourceLines) {
   EXPECT_EQ(parse_pci_resource_line(text, 0)->size_bytes(), 16u << 20);
   EXPECT_EQ(parse_pci_resource_line(text, 2)->size_bytes(), 0u);  // unused BAR
   EXPECT_EQ(parse_pci_resource_line(text, 7).status().code(), ferry::ErrorCode::invalid_argument);
-  EXPECT_FALSE(parse_pci_resource_line("0x10 0x0f 0x0\n", 0).ok());  // end before start
-  EXPECT_FALSE(parse_pci_resource_line("0x10 zz 0x0\n", 0).ok());
+  EXPECT_THAT(parse_pci_resource_line("0x10 0x0f 0x0\n", 0), StatusIs(ferry::ErrorCode::invalid_argument));  // end before start
+  EXPECT_THAT(parse_pci_resource_line("0x10 zz 0x0\n", 0), StatusIs(ferry::ErrorCode::invalid_argument));
 }
 
 TEST(GpuSysfs, ClassifiesNvidiaGpus) {

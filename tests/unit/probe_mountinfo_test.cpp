@@ -4,6 +4,9 @@
 #include <filesystem>
 
 #include "platform/probes/mountinfo.hpp"
+#include "support/status_matchers.hpp"
+
+using ferry::testing::StatusIs;
 
 namespace fs = std::filesystem;
 using namespace ferry::detail::probes;
@@ -125,8 +128,7 @@ TEST(Mountinfo, EmptyTableHoldsNothing) {
 
 TEST(Mountinfo, MissingFileIsNotFound) {
   auto r = probe_mount_for_path("/", fixture("no_such_scenario"));
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), ferry::ErrorCode::not_found);
+  ASSERT_THAT(r, StatusIs(ferry::ErrorCode::not_found));
   EXPECT_NE(r.status().path().find("proc/self/mountinfo"), std::string::npos);
 }
 

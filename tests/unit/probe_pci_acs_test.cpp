@@ -6,6 +6,9 @@
 #include <vector>
 
 #include "platform/probes/pci_acs.hpp"
+#include "support/status_matchers.hpp"
+
+using ferry::testing::StatusIs;
 
 namespace fs = std::filesystem;
 using namespace ferry::detail::probes;
@@ -121,6 +124,5 @@ TEST(PciAcs, NoBridgesBetweenRootBusDevicesOnTheVm) {
 
 TEST(PciAcs, MissingDeviceIsNotFound) {
   auto r = probe_acs_path("0000:03:00.0", "0000:99:00.0", fixture("baremetal_gds"));
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), ferry::ErrorCode::not_found);
+  ASSERT_THAT(r, StatusIs(ferry::ErrorCode::not_found));
 }

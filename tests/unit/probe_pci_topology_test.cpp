@@ -4,6 +4,9 @@
 #include <filesystem>
 
 #include "platform/probes/pci_topology.hpp"
+#include "support/status_matchers.hpp"
+
+using ferry::testing::StatusIs;
 
 namespace fs = std::filesystem;
 using namespace ferry::detail::probes;
@@ -81,6 +84,5 @@ TEST(PciTopology, SameFunctionOrAncestor) {
 
 TEST(PciTopology, MissingDeviceIsNotFound) {
   auto r = probe_pci_location("0000:99:00.0", fixture("baremetal_gds"));
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), ferry::ErrorCode::not_found);
+  ASSERT_THAT(r, StatusIs(ferry::ErrorCode::not_found));
 }

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "ferry/ferry.hpp"
+#include "ferry_tooling/host_memory.hpp"
 #include "support/test_files.hpp"
 
 namespace ferry {
@@ -30,17 +31,12 @@ std::uint64_t env_or(const char* name, std::uint64_t fallback) {
   return v ? std::strtoull(v, nullptr, 10) : fallback;
 }
 
-struct AlignedBuffer {
-  explicit AlignedBuffer(std::uint64_t n) : size(n) {
-    p.reset(static_cast<std::uint8_t*>(std::aligned_alloc(4096, std::max<std::uint64_t>(4096, (n + 4095) / 4096 * 4096))));
-    std::memset(p.get(), kSentinel, n);
-  }
-  struct Free {
-    void operator()(std::uint8_t* q) const { std::free(q); }
-  };
-  std::unique_ptr<std::uint8_t, Free> p;
-  std::uint64_t size;
-};
+// Page-aligned host memory of `n` bytes, each kSentinel.
+tooling::HostMemory sentinel_buffer(std::uint64_t n) {
+  tooling::HostMemory m = tooling::HostMemory::allocate(n).value();
+  std::memset(m.data(), kSentinel, n);
+  return m;
+}
 
 // One case; returns "" or what went wrong.
 std::string run_case(std::uint64_t seed, const std::filesystem::path& dir) {
@@ -68,25 +64,25 @@ std::string run_case(std::uint64_t seed, const std::filesystem::path& dir) {
       const bool at_position = kind == 8;
       const std::uint64_t from = at_position ? position : offset;
       const std::uint64_t pad = pick(64);
-      AlignedBuffer buf(pad + size + 4096);
-      Result<Transfer> r = at_position ? file->read(buf.p.get() + pad, size)
-                                       : file->pread(buf.p.get() + pad, size, from).get();
+      tooling::HostMemory buf = sentinel_buffer(pad + size + 4096);
+      Result<Transfer> r = at_position ? file->read(buf.data() + pad, size)
+                                       : file->pread(buf.data() + pad, size, from).get();
       if (!r.ok()) return what + ": " + r.status().to_string();
       const std::uint64_t want = from >= model.size() ? 0 : std::min(size, model.size() - from);
       if (r->bytes != want) return what + fmt::format(": read {} bytes, expected {}", r->bytes, want);
-      for (std::uint64_t i = 0; i < buf.size; ++i) {
+      for (std::uint64_t i = 0; i < buf.size_bytes(); ++i) {
         std::uint8_t expect = kSentinel;
         if (i >= pad && i < pad + want) expect = model[from + i - pad];
-        if (buf.p.get()[i] != expect) return what + fmt::format(": buffer byte {} is wrong", static_cast<std::int64_t>(i - pad));
+        if (buf.data()[i] != expect) return what + fmt::format(": buffer byte {} is wrong", static_cast<std::int64_t>(i - pad));
       }
       if (at_position) position += want;
     } else if (kind < 7 || kind == 9) {  // pwrite, or write() at the position
       const bool at_position = kind == 9;
       const std::uint64_t to = at_position ? position : offset;
-      AlignedBuffer buf(size + 1);
-      for (std::uint64_t i = 0; i < size; ++i) buf.p.get()[i] = static_cast<std::uint8_t>(rng());
-      std::vector<std::uint8_t> data(buf.p.get(), buf.p.get() + size);
-      Result<Transfer> r = at_position ? file->write(buf.p.get(), size) : file->pwrite(buf.p.get(), size, to).get();
+      tooling::HostMemory buf = sentinel_buffer(size + 1);
+      for (std::uint64_t i = 0; i < size; ++i) buf.data()[i] = static_cast<std::uint8_t>(rng());
+      std::vector<std::uint8_t> data(buf.data(), buf.data() + size);
+      Result<Transfer> r = at_position ? file->write(buf.data(), size) : file->pwrite(buf.data(), size, to).get();
       if (!r.ok()) return what + ": " + r.status().to_string();
       if (r->bytes != size) return what + fmt::format(": wrote {} bytes", r->bytes);
       if (size > 0) {

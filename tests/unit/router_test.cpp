@@ -1,8 +1,11 @@
 // The router's every decision, without a GPU: decide() is a pure function of the query and the facts.
 #include "route/router.hpp"
+#include "support/status_matchers.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+using ferry::testing::StatusIs;
 
 using ::testing::HasSubstr;
 
@@ -105,8 +108,7 @@ TEST(Router, CompatOffUsesCuFileEvenWithoutNvidiaFs) {
 
 TEST(Router, CompatOffFailsClearlyWhenCuFileCannotBeUsed) {
   auto d = decide(device_query(CompatMode::off), registration_failed());
-  ASSERT_FALSE(d.ok());
-  EXPECT_EQ(d.status().code(), ErrorCode::unavailable);
+  ASSERT_THAT(d, StatusIs(ErrorCode::unavailable));
   EXPECT_THAT(d.status().message(), HasSubstr("compat mode off requires cuFile"));
   EXPECT_THAT(d.status().message(), HasSubstr("/data/shard.bin"));
   EXPECT_THAT(d.status().message(), HasSubstr("5027"));
@@ -139,8 +141,7 @@ TEST(Router, StrictModeRefusesBeforeIo) {
                  Case{device_query(), forced, "CUFILE_FORCE_COMPAT_MODE"}}) {
     c.q.require = Requirement::gds;
     auto d = decide(c.q, c.f);
-    ASSERT_FALSE(d.ok()) << c.why;
-    EXPECT_EQ(d.status().code(), ErrorCode::failed_precondition);
+    ASSERT_THAT(d, StatusIs(ErrorCode::failed_precondition)) << c.why;
     EXPECT_THAT(d.status().message(), HasSubstr("require=gds"));
     EXPECT_THAT(d.status().message(), HasSubstr(c.why));
     EXPECT_THAT(d.status().message(), HasSubstr("no I/O was done"));

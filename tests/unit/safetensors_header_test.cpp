@@ -6,7 +6,10 @@
 #include "ferry/safetensors.hpp"
 #include "safetensors/text.hpp"
 #include "support/safetensors_writer.hpp"
+#include "support/status_matchers.hpp"
 #include "support/test_files.hpp"
+
+using ferry::testing::StatusIs;
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
@@ -31,8 +34,7 @@ Result<Header> parse_json(const std::string& json, std::uint64_t data_bytes) {
 #define EXPECT_INVALID(result, ...)                                                                      \
   do {                                                                                                   \
     auto&& r_ = (result);                                                                                \
-    ASSERT_FALSE(r_.ok());                                                                               \
-    EXPECT_EQ(r_.status().code(), ErrorCode::invalid_argument) << r_.status().to_string();               \
+    ASSERT_THAT(r_, StatusIs(ErrorCode::invalid_argument)) << r_.status().to_string();                                                                               \
     EXPECT_EQ(r_.status().path(), kSource);                                                              \
     EXPECT_THAT(r_.status().message(), AllOf(HasSubstr("Invalid safetensors header in \"/ckpt/model.safetensors\""), \
                                              __VA_ARGS__));                                              \
@@ -258,7 +260,7 @@ TEST(SafetensorsHeader, HostileNamesAreQuotedSafely) {
   std::string json = "{\"" + std::string(name).replace(3, 1, "\\n") +
                      R"(": {"dtype": "Q", "shape": [1], "data_offsets": [0, 1]}})";
   auto r = parse_json(json, 1);
-  ASSERT_FALSE(r.ok());
+  ASSERT_THAT(r, StatusIs(ferry::ErrorCode::invalid_argument));
   EXPECT_THAT(r.status().message(), HasSubstr("tensor \"xxx\\x0axxx"));
   EXPECT_THAT(r.status().message(), HasSubstr("...\""));
   EXPECT_LT(r.status().message().size(), 700u);

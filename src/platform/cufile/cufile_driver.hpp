@@ -79,10 +79,6 @@ class CuFileDriver {
                                                        CuFileFailure* failure = nullptr) const;
   void deregister_handle(CUfileHandle_t handle) const;
 
-  /// Registers a device buffer for cuFile's direct path (optional; costly, so do it once per buffer).
-  [[nodiscard]] Status register_buffer(const void* base, std::size_t bytes, CuFileFailure* failure = nullptr) const;
-  [[nodiscard]] Status deregister_buffer(const void* base) const;
-
   /// cuFileRead of `size` bytes at `file_offset` into `base + buffer_offset`. Returns the bytes read (fewer
   /// than asked only at end of file). Errors: errno failures as Status::from_errno (io_error for EIO, ...)
   /// with "Could not read N bytes at offset X from "path" via cuFile"; cuFile's own codes as io_error with
@@ -98,9 +94,6 @@ class CuFileDriver {
   /// yet. nullopt when statistics are unavailable or cuFileGetStatsL3 fails.
   std::optional<CuFileCounters> stats_snapshot(int gpu) const;
 
-  /// Where cuFile logs, and its last lines (oldest first).
-  std::string log_path() const;
-  std::vector<std::string> log_tail_lines(std::size_t n) const;
   /// cuFile's most recent words about a failure in the last `n` log lines (udev first, then errors).
   std::optional<std::string> last_log_reason(std::size_t n = 200) const;
 

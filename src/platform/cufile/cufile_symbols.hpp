@@ -18,8 +18,6 @@
   X(required, cuFileDriverGetProperties, CUfileError_t, (CUfileDrvProps_t* props))                            \
   X(required, cuFileHandleRegister, CUfileError_t, (CUfileHandle_t* handle, CUfileDescr_t* descr))            \
   X(required, cuFileHandleDeregister, void, (CUfileHandle_t handle))                                          \
-  X(required, cuFileBufRegister, CUfileError_t, (const void* base, std::size_t length, int flags))            \
-  X(required, cuFileBufDeregister, CUfileError_t, (const void* base))                                         \
   X(required, cuFileRead, ssize_t,                                                                            \
     (CUfileHandle_t handle, void* base, std::size_t size, off_t file_offset, off_t buffer_offset))            \
   X(required, cuFileWrite, ssize_t,                                                                           \

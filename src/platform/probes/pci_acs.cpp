@@ -21,16 +21,6 @@ std::string AcsFlags::to_string() const {
   return s.empty() ? "none" : s;
 }
 
-const char* acs_state_name(AcsState s) noexcept {
-  switch (s) {
-    case AcsState::present: return "present";
-    case AcsState::absent: return "absent";
-    case AcsState::no_extended_space: return "no_extended_space";
-    case AcsState::unreadable: return "unreadable";
-  }
-  return "unknown";
-}
-
 static std::uint32_t le32(std::span<const std::uint8_t> b, std::size_t off) {
   return std::uint32_t(b[off]) | std::uint32_t(b[off + 1]) << 8 | std::uint32_t(b[off + 2]) << 16 |
          std::uint32_t(b[off + 3]) << 24;

@@ -44,9 +44,6 @@ enum class AcsState {
   unreadable,         // only the first 64 bytes readable (not root), or the config file is missing
 };
 
-/// "present", "absent", "no_extended_space", "unreadable".
-const char* acs_state_name(AcsState s) noexcept;
-
 struct AcsCapability {
   AcsState state = AcsState::unreadable;
   std::uint16_t offset = 0;  // config-space offset of the ACS header when present

@@ -1,15 +1,17 @@
-// ferry_bench/harness.hpp: the benchmark harness behind `ferry bench`, as the command line drives it.
+// ferry_bench/harness.hpp: the benchmark harness behind `ferry-bench`, as its command line drives it.
 //
 // The harness (bench/harness, target ferry_bench_harness) measures, in one process and against one file, the
-// ceilings, the naive way and Ferry's routes (bench/README.md). This header is all the CLI sees of it: the
-// plan the options make, and what a run produced, already rendered. Everything else in bench/harness is the
-// harness's own.
+// ceilings, the naive way and Ferry's routes (bench/README.md). This header is all the program
+// (cli/bench_main.cpp) sees of it: the plan the options make, and what a run produced, already rendered.
+// Everything else in bench/harness is the harness's own.
 // Thread safety: run_benchmark() is called from one thread at a time (it starts and joins its own threads).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "ferry/ferry.hpp"
 
@@ -49,11 +51,13 @@ struct Plan {
 /// `n` rounded up to a multiple of 4 KiB (what O_DIRECT needs of lengths; Plan sizes are such multiples).
 inline std::uint64_t round_up_4k(std::uint64_t n) { return (n + 4095) / 4096 * 4096; }
 
-/// What one benchmark produced, as `ferry bench` prints it.
+/// "8GiB", "4MiB", "64KiB" for whole units, else "12345B": sizes in the table, file names and labels.
+std::string short_size(std::uint64_t bytes);
+
+/// What one benchmark produced, as `ferry-bench` prints it.
 struct Results {
-  std::string table;          // for people: environment, conditions, one row per measurement, targets
-  std::string json;           // the same as one line of JSON (schema "ferry.bench/1", bench/README.md)
-  std::string json_indented;  // the same JSON, indented by 2 (for --json-out)
+  std::string table;         // for people: environment, conditions, one row per measurement, targets
+  nlohmann::json document;   // the same for machines (schema "ferry.bench/1", bench/README.md)
   bool failed = false;        // a measurement failed
   bool mismatch = false;      // --verify found different bytes
 };

@@ -1,8 +1,9 @@
 // ferry_tooling/device_memory.hpp: device memory on one GPU, for Ferry's own tools.
 //
 // Part of ferry_tooling, the one internal interface that Ferry's tools may use besides the public API
-// (include/ferry): the `ferry` command (cli/), the benchmark harness (bench/harness/) and the doctor
-// (src/doctor). A program that uses Ferry brings its own device memory (cudaMalloc, PyTorch, ...); Ferry's
+// (include/ferry): the `ferry` and `ferry-bench` programs (cli/), the benchmark harness (bench/harness/), the
+// doctor (src/doctor) and the tests; the library's own loaders and writers use some of it too (host memory,
+// output files, descriptors). A program that uses Ferry brings its own device memory (cudaMalloc, PyTorch, ...); Ferry's
 // tools have none, so they get it here rather than each reaching into the CUDA driver table. Its headers
 // name no CUDA type, so a tool includes nothing else from src/. Not installed; not for users of Ferry.
 //

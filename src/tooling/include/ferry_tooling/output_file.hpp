@@ -1,4 +1,4 @@
-// ferry_tooling/output_file.hpp: creating or replacing a file safely, for `ferry write`, `ferry bench` and
+// ferry_tooling/output_file.hpp: creating or replacing a file safely, for `ferry write`, `ferry-bench` and
 // the library's own writers (ferry::safetensors::save). Part of ferry_tooling (see device_memory.hpp); the
 // code is in the engine, so the library and the tools share one copy of these rules.
 //
@@ -35,33 +35,13 @@
 #include "ferry/config.hpp"
 #include "ferry/file.hpp"
 #include "ferry/status.hpp"
+#include "ferry_tooling/unique_fd.hpp"
 
 namespace ferry::detail {
 struct OpenOptions;
 }
 
 namespace ferry::tooling {
-
-/// A file descriptor closed on destruction.
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
-  UniqueFd& operator=(UniqueFd&& o) noexcept;
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  ~UniqueFd();
-  int get() const { return fd_; }
-  int release() {
-    int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-
- private:
-  int fd_ = -1;
-};
 
 /// What a command will create or replace, learned without changing anything.
 struct Destination {

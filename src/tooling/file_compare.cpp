@@ -1,5 +1,5 @@
 // compare_with_file: pieces of the file against memory, first difference wins.
-#include "file_compare.hpp"
+#include "ferry_tooling/file_compare.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -17,9 +17,10 @@
 
 #include "ferry/file.hpp"
 #include "ferry/remote.hpp"
-#include "generated_data.hpp"
+#include "ferry_tooling/generated_data.hpp"
+#include "ferry_tooling/unique_fd.hpp"
 
-namespace ferry::cli {
+namespace ferry::tooling {
 namespace {
 
 // The object once more, on one connection, with the settings of the environment (FERRY_REMOTE_*,
@@ -44,8 +45,8 @@ VerifyOutcome compare_with_file(const std::string& path, const std::uint8_t* got
     object.emplace(std::move(*opened));
     threads = 1;
   }
-  int fd = remote_object ? -1 : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (!remote_object && fd < 0) {
+  UniqueFd fd(remote_object ? -1 : ::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!remote_object && !fd.valid()) {
     return {false, fmt::format("could not reopen \"{}\" for verification: {}", path, std::strerror(errno)), true};
   }
   constexpr std::uint64_t kPiece = 16ull << 20;
@@ -81,7 +82,7 @@ VerifyOutcome compare_with_file(const std::string& path, const std::uint8_t* got
         have = n->bytes;
       }
       while (!object && have < want) {
-        ssize_t n = ::pread(fd, ref.data() + have, want - have, static_cast<off_t>(offset + at + have));
+        ssize_t n = ::pread(fd.get(), ref.data() + have, want - have, static_cast<off_t>(offset + at + have));
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) {
           err = n < 0 ? errno : 0;
@@ -112,10 +113,9 @@ VerifyOutcome compare_with_file(const std::string& path, const std::uint8_t* got
     for (std::uint64_t i = 0; i < workers; ++i) pool.emplace_back(worker);
     for (auto& t : pool) t.join();
   }
-  if (fd >= 0) ::close(fd);
   if (first_bad != UINT64_MAX) return {false, first_detail, reference_failed};
   return {true, fmt::format("{} bytes match {}", size,
                             !got ? "the generated data" : threads <= 1 ? "a sequential read" : "the file")};
 }
 
-}  // namespace ferry::cli
+}  // namespace ferry::tooling

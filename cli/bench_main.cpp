@@ -1,6 +1,5 @@
-// `ferry bench`: options -> plan -> runner -> report.
-#include "bench_command.hpp"
-
+// `ferry-bench`: the benchmark harness's program (bench/README.md): options -> plan -> runner -> report. It is a
+// program of its own, beside `ferry`, so that the product binary holds only the public API and ferry_tooling.
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -8,18 +7,39 @@
 #include <fmt/format.h>
 
 #include "cli_common.hpp"
+#include "ferry/remote.hpp"
 #include "ferry_bench/harness.hpp"
+#include "ferry_tooling/json_text.hpp"
 #include "ferry_tooling/output_file.hpp"
 
 namespace ferry::cli {
 namespace {
 
-// The Config's message names the setting; the user typed the option.
-std::string replace_all(std::string text, const std::string& from, const std::string& to) {
-  for (auto at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
-    text.replace(at, from.size(), to);
-  return text;
-}
+/// The options of `ferry-bench`, kept as text until the plan is made so that errors name the option.
+struct BenchOptions {
+  std::string file;
+  std::string size = "8GiB";
+  std::string op = "read";
+  std::string pattern = "seq";
+  std::string routes;      // empty: all that apply
+  std::string baselines = "copy,pread,naive";
+  std::string threads;     // empty: Ferry's default
+  std::string task_sizes;  // empty: Ferry's default
+  std::string cache = "hot";
+  std::string write_io = "both";
+  std::string sync = "end";
+  std::string direct_io;
+  unsigned repeats = 3;
+  int cold_repeats = -1;   // -1: as --repeats
+  bool verify = false;
+  bool overwrite = false;  // --overwrite: bench may write into an existing FILE
+  int device = 0;
+  bool json = false;
+  std::string json_out;
+  bool progress = true;
+  std::uint64_t seed = 42;
+  bool first_read = false;
+};
 
 constexpr const char* kBenchFooter = R"(
 Measures, in one run against one file: the ceilings (pinned host<->device copy; raw parallel pread/pwrite
@@ -51,12 +71,6 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
-std::string size_name(std::uint64_t bytes) {
-  if (bytes % (1ull << 30) == 0) return fmt::format("{}GiB", bytes >> 30);
-  if (bytes % (1ull << 20) == 0) return fmt::format("{}MiB", bytes >> 20);
-  return std::to_string(bytes);
-}
-
 bench::Plan make_plan(const BenchOptions& o) {
   bench::Plan p;
   auto base = default_config();
@@ -68,7 +82,7 @@ bench::Plan make_plan(const BenchOptions& o) {
   if (p.size == 0) throw UsageError{"--size: cannot use \"" + o.size + "\" (the benchmark needs at least one byte)"};
   p.requested_size = p.size;
   p.overwrite = o.overwrite;
-  p.path = o.file.empty() ? fmt::format("bench-{}.bin", size_name(p.size)) : o.file;
+  p.path = o.file.empty() ? fmt::format("bench-{}.bin", bench::short_size(p.size)) : o.file;
   p.op = o.op == "write" ? bench::Op::write : bench::Op::read;
   p.pattern = o.pattern == "random" ? bench::Pattern::random : bench::Pattern::seq;
   p.sync = o.sync == "none" ? bench::SyncPolicy::none : bench::SyncPolicy::end;
@@ -95,8 +109,7 @@ bench::Plan make_plan(const BenchOptions& o) {
   if (p.threads.empty()) p.threads.push_back(p.base_config.threads());
   for (const auto& t : split_list(o.task_sizes)) {
     Config scratch;  // the same bounds as FERRY_TASK_SIZE
-    Status s = scratch.set("task_size", t);
-    if (!s.ok()) throw UsageError{replace_all(s.message(), "task_size", "--task-size")};
+    set_option(scratch, "task_size", "--task-size", t);
     p.task_sizes.push_back(scratch.task_size());
   }
   if (p.task_sizes.empty()) p.task_sizes.push_back(p.base_config.task_size());
@@ -122,11 +135,7 @@ bench::Plan make_plan(const BenchOptions& o) {
   return p;
 }
 
-}  // namespace
-
-CLI::App* add_bench_command(CLI::App& app, BenchOptions& o) {
-  CLI::App* b = app.add_subcommand("bench", "Measure reads (or writes) of a file into GPU or host memory against "
-                                            "ceilings and baselines measured in the same run");
+void add_bench_options(CLI::App* b, BenchOptions& o) {
   b->footer(kBenchFooter);
   b->add_option("FILE", o.file, "File to read or write over (default: bench-<size>.bin here; created with generated "
                                 "data when missing; an existing file is changed only with --overwrite)")
@@ -167,25 +176,22 @@ CLI::App* add_bench_command(CLI::App& app, BenchOptions& o) {
   b->add_option("--seed", o.seed, "Seed of the random pattern's order (default 42)");
   b->add_flag("--first-read", o.first_read, "Reads: also each route's first read in a fresh process (spawns "
               "`ferry read` --repeats times; the sample is prepare() + read, the notes break the set-up down)");
-  return b;
 }
 
 int run_bench(const BenchOptions& o) {
   bench::Plan plan = make_plan(o);
   tooling::install_cleanup_signal_handlers();  // a FILE being created is removed when bench is interrupted
   auto results = bench::run_benchmark(plan);
-  if (!results.ok()) {
-    return fail(results.status(), exit_code_for(results.status()));
-  }
+  if (!results.ok()) return fail(results.status(), tooling::exit_status_for(results.status()));
   if (!o.json_out.empty()) {
     std::ofstream out(o.json_out);
-    out << results->json_indented << "\n";
+    out << tooling::json_dump(results->document, 2) << "\n";
     if (!out) {
       return fail(ErrorCode::io_error, fmt::format("could not write \"{}\"", o.json_out), kExitFailure);
     }
   }
   if (o.json) {
-    std::cout << results->json << "\n";
+    tooling::print_json(results->document);
   } else {
     std::cout << results->table;
   }
@@ -193,4 +199,24 @@ int run_bench(const BenchOptions& o) {
   return results->failed ? kExitFailure : kExitOk;
 }
 
+}  // namespace
 }  // namespace ferry::cli
+
+int main(int argc, char** argv) {
+  using namespace ferry::cli;
+  CLI::App app{"ferry-bench: measure reads (or writes) of a file into GPU or host memory against ceilings and "
+               "baselines measured in the same run"};
+  BenchOptions options;
+  add_bench_options(&app, options);
+  return parse_and_run(app, argc, argv, "ferry-bench", "bench", [&] {
+    // The benchmark makes and measures a local file: a URL would become a local path named like it.
+    if (ferry::remote::is_remote_url(options.file)) {
+      return fail(ferry::ErrorCode::invalid_argument,
+                  fmt::format("ferry-bench works on local files; \"{}\" is a URL (remote objects are read with "
+                              "ferry read)",
+                              ferry::remote::display_url(options.file)),
+                  kExitUsage);
+    }
+    return run_bench(options);
+  });
+}

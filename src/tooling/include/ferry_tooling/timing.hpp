@@ -1,11 +1,12 @@
-// Wall time on the steady clock, for the subcommands' and the benchmark's timings.
-// Thread safety: pure functions of the clock.
+// ferry_tooling/timing.hpp: wall time on the steady clock and throughput, for the tools' timings.
+// Part of ferry_tooling (see device_memory.hpp for who may use it).
+// Thread safety: pure functions (of the clock).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 
-namespace ferry::cli {
+namespace ferry::tooling {
 
 /// Nanoseconds on the steady clock (an arbitrary origin: only differences mean anything).
 inline std::uint64_t now_ns() {
@@ -17,4 +18,9 @@ inline std::uint64_t now_ns() {
 /// Seconds since `start_ns`, a value of now_ns().
 inline double seconds_since(std::uint64_t start_ns) { return static_cast<double>(now_ns() - start_ns) / 1e9; }
 
-}  // namespace ferry::cli
+/// GiB/s for `bytes` moved in `seconds`; 0 when no time was measured.
+inline double gib_per_s(std::uint64_t bytes, double seconds) {
+  return seconds > 0 ? static_cast<double>(bytes) / seconds / (1024.0 * 1024.0 * 1024.0) : 0.0;
+}
+
+}  // namespace ferry::tooling

@@ -1,0 +1,54 @@
+// The tools' progress display: see ferry_tooling/progress.hpp.
+#include "ferry_tooling/progress.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "ferry_tooling/timing.hpp"
+
+namespace ferry::tooling {
+
+TerminalProgress::TerminalProgress(bool enabled, double delay_seconds)
+    : enabled_(enabled),
+      terminal_(::isatty(STDERR_FILENO) == 1),
+      show_after_ns_(now_ns() + static_cast<std::uint64_t>(delay_seconds * 1e9)) {}
+
+TerminalProgress::~TerminalProgress() { clear(); }
+
+void TerminalProgress::transient(const std::string& line) {
+  if (!enabled_ || !terminal_ || now_ns() < show_after_ns_) return;
+  std::fprintf(stderr, "\r\033[K%s", line.c_str());
+  std::fflush(stderr);
+  shown_ = true;
+}
+
+void TerminalProgress::line(const std::string& line) {
+  if (!enabled_) return;
+  clear();
+  std::fprintf(stderr, "%s\n", line.c_str());
+  std::fflush(stderr);
+}
+
+void TerminalProgress::clear() {
+  if (!shown_) return;
+  std::fprintf(stderr, "\r\033[K");
+  std::fflush(stderr);
+  shown_ = false;
+}
+
+std::string amount_text(const char* verb, std::uint64_t done, std::uint64_t total) {
+  return fmt::format("{} {} of {} ({:.0f}%)", verb, format_size(done), format_size(total),
+                     total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0);
+}
+
+void wait_with_progress(const Future& future, const char* verb, std::uint64_t total) {
+  TerminalProgress progress(true, 1.0);
+  if (!progress.terminal()) return future.wait();
+  while (!future.wait_for(std::chrono::milliseconds(250))) progress.transient(amount_text(verb, future.bytes_done(), total));
+}
+
+}  // namespace ferry::tooling
