@@ -118,6 +118,7 @@ class Group:
         self.load_id = next(_loads)
         self.steps = 0
         self.store = _store_of(process_group) if self.size > 1 else None
+        self.store_error: Optional[BaseException] = None  # why the store stopped answering, once it did
         self.step("opening the checkpoint")
 
     def where(self) -> str:
@@ -132,8 +133,9 @@ class Group:
             return
         try:
             self.store.set(_STEP_KEY + str(self.rank), json.dumps([self.load_id, self.steps, text]))
-        except Exception:  # the store is a diagnostic aid: without it, messages say less
+        except Exception as e:  # the store is a diagnostic aid: without it, messages say less (and why)
             self.store = None
+            self.store_error = e
 
     def _read_step(self, rank: int) -> Tuple[int, str]:
         """(steps, text) that ``rank`` recorded for this load; (0, "no step recorded") when there is none
@@ -149,14 +151,20 @@ class Group:
 
     def _peer_steps(self) -> str:
         """"; rank 1 is furthest behind: reading round 1 of 16 (rank 0: ..., rank 2: ...)", or ""."""
+        def store_gone(e: BaseException) -> str:
+            return (f"; the group's store could not be read to see where the others are ({type(e).__name__}: {e}): the "
+                    f"rank that holds it (rank 0 with a tcp:// or env:// rendezvous) may be gone")
+
+        # A step recorded after the store's holder died fails first: that is the same news.
+        if self.store_error is not None:
+            return store_gone(self.store_error)
         if self.store is None:
             return ""
         try:
             self._read_step(self.rank)  # first this rank's own key, which is there unless the store is gone
             seen = [self._read_step(r) for r in range(self.size)]
         except Exception as e:
-            return (f"; the group's store could not be read to see where the others are ({type(e).__name__}: {e}): the "
-                    f"rank that holds it (rank 0 with a tcp:// or env:// rendezvous) may be gone")
+            return store_gone(e)
         behind = min(steps for steps, _ in seen)
         late = [r for r, (steps, _) in enumerate(seen) if steps == behind]
         if len(late) == self.size:

@@ -341,6 +341,33 @@ def test_a_rank_killed_fails_every_other_rank_within_the_timeout(tmp_path, when,
         assert all("the group's store could not be read" in r["error"] for r in survivors), survivors[0]["error"]
 
 
+def test_a_store_lost_while_recording_a_step_is_named_in_the_message(tmp_path):
+    # The tcp:// race of the test above, made certain: the store's holder died just before this rank
+    # recorded its next step, so the record failed (and the store was dropped) before the collective did.
+    import subprocess
+    import sys
+    import textwrap
+    code = textwrap.dedent(f"""
+        import torch.distributed as dist
+        from ferry._dist_group import Group
+        dist.init_process_group("gloo", init_method="file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
+        group = Group(dist.group.WORLD, 5.0, 'loading "ckpt"')
+
+        class GoneStore:
+            def set(self, key, value):
+                raise RuntimeError("Connection reset by peer")
+
+        group.store = GoneStore()
+        group.step("exchanging round 1 of 2")
+        assert group.store is None
+        print(group._peer_steps())
+        dist.destroy_process_group()
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "the group's store could not be read" in out.stdout and "Connection reset by peer" in out.stdout, out.stdout
+
+
 @pytest.mark.watchdog(90)
 def test_a_hung_rank_makes_the_others_time_out(tmp_path):
     write_checkpoint(tmp_path / "ckpt")

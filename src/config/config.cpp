@@ -52,6 +52,48 @@ Status bad_value(std::string_view setting, std::string_view text, std::string_vi
                 fmt::format("{}: cannot use \"{}\" (expected {})", setting, text, expected));
 }
 
+// What a size's text says: bytes, a number past 16 EiB, or no size at all. parse_size and the bounded
+// parsers word their refusals from the kind, never from each other's messages.
+struct SizeText {
+  enum class Kind { size, too_large, not_a_size } kind = Kind::not_a_size;
+  std::uint64_t bytes = 0;
+};
+
+SizeText read_size_text(std::string_view text) {
+  std::string t = lower(text);
+  // Trim surrounding blanks: environment values often carry them.
+  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+  std::size_t start = 0;
+  while (start < t.size() && std::isspace(static_cast<unsigned char>(t[start]))) ++start;
+  t.erase(0, start);
+  std::size_t digits = 0;
+  while (digits < t.size() && std::isdigit(static_cast<unsigned char>(t[digits]))) ++digits;
+  if (digits == 0) return {};
+
+  std::uint64_t number = 0;
+  for (std::size_t i = 0; i < digits; ++i) {
+    std::uint64_t d = static_cast<std::uint64_t>(t[i] - '0');
+    if (number > (UINT64_MAX - d) / 10) return {SizeText::Kind::too_large};
+    number = number * 10 + d;
+  }
+  std::string suffix = t.substr(digits);
+  while (!suffix.empty() && suffix.front() == ' ') suffix.erase(0, 1);
+
+  static const std::pair<const char*, std::uint64_t> kSuffixes[] = {
+      {"", 1},           {"b", 1},
+      {"k", 1ull << 10}, {"kib", 1ull << 10}, {"kb", 1000ull},
+      {"m", 1ull << 20}, {"mib", 1ull << 20}, {"mb", 1000ull * 1000},
+      {"g", 1ull << 30}, {"gib", 1ull << 30}, {"gb", 1000ull * 1000 * 1000},
+      {"t", 1ull << 40}, {"tib", 1ull << 40}, {"tb", 1000ull * 1000 * 1000 * 1000},
+  };
+  for (const auto& [name, multiplier] : kSuffixes) {
+    if (suffix != name) continue;
+    if (number > UINT64_MAX / multiplier) return {SizeText::Kind::too_large};
+    return {SizeText::Kind::size, number * multiplier};
+  }
+  return {};
+}
+
 Result<unsigned> parse_count(std::string_view text, std::string_view setting, unsigned min, unsigned max) {
   std::string expected = fmt::format("a whole number from {} to {}", min, max);
   // Counts are plain numbers: "4k threads" is more likely a slip than a wish.
@@ -70,10 +112,10 @@ Result<std::uint64_t> parse_bounded_size(std::string_view text, std::string_view
                                          std::uint64_t max, std::string_view rounding = {}) {
   std::string expected = fmt::format("a size from {} to {}{}", min == 0 ? "0" : min == 1 ? "1 byte" : format_size(min),
                                      format_size(max), rounding);
-  auto n = parse_size(text, setting);
-  if (!n.ok() && n.status().message().find("below 16 EiB") == std::string::npos) return n.status();  // not a size
-  if (!n.ok() || *n < min || *n > max) return bad_value(setting, text, expected);
-  return *n;
+  const SizeText n = read_size_text(text);
+  if (n.kind == SizeText::Kind::not_a_size) return parse_size(text, setting);  // its refusal names the forms
+  if (n.kind == SizeText::Kind::too_large || n.bytes < min || n.bytes > max) return bad_value(setting, text, expected);
+  return n.bytes;
 }
 
 // Text settings that end up in a request or a file name: printable ASCII, no blanks (empty = look it up).
@@ -159,39 +201,13 @@ const char* setting_source_name(SettingSource s) noexcept {
 }
 
 Result<std::uint64_t> parse_size(std::string_view text, std::string_view setting) {
-  std::string t = lower(text);
-  // Trim surrounding blanks: environment values often carry them.
-  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
-  std::size_t start = 0;
-  while (start < t.size() && std::isspace(static_cast<unsigned char>(t[start]))) ++start;
-  t.erase(0, start);
-  const char* expected = "a size such as 4096, 16k, 4MiB or 1GB";
-  std::size_t digits = 0;
-  while (digits < t.size() && std::isdigit(static_cast<unsigned char>(t[digits]))) ++digits;
-  if (digits == 0) return bad_value(setting, text, expected);
-
-  std::uint64_t number = 0;
-  for (std::size_t i = 0; i < digits; ++i) {
-    std::uint64_t d = static_cast<std::uint64_t>(t[i] - '0');
-    if (number > (UINT64_MAX - d) / 10) return bad_value(setting, text, "a size below 16 EiB");
-    number = number * 10 + d;
+  const SizeText parsed = read_size_text(text);
+  switch (parsed.kind) {
+    case SizeText::Kind::size: return parsed.bytes;
+    case SizeText::Kind::too_large: return bad_value(setting, text, "a size below 16 EiB");
+    case SizeText::Kind::not_a_size: break;
   }
-  std::string suffix = t.substr(digits);
-  while (!suffix.empty() && suffix.front() == ' ') suffix.erase(0, 1);
-
-  static const std::pair<const char*, std::uint64_t> kSuffixes[] = {
-      {"", 1},           {"b", 1},
-      {"k", 1ull << 10}, {"kib", 1ull << 10}, {"kb", 1000ull},
-      {"m", 1ull << 20}, {"mib", 1ull << 20}, {"mb", 1000ull * 1000},
-      {"g", 1ull << 30}, {"gib", 1ull << 30}, {"gb", 1000ull * 1000 * 1000},
-      {"t", 1ull << 40}, {"tib", 1ull << 40}, {"tb", 1000ull * 1000 * 1000 * 1000},
-  };
-  for (const auto& [name, multiplier] : kSuffixes) {
-    if (suffix != name) continue;
-    if (number > UINT64_MAX / multiplier) return bad_value(setting, text, "a size below 16 EiB");
-    return number * multiplier;
-  }
-  return bad_value(setting, text, expected);
+  return bad_value(setting, text, "a size such as 4096, 16k, 4MiB or 1GB");
 }
 
 std::string format_size(std::uint64_t bytes) {
