@@ -577,7 +577,10 @@ class File:
 
         self._check_open()
         if offsets is None:
-            keep, addresses, sizes, offs = [], [], [], []
+            keep: List[Any] = []
+            addresses: List[int] = []
+            sizes: List[int] = []
+            offs: List[int] = []
             for i, item in enumerate(dst_or_pieces):
                 if not isinstance(item, tuple) or len(item) not in (2, 3):
                     raise TypeError(f"piece {i}: expected (buf, offset) or (buf, offset, size), got {item!r}")
@@ -601,14 +604,15 @@ class File:
         if raw.size and raw.dtype.kind == "i" and int(raw.min()) < 0:
             i = int(np.argmin(raw))
             raise _errors_invalid_argument(f"piece {i}: offset {int(raw[i])} is negative", self.path)
-        offs = raw.astype(np.uint64)
+        offsets_array = raw.astype(np.uint64)
+        count = len(offsets_array)
         b = _acquire(dst_or_pieces, for_read=True)
-        if len(offs) * n > b.nbytes:
-            raise InvalidBufferError(f"{len(offs)} pieces of {n} bytes need {len(offs) * n} bytes; the buffer holds {b.nbytes}")
-        addresses = np.uint64(b.address) + np.arange(len(offs), dtype=np.uint64) * np.uint64(n)
-        sizes = np.full(len(offs), n, dtype=np.uint64)
-        impl = self._impl.pread_batch([b], addresses, sizes, offs)
-        return Future(impl, "pread_batch", len(offs) * n, 0)
+        if count * n > b.nbytes:
+            raise InvalidBufferError(f"{count} pieces of {n} bytes need {count * n} bytes; the buffer holds {b.nbytes}")
+        starts = np.uint64(b.address) + np.arange(count, dtype=np.uint64) * np.uint64(n)
+        lengths = np.full(count, n, dtype=np.uint64)
+        impl = self._impl.pread_batch([b], starts, lengths, offsets_array)
+        return Future(impl, "pread_batch", count * n, 0)
 
     def pwrite(self, buf: Any, offset: int = 0, size: Optional[int] = None) -> Future:
         """Starts writing ``size`` bytes (default: all of ``buf``) from ``buf`` at ``offset``; returns a
@@ -639,9 +643,9 @@ class File:
             if n < 0:
                 n = int(self._impl.size())
             if progress is not None and progress is not False:
-                data = bytearray(n)
-                got = self.readinto(data, progress=progress)
-                return bytes(memoryview(data)[:got])
+                into = bytearray(n)
+                got = self.readinto(into, progress=progress)
+                return bytes(memoryview(into)[:got])
             data, parts = self._impl.read_bytes(n)
             self.last_report = Report._from_parts(parts)
             return data

@@ -13,7 +13,7 @@ copies are not ordered after that work, so the Python layer waits for the stream
 
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from . import _cuda
 from ._errors import InvalidBufferError
@@ -127,7 +127,7 @@ def _from_dlpack(obj: Any, consumer_stream: Optional[int] = None) -> Buffer:
     # DLPack's `stream` is the consumer's stream, on which the producer makes its data ready: the stream of
     # a stream-ordered request, else the legacy default stream, which Ferry then waits for.
     wanted = _LEGACY_DEFAULT_STREAM if consumer_stream is None else consumer_stream
-    kwargs = {"stream": wanted} if dev_type in (_DL_CUDA, _DL_CUDA_MANAGED) else {}
+    kwargs: Dict[str, Any] = {"stream": wanted} if dev_type in (_DL_CUDA, _DL_CUDA_MANAGED) else {}
     capsule = None
     # Ask for a DLPack 1.x capsule (it carries the read-only flag); older producers take fewer arguments.
     for attempt in ({**kwargs, "max_version": (1, 0)}, kwargs, {}):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from typing import Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 __all__ = ["CudaError", "driver_error", "stream_synchronize", "pointer_info", "allocation_range"]
 
@@ -26,7 +26,7 @@ _CU_MEMORYTYPE_DEVICE = 2
 _CU_MEMORYTYPE_UNIFIED = 4
 
 _lock = threading.Lock()
-_primary_contexts: dict = {}  # device ordinal -> retained primary context (kept for the process's life)
+_primary_contexts: Dict[int, ctypes.c_void_p] = {}  # device ordinal -> retained primary context (kept for the process's life)
 _driver: Optional[ctypes.CDLL] = None
 _driver_error: Optional[str] = None
 _loaded = False
@@ -120,12 +120,12 @@ def stream_synchronize(stream: int, device: int) -> None:
         raise CudaError(f"cuStreamSynchronize(stream {stream:#x}) on device {device} failed: {_name(lib, rc)}")
 
 
-def _attribute(lib: ctypes.CDLL, value, attribute: int, name: str, address: int) -> int:
+def _attribute(lib: ctypes.CDLL, value: Any, attribute: int, name: str, address: int) -> int:
     """One cuPointerGetAttribute, or CudaError naming the attribute, the pointer and the driver's error."""
     rc = lib.cuPointerGetAttribute(ctypes.byref(value), attribute, address)
     if rc != 0:
         raise CudaError(f"cuPointerGetAttribute({name}, {address:#x}) failed: {_name(lib, rc)}")
-    return value.value
+    return int(value.value)
 
 
 def allocation_range(address: int) -> Tuple[int, int]:

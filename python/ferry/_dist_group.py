@@ -75,7 +75,8 @@ def rank_list(ranks: Sequence[int]) -> str:
     ranks = sorted(ranks)
     spans: List[str] = []
     start = prev = ranks[0]
-    for r in ranks[1:] + [None]:  # type: ignore[operator]
+    following: List[Optional[int]] = [*ranks[1:], None]
+    for r in following:
         if r is not None and r == prev + 1:
             prev = r
             continue

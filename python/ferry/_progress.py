@@ -37,7 +37,7 @@ def callback(progress: Progress, total: int, label: str) -> Optional[ProgressCal
     if progress is not True:
         raise TypeError(f"progress must be None, a bool or a callable (done, total), not {type(progress).__name__!r}")
     try:
-        from tqdm.auto import tqdm  # type: ignore[import-not-found]
+        from tqdm.auto import tqdm
     except ImportError:
         tqdm = None
     if tqdm is not None:

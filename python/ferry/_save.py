@@ -205,7 +205,7 @@ def _synchronize(tensors: Iterable[_Tensor]) -> None:
                 cupy.cuda.get_current_stream().synchronize()
 
 
-def _prepare(tensors: Any, metadata: Any, dtypes: Optional[Mapping[str, str]], max_staging_bytes: Optional[int],
+def _prepare(tensors: Any, metadata: Any, dtypes: Optional[Mapping[str, str]], max_staging_bytes: Optional[Union[int, str]],
              settings: Dict[str, Any]) -> Tuple[List[_Tensor], Optional[Dict[str, str]], Any, int, bool]:
     from .safetensors import _config  # the package's settings plumbing (imported late: safetensors imports us)
 

@@ -46,9 +46,9 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 def _cupy_usable() -> bool:
     try:
-        import cupy  # type: ignore[import-not-found]
+        import cupy
 
-        return cupy.cuda.runtime.getDeviceCount() > 0
+        return bool(cupy.cuda.runtime.getDeviceCount() > 0)
     except Exception:  # noqa: BLE001 - any failure means: no usable CuPy here
         return False
 
@@ -112,7 +112,7 @@ def read_shard(
     device = _resolve_device(device)
     start = time.perf_counter()
     if device == "cuda":
-        import cupy  # type: ignore[import-not-found]
+        import cupy
 
         data: Any = cupy.empty(nbytes, dtype=cupy.uint8)
     else:
@@ -173,7 +173,7 @@ def read_array(
     resolved = _resolve_device(device)
     meta: Any = numpy.empty((0,) * len(shape), dtype=dt)
     if resolved == "cuda":
-        import cupy  # type: ignore[import-not-found]
+        import cupy
 
         meta = cupy.empty((0,) * len(shape), dtype=dt)
     given = _settings(settings)

@@ -32,7 +32,7 @@ import datetime
 import os
 import time
 from collections import deque
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Deque, Dict, List, Optional, Tuple, Union
 
 from . import _ferry
 from . import safetensors as _st
@@ -250,7 +250,7 @@ def _exchange(work: _Load, progress: _st.Progress, max_request_bytes: int, max_r
     to_read = sum(p.size for pieces in mine for p in pieces) + sum(p.size for p in slices)
     callback = _st._progress_callback(progress, to_read, ckpt.label())
     report_sum = _ferry.SafetensorsReportSum()
-    state = {"bytes": 0, "requests": 0, "seconds": 0.0, "notes": [], "error": None}
+    state: Dict[str, Any] = {"bytes": 0, "requests": 0, "seconds": 0.0, "notes": [], "error": None}
 
     def read(pieces: List[Piece], step: str) -> None:
         group.step(step)
@@ -273,7 +273,7 @@ def _exchange(work: _Load, progress: _st.Progress, max_request_bytes: int, max_r
         state["requests"] += stats["requests"]
         state["notes"] = list(stats["notes"])
 
-    in_flight: deque = deque()
+    in_flight: Deque[Tuple[Any, str]] = deque()
     count = len(plan.rounds)
     waited_before = group.waited_s
     for k, (base, part) in enumerate(plan.rounds):
@@ -301,7 +301,7 @@ def _exchange(work: _Load, progress: _st.Progress, max_request_bytes: int, max_r
                         "the tensors are incomplete, and nothing was returned")
     done = time.perf_counter()
 
-    views = []
+    views: List[Tuple[str, Any, int, Any, Optional[Tuple[int, ...]]]] = []
     for t in plan.exchanged:
         views.append((t.name, work.buffer, plan.offsets[t.name], t, None))
     for s in plan.slices:

@@ -26,7 +26,7 @@ exception attributes name the URL without its query string or credentials.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 from . import _args, _ferry
 
@@ -60,7 +60,7 @@ class Credentials:
         self._secret = _args.text("secret_access_key", secret_access_key)
         self._token = _args.text("session_token", session_token)
 
-    def _triple(self) -> tuple:
+    def _triple(self) -> Tuple[str, str, str]:
         return (self.access_key_id, self._secret, self._token)
 
     def __repr__(self) -> str:

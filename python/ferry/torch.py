@@ -19,10 +19,11 @@ from __future__ import annotations
 import contextlib
 import os
 import warnings
-from typing import Any, Dict, Iterator, List, Tuple, Union
+from typing import Any, Dict, Iterator, List, Tuple, Union, cast
 
 import torch
 
+from . import _ferry
 from . import safetensors as _st
 from ._save import _dtype_names
 
@@ -51,24 +52,29 @@ def meta_parameters(buffers_device: Device = None) -> Iterator[None]:
             tensor = tensor.to(target)
         register_buffer(self, name, tensor, persistent=persistent)
 
-    module.register_parameter = on_meta  # type: ignore[method-assign]
-    module.register_buffer = on_device  # type: ignore[method-assign]
+    module.register_parameter = on_meta
+    module.register_buffer = on_device
     try:
         yield
     finally:
-        module.register_parameter = register_parameter  # type: ignore[method-assign]
-        module.register_buffer = register_buffer  # type: ignore[method-assign]
+        module.register_parameter = register_parameter
+        module.register_buffer = register_buffer
 
 
-class ModuleLoadResult(tuple):
+class ModuleLoadResult(Tuple[List[str], List[str]]):
     """``(missing_keys, unexpected_keys)``, as ``load_state_dict`` returns them, plus ``stats`` (the load's, as
     :attr:`ferry.safetensors.LoadResult.stats`), ``report`` (a :class:`ferry.Report`), ``tied`` (groups of
     names that are one tensor in the module and were loaded once) and ``meta`` (tensors of the module still
     on the meta device afterwards: the module cannot run until they are set)."""
 
+    stats: Dict[str, Any]
+    report: Any
+    tied: List[List[str]]
+    meta: List[str]
+
     def __new__(cls, missing: List[str], unexpected: List[str], stats: Dict[str, Any], report: Any,
                 tied: List[List[str]], meta: List[str]) -> "ModuleLoadResult":
-        obj = super().__new__(cls, (missing, unexpected))
+        obj = super().__new__(cls, cast(Any, (missing, unexpected)))  # mypy cannot type tuple.__new__ here
         obj.stats, obj.report, obj.tied, obj.meta = stats, report, tied, meta
         return obj
 
@@ -150,7 +156,7 @@ def load_into_module(module: Any, checkpoint: _st.PathLike, strict: bool = True,
     if process_group is not None or shard_rules is not None or timeout is not None:
         return _load_by_group(module, checkpoint, path, strict, device, progress, process_group, shard_rules, timeout,
                               settings)
-    impl = _st._open(checkpoint, _st._ferry.SAFETENSORS_DEFAULT_MAX_HEADER_BYTES, 0, settings)
+    impl = _st._open(checkpoint, _ferry.SAFETENSORS_DEFAULT_MAX_HEADER_BYTES, 0, settings)
     plan = _ModulePlan(module, {row[0]: (row[1], row[2]) for row in impl.tensors()}, strict, path)
     if plan.on_meta:
         target = _device_text(device) if device is not None else _default_device(module)

@@ -474,8 +474,10 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
   Queued queued = queue_commands(*api, stream, *r, device_base);
   pipeline->queueing_ended(queued.error.ok() ? Status() : label.error(queued.error), queued.gpu_final);
   if (!queued.any) {
-    // Nothing was queued (the pipeline ends at once and gives back its slots and words): a driver that
-    // refuses stream memory operations here still gets its request, synchronized.
+    // Nothing was queued, so the watcher ends the pipeline at once; it is waited for, so that its slots and
+    // words are given back before the caller has its answer. A driver that refuses stream memory operations
+    // here still gets its request, synchronized.
+    Future(outer).wait();
     return synchronized_request(file, *api, label, buffer,
                                 "the driver refused a stream memory operation: " + queued.error.message());
   }
