@@ -218,7 +218,7 @@ def _prepare(tensors: Any, metadata: Any, dtypes: Optional[Mapping[str, str]], m
 
 
 def _parse_bytes(what: str, value: Union[int, str]) -> int:
-    from . import parse_size
+    from ._config import parse_size
 
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise TypeError(f"{what} must be an int or a size like '5GB', not {type(value).__name__}")
@@ -239,7 +239,7 @@ class SaveResult:
     __slots__ = ("path", "stats", "report", "notes")
 
     def __init__(self, stats: Dict[str, Any]) -> None:
-        from . import Report
+        from ._report import Report
 
         stats = dict(stats)
         self.report = Report._from_parts(stats.pop("report"))

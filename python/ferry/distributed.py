@@ -234,7 +234,7 @@ def load(filename: _st.PathLike, device: _st.Device = None, *, process_group: An
 
 
 def _ferry_size(value: Union[int, str]) -> int:
-    from . import parse_size
+    from ._config import parse_size
 
     n = parse_size(value)
     if n < 4096:

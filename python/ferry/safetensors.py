@@ -33,11 +33,10 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 import time
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
-from . import _args, _ferry
+from . import _args, _ferry, _progress
 from ._errors import invalid_argument
 
 __all__ = [
@@ -52,7 +51,7 @@ __all__ = [
 
 PathLike = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 Device = Union[str, int, None]
-Progress = Union[None, bool, Callable[[int, int], Any]]
+Progress = _progress.Progress
 
 #: Bytes per element of every safetensors dtype.
 DTYPE_SIZES: Dict[str, int] = {
@@ -62,7 +61,6 @@ DTYPE_SIZES: Dict[str, int] = {
 
 #: Checkpoints at least this large get a progress bar on a terminal (progress=None).
 PROGRESS_BAR_MIN_BYTES = 256 << 20
-_PROGRESS_BAR_DELAY_S = 0.5
 _HOST = -1
 
 
@@ -261,51 +259,9 @@ def _device_index(device: Device, fw: _Framework) -> int:
 # ------------------------------------------------------------------------------------------ progress
 
 
-def _format_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.2f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1024
-    return f"{n:.2f} TiB"
-
-
-class _ProgressBar:
-    """One line on stderr, rewritten in place, shown only on a terminal and only after half a second."""
-
-    def __init__(self, label: str, stream: Any = None) -> None:
-        self.label = label
-        self.stream = stream if stream is not None else sys.stderr
-        self.start = time.monotonic()
-        self.shown = False
-
-    def __call__(self, done: int, total: int) -> None:
-        elapsed = time.monotonic() - self.start
-        if not self.shown and (elapsed < _PROGRESS_BAR_DELAY_S or done >= total):
-            return
-        self.shown = True
-        rate = done / elapsed if elapsed > 0 else 0.0
-        pct = 100.0 * done / total if total else 100.0
-        width = 24
-        filled = int(width * done / total) if total else width
-        line = (f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {_format_bytes(done)} of "
-                f"{_format_bytes(total)} ({pct:3.0f}%) {_format_bytes(rate)}/s")
-        self.stream.write(line)
-        if done >= total:
-            self.stream.write("\n")
-        self.stream.flush()
-
-
 def _progress_callback(progress: Progress, total: int, label: str) -> Optional[Callable[[int, int], Any]]:
-    if callable(progress):
-        return progress
-    if progress is False:
-        return None
-    isatty = getattr(sys.stderr, "isatty", None)
-    if not (isatty and isatty()):
-        return None
-    if progress is None and total < PROGRESS_BAR_MIN_BYTES:
-        return None
-    return _ProgressBar(label)
+    """The package's one progress policy, automatic (progress=None) from PROGRESS_BAR_MIN_BYTES."""
+    return _progress.callback(progress, total, label, automatic_from_bytes=PROGRESS_BAR_MIN_BYTES)
 
 
 # ---------------------------------------------------------------------------------------- checkpoints
@@ -314,7 +270,7 @@ def _progress_callback(progress: Progress, total: int, label: str) -> Optional[C
 def _config(settings: Dict[str, Any]) -> Optional["_ferry.Config"]:
     if not settings:
         return None
-    from . import _apply, _setting_names  # the package's own settings plumbing
+    from ._config import _apply, _setting_names  # the package's own settings plumbing
 
     unknown = [n for n in settings if n not in _setting_names()]
     if unknown:
@@ -359,12 +315,12 @@ class LoadResult:
         self.stats = stats
 
     def __repr__(self) -> str:
-        return (f"<ferry.safetensors.LoadResult {len(self.tensors)} tensors, {_format_bytes(self.stats['bytes_read'])} "
+        return (f"<ferry.safetensors.LoadResult {len(self.tensors)} tensors, {_progress.format_bytes(self.stats['bytes_read'])} "
                 f"in {self.stats['seconds']:.3f} s ({self.stats['gib_per_s']:.2f} GiB/s)>")
 
 
 def _report(parts: Any) -> Any:
-    from . import Report
+    from ._report import Report
 
     return Report._from_parts(parts)
 

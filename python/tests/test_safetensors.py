@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import ferry
+from ferry import _progress
 from ferry import safetensors as fst
 
 # ------------------------------------------------------------------------------------------- helpers
@@ -311,7 +312,7 @@ def test_progress_callback_cancel_and_errors(tmp_path: Path) -> None:
 def test_progress_bar_on_a_terminal_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                          capsys: pytest.CaptureFixture[str]) -> None:
     stream = io.StringIO()
-    bar = fst._ProgressBar("loading m.safetensors", stream)
+    bar = _progress.Bar("loading m.safetensors", stream)
     bar.start -= 1.0  # as if the load had been running for a second
     bar(512 << 20, 1 << 30)
     bar(1 << 30, 1 << 30)
@@ -319,17 +320,21 @@ def test_progress_bar_on_a_terminal_only(tmp_path: Path, monkeypatch: pytest.Mon
     assert "\rloading m.safetensors [############............] 512.00 MiB of 1.00 GiB ( 50%)" in text
     assert "1.00 GiB of 1.00 GiB (100%)" in text and text.endswith("/s\n")
     quick = io.StringIO()
-    fast = fst._ProgressBar("x", quick)
+    fast = _progress.Bar("x", quick)
     fast(1, 1)
     assert quick.getvalue() == "", "a load shorter than half a second shows no bar"
+    # Without tqdm, True means Ferry's bar, on a terminal only (as for File.read: one policy).
+    monkeypatch.setitem(sys.modules, "tqdm", None)
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)
     path = write_checkpoint(tmp_path / "m.safetensors", {"a": ("U8", sample("U8", (10,), 1))})
     fst.load(path, "cpu", framework="numpy", progress=True)
     assert capsys.readouterr().err == "", "no bar when stderr is not a terminal"
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
-    assert isinstance(fst._progress_callback(True, 10, "x"), fst._ProgressBar)
+    assert isinstance(fst._progress_callback(True, 10, "x"), _progress.Bar)
     assert fst._progress_callback(None, 10, "x") is None, "small checkpoints get no bar"
-    assert isinstance(fst._progress_callback(None, fst.PROGRESS_BAR_MIN_BYTES, "x"), fst._ProgressBar)
+    assert isinstance(fst._progress_callback(None, fst.PROGRESS_BAR_MIN_BYTES, "x"), _progress.Bar)
     assert fst._progress_callback(False, 1 << 40, "x") is None
+    assert _progress.callback(None, 1 << 40, "x") is None, "File.read shows nothing unless asked"
 
 
 # Every bad input, refused before any memory is written, naming the file (and the tensor).
