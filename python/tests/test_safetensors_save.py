@@ -400,7 +400,7 @@ def test_sigkill_at_random_moments_never_leaves_a_torn_or_missing_checkpoint(tmp
         left = sorted(os.listdir(tmp_path))
         visible = [n for n in left if not n.startswith(".")]
         assert visible == ["ckpt.safetensors"], f"run {run}: debris {visible}"
-        hidden |= {n for n in left if n.startswith(".")}  # a name stays until a later save is killed there
+        hidden |= {n for n in left if n.startswith(".")}  # a leftover stays for every later run
     # Each kill lands somewhere in a save; most saves finished in between (the generations vary). A named
     # temporary file can be left only by a kill between link and rename (microseconds; see docs).
     assert len(generations) > 5, generations
