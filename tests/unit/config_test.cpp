@@ -119,5 +119,24 @@ TEST(Config, EverySettingIsInTheTableWithAnEnvironmentVariable) {
   }
 }
 
+// Each default is written twice, in the table (for docs/settings.md and --help) and in Config's members: the
+// table's text, parsed, must give the built-in value. Defaults in words ("CPUs, clamped to 4..16") are not
+// values and say so by not parsing.
+TEST(Config, EveryDocumentedDefaultIsTheBuiltInOne) {
+  const Config built_in;
+  std::size_t checked = 0;
+  for (const auto& row : settings_table()) {
+    Config c;
+    Status s = c.set(row.name, row.default_text);
+    if (!s.ok()) {
+      EXPECT_THAT(row.default_text, HasSubstr(" ")) << row.name << ": its default is not a value: " << s.to_string();
+      continue;
+    }
+    EXPECT_EQ(c.get(row.name), built_in.get(row.name)) << row.name << " documents \"" << row.default_text << "\"";
+    ++checked;
+  }
+  EXPECT_GE(checked, settings_table().size() - 1) << "only the thread count's default is in words";
+}
+
 }  // namespace
 }  // namespace ferry
