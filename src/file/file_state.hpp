@@ -2,6 +2,9 @@
 // Everything that touches the source holds a Use; close() waits until none is held, so a descriptor
 // is never closed (and its number handed to another file) under a running task. ~File closes too, so a
 // FileState outlives every Use: the last one ends in a request's completion, before the File can go.
+// Thread safety: every member may be called from any thread at once (Files are shared by threads, and their
+// requests complete on the pool): uses and closing are guarded by use_mutex_, the report and the position by
+// mutex_, the cuFile state by gds_mutex; path, config, source, flags and append never change after opening.
 #pragma once
 
 #include <atomic>

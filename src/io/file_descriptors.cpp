@@ -12,21 +12,13 @@
 namespace ferry::detail {
 namespace {
 
-// statx's O_DIRECT alignment fields (Linux 6.1). Declared here when the C library is older.
-#ifndef STATX_DIOALIGN
-constexpr unsigned kStatxDioAlign = 0x00002000U;
-#else
-constexpr unsigned kStatxDioAlign = STATX_DIOALIGN;
-#endif
-
-void query_direct_alignment(int fd, std::uint64_t* offset_align, std::uint64_t* memory_align) {
-  struct statx stx;
-  std::memset(&stx, 0, sizeof stx);
-  if (::statx(fd, "", AT_EMPTY_PATH, kStatxDioAlign, &stx) != 0) return;
-  if (!(stx.stx_mask & kStatxDioAlign) || stx.stx_dio_offset_align == 0) return;
+// O_DIRECT's alignment as the file system reports it; where it does not (or statx fails), the defaults stay.
+void query_direct_alignment(Syscalls& sys, int fd, std::uint64_t* offset_align, std::uint64_t* memory_align) {
+  std::uint64_t offset = 0, memory = 0;
+  if (sys.direct_io_alignment(fd, &offset, &memory) != 0 || offset == 0) return;
   // Never below 4 KiB for offsets: tasks are split on 4 KiB boundaries, which every device accepts.
-  *offset_align = std::max<std::uint64_t>(4096, stx.stx_dio_offset_align);
-  *memory_align = std::max<std::uint64_t>(16, stx.stx_dio_mem_align);
+  *offset_align = std::max<std::uint64_t>(4096, offset);
+  *memory_align = std::max<std::uint64_t>(16, memory);
 }
 
 int access_bits(AccessMode a) {
@@ -115,7 +107,7 @@ Result<FileDescriptors> FileDescriptors::open(Syscalls& sys, const std::string& 
       return fds;
     }
     fds.direct_fd_ = dfd;
-    query_direct_alignment(dfd, &fds.offset_align_, &fds.memory_align_);
+    query_direct_alignment(sys, dfd, &fds.offset_align_, &fds.memory_align_);
   } else {
     fds.direct_note_ = fmt::format("the file system refused O_DIRECT for \"{}\" ({}: {}); buffered I/O is used",
                                    shown, errno_name(-dfd), std::strerror(-dfd));

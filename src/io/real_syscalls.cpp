@@ -2,10 +2,12 @@
 #include <fcntl.h>
 #include <sys/syscall.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <vector>
 
 #include <cerrno>
@@ -41,9 +43,27 @@ class RealSyscalls final : public Syscalls {
     if (flags < 0) return -errno;
     return or_errno(::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK));
   }
+  int direct_io_alignment(int fd, std::uint64_t* offset_align, std::uint64_t* memory_align) override;
   int fdatasync(int fd) override { return or_errno(::fdatasync(fd)); }
   int ftruncate(int fd, off_t length) override { return or_errno(::ftruncate(fd, length)); }
 };
+
+// statx's O_DIRECT alignment fields (Linux 6.1). Declared here when the C library is older.
+#ifndef STATX_DIOALIGN
+constexpr unsigned kStatxDioAlign = 0x00002000U;
+#else
+constexpr unsigned kStatxDioAlign = STATX_DIOALIGN;
+#endif
+
+int RealSyscalls::direct_io_alignment(int fd, std::uint64_t* offset_align, std::uint64_t* memory_align) {
+  struct statx stx;
+  std::memset(&stx, 0, sizeof stx);
+  if (::statx(fd, "", AT_EMPTY_PATH, kStatxDioAlign, &stx) != 0) return -errno;
+  const bool reported = (stx.stx_mask & kStatxDioAlign) != 0;
+  *offset_align = reported ? stx.stx_dio_offset_align : 0;
+  *memory_align = reported ? stx.stx_dio_mem_align : 0;
+  return 0;
+}
 
 constexpr std::uint64_t kPage = 4096;
 

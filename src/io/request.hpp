@@ -4,6 +4,9 @@
 // resources such as bounce buffers and a stream) and pulls task indices from an atomic counter until none
 // are left or any task failed. The request completes only when every job has stopped, so after a
 // failure nothing writes into the caller's buffer any more.
+// Thread safety: a RequestState is shared by its jobs, its Futures and whoever completes a deferred one; every
+// public member may be called from any thread at once (the task counters are atomics, the result, the
+// callbacks and a deferred request's progress are guarded by mutex_). Callbacks never run under that lock.
 #pragma once
 
 #include <atomic>

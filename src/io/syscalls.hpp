@@ -31,6 +31,9 @@ class Syscalls {
   virtual off_t seek_end(int fd) = 0;
   /// Clears O_NONBLOCK (descriptors are opened with it so that opening a FIFO cannot hang). 0 or -errno.
   virtual int clear_nonblocking(int fd) = 0;
+  /// statx(2) with STATX_DIOALIGN (Linux 6.1): O_DIRECT's offset and memory alignment for `fd`. 0 with both
+  /// set (0 where the kernel or the file system does not report them), or -errno.
+  virtual int direct_io_alignment(int fd, std::uint64_t* offset_align, std::uint64_t* memory_align) = 0;
   virtual int fdatasync(int fd) = 0;
   virtual int ftruncate(int fd, off_t length) = 0;
 };

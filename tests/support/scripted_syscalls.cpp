@@ -17,6 +17,7 @@ const char* op_name(Op op) {
     case Op::pwrite: return "pwrite";
     case Op::cached_pages: return "cached_pages";
     case Op::fstat: return "fstat";
+    case Op::direct_io_alignment: return "direct_io_alignment";
     case Op::fdatasync: return "fdatasync";
     case Op::ftruncate: return "ftruncate";
   }
@@ -173,6 +174,14 @@ int ScriptedSyscalls::fstat(int fd, struct stat* st) {
   Call call;
   Matched m = begin(Op::fstat, fd, 0, 0, 0, call);
   int rc = (m.any && m.rule.error != 0) ? -m.rule.error : base_.fstat(fd, st);
+  end(call, rc);
+  return rc;
+}
+
+int ScriptedSyscalls::direct_io_alignment(int fd, std::uint64_t* offset_align, std::uint64_t* memory_align) {
+  Call call;
+  Matched m = begin(Op::direct_io_alignment, fd, 0, 0, 0, call);
+  int rc = (m.any && m.rule.error != 0) ? -m.rule.error : base_.direct_io_alignment(fd, offset_align, memory_align);
   end(call, rc);
   return rc;
 }

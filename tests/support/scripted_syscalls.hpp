@@ -25,7 +25,7 @@
 
 namespace ferry::testing {
 
-enum class Op { open, close, pread, pwrite, cached_pages, fstat, fdatasync, ftruncate };
+enum class Op { open, close, pread, pwrite, cached_pages, fstat, direct_io_alignment, fdatasync, ftruncate };
 const char* op_name(Op op);
 
 /// One scripted behaviour: which calls it matches, and what it does to them.
@@ -97,6 +97,7 @@ class ScriptedSyscalls final : public detail::Syscalls {
   int fstat(int fd, struct stat* st) override;
   off_t seek_end(int fd) override { return base_.seek_end(fd); }
   int clear_nonblocking(int fd) override { return base_.clear_nonblocking(fd); }
+  int direct_io_alignment(int fd, std::uint64_t* offset_align, std::uint64_t* memory_align) override;
   int fdatasync(int fd) override;
   int ftruncate(int fd, off_t length) override;
 
@@ -114,7 +115,7 @@ class ScriptedSyscalls final : public detail::Syscalls {
   mutable std::mutex mutex_;
   std::vector<Rule> rules_;
   std::vector<int> fired_;       // per rule: how often it fired
-  std::vector<int> op_counts_ = std::vector<int>(8, 0);
+  std::vector<int> op_counts_ = std::vector<int>(9, 0);
   std::set<int> direct_fds_;
   std::vector<Call> calls_;
 };
