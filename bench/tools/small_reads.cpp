@@ -228,12 +228,14 @@ int main(int argc, char** argv) {
     auto slot = [&](std::size_t i) {
       return reinterpret_cast<void*>(static_cast<std::uintptr_t>(dev + (i % p.slots) * p.size));
     };
-    std::vector<std::pair<std::string, Runner>> modes;
-    modes.emplace_back("ferry", [&](const Plan& pl, std::size_t first, std::size_t count, bool) {
+    // Reads the requests `next` hands out (until it says none are left, past `end`), keeping at most
+    // `depth` in flight on this thread.
+    auto read_in_flight = [&](const Plan& pl, std::size_t first, std::size_t end, unsigned depth,
+                              const std::function<std::size_t()>& next) {
       std::vector<Future> live;
-      live.reserve(o.in_flight);
-      for (std::size_t i = first; i < first + count; ++i) {
-        if (live.size() == o.in_flight) {
+      live.reserve(depth);
+      for (std::size_t i; (i = next()) < end;) {
+        if (live.size() == depth) {
           auto r = live.front().get();
           if (!r.ok()) die(r.status().to_string());
           live.erase(live.begin());
@@ -244,6 +246,11 @@ int main(int argc, char** argv) {
         auto r = fut.get();
         if (!r.ok()) die(r.status().to_string());
       }
+    };
+    std::vector<std::pair<std::string, Runner>> modes;
+    modes.emplace_back("ferry", [&](const Plan& pl, std::size_t first, std::size_t count, bool) {
+      std::size_t next = first;
+      read_in_flight(pl, first, first + count, o.in_flight, [&] { return next++; });
     });
     // The same number in flight, submitted from `threads` threads (as the plain loop reads on that many).
     modes.emplace_back("ferry-mt", [&](const Plan& pl, std::size_t first, std::size_t count, bool) {
@@ -252,19 +259,7 @@ int main(int argc, char** argv) {
       std::vector<std::thread> pool;
       for (unsigned t = 0; t < o.threads; ++t) {
         pool.emplace_back([&] {
-          std::vector<Future> live;
-          for (std::size_t i; (i = next.fetch_add(1)) < first + count;) {
-            if (live.size() == per_thread) {
-              auto r = live.front().get();
-              if (!r.ok()) die(r.status().to_string());
-              live.erase(live.begin());
-            }
-            live.push_back(f.pread(slot(i - first), pl.size, pl.offsets[i]));
-          }
-          for (auto& fut : live) {
-            auto r = fut.get();
-            if (!r.ok()) die(r.status().to_string());
-          }
+          read_in_flight(pl, first, first + count, per_thread, [&] { return next.fetch_add(1); });
         });
       }
       for (auto& t : pool) t.join();

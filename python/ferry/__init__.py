@@ -63,6 +63,7 @@ __all__ = [
 
 for _public in (File, Future, Report, Setting):
     _public.__module__ = "ferry"  # shown as ferry.File (and so on), the names users know them by
+del _public
 
 
 # ----------------------------------------------------------------------------------------------- doctor

@@ -119,6 +119,17 @@ def serve_directory(root: Path, work: Path):
     return RangeServer(root)
 
 
+def serve_random_object(base: Path, size: int, seed: int):
+    """(server, root, data): `size` random bytes (numpy.uint8, from `seed`) as root/obj.bin, served from `base`."""
+    import numpy as np
+
+    root = base / "root"
+    root.mkdir()
+    data = np.random.default_rng(seed).integers(0, 256, size, dtype=np.uint8)
+    (root / "obj.bin").write_bytes(data.tobytes())
+    return serve_directory(root, base / "nginx"), root, data
+
+
 FAULT_PROXY = Path(__file__).resolve().parents[2] / "tests" / "remote" / "fault_proxy.py"
 
 

@@ -25,7 +25,7 @@ import ferry
 import ferry.remote
 
 from conftest import cli_path
-from remote_servers import FaultProxy, serve_directory
+from remote_servers import FaultProxy, serve_random_object
 
 pytestmark = pytest.mark.skipif(not ferry.remote.available(), reason="Ferry was built without remote objects")
 
@@ -43,12 +43,7 @@ def _watchdog():
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    base = tmp_path_factory.mktemp("issue23")
-    root = base / "root"
-    root.mkdir()
-    data = np.random.default_rng(23).integers(0, 256, SIZE, dtype=np.uint8)
-    (root / "obj.bin").write_bytes(data.tobytes())
-    server = serve_directory(root, base / "nginx")
+    server, root, data = serve_random_object(tmp_path_factory.mktemp("issue23"), SIZE, 23)
     yield server, root, data
     server.stop()
 

@@ -10,7 +10,7 @@ import pytest
 import ferry
 import ferry.remote
 
-from remote_servers import serve_directory
+from remote_servers import serve_random_object
 
 pytestmark = pytest.mark.skipif(not ferry.remote.available(), reason="Ferry was built without remote objects")
 
@@ -19,12 +19,7 @@ SIZE = 2 * 1024 * 1024 + 4321
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    base = tmp_path_factory.mktemp("remote")
-    root = base / "root"
-    root.mkdir()
-    data = np.random.default_rng(7).integers(0, 256, SIZE, dtype=np.uint8)
-    (root / "obj.bin").write_bytes(data.tobytes())
-    server = serve_directory(root, base / "nginx")
+    server, _, data = serve_random_object(tmp_path_factory.mktemp("remote"), SIZE, 7)
     yield server, data
     server.stop()
 
