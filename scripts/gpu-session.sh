@@ -5,9 +5,9 @@
 #   source .device-deps/gpu-env.sh; scripts/gpu-session.sh "STEPS"
 # STEPS (in order given; default "build test matrix doctor reads"):
 #   build        Release build with the Python module
-#   pip          `pip install --no-build-isolation .` of this checkout into a fresh venv (the machine's
-#                scikit-build-core, pybind11 and CuPy through --system-site-packages), then, outside the
-#                checkout, import ferry from the venv and read a file byte-exactly into a CuPy array
+#   pip          `pip install --no-build-isolation --target` of this checkout into a fresh folder (the
+#                machine's scikit-build-core, pybind11 and CuPy beside it), then, outside the
+#                checkout, import ferry from that folder and read a file byte-exactly into a CuPy array
 #   test         GPU tests (C++: issue 9's failures, the stress run on every GPU, GPU 1 while GPU 0 is
 #                current), the CPU unit tests, the whole Python suite (GPU tests for real)
 #   matrix       the forced-route matrix (scripts/gpu-route-matrix.sh)
@@ -95,19 +95,18 @@ for step in $steps; do
     grep -E "remote objects|io_uring engine" "$out/cmake.log"
     ;;
   pip)
-    log "pip install --no-build-isolation . into a fresh venv; import; a byte-exact read into CuPy"
-    venv=$PWD/$build/pip-venv
-    rm -rf "$venv"
-    $python -m venv --system-site-packages "$venv"
+    log "pip install --no-build-isolation . into a fresh folder; import; a byte-exact read into CuPy"
+    target=$PWD/$build/pip-target
+    rm -rf "$target"
     start=$(date +%s)
-    if "$venv/bin/python" -m pip install --no-build-isolation --no-deps --no-index -v . > "$out/pip-install.log" 2>&1; then
+    if $python -m pip install --no-build-isolation --no-deps --no-index --target "$target" -v . > "$out/pip-install.log" 2>&1; then
       echo "pip install: $(( $(date +%s) - start )) s"
     else
       echo "pip install FAILED after $(( $(date +%s) - start )) s:"; tail -30 "$out/pip-install.log"
     fi
-    # From $out, with no PYTHONPATH: the ferry imported is the venv's, not this checkout's python/ferry.
+    # From $out, with only the installed folder on the path: the ferry imported is pip's, not this checkout's.
     check_file=$PWD/$data/pip-check.bin
-    (cd "$out" && env -u PYTHONPATH "$venv/bin/python" - "$check_file" <<'PY'
+    (cd "$out" && PYTHONPATH="$target" $python - "$check_file" <<'PY'
 import os, sys
 import cupy, ferry
 path = sys.argv[1]
@@ -120,7 +119,7 @@ with ferry.open(path) as f:
     summary = f.last_report.summary
 same = n == len(data) and bytes(cupy.asnumpy(dst).tobytes()) == data
 print(f"imported {ferry.__file__}; read {n} of {len(data)} bytes into CuPy: {'byte-exact' if same else 'DIFFERENT'}; {summary}")
-sys.exit(0 if same and "pip-venv" in ferry.__file__ else 1)
+sys.exit(0 if same and "pip-target" in ferry.__file__ else 1)
 PY
     ) 2>&1 | tee "$out/pip-check.txt"
     ;;
@@ -332,4 +331,4 @@ PY
   esac
 done
 log "done"
-[ -n "${OUT:-}" ] && tar czf "$OUT/session-$(date -u +%H%M%S).tgz" -C "$out" . && ls "$OUT"
+if [ -n "${OUT:-}" ]; then tar czf "$OUT/session-$(date -u +%H%M%S).tgz" -C "$out" . && ls "$OUT"; fi

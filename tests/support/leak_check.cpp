@@ -8,6 +8,8 @@
 #include <string_view>
 
 #include "backends/staging_pool.hpp"
+#include "platform/cuda/cuda_api.hpp"
+#include "platform/cuda/primary_context.hpp"
 #include "support/fake_cuda.hpp"
 
 namespace ferry::testing {
@@ -21,10 +23,19 @@ bool kept_for_the_process(const std::string& target) {
   for (std::string_view kept : kKept) {
     if (target == kept) return true;
   }
-  return false;
+  // cuFile's log, open from the driver's opening (once per process, kept until exit) on.
+  return std::string_view(target).ends_with("/cufile.log");
 }
 
 }  // namespace
+
+void open_process_drivers(bool contexts) {
+  const detail::CudaApi* api = detail::process_cuda_api();  // cuInit, where a driver is installed
+  if (api == nullptr || !contexts) return;
+  int count = 0;
+  if (api->cuDeviceGetCount(&count) != detail::CUDA_SUCCESS) return;
+  for (int device = 0; device < count; ++device) (void)detail::primary_context(*api, device);
+}
 
 std::map<int, std::string> open_descriptors() {
   std::map<int, std::string> out;

@@ -29,6 +29,11 @@ class LeakCheck : public ::testing::EmptyTestEventListener {
   std::uint64_t fake_pinned_bytes_ = 0;
 };
 
+/// Starts what the drivers keep for the life of the process, before the first test, so that the check does not
+/// charge it to whichever test happens to start it: the CUDA driver (cuInit's descriptors) where one is
+/// installed and, with `contexts`, every device's primary context (the GPU test program's main()).
+void open_process_drivers(bool contexts);
+
 /// The open descriptors of this process: fd -> the target of /proc/self/fd/N ("/path", "pipe:[123]", ...).
 std::map<int, std::string> open_descriptors();
 
