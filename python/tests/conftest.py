@@ -71,7 +71,7 @@ def cli_path() -> Optional[str]:
     package's build directory."""
     explicit = os.environ.get("FERRY_CLI")
     if explicit:
-        return explicit if os.access(explicit, os.X_OK) else None
+        return os.path.abspath(explicit) if os.access(explicit, os.X_OK) else None  # tests run it from other folders
     guess = Path(ferry.__file__).resolve().parents[2] / "cli" / "ferry"
     return str(guess) if os.access(guess, os.X_OK) else None
 

@@ -39,6 +39,26 @@ TEST(BufferKind, WithoutCudaEverythingIsHostPageable) {
   EXPECT_TRUE(kind->is_host());
 }
 
+// A batch skips the driver for pieces its last classification holds: an address past the allocation's end
+// must not be held (it was, through unsigned wrap-around, and a host piece laid out above a device buffer
+// was taken for device memory: Batch.BadPiecesAreRefusedBeforeAnyIoNamingTheirIndex failed by heap layout).
+TEST(BufferKind, HoldsOnlyAddressesInsideTheAllocation) {
+  fd::BufferKind k;
+  k.kind = fd::MemoryKind::device;
+  k.range_start = 0x10000;
+  k.range_size = 0x1000;
+  EXPECT_TRUE(k.holds(0x10000, 0x1000));
+  EXPECT_TRUE(k.holds(0x10800, 0x800));
+  EXPECT_TRUE(k.holds(0x11000, 0));
+  EXPECT_FALSE(k.holds(0x10800, 0x801));
+  EXPECT_FALSE(k.holds(0x20000, 16)) << "past the end";
+  EXPECT_FALSE(k.holds(0x11001, 0));
+  EXPECT_FALSE(k.holds(0xF000, 16)) << "before the start";
+  EXPECT_FALSE(k.holds(0x10000, ~0ull));
+  k.range_size = 0;
+  EXPECT_FALSE(k.holds(0x10000, 1)) << "host memory has no allocation range";
+}
+
 TEST_F(BufferKindTest, UnregisteredHostMemoryIsPageableNotAnError) {
   std::vector<char> host(4096);
   auto kind = fd::classify_buffer(api_, host.data());

@@ -20,7 +20,9 @@ struct BufferKind {
   std::uint64_t range_start = 0, range_size = 0;  // device and managed memory: the allocation holding it
   /// True when [address, address + size) lies in the allocation this classification found.
   bool holds(std::uint64_t address, std::uint64_t size) const noexcept {
-    return range_size > 0 && address >= range_start && size <= range_start + range_size - address;
+    if (range_size == 0 || address < range_start) return false;
+    const std::uint64_t into = address - range_start;  // compared apart from size, so nothing wraps
+    return into <= range_size && size <= range_size - into;
   }
 
   bool is_host() const noexcept { return kind == MemoryKind::host_pageable || kind == MemoryKind::host_pinned; }
