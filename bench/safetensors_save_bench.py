@@ -3,7 +3,7 @@
 run (issue 22):
 
     PYTHONPATH=build-gpu/python python3 bench/safetensors_save_bench.py [--dir DIR] [--layers 10] [--runs 3]
-        [--model-layers 7] [--model-runs 3] [--out DIR]
+        [--model-layers 7] [--model-runs 3] [--skip-saves] [--skip-models] [--out DIR]
 
 Saves (in this process, CUDA initialised, 4+ GB of bf16 CUDA tensors shaped like a 7B-class model's layers,
 the same as bench/safetensors_bench.py's; runs interleaved, medians):
@@ -257,7 +257,9 @@ def model_child(mode: str, directory: str, out: str, device: str) -> None:
         t2 = time.perf_counter()
         line.update(construct_seconds=t1 - t0, load_seconds=t2 - t1, seconds=t2 - t0,
                     bytes=result.stats["bytes_read"], missing=result.missing_keys, unexpected=result.unexpected_keys,
-                    route=result.report.summary if result.report is not None else None)
+                    route=result.report.summary if result.report is not None else None,
+                    load_stats={k: v for k, v in result.stats.items() if k != "report"},  # where the load's time went
+                    setup_costs=getattr(result.report, "setup_costs", None))
     else:
         model = transformers.AutoModelForCausalLM.from_pretrained(directory, device_map=device,
                                                                   torch_dtype=torch.bfloat16)
@@ -268,7 +270,7 @@ def model_child(mode: str, directory: str, out: str, device: str) -> None:
     with torch.no_grad():
         logits = model(ids).logits.float().cpu()
     torch.save(logits, out)
-    print(json.dumps(line))
+    print(json.dumps(line, default=str))
 
 
 def bench_models(args: argparse.Namespace, emit: Callable[[Dict[str, Any]], None], data: Path,
@@ -342,6 +344,7 @@ def main() -> int:
     ap.add_argument("--model-hidden", type=int, default=4096)
     ap.add_argument("--model-runs", type=int, default=3)
     ap.add_argument("--skip-models", action="store_true")
+    ap.add_argument("--skip-saves", action="store_true")
     ap.add_argument("--device", default="cuda:0", help="cuda:0, or cpu for a smoke run of the script")
     ap.add_argument("--out", default=None, help="also write every JSON line to DIR/safetensors-save-bench.jsonl")
     args = ap.parse_args()
@@ -376,17 +379,17 @@ def main() -> int:
           "transformers": __import__("transformers").__version__ if have("transformers") else None,
           "dir": str(data), "file_system": fs, "ferry_env": {k: v for k, v in env.items() if k.startswith("FERRY_")}})
 
-    saves = bench_saves(args, emit, data)
+    saves = {} if args.skip_saves else bench_saves(args, emit, data)
     models = {} if args.skip_models else bench_models(args, emit, data, env)
 
     def ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
         return a / b if a is not None and b else None
 
-    med = saves["median_gb_per_s"]
-    bg = saves["background"]
+    med = saves.get("median_gb_per_s", {})
+    bg = saves.get("background", {})
     ratios = {
         "page_cache_vs_safetensors": ratio(med.get("ferry_page_cache"), med.get("safetensors_page_cache")),
-        "durable_vs_raw_o_direct": ratio(med.get("ferry_durable"), saves["raw_o_direct_gb_per_s"]),
+        "durable_vs_raw_o_direct": ratio(med.get("ferry_durable"), saves.get("raw_o_direct_gb_per_s")),
         "durable_vs_safetensors_fsync": ratio(med.get("ferry_durable"), med.get("safetensors_fsync")),
         "snapshot_vs_d2h_ceiling": ratio(bg.get("snapshot_seconds"), bg.get("ceiling_seconds")),
     }
