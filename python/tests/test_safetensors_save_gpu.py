@@ -7,6 +7,7 @@ Run on the GPU machine: PYTHONPATH=build/python python3 -m pytest python/tests/t
 from __future__ import annotations
 
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -152,8 +153,11 @@ def test_a_transformers_model_from_config_loads_as_from_pretrained_does(tmp_path
         assert torch.equal(model(ids).logits, reference(ids).logits)
     # Ferry's own sharded save reads back the same way.
     st.save_sharded(reference.state_dict(), tmp_path / "ferry", max_shard_size="200KB", metadata={"format": "pt"})
-    again = transformers.LlamaForCausalLM.from_pretrained(tmp_path / "ferry", config=config, torch_dtype=torch.bfloat16,
-                                                          device_map="cuda:0")  # the folder holds weights only
+    for name in ("config.json", "generation_config.json"):  # a checkpoint folder: Ferry's weights, HF's configs
+        if (tmp_path / "hf" / name).exists():
+            shutil.copy(tmp_path / "hf" / name, tmp_path / "ferry" / name)
+    again = transformers.LlamaForCausalLM.from_pretrained(tmp_path / "ferry", torch_dtype=torch.bfloat16,
+                                                          device_map="cuda:0")
     with torch.no_grad():
         assert torch.equal(again(ids).logits, reference(ids).logits)
     assert os.path.exists(tmp_path / "ferry" / "model.safetensors.index.json")
