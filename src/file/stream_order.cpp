@@ -107,107 +107,6 @@ StreamWords& words_for(const CudaApi& api) {
   return *slot;
 }
 
-// A stream of Ferry's that carries part of a large request's copies beside the caller's stream, and the event
-// recorded on it after its last copy, which the caller's stream waits on.
-struct SideLane {
-  CUstream stream = nullptr;
-  CUevent done = nullptr;
-};
-
-// Side lanes and events of one context, made on a caller's thread when none is idle and kept for the process:
-// a request holds its own until the streams have passed all its commands, so none is in two requests at once.
-class StreamLanes {
- public:
-  explicit StreamLanes(const CudaApi& api) : api_(api) {}
-
-  // Need the context current.
-  Result<CUevent> acquire_event() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (!events_.empty()) {
-        CUevent e = events_.back();
-        events_.pop_back();
-        return e;
-      }
-    }
-    CUevent e = nullptr;
-    FERRY_RETURN_IF_ERROR(cuda_check(api_, api_.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate"));
-    return e;
-  }
-  Result<SideLane> acquire_lane() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (!lanes_.empty()) {
-        SideLane lane = lanes_.back();
-        lanes_.pop_back();
-        return lane;
-      }
-    }
-    SideLane lane;
-    FERRY_RETURN_IF_ERROR(cuda_check(api_, api_.cuStreamCreate(&lane.stream, CU_STREAM_NON_BLOCKING),
-                                     "cuStreamCreate (a stream carrying part of a stream-ordered request's copies)"));
-    auto done = acquire_event();
-    if (!done.ok()) {
-      (void)api_.cuStreamDestroy_v2(lane.stream);
-      return done.status();
-    }
-    lane.done = *done;
-    return lane;
-  }
-
-  // No driver call: the watcher gives them back.
-  void release(CUevent e) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    events_.push_back(e);
-  }
-  void release(const SideLane& lane) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    lanes_.push_back(lane);
-  }
-
-  void free_all() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (const SideLane& lane : lanes_) {
-      (void)api_.cuStreamDestroy_v2(lane.stream);
-      (void)api_.cuEventDestroy_v2(lane.done);
-    }
-    for (CUevent e : events_) (void)api_.cuEventDestroy_v2(e);
-    lanes_.clear();
-    events_.clear();
-  }
-
- private:
-  const CudaApi& api_;
-  std::mutex mutex_;
-  std::vector<SideLane> lanes_;
-  std::vector<CUevent> events_;
-};
-
-// Never destroyed, as the words.
-std::map<std::pair<const CudaApi*, CUcontext>, std::unique_ptr<StreamLanes>>& all_lanes() {
-  static auto* m = new std::map<std::pair<const CudaApi*, CUcontext>, std::unique_ptr<StreamLanes>>;
-  return *m;
-}
-
-StreamLanes& lanes_for(const CudaApi& api, CUcontext context) {
-  std::lock_guard<std::mutex> lock(words_mutex());
-  auto& slot = all_lanes()[{&api, context}];
-  if (!slot) slot = std::make_unique<StreamLanes>(api);
-  return *slot;
-}
-
-// How many streams carry a request's copies: one per two pieces, at most kMaxLanes. On one stream each copy
-// waits for the word write and wait before it (microseconds each, the copy engine idle meanwhile); over
-// several, one lane's transfer fills another's gaps.
-constexpr std::size_t kMaxLanes = 4;
-std::size_t lanes_for_pieces(std::size_t pieces) { return std::clamp<std::size_t>(pieces / 2, 1, kMaxLanes); }
-
-StreamPipeline::Words host_words(const std::vector<StreamWords::Word>& words) {
-  StreamPipeline::Words out;
-  for (const auto& w : words) out.push_back(w.host);
-  return out;
-}
-
 // Makes the stream's context current for a scope on the caller's thread, restoring what was there.
 class StreamContext {
  public:
@@ -324,12 +223,9 @@ struct OrderedRequest {
   std::vector<Task> tasks;
   char* buffer = nullptr;                        // the caller's (host memory: stream_wait)
   std::vector<std::unique_ptr<StagingKit>> kits;  // bounce slots (stream_copies)
-  std::vector<void*> slots;                     // step i uses slots[i % slots.size()]
+  std::vector<void*> slots;
   StreamWords* words = nullptr;
-  std::vector<StreamWords::Word> gpu, cpu;      // one of each per lane (io/stream_pipeline.hpp)
-  StreamLanes* lanes = nullptr;
-  CUevent reached = nullptr;    // recorded where the caller's stream reaches the request (more than one lane)
-  std::vector<SideLane> side;   // lanes 1, 2, ...
+  StreamWords::Word gpu, cpu;
   std::optional<FileState::Use> use;  // from the stream reaching the request to its last step
   std::mutex use_mutex;
 
@@ -368,23 +264,12 @@ struct OrderedRequest {
     use.reset();
   }
 
-  // Gives back the slots, words and lanes (on failure before queueing, or once the streams are done with them).
-  void release_resources() {
+  // Gives back the slots and words (the stream is done with them) and ends the future.
+  void finish(PipelineOutcome outcome, const std::shared_ptr<RequestState>& outer) {
     for (auto& kit : kits) process_staging_pool().release(std::move(kit));
     kits.clear();
-    for (const auto& w : gpu) words->release(w);
-    for (const auto& w : cpu) words->release(w);
-    gpu.clear();
-    cpu.clear();
-    for (const SideLane& lane : side) lanes->release(lane);
-    side.clear();
-    if (reached != nullptr) lanes->release(reached);
-    reached = nullptr;
-  }
-
-  // Gives back what the streams used and ends the future.
-  void finish(PipelineOutcome outcome, const std::shared_ptr<RequestState>& outer) {
-    release_resources();
+    words->release(gpu);
+    words->release(cpu);
     Report& report = outcome.report;
     report.stream_order[static_cast<std::size_t>(mechanism)] = 1;
     file->add_to_report(report);
@@ -395,66 +280,48 @@ struct OrderedRequest {
   }
 };
 
-// Queues the request's commands on the caller's stream and its side lanes. Returns each lane's last gpu-word
-// value queued and, where queueing failed part-way, the error (the part queued still runs, and the streams
-// must be let through it).
+// Queues the request's commands on the stream. Returns the last value of the gpu word queued and, where
+// queueing failed part-way, the error (the part queued still runs, and the stream must be let through it).
 struct Queued {
-  std::vector<std::uint32_t> gpu_final;
+  std::uint32_t gpu_final = 0;
   Status error;
   bool any = false;  // anything queued at all
 };
 
-Queued queue_commands(const CudaApi& api, CUstream caller, const OrderedRequest& r, CUdeviceptr device_base) {
-  const std::size_t lanes = r.gpu.size();
+Queued queue_commands(const CudaApi& api, CUstream stream, const OrderedRequest& r, CUdeviceptr device_base) {
   Queued q;
-  q.gpu_final.assign(lanes, 0);
-  auto stream_of = [&](std::size_t lane) { return lane == 0 ? caller : r.side[lane - 1].stream; };
+  const std::size_t n = r.tasks.size();
+  const std::size_t window = r.slots.size();
   auto fail = [&](CUresult rc, const char* what) {
     q.error = cuda_check(api, rc, fmt::format("{} (after {} of the request's commands were queued)", what,
                                               q.any ? "some" : "none"));
     return q;
   };
-  auto write = [&](std::size_t lane, std::uint32_t value) {
-    CUresult rc = api.cuStreamWriteValue32_v2(stream_of(lane), r.gpu[lane].device, value, CU_STREAM_WRITE_VALUE_DEFAULT);
+  auto write = [&](std::uint32_t value) {
+    CUresult rc = api.cuStreamWriteValue32_v2(stream, r.gpu.device, value, CU_STREAM_WRITE_VALUE_DEFAULT);
     if (rc == CUDA_SUCCESS) {
-      q.gpu_final[lane] = value;
+      q.gpu_final = value;
       q.any = true;
     }
     return rc;
   };
-  // `on` waits until `lane`'s steps ended number at least `value`.
-  auto wait = [&](CUstream on, std::size_t lane, std::size_t value) {
-    return api.cuStreamWaitValue32_v2(on, r.cpu[lane].device, static_cast<std::uint32_t>(value), CU_STREAM_WAIT_VALUE_GEQ);
+  auto wait = [&](std::uint32_t value) {
+    return api.cuStreamWaitValue32_v2(stream, r.cpu.device, value, CU_STREAM_WAIT_VALUE_GEQ);
   };
-  if (CUresult rc = write(0, 1); rc != CUDA_SUCCESS) return fail(rc, "cuStreamWriteValue32");
-  if (lanes > 1) {  // the side lanes begin where the caller's stream reaches the request
-    if (CUresult rc = api.cuEventRecord(r.reached, caller); rc != CUDA_SUCCESS) return fail(rc, "cuEventRecord");
-    for (const SideLane& lane : r.side) {
-      if (CUresult rc = api.cuStreamWaitEvent(lane.stream, r.reached, 0); rc != CUDA_SUCCESS) {
-        return fail(rc, "cuStreamWaitEvent");
-      }
-    }
-  }
+  if (CUresult rc = write(1); rc != CUDA_SUCCESS) return fail(rc, "cuStreamWriteValue32");
   const bool reading = is_read(r.label.direction);
-  const bool copies = r.mechanism == StreamOrder::stream_copies;
-  const std::size_t n = r.tasks.size();
-  const std::size_t window = r.slots.size();
-  const std::size_t slots_per_lane = copies ? window / lanes : 0;
-  for (std::size_t i = 0; i < n && copies; ++i) {
-    const std::size_t lane = i % lanes;
-    const std::size_t m = i / lanes;  // the lane's m-th copy
-    const CUstream stream = stream_of(lane);
+  for (std::size_t i = 0; i < n && r.mechanism == StreamOrder::stream_copies; ++i) {
     const Task& t = r.tasks[i];
     void* slot = r.slots[i % window];
     CUdeviceptr at = device_base + t.buffer_offset;
     if (reading) {
-      if (CUresult rc = wait(stream, lane, m + 1); rc != CUDA_SUCCESS) return fail(rc, "cuStreamWaitValue32");
+      if (CUresult rc = wait(static_cast<std::uint32_t>(i + 1)); rc != CUDA_SUCCESS) return fail(rc, "cuStreamWaitValue32");
       if (CUresult rc = api.cuMemcpyHtoDAsync_v2(at, slot, t.length, stream); rc != CUDA_SUCCESS) {
         return fail(rc, "cuMemcpyHtoDAsync");
       }
     } else {
-      if (m >= slots_per_lane) {  // the slot's previous piece must be written out
-        if (CUresult rc = wait(stream, lane, m - slots_per_lane + 1); rc != CUDA_SUCCESS) {
+      if (i >= window) {
+        if (CUresult rc = wait(static_cast<std::uint32_t>(i - window + 1)); rc != CUDA_SUCCESS) {
           return fail(rc, "cuStreamWaitValue32");
         }
       }
@@ -462,28 +329,14 @@ Queued queue_commands(const CudaApi& api, CUstream caller, const OrderedRequest&
         return fail(rc, "cuMemcpyDtoHAsync");
       }
     }
-    if (CUresult rc = write(lane, static_cast<std::uint32_t>(m + 2)); rc != CUDA_SUCCESS) {
+    if (CUresult rc = write(static_cast<std::uint32_t>(i + 2)); rc != CUDA_SUCCESS) {
       return fail(rc, "cuStreamWriteValue32");
     }
   }
-  // Later work on the caller's stream comes after every lane's copies (the driver sees this dependency, so
-  // a synchronisation of the caller's stream is one of the lanes too) ...
-  for (const SideLane& lane : r.side) {
-    if (CUresult rc = api.cuEventRecord(lane.done, lane.stream); rc != CUDA_SUCCESS) return fail(rc, "cuEventRecord");
-    if (CUresult rc = api.cuStreamWaitEvent(caller, lane.done, 0); rc != CUDA_SUCCESS) {
-      return fail(rc, "cuStreamWaitEvent");
-    }
-  }
-  // ... and, for writes and host buffers, after every step: the file written, or the host buffer filled.
-  if (!copies || !reading) {
-    for (std::size_t lane = 0; lane < lanes; ++lane) {
-      const std::size_t steps = n > lane ? (n - lane + lanes - 1) / lanes : 0;
-      if (CUresult rc = wait(caller, lane, steps); rc != CUDA_SUCCESS) return fail(rc, "cuStreamWaitValue32");
-    }
-  }
-  // The end, where lane 0's last copy is not it.
-  if (lanes > 1 || !copies || !reading) {
-    if (CUresult rc = write(0, q.gpu_final[0] + 1); rc != CUDA_SUCCESS) return fail(rc, "cuStreamWriteValue32");
+  if (r.mechanism == StreamOrder::stream_wait || !reading) {
+    // The stream goes on once every step ended: the host buffer is filled, or the file written.
+    if (CUresult rc = wait(static_cast<std::uint32_t>(n)); rc != CUDA_SUCCESS) return fail(rc, "cuStreamWaitValue32");
+    if (CUresult rc = write(q.gpu_final + 1); rc != CUDA_SUCCESS) return fail(rc, "cuStreamWriteValue32");
   }
   return q;
 }
@@ -552,23 +405,16 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
   const bool copies = r->mechanism == StreamOrder::stream_copies;
   const std::uint64_t chunk = copies ? std::min(config.task_size(), config.bounce_buffer_size()) : config.task_size();
   r->tasks = split_request(offset, size, chunk, file.source->task_alignment());
-  const std::size_t lanes = copies ? lanes_for_pieces(r->tasks.size()) : 1;
-  r->words = &words_for(*api);
-  r->lanes = &lanes_for(*api, context.context());
-  auto fail_releasing = [&](const Status& why) {
-    r->release_resources();
-    return fail(why);
-  };
   if (copies) {
-    // Two slots per thread keep every thread reading while the streams copy; as many for each lane, and
-    // never more per lane than its steps.
+    // Two slots per thread keep every thread reading while the stream copies; never more than the steps.
     const unsigned per_kit = config.bounce_buffers_per_thread();
-    const std::size_t per_lane = std::min((r->tasks.size() + lanes - 1) / lanes,
-                                          std::max<std::size_t>(1, 2 * std::max(1u, config.threads()) / lanes));
-    const std::size_t window = lanes * per_lane;
+    const std::size_t window = std::min<std::size_t>(r->tasks.size(), 2 * std::max(1u, config.threads()));
     while (r->slots.size() < window) {
       auto kit = process_staging_pool().acquire(*api, plan->buffer.device, config.bounce_buffer_size(), per_kit);
-      if (!kit.ok()) return fail_releasing(kit.status());
+      if (!kit.ok()) {
+        for (auto& k : r->kits) process_staging_pool().release(std::move(k));
+        return fail(kit.status());
+      }
       for (void* b : (*kit)->buffers) {
         if (r->slots.size() < window) r->slots.push_back(b);
       }
@@ -576,36 +422,33 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
     }
   }
   if (r->tasks.empty()) {  // nothing to move: the request is over before the stream gets there
-    r->release_resources();
+    for (auto& k : r->kits) process_staging_pool().release(std::move(k));
     auto done = RequestState::deferred(nullptr);
     Transfer empty;
     empty.report.stream_order[static_cast<std::size_t>(r->mechanism)] = 1;
     done->complete_deferred(empty);
     return Future(done);
   }
-  for (std::size_t lane = 0; lane < lanes; ++lane) {
-    for (auto* words : {&r->gpu, &r->cpu}) {
-      auto w = r->words->acquire();
-      if (!w.ok()) return fail_releasing(w.status());
-      words->push_back(*w);
-    }
-    if (lane == 0) continue;
-    auto side = r->lanes->acquire_lane();
-    if (!side.ok()) return fail_releasing(side.status());
-    r->side.push_back(*side);
+  r->words = &words_for(*api);
+  auto gpu_word = r->words->acquire();
+  auto cpu_word = gpu_word.ok() ? r->words->acquire() : Result<StreamWords::Word>(gpu_word.status());
+  if (!cpu_word.ok()) {
+    if (gpu_word.ok()) r->words->release(*gpu_word);
+    for (auto& k : r->kits) process_staging_pool().release(std::move(k));
+    return fail(cpu_word.status());
   }
-  if (lanes > 1) {
-    auto reached = r->lanes->acquire_event();
-    if (!reached.ok()) return fail_releasing(reached.status());
-    r->reached = *reached;
-  }
+  r->gpu = *gpu_word;
+  r->cpu = *cpu_word;
 
   PipelinePlan pipeline_plan;
   pipeline_plan.steps = r->tasks.size();
-  pipeline_plan.lanes = lanes;
   pipeline_plan.gate = !copies ? StepGate::stream_reached : is_read(direction) ? StepGate::slot_free : StepGate::copied_out;
   pipeline_plan.window = r->slots.size();
   pipeline_plan.max_parallel = std::max(1u, config.threads());
+  // The gpu word's last value: 1 when the stream reaches the request, one more after each copy, and one
+  // more after the final wait where there is one (writes, host memory).
+  const auto steps = static_cast<std::uint32_t>(r->tasks.size());
+  pipeline_plan.gpu_final = !copies ? 2 : is_read(direction) ? steps + 1 : steps + 2;
   stream_pool().ensure_workers(pipeline_plan.max_parallel);
 
   auto holder = std::make_shared<std::weak_ptr<StreamPipeline>>();
@@ -613,7 +456,7 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
     if (auto p = holder->lock()) p->cancel();
   });
   auto pipeline = std::make_shared<StreamPipeline>(
-      pipeline_plan, host_words(r->gpu), host_words(r->cpu), [r](std::size_t i, Report& report) { return r->step(i, report); },
+      pipeline_plan, r->gpu.host, r->cpu.host, [r](std::size_t i, Report& report) { return r->step(i, report); },
       [r] { return r->begin(); }, [r] { r->steps_ended(); },
       [r, weak_outer = std::weak_ptr<RequestState>(outer)](PipelineOutcome outcome) {
         r->finish(std::move(outcome), weak_outer.lock());  // null when nobody holds the Future any more
@@ -629,7 +472,7 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
   StreamPipeline::watch(pipeline);
   const auto device_base = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(buffer));
   Queued queued = queue_commands(*api, stream, *r, device_base);
-  pipeline->queueing_ended(queued.error.ok() ? Status() : label.error(queued.error), std::move(queued.gpu_final));
+  pipeline->queueing_ended(queued.error.ok() ? Status() : label.error(queued.error), queued.gpu_final);
   if (!queued.any) {
     // Nothing was queued, so the watcher ends the pipeline at once; it is waited for, so that its slots and
     // words are given back before the caller has its answer. A driver that refuses stream memory operations
@@ -641,20 +484,12 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
   return Future(outer);
 }
 
-void release_stream_order_resources_for_testing(const CudaApi& api) {
+void release_stream_words_for_testing(const CudaApi& api) {
   std::lock_guard<std::mutex> lock(words_mutex());
-  if (auto it = all_words().find(&api); it != all_words().end()) {
-    it->second->free_all();
-    all_words().erase(it);
-  }
-  for (auto it = all_lanes().begin(); it != all_lanes().end();) {
-    if (it->first.first != &api) {
-      ++it;
-      continue;
-    }
-    it->second->free_all();
-    it = all_lanes().erase(it);
-  }
+  auto it = all_words().find(&api);
+  if (it == all_words().end()) return;
+  it->second->free_all();
+  all_words().erase(it);
 }
 
 }  // namespace ferry::detail

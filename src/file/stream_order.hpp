@@ -1,12 +1,10 @@
 // Stream-ordered requests (File::read_async, File::write_async): a request placed in a CUDA stream's order.
 //
 // Everything that calls the driver is done on the caller's thread before anything is queued: the route,
-// the bounce slots, the words of pinned memory, the lanes' streams and events. Then one of three mechanisms (Report::stream_order):
-//   stream_copies  device memory on the staged route. The copies go on the caller's stream and, for a request
-//                  of several pieces, up to three streams of Ferry's (lanes) that begin where the caller's
-//                  stream reaches the request (an event) and that it waits for at the end: before each copy,
-//                  a cuStreamWaitValue32 on Ferry's word for "this piece is read into its slot"; after it, a
-//                  cuStreamWriteValue32 telling Ferry the slot is free. Writes mirror it.
+// the bounce slots, two words of pinned memory. Then one of three mechanisms (Report::stream_order):
+//   stream_copies  device memory on the staged route. The copies go on the caller's stream itself: before
+//                  copy i, a cuStreamWaitValue32 on Ferry's word for "step i read into its slot"; after it,
+//                  a cuStreamWriteValue32 telling Ferry the slot is free. Writes mirror it.
 //   stream_wait    host memory. The stream writes a word when it reaches the request and waits on one that
 //                  Ferry writes once the request has ended.
 //   synchronized   cuFile routes, sources without a size, a stream of another context than the buffer's,
@@ -40,8 +38,8 @@ struct CudaApi;
 Future submit_on_stream(FileState& file, Direction direction, void* buffer, std::uint64_t size, std::uint64_t offset,
                         void* stream);
 
-/// Tests only: frees the pinned words, streams and events stream-ordered requests used through `api` (a fake
-/// driver's reset frees them behind Ferry's back). No stream-ordered request may be pending.
-void release_stream_order_resources_for_testing(const CudaApi& api);
+/// Tests only: frees the pinned words stream-ordered requests used through `api` (a fake driver's reset
+/// frees them behind Ferry's back). No stream-ordered request may be pending.
+void release_stream_words_for_testing(const CudaApi& api);
 
 }  // namespace ferry::detail

@@ -81,19 +81,17 @@ class StreamWatcher {
   std::thread thread_;
 };
 
-StreamPipeline::StreamPipeline(PipelinePlan plan, Words gpu, Words cpu, Step step, Begin begin,
-                               StepsEnded steps_ended, Finish finish, std::string description)
+StreamPipeline::StreamPipeline(PipelinePlan plan, std::atomic<std::uint32_t>* gpu, std::atomic<std::uint32_t>* cpu,
+                               Step step, Begin begin, StepsEnded steps_ended, Finish finish, std::string description)
     : plan_(std::move(plan)),
-      gpu_(std::move(gpu)),
-      cpu_(std::move(cpu)),
+      gpu_(gpu),
+      cpu_(cpu),
       step_(std::move(step)),
       begin_(std::move(begin)),
       steps_ended_(std::move(steps_ended)),
       finish_(std::move(finish)),
       description_(std::move(description)),
-      gpu_final_(plan_.lanes, UINT32_MAX),
-      next_(plan_.lanes, 0),
-      prefix_(plan_.lanes, 0),
+      gpu_final_(plan_.gpu_final),
       ended_(plan_.steps, false) {}
 
 void StreamPipeline::watch(std::shared_ptr<StreamPipeline> pipeline) {
@@ -104,63 +102,33 @@ void StreamPipeline::watch(std::shared_ptr<StreamPipeline> pipeline) {
   StreamWatcher::instance().add(std::move(pipeline));
 }
 
-void StreamPipeline::queueing_ended(const Status& error, std::vector<std::uint32_t> gpu_final) {
+void StreamPipeline::queueing_ended(const Status& error, std::uint32_t gpu_final) {
   std::unique_lock<std::mutex> lock(mutex_);
-  gpu_final_ = std::move(gpu_final);
-  gpu_final_.resize(plan_.lanes, 0);
+  gpu_final_ = gpu_final;
   if (error.ok()) return;
   if (status_.ok()) status_ = error;
   stopped_ = true;  // no further step starts; the part queued is let through
   release_if_stopped(lock);
 }
 
-std::size_t StreamPipeline::lane_steps(std::size_t lane) const {
-  return plan_.steps > lane ? (plan_.steps - lane + plan_.lanes - 1) / plan_.lanes : 0;
-}
-
-bool StreamPipeline::gate_open(std::size_t index) const {
-  const std::size_t lane = index % plan_.lanes;
-  const std::size_t m = index / plan_.lanes;
-  auto at_least = [&](std::size_t word_lane, std::size_t value) {
-    return gpu_[word_lane]->load(std::memory_order_acquire) >= static_cast<std::uint32_t>(value);
-  };
+std::uint32_t StreamPipeline::gate_value(std::size_t index) const {
   switch (plan_.gate) {
-    case StepGate::stream_reached: return at_least(0, 1);
-    case StepGate::slot_free: {
-      const std::size_t slots_per_lane = plan_.window / plan_.lanes;
-      return index < plan_.window ? at_least(0, 1) : at_least(lane, m - slots_per_lane + 2);
-    }
-    case StepGate::copied_out: return at_least(lane, m + 2);
+    case StepGate::stream_reached: return 1;
+    case StepGate::slot_free:
+      return index < plan_.window ? 1u : static_cast<std::uint32_t>(index - plan_.window + 2);
+    case StepGate::copied_out: return static_cast<std::uint32_t>(index + 2);
   }
-  return false;
-}
-
-std::size_t StreamPipeline::next_open_step() const {
-  std::size_t best = plan_.steps;
-  for (std::size_t lane = 0; lane < plan_.lanes; ++lane) {
-    const std::size_t index = next_[lane] * plan_.lanes + lane;
-    if (index < best && gate_open(index)) best = index;
-  }
-  return best;
-}
-
-bool StreamPipeline::streams_done() const {
-  for (std::size_t lane = 0; lane < plan_.lanes; ++lane) {
-    if (gpu_[lane]->load(std::memory_order_acquire) < gpu_final_[lane]) return false;
-  }
-  return true;
+  return UINT32_MAX;
 }
 
 bool StreamPipeline::release_if_stopped(std::unique_lock<std::mutex>& lock) {
   if (released_ || running_ > 0) return false;
-  if (!stopped_ && started_ < plan_.steps) return false;
+  if (!stopped_ && next_step_ < plan_.steps) return false;
   stopped_ = true;
   released_ = true;
-  // Every wait a lane may still meet asks for at most its steps' count: after a failure or a cancel it
-  // goes on at once (over whatever the slots hold: the buffer's contents are unspecified then).
-  for (std::size_t lane = 0; lane < plan_.lanes; ++lane) {
-    cpu_[lane]->store(static_cast<std::uint32_t>(lane_steps(lane)), std::memory_order_release);
-  }
+  // Every wait the stream may still meet asks for at most the steps' count: after a failure or a cancel
+  // it goes on at once (over whatever the slots hold: the buffer's contents are unspecified then).
+  cpu_->store(static_cast<std::uint32_t>(plan_.steps), std::memory_order_release);
   lock.unlock();
   if (steps_ended_) steps_ended_();
   lock.lock();
@@ -169,7 +137,8 @@ bool StreamPipeline::release_if_stopped(std::unique_lock<std::mutex>& lock) {
 
 StreamPipeline::Poll StreamPipeline::poll() {
   std::unique_lock<std::mutex> lock(mutex_);
-  if (!begun_ && !stopped_ && plan_.steps > 0 && gpu_[0]->load(std::memory_order_acquire) >= 1) {
+  const std::uint32_t gpu = gpu_->load(std::memory_order_acquire);
+  if (!begun_ && !stopped_ && plan_.steps > 0 && gpu >= gate_value(0)) {
     begun_ = true;
     Status began = begin_ ? begin_() : Status();
     if (!began.ok()) {
@@ -180,15 +149,11 @@ StreamPipeline::Poll StreamPipeline::poll() {
   release_if_stopped(lock);
   Poll poll;
   if (begun_ && !stopped_) {
-    // The steps that may start now: per lane, those from its next whose gates are open.
-    const unsigned room = plan_.max_parallel > running_ ? plan_.max_parallel - running_ : 0;
     unsigned start = 0;
-    for (std::size_t lane = 0; lane < plan_.lanes && start < room; ++lane) {
-      for (std::size_t m = next_[lane]; start < room; ++m) {
-        const std::size_t index = m * plan_.lanes + lane;
-        if (index >= plan_.steps || !gate_open(index)) break;
-        ++start;
-      }
+    std::size_t next = next_step_;
+    while (running_ + start < plan_.max_parallel && next < plan_.steps && gpu >= gate_value(next)) {
+      ++start;
+      ++next;
     }
     running_ += start;
     poll.wants_steps = start > 0;
@@ -198,7 +163,7 @@ StreamPipeline::Poll StreamPipeline::poll() {
     }
     lock.lock();
   }
-  if (released_ && running_ == 0 && streams_done() && self_) {
+  if (released_ && running_ == 0 && gpu >= gpu_final_ && self_) {
     PipelineOutcome outcome{status_, bytes_done_.load(std::memory_order_relaxed), std::move(report_)};
     auto keep = std::move(self_);
     lock.unlock();
@@ -214,15 +179,15 @@ void StreamPipeline::run_steps() {
     std::size_t index = 0;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      index = stopped_ ? plan_.steps : next_open_step();
-      if (index >= plan_.steps) {
+      const bool open = !stopped_ && next_step_ < plan_.steps &&
+                        gpu_->load(std::memory_order_acquire) >= gate_value(next_step_);
+      if (!open) {
         report_.merge(local);
         --running_;
         release_if_stopped(lock);
         return;  // the watcher starts the next steps when their gates open
       }
-      ++next_[index % plan_.lanes];
-      ++started_;
+      index = next_step_++;
     }
     step_ended(index, step_(index, local));
   }
@@ -237,20 +202,18 @@ void StreamPipeline::step_ended(std::size_t index, Result<std::uint64_t> result)
   }
   bytes_done_.fetch_add(*result, std::memory_order_relaxed);
   ended_[index] = true;
-  ++ended_count_;
-  const std::size_t lane = index % plan_.lanes;
-  std::size_t prefix = prefix_[lane];
-  while (prefix * plan_.lanes + lane < plan_.steps && ended_[prefix * plan_.lanes + lane]) ++prefix;
-  if (prefix != prefix_[lane]) {
-    prefix_[lane] = prefix;
-    cpu_[lane]->store(static_cast<std::uint32_t>(prefix), std::memory_order_release);  // the lane may copy these
+  std::size_t prefix = prefix_;
+  while (prefix < plan_.steps && ended_[prefix]) ++prefix;
+  if (prefix != prefix_) {
+    prefix_ = prefix;
+    cpu_->store(static_cast<std::uint32_t>(prefix), std::memory_order_release);  // the stream may copy these
   }
 }
 
 void StreamPipeline::cancel() {
   std::unique_lock<std::mutex> lock(mutex_);
   if (released_ && !self_) return;  // finished
-  if (status_.ok() && !(released_ && ended_count_ == plan_.steps)) {
+  if (status_.ok() && !(released_ && prefix_ == plan_.steps)) {
     status_ = Status(ErrorCode::cancelled, "the request was cancelled");
   }
   stopped_ = true;
@@ -264,17 +227,10 @@ bool StreamPipeline::finished() const {
 
 std::string StreamPipeline::describe() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  std::string gpu, ends, cpu;
-  for (std::size_t lane = 0; lane < plan_.lanes; ++lane) {
-    const char* sep = lane == 0 ? "" : "/";
-    gpu += fmt::format("{}{}", sep, gpu_[lane]->load());
-    ends += fmt::format("{}{}", sep, gpu_final_[lane]);
-    cpu += fmt::format("{}{}", sep, cpu_[lane]->load());
-  }
-  return fmt::format("{}: {} of {} steps ended ({} running){}{}; the streams' words are {} (done at {}), Ferry's {}",
-                     description_, ended_count_, plan_.steps, running_,
-                     begun_ ? "" : ", the stream has not reached it",
-                     status_.ok() ? "" : ", failing: " + status_.message(), gpu, ends, cpu);
+  return fmt::format("{}: {} of {} steps ended ({} running){}{}; the stream's word is {} (done at {}), Ferry's {}",
+                     description_, prefix_, plan_.steps, running_, begun_ ? "" : ", the stream has not reached it",
+                     status_.ok() ? "" : ", failing: " + status_.message(), gpu_->load(), gpu_final_,
+                     cpu_->load());
 }
 
 std::vector<std::string> pending_stream_pipelines() { return StreamWatcher::instance().describe(); }

@@ -1,15 +1,10 @@
 // The CPU side of a stream-ordered request (File::read_async / write_async): the steps Ferry's threads
-// do, and the words of pinned memory it shares with the streams that carry the request's copies.
+// do, and the two words of pinned memory it shares with the caller's CUDA stream.
 //
-// A request's steps are dealt round robin over its lanes: step i belongs to lane i % lanes, as the lane's
-// (i / lanes)-th. Lane 0 is the caller's stream; a large request adds streams of Ferry's as lanes 1, 2, ...
-// so that one copy's wait and word write overlap another lane's transfer. Each lane has two words:
-//
-//   gpu word  written by the lane's stream (cuStreamWriteValue32): 2 + m after its m-th copy (lane 0's
-//             is also 1 when the caller's stream reaches the request, and its last value is the end);
-//             Ferry only reads it.
-//   cpu word  written by Ferry: how many of the lane's steps, counted from its first, have ended; the lane
-//             waits on it (cuStreamWaitValue32) before each copy and at the end.
+//   gpu word  written by the stream (cuStreamWriteValue32) as it passes the request's points: 1 when it
+//             reaches the request, then one more after each of its copies; Ferry only reads it.
+//   cpu word  written by Ferry: how many of the request's steps, counted from the first, have ended;
+//             the stream waits on it (cuStreamWaitValue32) before each copy and at the end.
 //
 // Nothing here calls CUDA, and no thread that runs a step ever waits for the GPU. Steps run on the stream
 // pool (stream_pool()), whose threads run nothing else: no user callback, no other request's copies. One
@@ -33,21 +28,20 @@
 
 namespace ferry::detail {
 
-/// When step i (lane l = i % lanes, the lane's m = i / lanes -th) may run, as a least value of a gpu word.
+/// When step i may run, as the least value of the gpu word it needs.
 enum class StepGate {
-  stream_reached,  // every step: once the stream reached the request (lane 0's word >= 1). Host buffers.
-  slot_free,       // reads through `window` bounce slots: step i reuses the slot of step i - window (the
-                   // same lane's m - window / lanes), whose copy must be done (lane l's word >= m - window /
-                   // lanes + 2); the first `window` steps need lane 0's word >= 1
-  copied_out,      // writes: step i writes what lane l's m-th copy put in its slot (lane l's word >= m + 2)
+  stream_reached,  // every step: once the stream reached the request (gpu >= 1). Host buffers.
+  slot_free,       // reads through `window` bounce slots: step i reuses the slot of step i - window,
+                   // whose copy must be done (gpu >= i - window + 2); the first `window` need gpu >= 1
+  copied_out,      // writes: step i writes what the stream's copy i put in its slot (gpu >= i + 2)
 };
 
 struct PipelinePlan {
   std::size_t steps = 0;
-  std::size_t lanes = 1;         // streams carrying the copies (1: the caller's alone)
   StepGate gate = StepGate::stream_reached;
-  std::size_t window = 0;        // slot_free: the number of bounce slots, a multiple of `lanes`
+  std::size_t window = 0;        // slot_free: the number of bounce slots
   unsigned max_parallel = 1;     // steps running at once
+  std::uint32_t gpu_final = 0;   // the gpu word's last value when every command is queued
 };
 
 /// What a finished pipeline hands its owner: the first error (or OK), the bytes the steps moved and
@@ -73,20 +67,18 @@ class StreamPipeline {
   /// the future.
   using Finish = std::function<void(PipelineOutcome)>;
 
-  /// The words of pinned host memory the streams can see, one of each per lane, all 0 now. Starts nothing:
-  /// call watch() before the stream's commands are queued.
-  using Words = std::vector<std::atomic<std::uint32_t>*>;
-  StreamPipeline(PipelinePlan plan, Words gpu, Words cpu, Step step, Begin begin, StepsEnded steps_ended,
-                 Finish finish, std::string description);
+  /// `gpu` and `cpu` are words of pinned host memory the stream can see, both 0 now. Starts nothing:
+  /// call watch() once the stream's commands are queued.
+  StreamPipeline(PipelinePlan plan, std::atomic<std::uint32_t>* gpu, std::atomic<std::uint32_t>* cpu, Step step,
+                 Begin begin, StepsEnded steps_ended, Finish finish, std::string description);
 
   /// Hands the pipeline to the watcher. Call it before queueing the stream's commands: a wait already
   /// queued must be met while the caller's thread still queues the rest (its next driver call may wait
   /// behind another thread's implicit synchronisation, which waits for this very stream).
   static void watch(std::shared_ptr<StreamPipeline> pipeline);
-  /// The caller's thread has queued what it could: `error` (OK when all of it) and each lane's last
-  /// gpu-word value actually queued; the request ends once every lane's word has reached it (all 0:
-  /// nothing was queued; the pipeline ends at once).
-  void queueing_ended(const Status& error, std::vector<std::uint32_t> gpu_final);
+  /// The caller's thread has queued what it could: `error` (OK when all of it) and the last gpu-word
+  /// value actually queued, which becomes the end (0: nothing was queued; the pipeline ends at once).
+  void queueing_ended(const Status& error, std::uint32_t gpu_final);
 
   /// Runs no further step; the request fails with `cancelled` unless it has ended. The stream is
   /// released (the cpu word set to the steps' count) once the steps already running have ended.
@@ -107,17 +99,13 @@ class StreamPipeline {
   // The watcher's look at the gpu word: begins the request, starts steps, and sees the end.
   Poll poll();
   void run_steps();  // a job on the stream pool: runs steps while their gates are open
-  bool gate_open(std::size_t index) const;
-  std::size_t lane_steps(std::size_t lane) const;  // how many of the steps are the lane's
-  // The next step of the lanes whose gate is open, the lowest first; plan_.steps when none.
-  std::size_t next_open_step() const;
-  bool streams_done() const;  // every lane's word has reached its end
+  std::uint32_t gate_value(std::size_t index) const;
   bool release_if_stopped(std::unique_lock<std::mutex>& lock);  // sets the cpu word once nothing runs
   void step_ended(std::size_t index, Result<std::uint64_t> result);
 
   const PipelinePlan plan_;
-  const Words gpu_;
-  const Words cpu_;
+  std::atomic<std::uint32_t>* const gpu_;
+  std::atomic<std::uint32_t>* const cpu_;
   const Step step_;
   const Begin begin_;
   const StepsEnded steps_ended_;
@@ -129,13 +117,10 @@ class StreamPipeline {
   bool begun_ = false;
   bool stopped_ = false;        // no further step starts (an error, a cancel, or every step started)
   bool released_ = false;       // the cpu word was set for good and steps_ended_ ran
-  std::vector<std::uint32_t> gpu_final_;  // per lane: the word's value once its stream is done (set when
-                                          // queueing ended; unreachable until then)
-  std::vector<std::size_t> next_;          // per lane: its next step to start, counted in the lane
-  std::size_t started_ = 0;     // steps started
+  std::uint32_t gpu_final_;     // the gpu word's value once the stream is done with the request
+  std::size_t next_step_ = 0;
   unsigned running_ = 0;        // steps running now, and jobs about to
-  std::vector<std::size_t> prefix_;  // per lane: its steps ended, counted from its first
-  std::size_t ended_count_ = 0;
+  std::size_t prefix_ = 0;      // steps ended, counted from the first
   std::vector<bool> ended_;     // per step
   Status status_;
   Report report_;

@@ -40,7 +40,7 @@ struct Range {
 // runs on its own: a stream makes progress when it, an event recorded on it, or the context is
 // synchronised, as if the device only worked while someone watched. In FakeDeviceMode::autonomous a device
 // thread runs it through the hardware queues.
-enum class OpKind { copy, memset, wait_value, write_value, wait_event };
+enum class OpKind { copy, memset, wait_value, write_value };
 
 struct PendingOp {
   std::uint64_t sequence;
@@ -51,8 +51,6 @@ struct PendingOp {
   unsigned char value = 0;
   std::uint32_t word_value = 0;  // wait_value, write_value
   unsigned int wait_flags = 0;
-  CUstream event_stream = nullptr;  // wait_event: the stream and last op of the record waited for
-  std::uint64_t event_sequence = 0;
 };
 
 struct FakeStream {
@@ -199,19 +197,12 @@ bool wait_satisfied(const PendingOp& op) {
   return static_cast<std::int32_t>(now - op.word_value) >= 0;  // GEQ
 }
 
-// Whether everything queued on `handle` up to `up_to` has run.
-bool stream_passed(const State& s, CUstream handle, std::uint64_t up_to) {
-  auto it = s.streams.find(handle);
-  return it == s.streams.end() || it->second->pending.empty() || it->second->pending.front().sequence > up_to;
-}
-
-// Does `op` if it can run now (a wait whose value or event has not come cannot); true when it ran.
-bool run_op(const State& s, const PendingOp& op) {
+// Does `op` if it can run now (a wait whose value has not come cannot); true when it ran.
+bool run_op(const PendingOp& op) {
   switch (op.kind) {
     case OpKind::copy: std::memcpy(op.dst, op.src, op.bytes); return true;
     case OpKind::memset: std::memset(op.dst, op.value, op.bytes); return true;
     case OpKind::wait_value: return wait_satisfied(op);
-    case OpKind::wait_event: return stream_passed(s, op.event_stream, op.event_sequence);
     case OpKind::write_value:
       reinterpret_cast<std::atomic<std::uint32_t>*>(op.dst)->store(op.word_value, std::memory_order_release);
       return true;
@@ -228,15 +219,7 @@ void run_pending(State& s, std::unique_lock<std::mutex>& lock, CUstream handle, 
     if (it == s.streams.end()) return;
     FakeStream& stream = *it->second;
     if (stream.pending.empty() || stream.pending.front().sequence > up_to) return;
-    const PendingOp& front = stream.pending.front();
-    if (front.kind == OpKind::wait_event && !run_op(s, front)) {
-      // The device works while someone watches: the stream waited for runs up to the event first.
-      const CUstream other = front.event_stream;
-      const std::uint64_t other_up_to = front.event_sequence;
-      run_pending(s, lock, other, other_up_to);
-      continue;
-    }
-    if (run_op(s, front)) {
+    if (run_op(stream.pending.front())) {
       stream.pending.pop_front();
       continue;
     }
@@ -262,7 +245,7 @@ void device_loop(State& s) {
         FakeStream& stream = *s.streams.at(handle);
         const PendingOp& op = stream.pending.front();
         if (op.sequence != sequence) std::abort();  // a stream's order is its queue's order
-        if (!run_op(s, op)) break;
+        if (!run_op(op)) break;
         stream.pending.pop_front();
         queue.pop_front();
         ran = true;
@@ -279,7 +262,10 @@ void device_loop(State& s) {
 // on_synchronize mode: runs `handle`'s work up to `up_to`; autonomous: waits until the device has.
 void drain(State& s, std::unique_lock<std::mutex>& lock, CUstream handle, std::uint64_t up_to, const char* what) {
   if (!autonomous(s)) return run_pending(s, lock, handle, up_to);
-  wait_for_device(s, lock, what, [&] { return stream_passed(s, handle, up_to); });
+  wait_for_device(s, lock, what, [&] {
+    auto it = s.streams.find(handle);
+    return it == s.streams.end() || it->second->pending.empty() || it->second->pending.front().sequence > up_to;
+  });
 }
 
 // Queues `op` on `stream`; in immediate mode a copy or memset on an idle stream is done at once.
@@ -287,7 +273,7 @@ CUresult enqueue(State& s, CUstream stream, PendingOp op) {
   FakeStream& queue = stream_of(s, stream);
   bool eager = op.kind == OpKind::copy || op.kind == OpKind::memset;
   if (eager && !autonomous(s) && s.script.copy_mode == FakeCopyMode::immediate && queue.pending.empty()) {
-    run_op(s, op);
+    run_op(op);
     return CUDA_SUCCESS;
   }
   op.sequence = s.next_sequence++;
@@ -698,22 +684,6 @@ CUresult fake_cuEventRecord(CUevent event, CUstream stream) {
   return CUDA_SUCCESS;
 }
 
-CUresult fake_cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int flags) {
-  FAKE_ENTER_("cuStreamWaitEvent");
-  if (stream == nullptr && current_context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
-  if (stream != nullptr && s.streams.count(stream) == 0) return CUDA_ERROR_INVALID_HANDLE;
-  auto it = s.events.find(event);
-  if (it == s.events.end()) return CUDA_ERROR_INVALID_HANDLE;
-  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
-  ++s.counters.stream_event_waits;
-  if (!it->second->recorded) return CUDA_SUCCESS;  // as the driver: an event never recorded is complete
-  PendingOp op;
-  op.kind = OpKind::wait_event;
-  op.event_stream = it->second->stream;
-  op.event_sequence = it->second->sequence;
-  return enqueue(s, stream, op);
-}
-
 CUresult fake_cuEventSynchronize(CUevent event) {
   FAKE_ENTER_("cuEventSynchronize");
   auto it = s.events.find(event);
@@ -873,7 +843,7 @@ LivePinned live_pinned(const State& s) {
 
 void reset_fake_cuda() {
   release_primary_contexts_for_testing(fake_cuda_api());
-  release_stream_order_resources_for_testing(fake_cuda_api());  // pinned words the reset below frees
+  release_stream_words_for_testing(fake_cuda_api());  // pinned words the reset below frees
   State& s = state();
   std::thread device;
   {

@@ -8,9 +8,8 @@
 // - FakeCopyMode::deferred performs async copies only when the stream, an event recorded after them, or the
 //   context is synchronised (an event query completes them and answers CUDA_ERROR_NOT_READY once). A
 //   bounce buffer reused before its copy finished then shows up as wrong data in the destination.
-// - Streams also take memsets (cuMemsetD8Async), waits on a 32-bit word (cuStreamWaitValue32), writes
-//   of one (cuStreamWriteValue32) and waits on another stream's event (cuStreamWaitEvent), in order with
-//   copies. By default queued work runs only when the stream,
+// - Streams also take memsets (cuMemsetD8Async), waits on a 32-bit word (cuStreamWaitValue32) and writes
+//   of one (cuStreamWriteValue32), in order with copies. By default queued work runs only when the stream,
 //   an event recorded on it, or the context is synchronised (unmet waits with the fake's lock released), so
 //   a test can check what a stream-ordered request did before and after its stream got there.
 // - FakeDeviceMode::autonomous runs queued work on a device thread instead, as a GPU does, through a few
@@ -82,7 +81,7 @@ struct FakeCudaCounters {
   std::uint64_t htod_bytes = 0, dtoh_bytes = 0;                // both kinds
   std::uint64_t memsets = 0;
   std::uint64_t streams_created = 0, streams_destroyed = 0;
-  std::uint64_t events_created = 0, events_destroyed = 0, events_recorded = 0, stream_event_waits = 0;
+  std::uint64_t events_created = 0, events_destroyed = 0, events_recorded = 0;
   std::uint64_t stream_syncs = 0, event_syncs = 0, event_queries = 0, context_syncs = 0;
   std::uint64_t context_retains = 0, context_releases = 0, set_current_calls = 0;
   std::uint64_t pointer_queries = 0;

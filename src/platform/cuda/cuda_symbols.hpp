@@ -45,7 +45,6 @@
   X(required, cuStreamSynchronize, CUresult, (CUstream stream))                                               \
   X(required, cuEventCreate, CUresult, (CUevent* event, unsigned int flags))                                  \
   X(required, cuEventRecord, CUresult, (CUevent event, CUstream stream))                                      \
-  X(required, cuStreamWaitEvent, CUresult, (CUstream stream, CUevent event, unsigned int flags))              \
   X(required, cuEventSynchronize, CUresult, (CUevent event))                                                  \
   X(required, cuEventQuery, CUresult, (CUevent event))                                                        \
   X(required, cuEventDestroy_v2, CUresult, (CUevent event))                                                   \
