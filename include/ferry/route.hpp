@@ -13,7 +13,7 @@
 #include <vector>
 
 // The one list of routes and the one list of reasons. Everything else is generated from them: the enums
-// below, kRouteCount and kReasonCount, route_name(), reason_name() and reason_text() (src/route/report.cpp),
+// below, kRouteCount and kReasonCount, route_name(), reason_name() and reason_text() (src/report/report.cpp),
 // so that a route or reason added here has its name, its text and its place in every count at once (the trap
 // this prevents: a name table that silently lags the enum, answering "?" for the new value).
 //

@@ -1,13 +1,13 @@
 // cuFile workers: reads and writes through cuFile, unaligned edges bounced, statistics read around them.
 #include "backends/gds_backend.hpp"
-#include "route/cufile_attribution.hpp"
+#include "backends/cufile_attribution.hpp"
 
 #include <atomic>
 
 #include <fmt/format.h>
 
+#include "base/decision.hpp"
 #include "platform/cuda/primary_context.hpp"
-#include "route/router.hpp"
 
 namespace ferry::detail {
 namespace {

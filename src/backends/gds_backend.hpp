@@ -9,8 +9,8 @@
 #include <string>
 
 #include "base/direction.hpp"
+#include "backends/route_backend.hpp"
 #include "ferry/config.hpp"
-#include "io/request.hpp"
 #include "platform/cuda/cuda_api.hpp"
 #include "platform/cufile/cufile_driver.hpp"
 

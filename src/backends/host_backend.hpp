@@ -3,8 +3,8 @@
 
 #include <memory>
 
-#include "io/request.hpp"
-#include "io/source.hpp"
+#include "backends/route_backend.hpp"
+#include "source/source.hpp"
 
 namespace ferry::detail {
 

@@ -12,9 +12,9 @@
 
 #include <memory>
 
-#include "io/request.hpp"
-#include "io/source.hpp"
+#include "backends/route_backend.hpp"
 #include "platform/cuda/cuda_api.hpp"
+#include "source/source.hpp"
 
 namespace ferry::detail {
 

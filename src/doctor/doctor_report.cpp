@@ -7,7 +7,7 @@
 
 #include "doctor/doctor_internal.hpp"
 #include "ferry_tooling/exit_status.hpp"
-#include "route/json_text.hpp"
+#include "report/json_text.hpp"
 
 namespace ferry {
 

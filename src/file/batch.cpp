@@ -6,8 +6,8 @@
 #include <fmt/format.h>
 
 #include "file/file_state.hpp"
+#include "engine/request.hpp"
 #include "file/route_selection.hpp"
-#include "io/request.hpp"
 
 namespace ferry::detail {
 namespace {

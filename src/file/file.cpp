@@ -11,14 +11,15 @@
 
 #include <fmt/format.h>
 
+#include "engine/request.hpp"
+#include "engine/task_split.hpp"
+#include "engine/thread_pool.hpp"
 #include "file/file_state.hpp"
 #include "file/route_selection.hpp"
 #include "file/stream_order.hpp"
-#include "io/posix_source.hpp"
-#include "remote/remote_source.hpp"
 #include "platform/nvtx/nvtx.hpp"
-#include "io/request.hpp"
-#include "io/thread_pool.hpp"
+#include "remote/remote_source.hpp"
+#include "source/posix_source.hpp"
 
 namespace ferry {
 namespace detail {
@@ -249,6 +250,14 @@ Result<File> open_source(std::shared_ptr<Source> source, std::string_view mode, 
 }
 
 }  // namespace detail
+
+// The front door for URLs with credentials: a File over the remote source (in a build without remote
+// objects, open_remote_source says why not).
+Result<File> remote::open(const std::string& url, const remote::Credentials& credentials, const Config& config,
+                          std::string_view mode) {
+  FERRY_ASSIGN_OR_RETURN(auto source, detail::open_remote_source(url, mode, config.remote(), &credentials));
+  return detail::open_source(std::move(source), mode, config, detail::OpenOptions{});
+}
 
 // ---- Future ----
 

@@ -15,11 +15,11 @@
 #include <string>
 #include <utility>
 
+#include "engine/request.hpp"
 #include "ferry/file.hpp"
 #include "file/open_options.hpp"
-#include "io/file_descriptors.hpp"
-#include "io/request.hpp"
-#include "io/source.hpp"
+#include "source/file_descriptors.hpp"
+#include "source/source.hpp"
 
 namespace ferry::detail {
 

@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "ferry/file.hpp"
-#include "io/syscalls.hpp"
+#include "source/syscalls.hpp"
 
 namespace ferry::detail {
 

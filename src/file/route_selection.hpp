@@ -6,8 +6,8 @@
 
 #include <memory>
 
+#include "engine/request.hpp"
 #include "file/file_state.hpp"
-#include "io/request.hpp"
 #include "platform/cuda/buffer_kind.hpp"
 #include "route/router.hpp"
 

@@ -13,15 +13,16 @@
 #include <fmt/format.h>
 
 #include "backends/staging_pool.hpp"
+#include "engine/request.hpp"
+#include "engine/stream_pipeline.hpp"
+#include "engine/task_split.hpp"
+#include "engine/thread_pool.hpp"
 #include "file/file_state.hpp"
 #include "file/route_selection.hpp"
-#include "io/request.hpp"
-#include "io/stream_pipeline.hpp"
-#include "io/thread_pool.hpp"
 #include "platform/cuda/cuda_api.hpp"
 #include "platform/cuda/primary_context.hpp"
 #include "platform/gpu_platform.hpp"
-#include "route/process_report.hpp"
+#include "report/process_report.hpp"
 
 namespace ferry::detail {
 namespace {

@@ -10,7 +10,7 @@
 //   synchronized   cuFile routes, sources without a size, a stream of another context than the buffer's,
 //                  drivers without stream memory operations: the calling thread synchronises the stream,
 //                  does the request and waits for it; the future is done when the call returns.
-// Ferry's side of the first two runs on the stream pool, started by the watcher (io/stream_pipeline.hpp):
+// Ferry's side of the first two runs on the stream pool, started by the watcher (engine/stream_pipeline.hpp):
 // no thread the stream waits for ever calls CUDA or runs user code, so the waits are always met, whatever
 // the caller and the driver do meanwhile (docs/stream-order.md argues it).
 // The future is done once the stream has passed the request's last command (soon after later work on

@@ -3,7 +3,6 @@
 
 #include <fmt/format.h>
 
-#include "file/open_options.hpp"
 #include "remote/object.hpp"
 #include "remote/url.hpp"
 
@@ -76,10 +75,5 @@ bool is_remote_url(std::string_view path) noexcept {
 std::string display_url(std::string_view url) { return detail::remote::display_form(url); }
 
 std::string unavailable_reason() { return {}; }
-
-Result<File> open(const std::string& url, const Credentials& credentials, const Config& config, std::string_view mode) {
-  FERRY_ASSIGN_OR_RETURN(auto source, detail::open_remote_source(url, mode, config.remote(), &credentials));
-  return detail::open_source(std::move(source), mode, config, detail::OpenOptions{});
-}
 
 }  // namespace ferry::remote

@@ -10,7 +10,7 @@
 
 #include "ferry/config.hpp"
 #include "ferry/remote.hpp"
-#include "io/source.hpp"
+#include "source/source.hpp"
 
 namespace ferry::detail {
 

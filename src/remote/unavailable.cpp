@@ -29,9 +29,6 @@ std::string unavailable_reason() {
   return "Ferry was built without remote objects (libcurl and OpenSSL's libcrypto were not found, or "
          "FERRY_REMOTE=OFF); see docs/remote.md";
 }
-Result<File> open(const std::string& url, const Credentials&, const Config&, std::string_view) {
-  return unavailable_status(url);
-}
 }  // namespace remote
 
 namespace detail {

@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <string>
 
+#include "base/decision.hpp"
 #include "ferry/config.hpp"
 #include "platform/cuda/buffer_kind.hpp"
-#include "route/decision.hpp"
 
 namespace ferry::detail {
 
@@ -48,8 +48,5 @@ bool needs_cufile(const RouteQuery& q);
 /// Errors: unavailable when compat mode is off and cuFile cannot be used (with the reason);
 /// failed_precondition when require=gds and the direct route is impossible (before any I/O).
 [[nodiscard]] Result<Decision> decide(const RouteQuery& q, const CuFileFacts& facts);
-
-/// Whether a route is one of cuFile's.
-constexpr bool is_cufile_route(Route r) { return r == Route::nvfs || r == Route::p2p || r == Route::cufile_posix; }
 
 }  // namespace ferry::detail

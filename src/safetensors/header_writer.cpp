@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "ferry/safetensors.hpp"
-#include "route/json_text.hpp"
+#include "report/json_text.hpp"
 #include "safetensors/dtype_order.hpp"
 #include "safetensors/text.hpp"
 

@@ -1,7 +1,7 @@
 // JSON documents for Ferry's tools: see ferry_tooling/json_text.hpp.
 #include "ferry_tooling/json_text.hpp"
 
-#include "route/json_text.hpp"
+#include "report/json_text.hpp"
 
 namespace ferry::tooling {
 

@@ -14,8 +14,8 @@
 #include <fmt/format.h>
 
 #include "file/open_options.hpp"
-#include "io/file_descriptors.hpp"
-#include "io/posix_source.hpp"
+#include "source/file_descriptors.hpp"
+#include "source/posix_source.hpp"
 
 namespace ferry::tooling {
 namespace {

@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "ferry/ferry.hpp"
-#include "ferry_tooling/host_memory.hpp"
 #include "backends/staging_pool.hpp"
+#include "ferry_tooling/host_memory.hpp"
 #include "file/open_options.hpp"
-#include "io/posix_source.hpp"
+#include "source/posix_source.hpp"
 #include "support/fake_cuda.hpp"
 #include "support/fake_cufile.hpp"
 #include "support/fake_platform.hpp"

@@ -110,7 +110,13 @@ TEST(Issue23, AHundredThousandTensorsOpenInLinearTime) {
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_EQ(c->tensors().size(), static_cast<std::size_t>(kTensors));
   ASSERT_NE(c->find("model.layers.99999.weight"), nullptr);
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+  // Sanitizers slow parsing 10-40x, by how much depending on the machine's load (22 s under ThreadSanitizer
+  // on a loaded 2-core machine): the bound is checked by the plain build only.
+  (void)seconds;
+#else
   EXPECT_LT(seconds, 15.0) << "opening 100,000 tensors took " << seconds << " s";
+#endif
   // The duplicate check still holds at that size.
   json.back() = ',';
   json += R"("model.layers.5.weight":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})";

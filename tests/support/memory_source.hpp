@@ -1,5 +1,5 @@
 // An in-memory Source for unit tests: proves that the host and staged routes serve any source through the
-// seam (src/io/source.hpp) without knowing where its bytes live. Writes past the end grow it, as a file.
+// seam (src/source/source.hpp) without knowing where its bytes live. Writes past the end grow it, as a file.
 #pragma once
 
 #include <algorithm>
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "io/source.hpp"
+#include "source/source.hpp"
 
 namespace ferry::testing {
 

@@ -21,7 +21,7 @@
 #include <set>
 #include <vector>
 
-#include "io/syscalls.hpp"
+#include "source/syscalls.hpp"
 
 namespace ferry::testing {
 

@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "backends/staging_pool.hpp"
+#include "engine/thread_pool.hpp"
 #include "ferry/ferry.hpp"
-#include "file/open_options.hpp"
 #include "file/file_state.hpp"
-#include "io/thread_pool.hpp"
+#include "file/open_options.hpp"
 #include "platform/cuda/primary_context.hpp"
 #include "support/fake_cuda.hpp"
 #include "support/fake_cufile.hpp"

@@ -7,9 +7,9 @@
 #include <cstring>
 
 #include "backends/staging_pool.hpp"
-#include "file/open_options.hpp"
+#include "backends/cufile_attribution.hpp"
 #include "backends/gds_backend.hpp"
-#include "route/cufile_attribution.hpp"
+#include "file/open_options.hpp"
 #include "platform/gpu_platform.hpp"
 #include "support/fake_cuda.hpp"
 #include "support/fake_cufile.hpp"

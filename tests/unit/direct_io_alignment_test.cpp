@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <cstdint>
 
-#include "io/file_descriptors.hpp"
+#include "source/file_descriptors.hpp"
 #include "support/scripted_syscalls.hpp"
 #include "support/test_files.hpp"
 

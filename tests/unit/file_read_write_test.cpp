@@ -12,8 +12,8 @@
 #include <string>
 
 #include "ferry/ferry.hpp"
+#include "engine/task_split.hpp"
 #include "ferry_tooling/host_memory.hpp"
-#include "io/task_split.hpp"
 #include "support/status_matchers.hpp"
 #include "support/test_files.hpp"
 

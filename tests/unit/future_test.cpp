@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "ferry/ferry.hpp"
+#include "engine/thread_pool.hpp"
 #include "file/open_options.hpp"
-#include "io/thread_pool.hpp"
 #include "support/scripted_syscalls.hpp"
 #include "support/status_matchers.hpp"
 #include "support/test_files.hpp"

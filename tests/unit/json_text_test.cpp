@@ -1,5 +1,5 @@
 // JSON text for names that are not UTF-8 (issue 10: --json aborted with nlohmann's type_error 316).
-#include "route/json_text.hpp"
+#include "report/json_text.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -8,8 +8,8 @@
 
 #include <vector>
 
+#include "engine/task_split.hpp"
 #include "ferry/ferry.hpp"
-#include "io/task_split.hpp"
 #include "support/test_files.hpp"
 
 using ::testing::ContainsRegex;

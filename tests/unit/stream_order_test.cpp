@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "backends/staging_pool.hpp"
+#include "engine/thread_pool.hpp"
 #include "file/open_options.hpp"
 #include "file/stream_order.hpp"
-#include "io/thread_pool.hpp"
 #include "platform/cuda/primary_context.hpp"
 #include "support/fake_cuda.hpp"
 #include "support/fake_cufile.hpp"

@@ -1,5 +1,5 @@
 // split_request: head, aligned body, tail; exact coverage; the alignment helpers.
-#include "io/task_split.hpp"
+#include "engine/task_split.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 // ThreadPool: growing, running jobs, helping from the calling thread, draining on destruction.
-#include "io/thread_pool.hpp"
+#include "engine/thread_pool.hpp"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 //
 // Part of ferry_tooling (see device_memory.hpp for who may use it). The `ferry` command's --json documents
 // embed route reports and quote file names, which on Linux are bytes and need not be UTF-8; these are the
-// library's own writer and report value (src/route/json_text.hpp explains the encoding), so that the CLI's
+// library's own writer and report value (src/report/json_text.hpp explains the encoding), so that the CLI's
 // JSON and Report::to_json() can never disagree.
 // Thread safety: pure functions.
 #pragma once

@@ -1,7 +1,7 @@
 // ferry_tooling/unique_fd.hpp: a file descriptor that closes itself, for Ferry's tools and writers.
 //
 // Part of ferry_tooling (see device_memory.hpp for who may use it). The engine's own descriptors live in
-// src/io (FileDescriptors); this is for everything else: the CLI's and the benchmark's plain reads and
+// src/source (FileDescriptors); this is for everything else: the CLI's and the benchmark's plain reads and
 // writes, output files, directories.
 // Thread safety: one UniqueFd per owner; the descriptor itself may be used from any thread.
 #pragma once

@@ -1,5 +1,5 @@
 // uring_read_all: submit a batch of reads on this thread's ring, reap them all.
-#include "io/uring_batch.hpp"
+#include "source/uring_batch.hpp"
 
 #include <cerrno>
 #include <cstring>

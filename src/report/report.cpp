@@ -7,8 +7,8 @@
 
 #include "ferry/config.hpp"
 #include "ferry/route.hpp"
-#include "route/json_text.hpp"
-#include "route/process_report.hpp"
+#include "report/json_text.hpp"
+#include "report/process_report.hpp"
 
 namespace ferry {
 

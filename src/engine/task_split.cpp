@@ -1,5 +1,5 @@
 // split_request: head, body, tail.
-#include "io/task_split.hpp"
+#include "engine/task_split.hpp"
 
 #include <algorithm>
 

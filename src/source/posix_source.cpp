@@ -1,5 +1,5 @@
 // PosixSource: a local file's size, and the per-task choice between the page cache and O_DIRECT.
-#include "io/posix_source.hpp"
+#include "source/posix_source.hpp"
 
 #include <sys/stat.h>
 
@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "io/transfer_loops.hpp"
-#include "io/uring_batch.hpp"
+#include "source/transfer_loops.hpp"
+#include "source/uring_batch.hpp"
 
 namespace ferry::detail {
 

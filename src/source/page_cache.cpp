@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "ferry_tooling/unique_fd.hpp"
-#include "io/syscalls.hpp"
+#include "source/syscalls.hpp"
 
 namespace ferry::page_cache {
 namespace {

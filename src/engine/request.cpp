@@ -1,14 +1,14 @@
 // RequestState: jobs pulling tasks, first-error-wins, completion and waiting.
-#include "io/request.hpp"
+#include "engine/request.hpp"
 
 #include <algorithm>
 #include <chrono>
 
 #include <fmt/format.h>
 
-#include "io/thread_pool.hpp"
+#include "engine/thread_pool.hpp"
 #include "platform/nvtx/nvtx.hpp"
-#include "route/process_report.hpp"
+#include "report/process_report.hpp"
 
 namespace ferry::detail {
 

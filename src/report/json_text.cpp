@@ -1,5 +1,5 @@
 // JSON text that never fails on bytes that are not UTF-8: see json_text.hpp.
-#include "route/json_text.hpp"
+#include "report/json_text.hpp"
 
 #include <cstdint>
 

@@ -1,5 +1,5 @@
 // StreamPipeline and the watcher: the CPU side of stream-ordered requests (see stream_pipeline.hpp).
-#include "io/stream_pipeline.hpp"
+#include "engine/stream_pipeline.hpp"
 
 #include <sys/prctl.h>
 
@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "io/thread_pool.hpp"
+#include "engine/thread_pool.hpp"
 
 namespace ferry::detail {
 

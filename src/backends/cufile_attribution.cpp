@@ -1,12 +1,12 @@
 // attribute_by_cufile_stats: cuFile's statistics decide which of its routes each operation took.
-#include "route/cufile_attribution.hpp"
+#include "backends/cufile_attribution.hpp"
 
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
-#include "route/router.hpp"
+#include "base/decision.hpp"
 
 namespace ferry::detail {
 

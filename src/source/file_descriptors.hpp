@@ -5,7 +5,7 @@
 #include <string>
 
 #include "ferry/status.hpp"
-#include "io/syscalls.hpp"
+#include "source/syscalls.hpp"
 
 namespace ferry::detail {
 

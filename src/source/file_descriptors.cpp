@@ -1,5 +1,5 @@
 // Opening a file twice (buffered and O_DIRECT) and learning O_DIRECT's alignment.
-#include "io/file_descriptors.hpp"
+#include "source/file_descriptors.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

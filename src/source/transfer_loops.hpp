@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "ferry/route.hpp"
-#include "io/syscalls.hpp"
+#include "source/syscalls.hpp"
 
 namespace ferry::detail {
 

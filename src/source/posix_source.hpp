@@ -10,9 +10,9 @@
 #include <string>
 
 #include "ferry/config.hpp"
-#include "io/file_descriptors.hpp"
-#include "io/source.hpp"
-#include "io/syscalls.hpp"
+#include "source/file_descriptors.hpp"
+#include "source/source.hpp"
+#include "source/syscalls.hpp"
 
 namespace ferry::detail {
 

@@ -16,9 +16,9 @@
 #include <string>
 
 #include "base/direction.hpp"
+#include "base/task.hpp"
 #include "ferry/route.hpp"
 #include "ferry/status.hpp"
-#include "io/task_split.hpp"
 
 namespace ferry::detail {
 

@@ -12,7 +12,7 @@
 
 #include <cerrno>
 
-#include "io/syscalls.hpp"
+#include "source/syscalls.hpp"
 
 namespace ferry::detail {
 namespace {

@@ -1,5 +1,5 @@
 // read_fully / write_fully / read_cached_prefix.
-#include "io/transfer_loops.hpp"
+#include "source/transfer_loops.hpp"
 
 #include <algorithm>
 #include <cerrno>

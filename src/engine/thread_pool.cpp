@@ -1,5 +1,5 @@
 // ThreadPool: a plain FIFO of jobs with lazily grown workers.
-#include "io/thread_pool.hpp"
+#include "engine/thread_pool.hpp"
 
 #include "base/setup_ledger.hpp"
 

@@ -1,0 +1,54 @@
+// What every route backend (host, staged, cuFile) gives the engine: a worker per job that moves the bytes of
+// tasks, and the decision its operations are counted under. The engine (engine/request.hpp) runs requests
+// through it; defined here, beside the backends, so that the read path's includes run downward.
+#pragma once
+
+#include <memory>
+#include <span>
+
+#include "base/decision.hpp"
+#include "base/task.hpp"
+#include "ferry/route.hpp"
+#include "ferry/status.hpp"
+
+namespace ferry::detail {
+
+/// Moves the bytes of tasks, one worker per job (not shared between threads).
+class RouteWorker {
+ public:
+  virtual ~RouteWorker() = default;
+  /// Bytes transferred: fewer than t.length only when a read reached EOF.
+  virtual Result<std::uint64_t> run(const Task& t, Report& report) = 0;
+  /// How many tasks the worker takes at once (a source with a queue keeps them in flight together).
+  virtual std::size_t batch_size() const { return 1; }
+  /// Runs several tasks; results[i] is what run() would answer for tasks[i]. Called only when
+  /// batch_size() > 1.
+  virtual void run_batch(std::span<const Task> tasks, Report& report, std::span<Result<std::uint64_t>> results) {
+    for (std::size_t i = 0; i < tasks.size(); ++i) results[i] = run(tasks[i], report);
+  }
+  /// Waits for the worker's outstanding asynchronous work (copies in flight).
+  virtual Status finish(Report& /*report*/) { return Status(); }
+  /// The worker's job goes on, perhaps on another thread than before (jobs yield to queued work between
+  /// tasks): it makes that thread ready (the GPU's context current).
+  virtual Status resume() { return Status(); }
+};
+
+/// What a request needs from a route's backend.
+class RouteBackend {
+ public:
+  virtual ~RouteBackend() = default;
+  virtual Result<std::unique_ptr<RouteWorker>> make_worker() = 0;
+  /// The decision the request's operations are counted under.
+  virtual const Decision& decision() const = 0;
+  /// The decision task `t` is counted under: decision() unless the backend sends some tasks another way
+  /// (the cuFile route reads a request's unaligned edges through a bounce buffer).
+  virtual const Decision& decision_for(const Task& /*t*/) const { return decision(); }
+  /// Runs once after every job stopped: may re-attribute operations (cuFile statistics) or fail a
+  /// request that succeeded (strict mode). Returns the request's final status.
+  virtual Status finish_request(Report& /*report*/, Status status) { return status; }
+  /// Held while a job runs on a caller's thread (a waiter running a request itself): puts back what the
+  /// job changes of that thread (its current CUDA context) when released. Null when nothing changes.
+  virtual std::shared_ptr<void> borrow_thread() { return nullptr; }
+};
+
+}  // namespace ferry::detail
