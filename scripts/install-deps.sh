@@ -10,13 +10,14 @@ set_name=${1:-test}
 # liburing the io_uring engine of local files (io_engine=io_uring).
 run_packages=(build-essential cmake ninja-build pkg-config libfmt-dev libcli11-dev nlohmann-json3-dev
               libcurl4-openssl-dev libssl-dev liburing-dev)
-# The tests and the Python module: gtest, pybind11 and NumPy; mypy checks the package's types (python.mypy);
+# The tests and the Python module: ccache (scripts/compiler-cache.sh: the packaging checks compile Ferry again
+# from other folders); gtest, pybind11 and NumPy; mypy checks the package's types (python.mypy);
 # clang-14 and libclang-rt-14-dev (libFuzzer) build the safetensors header fuzzer that scripts/test.sh runs; nginx serves the remote tests' files; dask and
 # distributed run the ferry.dask tests on a local cluster; python3-torch (CPU, 1.13) the PyTorch-level CPU
 # tests of saving and of ferry.torch.load_into_module (about 2 min 40 s to install on the 2-core CI machine).
 # The S3 tests' server is an npm package (tests/remote/s3rver), installed below with the machine's Node.js
 # (Debian's when there is none).
-test_packages=(libgtest-dev libgmock-dev python3-dev python3-numpy python3-pytest pybind11-dev mypy
+test_packages=(ccache libgtest-dev libgmock-dev python3-dev python3-numpy python3-pytest pybind11-dev mypy
                clang-14 libclang-rt-14-dev nginx python3-dask python3-distributed python3-torch)
 case "$set_name" in
   run) packages=("${run_packages[@]}") ;;

@@ -6,6 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
+source scripts/compiler-cache.sh  # for the packaging checks' builds and the ThreadSanitizer build
 build=${FERRY_BUILD_DIR:-build}
 jobs=$(nproc)
 ctest --test-dir "$build" --output-on-failure -j "$jobs" "$@"
