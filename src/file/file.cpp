@@ -374,11 +374,15 @@ Status File::close() { return state_->close(); }
 const std::string& File::path() const { return state_->path; }
 int File::fileno() const {
   if (state_->is_closed()) return -1;
-  return state_->source->fileno();
+  auto local = state_->source->local_file();
+  return local ? local->buffered_fd : -1;
 }
 const Config& File::config() const { return state_->config; }
 Report File::report() const { return state_->report(); }
-bool File::direct_io_available() const { return state_->source->direct_io_available(); }
+bool File::direct_io_available() const {
+  auto local = state_->source->local_file();
+  return local && local->direct_io();
+}
 const std::string& File::direct_io_note() const { return state_->source->open_note(); }
 
 }  // namespace ferry

@@ -42,8 +42,8 @@ std::shared_ptr<GdsFileState> cufile_state(FileState& file, const GpuPlatform& g
     state->facts.forced_compat = cufile_forced_compat(api).forced;
     state->facts.nvidia_fs_loaded = state->driver->properties().nvidia_fs_loaded;
     state->facts.p2pdma_supported = state->driver->properties().p2pdma_supported;
-    // route_for() asks for cuFile only for sources that have a descriptor.
-    auto handle = state->driver->register_handle(*file.source->native_descriptor(), file.path);
+    // route_for() asks for cuFile only for sources that are local files.
+    auto handle = state->driver->register_handle(file.source->local_file()->cufile_fd(), file.path);
     if (handle.ok()) {
       state->handle = std::make_shared<GdsFileHandle>(*state->driver, *handle);
     } else {
@@ -83,7 +83,7 @@ Result<RoutePlanDetail> route_for(FileState& file, Direction /*direction*/, cons
     if (q.compat == CompatMode::automatic && q.require != Requirement::gds && gpu.direct_route_hint) {
       hint = gpu.direct_route_hint();
     }
-    if (!file.source->native_descriptor()) {
+    if (!file.source->local_file()) {
       plan.facts.source_without_descriptor = true;  // cuFile registers descriptors: nothing to load
     } else if (!hint.maybe_direct) {
       plan.facts.checked_without_cufile = hint.evidence;

@@ -39,11 +39,9 @@ class PosixSource : public Source {
   std::size_t queue_depth() const override;
   void read_batch(const SourceRequest& request, std::span<const TaskRead> reads, const char* route_label,
                   Report& report, std::span<Result<std::uint64_t>> results) override;
-  std::optional<int> native_descriptor() const override {
-    return fds_.direct_available() ? fds_.direct_fd() : fds_.buffered_fd();
+  std::optional<LocalFile> local_file() const override {
+    return LocalFile{fds_.buffered_fd(), fds_.direct_available() ? fds_.direct_fd() : -1};
   }
-  int fileno() const override { return fds_.buffered_fd(); }
-  bool direct_io_available() const override { return fds_.direct_available(); }
   const std::string& open_note() const override { return fds_.direct_note(); }
   Status close() override { return fds_.close(); }
 

@@ -1,7 +1,7 @@
 // Where a file's bytes live: the one seam between the engine and storage.
 //
 // The engine (requests, the host and staged routes) moves tasks between a Source and host memory and never
-// sees a descriptor; cuFile, which needs one, asks native_descriptor(), and a source without one is
+// sees a descriptor; cuFile, which needs one, asks local_file(), and a source that is no local file is
 // routed around cuFile with its own reason. PosixSource (posix_source.hpp) is a local file; the unit tests
 // add an in-memory one (tests/support/memory_source.hpp) that the host and staged routes serve unchanged.
 // Thread safety: read, write and read_batch are called from many worker threads at once; extent and sync
@@ -36,6 +36,15 @@ struct SourceRequest {
   // True once the request was cancelled or one of its tasks failed (null: never). A source whose task can
   // wait long (a remote transfer) watches it and ends the task early with `cancelled`.
   std::shared_ptr<const std::atomic<bool>> stop;
+};
+
+/// What a source that is a local file offers beyond tasks: its descriptors.
+struct LocalFile {
+  int buffered_fd = -1;  // ordinary system calls (File::fileno: fstat, a buffered read)
+  int direct_fd = -1;    // opened with O_DIRECT, or -1 where the file system refused it
+  bool direct_io() const { return direct_fd >= 0; }
+  /// The descriptor cuFile registers: the O_DIRECT one where there is one (its direct path wants it).
+  int cufile_fd() const { return direct_io() ? direct_fd : buffered_fd; }
 };
 
 /// One task of a batch and where its bytes go.
@@ -77,13 +86,9 @@ class Source {
 
   /// Makes what was written durable.
   virtual Status sync() = 0;
-  /// A descriptor cuFile can register (its direct path wants O_DIRECT), or nullopt: cuFile cannot serve it.
-  virtual std::optional<int> native_descriptor() const { return std::nullopt; }
-  /// The descriptor for ordinary system calls (File::fileno: fstat, a buffered read), or -1 for sources
-  /// without one.
-  virtual int fileno() const { return -1; }
-  /// Whether O_DIRECT (or the source's equivalent of bypassing a cache) is open to this source.
-  virtual bool direct_io_available() const { return false; }
+  /// The local file behind the source, or nullopt (a remote object, memory): then cuFile cannot serve it,
+  /// File::fileno is -1 and no O_DIRECT is open.
+  virtual std::optional<LocalFile> local_file() const { return std::nullopt; }
   /// What opening found worth saying (an O_DIRECT open refused, ...), or empty.
   virtual const std::string& open_note() const = 0;
   /// A line for each request's report about the source's own work (a remote object's requests, retries
