@@ -3,7 +3,7 @@
 # that a step that hangs costs only its limit and the logs of every step still come back. The logs are
 # archived into $OUT every 30 s as well as at the end (a call killed at the device's limit keeps them).
 # Usage, from the repository root on the GPU machine, after `source .device-deps/gpu-env.sh`:
-#   scripts/gpu-bounded.sh "240:build 300:test 60:pip"     (seconds:step, in order)
+#   scripts/gpu-bounded.sh "150:build 120:test 450:pytest 60:pip"     (seconds:step, in order)
 set -uo pipefail
 export FERRY_BUILD_DIR=${FERRY_BUILD_DIR:-build-gpu}
 out=$FERRY_BUILD_DIR/out

@@ -3,13 +3,14 @@
 # Logs and results go to $build/out; with $OUT set (the device tool) they also come back as one archive.
 # Usage, from the repository root on the GPU machine:
 #   source .device-deps/gpu-env.sh; scripts/gpu-session.sh "STEPS"
-# STEPS (in order given; default "build test matrix doctor reads"):
+# STEPS (in order given; default "build test pytest matrix doctor reads"):
 #   build        Release build with the Python module
 #   pip          `pip install --no-build-isolation --target` of this checkout into a fresh folder (the
 #                machine's scikit-build-core, pybind11 and CuPy beside it), then, outside the
 #                checkout, import ferry from that folder and read a file byte-exactly into a CuPy array
 #   test         GPU tests (C++: issue 9's failures, the stress run on every GPU, GPU 1 while GPU 0 is
-#                current), the CPU unit tests, the whole Python suite (GPU tests for real)
+#                current) and the CPU unit tests (about 90 s on the H200 machine)
+#   pytest       the whole Python suite, GPU tests for real (more than 5 minutes on the H200 machine)
 #   matrix       the forced-route matrix (scripts/gpu-route-matrix.sh)
 #   doctor       ferry doctor with and without the udev record
 #   reads        timed reads of an 8 GiB file, hot and cold
@@ -41,7 +42,7 @@
 #   soak-start   the soak (ferry_soak, $SOAK_MINUTES, default 10) in the background, detached
 #   soak-wait    waits for the soak and prints its verdict
 set -uo pipefail
-steps=${1:-"build test matrix doctor reads"}
+steps=${1:-"build test pytest matrix doctor reads"}
 build=${FERRY_BUILD_DIR:-build-gpu}
 out=$build/out
 mkdir -p "$out"
@@ -130,10 +131,13 @@ PY
     log "CPU tests (ctest: unit, cli)"
     ctest --test-dir "$build" -L "unit|cli" -j 16 --timeout 600 > "$out/ctest.log" 2>&1
     grep -E "tests passed|tests failed|\(Failed\)" "$out/ctest.log" | head
+    ;;
+  pytest)
+    # One line per test as it ends (-v), so that a run stopped at its time limit still names its failures.
     log "Python tests (GPU ones for real)"
-    PYTHONPATH="$build/python" FERRY_CLI="$ferry" $python -m pytest python/tests -q -rs -s -p no:cacheprovider \
-      --basetemp="$build/python/pytest-tmp" > "$out/pytest.log" 2>&1
-    grep -E "python stress|passed|failed|^FAILED|Error" "$out/pytest.log" | tail -12
+    PYTHONPATH="$build/python" FERRY_CLI="$ferry" $python -m pytest python/tests -v -rfEs -p no:cacheprovider \
+      --durations=15 --basetemp="$build/python/pytest-tmp" > "$out/pytest.log" 2>&1
+    grep -E " FAILED| ERROR|passed|failed" "$out/pytest.log" | tail -15
     ;;
   matrix)
     log "forced-route matrix"
