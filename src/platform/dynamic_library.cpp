@@ -1,6 +1,7 @@
 #include "platform/dynamic_library.hpp"
 
 #include <dlfcn.h>
+#include <link.h>
 
 #include <string_view>
 
@@ -22,6 +23,17 @@ Result<void*> open_dynamic_library(const char* name) {
   bool absent = std::string_view(why).find("No such file") != std::string_view::npos;
   return Status(ErrorCode::unavailable,
                 std::string(name) + (absent ? " not found: " : " could not be loaded: ") + why);
+}
+
+bool library_loaded(std::string_view stem) {
+  auto visit = [](dl_phdr_info* info, std::size_t, void* data) -> int {
+    const std::string_view want = *static_cast<std::string_view*>(data);
+    std::string_view file = info->dlpi_name != nullptr ? info->dlpi_name : "";
+    if (auto slash = file.rfind('/'); slash != std::string_view::npos) file.remove_prefix(slash + 1);
+    const bool same = file.starts_with(want) && (file.size() == want.size() || file[want.size()] == '.');
+    return same ? 1 : 0;  // non-zero stops the walk and is dl_iterate_phdr's answer
+  };
+  return dl_iterate_phdr(visit, &stem) != 0;
 }
 
 Result<void*> find_symbol(void* handle, const char* library, const char* symbol) {

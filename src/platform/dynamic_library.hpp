@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ferry/status.hpp"
@@ -16,6 +17,11 @@ namespace ferry::detail {
 /// "libx.so could not be loaded: <dlerror text>" for any other failure (wrong architecture, missing
 /// dependency, ...).
 [[nodiscard]] Result<void*> open_dynamic_library(const char* name);
+
+/// Whether a library whose file is `stem` or `stem.<version>` (libcuda.so, libcuda.so.1, ...) is loaded into
+/// the process now. Walks the loader's list of objects and opens no file: dlopen with RTLD_NOLOAD searched
+/// the library path each time it found nothing (20-50 us for every host read of a process without CUDA).
+bool library_loaded(std::string_view stem);
 
 /// dlsym()s `symbol` from `handle`, clearing dlerror() first. Errors: unavailable, naming the library, the
 /// symbol and dlerror()'s text.

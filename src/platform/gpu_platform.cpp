@@ -1,16 +1,15 @@
 // process_gpu_platform: the real, lazily loaded libraries.
 #include "platform/gpu_platform.hpp"
 
-#include <dlfcn.h>
-
 #include <atomic>
 
 #include <fmt/format.h>
 
-#include "platform/probes/cufile_config.hpp"
-#include "platform/probes/nvidia_fs.hpp"
 #include "platform/cuda/cuda_api.hpp"
 #include "platform/cufile/cufile_api.hpp"
+#include "platform/dynamic_library.hpp"
+#include "platform/probes/cufile_config.hpp"
+#include "platform/probes/nvidia_fs.hpp"
 
 namespace ferry::detail {
 namespace {
@@ -50,13 +49,11 @@ const GpuPlatform& process_gpu_platform() {
         return hint;
       },
       []() -> bool {
-        // RTLD_NOLOAD finds the driver only if something (Ferry, PyTorch, CuPy) already loaded it. Once
-        // loaded it stays (Ferry never unloads it), so the answer is kept and requests skip the loader lock.
+        // Whether something (Ferry, PyTorch, CuPy) loaded the driver already. Once loaded it stays (Ferry
+        // never unloads it), so the answer is kept and requests skip the loader's lock.
         static std::atomic<bool> loaded{false};
         if (loaded.load(std::memory_order_relaxed)) return true;
-        void* driver = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-        if (driver == nullptr) return false;
-        ::dlclose(driver);
+        if (!library_loaded("libcuda.so")) return false;
         loaded.store(true, std::memory_order_relaxed);
         return true;
       },

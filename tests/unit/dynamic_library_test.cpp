@@ -18,6 +18,16 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ferry::testing::StatusIs;
 
+// The check that decides whether a host read may ask the CUDA driver about its buffer: the C library is loaded
+// in every process, under its versioned file name; a stem alone, a longer name or an absent library is not.
+TEST(LibraryLoaded, FindsLoadedLibrariesByTheirFileStem) {
+  EXPECT_TRUE(library_loaded("libc.so"));  // libc.so.6
+  EXPECT_FALSE(library_loaded("libc.so.7"));
+  EXPECT_FALSE(library_loaded("libc.s"));  // "libc.so.6" goes on with 'o', not '.', after it
+  EXPECT_FALSE(library_loaded("libstdc"));  // "libstdc++.so.6": a stem is matched up to a dot
+  EXPECT_FALSE(library_loaded("libferry-no-such-library.so"));
+}
+
 class ListedSymbol : public ::testing::Test {
  protected:
   void SetUp() override {
