@@ -369,16 +369,7 @@ class File:
         self._check_open()
         b = _acquire(buf, for_read=True)
         n = _args.size(size, b.nbytes, self.path)
-        report = _progress.callback(progress, n, f"reading {os.path.basename(self.path)}")
-        if report is not None:
-            impl = self._impl.read_at_position(b, n)
-            _progress.wait_with_progress(impl, report, n)
-            got = int(impl.result())
-            self.last_report = Report._from_parts(impl.report())
-            return got
-        got, parts = self._impl.read_into(b, n)
-        self.last_report = Report._from_parts(parts)
-        return int(got)
+        return self._at_position(b, n, progress, "reading", self._impl.read_at_position, self._impl.read_into)
 
     def write(self, buf: Any, size: Optional[int] = None, *, progress: _progress.Progress = None) -> int:
         """Blocking write of ``size`` bytes (default: all of ``buf``) at the file position (at the end in
@@ -388,14 +379,20 @@ class File:
         self._check_open()
         b = _acquire(buf, for_read=False)
         n = _args.size(size, b.nbytes, self.path)
-        report = _progress.callback(progress, n, f"writing {os.path.basename(self.path)}")
+        return self._at_position(b, n, progress, "writing", self._impl.write_at_position, self._impl.write)
+
+    def _at_position(self, b: Any, n: int, progress: _progress.Progress, verb: str, with_future: Any,
+                     blocking: Any) -> int:
+        """A blocking read or write of ``n`` bytes at the file position: through a future the progress
+        display polls when there is one (``with_future``), else in one call (``blocking``)."""
+        report = _progress.callback(progress, n, f"{verb} {os.path.basename(self.path)}")
         if report is not None:
-            impl = self._impl.write_at_position(b, n)
+            impl = with_future(b, n)
             _progress.wait_with_progress(impl, report, n)
             got = int(impl.result())
             self.last_report = Report._from_parts(impl.report())
             return got
-        got, parts = self._impl.write(b, n)
+        got, parts = blocking(b, n)
         self.last_report = Report._from_parts(parts)
         return int(got)
 

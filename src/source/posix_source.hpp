@@ -40,7 +40,7 @@ class PosixSource : public Source {
   void read_batch(const SourceRequest& request, std::span<const TaskRead> reads, const char* route_label,
                   Report& report, std::span<Result<std::uint64_t>> results) override;
   std::optional<LocalFile> local_file() const override {
-    return LocalFile{fds_.buffered_fd(), fds_.direct_available() ? fds_.direct_fd() : -1};
+    return LocalFile{fds_.buffered_fd(), fds_.direct_fd()};  // direct_fd() is -1 where O_DIRECT was refused
   }
   const std::string& open_note() const override { return fds_.direct_note(); }
   Status close() override { return fds_.close(); }
