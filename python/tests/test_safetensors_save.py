@@ -402,9 +402,11 @@ def test_sigkill_at_random_moments_never_leaves_a_torn_or_missing_checkpoint(tmp
         assert visible == ["ckpt.safetensors"], f"run {run}: debris {visible}"
         hidden |= {n for n in left if n.startswith(".")}  # a leftover stays for every later run
     # Each kill lands somewhere in a save; most saves finished in between (the generations vary). A named
-    # temporary file can be left only by a kill between link and rename (microseconds; see docs).
+    # temporary file can be left only by a kill between link and rename (docs/safetensors.md): short, but
+    # the rename may wait for the file system's journal, and on the loaded 2-core CI machine 2 of 50 kills
+    # once landed there. A file named for the whole save (no O_TMPFILE) would be left by most kills.
     assert len(generations) > 5, generations
-    assert len(hidden) <= 1, f"{len(hidden)} hidden temporary files left by 50 kills: {sorted(hidden)}"
+    assert len(hidden) <= 3, f"{len(hidden)} hidden temporary files left by 50 kills: {sorted(hidden)}"
 
 
 # ------------------------------------------------------------------------------------- ENOSPC, for real
