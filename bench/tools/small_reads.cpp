@@ -3,6 +3,7 @@
 //
 //   ferry_small_reads FILE [--device N] [--sizes 4KiB,64KiB,1MiB,16MiB] [--in-flight 64] [--threads 16]
 //                     [--cache hot|cold] [--bytes-per-mode 2GiB] [--seed N] [--json-out F]
+//                     [--modes ferry,ferry-1,...] [--latency-requests 4000]
 //
 // Offsets are 4 KiB-aligned, uniformly random over FILE (the same sequence for every mode). Modes:
 //   ferry        File::pread of each request, `in-flight` outstanding (submitted from one thread)
@@ -62,7 +63,19 @@ struct Options {
   std::uint64_t bytes_per_mode = 2ull << 30;
   unsigned seed = 21;
   std::string json_out;
+  std::vector<std::string> modes;      // empty: every mode
+  std::uint64_t latency_requests = 4000;  // requests of the one-at-a-time modes
 };
+
+std::vector<std::string> split_list(const std::string& list) {
+  std::vector<std::string> items;
+  for (std::size_t at = 0; at < list.size();) {
+    std::size_t comma = list.find(',', at);
+    items.push_back(list.substr(at, comma - at));
+    at = comma == std::string::npos ? list.size() : comma + 1;
+  }
+  return items;
+}
 
 std::uint64_t size_arg(const std::string& text) {
   auto r = parse_size(text, "size");
@@ -81,13 +94,9 @@ Options parse(int argc, char** argv) {
     if (a == "--device") o.device = std::stoi(next());
     else if (a == "--sizes") {
       o.sizes.clear();
-      std::string list = next();
-      for (std::size_t at = 0; at < list.size();) {
-        std::size_t comma = list.find(',', at);
-        o.sizes.push_back(size_arg(list.substr(at, comma - at)));
-        at = comma == std::string::npos ? list.size() : comma + 1;
-      }
-    } else if (a == "--in-flight") o.in_flight = static_cast<unsigned>(std::stoul(next()));
+      for (const auto& item : split_list(next())) o.sizes.push_back(size_arg(item));
+    } else if (a == "--modes") o.modes = split_list(next());
+    else if (a == "--latency-requests") o.latency_requests = std::stoull(next()); else if (a == "--in-flight") o.in_flight = static_cast<unsigned>(std::stoul(next()));
     else if (a == "--threads") o.threads = static_cast<unsigned>(std::stoul(next()));
     else if (a == "--cache") o.cold = next() == "cold";
     else if (a == "--bytes-per-mode") o.bytes_per_mode = size_arg(next());
@@ -339,9 +348,10 @@ int main(int argc, char** argv) {
       });
     }
     for (auto& [name, run] : modes) {
+      if (!o.modes.empty() && std::find(o.modes.begin(), o.modes.end(), name) == o.modes.end()) continue;
       // One-at-a-time modes get fewer requests: latency, not throughput, is what they show.
       Plan q = p;
-      if (name.back() == '1') q.offsets.resize(std::min<std::size_t>(q.offsets.size(), 4000));
+      if (name.back() == '1') q.offsets.resize(std::min<std::size_t>(q.offsets.size(), o.latency_requests));
       ModeResult r = bench.measure(name, q, dev, run);
       double gbps = static_cast<double>(r.bytes) / r.seconds / 1e9;
       double mreq = static_cast<double>(r.requests) / r.seconds / 1e6;

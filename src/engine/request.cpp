@@ -32,12 +32,13 @@ std::shared_ptr<RequestState> RequestState::start(std::vector<Task> tasks, std::
   state->active_jobs_ = jobs;
   state->unclaimed_jobs_ = jobs;
   state->single_job_ = jobs == 1;
+  // The pool grows while jobs wait for a worker, up to `threads`: a two-task read needs two workers, and
+  // 64 one-task reads in flight need as many as `threads` allows.
   ThreadPool& pool = shared_pool();
-  pool.ensure_workers(jobs);  // a two-task read needs two workers, not `threads`
   for (unsigned j = 0; j < jobs; ++j) {
     pool.submit([state] {
       if (state->claim_job()) state->run_job(std::make_shared<Job>(), /*may_yield=*/true);
-    });
+    }, std::max(1u, threads));
   }
   return state;
 }

@@ -19,10 +19,13 @@ ThreadPool::~ThreadPool() {
 
 void ThreadPool::ensure_workers(std::size_t n) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (threads_.size() >= n) return;
+  if (threads_.size() < n) add_workers_locked(n - threads_.size());
+}
+
+void ThreadPool::add_workers_locked(std::size_t n) {
   SetupTimer timer(SetupStep::threads);
-  timer.set(n - threads_.size(), 0);
-  while (threads_.size() < n) threads_.emplace_back([this] { worker_loop(); });
+  timer.set(n, 0);
+  for (std::size_t i = 0; i < n; ++i) threads_.emplace_back([this] { worker_loop(); });
 }
 
 std::size_t ThreadPool::workers() const {
@@ -30,11 +33,12 @@ std::size_t ThreadPool::workers() const {
   return threads_.size();
 }
 
-void ThreadPool::submit(std::function<void()> job) {
+void ThreadPool::submit(std::function<void()> job, std::size_t grow_to) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     queue_.push_back(std::move(job));
     queued_.store(queue_.size(), std::memory_order_relaxed);
+    if (queue_.size() > idle_ && threads_.size() < grow_to) add_workers_locked(1);
   }
   wake_.notify_one();
 }
@@ -60,7 +64,9 @@ void ThreadPool::worker_loop() {
     std::function<void()> job;
     {
       std::unique_lock<std::mutex> lock(mutex_);
+      ++idle_;
       wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      --idle_;
       if (queue_.empty()) return;  // stopping and drained
       job = std::move(queue_.front());
       queue_.pop_front();

@@ -27,7 +27,9 @@ class ThreadPool {
   /// Grows the pool to at least `n` workers (it never shrinks while the process runs).
   void ensure_workers(std::size_t n);
   std::size_t workers() const;
-  void submit(std::function<void()> job);
+  /// Queues `job`. When more jobs wait than workers are idle, one more worker starts, up to `grow_to`
+  /// in all: requests in flight together spread over the workers, however few tasks each one has.
+  void submit(std::function<void()> job, std::size_t grow_to = 0);
   /// Runs one queued job on the calling thread. Returns false when the queue was empty.
   bool help_one();
   /// Jobs waiting for a worker now (a hint: it may change at once).
@@ -37,11 +39,13 @@ class ThreadPool {
 
  private:
   void worker_loop();
+  void add_workers_locked(std::size_t n);  // mutex_ held
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::function<void()>> queue_;
   std::atomic<std::size_t> queued_{0};  // queue_.size(), readable without the lock
   std::vector<std::thread> threads_;
+  std::size_t idle_ = 0;  // workers waiting for a job (guarded by mutex_)
   bool stopping_ = false;
 };
 

@@ -3,7 +3,8 @@
 // task boundaries and past the end of the file, duplicates, empty pieces, thousands of pieces; bad pieces
 // refused before any I/O with their index. Every byte checked, and the bytes around each destination.
 // Also the engine's sharing: a small request does not wait for a large one's tasks to drain, and a waiter
-// runs a one-task request itself when the pool is busy.
+// runs a one-task request itself when the pool is busy, and one-task requests in flight together run on as many
+// workers.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -18,6 +19,7 @@
 #include "file/file_state.hpp"
 #include "file/open_options.hpp"
 #include "platform/cuda/primary_context.hpp"
+#include "source/source.hpp"
 #include "support/fake_cuda.hpp"
 #include "support/fake_cufile.hpp"
 #include "support/fake_platform.hpp"
@@ -242,6 +244,47 @@ TEST_F(Batch, ASmallRequestDoesNotWaitForALargeOneToDrain) {
   EXPECT_FALSE(big.done()) << "the small request waited for the large one's 2048 tasks";
   ASSERT_THAT(big.get().status(), StatusIs(ErrorCode::ok));
   EXPECT_EQ(small, testing::pattern(12345, 4096));
+}
+
+// A source whose reads each wait until `together` of them run at once: reads that run one after another
+// never pass it.
+class GatedSource final : public detail::Source {
+ public:
+  explicit GatedSource(std::ptrdiff_t together) : gate_(together) {}
+  const std::string& name() const override { return name_; }
+  Result<detail::Extent> extent() const override { return detail::Extent{true, 1 << 20}; }
+  std::uint64_t task_alignment() const override { return 1; }
+  Result<std::uint64_t> read(const detail::SourceRequest&, const detail::Task& t, void* dst, const char*,
+                             Report&) override {
+    gate_.arrive_and_wait();
+    std::memset(dst, 0x5A, t.length);
+    return t.length;
+  }
+  Status write(const detail::SourceRequest&, const detail::Task&, const void*, const char*, Report&) override {
+    return Status(ErrorCode::failed_precondition, "read-only");
+  }
+  Status sync() override { return Status(); }
+  const std::string& open_note() const override { return note_; }
+  Status close() override { return Status(); }
+
+ private:
+  const std::string name_ = "gated", note_;
+  std::latch gate_;
+};
+
+TEST(EngineSharing, OneTaskRequestsInFlightSpreadOverTheWorkers) {
+  testing::Watchdog dog;  // with too few workers the reads wait for one another forever
+  // More reads at once than the pool has workers now (the pool is the process's, and never shrinks).
+  const unsigned together = static_cast<unsigned>(detail::shared_pool().workers()) + 4;
+  Config c;
+  c.set_threads(together);
+  auto f = detail::open_source(std::make_shared<GatedSource>(together), "r", c, detail::OpenOptions{});
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  std::vector<std::vector<std::uint8_t>> buffers(together, std::vector<std::uint8_t>(4096));
+  std::vector<Future> live;
+  for (unsigned i = 0; i < together; ++i) live.push_back(f->pread(buffers[i].data(), 4096, i * 4096ull));
+  for (auto& fut : live) ASSERT_THAT(fut.get().status(), StatusIs(ErrorCode::ok));
+  for (const auto& b : buffers) EXPECT_EQ(b, std::vector<std::uint8_t>(4096, 0x5A));
 }
 
 TEST_F(Batch, AWaiterRunsAOneTaskRequestItselfWhenThePoolIsBusy) {

@@ -1,10 +1,11 @@
-// ThreadPool: growing, running jobs, helping from the calling thread, draining on destruction.
+// ThreadPool: growing (on demand, up to a limit), running jobs, helping from the calling thread, draining on destruction.
 #include "engine/thread_pool.hpp"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <latch>
 #include <thread>
 
 namespace ferry::detail {
@@ -17,6 +18,32 @@ TEST(ThreadPool, GrowsButNeverShrinks) {
   EXPECT_EQ(pool.workers(), 3u);
   pool.ensure_workers(1);
   EXPECT_EQ(pool.workers(), 3u);
+}
+
+TEST(ThreadPool, GrowsWhileJobsWaitForAWorkerUpToTheLimit) {
+  ThreadPool pool;
+  std::latch all_running(4), release(1);
+  for (int i = 0; i < 4; ++i) {
+    pool.submit([&] {
+      all_running.count_down();
+      release.wait();
+    }, /*grow_to=*/4);
+  }
+  all_running.wait();  // four jobs at once: the pool grew to four workers (with one, this never returns)
+  EXPECT_EQ(pool.workers(), 4u);
+  pool.submit([] {}, /*grow_to=*/4);  // a fifth waits: the limit is four
+  EXPECT_EQ(pool.workers(), 4u);
+  release.count_down();
+}
+
+TEST(ThreadPool, AnIdleWorkerTakesTheNextJobWithoutGrowing) {
+  ThreadPool pool;
+  for (int i = 0; i < 200; ++i) {
+    std::latch ran(1);
+    pool.submit([&] { ran.count_down(); }, /*grow_to=*/8);
+    ran.wait();  // one job at a time: the one worker is idle again by the next submit (or soon after)
+  }
+  EXPECT_LE(pool.workers(), 2u) << "jobs one at a time need one worker (two if one was still finishing)";
 }
 
 TEST(ThreadPool, RunsEverySubmittedJobOnAWorker) {
