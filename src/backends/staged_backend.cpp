@@ -1,6 +1,8 @@
 // Staged workers: bounce buffers in rotation, copies overlapped with the next read.
 #include "backends/staged_backend.hpp"
 
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "backends/staging_pool.hpp"
@@ -73,6 +75,10 @@ class StagedWorker final : public RouteWorker {
         continue;
       }
       const std::size_t first = next;
+      if (Status marked = mark_last_copy(); !marked.ok()) {
+        for (std::size_t i = first; i < tasks.size(); ++i) results[i] = marked;
+        return;
+      }
       std::size_t slot = next_slot_;
       next_slot_ = (next_slot_ + 1) % kit_->buffers.size();
       if (Status waited = wait_slot(slot); !waited.ok()) {
@@ -106,6 +112,7 @@ class StagedWorker final : public RouteWorker {
     const CudaApi& api = *s_.target_.api;
     FERRY_RETURN_IF_ERROR(cuda_check(api, api.cuStreamSynchronize(kit_->stream),
                                      fmt::format("waiting for copies to GPU {}", s_.target_.device)));
+    unmarked_slot_.reset();  // the whole stream is done: no slot needs its own mark
     process_staging_pool().release(std::move(kit_));
     return Status();
   }
@@ -120,8 +127,20 @@ class StagedWorker final : public RouteWorker {
     return Status();
   }
 
+  // The event after the newest copy is recorded when the next piece begins (nothing else was queued on
+  // the stream in between, so it marks the same point), or never, when finish() waits for the whole
+  // stream: a one-piece request, the common small read, records none.
+  Status mark_last_copy() {
+    if (!unmarked_slot_) return Status();
+    const std::size_t slot = *unmarked_slot_;
+    unmarked_slot_.reset();
+    return cuda_check(*s_.target_.api, s_.target_.api->cuEventRecord(kit_->events[slot], kit_->stream),
+                      "cuEventRecord");
+  }
+
   Result<std::uint64_t> read_piece(const Task& piece, Report& report) {
     const CudaApi& api = *s_.target_.api;
+    FERRY_RETURN_IF_ERROR(mark_last_copy());
     std::size_t slot = next_slot_;
     next_slot_ = (next_slot_ + 1) % kit_->buffers.size();
     FERRY_RETURN_IF_ERROR(wait_slot(slot));
@@ -132,8 +151,8 @@ class StagedWorker final : public RouteWorker {
     FERRY_RETURN_IF_ERROR(cuda_check(api, api.cuMemcpyHtoDAsync_v2(dst, bounce, n, kit_->stream),
                                      fmt::format("copying {} bytes from file offset {} to GPU {}", n,
                                                  piece.file_offset, s_.target_.device)));
-    FERRY_RETURN_IF_ERROR(cuda_check(api, api.cuEventRecord(kit_->events[slot], kit_->stream), "cuEventRecord"));
     pending_[slot] = true;
+    unmarked_slot_ = slot;
     return n;
   }
 
@@ -186,6 +205,7 @@ class StagedWorker final : public RouteWorker {
   StagedBackend& s_;
   std::unique_ptr<StagingKit> kit_;
   std::vector<bool> pending_;
+  std::optional<std::size_t> unmarked_slot_;  // pending, its event not recorded yet (mark_last_copy)
   std::size_t next_slot_ = 0;
   std::uint64_t ramp_bytes_ = kFirstPieceBytes;  // the size of the next piece while the pipeline fills
 };

@@ -101,6 +101,7 @@ class RequestState {
   std::atomic<unsigned> active_jobs_{0};
   std::atomic<unsigned> unclaimed_jobs_{0};  // jobs no thread has begun
   bool single_job_ = false;
+  std::uint64_t pool_ticket_ = 0;  // a one-job request's job in the pool (set before start() returns)
   std::atomic<bool> failed_{false};
   std::atomic<std::uint64_t> bytes_done_{0};
   bool trace_tasks_ = false;  // an NVTX range around each task (Config::nvtx)

@@ -1,5 +1,7 @@
-// ThreadPool: a plain FIFO of jobs with lazily grown workers.
+// ThreadPool: a FIFO of jobs (each ready at once or after a grace period) with workers grown on demand.
 #include "engine/thread_pool.hpp"
+
+#include <algorithm>
 
 #include "base/setup_ledger.hpp"
 
@@ -33,22 +35,44 @@ std::size_t ThreadPool::workers() const {
   return threads_.size();
 }
 
-void ThreadPool::submit(std::function<void()> job, std::size_t grow_to) {
+std::uint64_t ThreadPool::submit(std::function<void()> job, std::size_t grow_to, std::chrono::microseconds grace) {
+  bool wake = true;
+  std::uint64_t ticket = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    queue_.push_back(std::move(job));
+    const Clock::time_point ready_at = grace.count() > 0 ? Clock::now() + grace : Clock::time_point::min();
+    ticket = ++last_ticket_;
+    queue_.push_back(Entry{std::move(job), ready_at, ticket});
     queued_.store(queue_.size(), std::memory_order_relaxed);
     if (queue_.size() > idle_ && threads_.size() < grow_to) add_workers_locked(1);
+    // A job that may wait needs no wake while a worker watches the clock: that worker takes it in time
+    // (every later job's time is later, the grace being the same). No wake is the point: a wake is a
+    // system call on the submitting thread, most of a small request's cost.
+    wake = grace.count() == 0 || !watching_;
   }
-  wake_.notify_one();
+  if (wake) wake_.notify_one();
+  return ticket;
+}
+
+void ThreadPool::withdraw(std::uint64_t ticket) {
+  std::function<void()> job;  // destroyed outside the lock: it may hold the last reference to its owner
+  std::lock_guard<std::mutex> lock(mutex_);
+  // From the back: the job withdrawn is most often the newest.
+  for (auto it = queue_.rbegin(); it != queue_.rend(); ++it) {
+    if (it->ticket != ticket) continue;
+    job = std::move(it->job);
+    queue_.erase(std::next(it).base());
+    queued_.store(queue_.size(), std::memory_order_relaxed);
+    return;
+  }
 }
 
 bool ThreadPool::help_one() {
   std::function<void()> job;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (queue_.empty()) return false;
-    job = std::move(queue_.front());
+    if (queue_.empty()) return false;  // a helper takes any job, ready or not: it waits for progress
+    job = std::move(queue_.front().job);
     queue_.pop_front();
     queued_.store(queue_.size(), std::memory_order_relaxed);
   }
@@ -60,19 +84,36 @@ bool ThreadPool::on_worker_thread() { return t_on_worker; }
 
 void ThreadPool::worker_loop() {
   t_on_worker = true;
+  std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    std::function<void()> job;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      ++idle_;
-      wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-      --idle_;
-      if (queue_.empty()) return;  // stopping and drained
-      job = std::move(queue_.front());
-      queue_.pop_front();
+    if (stopping_ && queue_.empty()) return;
+    const Clock::time_point now = Clock::now();
+    auto ready = std::find_if(queue_.begin(), queue_.end(),
+                              [&](const Entry& e) { return stopping_ || e.ready_at <= now; });
+    if (ready != queue_.end()) {
+      std::function<void()> job = std::move(ready->job);
+      queue_.erase(ready);
       queued_.store(queue_.size(), std::memory_order_relaxed);
+      // Jobs are left and nobody may be watching them (this worker may have been the watcher): hand the
+      // watch on before running, so that a long job here does not hold back a short one's time.
+      const bool hand_on = !queue_.empty() && !watching_;
+      lock.unlock();
+      if (hand_on) wake_.notify_one();
+      job();
+      lock.lock();
+      continue;
     }
-    job();
+    ++idle_;
+    if (queue_.empty() || watching_) {
+      wake_.wait(lock);
+    } else {  // only jobs in their grace period, and no watcher: watch until the first one's time
+      watching_ = true;
+      auto first = std::min_element(queue_.begin(), queue_.end(),
+                                    [](const Entry& a, const Entry& b) { return a.ready_at < b.ready_at; });
+      wake_.wait_until(lock, first->ready_at);
+      watching_ = false;
+    }
+    --idle_;
   }
 }
 

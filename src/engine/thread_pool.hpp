@@ -7,8 +7,10 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -29,8 +31,17 @@ class ThreadPool {
   std::size_t workers() const;
   /// Queues `job`. When more jobs wait than workers are idle, one more worker starts, up to `grow_to`
   /// in all: requests in flight together spread over the workers, however few tasks each one has.
-  void submit(std::function<void()> job, std::size_t grow_to = 0);
-  /// Runs one queued job on the calling thread. Returns false when the queue was empty.
+  /// With a `grace` period, no worker takes the job before it has waited that long (help_one() may): the
+  /// submitting thread, about to wait for it, runs it itself without a hand-off (the job must then find
+  /// itself taken and do nothing). Only the grace period of one submit() may be used by a pool's callers.
+  /// Returns the job's ticket, for withdraw().
+  std::uint64_t submit(std::function<void()> job, std::size_t grow_to = 0,
+                       std::chrono::microseconds grace = std::chrono::microseconds(0));
+  /// Takes the job of `ticket` off the queue if no thread has begun it (one run by its submitter instead
+  /// need not wake a worker later only to find it done).
+  void withdraw(std::uint64_t ticket);
+  /// Runs one queued job (ready or in its grace period) on the calling thread. Returns false when the
+  /// queue was empty.
   bool help_one();
   /// Jobs waiting for a worker now (a hint: it may change at once).
   std::size_t queued() const { return queued_.load(std::memory_order_relaxed); }
@@ -38,14 +49,22 @@ class ThreadPool {
   static bool on_worker_thread();
 
  private:
+  using Clock = std::chrono::steady_clock;
+  struct Entry {
+    std::function<void()> job;
+    Clock::time_point ready_at;  // no worker takes it earlier (min(): at once)
+    std::uint64_t ticket = 0;
+  };
   void worker_loop();
   void add_workers_locked(std::size_t n);  // mutex_ held
   mutable std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<std::function<void()>> queue_;
+  std::deque<Entry> queue_;
   std::atomic<std::size_t> queued_{0};  // queue_.size(), readable without the lock
   std::vector<std::thread> threads_;
-  std::size_t idle_ = 0;  // workers waiting for a job (guarded by mutex_)
+  std::size_t idle_ = 0;     // workers waiting for a job (guarded by mutex_)
+  bool watching_ = false;
+  std::uint64_t last_ticket_ = 0;  // (guarded by mutex_)    // a worker waits for the first job's grace period to end (guarded by mutex_)
   bool stopping_ = false;
 };
 

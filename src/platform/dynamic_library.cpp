@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <link.h>
 
+#include <cstddef>
 #include <string_view>
 
 namespace ferry::detail {
@@ -34,6 +35,19 @@ bool library_loaded(std::string_view stem) {
     return same ? 1 : 0;  // non-zero stops the walk and is dl_iterate_phdr's answer
   };
   return dl_iterate_phdr(visit, &stem) != 0;
+}
+
+std::uint64_t loaded_libraries_version() {
+  std::uint64_t version = 0;
+  auto first = [](dl_phdr_info* info, std::size_t size, void* data) -> int {
+    // dlpi_adds and dlpi_subs count every load and unload since the process began (glibc 2.4 and later).
+    if (size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs)) {
+      *static_cast<std::uint64_t*>(data) = info->dlpi_adds + info->dlpi_subs;
+    }
+    return 1;  // the first object says it: stop
+  };
+  dl_iterate_phdr(first, &version);
+  return version;
 }
 
 Result<void*> find_symbol(void* handle, const char* library, const char* symbol) {

@@ -23,6 +23,10 @@ namespace ferry::detail {
 /// the library path each time it found nothing (20-50 us for every host read of a process without CUDA).
 bool library_loaded(std::string_view stem);
 
+/// A number that changes whenever the process loads or unloads a shared object (0 if the loader cannot
+/// say): an answer of library_loaded() holds while it stays the same.
+std::uint64_t loaded_libraries_version();
+
 /// dlsym()s `symbol` from `handle`, clearing dlerror() first. Errors: unavailable, naming the library, the
 /// symbol and dlerror()'s text.
 [[nodiscard]] Result<void*> find_symbol(void* handle, const char* library, const char* symbol);

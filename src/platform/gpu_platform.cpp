@@ -51,9 +51,16 @@ const GpuPlatform& process_gpu_platform() {
       []() -> bool {
         // Whether something (Ferry, PyTorch, CuPy) loaded the driver already. Once loaded it stays (Ferry
         // never unloads it), so the answer is kept and requests skip the loader's lock.
+        // A "no" holds until the next library load: a CPU-only process asks once, not per request.
         static std::atomic<bool> loaded{false};
+        static std::atomic<std::uint64_t> absent_in{0};  // loaded_libraries_version() + 1 when it was not
         if (loaded.load(std::memory_order_relaxed)) return true;
-        if (!library_loaded("libcuda.so")) return false;
+        const std::uint64_t version = loaded_libraries_version();
+        if (version != 0 && absent_in.load(std::memory_order_relaxed) == version + 1) return false;
+        if (!library_loaded("libcuda.so")) {
+          absent_in.store(version + 1, std::memory_order_relaxed);
+          return false;
+        }
         loaded.store(true, std::memory_order_relaxed);
         return true;
       },

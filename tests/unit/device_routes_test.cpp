@@ -93,6 +93,30 @@ TEST_F(DeviceRoutes, StagedReadIsByteExactWithDeferredCopies) {
   EXPECT_GT(testing::fake_cuda_counters().htod_async_copies, 20u * 4);
 }
 
+// A small read's fixed cost: a one-piece request records no event (its worker waits for the whole stream
+// at the end); a worker's pieces after the first record one each, for the slot the next piece may reuse.
+TEST_F(DeviceRoutes, StagedReadsRecordAnEventOnlyWhereABounceBufferIsReused) {
+  testing::fake_cuda_script().copy_mode = FakeCopyMode::deferred;
+  Config c = config(CompatMode::on);
+  c.set_threads(1).set_bounce_buffer_size(16 * 1024);
+  std::vector<std::uint8_t> got;
+  auto r = read_to_device(c, kTask, 4096, 100, &got);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(testing::fake_cuda_counters().events_recorded, 0u);
+  EXPECT_EQ(0, std::memcmp(got.data(), testing::pattern(100, 4096).data(), 4096));
+  EXPECT_EQ(got[4096], 0xA5);
+
+  detail::process_staging_pool().clear();
+  testing::reset_fake_cuda();
+  testing::fake_cuda_script().copy_mode = FakeCopyMode::deferred;
+  const std::uint64_t size = 3 * kTask;  // 3 aligned tasks of 4 pieces of 16 KiB on one worker, two bounce buffers
+  r = read_to_device(c, size + 10, size, 0, &got);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(testing::fake_cuda_counters().events_recorded, 11u);
+  EXPECT_EQ(0, std::memcmp(got.data(), testing::pattern(0, size).data(), size));
+  EXPECT_EQ(got[size], 0xA5);
+}
+
 TEST_F(DeviceRoutes, StagedReadStopsAtEndOfFileWithoutWritingPastIt) {
   std::vector<std::uint8_t> got;
   auto r = read_to_device(config(CompatMode::on), 3 * kTask + 5, 10 * kTask, kTask, &got);

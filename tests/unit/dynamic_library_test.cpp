@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "support/status_matchers.hpp"
@@ -26,6 +27,22 @@ TEST(LibraryLoaded, FindsLoadedLibrariesByTheirFileStem) {
   EXPECT_FALSE(library_loaded("libc.s"));  // "libc.so.6" goes on with 'o', not '.', after it
   EXPECT_FALSE(library_loaded("libstdc"));  // "libstdc++.so.6": a stem is matched up to a dot
   EXPECT_FALSE(library_loaded("libferry-no-such-library.so"));
+}
+
+// The cache of a "not loaded" answer is keyed on this version: it must move when a library comes in.
+TEST(LibraryLoaded, TheLoadedLibrariesVersionMovesWhenALibraryIsLoaded) {
+  const std::uint64_t before = loaded_libraries_version();
+  ASSERT_NE(before, 0u) << "the loader gives no load counts here";
+  EXPECT_EQ(loaded_libraries_version(), before);  // nothing loaded in between
+  for (const char* name : {"libutil.so.1", "libanl.so.1", "libnss_files.so.2", "libBrokenLocale.so.1"}) {
+    std::string stem(name, std::string_view(name).find(".so") + 3);
+    if (library_loaded(stem)) continue;
+    if (!open_dynamic_library(name).ok()) continue;
+    EXPECT_TRUE(library_loaded(stem));
+    EXPECT_NE(loaded_libraries_version(), before) << name << " was loaded";
+    return;
+  }
+  GTEST_SKIP() << "no small system library that this process has not loaded yet could be loaded";
 }
 
 class ListedSymbol : public ::testing::Test {

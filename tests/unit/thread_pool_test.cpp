@@ -1,4 +1,4 @@
-// ThreadPool: growing (on demand, up to a limit), running jobs, helping from the calling thread, draining on destruction.
+// ThreadPool: growing (on demand, up to a limit), jobs with a grace period and withdrawn jobs, running jobs, helping from the calling thread, draining on destruction.
 #include "engine/thread_pool.hpp"
 
 #include <gtest/gtest.h>
@@ -44,6 +44,52 @@ TEST(ThreadPool, AnIdleWorkerTakesTheNextJobWithoutGrowing) {
     ran.wait();  // one job at a time: the one worker is idle again by the next submit (or soon after)
   }
   EXPECT_LE(pool.workers(), 2u) << "jobs one at a time need one worker (two if one was still finishing)";
+}
+
+// The grace period: workers leave the job alone for that long, and then run it with nobody asking.
+TEST(ThreadPool, AJobInItsGracePeriodWaitsForItsTimeThenAWorkerRunsIt) {
+  using namespace std::chrono;
+  ThreadPool pool;
+  pool.ensure_workers(2);
+  std::atomic<bool> ran{false}, on_worker{false};
+  const auto submitted = steady_clock::now();
+  pool.submit([&] {
+    on_worker = ThreadPool::on_worker_thread();
+    ran = true;
+  }, 0, milliseconds(300));
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_FALSE(ran.load()) << "a worker took the job inside its grace period";
+  while (!ran.load() && steady_clock::now() - submitted < seconds(20)) std::this_thread::sleep_for(milliseconds(1));
+  ASSERT_TRUE(ran.load()) << "nobody ran the job after its grace period";
+  EXPECT_GE(steady_clock::now() - submitted, milliseconds(300));
+  EXPECT_TRUE(on_worker.load());
+}
+
+TEST(ThreadPool, AJobInItsGracePeriodHoldsNoOtherJobBack) {
+  using namespace std::chrono;
+  ThreadPool pool;
+  pool.ensure_workers(1);
+  std::latch later(1), now(1);
+  pool.submit([&] { later.count_down(); }, 0, seconds(2));
+  const auto submitted = steady_clock::now();
+  pool.submit([&] { now.count_down(); });
+  now.wait();
+  EXPECT_LT(steady_clock::now() - submitted, seconds(2)) << "the ready job waited behind the waiting one";
+  later.wait();
+}
+
+TEST(ThreadPool, AWithdrawnJobNeverRunsAndHelpersTakeWaitingJobs) {
+  using namespace std::chrono;
+  ThreadPool pool;  // no workers: only help_one runs anything
+  std::atomic<int> ran{0};
+  const std::uint64_t withdrawn = pool.submit([&] { ran += 100; }, 0, seconds(10));
+  pool.submit([&] { ran += 1; }, 0, seconds(10));
+  pool.withdraw(withdrawn);
+  pool.withdraw(withdrawn);  // twice, or after it ran: nothing happens
+  EXPECT_EQ(pool.queued(), 1u);
+  EXPECT_TRUE(pool.help_one()) << "a helper takes a job in its grace period";
+  EXPECT_FALSE(pool.help_one());
+  EXPECT_EQ(ran.load(), 1);
 }
 
 TEST(ThreadPool, RunsEverySubmittedJobOnAWorker) {
