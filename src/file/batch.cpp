@@ -94,9 +94,13 @@ Future FileState::submit_batch(std::span<const Piece> pieces) {
   auto plan = route_for(*this, Direction::read, pieces[first_piece].buffer, pieces[first_piece].size);
   if (!plan.ok()) return fail(piece_error(plan.status(), first_piece, pieces.size()));
   if (Status s = check_piece_memory(*plan, pieces.subspan(first_piece), path); !s.ok()) return fail(s);
-  // A worker takes as many tasks as one bounce buffer holds, so that small pieces are packed.
+  // A worker takes as many tasks as one bounce buffer holds, so that small pieces are packed, but no more
+  // than its share: 8,192 pieces of 4 KiB in 4 MiB fills kept 8 of 16 workers busy (2.4 M pieces/s on the
+  // H200 machine, where its 16 threads pread 5.6 M/s).
   const std::uint64_t per_fill = config.bounce_buffer_size() / largest;
-  const unsigned pack = static_cast<unsigned>(std::clamp<std::uint64_t>(per_fill, 1, 16384));
+  const std::uint64_t threads = source->parallel_tasks() != 0 ? source->parallel_tasks() : config.threads();
+  const std::uint64_t share = (tasks.size() + threads - 1) / threads;
+  const unsigned pack = static_cast<unsigned>(std::clamp<std::uint64_t>(std::min(per_fill, share), 1, 16384));
   auto stop = std::make_shared<std::atomic<bool>>(false);
   SourceRequest request{Direction::read, *e, bytes, stop};
   auto backend = make_batch_backend(*this, request, std::move(*plan), pack);

@@ -23,6 +23,7 @@
 #include "support/fake_cuda.hpp"
 #include "support/fake_cufile.hpp"
 #include "support/fake_platform.hpp"
+#include "support/memory_source.hpp"
 #include "support/status_matchers.hpp"
 #include "support/test_files.hpp"
 #include "support/watchdog.hpp"
@@ -149,6 +150,32 @@ TEST_F(Batch, DevicePiecesArePackedAndMovedOneCopyPerRun) {
   EXPECT_TRUE(holds(pieces, dev, kPieces * 4096 + 4096));
   // 16 pieces of 4 KiB fill a 64 KiB bounce buffer: about kPieces / 16 copies, never one per piece.
   EXPECT_LE(testing::fake_cuda_counters().htod_async_copies, kPieces / 16 + 3 * 3);
+  testing::fake_cuda_free(dev);
+}
+
+// A batch smaller than the workers' bounce buffers would fill is shared among them: each takes its share
+// of the pieces, not one buffer's worth (which left most workers idle).
+TEST_F(Batch, EveryWorkerTakesItsShareOfASmallBatch) {
+  testing::Watchdog dog;
+  constexpr std::size_t kPieces = 64;
+  auto source = std::make_shared<testing::MemorySource>("memory", testing::pattern(0, kPieces * 4096));
+  source->depth = 1024;  // the source takes whatever batch a worker hands it
+  Config c;
+  c.set_compat_mode(CompatMode::on).set_bounce_buffer_size(1 << 20).set_threads(4);  // 256 pieces per fill
+  detail::OpenOptions o;
+  o.gpu = &testing::fake_gpu_platform();
+  auto f = detail::open_source(source, "r", c, o);
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  auto* dev = static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(kPieces * 4096));
+  std::memset(dev, kPoison, kPieces * 4096);
+  std::vector<Piece> pieces;
+  for (std::size_t i = 0; i < kPieces; ++i) pieces.push_back(Piece{dev + i * 4096, 4096, (kPieces - 1 - i) * 4096});
+  auto r = f->pread_batch(pieces).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_LE(source->largest_batch, kPieces / 4) << "one worker took more than its share of 64 pieces over 4 threads";
+  for (std::size_t i = 0; i < kPieces; ++i) {
+    ASSERT_EQ(0, std::memcmp(dev + i * 4096, testing::pattern((kPieces - 1 - i) * 4096, 4096).data(), 4096)) << i;
+  }
   testing::fake_cuda_free(dev);
 }
 
