@@ -40,7 +40,12 @@ std::uint64_t ThreadPool::submit(std::function<void()> job, std::size_t grow_to,
   std::uint64_t ticket = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    const Clock::time_point ready_at = grace.count() > 0 ? Clock::now() + grace : Clock::time_point::min();
+    const Clock::time_point now = Clock::now();
+    const Clock::time_point ready_at = grace.count() > 0 ? now + grace : Clock::time_point::min();
+    if (grace.count() > 0) {
+      last_grace_submit_ = now;
+      last_grace_ = grace;
+    }
     ticket = ++last_ticket_;
     queue_.push_back(Entry{std::move(job), ready_at, ticket});
     queued_.store(queue_.size(), std::memory_order_relaxed);
@@ -104,13 +109,21 @@ void ThreadPool::worker_loop() {
       continue;
     }
     ++idle_;
-    if (queue_.empty() || watching_) {
+    // With jobs in their grace period, or shortly after the last one came, one worker watches the clock:
+    // until the first one's time, or (lingering) a grace period at a time. A steady stream of one-at-a-time
+    // requests then never needs a wake from its submitter.
+    const bool lingering = now < last_grace_submit_ + kWatchLinger;
+    if (watching_ || (queue_.empty() && !lingering)) {
       wake_.wait(lock);
-    } else {  // only jobs in their grace period, and no watcher: watch until the first one's time
+    } else {
       watching_ = true;
-      auto first = std::min_element(queue_.begin(), queue_.end(),
-                                    [](const Entry& a, const Entry& b) { return a.ready_at < b.ready_at; });
-      wake_.wait_until(lock, first->ready_at);
+      Clock::time_point until = now + last_grace_;
+      if (!queue_.empty()) {
+        until = std::min_element(queue_.begin(), queue_.end(), [](const Entry& a, const Entry& b) {
+                  return a.ready_at < b.ready_at;
+                })->ready_at;
+      }
+      wake_.wait_until(lock, until);
       watching_ = false;
     }
     --idle_;

@@ -62,9 +62,14 @@ class ThreadPool {
   std::deque<Entry> queue_;
   std::atomic<std::size_t> queued_{0};  // queue_.size(), readable without the lock
   std::vector<std::thread> threads_;
-  std::size_t idle_ = 0;     // workers waiting for a job (guarded by mutex_)
-  bool watching_ = false;
-  std::uint64_t last_ticket_ = 0;  // (guarded by mutex_)    // a worker waits for the first job's grace period to end (guarded by mutex_)
+  // Guarded by mutex_:
+  std::size_t idle_ = 0;        // workers waiting for a job
+  bool watching_ = false;       // a worker waits for the first job's grace period to end
+  std::uint64_t last_ticket_ = 0;
+  // How long a watcher stays after the last job with a grace period came.
+  static constexpr std::chrono::milliseconds kWatchLinger{2};
+  Clock::time_point last_grace_submit_{};
+  std::chrono::microseconds last_grace_{0};
   bool stopping_ = false;
 };
 
