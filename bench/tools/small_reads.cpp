@@ -12,6 +12,7 @@
 //   batch        File::pread_batch: pieces of 64 MiB batches into one contiguous buffer, 2 batches in flight
 //   plain        `threads` threads, each: pread into its pinned buffer, cuMemcpyHtoDAsync, cuStreamSynchronize
 //   plain-1      the same on one thread (latency)
+//   pageable-1   plain-1 from a pageable buffer (the driver's own path for small pageable copies)
 //   raw-host     cold only: `threads` threads of O_DIRECT preads into host memory (the disk's rate at that depth)
 // Each mode is then run again, not timed, checking every byte: each window of requests lands in its own
 // slots of the device buffer, is copied back and compared with what an independent pread of FILE says.
@@ -327,6 +328,19 @@ int main(int argc, char** argv) {
     };
     modes.emplace_back("plain", plain(o.threads));
     modes.emplace_back("plain-1", plain(1));
+    // The same loop from pageable memory: whether the driver's own path for small pageable copies beats
+    // a pinned buffer's copy-engine operation one request at a time.
+    modes.emplace_back("pageable-1", [&](const Plan& pl, std::size_t first, std::size_t count, bool) {
+      std::vector<char> host(pl.size);
+      CUstream s = nullptr;
+      (void)api->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+      for (std::size_t i = first; i < first + count; ++i) {
+        if (::pread(f.fileno(), host.data(), pl.size, static_cast<off_t>(pl.offsets[i])) != static_cast<ssize_t>(pl.size)) die("pread");
+        (void)api->cuMemcpyHtoDAsync_v2(reinterpret_cast<CUdeviceptr>(slot(i - first)), host.data(), pl.size, s);
+        (void)api->cuStreamSynchronize(s);
+      }
+      (void)api->cuStreamDestroy_v2(s);
+    });
     if (o.cold) {
       modes.emplace_back("raw-host", [&](const Plan& pl, std::size_t first, std::size_t count, bool verify) {
         if (verify) {  // the host read is the reference itself: land it on the device to check it too
