@@ -111,7 +111,7 @@ class StagedWorker final : public RouteWorker {
   Status finish(Report& /*report*/) override {
     const CudaApi& api = *s_.target_.api;
     FERRY_RETURN_IF_ERROR(cuda_check(api, api.cuStreamSynchronize(kit_->stream),
-                                     fmt::format("waiting for copies to GPU {}", s_.target_.device)));
+                                     [&] { return fmt::format("waiting for copies to GPU {}", s_.target_.device); }));
     unmarked_slot_.reset();  // the whole stream is done: no slot needs its own mark
     process_staging_pool().release(std::move(kit_));
     return Status();
@@ -149,8 +149,10 @@ class StagedWorker final : public RouteWorker {
     if (n == 0) return n;
     CUdeviceptr dst = s_.target_.base + piece.buffer_offset;
     FERRY_RETURN_IF_ERROR(cuda_check(api, api.cuMemcpyHtoDAsync_v2(dst, bounce, n, kit_->stream),
-                                     fmt::format("copying {} bytes from file offset {} to GPU {}", n,
-                                                 piece.file_offset, s_.target_.device)));
+                                     [&] {
+                                       return fmt::format("copying {} bytes from file offset {} to GPU {}", n,
+                                                          piece.file_offset, s_.target_.device);
+                                     }));
     pending_[slot] = true;
     unmarked_slot_ = slot;
     return n;
@@ -161,8 +163,10 @@ class StagedWorker final : public RouteWorker {
     void* bounce = kit_->buffers[0];
     CUdeviceptr src = s_.target_.base + piece.buffer_offset;
     FERRY_RETURN_IF_ERROR(cuda_check(api, api.cuMemcpyDtoHAsync_v2(bounce, src, piece.length, kit_->stream),
-                                     fmt::format("copying {} bytes from GPU {} for file offset {}", piece.length,
-                                                 s_.target_.device, piece.file_offset)));
+                                     [&] {
+                                       return fmt::format("copying {} bytes from GPU {} for file offset {}",
+                                                          piece.length, s_.target_.device, piece.file_offset);
+                                     }));
     FERRY_RETURN_IF_ERROR(cuda_check(api, api.cuStreamSynchronize(kit_->stream), "cuStreamSynchronize"));
     FERRY_RETURN_IF_ERROR(s_.source_->write(s_.request_, piece, bounce, "staged", report));
     return piece.length;
@@ -191,8 +195,10 @@ class StagedWorker final : public RouteWorker {
         ++i;
       }
       Status copied = cuda_check(api, api.cuMemcpyHtoDAsync_v2(dst, src, bytes, kit_->stream),
-                                 fmt::format("copying {} bytes of {} pieces to GPU {}", bytes, i - begin,
-                                             s_.target_.device));
+                                 [&] {
+                                   return fmt::format("copying {} bytes of {} pieces to GPU {}", bytes, i - begin,
+                                                      s_.target_.device);
+                                 });
       if (!copied.ok()) {
         for (std::size_t k = begin; k < i; ++k) got[k] = copied;
       }

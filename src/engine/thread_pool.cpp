@@ -45,6 +45,7 @@ std::uint64_t ThreadPool::submit(std::function<void()> job, std::size_t grow_to,
     if (grace.count() > 0) {
       last_grace_submit_ = now;
       last_grace_ = grace;
+      ++waiting_out_grace_;
     }
     ticket = ++last_ticket_;
     queue_.push_back(Entry{std::move(job), ready_at, ticket});
@@ -65,6 +66,7 @@ void ThreadPool::withdraw(std::uint64_t ticket) {
   // From the back: the job withdrawn is most often the newest.
   for (auto it = queue_.rbegin(); it != queue_.rend(); ++it) {
     if (it->ticket != ticket) continue;
+    if (it->ready_at != Clock::time_point::min()) --waiting_out_grace_;
     job = std::move(it->job);
     queue_.erase(std::next(it).base());
     queued_.store(queue_.size(), std::memory_order_relaxed);
@@ -77,6 +79,7 @@ bool ThreadPool::help_one() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (queue_.empty()) return false;  // a helper takes any job, ready or not: it waits for progress
+    if (queue_.front().ready_at != Clock::time_point::min()) --waiting_out_grace_;
     job = std::move(queue_.front().job);
     queue_.pop_front();
     queued_.store(queue_.size(), std::memory_order_relaxed);
@@ -96,12 +99,14 @@ void ThreadPool::worker_loop() {
     auto ready = std::find_if(queue_.begin(), queue_.end(),
                               [&](const Entry& e) { return stopping_ || e.ready_at <= now; });
     if (ready != queue_.end()) {
+      if (ready->ready_at != Clock::time_point::min()) --waiting_out_grace_;
       std::function<void()> job = std::move(ready->job);
       queue_.erase(ready);
       queued_.store(queue_.size(), std::memory_order_relaxed);
-      // Jobs are left and nobody may be watching them (this worker may have been the watcher): hand the
-      // watch on before running, so that a long job here does not hold back a short one's time.
-      const bool hand_on = !queue_.empty() && !watching_;
+      // Jobs in their grace period are left and nobody watches them (this worker may have been the
+      // watcher): hand the watch on before running, so that a long job here does not hold back a short
+      // one's time. (Ready jobs need no hand-on: each submit() woke a worker for its own.)
+      const bool hand_on = waiting_out_grace_ > 0 && !watching_;
       lock.unlock();
       if (hand_on) wake_.notify_one();
       job();

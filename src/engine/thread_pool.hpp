@@ -65,6 +65,7 @@ class ThreadPool {
   // Guarded by mutex_:
   std::size_t idle_ = 0;        // workers waiting for a job
   bool watching_ = false;       // a worker waits for the first job's grace period to end
+  std::size_t waiting_out_grace_ = 0;  // entries submitted with a grace period (ready or not yet)
   std::uint64_t last_ticket_ = 0;
   // How long a watcher stays after the last job with a grace period came.
   static constexpr std::chrono::milliseconds kWatchLinger{2};

@@ -6,6 +6,7 @@
 // Thread safety: a loaded table is immutable; the driver functions themselves are thread-safe.
 #pragma once
 
+#include <concepts>
 #include <string>
 #include <string_view>
 
@@ -53,5 +54,12 @@ std::string cuda_error_text(const CudaApi& api, CUresult result);
 /// invalid handle or context (Ferry manages those); unavailable for driver, device and memory exhaustion
 /// problems; io_error for everything else (illegal address, ...).
 Status cuda_check(const CudaApi& api, CUresult result, std::string_view what);
+/// The same, with the description made only on failure: calls on a request's path must not format
+/// (or allocate) a message for each success.
+template <std::invocable Describe>
+Status cuda_check(const CudaApi& api, CUresult result, Describe&& describe) {
+  if (result == CUDA_SUCCESS) return Status();
+  return cuda_check(api, result, std::string_view(describe()));
+}
 
 }  // namespace ferry::detail

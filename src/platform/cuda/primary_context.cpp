@@ -98,7 +98,8 @@ Status make_current(const CudaApi& api, int device) {
   CUcontext current = nullptr;
   FERRY_RETURN_IF_ERROR(cuda_check(api, api.cuCtxGetCurrent(&current), "cuCtxGetCurrent"));
   if (current == context) return Status();
-  return cuda_check(api, api.cuCtxSetCurrent(context), "cuCtxSetCurrent for device " + std::to_string(device));
+  return cuda_check(api, api.cuCtxSetCurrent(context),
+                    [&] { return "cuCtxSetCurrent for device " + std::to_string(device); });
 }
 
 ScopedDeviceContext::ScopedDeviceContext(const CudaApi& api, int device) : api_(api) {
@@ -110,7 +111,8 @@ ScopedDeviceContext::ScopedDeviceContext(const CudaApi& api, int device) : api_(
     return;
   }
   if (*context == previous_) return;
-  status_ = cuda_check(api_, api_.cuCtxSetCurrent(*context), "cuCtxSetCurrent for device " + std::to_string(device));
+  status_ = cuda_check(api_, api_.cuCtxSetCurrent(*context),
+                       [&] { return "cuCtxSetCurrent for device " + std::to_string(device); });
   restore_ = status_.ok();
 }
 
