@@ -4,6 +4,7 @@
 #include "ferry/config.hpp"
 #include "ferry/direction.hpp"
 #include "ferry/file.hpp"
+#include "ferry/memory.hpp"
 #include "ferry/page_cache.hpp"
 #include "ferry/remote.hpp"
 #include "ferry/route.hpp"

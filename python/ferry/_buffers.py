@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional, Tuple
 
-from . import _cuda
 from ._errors import InvalidBufferError
-from ._ferry import Buffer
+from ._ferry import Buffer, describe_memory, synchronize_stream
 
 __all__ = ["acquire"]
 
@@ -41,11 +40,16 @@ def _check_device_pointer(obj: Any, address: int, claimed_device: int, nbytes: i
     if nbytes == 0:
         return _DL_CUDA, max(claimed_device, 0)
     try:
-        kind, ordinal = _cuda.pointer_info(address)
-    except _cuda.CudaError as e:
+        kind, ordinal, start, size = describe_memory(address)
+    except OSError as e:  # no usable driver, or the driver's own failure (a ferry.FerryError)
         raise InvalidBufferError(
             f"{_what(obj)} says its memory at {address:#x} is CUDA memory, but CUDA does not know it: {e}"
         ) from None
+    if kind == "host-pageable":
+        raise InvalidBufferError(
+            f"{_what(obj)} says its memory at {address:#x} is CUDA memory, but CUDA does not know it (the "
+            "driver has never seen that address)"
+        )
     if claimed_device >= 0 and ordinal >= 0 and ordinal != claimed_device:
         raise InvalidBufferError(
             f"{_what(obj)} says it lives on cuda:{claimed_device}, but its pointer {address:#x} is on cuda:{ordinal}"
@@ -53,28 +57,21 @@ def _check_device_pointer(obj: Any, address: int, claimed_device: int, nbytes: i
     dl = {"device": _DL_CUDA, "managed": _DL_CUDA_MANAGED, "host-pinned": _DL_CUDA_HOST}.get(kind)
     if dl is None:
         raise InvalidBufferError(f"{_what(obj)}: CUDA reports {kind} for {address:#x}, which Ferry cannot use")
-    if kind in ("device", "managed"):
-        # The size a producer claims is not proof: the whole range must lie in one live allocation.
-        try:
-            start, size = _cuda.allocation_range(address)
-        except _cuda.CudaError as e:
-            raise InvalidBufferError(
-                f"{_what(obj)}: could not ask CUDA which allocation holds {address:#x}: {e}"
-            ) from None
-        if size and (address < start or address + nbytes > start + size):
-            usable = max(0, start + size - address)
-            raise InvalidBufferError(
-                f"{_what(obj)} says it holds {nbytes} bytes at {address:#x} on cuda:{ordinal}, but the driver says "
-                f"the allocation holding that address is {size} bytes at {start:#x}: only {usable} bytes from the "
-                "pointer are usable"
-            )
+    # The size a producer claims is not proof: the whole range must lie in one live allocation.
+    if kind in ("device", "managed") and size and (address < start or address + nbytes > start + size):
+        usable = max(0, start + size - address)
+        raise InvalidBufferError(
+            f"{_what(obj)} says it holds {nbytes} bytes at {address:#x} on cuda:{ordinal}, but the driver says "
+            f"the allocation holding that address is {size} bytes at {start:#x}: only {usable} bytes from the "
+            "pointer are usable"
+        )
     return dl, ordinal
 
 
 def _sync(obj: Any, stream: int, device: int) -> None:
     try:
-        _cuda.stream_synchronize(stream, device)
-    except _cuda.CudaError as e:
+        synchronize_stream(stream, device)
+    except OSError as e:
         raise InvalidBufferError(f"could not wait for the stream {_what(obj)} named: {e}") from None
 
 

@@ -20,6 +20,7 @@
 #include <pybind11/stl.h>
 
 #include "buffers.hpp"
+#include "cuda_bindings.hpp"
 #include "errors.hpp"
 #include "safetensors_bindings.hpp"
 #include "save_bindings.hpp"
@@ -554,6 +555,7 @@ PYBIND11_MODULE(_ferry, m) {
     throw py::value_error("unknown error code " + code);
   }, py::arg("code"), py::arg("message"), py::arg("errno") = 0, py::arg("path") = "");
 
+  register_cuda(m);
   register_safetensors(m);
   register_safetensors_save(m);
   m.def("remote_unavailable_reason", &remote::unavailable_reason);

@@ -228,9 +228,9 @@ def test_read_async_without_a_stream_argument_is_a_type_error(make_file):
 
 
 def test_read_async_without_cuda_reports_in_its_future(make_file):
-    from ferry import _cuda
+    from ferry._ferry import cuda_driver_error
 
-    if _cuda.driver_error() is None:
+    if cuda_driver_error() is None:
         pytest.skip("a CUDA driver is usable here: covered by test_issue_13_gpu.py")
     path, _ = make_file(16)
     with ferry.open(path) as f:
