@@ -11,6 +11,7 @@
 #   test         GPU tests (C++: issue 9's failures, the stress run on every GPU, GPU 1 while GPU 0 is
 #                current) and the CPU unit tests (about 90 s on the H200 machine)
 #   pytest       the whole Python suite, GPU tests for real (more than 5 minutes on the H200 machine)
+#   pytest-gpu   only the Python tests that need a GPU (*_gpu.py, batches, models, buffer errors; ~2 min)
 #   matrix       the forced-route matrix (scripts/gpu-route-matrix.sh)
 #   doctor       ferry doctor with and without the udev record
 #   reads        timed reads of an 8 GiB file, hot and cold
@@ -138,6 +139,15 @@ PY
     PYTHONPATH="$build/python" FERRY_CLI="$ferry" $python -m pytest python/tests -v -rfEs -p no:cacheprovider \
       --durations=15 --basetemp="$build/python/pytest-tmp" > "$out/pytest.log" 2>&1
     grep -E " FAILED| ERROR|passed|failed" "$out/pytest.log" | tail -15
+    ;;
+  pytest-gpu)
+    # The Python tests that need the GPU (buffers, streams, batches, saves, models), about 2 minutes: the
+    # rest run on every CI run.
+    log "Python GPU tests"
+    PYTHONPATH="$build/python" FERRY_CLI="$ferry" $python -m pytest python/tests/*_gpu.py python/tests/test_batch.py \
+      python/tests/test_torch_load_into_module.py python/tests/test_errors.py -v -rfEs -p no:cacheprovider \
+      --durations=10 --basetemp="$build/python/pytest-gpu-tmp" > "$out/pytest-gpu.log" 2>&1
+    grep -E " FAILED| ERROR|passed|failed" "$out/pytest-gpu.log" | tail -15
     ;;
   matrix)
     log "forced-route matrix"
