@@ -28,9 +28,10 @@
 #   timeline     bench/request_timeline.sh: where a hot request's fixed cost goes (256 MiB, 1 GiB)
 #   contention   bench/tools/copy_contention.cpp: copy rates alone and while 4-16 threads read the page cache
 #   uring        the io_uring engine against psync: host route, and staged into GPU 0 hot and cold
-#   ab           hot staged reads at 256 MiB, 1 GiB and 8 GiB with an older build's CLI ($OLD_FERRY; its
-#                ferry-bench beside it, or `$OLD_FERRY bench` before there was one) and this one,
-#                alternating, twice: a same-run comparison of the two commits
+#   ab           staged reads ($AB_CACHE: hot or cold, default hot) of $AB_SIZES (default 256 MiB, 1 GiB
+#                and 8 GiB) with an older build's CLI ($OLD_FERRY; its ferry-bench beside it, or
+#                `$OLD_FERRY bench` before there was one) and this one, alternating, twice: a same-run
+#                comparison of the two commits
 #   stream-order the stream-order GPU tests (C++ and Python), the randomized stress ($STRESS_REQUESTS, default
 #                2000; $STRESS_SEED), and bench/stream_order_bench.py (read_async against pread, overlap)
 #   small-reads  bench/tools/small_reads.cpp: random reads of 4 KiB to 16 MiB into GPU 0 from a 4 GiB file,
@@ -266,18 +267,19 @@ PY
     pkill -P "$server_shell" || true
     ;;
   ab)
-    log "A/B: hot staged reads, $OLD_FERRY against $ferry, alternating"
+    ab_cache=${AB_CACHE:-hot}
+    log "A/B: $ab_cache staged reads, $OLD_FERRY against $ferry, alternating"
     old_bench=("$OLD_FERRY" bench)
     [ -x "$(dirname "$OLD_FERRY")/ferry-bench" ] && old_bench=("$(dirname "$OLD_FERRY")/ferry-bench")
-    for size in 256MiB 1GiB 8GiB; do
+    for size in ${AB_SIZES:-256MiB 1GiB 8GiB}; do
       f=$(big "size-$size.bin" "$size")
       for round in 1 2; do
         for which in old new; do
           run=("$bench"); [ "$which" = old ] && run=("${old_bench[@]}")
-          "${run[@]}" "$f" --size "$size" --cache hot --repeats 5 --routes staged --baselines none \
-            --json-out "$out/ab-$size-$which-$round.json" > /dev/null 2>&1
+          "${run[@]}" "$f" --size "$size" --cache "$ab_cache" --repeats 5 --routes staged --baselines none \
+            --json-out "$out/ab-$ab_cache-$size-$which-$round.json" > /dev/null 2>&1
           $python -c "import json,sys; d=json.load(open(sys.argv[1])); r=[x for x in d['results'] if x['name']=='staged'][0]; print(sys.argv[2], r.get('median_gib_per_s'))" \
-            "$out/ab-$size-$which-$round.json" "$size $which round $round"
+            "$out/ab-$ab_cache-$size-$which-$round.json" "$size $ab_cache $which round $round"
         done
       done
     done
