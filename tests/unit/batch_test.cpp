@@ -320,17 +320,19 @@ TEST_F(Batch, AWaiterRunsAOneTaskRequestItselfWhenThePoolIsBusy) {
   detail::ThreadPool& pool = detail::shared_pool();
   pool.ensure_workers(2);
   const std::size_t workers = pool.workers();
-  std::latch release(1), all_busy(static_cast<std::ptrdiff_t>(workers));
+  // Shared, not on this stack: a released worker may still touch a latch after the test has ended.
+  auto release = std::make_shared<std::latch>(1);
+  auto all_busy = std::make_shared<std::latch>(static_cast<std::ptrdiff_t>(workers));
   for (std::size_t i = 0; i < workers; ++i) {
-    pool.submit([&] {
-      all_busy.count_down();
-      release.wait();
+    pool.submit([release, all_busy] {
+      all_busy->count_down();
+      release->wait();
     });
   }
-  all_busy.wait();
+  all_busy->wait();
   std::vector<std::uint8_t> out(4096);
   auto r = f.pread(out.data(), out.size(), 8192).get();  // every worker is busy: the caller runs it
-  release.count_down();
+  release->count_down();
   ASSERT_THAT(r.status(), StatusIs(ErrorCode::ok));
   EXPECT_EQ(out, testing::pattern(8192, 4096));
 }

@@ -597,20 +597,21 @@ TEST_F(StreamOrdered, StepsDoNotNeedTheSharedPool) {
   detail::ThreadPool& pool = detail::shared_pool();
   pool.ensure_workers(2);
   const std::size_t workers = pool.workers();
-  std::latch release(1);
-  std::latch all_busy(static_cast<std::ptrdiff_t>(workers));
+  // Shared, not on this stack: a released worker may still touch a latch after the test has ended.
+  auto release = std::make_shared<std::latch>(1);
+  auto all_busy = std::make_shared<std::latch>(static_cast<std::ptrdiff_t>(workers));
   for (std::size_t i = 0; i < workers; ++i) {
-    pool.submit([&] {
-      all_busy.count_down();
-      release.wait();
+    pool.submit([release, all_busy] {
+      all_busy->count_down();
+      release->wait();
     });
   }
-  all_busy.wait();
+  all_busy->wait();
   std::vector<std::uint8_t> host(kSize, 0);
   Future fut = f.read_async(host.data(), kSize, 0, stream_);
   ASSERT_EQ(api().cuStreamSynchronize(stream_), CUDA_SUCCESS);
   EXPECT_EQ(host, expected_);
-  release.count_down();
+  release->count_down();
   ASSERT_THAT(fut.get().status(), StatusIs(ErrorCode::ok));
 }
 
