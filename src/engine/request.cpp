@@ -50,9 +50,10 @@ std::shared_ptr<RequestState> RequestState::start(std::vector<Task> tasks, std::
   const auto grace = state->single_job_ && !ThreadPool::on_worker_thread() ? kSubmitterRunsGrace
                                                                            : std::chrono::microseconds(0);
   for (unsigned j = 0; j < jobs; ++j) {
-    state->pool_ticket_ = pool.submit([state] {
+    const std::uint64_t ticket = pool.submit([state] {
       if (state->claim_job()) state->run_job(std::make_shared<Job>(), /*may_yield=*/true);
     }, std::max(1u, threads), grace);
+    if (grace.count() > 0) state->pool_ticket_ = ticket;
   }
   return state;
 }
@@ -268,8 +269,17 @@ void RequestState::complete() {
 }
 
 bool RequestState::done() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return done_;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (done_) return true;
+  }
+  expedite();
+  return false;
+}
+
+void RequestState::expedite() const {
+  if (pool_ticket_ == 0 || expedited_.load(std::memory_order_relaxed) || expedited_.exchange(true)) return;
+  shared_pool().expedite(pool_ticket_);
 }
 
 bool RequestState::run_here_if_unclaimed() const {
@@ -278,7 +288,7 @@ bool RequestState::run_here_if_unclaimed() const {
   if (!single_job_ || ThreadPool::on_worker_thread()) return false;
   auto* self = const_cast<RequestState*>(this);
   if (!self->claim_job()) return false;
-  shared_pool().withdraw(pool_ticket_);  // its queued job would only find it taken
+  if (pool_ticket_ != 0) shared_pool().withdraw(pool_ticket_);  // its queued job would only find it taken
   auto borrowed = self->backend_->borrow_thread();  // the caller's CUDA context comes back afterwards
   self->run_job(std::make_shared<Job>(), /*may_yield=*/false);
   return true;
@@ -311,7 +321,8 @@ bool RequestState::wait_for(std::chrono::milliseconds timeout) const {
       done_cv_.wait_for(lock, std::chrono::microseconds(200), [this] { return done_; });
     }
   }
-  std::unique_lock<std::mutex> lock(mutex_);  // (no running it here: that could outlast the timeout)
+  expedite();  // (no running it here: that could outlast the timeout)
+  std::unique_lock<std::mutex> lock(mutex_);
   return done_cv_.wait_until(lock, deadline, [this] { return done_; });
 }
 
@@ -322,12 +333,17 @@ Result<Transfer> RequestState::take_result() {
 }
 
 void RequestState::then(Callback callback) {
+  bool queued = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!done_) {
       callbacks_.push_back(std::move(callback));
-      return;
+      queued = true;
     }
+  }
+  if (queued) {
+    expedite();
+    return;
   }
   callback(*result_);
 }

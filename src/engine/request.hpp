@@ -101,7 +101,11 @@ class RequestState {
   std::atomic<unsigned> active_jobs_{0};
   std::atomic<unsigned> unclaimed_jobs_{0};  // jobs no thread has begun
   bool single_job_ = false;
-  std::uint64_t pool_ticket_ = 0;  // a one-job request's job in the pool (set before start() returns)
+  std::uint64_t pool_ticket_ = 0;  // the job of a request with a grace period (set before start() returns)
+  mutable std::atomic<bool> expedited_{false};
+  // A caller that polls, waits with a timeout or leaves a callback is not about to run the request itself:
+  // its one job's grace period ends (once).
+  void expedite() const;
   std::atomic<bool> failed_{false};
   std::atomic<std::uint64_t> bytes_done_{0};
   bool trace_tasks_ = false;  // an NVTX range around each task (Config::nvtx)

@@ -74,6 +74,17 @@ void ThreadPool::withdraw(std::uint64_t ticket) {
   }
 }
 
+void ThreadPool::expedite(std::uint64_t ticket) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = std::find_if(queue_.rbegin(), queue_.rend(), [&](const Entry& e) { return e.ticket == ticket; });
+    if (it == queue_.rend() || it->ready_at == Clock::time_point::min()) return;
+    it->ready_at = Clock::time_point::min();
+    --waiting_out_grace_;
+  }
+  wake_.notify_one();
+}
+
 bool ThreadPool::help_one() {
   std::function<void()> job;
   {

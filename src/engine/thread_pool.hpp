@@ -40,6 +40,8 @@ class ThreadPool {
   /// Takes the job of `ticket` off the queue if no thread has begun it (one run by its submitter instead
   /// need not wake a worker later only to find it done).
   void withdraw(std::uint64_t ticket);
+  /// Ends the grace period of `ticket`'s job if it is still queued: a worker takes it now.
+  void expedite(std::uint64_t ticket);
   /// Runs one queued job (ready or in its grace period) on the calling thread. Returns false when the
   /// queue was empty.
   bool help_one();

@@ -1,4 +1,4 @@
-// ThreadPool: growing (on demand, up to a limit), jobs with a grace period and withdrawn jobs, running jobs, helping from the calling thread, draining on destruction.
+// ThreadPool: growing (on demand, up to a limit), jobs with a grace period, expedited and withdrawn jobs, running jobs, helping from the calling thread, draining on destruction.
 #include "engine/thread_pool.hpp"
 
 #include <gtest/gtest.h>
@@ -76,6 +76,20 @@ TEST(ThreadPool, AJobInItsGracePeriodHoldsNoOtherJobBack) {
   now.wait();
   EXPECT_LT(steady_clock::now() - submitted, seconds(2)) << "the ready job waited behind the waiting one";
   later.wait();
+}
+
+TEST(ThreadPool, AnExpeditedJobIsTakenAtOnce) {
+  using namespace std::chrono;
+  ThreadPool pool;
+  pool.ensure_workers(1);
+  std::latch ran(1);
+  const auto submitted = steady_clock::now();
+  const std::uint64_t ticket = pool.submit([&] { ran.count_down(); }, 0, seconds(30));
+  pool.expedite(ticket);
+  pool.expedite(ticket);  // twice, or after it ran: nothing happens
+  ran.wait();
+  EXPECT_LT(steady_clock::now() - submitted, seconds(20)) << "the job waited out its grace period";
+  pool.expedite(ticket);
 }
 
 TEST(ThreadPool, AWithdrawnJobNeverRunsAndHelpersTakeWaitingJobs) {
