@@ -33,8 +33,9 @@ class ThreadPool {
   /// in all: requests in flight together spread over the workers, however few tasks each one has.
   /// With a `grace` period, no worker takes the job before it has waited that long (help_one() may): the
   /// submitting thread, about to wait for it, runs it itself without a hand-off (the job must then find
-  /// itself taken and do nothing). Only the grace period of one submit() may be used by a pool's callers.
-  /// Returns the job's ticket, for withdraw().
+  /// itself taken and do nothing). The watcher sleeps until the first queued job's time, so callers use
+  /// one grace period: a job due sooner than those queued before it would wait for theirs.
+  /// Returns the job's ticket, for withdraw() and expedite().
   std::uint64_t submit(std::function<void()> job, std::size_t grow_to = 0,
                        std::chrono::microseconds grace = std::chrono::microseconds(0));
   /// Takes the job of `ticket` off the queue if no thread has begun it (one run by its submitter instead
