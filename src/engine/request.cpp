@@ -18,7 +18,7 @@ namespace {
 // for it would cost the submitter a wake (a system call) and, if the worker won, the submitter a second
 // wait for the worker's wake. On the GPU machine each hand-off is several microseconds, as long as a hot
 // 4 KiB read. 50 us covers a Python caller's way from pread() to result(); a request nobody waits for
-// starts that much later.
+// or asks about (done(), wait_for(), then() end the grace: expedite()) starts that much later.
 constexpr std::chrono::microseconds kSubmitterRunsGrace{50};
 
 }  // namespace
