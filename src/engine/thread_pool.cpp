@@ -66,7 +66,7 @@ void ThreadPool::withdraw(std::uint64_t ticket) {
   // From the back: the job withdrawn is most often the newest.
   for (auto it = queue_.rbegin(); it != queue_.rend(); ++it) {
     if (it->ticket != ticket) continue;
-    if (it->ready_at != Clock::time_point::min()) --waiting_out_grace_;
+    if (it->in_grace()) --waiting_out_grace_;
     job = std::move(it->job);
     queue_.erase(std::next(it).base());
     queued_.store(queue_.size(), std::memory_order_relaxed);
@@ -78,7 +78,7 @@ void ThreadPool::expedite(std::uint64_t ticket) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = std::find_if(queue_.rbegin(), queue_.rend(), [&](const Entry& e) { return e.ticket == ticket; });
-    if (it == queue_.rend() || it->ready_at == Clock::time_point::min()) return;
+    if (it == queue_.rend() || !it->in_grace()) return;
     it->ready_at = Clock::time_point::min();
     --waiting_out_grace_;
   }
@@ -90,7 +90,7 @@ bool ThreadPool::help_one() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (queue_.empty()) return false;  // a helper takes any job, ready or not: it waits for progress
-    if (queue_.front().ready_at != Clock::time_point::min()) --waiting_out_grace_;
+    if (queue_.front().in_grace()) --waiting_out_grace_;
     job = std::move(queue_.front().job);
     queue_.pop_front();
     queued_.store(queue_.size(), std::memory_order_relaxed);
@@ -110,7 +110,7 @@ void ThreadPool::worker_loop() {
     auto ready = std::find_if(queue_.begin(), queue_.end(),
                               [&](const Entry& e) { return stopping_ || e.ready_at <= now; });
     if (ready != queue_.end()) {
-      if (ready->ready_at != Clock::time_point::min()) --waiting_out_grace_;
+      if (ready->in_grace()) --waiting_out_grace_;
       std::function<void()> job = std::move(ready->job);
       queue_.erase(ready);
       queued_.store(queue_.size(), std::memory_order_relaxed);

@@ -57,6 +57,7 @@ class ThreadPool {
     std::function<void()> job;
     Clock::time_point ready_at;  // no worker takes it earlier (min(): at once)
     std::uint64_t ticket = 0;
+    bool in_grace() const { return ready_at != Clock::time_point::min(); }  // counted in waiting_out_grace_
   };
   void worker_loop();
   void add_workers_locked(std::size_t n);  // mutex_ held

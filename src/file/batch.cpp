@@ -98,7 +98,7 @@ Future FileState::submit_batch(std::span<const Piece> pieces) {
   // than its share: 8,192 pieces of 4 KiB in 4 MiB fills kept 8 of 16 workers busy (2.4 M pieces/s on the
   // H200 machine, where its 16 threads pread 5.6 M/s).
   const std::uint64_t per_fill = config.bounce_buffer_size() / largest;
-  const std::uint64_t threads = source->parallel_tasks() != 0 ? source->parallel_tasks() : config.threads();
+  const std::uint64_t threads = parallel_tasks();
   const std::uint64_t share = (tasks.size() + threads - 1) / threads;
   const unsigned pack = static_cast<unsigned>(std::clamp<std::uint64_t>(std::min(per_fill, share), 1, 16384));
   auto stop = std::make_shared<std::atomic<bool>>(false);

@@ -184,8 +184,7 @@ Future FileState::launch(std::vector<Task> tasks, std::shared_ptr<RouteBackend> 
     if (auto self = weak.lock()) self->add_to_report(report);
     held->reset();
   };
-  const unsigned parallel = source->parallel_tasks() != 0 ? source->parallel_tasks() : config.threads();
-  return Future(RequestState::start(std::move(tasks), std::move(backend), parallel, std::move(eof),
+  return Future(RequestState::start(std::move(tasks), std::move(backend), parallel_tasks(), std::move(eof),
                                     std::move(on_complete), nvtx_range != 0, std::move(stop)));
 }
 

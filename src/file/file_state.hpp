@@ -36,6 +36,10 @@ class FileState : public std::enable_shared_from_this<FileState> {
 
   /// How far a read may go: the source's size now, when it has one Ferry can plan by.
   Result<Extent> extent() const { return source->extent(); }
+  /// Tasks one request may run at once: the source's own limit (a remote object's connections), else `threads`.
+  unsigned parallel_tasks() const {
+    return source->parallel_tasks() != 0 ? source->parallel_tasks() : config.threads();
+  }
 
   /// Keeps the descriptors open while held. Errors: failed_precondition once close() began.
   class Use {
