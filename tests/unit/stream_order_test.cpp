@@ -82,9 +82,11 @@ class StreamOrderBase : public ::testing::Test {
     expected_ = testing::pattern(0, size);
   }
 
-  File open(const char* mode, CompatMode compat = CompatMode::on, unsigned threads = 3) {
+  File open(const char* mode, CompatMode compat = CompatMode::on, unsigned threads = 3, unsigned slots_per_kit = 2,
+            std::uint64_t piece = kTask) {
     Config c;
-    c.set_compat_mode(compat).set_task_size(kTask).set_bounce_buffer_size(kTask).set_threads(threads);
+    c.set_compat_mode(compat).set_task_size(piece).set_bounce_buffer_size(piece).set_threads(threads);
+    c.set_bounce_buffers_per_thread(slots_per_kit);
     detail::OpenOptions o;
     o.gpu = &testing::fake_gpu_platform();
     auto f = detail::open_file(path_, mode, c, o);
@@ -142,14 +144,15 @@ TEST_F(StreamOrdered, StagedReadBeginsAfterEarlierWorkAndLaterWorkSeesItsBytes) 
   EXPECT_EQ(r->report.total_ops(), 6u);
   EXPECT_EQ(mechanism_count(r->report, StreamOrder::stream_copies), 1u);
   EXPECT_EQ(mechanism_count(f.report(), StreamOrder::stream_copies), 1u);
+  // Six pieces through three kits of two side-by-side slots: one copy per kit's pair.
   auto c = testing::fake_cuda_counters();
-  EXPECT_EQ(c.stream_waits, 6u) << "one wait before each of the 6 copies";
-  EXPECT_EQ(c.stream_writes, 7u) << "the stream reached the request, then one after each copy";
-  EXPECT_EQ(c.htod_async_copies, 6u);
+  EXPECT_EQ(c.htod_async_copies, 3u) << "pieces whose slots lie side by side move in one copy";
+  EXPECT_EQ(c.stream_waits, 3u) << "one wait before each copy";
+  EXPECT_EQ(c.stream_writes, 4u) << "the stream reached the request, then one after each copy";
   testing::fake_cuda_free(dev);
 }
 
-// 41 pieces through 16 slots: every slot is reused, in both directions, and the bytes around stay.
+// 42 pieces through 16 slots: every slot is reused, in both directions, and the bytes around stay.
 TEST_F(StreamOrdered, ALargeReadAndWriteReuseEverySlotAndKeepEveryByte) {
   testing::Watchdog dog;
   const std::uint64_t size = 40 * kTask + 4097;
@@ -165,18 +168,43 @@ TEST_F(StreamOrdered, ALargeReadAndWriteReuseEverySlotAndKeepEveryByte) {
     EXPECT_EQ(r->bytes, size);
     EXPECT_TRUE(std::equal(expected_.begin(), expected_.end(), after.begin())) << "a copy was wrong or late";
     EXPECT_EQ(after[size], 0x11) << "the byte past the request is the memset's";
-    EXPECT_EQ(testing::fake_cuda_counters().htod_async_copies, r->report.total_ops()) << "one copy per piece";
+    // A kit's two slots are side by side: its two pieces move in one copy. The file's last 4097 bytes are
+    // a page and a byte, neither a full slot, so each moves alone: 20 + 2 copies.
+    EXPECT_EQ(testing::fake_cuda_counters().htod_async_copies, 22u);
     testing::fake_cuda_free(dev);
   }
   File f = open("r+", CompatMode::on, 8);
   void* dev = testing::fake_cuda_alloc_device(size);
   auto d = reinterpret_cast<CUdeviceptr>(dev);
   ASSERT_EQ(api().cuMemsetD8Async(d, 0x6B, size, stream_), CUDA_SUCCESS);
+  const std::uint64_t copies_before = testing::fake_cuda_counters().dtoh_async_copies;
   Future fut = f.write_async(dev, size, 0, stream_);
   ASSERT_EQ(api().cuMemsetD8Async(d, 0, size, stream_), CUDA_SUCCESS);  // must come after every copy out
   ASSERT_EQ(api().cuStreamSynchronize(stream_), CUDA_SUCCESS);
   ASSERT_THAT(fut.get().status(), StatusIs(ErrorCode::ok));
   EXPECT_EQ(testing::read_whole_file(path_), std::vector<std::uint8_t>(size, 0x6B));
+  EXPECT_EQ(testing::fake_cuda_counters().dtoh_async_copies - copies_before, 22u) << "as the read: 20 pairs, a page, a byte";
+  testing::fake_cuda_free(dev);
+}
+
+// Kits of eight side-by-side 4 MiB slots: a copy takes at most 16 MiB of them, and the bytes stay right
+// where a run ends inside a kit and where the slots wrap around to the first kit.
+TEST_F(StreamOrdered, ACopyRunTakesAtMost16MiBOfSideBySideSlots) {
+  testing::Watchdog dog;
+  constexpr std::uint64_t kPiece = 4u << 20;
+  const std::uint64_t size = 40 * kPiece + 3;  // 41 pieces through 16 slots in two kits
+  use_file_of(size);
+  File f = open("r", CompatMode::on, 8, 8, kPiece);
+  void* dev = testing::fake_cuda_alloc_device(size + 1);
+  std::vector<std::uint8_t> after;
+  Future fut = queue_read(f, dev, &after, size);
+  ASSERT_EQ(api().cuStreamSynchronize(stream_), CUDA_SUCCESS);
+  auto r = fut.get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(std::equal(expected_.begin(), expected_.end(), after.begin())) << "a copy run was wrong or late";
+  EXPECT_EQ(after[size], 0x11) << "the byte past the request is the memset's";
+  // Pieces 0-7 and 8-15 fill one kit each, and so on: two runs of four per kit, then the last piece alone.
+  EXPECT_EQ(testing::fake_cuda_counters().htod_async_copies, 11u);
   testing::fake_cuda_free(dev);
 }
 
