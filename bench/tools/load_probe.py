@@ -44,7 +44,7 @@ def child(mode: str, directory: str) -> None:
             else:
                 for f, b in zip(files, bufs):
                     f.pread(b).result()
-            setup = [f.report.get("notes", []) for f in files]
+            setup = [f.report().get("notes", []) for f in files]
             for f in files:
                 f.close()
             del bufs
