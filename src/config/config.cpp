@@ -6,6 +6,8 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <type_traits>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -147,16 +149,66 @@ Result<bool> parse_flag(std::string_view text, std::string_view setting, bool de
                              {"true", true}, {"no", false}, {"yes", true}, {"", default_value}});
 }
 
-// A change to one field of Config::remote(), as the rows of the remote settings make it.
-template <typename Change>
-Status change_remote(Config& c, Change&& change) {
-  RemoteSettings r = c.remote();
-  change(r);
-  c.set_remote(r);
+// How the rows below reach a value: `Target` is a setter of Config (&Config::set_threads) or a field of
+// Config::remote() (&RemoteSettings::connections), so that a row names its value once.
+template <auto Target, typename T>
+Status store(Config& c, T value) {
+  if constexpr (std::is_member_function_pointer_v<decltype(Target)>) {
+    (c.*Target)(value);
+  } else {
+    RemoteSettings r = c.remote();
+    r.*Target = std::move(value);
+    c.set_remote(r);
+  }
   return Status();
 }
 
-std::string on_off(bool on) { return on ? "on" : "off"; }
+// `Source` is a getter of Config (&Config::threads) or a field of Config::remote().
+template <auto Source>
+auto value_of(const Config& c) {
+  if constexpr (std::is_member_function_pointer_v<decltype(Source)>) {
+    return (c.*Source)();
+  } else {
+    return c.remote().*Source;
+  }
+}
+
+template <auto Target, unsigned Min, unsigned Max>
+Status parse_count_into(Config& c, std::string_view v, const std::string& label) {
+  FERRY_ASSIGN_OR_RETURN(unsigned n, parse_count(v, label, Min, Max));
+  return store<Target>(c, n);
+}
+
+constexpr bool kRoundedToPages = true;  // the setter rounds up to 4 KiB, and the refusal says so
+
+template <auto Target, std::uint64_t Min, std::uint64_t Max, bool RoundedToPages = false>
+Status parse_size_into(Config& c, std::string_view v, const std::string& label) {
+  FERRY_ASSIGN_OR_RETURN(std::uint64_t n,
+                         parse_bounded_size(v, label, Min, Max, RoundedToPages ? ", rounded up to 4 KiB" : ""));
+  return store<Target>(c, n);
+}
+
+template <auto Target, bool Default>
+Status parse_flag_into(Config& c, std::string_view v, const std::string& label) {
+  FERRY_ASSIGN_OR_RETURN(bool on, parse_flag(v, label, Default));
+  return store<Target>(c, on);
+}
+
+template <auto Target>
+Status parse_word_into(Config& c, std::string_view v, const std::string& label) {
+  FERRY_RETURN_IF_ERROR(check_word(v, label));
+  return store<Target>(c, std::string(v));
+}
+
+template <auto Source>
+std::string number(const Config& c) {
+  return std::to_string(value_of<Source>(c));
+}
+
+template <auto Source>
+std::string on_off(const Config& c) {
+  return value_of<Source>(c) ? "on" : "off";
+}
 
 }  // namespace
 
@@ -241,29 +293,18 @@ const SettingRow kSettingRows[] = {
     {"threads", "FERRY_THREADS", "CPUs, clamped to 4..16",
      "Worker threads one request may use (1 to 256). Reads of cached data scale with threads until memory "
      "bandwidth; cold O_DIRECT reads want enough requests in flight.",
-     [](Config& c, std::string_view v, const std::string& label) -> Status {
-       FERRY_ASSIGN_OR_RETURN(unsigned n, parse_count(v, label, kMinThreads, kMaxThreads));
-       c.set_threads(n);
-       return Status();
-     },
-     [](const Config& c) { return std::to_string(c.threads()); }},
+     parse_count_into<&Config::set_threads, kMinThreads, kMaxThreads>, number<&Config::threads>},
     {"task_size", "FERRY_TASK_SIZE", "4MiB",
      "Bytes per task (1 byte to 1 GiB, rounded up to 4 KiB). A request is split into tasks of this size, "
      "each one operation in the report.",
-     [](Config& c, std::string_view v, const std::string& label) -> Status {
-       FERRY_ASSIGN_OR_RETURN(std::uint64_t n, parse_bounded_size(v, label, 1, kMaxTaskSize, ", rounded up to 4 KiB"));
-       c.set_task_size(n);
-       return Status();
-     },
-     [](const Config& c) { return std::to_string(c.task_size()); }},
+     parse_size_into<&Config::set_task_size, 1, kMaxTaskSize, kRoundedToPages>, number<&Config::task_size>},
     {"direct_io", "FERRY_DIRECT_IO", "auto",
      "O_DIRECT for the aligned body of a request: auto (for data not in the page cache, checked per "
      "task), on (whenever alignment allows), off.",
      [](Config& c, std::string_view v, const std::string& label) -> Status {
        FERRY_ASSIGN_OR_RETURN(DirectIo d, parse_choice<DirectIo>(v, label,
            {{"auto", DirectIo::automatic}, {"on", DirectIo::on}, {"off", DirectIo::off}}));
-       c.set_direct_io(d);
-       return Status();
+       return store<&Config::set_direct_io>(c, d);
      },
      [](const Config& c) { return std::string(direct_io_name(c.direct_io())); }},
     {"compat_mode", "FERRY_COMPAT_MODE", "auto",
@@ -272,137 +313,83 @@ const SettingRow kSettingRows[] = {
      [](Config& c, std::string_view v, const std::string& label) -> Status {
        FERRY_ASSIGN_OR_RETURN(CompatMode m, parse_choice<CompatMode>(v, label,
            {{"auto", CompatMode::automatic}, {"on", CompatMode::on}, {"off", CompatMode::off}}));
-       c.set_compat_mode(m);
-       return Status();
+       return store<&Config::set_compat_mode>(c, m);
      },
      [](const Config& c) { return std::string(compat_mode_name(c.compat_mode())); }},
     {"gds_threshold", "FERRY_GDS_THRESHOLD", "16KiB",
      "Device requests smaller than this take the staged route (0 to 1 TiB).",
-     [](Config& c, std::string_view v, const std::string& label) -> Status {
-       FERRY_ASSIGN_OR_RETURN(std::uint64_t n, parse_bounded_size(v, label, 0, kMaxGdsThreshold));
-       c.set_gds_threshold(n);
-       return Status();
-     },
-     [](const Config& c) { return std::to_string(c.gds_threshold()); }},
+     parse_size_into<&Config::set_gds_threshold, 0, kMaxGdsThreshold>, number<&Config::gds_threshold>},
     {"bounce_buffer_size", "FERRY_BOUNCE_BUFFER_SIZE", "4MiB",
      "Size of each pinned bounce buffer of the staged route (1 byte to 256 MiB, rounded up to 4 KiB); "
      "tasks larger than this move in pieces of this size.",
-     [](Config& c, std::string_view v, const std::string& label) -> Status {
-       FERRY_ASSIGN_OR_RETURN(std::uint64_t n,
-                              parse_bounded_size(v, label, 1, kMaxBounceBufferSize, ", rounded up to 4 KiB"));
-       c.set_bounce_buffer_size(n);
-       return Status();
-     },
-     [](const Config& c) { return std::to_string(c.bounce_buffer_size()); }},
+     parse_size_into<&Config::set_bounce_buffer_size, 1, kMaxBounceBufferSize, kRoundedToPages>,
+     number<&Config::bounce_buffer_size>},
     {"bounce_buffers_per_thread", "FERRY_BOUNCE_BUFFERS_PER_THREAD", "2",
      "Pinned bounce buffers per worker of the staged route (2 to 64; at least 2: read one while copying "
      "another).",
-     [](Config& c, std::string_view v, const std::string& label) -> Status {
-       FERRY_ASSIGN_OR_RETURN(unsigned n, parse_count(v, label, kMinBounceBuffers, kMaxBounceBuffers));
-       c.set_bounce_buffers_per_thread(n);
-       return Status();
-     },
-     [](const Config& c) { return std::to_string(c.bounce_buffers_per_thread()); }},
+     parse_count_into<&Config::set_bounce_buffers_per_thread, kMinBounceBuffers, kMaxBounceBuffers>,
+     number<&Config::bounce_buffers_per_thread>},
     {"require", "FERRY_REQUIRE", "none",
      "gds = fail before I/O when cuFile's direct route is impossible, and after I/O when cuFile's "
      "statistics show any operation took another way.",
      [](Config& c, std::string_view v, const std::string& label) -> Status {
        FERRY_ASSIGN_OR_RETURN(Requirement r, parse_choice<Requirement>(v, label,
            {{"none", Requirement::none}, {"", Requirement::none}, {"gds", Requirement::gds}}));
-       c.set_require(r);
-       return Status();
+       return store<&Config::set_require>(c, r);
      },
      [](const Config& c) { return std::string(requirement_name(c.require())); }},
     {"nvtx", "FERRY_NVTX", "off",
      "on = NVTX ranges around every request and task, for Nsight Systems (nsys profile); they cost nothing "
      "unless a profiler is attached. off = none.",
-     [](Config& c, std::string_view v, const std::string& label) -> Status {
-       FERRY_ASSIGN_OR_RETURN(bool on, parse_flag(v, label, false));
-       c.set_nvtx(on);
-       return Status();
-     },
-     [](const Config& c) { return std::string(c.nvtx() ? "on" : "off"); }},
+     parse_flag_into<&Config::set_nvtx, false>, on_off<&Config::nvtx>},
     {"io_engine", "FERRY_IO_ENGINE", "psync",
      "How the host route reads local files: psync = one pread per task per worker; io_uring = each worker "
      "keeps 16 tasks in flight through io_uring (pread where the kernel refuses io_uring).",
      [](Config& c, std::string_view v, const std::string& label) -> Status {
        FERRY_ASSIGN_OR_RETURN(IoEngine e, parse_choice<IoEngine>(v, label,
            {{"psync", IoEngine::psync}, {"", IoEngine::psync}, {"io_uring", IoEngine::io_uring}}));
-       c.set_io_engine(e);
-       return Status();
+       return store<&Config::set_io_engine>(c, e);
      },
      [](const Config& c) { return std::string(io_engine_name(c.io_engine())); }},
     {"remote_connections", "FERRY_REMOTE_CONNECTIONS", "8",
      "Range requests in flight per request to a remote object (1 to 256), each on its own keep-alive "
      "connection from the object's pool: a request of a remote object runs this many tasks at once, one "
      "ranged GET each (instead of threads).",
-     [](Config& c, std::string_view v, const std::string& label) -> Status {
-       FERRY_ASSIGN_OR_RETURN(unsigned n, parse_count(v, label, 1, kMaxConnections));
-       return change_remote(c, [&](RemoteSettings& r) { r.connections = n; });
-     },
-     [](const Config& c) { return std::to_string(c.remote().connections); }},
+     parse_count_into<&RemoteSettings::connections, 1, kMaxConnections>, number<&RemoteSettings::connections>},
     {"remote_max_retries", "FERRY_REMOTE_MAX_RETRIES", "5",
      "Retries of a task's request after a 5xx, 408 or 429 answer, a refused or reset connection, a "
      "stall, a missed deadline or a body cut short (0 to 100); a retry asks only for the bytes missing.",
-     [](Config& c, std::string_view v, const std::string& label) -> Status {
-       FERRY_ASSIGN_OR_RETURN(unsigned n, parse_count(v, label, 0, kMaxRetries));
-       return change_remote(c, [&](RemoteSettings& r) { r.max_retries = n; });
-     },
-     [](const Config& c) { return std::to_string(c.remote().max_retries); }},
+     parse_count_into<&RemoteSettings::max_retries, 0, kMaxRetries>, number<&RemoteSettings::max_retries>},
     {"remote_retry_delay_ms", "FERRY_REMOTE_RETRY_DELAY_MS", "100",
      "The first retry's wait in milliseconds (0 to 3600000); each next one waits twice as long, up to "
      "remote_retry_max_delay_ms, less a random jitter of up to half.",
-     [](Config& c, std::string_view v, const std::string& label) -> Status {
-       FERRY_ASSIGN_OR_RETURN(unsigned n, parse_count(v, label, 0, kMaxMilliseconds));
-       return change_remote(c, [&](RemoteSettings& r) { r.retry_delay_ms = n; });
-     },
-     [](const Config& c) { return std::to_string(c.remote().retry_delay_ms); }},
+     parse_count_into<&RemoteSettings::retry_delay_ms, 0, kMaxMilliseconds>,
+     number<&RemoteSettings::retry_delay_ms>},
     {"remote_retry_max_delay_ms", "FERRY_REMOTE_RETRY_MAX_DELAY_MS", "5000",
      "The longest wait between retries in milliseconds (0 to 3600000).",
-     [](Config& c, std::string_view v, const std::string& label) -> Status {
-       FERRY_ASSIGN_OR_RETURN(unsigned n, parse_count(v, label, 0, kMaxMilliseconds));
-       return change_remote(c, [&](RemoteSettings& r) { r.retry_max_delay_ms = n; });
-     },
-     [](const Config& c) { return std::to_string(c.remote().retry_max_delay_ms); }},
+     parse_count_into<&RemoteSettings::retry_max_delay_ms, 0, kMaxMilliseconds>,
+     number<&RemoteSettings::retry_max_delay_ms>},
     {"remote_connect_timeout_ms", "FERRY_REMOTE_CONNECT_TIMEOUT_MS", "10000",
      "How long connecting (TCP and TLS) may take, in milliseconds (1 to 3600000).",
-     [](Config& c, std::string_view v, const std::string& label) -> Status {
-       FERRY_ASSIGN_OR_RETURN(unsigned n, parse_count(v, label, 1, kMaxMilliseconds));
-       return change_remote(c, [&](RemoteSettings& r) { r.connect_timeout_ms = n; });
-     },
-     [](const Config& c) { return std::to_string(c.remote().connect_timeout_ms); }},
+     parse_count_into<&RemoteSettings::connect_timeout_ms, 1, kMaxMilliseconds>,
+     number<&RemoteSettings::connect_timeout_ms>},
     {"remote_stall_timeout_ms", "FERRY_REMOTE_STALL_TIMEOUT_MS", "30000",
      "A request that receives no byte for this many milliseconds (1 to 3600000) is abandoned and retried "
      "for its missing bytes; checked every 50 ms.",
-     [](Config& c, std::string_view v, const std::string& label) -> Status {
-       FERRY_ASSIGN_OR_RETURN(unsigned n, parse_count(v, label, 1, kMaxMilliseconds));
-       return change_remote(c, [&](RemoteSettings& r) { r.stall_timeout_ms = n; });
-     },
-     [](const Config& c) { return std::to_string(c.remote().stall_timeout_ms); }},
+     parse_count_into<&RemoteSettings::stall_timeout_ms, 1, kMaxMilliseconds>,
+     number<&RemoteSettings::stall_timeout_ms>},
     {"remote_min_rate", "FERRY_REMOTE_MIN_RATE", "64KiB",
      "Bytes per second a request must average (0 to 1 TiB; 0 = no deadline): a request for N bytes that "
      "has not finished after remote_stall_timeout_ms + N / remote_min_rate seconds is abandoned and "
      "retried, so a server that trickles bytes cannot hold a read for ever.",
-     [](Config& c, std::string_view v, const std::string& label) -> Status {
-       FERRY_ASSIGN_OR_RETURN(std::uint64_t n, parse_bounded_size(v, label, 0, kMaxMinRate));
-       return change_remote(c, [&](RemoteSettings& r) { r.min_rate = n; });
-     },
-     [](const Config& c) { return std::to_string(c.remote().min_rate); }},
+     parse_size_into<&RemoteSettings::min_rate, 0, kMaxMinRate>, number<&RemoteSettings::min_rate>},
     {"remote_verify_tls", "FERRY_REMOTE_VERIFY_TLS", "on",
      "on = check TLS certificates and host names of https:// servers; off only for test servers.",
-     [](Config& c, std::string_view v, const std::string& label) -> Status {
-       FERRY_ASSIGN_OR_RETURN(bool on, parse_flag(v, label, true));
-       return change_remote(c, [&](RemoteSettings& r) { r.verify_tls = on; });
-     },
-     [](const Config& c) { return on_off(c.remote().verify_tls); }},
+     parse_flag_into<&RemoteSettings::verify_tls, true>, on_off<&RemoteSettings::verify_tls>},
     {"s3_region", "FERRY_S3_REGION", "",
      "The region S3 requests are signed for; empty: AWS_REGION, AWS_DEFAULT_REGION, the profile's "
      "region, else us-east-1.",
-     [](Config& c, std::string_view v, const std::string& label) -> Status {
-       FERRY_RETURN_IF_ERROR(check_word(v, label));
-       return change_remote(c, [&](RemoteSettings& r) { r.s3_region = std::string(v); });
-     },
-     [](const Config& c) { return c.remote().s3_region; }},
+     parse_word_into<&RemoteSettings::s3_region>, value_of<&RemoteSettings::s3_region>},
     {"s3_endpoint", "FERRY_S3_ENDPOINT", "",
      "Where S3 requests go (http://127.0.0.1:9000 for an S3-compatible store); empty: AWS_ENDPOINT_URL_S3, "
      "AWS_ENDPOINT_URL, the profile's endpoint_url, else AWS.",
@@ -412,17 +399,13 @@ const SettingRow kSettingRows[] = {
        if (!t.empty() && t.rfind("http://", 0) != 0 && t.rfind("https://", 0) != 0) {
          return bad_value(label, v, "an http:// or https:// URL");
        }
-       return change_remote(c, [&](RemoteSettings& r) { r.s3_endpoint = std::string(v); });
+       return store<&RemoteSettings::s3_endpoint>(c, std::string(v));
      },
-     [](const Config& c) { return c.remote().s3_endpoint; }},
+     value_of<&RemoteSettings::s3_endpoint>},
     {"s3_profile", "FERRY_S3_PROFILE", "",
      "The profile of the ~/.aws files; empty: AWS_PROFILE, else default. A named profile must exist and "
      "hold credentials (or s3_anonymous must be on).",
-     [](Config& c, std::string_view v, const std::string& label) -> Status {
-       FERRY_RETURN_IF_ERROR(check_word(v, label));
-       return change_remote(c, [&](RemoteSettings& r) { r.s3_profile = std::string(v); });
-     },
-     [](const Config& c) { return c.remote().s3_profile; }},
+     parse_word_into<&RemoteSettings::s3_profile>, value_of<&RemoteSettings::s3_profile>},
     {"s3_addressing", "FERRY_S3_ADDRESSING", "automatic",
      "How s3:// URLs become requests: path (endpoint/bucket/key), virtual_host (bucket.endpoint/key), "
      "automatic (path with an endpoint set, else virtual_host; path for bucket names with dots).",
@@ -430,16 +413,12 @@ const SettingRow kSettingRows[] = {
        FERRY_ASSIGN_OR_RETURN(S3Addressing a, parse_choice<S3Addressing>(v, label,
            {{"automatic", S3Addressing::automatic}, {"", S3Addressing::automatic}, {"path", S3Addressing::path},
             {"virtual_host", S3Addressing::virtual_host}}));
-       return change_remote(c, [&](RemoteSettings& r) { r.s3_addressing = a; });
+       return store<&RemoteSettings::s3_addressing>(c, a);
      },
      [](const Config& c) { return std::string(s3_addressing_name(c.remote().s3_addressing)); }},
     {"s3_anonymous", "FERRY_S3_ANONYMOUS", "off",
      "on = unsigned S3 requests (public buckets) even where credentials exist.",
-     [](Config& c, std::string_view v, const std::string& label) -> Status {
-       FERRY_ASSIGN_OR_RETURN(bool on, parse_flag(v, label, false));
-       return change_remote(c, [&](RemoteSettings& r) { r.s3_anonymous = on; });
-     },
-     [](const Config& c) { return on_off(c.remote().s3_anonymous); }},
+     parse_flag_into<&RemoteSettings::s3_anonymous, false>, on_off<&RemoteSettings::s3_anonymous>},
 };
 
 const SettingRow* find_setting(std::string_view name_or_env) {

@@ -1,6 +1,8 @@
 // run_doctor: gathers the sections in order, predicts, probes, and decides the exit status; and the two
 // ways to show a report (text for a terminal, JSON with a stable schema).
 #include <algorithm>
+#include <tuple>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -193,51 +195,36 @@ CheckStatus worst_status(const std::vector<DoctorCheck>& checks) {
 namespace {
 
 // The exit status and its reason, from the prediction and the probe.
-void decide_exit(const DoctorContext& c, DoctorReport& r) {
+std::pair<int, std::string> decide_exit(const DoctorContext& c, const DoctorReport& r) {
   const DoctorPrediction& p = r.prediction;
   if (!c.path.empty() && !c.file) {
-    r.exit_status = kDoctorExitFailure;
-    r.exit_reason = "the file could not be opened: " + c.file_status.message();
-    return;
+    return {kDoctorExitFailure, "the file could not be opened: " + c.file_status.message()};
   }
   if (!c.config_status.ok()) {
-    r.exit_status = kDoctorExitFailure;
-    r.exit_reason = "the FERRY_* environment does not parse: " + c.config_status.message();
-    return;
+    return {kDoctorExitFailure, "the FERRY_* environment does not parse: " + c.config_status.message()};
   }
   if (!p.read_works) {
-    bool refused = p.strict_refusal.has_value();
-    r.exit_status = refused ? kDoctorExitRouteRefused : kDoctorExitFailure;
-    r.exit_reason = (refused ? "the direct route is required and not available: "
-                             : "a read as configured would fail: ") + p.detail;
-    return;
+    if (p.strict_refusal) {
+      return {kDoctorExitRouteRefused, "the direct route is required and not available: " + p.detail};
+    }
+    return {kDoctorExitFailure, "a read as configured would fail: " + p.detail};
   }
-  if (r.probe && r.probe->ran && !r.probe->error.empty()) {
-    r.exit_status = kDoctorExitFailure;
-    r.exit_reason = "the probe read failed: " + r.probe->error;
-    return;
-  }
+  const bool probed = r.probe && r.probe->ran;
+  if (probed && !r.probe->error.empty()) return {kDoctorExitFailure, "the probe read failed: " + r.probe->error};
   if (c.options.require_gds) {
     if (p.strict_refusal) {
-      r.exit_status = kDoctorExitRouteRefused;
-      r.exit_reason = "--require-gds: the direct route is not available: " + *p.strict_refusal;
-      return;
+      return {kDoctorExitRouteRefused, "--require-gds: the direct route is not available: " + *p.strict_refusal};
     }
-    if (r.probe && r.probe->ran && !r.probe->matches_prediction) {
-      r.exit_status = kDoctorExitRouteRefused;
-      r.exit_reason = "--require-gds: the probe read did not take the direct route: " + r.probe->verdict;
-      return;
+    if (probed && !r.probe->matches_prediction) {
+      return {kDoctorExitRouteRefused,
+              "--require-gds: the probe read did not take the direct route: " + r.probe->verdict};
     }
-    r.exit_status = kDoctorExitOk;
-    r.exit_reason = fmt::format("the direct route ({}) is available", route_name(*p.route));
-    return;
+    return {kDoctorExitOk, fmt::format("the direct route ({}) is available", route_name(*p.route))};
   }
-  r.exit_status = kDoctorExitOk;
-  r.exit_reason = fmt::format("a read works (route {}){}", route_name(*p.route),
-                              p.direct ? "" : "; the direct route is not available (see the prediction)");
-  if (r.probe && r.probe->ran && !r.probe->matches_prediction) {
-    r.exit_reason += "; note: the probe did not match the prediction";
-  }
+  std::string reason = fmt::format("a read works (route {}){}", route_name(*p.route),
+                                   p.direct ? "" : "; the direct route is not available (see the prediction)");
+  if (probed && !r.probe->matches_prediction) reason += "; note: the probe did not match the prediction";
+  return {kDoctorExitOk, reason};
 }
 
 }  // namespace
@@ -275,7 +262,7 @@ Result<DoctorReport> run_doctor(const DoctorOptions& options, const DoctorEnviro
   r.sections.push_back(settings_section(c));
   r.prediction = predict(c);
   if (options.probe) r.probe = run_probe(c, r.prediction);
-  decide_exit(c, r);
+  std::tie(r.exit_status, r.exit_reason) = decide_exit(c, r);
   return r;
 }
 
