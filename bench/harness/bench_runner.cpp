@@ -276,8 +276,10 @@ Result<Sample> timed(const std::function<Result<Sample>()>& body) {
   return out;
 }
 
-bool is_unavailable(const Status& s) {
-  return s.code() == ErrorCode::unavailable || s.code() == ErrorCode::failed_precondition;
+// A measurement that cannot run here (no GPU, no cuFile, a refused route) is skipped; any other error fails it.
+const char* skipped_or_failed(const Status& s) {
+  const bool unavailable = s.code() == ErrorCode::unavailable || s.code() == ErrorCode::failed_precondition;
+  return unavailable ? "skipped" : "failed";
 }
 
 class Runner {
@@ -299,6 +301,8 @@ class Runner {
   bool repeat(Measurement& m, unsigned count, const std::function<void()>& prepare,
               const std::function<Result<Sample>()>& body);
   void finish(Measurement m);
+  // Finishes a measurement that ended before its runs did: `status` is "skipped" or "failed".
+  void end(Measurement m, const char* status, std::string reason);
   void prepare_condition(const std::string& condition);
 
   void measure_copy();
@@ -385,7 +389,7 @@ bool Runner::repeat(Measurement& m, unsigned count, const std::function<void()>&
     if (prepare) prepare();
     auto s = timed(body);
     if (!s.ok()) {
-      m.status = is_unavailable(s.status()) ? "skipped" : "failed";
+      m.status = skipped_or_failed(s.status());
       m.reason = s.status().to_string();
       return false;
     }
@@ -411,6 +415,12 @@ void Runner::finish(Measurement m) {
   out_.results.push_back(std::move(m));
 }
 
+void Runner::end(Measurement m, const char* status, std::string reason) {
+  m.status = status;
+  m.reason = std::move(reason);
+  finish(std::move(m));
+}
+
 void Runner::prepare_condition(const std::string& condition) {
   if (condition == "hot") {
     hot_detail_ = make_hot(p_.path, p_.size, std::max(1u, std::min(16u, std::thread::hardware_concurrency())));
@@ -430,9 +440,7 @@ void Runner::measure_copy() {
   m.kind = "baseline";
   m.target = "gpu";
   if (!device_ || !host_->pinned()) {
-    m.status = "skipped";
-    m.reason = gpu_reason_.empty() ? "host memory is not pinned" : gpu_reason_;
-    return finish(std::move(m));
+    return end(std::move(m), "skipped", gpu_reason_.empty() ? "host memory is not pinned" : gpu_reason_);
   }
   // Every shape is measured with the same repeats; the one with the best median is the ceiling, and the
   // notes give every shape's median so that the choice can be checked.
@@ -443,17 +451,13 @@ void Runner::measure_copy() {
     if (shape.chunk > std::max<std::uint64_t>(p_.size, 4ull << 20)) continue;
     auto engine = CopyEngine::create(p_.device, shape.streams);
     if (!engine.ok()) {
-      m.status = "failed";
-      m.reason = engine.status().to_string();
-      return finish(std::move(m));
+      return end(std::move(m), "failed", engine.status().to_string());
     }
     // One untimed copy first: the driver's first use of a stream and of the memory costs extra.
     Status warm = engine->run(host_->data(), device_->pointer(), std::min<std::uint64_t>(p_.size, 256ull << 20),
                               is_read(), shape.chunk);
     if (!warm.ok()) {
-      m.status = "failed";
-      m.reason = warm.to_string();
-      return finish(std::move(m));
+      return end(std::move(m), "failed", warm.to_string());
     }
     Measurement trial = m;
     trial.task_size = shape.chunk;
@@ -499,9 +503,8 @@ void Runner::measure_io(const std::string& condition, unsigned threads, std::uin
   auto offsets = chunk_offsets(p_.size, task_size, p_.pattern == Pattern::random, p_.seed);
   auto fd = open_file(p_.path, !is_read(), direct);
   if (!fd.ok()) {
-    m.status = direct && fd.status().sys_errno() == EINVAL ? "skipped" : "failed";
-    m.reason = fd.status().to_string();
-    return finish(std::move(m));
+    const bool refused_direct = direct && fd.status().sys_errno() == EINVAL;
+    return end(std::move(m), refused_direct ? "skipped" : "failed", fd.status().to_string());
   }
   if (condition == "hot") m.condition_detail = hot_detail_;
   repeat(m, repeats_for(condition), [&] { prepare_run(condition); }, [&]() -> Result<Sample> {
@@ -541,22 +544,16 @@ void Runner::measure_naive(const std::string& condition) {
                                             : "one write() loop from pageable memory"));
   }
   if (condition == "direct") {
-    m.status = "skipped";
-    m.reason = "the naive way writes through the page cache: see the buffered condition";
-    return finish(std::move(m));
+    return end(std::move(m), "skipped", "the naive way writes through the page cache: see the buffered condition");
   }
   auto pageable = HostMemory::allocate(p_.size, HostMemory::Touch::now);
   if (!pageable.ok()) {
-    m.status = "failed";
-    m.reason = pageable.status().to_string();
-    return finish(std::move(m));
+    return end(std::move(m), "failed", pageable.status().to_string());
   }
   if (!is_read() && !device_) fill_generated_parallel(pageable->data(), p_.size, 8);
   auto fd = open_file(p_.path, !is_read(), false);
   if (!fd.ok()) {
-    m.status = "failed";
-    m.reason = fd.status().to_string();
-    return finish(std::move(m));
+    return end(std::move(m), "failed", fd.status().to_string());
   }
   if (condition == "hot") m.condition_detail = hot_detail_;
   if (condition == "cold" && !cold_.ok) m.notes.push_back("eviction unverified: reads may be served from the cache");
@@ -612,15 +609,11 @@ void Runner::measure_ferry(const std::string& route, const std::string& conditio
                                   cfg.bounce_buffers_per_thread(), short_size(cfg.bounce_buffer_size())));
   }
   if (m.target == "gpu" && !device_) {
-    m.status = "skipped";
-    m.reason = gpu_reason_;
-    return finish(std::move(m));
+    return end(std::move(m), "skipped", gpu_reason_);
   }
   auto file = File::open(p_.path, is_read() ? "r" : "r+", cfg);
   if (!file.ok()) {
-    m.status = "failed";
-    m.reason = file.status().to_string();
-    return finish(std::move(m));
+    return end(std::move(m), "failed", file.status().to_string());
   }
   std::uint8_t* buffer = m.target == "gpu" ? static_cast<std::uint8_t*>(device_->pointer()) : host_->data();
   {
@@ -628,9 +621,7 @@ void Runner::measure_ferry(const std::string& route, const std::string& conditio
     std::uint64_t t0 = now_ns();
     auto plan = file->prepare(buffer, p_.size, is_read() ? Direction::read : Direction::write);
     if (!plan.ok()) {
-      m.status = is_unavailable(plan.status()) ? "skipped" : "failed";
-      m.reason = plan.status().to_string();
-      return finish(std::move(m));
+      return end(std::move(m), skipped_or_failed(plan.status()), plan.status().to_string());
     }
     m.setup_seconds = seconds_since(t0);
     m.setup_plan = plan->to_string();
@@ -690,9 +681,7 @@ void Runner::measure_ferry(const std::string& route, const std::string& conditio
   prepare_run(condition);
   auto first = timed(one_run);
   if (!first.ok()) {
-    m.status = is_unavailable(first.status()) ? "skipped" : "failed";
-    m.reason = first.status().to_string();
-    return finish(std::move(m));
+    return end(std::move(m), skipped_or_failed(first.status()), first.status().to_string());
   }
   m.first_run = *first;
   m.first_run_summary = last_report.summary();
