@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import numbers
 import threading
-from typing import Dict, Iterator, List, NamedTuple, Union
+from typing import Dict, Iterator, List, NamedTuple, Optional, Union
 
 from . import _args, _ferry
 from ._errors import invalid_argument as _errors_invalid_argument
@@ -61,6 +61,17 @@ def _apply(cfg: "_ferry.Config", settings: Dict[str, SettingValue]) -> "_ferry.C
     for name, value in settings.items():
         cfg.set(name, _value_to_text(name, value))
     return cfg
+
+
+def _overrides(settings: Dict[str, SettingValue], refusal: str) -> Optional["_ferry.Config"]:
+    """ferry.config with ``settings`` applied, for one file or checkpoint (None when there are none). An
+    unknown name raises ``TypeError``: ``refusal``, the name, and the list of settings."""
+    if not settings:
+        return None
+    unknown = [n for n in settings if n not in _setting_names()]
+    if unknown:
+        raise TypeError(f"{refusal} {unknown[0]!r} (settings: {', '.join(_setting_names())})")
+    return _apply(_ferry.default_config(), settings)
 
 
 class _Config:

@@ -11,7 +11,7 @@ from typing import Any, Dict, Generator, List, Optional, Union
 
 from . import _args, _ferry, _progress
 from ._buffers import acquire as _acquire
-from ._config import SettingValue, _apply, _setting_names, _value_from_text
+from ._config import SettingValue, _overrides, _setting_names, _value_from_text
 from ._errors import InvalidBufferError
 from ._errors import invalid_argument as _errors_invalid_argument
 from ._report import Report
@@ -447,13 +447,7 @@ def open(path: PathLike, mode: str = "r", *, credentials: Any = None,  # noqa: A
     """
     fs_path = _args.fs_path(path)
     cpp_mode = _args.text("mode", mode).replace("b", "")
-    cfg = None
-    if settings:
-        unknown = [n for n in settings if n not in _setting_names()]
-        if unknown:
-            raise TypeError(f"ferry.open() got an unknown setting {unknown[0]!r} "
-                            f"(settings: {', '.join(_setting_names())})")
-        cfg = _apply(_ferry.default_config(), settings)
+    cfg = _overrides(settings, "ferry.open() got an unknown setting")
     signed = None
     if credentials is not None:
         from .remote import Credentials

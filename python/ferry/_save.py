@@ -21,7 +21,8 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
-from . import _ferry
+from . import _args, _ferry
+from ._config import _overrides
 
 __all__ = ["save_file", "save_sharded", "SaveHandle", "SaveResult", "ShardedSaveResult"]
 
@@ -207,14 +208,12 @@ def _synchronize(tensors: Iterable[_Tensor]) -> None:
 
 def _prepare(tensors: Any, metadata: Any, dtypes: Optional[Mapping[str, str]], max_staging_bytes: Optional[Union[int, str]],
              settings: Dict[str, Any]) -> Tuple[List[_Tensor], Optional[Dict[str, str]], Any, int, bool]:
-    from .safetensors import _config  # the package's settings plumbing (imported late: safetensors imports us)
-
     specs = _tensors(tensors, dtypes)
     meta = _metadata(metadata)
     staging = 0 if max_staging_bytes is None else _parse_bytes("max_staging_bytes", max_staging_bytes)
     refuse_overlapping = not specs or any(t.framework != "numpy" for t in specs)
     _synchronize(specs)
-    return specs, meta, _config(settings), staging, refuse_overlapping
+    return specs, meta, _overrides(settings, "unknown setting"), staging, refuse_overlapping
 
 
 def _parse_bytes(what: str, value: Union[int, str]) -> int:
@@ -276,11 +275,11 @@ class SaveHandle:
         self._error: Optional[BaseException] = None
 
     def snapshot(self, timeout: Optional[float] = None) -> None:
-        if not self._impl.snapshot(_timeout(timeout)):
+        if not self._impl.snapshot(_args.timeout(timeout)):
             raise TimeoutError(f"the snapshot of {self.path!r} was not taken within {timeout} s")
 
     def result(self, timeout: Optional[float] = None) -> SaveResult:
-        limit = _timeout(timeout)
+        limit = _args.timeout(timeout)
         if self._result is None and self._error is None:
             try:
                 stats = self._impl.result(limit)
@@ -321,16 +320,6 @@ class SaveHandle:
     def __repr__(self) -> str:
         state = "done" if self.done() else f"{self.bytes_written} of {self.file_bytes} bytes written"
         return f"<ferry.safetensors.SaveHandle {self.path!r}: {state}>"
-
-
-def _timeout(timeout: Optional[float]) -> Optional[float]:
-    if timeout is None:
-        return None
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise TypeError(f"timeout must be a number or None, not {type(timeout).__name__}")
-    if timeout != timeout:
-        raise ValueError("timeout must not be NaN")
-    return max(0.0, float(timeout))
 
 
 def save_file(tensors: Mapping[str, Any], filename: PathLike, metadata: Optional[Mapping[str, str]] = None, *,

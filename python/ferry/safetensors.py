@@ -37,6 +37,7 @@ import time
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _args, _ferry, _progress
+from ._config import _overrides
 from ._errors import invalid_argument
 
 __all__ = [
@@ -93,7 +94,8 @@ class _Framework:
         """Waits for work the library queued that may still touch newly allocated memory."""
 
     def view(self, buf: Any, offset: int, nbytes: int, st_dtype: str, shape: Tuple[int, ...]) -> Any:
-        raise NotImplementedError
+        """``nbytes`` of ``buf`` from ``offset`` as an array of ``st_dtype`` and ``shape`` (the same bytes)."""
+        return buf[offset:offset + nbytes].view(self.dtype(st_dtype)).reshape(shape)
 
     def contiguous(self, array: Any) -> Any:
         raise NotImplementedError
@@ -141,9 +143,6 @@ class _Torch(_Framework):
         if device != _HOST:
             self.torch.cuda.current_stream(device).synchronize()
 
-    def view(self, buf: Any, offset: int, nbytes: int, st_dtype: str, shape: Tuple[int, ...]) -> Any:
-        return buf[offset:offset + nbytes].view(self.dtype(st_dtype)).reshape(shape)
-
     def contiguous(self, array: Any) -> Any:
         return array.contiguous()
 
@@ -165,9 +164,6 @@ class _ArrayLibrary(_Framework):
 
     def raw(self, st_dtype: str) -> bool:
         return st_dtype in self._RAW
-
-    def view(self, buf: Any, offset: int, nbytes: int, st_dtype: str, shape: Tuple[int, ...]) -> Any:
-        return buf[offset:offset + nbytes].view(self.dtype(st_dtype)).reshape(shape)
 
     def contiguous(self, array: Any) -> Any:
         return self.xp.ascontiguousarray(array)
@@ -267,21 +263,11 @@ def _progress_callback(progress: Progress, total: int, label: str) -> Optional[C
 # ---------------------------------------------------------------------------------------- checkpoints
 
 
-def _config(settings: Dict[str, Any]) -> Optional["_ferry.Config"]:
-    if not settings:
-        return None
-    from ._config import _apply, _setting_names  # the package's own settings plumbing
-
-    unknown = [n for n in settings if n not in _setting_names()]
-    if unknown:
-        raise TypeError(f"unknown setting {unknown[0]!r} (settings: {', '.join(_setting_names())})")
-    return _apply(_ferry.default_config(), settings)
-
-
 def _open(filename: PathLike, max_header_bytes: int, max_staging_bytes: int,
           settings: Dict[str, Any]) -> "_ferry.SafetensorsCheckpoint":
     # Bytes, as the kernel gets them: names that are not UTF-8 (str with surrogate escapes, or bytes) work.
-    return _ferry.SafetensorsCheckpoint.open(_args.fs_path(filename), _config(settings), int(max_header_bytes),
+    return _ferry.SafetensorsCheckpoint.open(_args.fs_path(filename), _overrides(settings, "unknown setting"),
+                                             int(max_header_bytes),
                                              int(max_staging_bytes))
 
 
