@@ -97,38 +97,26 @@ void append_value(std::string& out, const nlohmann::json& v, int indent, int dep
   };
   if (v.is_string()) {
     append_quoted(out, v.get_ref<const std::string&>());
-  } else if (v.is_object()) {
+  } else if (v.is_object() || v.is_array()) {
+    const bool object = v.is_object();
     if (v.empty()) {
-      out += "{}";
+      out += object ? "{}" : "[]";
       return;
     }
-    out += '{';
+    out += object ? '{' : '[';
     bool first = true;
     for (auto it = v.begin(); it != v.end(); ++it) {
       if (!first) out += ',';
       first = false;
       newline(depth + 1);
-      append_quoted(out, it.key());
-      out += indent < 0 ? ":" : ": ";
+      if (object) {
+        append_quoted(out, it.key());
+        out += indent < 0 ? ":" : ": ";
+      }
       append_value(out, it.value(), indent, depth + 1);
     }
     newline(depth);
-    out += '}';
-  } else if (v.is_array()) {
-    if (v.empty()) {
-      out += "[]";
-      return;
-    }
-    out += '[';
-    bool first = true;
-    for (const auto& item : v) {
-      if (!first) out += ',';
-      first = false;
-      newline(depth + 1);
-      append_value(out, item, indent, depth + 1);
-    }
-    newline(depth);
-    out += ']';
+    out += object ? '}' : ']';
   } else {
     out += v.dump();  // numbers, booleans, null: nothing to encode
   }

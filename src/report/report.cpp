@@ -64,19 +64,28 @@ std::uint64_t Report::total_bytes() const {
   return n;
 }
 
+namespace {
+
+// Adds `add.ops` to the row of the same route, reason and detail, or appends `add` as a new row.
+void add_reason(std::vector<ReasonCount>& reasons, const ReasonCount& add) {
+  for (auto& rc : reasons) {
+    if (rc.route == add.route && rc.reason == add.reason && rc.detail == add.detail) {
+      rc.ops += add.ops;
+      return;
+    }
+  }
+  reasons.push_back(add);
+}
+
+}  // namespace
+
 void Report::count(Route route, Reason reason, const std::string& detail, std::uint64_t bytes,
                    std::uint64_t nanoseconds) {
   auto& c = routes[static_cast<std::size_t>(route)];
   c.ops += 1;
   c.bytes += bytes;
   c.nanoseconds += nanoseconds;
-  for (auto& rc : reasons) {
-    if (rc.route == route && rc.reason == reason && rc.detail == detail) {
-      rc.ops += 1;
-      return;
-    }
-  }
-  reasons.push_back(ReasonCount{route, reason, detail, 1});
+  add_reason(reasons, ReasonCount{route, reason, detail, 1});
 }
 
 void Report::add_note(const std::string& note) {
@@ -89,16 +98,7 @@ void Report::merge(const Report& other) {
     routes[i].bytes += other.routes[i].bytes;
     routes[i].nanoseconds += other.routes[i].nanoseconds;
   }
-  for (const auto& rc : other.reasons) {
-    auto it = std::find_if(reasons.begin(), reasons.end(), [&](const ReasonCount& mine) {
-      return mine.route == rc.route && mine.reason == rc.reason && mine.detail == rc.detail;
-    });
-    if (it == reasons.end()) {
-      reasons.push_back(rc);
-    } else {
-      it->ops += rc.ops;
-    }
-  }
+  for (const auto& rc : other.reasons) add_reason(reasons, rc);
   io.direct_ops += other.io.direct_ops;
   io.buffered_ops += other.io.buffered_ops;
   io.cached_ops += other.io.cached_ops;
