@@ -103,6 +103,9 @@ std::string udev_fix_advice(const DoctorContext& c);
 /// What to check to get nvidia-fs (or P2PDMA) going.
 std::string nvidia_fs_advice();
 
+/// Makes `k` a warning saying `summary`, with `evidence` (usually why a probe could not read its files).
+void set_warning(DoctorCheck& k, std::string summary, std::string evidence);
+
 /// The worst status of `checks` (ok < warning < problem; n/a only when all are n/a).
 CheckStatus worst_status(const std::vector<DoctorCheck>& checks);
 

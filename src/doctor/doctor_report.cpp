@@ -175,6 +175,12 @@ std::string DoctorReport::to_json() const {
 
 namespace detail::doctor {
 
+void set_warning(DoctorCheck& k, std::string summary, std::string evidence) {
+  k.status = CheckStatus::warning;
+  k.summary = std::move(summary);
+  k.evidence.push_back(std::move(evidence));
+}
+
 CheckStatus worst_status(const std::vector<DoctorCheck>& checks) {
   auto rank = [](CheckStatus s) {
     switch (s) {

@@ -45,9 +45,8 @@ DoctorCheck mount_check(DoctorContext& c, const std::string& canonical) {
   DoctorCheck k{"file system", CheckStatus::ok, "", {}, ""};
   auto m = probe_mount_for_path(canonical, c.env.root);
   if (!m.ok() || !m->mount) {
-    k.status = CheckStatus::warning;
-    k.summary = "no mount found for the file";
-    k.evidence.push_back(m.ok() ? m->mountinfo_path + ": no entry holds " + canonical : m.status().message());
+    set_warning(k, "no mount found for the file",
+                m.ok() ? m->mountinfo_path + ": no entry holds " + canonical : m.status().message());
     return k;
   }
   c.mount = *m->mount;
@@ -107,9 +106,8 @@ DoctorCheck block_check(DoctorContext& c) {
   }
   auto b = probe_block_device(c.dev_major, c.dev_minor, c.env.root);
   if (!b.ok()) {
-    k.status = CheckStatus::warning;
-    k.summary = fmt::format("no block device {}:{} (a virtual or network file system)", c.dev_major, c.dev_minor);
-    k.evidence.push_back(b.status().message());
+    set_warning(k, fmt::format("no block device {}:{} (a virtual or network file system)", c.dev_major, c.dev_minor),
+                b.status().message());
     return k;
   }
   c.block = *b;
@@ -131,9 +129,7 @@ DoctorCheck udev_check(DoctorContext& c) {
   }
   auto u = probe_udev_record(c.dev_major, c.dev_minor, c.env.root);
   if (!u.ok()) {
-    k.status = CheckStatus::warning;
-    k.summary = "could not read the record";
-    k.evidence.push_back(u.status().message());
+    set_warning(k, "could not read the record", u.status().message());
     return k;
   }
   c.udev = *u;
@@ -216,9 +212,7 @@ void pci_checks(DoctorContext& c, DoctorSection& s) {
     DoctorCheck k{"PCIe to GPU " + g.bdf, CheckStatus::ok, "", {}, ""};
     auto gpu = probe_pci_location(g.bdf, c.env.root);
     if (!gpu.ok()) {
-      k.status = CheckStatus::warning;
-      k.summary = "could not be located";
-      k.evidence.push_back(gpu.status().message());
+      set_warning(k, "could not be located", gpu.status().message());
       s.checks.push_back(std::move(k));
       continue;
     }

@@ -21,9 +21,7 @@ DoctorSection nvidia_fs_section(DoctorContext& c) {
   DoctorCheck mod{"kernel module", CheckStatus::ok, "", {}, ""};
   auto probe = probe_nvidia_fs(c.env.root);
   if (!probe.ok()) {
-    mod.status = CheckStatus::warning;
-    mod.summary = "could not read the module list";
-    mod.evidence.push_back(probe.status().message());
+    set_warning(mod, "could not read the module list", probe.status().message());
     s.checks.push_back(std::move(mod));
     s.status = worst_status(s.checks);
     return s;

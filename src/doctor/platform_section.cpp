@@ -13,9 +13,7 @@ DoctorSection platform_section(DoctorContext& c) {
   DoctorCheck io{"IOMMU", CheckStatus::ok, "", {}, ""};
   auto iommu = probe_iommu(c.env.root);
   if (!iommu.ok()) {
-    io.status = CheckStatus::warning;
-    io.summary = "could not be read";
-    io.evidence.push_back(iommu.status().message());
+    set_warning(io, "could not be read", iommu.status().message());
   } else {
     io.summary = fmt::format("{} ({} unit(s), {} group(s))", iommu_mode_name(iommu->mode), iommu->units.size(),
                              iommu->group_count);
@@ -40,9 +38,7 @@ DoctorSection platform_section(DoctorContext& c) {
   } else {
     auto path = probe_acs_path(c.block->controller_bdf(), c.gpu_bdf, c.env.root);
     if (!path.ok()) {
-      acs.status = CheckStatus::warning;
-      acs.summary = "could not be read";
-      acs.evidence.push_back(path.status().message());
+      set_warning(acs, "could not be read", path.status().message());
     } else {
       acs.status = CheckStatus::ok;
       acs.summary = path->bridges.empty()
