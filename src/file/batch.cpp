@@ -96,17 +96,11 @@ Future FileState::submit_batch(std::span<const Piece> pieces) {
   if (Status s = check_piece_memory(*plan, pieces.subspan(first_piece), path); !s.ok()) return fail(s);
   // A worker takes as many tasks as one bounce buffer holds, so that small pieces are packed, but no more
   // than its share: 8,192 pieces of 4 KiB in 4 MiB fills kept 8 of 16 workers busy (2.4 M pieces/s on the
-  // H200 machine, where its 16 threads pread 5.6 M/s). And its share in several fills, so that each copy
-  // overlaps the worker's next reads: a share read into one fill is copied only after all of it was read
-  // (64 KiB pieces, 32 MiB batches: 0.58 of the copy ceiling). Not below kMinFill, where one more copy
-  // launch on the worker costs more than the overlap gains.
-  constexpr std::uint64_t kFillsPerShare = 4;
-  constexpr std::uint64_t kMinFill = 256 << 10;
+  // H200 machine, where its 16 threads pread 5.6 M/s).
   const std::uint64_t per_fill = config.bounce_buffer_size() / largest;
   const std::uint64_t threads = parallel_tasks();
   const std::uint64_t share = (tasks.size() + threads - 1) / threads;
-  const std::uint64_t overlapping = std::max((share + kFillsPerShare - 1) / kFillsPerShare, kMinFill / largest);
-  const unsigned pack = static_cast<unsigned>(std::clamp<std::uint64_t>(std::min({per_fill, share, overlapping}), 1, 16384));
+  const unsigned pack = static_cast<unsigned>(std::clamp<std::uint64_t>(std::min(per_fill, share), 1, 16384));
   auto stop = std::make_shared<std::atomic<bool>>(false);
   SourceRequest request{Direction::read, *e, bytes, stop};
   auto backend = make_batch_backend(*this, request, std::move(*plan), pack);
