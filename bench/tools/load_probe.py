@@ -32,9 +32,7 @@ def child(mode: str, directory: str) -> None:
     for attempt in ("first", "second"):
         started = time.perf_counter()
         if mode == "load":
-            index = os.path.join(directory, "model.safetensors.index.json")
-            checkpoint = index if os.path.exists(index) else shards[0]
-            st.load(checkpoint, "cuda:0", progress=False)  # dropped at once: the second load allocates again
+            st.load(directory, "cuda:0", progress=False)  # dropped at once: the second load allocates again
         else:
             files = [ferry.open(p) for p in shards]
             bufs = [torch.empty(os.path.getsize(p), dtype=torch.uint8, device="cuda") for p in shards]
