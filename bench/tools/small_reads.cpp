@@ -10,10 +10,12 @@
 //   ferry-mt     the same number outstanding, submitted from `threads` threads
 //   ferry-1      File::pread(...).get(), one at a time (latency)
 //   batch        File::pread_batch: pieces of 64 MiB batches into one contiguous buffer, 2 batches in flight
+//   batch-host   the same batches into pinned host memory (the host route: nothing copied to the GPU)
 //   plain        `threads` threads, each: pread into its pinned buffer, cuMemcpyHtoDAsync, cuStreamSynchronize
 //   plain-1      the same on one thread (latency)
 //   pageable-1   plain-1 from a pageable buffer (the driver's own path for small pageable copies)
-//   raw-host     cold only: `threads` threads of O_DIRECT preads into host memory (the disk's rate at that depth)
+//   raw-host     `threads` threads of preads into host memory, nothing copied: the page cache's rate at that
+//                size and depth (hot), or the disk's with O_DIRECT (cold): the most any staged path can read
 // Each mode is then run again, not timed, checking every byte: each window of requests lands in its own
 // slots of the device buffer, is copied back and compared with what an independent pread of FILE says.
 // Prints a table and, with --json-out, the figures; cold drops FILE's pages before each mode (no root).
@@ -228,6 +230,10 @@ int main(int argc, char** argv) {
   for (auto s : o.sizes) max_slots_bytes = std::max(max_slots_bytes, bench.plan(s).slots * s);
   CUdeviceptr dev = 0;
   if (api->cuMemAlloc_v2(&dev, max_slots_bytes) != CUDA_SUCCESS) die("cuMemAlloc failed");
+  char* host_slots = nullptr;  // batch-host's destination, pinned as the device slots' twin
+  if (api->cuMemHostAlloc(reinterpret_cast<void**>(&host_slots), max_slots_bytes, 0) != CUDA_SUCCESS) {
+    die("cuMemHostAlloc failed");
+  }
 
   std::string json = "[";
   std::printf("%-9s %-9s %12s %12s %12s %10s  %s\n", "size", "mode", "requests", "GB/s", "M req/s", "us/req",
@@ -280,15 +286,16 @@ int main(int argc, char** argv) {
         if (!r.ok()) die(r.status().to_string());
       }
     });
-    modes.emplace_back("batch", [&](const Plan& pl, std::size_t first, std::size_t count, bool) {
+    // Batches of half the slots into the slots `at` gives, two in flight, so that they land in different
+    // halves.
+    auto batches = [&](const Plan& pl, std::size_t first, std::size_t count, const std::function<void*(std::size_t)>& at) {
       const std::size_t per_batch = pl.slots / 2 ? pl.slots / 2 : 1;
       std::vector<Future> live;
       std::vector<std::vector<Piece>> pieces;
-      // Batches of half the slots, so that the two in flight land in different halves.
-      for (std::size_t at = first; at < first + count; at += per_batch) {
-        std::size_t n = std::min(per_batch, first + count - at);
+      for (std::size_t begin = first; begin < first + count; begin += per_batch) {
+        std::size_t n = std::min(per_batch, first + count - begin);
         std::vector<Piece> ps(n);
-        for (std::size_t k = 0; k < n; ++k) ps[k] = Piece{slot(at - first + k), pl.size, pl.offsets[at + k]};
+        for (std::size_t k = 0; k < n; ++k) ps[k] = Piece{at(begin - first + k), pl.size, pl.offsets[begin + k]};
         if (live.size() == 2) {
           auto r = live.front().get();
           if (!r.ok()) die(r.status().to_string());
@@ -302,6 +309,15 @@ int main(int argc, char** argv) {
         auto r = fut.get();
         if (!r.ok()) die(r.status().to_string());
       }
+    };
+    modes.emplace_back("batch", [&](const Plan& pl, std::size_t first, std::size_t count, bool) {
+      batches(pl, first, count, slot);
+    });
+    // The same batches into pinned host memory (the host route: pieces read straight into place, nothing
+    // copied): what the batch engine reads without the GPU. Checked by moving the slots to the device.
+    modes.emplace_back("batch-host", [&](const Plan& pl, std::size_t first, std::size_t count, bool verify) {
+      batches(pl, first, count, [&](std::size_t i) { return host_slots + (i % pl.slots) * pl.size; });
+      if (verify) (void)api->cuMemcpyHtoD_v2(dev, host_slots, std::min<std::size_t>(count, pl.slots) * pl.size);
     });
     auto plain = [&](unsigned threads) {
       return [&, threads](const Plan& pl, std::size_t first, std::size_t count, bool) {
@@ -341,26 +357,24 @@ int main(int argc, char** argv) {
       }
       (void)api->cuStreamDestroy_v2(s);
     });
-    if (o.cold) {
-      modes.emplace_back("raw-host", [&](const Plan& pl, std::size_t first, std::size_t count, bool verify) {
-        if (verify) {  // the host read is the reference itself: land it on the device to check it too
-          plain(o.threads)(pl, first, count, true);
-          return;
-        }
-        std::atomic<std::size_t> next{first};
-        std::vector<std::thread> pool;
-        for (unsigned t = 0; t < o.threads; ++t) {
-          pool.emplace_back([&] {
-            tooling::UniqueFd fd(::open(o.path.c_str(), O_RDONLY | O_DIRECT));
-            tooling::HostMemory buf = tooling::HostMemory::allocate(pl.size).value();
-            for (std::size_t i; (i = next.fetch_add(1)) < first + count;) {
-              (void)!::pread(fd.get(), buf.data(), pl.size, static_cast<off_t>(pl.offsets[i]));
-            }
-          });
-        }
-        for (auto& t : pool) t.join();
-      });
-    }
+    modes.emplace_back("raw-host", [&](const Plan& pl, std::size_t first, std::size_t count, bool verify) {
+      if (verify) {  // the host read is the reference itself: land it on the device to check it too
+        plain(o.threads)(pl, first, count, true);
+        return;
+      }
+      std::atomic<std::size_t> next{first};
+      std::vector<std::thread> pool;
+      for (unsigned t = 0; t < o.threads; ++t) {
+        pool.emplace_back([&] {
+          tooling::UniqueFd fd(::open(o.path.c_str(), O_RDONLY | (o.cold ? O_DIRECT : 0)));
+          tooling::HostMemory buf = tooling::HostMemory::allocate(pl.size).value();
+          for (std::size_t i; (i = next.fetch_add(1)) < first + count;) {
+            (void)!::pread(fd.get(), buf.data(), pl.size, static_cast<off_t>(pl.offsets[i]));
+          }
+        });
+      }
+      for (auto& t : pool) t.join();
+    });
     for (auto& [name, run] : modes) {
       if (!o.modes.empty() && std::find(o.modes.begin(), o.modes.end(), name) == o.modes.end()) continue;
       // One-at-a-time modes get fewer requests: latency, not throughput, is what they show.
@@ -389,6 +403,7 @@ int main(int argc, char** argv) {
       std::fclose(out);
     }
   }
+  (void)api->cuMemFreeHost(host_slots);
   (void)api->cuMemFree_v2(dev);
   return 0;
 }
