@@ -130,7 +130,9 @@ void write_every_class(const CudaApi& api, CompatMode compat) {
     ASSERT_TRUE(file->close().ok());
     auto on_disk = testing::read_whole_file(path);
     ASSERT_EQ(on_disk.size(), c.size ? c.offset + c.size : 0u) << "size " << c.size << " offset " << c.offset;
-    if (c.size) ASSERT_EQ(0, std::memcmp(on_disk.data() + c.offset, data.data(), c.size));
+    if (c.size) {
+      ASSERT_EQ(0, std::memcmp(on_disk.data() + c.offset, data.data(), c.size));
+    }
   }
 }
 

@@ -110,7 +110,9 @@ TEST(SafetensorsGpu, LoadIntoWritesOnlyTheTensorsBytes) {
     for (std::uint64_t k = 0; k < t.size_bytes(); ++k) owned[guard + p.offset + k] = true;
   }
   for (std::uint64_t k = 0; k < size; ++k) {
-    if (!owned[k]) ASSERT_EQ(all[k], 0xA5) << "byte " << k << " outside every tensor was written";
+    if (!owned[k]) {
+      ASSERT_EQ(all[k], 0xA5) << "byte " << k << " outside every tensor was written";
+    }
   }
   (void)api->cuMemFree_v2(block);
 }

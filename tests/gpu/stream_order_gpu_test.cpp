@@ -21,7 +21,6 @@
 #include "support/gpu_kernels.hpp"
 #include "support/status_matchers.hpp"
 #include "support/test_files.hpp"
-#include "support/watchdog.hpp"
 
 namespace fd = ferry::detail;
 using ::testing::HasSubstr;
@@ -98,7 +97,6 @@ class StreamOrderGpu : public ::testing::TestWithParam<std::tuple<CompatMode, st
 // Issue 20's PyTorch report: fill_(0xEE), read_async, a reduction and fill_(0) behind it; meanwhile the
 // calling thread allocates 2 GiB (as `buf.to(torch.int64)` does) and loads a module (lazy loading).
 TEST_P(StreamOrderGpu, WorkQueuedAfterTheReadWithAnAllocationAndAModuleLoadMeanwhile) {
-  testing::Watchdog dog;
   File f = open("r");
   if (!route_usable(f)) GTEST_SKIP() << why_;
   testing::DeviceMemory buf(*api_, size() + 1);
@@ -128,7 +126,6 @@ TEST_P(StreamOrderGpu, WorkQueuedAfterTheReadWithAnAllocationAndAModuleLoadMeanw
 // Issue 20's CuPy report: 16 non-blocking streams, each reading its sixteenth into a slice of one buffer
 // and copying the slice into a second buffer behind the read; then each stream synchronised in turn.
 TEST_P(StreamOrderGpu, SixteenStreamsEachReadingASliceAndCopyingItOn) {
-  testing::Watchdog dog;
   File f = open("r");
   if (!route_usable(f)) GTEST_SKIP() << why_;
   constexpr int kStreams = 16;
@@ -154,7 +151,6 @@ TEST_P(StreamOrderGpu, SixteenStreamsEachReadingASliceAndCopyingItOn) {
 // A write between the kernel producing its data and one overwriting the buffer, with a context-wide
 // synchronisation on another thread meanwhile; then a stream-ordered read of it on the same stream.
 TEST_P(StreamOrderGpu, WriteBetweenProducerAndConsumerThenReadItBack) {
-  testing::Watchdog dog;
   File f = open("r+");
   if (!route_usable(f, Direction::write)) GTEST_SKIP() << why_;
   testing::DeviceMemory src(*api_, size()), back(*api_, size());
@@ -178,7 +174,6 @@ TEST_P(StreamOrderGpu, WriteBetweenProducerAndConsumerThenReadItBack) {
 }
 
 TEST_P(StreamOrderGpu, AFailedReadReleasesTheStream) {
-  testing::Watchdog dog;
   File f = open("r");
   if (!route_usable(f)) GTEST_SKIP() << why_;
   testing::DeviceMemory buf(*api_, size());
@@ -193,7 +188,6 @@ TEST_P(StreamOrderGpu, AFailedReadReleasesTheStream) {
 }
 
 TEST_P(StreamOrderGpu, CapturingTheRequestIntoAGraphFailsAtOnce) {
-  testing::Watchdog dog;
   File f = open("r");
   testing::DeviceMemory buf(*api_, size());
   ASSERT_EQ(kernels_.begin_capture(stream_), fd::CUDA_SUCCESS);

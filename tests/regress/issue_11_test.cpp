@@ -82,7 +82,9 @@ TEST(Issue11, TheFirstDeviceRequestNamesItsOneTimeSetUp) {
   SetupCosts again = process_setup_costs().since(before_second);
   EXPECT_LE(pinned.count + again.steps[5].count, 4u) << paid.summary() << " / " << again.summary();
   for (std::size_t step = 0; step < again.steps.size(); ++step) {
-    if (step != 5) EXPECT_EQ(again.steps[step].count, 0u) << again.summary();
+    if (step != 5) {
+      EXPECT_EQ(again.steps[step].count, 0u) << again.summary();
+    }
   }
   if (again.steps[5].count == 0) {
     for (const auto& n : second->report.notes) EXPECT_THAT(n, ::testing::Not(HasSubstr("one-time set-up")));

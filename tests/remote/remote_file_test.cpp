@@ -16,7 +16,7 @@
 #include "ferry/file.hpp"
 #include "file/open_options.hpp"
 #include "remote/servers.hpp"
-#include "remote/watchdog.hpp"
+#include "support/watchdog.hpp"
 #include "support/fake_cuda.hpp"
 #include "support/fake_cufile.hpp"
 #include "support/fake_platform.hpp"
@@ -127,7 +127,7 @@ TEST_F(RemoteFile, CancelEndsTheTransfersOfATricklingServer) {
   testing::FaultProxy proxy;
   if (auto why = proxy.start(nginx_.port(), dir_ / "proxy"); !why.empty()) GTEST_SKIP() << why;
   ASSERT_TRUE(proxy.set("slow:2000"));
-  testing::Watchdog watchdog("a cancelled read from a trickling server", 30);
+  testing::Watchdog watchdog(std::chrono::seconds(30), "a cancelled read from a trickling server");
   auto f = open(proxy.url("/weights.bin"));
   ASSERT_TRUE(f.ok()) << f.status().to_string();
   std::vector<std::uint8_t> buf(kSize);

@@ -46,12 +46,16 @@ class DeviceMemory {
   std::vector<std::uint8_t> to_host() const {
     std::vector<std::uint8_t> out(size_);
     detail::ScopedDeviceContext context(api_, device_);
-    if (size_) EXPECT_EQ(api_.cuMemcpyDtoH_v2(out.data(), ptr_, size_), detail::CUDA_SUCCESS);
+    if (size_) {
+      EXPECT_EQ(api_.cuMemcpyDtoH_v2(out.data(), ptr_, size_), detail::CUDA_SUCCESS);
+    }
     return out;
   }
   void from_host(const std::vector<std::uint8_t>& in) {
     detail::ScopedDeviceContext context(api_, device_);
-    if (!in.empty()) EXPECT_EQ(api_.cuMemcpyHtoD_v2(ptr_, in.data(), in.size()), detail::CUDA_SUCCESS);
+    if (!in.empty()) {
+      EXPECT_EQ(api_.cuMemcpyHtoD_v2(ptr_, in.data(), in.size()), detail::CUDA_SUCCESS);
+    }
   }
 
  private:

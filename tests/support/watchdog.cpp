@@ -100,4 +100,26 @@ Watchdog::~Watchdog() {
   thread_.join();
 }
 
+namespace {
+
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kThreadSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr bool kThreadSanitizer = true;
+#else
+constexpr bool kThreadSanitizer = false;
+#endif
+#else
+constexpr bool kThreadSanitizer = false;
+#endif
+
+}  // namespace
+
+void WatchdogPerTest::OnTestStart(const ::testing::TestInfo& /*test*/) {
+  dog_ = std::make_unique<Watchdog>(std::chrono::seconds(kThreadSanitizer ? 180 : 60));
+}
+
+void WatchdogPerTest::OnTestEnd(const ::testing::TestInfo& /*test*/) { dog_.reset(); }
+
 }  // namespace ferry::testing

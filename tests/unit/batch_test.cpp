@@ -26,7 +26,6 @@
 #include "support/memory_source.hpp"
 #include "support/status_matchers.hpp"
 #include "support/test_files.hpp"
-#include "support/watchdog.hpp"
 
 using ::testing::HasSubstr;
 
@@ -118,7 +117,6 @@ class Batch : public ::testing::Test {
 };
 
 TEST_F(Batch, HostPiecesLandInPlaceAndNothingElseChanges) {
-  testing::Watchdog dog;
   File f = open();
   std::vector<std::uint8_t> memory(16 << 20, kPoison);
   std::uint64_t used = 0;
@@ -134,7 +132,6 @@ TEST_F(Batch, HostPiecesLandInPlaceAndNothingElseChanges) {
 }
 
 TEST_F(Batch, DevicePiecesArePackedAndMovedOneCopyPerRun) {
-  testing::Watchdog dog;
   File f = open();
   // The data-loader form: piece i of 4 KiB at a random offset lands at dst[i * 4096].
   constexpr std::size_t kPieces = 3000;
@@ -156,7 +153,6 @@ TEST_F(Batch, DevicePiecesArePackedAndMovedOneCopyPerRun) {
 // A batch smaller than the workers' bounce buffers would fill is shared among them: each takes its share
 // of the pieces, not one buffer's worth (which left most workers idle).
 TEST_F(Batch, EveryWorkerTakesItsShareOfASmallBatch) {
-  testing::Watchdog dog;
   constexpr std::size_t kPieces = 64;
   auto source = std::make_shared<testing::MemorySource>("memory", testing::pattern(0, kPieces * 4096));
   source->depth = 1024;  // the source takes whatever batch a worker hands it
@@ -180,7 +176,6 @@ TEST_F(Batch, EveryWorkerTakesItsShareOfASmallBatch) {
 }
 
 TEST_F(Batch, AwkwardDevicePiecesStayExact) {
-  testing::Watchdog dog;
   File f = open();
   constexpr std::uint64_t kMemory = 24 << 20;
   auto* dev = static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(kMemory));
@@ -195,7 +190,6 @@ TEST_F(Batch, AwkwardDevicePiecesStayExact) {
 }
 
 TEST_F(Batch, ContiguousPiecesAcrossTheEndOfTheFileCopyOnlyWhatWasRead) {
-  testing::Watchdog dog;
   File f = open();
   constexpr std::size_t kPieces = 8;
   auto* dev = static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(kPieces * 4096));
@@ -209,7 +203,6 @@ TEST_F(Batch, ContiguousPiecesAcrossTheEndOfTheFileCopyOnlyWhatWasRead) {
 }
 
 TEST_F(Batch, CuFileRoutesGiveWayToPackingAndRequireGdsRefuses) {
-  testing::Watchdog dog;
   auto* dev = static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(16 * 4096));
   std::vector<Piece> pieces;
   for (int i = 0; i < 16; ++i) pieces.push_back(Piece{dev + i * 4096, 4096, static_cast<std::uint64_t>(i) * 8192});
@@ -261,7 +254,6 @@ TEST_F(Batch, AnEmptyBatchIsDone) {
 // ---- The engine shared by requests ----
 
 TEST_F(Batch, ASmallRequestDoesNotWaitForALargeOneToDrain) {
-  testing::Watchdog dog;
   path_ = testing::write_pattern_file(testing::test_dir() / "large.bin", 128ull << 20);
   File f = open();
   std::vector<std::uint8_t> large(128ull << 20), small(4096);
@@ -300,7 +292,7 @@ class GatedSource final : public detail::Source {
 };
 
 TEST(EngineSharing, OneTaskRequestsInFlightSpreadOverTheWorkers) {
-  testing::Watchdog dog;  // with too few workers the reads wait for one another forever
+  // With too few workers the reads would wait for one another forever: the per-test watchdog fails it.
   // More reads at once than the pool has workers now (the pool is the process's, and never shrinks).
   const unsigned together = static_cast<unsigned>(detail::shared_pool().workers()) + 4;
   Config c;
@@ -315,7 +307,6 @@ TEST(EngineSharing, OneTaskRequestsInFlightSpreadOverTheWorkers) {
 }
 
 TEST_F(Batch, AWaiterRunsAOneTaskRequestItselfWhenThePoolIsBusy) {
-  testing::Watchdog dog;
   File f = open();
   detail::ThreadPool& pool = detail::shared_pool();
   pool.ensure_workers(2);

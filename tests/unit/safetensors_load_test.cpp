@@ -162,7 +162,9 @@ TEST_F(SafetensorsLoad, IntoGpuMemoryByteExactWithOneAllocation) {
     EXPECT_EQ(testing::fake_cuda_live_device(), 1u);
     for (const auto& t : loaded->tensors) {
       EXPECT_EQ(t.device, 0);
-      if (t.size_bytes) EXPECT_EQ(device_of(t.data), 0) << t.name;
+      if (t.size_bytes) {
+        EXPECT_EQ(device_of(t.data), 0) << t.name;
+      }
     }
     EXPECT_EQ(loaded->stats.report.at(Route::staged).bytes, c.data_bytes());
     EXPECT_EQ(testing::fake_cuda_counters().htod_bytes, c.data_bytes());
@@ -242,7 +244,9 @@ TEST_F(SafetensorsLoad, LoadIntoWritesNothingOutsideTheTensors) {
     }
     const auto* all = static_cast<const std::uint8_t*>(base);
     for (std::size_t k = 0; k < owned.size(); ++k) {
-      if (!owned[k]) ASSERT_EQ(all[k], 0xA5) << "byte " << k << " outside every tensor was written (device " << device << ")";
+      if (!owned[k]) {
+        ASSERT_EQ(all[k], 0xA5) << "byte " << k << " outside every tensor was written (device " << device << ")";
+      }
     }
     if (device != kHostMemory) testing::fake_cuda_free(base);
   }
@@ -457,7 +461,9 @@ TEST_F(SafetensorsLoad, DeviceMapSpreadsTensorsOverGpusAndHost) {
                : (t.name.rfind("layer.", 0) == 0 || t.name == "head") ? 1
                                                                        : 0;
     EXPECT_EQ(t.device, want) << t.name;
-    if (t.size_bytes) EXPECT_EQ(device_of(t.data), want) << t.name;
+    if (t.size_bytes) {
+      EXPECT_EQ(device_of(t.data), want) << t.name;
+    }
   }
 }
 
@@ -492,7 +498,9 @@ TEST_F(SafetensorsLoad, ReplicasReadTheFileOnceAndCopyGpuToGpu) {
     expect_tensors(b, loaded->replicas[k]);
     for (const auto& t : loaded->replicas[k]) {
       EXPECT_EQ(t.device, o.replicas[k]);
-      if (t.size_bytes) EXPECT_EQ(device_of(t.data), o.replicas[k]) << t.name;
+      if (t.size_bytes) {
+        EXPECT_EQ(device_of(t.data), o.replicas[k]) << t.name;
+      }
     }
   }
   auto counters = testing::fake_cuda_counters();
