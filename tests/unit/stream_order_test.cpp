@@ -107,6 +107,20 @@ class StreamOrderBase : public ::testing::Test {
     return fut;
   }
 
+  // Reads the test's whole file of `size` bytes with queue_read and checks every byte and the byte past it.
+  void read_and_check_every_byte(File& f, std::uint64_t size) {
+    void* dev = testing::fake_cuda_alloc_device(size + 1);
+    std::vector<std::uint8_t> after;
+    Future fut = queue_read(f, dev, &after, size);
+    ASSERT_EQ(api().cuStreamSynchronize(stream_), CUDA_SUCCESS);
+    auto r = fut.get();
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->bytes, size);
+    EXPECT_TRUE(std::equal(expected_.begin(), expected_.end(), after.begin())) << "a copy was wrong or late";
+    EXPECT_EQ(after[size], 0x11) << "the byte past the request is the memset's";
+    testing::fake_cuda_free(dev);
+  }
+
   std::filesystem::path dir_;
   std::string path_;
   std::vector<std::uint8_t> expected_;
@@ -156,19 +170,10 @@ TEST_F(StreamOrdered, ALargeReadAndWriteReuseEverySlotAndKeepEveryByte) {
   use_file_of(size);
   {
     File f = open("r", CompatMode::on, 8);
-    void* dev = testing::fake_cuda_alloc_device(size + 1);
-    std::vector<std::uint8_t> after;
-    Future fut = queue_read(f, dev, &after, size);
-    ASSERT_EQ(api().cuStreamSynchronize(stream_), CUDA_SUCCESS);
-    auto r = fut.get();
-    ASSERT_TRUE(r.ok()) << r.status().to_string();
-    EXPECT_EQ(r->bytes, size);
-    EXPECT_TRUE(std::equal(expected_.begin(), expected_.end(), after.begin())) << "a copy was wrong or late";
-    EXPECT_EQ(after[size], 0x11) << "the byte past the request is the memset's";
+    read_and_check_every_byte(f, size);
     // A kit's two slots are side by side: its two pieces move in one copy. The file's last 4097 bytes are
     // a page and a byte, neither a full slot, so each moves alone: 20 + 2 copies.
     EXPECT_EQ(testing::fake_cuda_counters().htod_async_copies, 22u);
-    testing::fake_cuda_free(dev);
   }
   File f = open("r+", CompatMode::on, 8);
   void* dev = testing::fake_cuda_alloc_device(size);
@@ -180,7 +185,7 @@ TEST_F(StreamOrdered, ALargeReadAndWriteReuseEverySlotAndKeepEveryByte) {
   ASSERT_EQ(api().cuStreamSynchronize(stream_), CUDA_SUCCESS);
   ASSERT_THAT(fut.get().status(), StatusIs(ErrorCode::ok));
   EXPECT_EQ(testing::read_whole_file(path_), std::vector<std::uint8_t>(size, 0x6B));
-  EXPECT_EQ(testing::fake_cuda_counters().dtoh_async_copies - copies_before, 22u) << "as the read: 20 pairs, a page, a byte";
+  EXPECT_EQ(testing::fake_cuda_counters().dtoh_async_copies - copies_before, 22u) << "20 pairs, a page, a byte";
   testing::fake_cuda_free(dev);
 }
 
@@ -191,17 +196,9 @@ TEST_F(StreamOrdered, ACopyRunTakesAtMost16MiBOfSideBySideSlots) {
   const std::uint64_t size = 16 * kPiece + 3;  // 17 pieces through the 8 slots of one kit
   use_file_of(size);
   File f = open("r", CompatMode::on, 4, 8, kPiece);
-  void* dev = testing::fake_cuda_alloc_device(size + 1);
-  std::vector<std::uint8_t> after;
-  Future fut = queue_read(f, dev, &after, size);
-  ASSERT_EQ(api().cuStreamSynchronize(stream_), CUDA_SUCCESS);
-  auto r = fut.get();
-  ASSERT_TRUE(r.ok()) << r.status().to_string();
-  EXPECT_TRUE(std::equal(expected_.begin(), expected_.end(), after.begin())) << "a copy run was wrong or late";
-  EXPECT_EQ(after[size], 0x11) << "the byte past the request is the memset's";
+  read_and_check_every_byte(f, size);
   // Pieces 0-3, 4-7, 8-11 and 12-15 (slot 7's end is not slot 0's start), then the last 3 bytes alone.
   EXPECT_EQ(testing::fake_cuda_counters().htod_async_copies, 5u);
-  testing::fake_cuda_free(dev);
 }
 
 TEST_F(StreamOrdered, BytesDoneCountsTheStepsThatEnded) {
