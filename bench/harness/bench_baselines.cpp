@@ -8,7 +8,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <mutex>
 #include <numeric>
 #include <random>
 #include <thread>
@@ -16,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "ferry_tooling/generated_data.hpp"
+#include "ferry_tooling/pieces.hpp"
 #include "platform/cuda/cuda_api.hpp"
 #include "platform/cuda/primary_context.hpp"
 
@@ -70,31 +70,14 @@ Result<std::uint64_t> transfer_chunk(const FileIo& job, std::uint64_t offset) {
 }  // namespace
 
 Result<std::uint64_t> parallel_file_io(const FileIo& job) {
-  std::atomic<std::size_t> next{0};
   std::atomic<std::uint64_t> moved{0};
-  std::atomic<bool> failed{false};
-  std::mutex error_mutex;
-  Status first_error;
-  auto worker = [&] {
-    for (;;) {
-      if (failed.load(std::memory_order_relaxed)) return;
-      std::size_t i = next.fetch_add(1, std::memory_order_relaxed);
-      if (i >= job.offsets->size()) return;
-      auto n = transfer_chunk(job, (*job.offsets)[i]);
-      if (!n.ok()) {
-        std::lock_guard<std::mutex> lock(error_mutex);
-        if (!failed.exchange(true)) first_error = n.status();
-        return;
-      }
-      moved.fetch_add(*n, std::memory_order_relaxed);
-    }
+  // One piece per chunk: the pieces are the positions in `offsets`.
+  auto transfer = [&](std::uint64_t i, std::uint64_t, std::vector<std::uint8_t>&) -> Status {
+    FERRY_ASSIGN_OR_RETURN(std::uint64_t n, transfer_chunk(job, (*job.offsets)[i]));
+    moved += n;
+    return Status();
   };
-  std::vector<std::thread> pool;
-  unsigned n_threads = std::max(1u, job.threads);
-  pool.reserve(n_threads);
-  for (unsigned i = 0; i < n_threads; ++i) pool.emplace_back(worker);
-  for (auto& t : pool) t.join();
-  if (failed) return first_error;
+  FERRY_RETURN_IF_ERROR(tooling::for_each_piece(job.offsets->size(), 1, job.threads, transfer));
   return moved.load();
 }
 
@@ -187,15 +170,11 @@ Status naive_write(int fd, std::uint8_t* pageable, std::uint64_t size, int devic
 // ---- generated data and verification ----
 
 void fill_generated_parallel(std::uint8_t* dst, std::uint64_t size, unsigned threads) {
-  constexpr std::uint64_t kPiece = 16ull << 20;
-  std::atomic<std::uint64_t> next{0};
-  auto worker = [&] {
-    for (std::uint64_t at = next.fetch_add(kPiece); at < size; at = next.fetch_add(kPiece))
-      tooling::fill_generated(dst + at, std::min(kPiece, size - at), at);
+  auto fill = [&](std::uint64_t at, std::uint64_t length, std::vector<std::uint8_t>&) {
+    tooling::fill_generated(dst + at, length, at);
+    return Status();
   };
-  std::vector<std::thread> pool;
-  for (unsigned i = 0; i < std::max(1u, threads); ++i) pool.emplace_back(worker);
-  for (auto& t : pool) t.join();
+  (void)tooling::for_each_piece(size, tooling::kPieceBytes, threads, fill);
 }
 
 }  // namespace ferry::cli::bench

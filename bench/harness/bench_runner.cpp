@@ -29,6 +29,7 @@
 #include "ferry_tooling/generated_data.hpp"
 #include "ferry_tooling/host_memory.hpp"
 #include "ferry_tooling/output_file.hpp"
+#include "ferry_tooling/pieces.hpp"
 #include "ferry_tooling/progress.hpp"
 #include "ferry_tooling/timing.hpp"
 #include "platform/cuda/cuda_api.hpp"
@@ -114,16 +115,13 @@ std::string make_hot(const std::string& path, std::uint64_t size, unsigned threa
   if (before.ok() && before->cached_bytes >= before->range_bytes) return percent_text(before);
   auto fd = open_file(path, false, false);
   if (fd.ok()) {
-    constexpr std::uint64_t kPiece = 16ull << 20;
-    std::atomic<std::uint64_t> next{0};
-    auto worker = [&] {
-      std::vector<std::uint8_t> buf(kPiece);
-      for (std::uint64_t at = next.fetch_add(kPiece); at < size; at = next.fetch_add(kPiece))
-        (void)::pread(fd->get(), buf.data(), std::min(kPiece, size - at), static_cast<off_t>(at));
+    // A failed read only leaves its piece uncached, which the residency returned below shows.
+    auto warm = [&](std::uint64_t at, std::uint64_t length, std::vector<std::uint8_t>& buffer) {
+      buffer.resize(length);
+      (void)::pread(fd->get(), buffer.data(), length, static_cast<off_t>(at));
+      return Status();
     };
-    std::vector<std::thread> pool;
-    for (unsigned i = 0; i < threads; ++i) pool.emplace_back(worker);
-    for (auto& t : pool) t.join();
+    (void)tooling::for_each_piece(size, tooling::kPieceBytes, threads, warm);
   }
   return percent_text(probe_residency(path, size));
 }
@@ -136,32 +134,25 @@ void settle_after_write(const std::string& path) { (void)page_cache::evict(path)
 // Writes generated data into [0, size) of `fd` with a few threads, then fdatasync. Errors name `path`.
 Status fill_generated_file(int fd, const std::string& path, std::uint64_t size, TerminalProgress& progress,
                            const std::string& what) {
-  constexpr std::uint64_t kPiece = 16ull << 20;
-  std::atomic<std::uint64_t> next{0}, written{0};
-  std::atomic<int> error{0};
-  auto worker = [&] {
-    std::vector<std::uint8_t> buf(kPiece);
-    for (std::uint64_t at = next.fetch_add(kPiece); at < size && error == 0; at = next.fetch_add(kPiece)) {
-      std::uint64_t n = std::min(kPiece, size - at);
-      tooling::fill_generated(buf.data(), n, at);
-      for (std::uint64_t done = 0; done < n;) {
-        ssize_t w = ::pwrite(fd, buf.data() + done, n - done, static_cast<off_t>(at + done));
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-          error = w < 0 ? errno : EIO;
-          return;
-        }
-        done += static_cast<std::uint64_t>(w);
-      }
-      written += n;
+  std::atomic<std::uint64_t> written{0};
+  auto write_piece = [&](std::uint64_t at, std::uint64_t length, std::vector<std::uint8_t>& buffer) {
+    buffer.resize(length);
+    tooling::fill_generated(buffer.data(), length, at);
+    for (std::uint64_t done = 0; done < length;) {
+      ssize_t w = ::pwrite(fd, buffer.data() + done, length - done, static_cast<off_t>(at + done));
+      if (w < 0 && errno == EINTR) continue;
+      // Only the errno is kept: the message below names the file.
+      if (w <= 0) return Status::from_errno(w < 0 ? errno : EIO, "pwrite");
+      done += static_cast<std::uint64_t>(w);
     }
+    written += length;
+    return Status();
   };
   unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
-  std::vector<std::thread> pool;
-  for (unsigned i = 0; i < threads; ++i) pool.emplace_back(worker);
+  Status wrote;
   std::atomic<bool> finished{false};
-  std::thread joiner([&] {
-    for (auto& t : pool) t.join();
+  std::thread writer([&] {
+    wrote = tooling::for_each_piece(size, tooling::kPieceBytes, threads, write_piece);
     finished = true;
   });
   while (!finished) {
@@ -170,8 +161,8 @@ Status fill_generated_file(int fd, const std::string& path, std::uint64_t size, 
                               format_size(size)));
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
-  joiner.join();
-  int e = error.load();
+  writer.join();
+  int e = wrote.sys_errno();
   if (e == 0 && ::fdatasync(fd) != 0) e = errno;
   if (e != 0)
     return Status::from_errno(e, fmt::format("Could not write {} of generated data to \"{}\"", format_size(size), path),
