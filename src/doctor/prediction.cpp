@@ -258,24 +258,20 @@ DoctorProbe run_probe(DoctorContext& c, const DoctorPrediction& prediction) {
   std::optional<DeviceMemory> device_memory;
   std::optional<HostMemory> host_memory;
   void* buffer = nullptr;
+  Status allocated;
   if (gpu) {
     auto m = DeviceMemory::allocate(*c.cuda, c.options.device, r.requested_bytes);
-    if (!m.ok()) {
-      r.error = m.status().to_string();
-      r.verdict = "not run: " + r.error;
-      return r;
-    }
-    device_memory.emplace(std::move(*m));
-    buffer = device_memory->pointer();
+    allocated = m.status();
+    if (m.ok()) buffer = device_memory.emplace(std::move(*m)).pointer();
   } else {
     auto m = HostMemory::allocate(r.requested_bytes);
-    if (!m.ok()) {
-      r.error = m.status().to_string();
-      r.verdict = "not run: " + r.error;
-      return r;
-    }
-    host_memory.emplace(std::move(*m));
-    buffer = host_memory->data();
+    allocated = m.status();
+    if (m.ok()) buffer = host_memory.emplace(std::move(*m)).data();
+  }
+  if (!allocated.ok()) {
+    r.error = allocated.to_string();
+    r.verdict = "not run: " + r.error;
+    return r;
   }
   r.ran = true;
   auto start = std::chrono::steady_clock::now();
