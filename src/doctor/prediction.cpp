@@ -3,7 +3,6 @@
 // GPU), so it cannot drift from what a read does. The probe then does such a read and compares the route
 // report (and cuFile's counters) with the prediction.
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -14,6 +13,7 @@
 #include "doctor/doctor_internal.hpp"
 #include "ferry_tooling/device_memory.hpp"
 #include "ferry_tooling/host_memory.hpp"
+#include "ferry_tooling/timing.hpp"
 #include "file/file_state.hpp"
 #include "file/open_options.hpp"
 #include "file/route_selection.hpp"
@@ -274,9 +274,9 @@ DoctorProbe run_probe(DoctorContext& c, const DoctorPrediction& prediction) {
     return r;
   }
   r.ran = true;
-  auto start = std::chrono::steady_clock::now();
+  auto start = tooling::now_ns();
   auto result = c.file->pread(buffer, r.requested_bytes, 0).get();
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.seconds = tooling::seconds_since(start);
   if (!result.ok()) {
     r.error = result.status().to_string();
     r.matches_prediction = !prediction.read_works;

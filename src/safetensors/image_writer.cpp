@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "ferry/safetensors.hpp"
+#include "ferry_tooling/timing.hpp"
 #include "platform/cuda/primary_context.hpp"
 #include "safetensors/text.hpp"
 
@@ -20,8 +21,6 @@ using Clock = std::chrono::steady_clock;
 using ferry::detail::CUdeviceptr;
 using ferry::detail::CudaApi;
 using ferry::detail::CUstream;
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 struct Window {
   std::size_t slot = 0;
@@ -155,9 +154,9 @@ Status write_image(File& file, std::span<const ImagePiece> pieces, std::uint64_t
   std::size_t next_piece = 0;
   for (std::uint64_t from = 0; from < file_bytes && first.ok() && !cancelled(); from += kSaveWindowBytes) {
     if (free_slots.empty()) {
-      auto waiting = Clock::now();
+      auto waiting = tooling::now_ns();
       while (free_slots.empty()) harvest();
-      out.snapshot_wait_seconds += seconds_since(waiting);
+      out.snapshot_wait_seconds += tooling::seconds_since(waiting);
       if (!first.ok() || cancelled()) break;
     }
     Window w;

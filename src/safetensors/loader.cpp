@@ -1,11 +1,11 @@
 // Loading: plan, allocate, read (merged runs, in parallel), replicate; and reads into caller memory.
 #include <algorithm>
-#include <chrono>
 #include <map>
 #include <numeric>
 
 #include <fmt/format.h>
 
+#include "ferry_tooling/timing.hpp"
 #include "platform/cuda/cuda_api.hpp"
 #include "platform/gpu_platform.hpp"
 #include "safetensors/allocation.hpp"
@@ -19,14 +19,8 @@ namespace ferry::safetensors {
 namespace detail {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 // Pieces small enough that copies to replicas overlap the reads that follow.
 constexpr std::uint64_t kReplicationPiece = 512ull << 20;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 const ferry::detail::GpuPlatform& platform_of(const CheckpointState& st) {
   return st.gpu ? *st.gpu : ferry::detail::process_gpu_platform();
@@ -209,9 +203,9 @@ std::vector<LoadedTensor> tensors_in(const CheckpointState& st, const LoadPlan& 
 
 Result<LoadedCheckpoint> load_checkpoint(const std::string& path, const LoadOptions& options,
                                          const OpenOptions& open_options, const Seams& seams) {
-  auto start = Clock::now();
+  auto start = tooling::now_ns();
   FERRY_ASSIGN_OR_RETURN(Checkpoint checkpoint, open_checkpoint(path, open_options, seams));
-  double open_seconds = seconds_since(start);
+  double open_seconds = tooling::seconds_since(start);
   FERRY_ASSIGN_OR_RETURN(LoadedCheckpoint loaded, checkpoint.load(options));
   loaded.open_seconds = open_seconds;
   return loaded;
@@ -226,7 +220,7 @@ Result<LoadPlan> Checkpoint::plan(const LoadOptions& options) const {
 Result<LoadStats> Checkpoint::load_into(const LoadPlan& plan, std::span<void* const> bases,
                                         const LoadOptions& options) const {
   detail::CheckpointState& st = *state_;
-  auto start = detail::Clock::now();
+  auto start = tooling::now_ns();
   FERRY_RETURN_IF_ERROR(detail::check_plan(st, plan, bases));
   FERRY_RETURN_IF_ERROR(detail::check_files_unchanged(st));
   LoadStats stats;
@@ -241,14 +235,14 @@ Result<LoadStats> Checkpoint::load_into(const LoadPlan& plan, std::span<void* co
     return it == replicators.end() ? Status() : it->second->copy(op.region_offset, op.size);
   };
   Status status = detail::execute_reads(st, ops, exec, stats);
-  auto waiting = detail::Clock::now();
+  auto waiting = tooling::now_ns();
   for (auto& [region, replicator] : replicators) {
     Status s = replicator->finish();
     stats.bytes_copied += replicator->bytes_copied();
     if (status.ok() && !s.ok()) status = s;
   }
-  stats.replicate_wait_seconds = replicators.empty() ? 0.0 : detail::seconds_since(waiting);
-  stats.seconds = detail::seconds_since(start);
+  stats.replicate_wait_seconds = replicators.empty() ? 0.0 : tooling::seconds_since(waiting);
+  stats.seconds = tooling::seconds_since(start);
   detail::add_settings_notes(st, stats);
   FERRY_RETURN_IF_ERROR(status);
   return stats;
@@ -256,7 +250,7 @@ Result<LoadStats> Checkpoint::load_into(const LoadPlan& plan, std::span<void* co
 
 Result<LoadStats> Checkpoint::read_into(std::span<const Destination> destinations, const LoadOptions& options) const {
   detail::CheckpointState& st = *state_;
-  auto start = detail::Clock::now();
+  auto start = tooling::now_ns();
   std::vector<detail::ReadOp> ops;
   for (const Destination& d : destinations) {
     auto it = st.index.find(d.name);
@@ -291,7 +285,7 @@ Result<LoadStats> Checkpoint::read_into(std::span<const Destination> destination
   LoadStats stats;
   Status status = detail::execute_reads(st, detail::split_ops(std::move(ops), options.max_request_bytes),
                                         detail::exec_options(st, options), stats);
-  stats.seconds = detail::seconds_since(start);
+  stats.seconds = tooling::seconds_since(start);
   detail::add_settings_notes(st, stats);
   FERRY_RETURN_IF_ERROR(status);
   return stats;
@@ -302,7 +296,7 @@ Result<LoadedCheckpoint> Checkpoint::load(const LoadOptions& options) const {
   FERRY_ASSIGN_OR_RETURN(LoadPlan plan, this->plan(options));
   LoadedCheckpoint out;
   out.metadata = st.metadata;
-  auto start = detail::Clock::now();
+  auto start = tooling::now_ns();
   std::vector<void*> bases;
   for (const LoadPlan::Region& region : plan.regions) {
     FERRY_ASSIGN_OR_RETURN(auto block, detail::AllocationAccess::allocate(detail::platform_of(st), region.device,
@@ -310,7 +304,7 @@ Result<LoadedCheckpoint> Checkpoint::load(const LoadOptions& options) const {
     bases.push_back(block->data());
     out.allocations.push_back(std::move(block));
   }
-  out.allocate_seconds = detail::seconds_since(start);
+  out.allocate_seconds = tooling::seconds_since(start);
   FERRY_ASSIGN_OR_RETURN(out.stats, load_into(plan, bases, options));
 
   std::vector<std::size_t> identity(plan.regions.size());

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "ferry_tooling/output_file.hpp"
+#include "ferry_tooling/timing.hpp"
 #include "platform/cuda/buffer_kind.hpp"
 #include "platform/gpu_platform.hpp"
 #include "safetensors/image_writer.hpp"
@@ -24,10 +25,7 @@ namespace ferry::safetensors {
 namespace detail {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using ferry::detail::CudaApi;
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 Status refusal(const std::string& path, const Status& cause) {
   return Status(cause.code(), fmt::format("Could not save \"{}\": {}", path, cause.message()), cause.sys_errno(),
@@ -48,7 +46,7 @@ struct PreparedSave {
   tooling::Destination dest;
   std::optional<tooling::TempFile> temp;
   std::optional<File> file;
-  Clock::time_point started;
+  std::uint64_t started_ns = 0;  // tooling::now_ns()
   std::vector<std::string> notes;
 };
 
@@ -93,7 +91,7 @@ Result<std::unique_ptr<PreparedSave>> prepare(const std::string& path, std::span
                                               const SaveOptions& options, const ferry::detail::OpenOptions& seams,
                                               bool background) {
   auto p = std::make_unique<PreparedSave>();
-  p->started = Clock::now();
+  p->started_ns = tooling::now_ns();
   p->path = path;
   p->options = options;
   p->options.progress = background ? nullptr : options.progress;
@@ -201,7 +199,7 @@ Result<SaveStats> run(PreparedSave& p, ImageSignals& signals, const std::functio
   io.progress = p.options.progress;
   io.progress_interval = p.options.progress_interval;
   io.on_snapshot = [&] {
-    stats.snapshot_seconds = seconds_since(p.started);
+    stats.snapshot_seconds = tooling::seconds_since(p.started_ns);
     if (on_snapshot) on_snapshot();
   };
   ImageOutcome outcome;
@@ -214,20 +212,20 @@ Result<SaveStats> run(PreparedSave& p, ImageSignals& signals, const std::functio
   FERRY_RETURN_IF_ERROR(written);
 
   if (p.options.durable) {
-    auto t = Clock::now();
+    auto t = tooling::now_ns();
     Status synced = p.file->sync();
     if (!synced.ok()) return refusal(p.path, synced);
-    stats.sync_seconds = seconds_since(t);
+    stats.sync_seconds = tooling::seconds_since(t);
   }
   Status closed = p.file->close();
   if (!closed.ok()) return refusal(p.path, closed);
   if (signals.cancel) {
     return Status(ErrorCode::cancelled, fmt::format("Saving \"{}\" was cancelled; \"{}\" is as it was", p.path, p.path));
   }
-  auto t = Clock::now();
+  auto t = tooling::now_ns();
   FERRY_RETURN_IF_ERROR(p.temp->commit(p.dest, /*replace=*/true, /*sync_directory=*/p.options.durable));
-  stats.commit_seconds = seconds_since(t);
-  stats.seconds = seconds_since(p.started);
+  stats.commit_seconds = tooling::seconds_since(t);
+  stats.seconds = tooling::seconds_since(p.started_ns);
   return stats;
 }
 
@@ -321,7 +319,7 @@ Result<SaveStats> save_with(const std::string& path, std::span<const SaveTensor>
   FERRY_ASSIGN_OR_RETURN(auto prepared, prepare(path, tensors, options, seams, /*background=*/false));
   ImageSignals signals;
   auto r = run(*prepared, signals, nullptr);
-  if (r.ok()) r->seconds = seconds_since(prepared->started);
+  if (r.ok()) r->seconds = tooling::seconds_since(prepared->started_ns);
   return r;
 }
 

@@ -3,7 +3,6 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -13,14 +12,13 @@
 #include <nlohmann/json.hpp>
 
 #include "ferry_tooling/output_file.hpp"
+#include "ferry_tooling/timing.hpp"
 #include "safetensors/saver.hpp"
 #include "safetensors/text.hpp"
 
 namespace ferry::safetensors {
 namespace detail {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 std::string join_path(const std::string& dir, const std::string& name) {
   return dir.empty() || dir.back() == '/' ? dir + name : dir + "/" + name;
@@ -93,7 +91,7 @@ Status make_directory(const std::string& directory) {
 
 Result<ShardedSaveStats> save_sharded_with(const std::string& directory, std::span<const SaveTensor> tensors,
                                            const ShardedSaveOptions& options, const ferry::detail::OpenOptions& seams) {
-  auto started = Clock::now();
+  auto started = tooling::now_ns();
   ShardedSaveStats stats;
   std::vector<SaveTensor> kept = without_aliases(tensors, stats.aliases);
   // Everything is checked before the first file is written: names and metadata, and overlaps across shards.
@@ -167,7 +165,7 @@ Result<ShardedSaveStats> save_sharded_with(const std::string& directory, std::sp
     }
     stats.removed.push_back(path);
   }
-  stats.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  stats.seconds = tooling::seconds_since(started);
   return stats;
 }
 

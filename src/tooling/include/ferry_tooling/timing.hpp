@@ -1,4 +1,5 @@
-// ferry_tooling/timing.hpp: wall time on the steady clock and throughput, for the tools' timings.
+// ferry_tooling/timing.hpp: wall time on the steady clock and throughput, for the tools' timings and the
+// safetensors loads' and saves' own.
 // Part of ferry_tooling (see device_memory.hpp for who may use it).
 // Thread safety: pure functions (of the clock).
 #pragma once
