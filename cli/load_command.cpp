@@ -5,6 +5,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "ferry/remote.hpp"
@@ -46,11 +47,7 @@ std::vector<int> parse_devices(const std::string& text) {
   return out;
 }
 
-std::string shape_text(const std::vector<std::uint64_t>& shape) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
-}
+std::string shape_text(const std::vector<std::uint64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
 std::string device_text(int device) { return device == st::kHostMemory ? "host" : fmt::format("GPU {}", device); }
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "ferry/safetensors.hpp"
@@ -38,11 +39,7 @@ std::string known_dtypes() {
   return out;
 }
 
-std::string shape_text(const std::vector<std::uint64_t>& shape) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
-}
+std::string shape_text(const std::vector<std::uint64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
 Result<std::uint64_t> unsigned_field(const json& value, std::string_view source, std::string_view tensor,
                                      std::string_view what) {
