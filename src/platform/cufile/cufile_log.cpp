@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <mutex>
 
+#include "platform/probes/probe_fs.hpp"
+
 namespace ferry::detail {
 
 namespace {
@@ -98,13 +100,10 @@ std::vector<std::string> read_lines_from(const std::string& path, std::uint64_t 
   }
   ::close(fd);
   text.resize(got);
-  std::size_t start = 0;
-  while (start < text.size()) {
-    std::size_t newline = text.find('\n', start);
-    if (newline == std::string::npos) newline = text.size();
-    if (!(partial_first && start == 0)) lines.emplace_back(text, start, newline - start);
-    start = newline + 1;
-  }
+  const std::vector<std::string_view> all = probes::split_lines(text);
+  // A read that starts inside the file starts inside a line: that part of it is left out.
+  const std::size_t first = partial_first && !all.empty() ? 1 : 0;
+  lines.assign(all.begin() + static_cast<std::ptrdiff_t>(first), all.end());
   return lines;
 }
 

@@ -68,13 +68,8 @@ static std::optional<MountEntry> parse_line(std::string_view line) {
 
 MountTable parse_mountinfo(std::string_view text) {
   MountTable t;
-  std::size_t pos = 0;
   int lineno = 0;
-  while (pos < text.size()) {
-    std::size_t nl = text.find('\n', pos);
-    if (nl == std::string_view::npos) nl = text.size();
-    std::string_view line = text.substr(pos, nl - pos);
-    pos = nl + 1;
+  for (std::string_view line : split_lines(text)) {
     ++lineno;
     if (trim_view(line).empty()) continue;
     if (auto e = parse_line(line)) {

@@ -22,12 +22,8 @@ static std::string underscored(std::string_view s) {
 
 std::optional<KernelModule> find_kernel_module(std::string_view text, std::string_view name) {
   std::string want = underscored(name);
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    std::size_t nl = text.find('\n', pos);
-    if (nl == std::string_view::npos) nl = text.size();
-    auto f = split_ws(text.substr(pos, nl - pos));
-    pos = nl + 1;
+  for (std::string_view line : split_lines(text)) {
+    auto f = split_ws(line);
     if (f.empty() || underscored(f[0]) != want) continue;
     KernelModule m;
     m.name = std::string(f[0]);
@@ -53,12 +49,7 @@ std::optional<std::string> parse_nvidia_fs_version(std::string_view text) {
     }
     return std::nullopt;
   };
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    std::size_t nl = text.find('\n', pos);
-    if (nl == std::string_view::npos) nl = text.size();
-    auto line = text.substr(pos, nl - pos);
-    pos = nl + 1;
+  for (std::string_view line : split_lines(text)) {
     if (line.find("version") != std::string_view::npos) {
       auto colon = line.find(':');
       if (auto v = scan(colon == std::string_view::npos ? line : line.substr(colon + 1))) return v;

@@ -38,6 +38,10 @@ bool is_pci_bdf(std::string_view name);
 /// Trims ASCII whitespace on both sides.
 std::string_view trim_view(std::string_view s);
 
+/// The lines of `text`, without their '\n'. A final '\n' ends the last line and starts no other: "a\n" is one
+/// line, "" none.
+std::vector<std::string_view> split_lines(std::string_view text);
+
 /// Splits on any run of ASCII whitespace; no empty fields.
 std::vector<std::string_view> split_ws(std::string_view s);
 

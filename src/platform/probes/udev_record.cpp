@@ -21,12 +21,7 @@ const char* udev_record_state_name(UdevRecordState s) noexcept {
 
 std::map<std::string, std::string> parse_udev_properties(std::string_view text) {
   std::map<std::string, std::string> props;
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    std::size_t nl = text.find('\n', pos);
-    if (nl == std::string_view::npos) nl = text.size();
-    std::string_view line = text.substr(pos, nl - pos);
-    pos = nl + 1;
+  for (std::string_view line : split_lines(text)) {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.size() < 3 || line.substr(0, 2) != "E:") continue;
     line.remove_prefix(2);
