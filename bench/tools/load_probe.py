@@ -7,6 +7,7 @@ fresh process, CUDA started and imports done first, and times the same bytes twi
 - ``load``: ferry.safetensors.load of the checkpoint (what load_into_module reads through).
 
     PYTHONPATH=build-gpu/python python3 bench/tools/load_probe.py CHECKPOINT_DIR [--modes pread-seq,pread-both,load]
+        [--out FILE]
 """
 
 from __future__ import annotations
@@ -62,14 +63,26 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("checkpoint")
     ap.add_argument("--modes", default="pread-seq,pread-both,load")
+    ap.add_argument("--out", default=None, help="also append every line (and each failure's error) to this file")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(args.child, args.checkpoint)
         return 0
+    failed = 0
+    log = open(args.out, "a") if args.out else None
     for mode in args.modes.split(","):
-        subprocess.run([sys.executable, __file__, args.checkpoint, "--child", mode], check=True)
-    return 0
+        # Each mode's lines and, where it fails, its error are printed and kept in --out: a call whose
+        # output is cut still brings the file back.
+        run = subprocess.run([sys.executable, __file__, args.checkpoint, "--child", mode], capture_output=True,
+                             text=True)
+        text = run.stdout + (f"# {mode} failed (exit {run.returncode}):\n{run.stderr}" if run.returncode else "")
+        print(text, end="", flush=True)
+        if log:
+            log.write(text)
+            log.flush()
+        failed += run.returncode != 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
