@@ -281,26 +281,32 @@ struct OrderedRequest {
   }
 };
 
-// The last piece of the run that begins at `first` and moves in one copy: consecutive pieces whose slots
-// lie side by side in pinned memory (the buffers of one kit) and whose bytes are adjacent in the caller's
-// buffer, up to kMaxCopyRun bytes. On the H200 one stream's wait, copy and write cost about 3 us more per
-// 4 MiB than a copy alone: 7% below the copy ceiling at 4 MiB a copy, 2% at 16 MiB
+// The run of pieces that begins at `first` and moves in one copy: consecutive pieces whose slots lie side by
+// side in pinned memory (the buffers of one kit) and whose bytes are adjacent in the caller's buffer, up to
+// kMaxCopyRun bytes. On the H200 one stream's wait, copy and write cost about 3 us more per 4 MiB than a
+// copy alone: 7% below the copy ceiling at 4 MiB a copy, 2% at 16 MiB
 // (bench/results/2026-12-01-h200-stream-copy-runs).
 constexpr std::uint64_t kMaxCopyRun = 16u << 20;
 
-std::size_t last_of_copy_run(const OrderedRequest& r, std::size_t first) {
+struct CopyRun {
+  std::size_t last = 0;    // the run's last piece
+  std::uint64_t bytes = 0;  // all its pieces' bytes
+};
+
+CopyRun copy_run_from(const OrderedRequest& r, std::size_t first) {
   const std::size_t window = r.slots.size();
-  std::uint64_t bytes = r.tasks[first].length;
-  std::size_t last = first;
-  while (last + 1 < r.tasks.size()) {
-    const Task& t = r.tasks[last];
-    const Task& next = r.tasks[last + 1];
-    const bool slots_adjacent = static_cast<char*>(r.slots[last % window]) + t.length == r.slots[(last + 1) % window];
-    if (!slots_adjacent || t.buffer_offset + t.length != next.buffer_offset || bytes + next.length > kMaxCopyRun) break;
-    bytes += next.length;
-    ++last;
+  CopyRun run{first, r.tasks[first].length};
+  while (run.last + 1 < r.tasks.size()) {
+    const Task& t = r.tasks[run.last];
+    const Task& next = r.tasks[run.last + 1];
+    const bool slots_adjacent =
+        static_cast<char*>(r.slots[run.last % window]) + t.length == r.slots[(run.last + 1) % window];
+    const bool bytes_adjacent = t.buffer_offset + t.length == next.buffer_offset;
+    if (!slots_adjacent || !bytes_adjacent || run.bytes + next.length > kMaxCopyRun) break;
+    run.bytes += next.length;
+    ++run.last;
   }
-  return last;
+  return run;
 }
 
 // Queues the request's commands on the stream. Returns the last value of the gpu word queued and, where
@@ -334,8 +340,7 @@ Queued queue_commands(const CudaApi& api, CUstream stream, const OrderedRequest&
   if (CUresult rc = write(1); rc != CUDA_SUCCESS) return fail(rc, "cuStreamWriteValue32");
   const bool reading = is_read(r.label.direction);
   for (std::size_t first = 0; first < n && r.mechanism == StreamOrder::stream_copies;) {
-    const std::size_t last = last_of_copy_run(r, first);
-    const std::uint64_t bytes = r.tasks[last].buffer_offset + r.tasks[last].length - r.tasks[first].buffer_offset;
+    const auto [last, bytes] = copy_run_from(r, first);
     void* slot = r.slots[first % window];
     CUdeviceptr at = device_base + r.tasks[first].buffer_offset;
     if (reading) {
