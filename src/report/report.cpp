@@ -66,15 +66,17 @@ std::uint64_t Report::total_bytes() const {
 
 namespace {
 
-// Adds `add.ops` to the row of the same route, reason and detail, or appends `add` as a new row.
-void add_reason(std::vector<ReasonCount>& reasons, const ReasonCount& add) {
+// Adds `ops` to the row of the same route, reason and detail, or appends a new row. The detail is copied
+// only for a new row: count() runs once per task, and a detail is often a long sentence.
+void add_reason(std::vector<ReasonCount>& reasons, Route route, Reason reason, const std::string& detail,
+                std::uint64_t ops) {
   for (auto& rc : reasons) {
-    if (rc.route == add.route && rc.reason == add.reason && rc.detail == add.detail) {
-      rc.ops += add.ops;
+    if (rc.route == route && rc.reason == reason && rc.detail == detail) {
+      rc.ops += ops;
       return;
     }
   }
-  reasons.push_back(add);
+  reasons.push_back(ReasonCount{route, reason, detail, ops});
 }
 
 }  // namespace
@@ -85,7 +87,7 @@ void Report::count(Route route, Reason reason, const std::string& detail, std::u
   c.ops += 1;
   c.bytes += bytes;
   c.nanoseconds += nanoseconds;
-  add_reason(reasons, ReasonCount{route, reason, detail, 1});
+  add_reason(reasons, route, reason, detail, 1);
 }
 
 void Report::add_note(const std::string& note) {
@@ -98,7 +100,7 @@ void Report::merge(const Report& other) {
     routes[i].bytes += other.routes[i].bytes;
     routes[i].nanoseconds += other.routes[i].nanoseconds;
   }
-  for (const auto& rc : other.reasons) add_reason(reasons, rc);
+  for (const auto& rc : other.reasons) add_reason(reasons, rc.route, rc.reason, rc.detail, rc.ops);
   io.direct_ops += other.io.direct_ops;
   io.buffered_ops += other.io.buffered_ops;
   io.cached_ops += other.io.cached_ops;
