@@ -2,14 +2,17 @@
 // in flight) goes straight between the source and the caller's buffer.
 #include "backends/host_backend.hpp"
 
+#include <algorithm>
+
 namespace ferry::detail {
 namespace {
 
 class HostBackend final : public RouteBackend {
  public:
-  HostBackend(std::shared_ptr<Source> source, const SourceRequest& request, void* buffer, Decision decision)
+  HostBackend(std::shared_ptr<Source> source, const SourceRequest& request, void* buffer, Decision decision,
+              unsigned pack)
       : source_(std::move(source)), request_(request), base_(reinterpret_cast<std::uintptr_t>(buffer)),
-        decision_(std::move(decision)) {}
+        decision_(std::move(decision)), pack_(pack) {}
 
   Result<std::unique_ptr<RouteWorker>> make_worker() override {
     return std::unique_ptr<RouteWorker>(new Worker(*this));
@@ -27,7 +30,7 @@ class HostBackend final : public RouteBackend {
       return t.length;
     }
     std::size_t batch_size() const override {
-      return is_read(b_.request_.direction) ? b_.source_->queue_depth() : 1;
+      return is_read(b_.request_.direction) ? std::max<std::size_t>(b_.source_->queue_depth(), b_.pack_) : 1;
     }
     void run_batch(std::span<const Task> tasks, Report& report, std::span<Result<std::uint64_t>> results) override {
       std::vector<TaskRead> reads;
@@ -48,13 +51,14 @@ class HostBackend final : public RouteBackend {
   SourceRequest request_;
   std::uintptr_t base_;
   Decision decision_;
+  unsigned pack_;
 };
 
 }  // namespace
 
 std::shared_ptr<RouteBackend> make_host_backend(std::shared_ptr<Source> source, const SourceRequest& request,
-                                                void* buffer, Decision decision) {
-  return std::make_shared<HostBackend>(std::move(source), request, buffer, std::move(decision));
+                                                void* buffer, Decision decision, unsigned pack) {
+  return std::make_shared<HostBackend>(std::move(source), request, buffer, std::move(decision), pack);
 }
 
 }  // namespace ferry::detail

@@ -8,8 +8,9 @@
 
 namespace ferry::detail {
 
-/// `buffer` is the caller's (read: destination, write: source); task buffer offsets index into it.
+/// `buffer` is the caller's (read: destination, write: source); task buffer offsets index into it. A
+/// worker takes `pack` read tasks at a time (a batch's small pieces), or the source's queue depth if more.
 std::shared_ptr<RouteBackend> make_host_backend(std::shared_ptr<Source> source, const SourceRequest& request,
-                                                void* buffer, Decision decision);
+                                                void* buffer, Decision decision, unsigned pack = 1);
 
 }  // namespace ferry::detail

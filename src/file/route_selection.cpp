@@ -140,7 +140,9 @@ Result<std::shared_ptr<RouteBackend>> make_route_backend(FileState& file, const 
 
 Result<std::shared_ptr<RouteBackend>> make_batch_backend(FileState& file, const SourceRequest& request,
                                                          RoutePlanDetail plan, unsigned pack) {
-  if (plan.buffer.is_host()) return make_host_backend(file.source, request, nullptr, std::move(plan.decision));
+  if (plan.buffer.is_host()) {
+    return make_host_backend(file.source, request, nullptr, std::move(plan.decision), pack);
+  }
   Decision decision = std::move(plan.decision);
   if (decision.route != Route::staged) {
     if (file.config.require() == Requirement::gds) {
