@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <vector>
 
 #include <fmt/format.h>
@@ -88,7 +89,7 @@ bool PosixSource::read_direct(const SourceRequest& request, const Task& t, const
   // O_DIRECT only below the size seen at the start: past EOF a direct read could fill whole blocks.
   bool below_eof = t.file_offset + t.length <= request.extent.bytes;
   bool direct = policy_ != DirectIo::off && below_eof && direct_fits(t.file_offset, t.length, dst);
-  if (direct && policy_ == DirectIo::automatic) direct = !wholly_cached(t, report);
+  if (direct && policy_ == DirectIo::automatic) direct = !reads_cached_first(request, t) && !wholly_cached(t, report);
   return direct;
 }
 
@@ -167,6 +168,22 @@ Result<std::uint64_t> PosixSource::read(const SourceRequest& request, const Task
       }
       return done + r.bytes;
     }
+  }
+  if (reads_cached_first(request, t)) {
+    LoopOutcome c = read_cached_prefix(sys_, fds_.buffered_fd(), out + done, length, offset, report.io);
+    if (c.error == 0) {  // all of it (or all up to EOF) was cached
+      ++report.io.buffered_ops;
+      ++report.io.cached_ops;
+      return done + c.bytes;
+    }
+    if (c.error == EOPNOTSUPP || c.error == ENOSYS) {
+      nowait_unsupported_.store(true, std::memory_order_relaxed);
+    } else if (c.error != EAGAIN) {
+      return transfer_error("read", "from", length - c.bytes, offset + c.bytes, route_label, false, c.error);
+    }
+    done += c.bytes;  // the cached prefix; the rest is being read in
+    offset += c.bytes;
+    length -= c.bytes;
   }
   LoopOutcome r = read_fully(sys_, fds_.buffered_fd(), out + done, length, offset, report.io);
   ++report.io.buffered_ops;

@@ -1,6 +1,7 @@
 // Syscalls implemented by the kernel: the production side of the seam.
 #include <fcntl.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -33,6 +34,10 @@ class RealSyscalls final : public Syscalls {
   }
   ssize_t pwrite(int fd, const void* buf, std::size_t count, off_t offset) override {
     return or_errno(::pwrite(fd, buf, count, offset));
+  }
+  ssize_t pread_nowait(int fd, void* buf, std::size_t count, off_t offset) override {
+    iovec one{buf, count};
+    return or_errno(::preadv2(fd, &one, 1, offset, RWF_NOWAIT));
   }
   int cached_pages(int fd, std::uint64_t offset, std::uint64_t length, std::uint64_t* cached,
                    std::uint64_t* total) override;

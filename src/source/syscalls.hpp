@@ -21,9 +21,14 @@ class Syscalls {
   /// pread(2)/pwrite(2): bytes transferred (possibly fewer than asked), or -errno.
   virtual ssize_t pread(int fd, void* buf, std::size_t count, off_t offset) = 0;
   virtual ssize_t pwrite(int fd, const void* buf, std::size_t count, off_t offset) = 0;
+  /// preadv2(2) with RWF_NOWAIT: reads only what the page cache holds, never waiting for the device. Bytes
+  /// (fewer than asked where only a prefix is cached), -EAGAIN where the first page is not cached, or
+  /// -errno (-EOPNOTSUPP: not on this file or kernel). On a miss the kernel has already begun reading the
+  /// pages in (readahead): a buffered pread that follows waits for that read instead of starting another.
+  virtual ssize_t pread_nowait(int fd, void* buf, std::size_t count, off_t offset) = 0;
   /// How much of [offset, offset + length) is in the page cache, without causing any I/O: cachestat(2)
   /// (Linux 6.5), else mincore(2) on a mapping of the range. Sets the page counts and returns 0, or -errno
-  /// (-ENOSYS: neither works here). Unlike a preadv2(RWF_NOWAIT) probe, this never starts readahead.
+  /// (-ENOSYS: neither works here). Unlike pread_nowait, this never starts readahead.
   virtual int cached_pages(int fd, std::uint64_t offset, std::uint64_t length, std::uint64_t* cached,
                            std::uint64_t* total) = 0;
   virtual int fstat(int fd, struct stat* st) = 0;

@@ -12,8 +12,10 @@ namespace {
 // One system call moves at most this much: Linux caps a transfer near 2 GiB anyway.
 constexpr std::uint64_t kMaxChunk = 1ull << 30;
 
+// `again_is_an_answer`: EAGAIN ends the loop (a read that must not wait) instead of being retried.
 template <typename Call>
-LoopOutcome loop(std::uint64_t length, IoCounters& io, Direction direction, Call call) {
+LoopOutcome loop(std::uint64_t length, IoCounters& io, Direction direction, Call call,
+                 bool again_is_an_answer = false) {
   LoopOutcome out;
   int retries = 0;
   while (out.bytes < length) {
@@ -21,7 +23,7 @@ LoopOutcome loop(std::uint64_t length, IoCounters& io, Direction direction, Call
     ssize_t n = call(out.bytes, want);
     if (n < 0) {
       int e = static_cast<int>(-n);
-      if ((e == EINTR || e == EAGAIN) && retries < kMaxRetries) {
+      if ((e == EINTR || (e == EAGAIN && !again_is_an_answer)) && retries < kMaxRetries) {
         ++retries;
         ++io.eintr_retries;
         continue;
@@ -52,6 +54,17 @@ LoopOutcome read_fully(Syscalls& sys, int fd, void* buf, std::uint64_t length, s
   return loop(length, io, Direction::read, [&](std::uint64_t done, std::uint64_t want) {
     return sys.pread(fd, p + done, want, static_cast<off_t>(offset + done));
   });
+}
+
+LoopOutcome read_cached_prefix(Syscalls& sys, int fd, void* buf, std::uint64_t length, std::uint64_t offset,
+                               IoCounters& io) {
+  auto* p = static_cast<char*>(buf);
+  return loop(
+      length, io, Direction::read,
+      [&](std::uint64_t done, std::uint64_t want) {
+        return sys.pread_nowait(fd, p + done, want, static_cast<off_t>(offset + done));
+      },
+      /*again_is_an_answer=*/true);
 }
 
 LoopOutcome write_fully(Syscalls& sys, int fd, const void* buf, std::uint64_t length, std::uint64_t offset,

@@ -19,6 +19,11 @@ struct LoopOutcome {
 /// Reads until `length` bytes, EOF, or an error. EIO is never retried.
 LoopOutcome read_fully(Syscalls& sys, int fd, void* buf, std::uint64_t length, std::uint64_t offset,
                        IoCounters& io);
+/// Reads what the page cache holds of the range without waiting for the device (pread_nowait), until
+/// `length` bytes, EOF, or the first page that is not cached: then `error` is EAGAIN and `bytes` the cached
+/// prefix read. EOPNOTSUPP: the file or kernel cannot read so. Short transfers continue, EINTR restarts.
+LoopOutcome read_cached_prefix(Syscalls& sys, int fd, void* buf, std::uint64_t length, std::uint64_t offset,
+                               IoCounters& io);
 /// Writes all `length` bytes or fails. A write that makes no progress fails with ENOSPC's neighbour EIO.
 LoopOutcome write_fully(Syscalls& sys, int fd, const void* buf, std::uint64_t length, std::uint64_t offset,
                         IoCounters& io);

@@ -15,7 +15,10 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "fault/fault_test.hpp"
+#include "source/posix_source.hpp"
 #include "support/status_matchers.hpp"
 
 using ::testing::AllOf;
@@ -39,8 +42,17 @@ using FaultEnospc = testing::FaultTest;
 using FaultSync = testing::FaultTest;
 using FaultStat = testing::FaultTest;
 using FaultOpen = testing::FaultTest;
-using FaultCacheProbe = testing::FaultTest;
 using CacheProbe = testing::FaultTest;
+using FaultSmallRead = testing::FaultTest;  // tasks of kTask = kCachedFirstBytes: they read the cache first
+
+// The cachestat probe decides for tasks larger than kCachedFirstBytes; these tests use such tasks.
+class FaultCacheProbe : public testing::FaultTest {
+ protected:
+  static constexpr std::uint64_t kTask = 2 * detail::kCachedFirstBytes;
+  static Config fault_config(DirectIo direct, unsigned threads = 4) {
+    return FaultTest::fault_config(direct, threads).set_task_size(kTask);
+  }
+};
 using FaultLifetime = testing::FaultTest;
 
 constexpr std::uint64_t kMiB = 1024 * 1024;
@@ -478,6 +490,7 @@ TEST_F(FaultCacheProbe, PartlyCachedTaskGoesDirectAndIsCorrect) {
   const std::uint64_t size = 4 * kTask;
   auto path = testing::write_pattern_file(dir_ / "d.bin", size);
   sys_.add(Rule::on(Op::cached_pages).returns_half());
+  sys_.add(Rule::on(Op::pread).only_nowait().fail(EAGAIN));  // the unaligned head is a small task: a miss too
   auto file = open(path, "r", fault_config(DirectIo::automatic));
   ASSERT_TRUE(file.ok());
   SentinelBuffer buf(size);
@@ -500,6 +513,96 @@ TEST_F(FaultCacheProbe, EintrOnTheProbeIsRetried) {
   EXPECT_TRUE(buf.holds(0, kTask));
   EXPECT_EQ(r->report.io.eintr_retries, 2u);
   EXPECT_EQ(r->report.io.cached_ops, 1u);
+}
+
+// ---- small reads in `auto`: the page cache is asked by reading it without waiting ----
+
+TEST_F(FaultSmallRead, CachedTasksTakeOneReadEachAndNoProbe) {
+  const std::uint64_t size = 4 * kTask;
+  auto path = testing::write_pattern_file(dir_ / "d.bin", size);  // just written: in the page cache
+  auto file = open(path, "r", fault_config(DirectIo::automatic));
+  ASSERT_TRUE(file.ok());
+  SentinelBuffer buf(size);
+  auto r = file->pread(buf.data(), size, 0).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(buf.holds(0, size));
+  EXPECT_EQ(sys_.count(Op::cached_pages), 0) << "no cachestat before a small read";
+  EXPECT_EQ(r->report.io.cached_ops, 4u);
+  EXPECT_EQ(r->report.io.buffered_ops, 4u);
+  EXPECT_EQ(r->report.io.direct_ops, 0u);
+  const auto reads = sys_.calls(Op::pread);
+  EXPECT_EQ(reads.size(), 4u) << "one read per task";
+  for (const auto& c : reads) EXPECT_TRUE(c.nowait && !c.direct) << "at offset " << c.offset;
+}
+
+TEST_F(FaultSmallRead, UncachedTasksAreReadBufferedOnceAndNeverWithODirect) {
+  const std::uint64_t size = 4 * kTask;
+  auto path = testing::write_pattern_file(dir_ / "d.bin", size);
+  sys_.add(Rule::on(Op::pread).only_nowait().fail(EAGAIN));  // as if nothing were cached
+  auto file = open(path, "r", fault_config(DirectIo::automatic));
+  ASSERT_TRUE(file.ok());
+  SentinelBuffer buf(size);
+  auto r = file->pread(buf.data(), size - 3, 3).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->bytes, size - 3);
+  EXPECT_TRUE(buf.holds(3, size - 3));
+  EXPECT_EQ(r->report.io.cached_ops, 0u);
+  EXPECT_EQ(r->report.io.eintr_retries, 0u) << "EAGAIN from a read that must not wait is an answer, not retried";
+  EXPECT_EQ(sys_.count(Op::cached_pages), 0);
+  // The kernel began reading the pages in on the miss: an O_DIRECT read would read them a second time.
+  int blocking = 0;
+  for (const auto& c : sys_.calls(Op::pread)) {
+    EXPECT_FALSE(c.direct) << "O_DIRECT read at " << c.offset;
+    blocking += c.nowait ? 0 : 1;
+  }
+  EXPECT_GE(blocking, 4) << "each task finished with a buffered read";
+}
+
+TEST_F(FaultSmallRead, ACachedPrefixIsKeptAndTheRestReadBuffered) {
+  auto path = testing::write_pattern_file(dir_ / "d.bin", kTask);
+  sys_.add(Rule::on(Op::pread).only_nowait().returns_half().limit(1));  // the first half is cached
+  sys_.add(Rule::on(Op::pread).only_nowait().fail(EAGAIN));             // the second is not
+  auto file = open(path, "r", fault_config(DirectIo::automatic));
+  ASSERT_TRUE(file.ok());
+  SentinelBuffer buf(kTask);
+  auto r = file->pread(buf.data(), kTask, 0).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(buf.holds(0, kTask));
+  EXPECT_EQ(r->report.io.cached_ops, 0u) << "the task was not wholly cached";
+  const auto reads = sys_.calls(Op::pread);
+  ASSERT_EQ(reads.size(), 3u);
+  EXPECT_FALSE(reads[2].nowait);
+  EXPECT_EQ(reads[2].offset, kTask / 2) << "the buffered read starts where the cached prefix ended";
+}
+
+TEST_F(FaultSmallRead, EioOnTheReadThatMustNotWaitFailsNamingTheOffset) {
+  auto path = testing::write_pattern_file(dir_ / "d.bin", 2 * kTask);
+  sys_.add(Rule::on(Op::pread).only_nowait().covering(kTask).fail(EIO));
+  auto file = open(path, "r", fault_config(DirectIo::automatic));
+  ASSERT_TRUE(file.ok());
+  SentinelBuffer buf(2 * kTask);
+  auto r = file->pread(buf.data(), 2 * kTask, 0).get();
+  ASSERT_THAT(r, StatusIs(ErrorCode::io_error, AllOf(HasSubstr(fmt::format("offset {}", kTask)), HasSubstr(path))));
+  EXPECT_EQ(r.status().sys_errno(), EIO) << "never retried, never read around";
+}
+
+TEST_F(FaultSmallRead, ARefusedNowaitReadIsRememberedAndTheProbeDecidesInstead) {
+  const std::uint64_t size = 2 * kTask;
+  auto path = testing::write_pattern_file(dir_ / "d.bin", size);
+  sys_.add(Rule::on(Op::pread).only_nowait().fail(EOPNOTSUPP));
+  sys_.add(Rule::on(Op::cached_pages).reports_cached(true));
+  auto file = open(path, "r", fault_config(DirectIo::automatic, 1));
+  ASSERT_TRUE(file.ok());
+  SentinelBuffer buf(size);
+  for (int round = 0; round < 2; ++round) {
+    auto r = file->pread(buf.data(), size, 0).get();
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_TRUE(buf.holds(0, size));
+  }
+  int nowait = 0;
+  for (const auto& c : sys_.calls(Op::pread)) nowait += c.nowait ? 1 : 0;
+  EXPECT_EQ(nowait, 1) << "a refusal is remembered for the file";
+  EXPECT_EQ(sys_.count(Op::cached_pages), 3) << "the tasks after it are probed as large ones are";
 }
 
 TEST_F(CacheProbe, RealKernelSeesAJustWrittenFileAsCached) {

@@ -55,7 +55,7 @@ int ScriptedSyscalls::scripted_count() const {
 bool ScriptedSyscalls::is_direct_fd(int fd) const { return direct_fds_.count(fd) != 0; }
 
 ScriptedSyscalls::Matched ScriptedSyscalls::begin(Op op, int fd, std::uint64_t offset, std::uint64_t count,
-                                                  int flags, Call& call) {
+                                                  int flags, Call& call, bool nowait) {
   std::lock_guard<std::mutex> lock(mutex_);
   int nth = ++op_counts_[static_cast<std::size_t>(op)];
   call.op = op;
@@ -63,6 +63,7 @@ ScriptedSyscalls::Matched ScriptedSyscalls::begin(Op op, int fd, std::uint64_t o
   call.offset = offset;
   call.count = count;
   call.flags = flags;
+  call.nowait = nowait;
   call.direct = op == Op::open ? (flags & O_DIRECT) != 0 : is_direct_fd(fd);
   call.started = std::chrono::steady_clock::now();
   Matched m;
@@ -73,6 +74,7 @@ ScriptedSyscalls::Matched ScriptedSyscalls::begin(Op op, int fd, std::uint64_t o
     if (r.nth != 0 && r.nth != nth) continue;
     if (r.direct_only && !call.direct) continue;
     if (r.buffered_only && call.direct) continue;
+    if (r.nowait_only && !nowait) continue;
     if (r.covers && !(offset <= *r.covers && *r.covers < offset + count)) continue;
     ++fired_[i];
     m.any = true;
@@ -129,8 +131,16 @@ int ScriptedSyscalls::close(int fd) {
 
 
 ssize_t ScriptedSyscalls::pread(int fd, void* buf, std::size_t count, off_t offset) {
+  return read(fd, buf, count, offset, false);
+}
+
+ssize_t ScriptedSyscalls::pread_nowait(int fd, void* buf, std::size_t count, off_t offset) {
+  return read(fd, buf, count, offset, true);
+}
+
+ssize_t ScriptedSyscalls::read(int fd, void* buf, std::size_t count, off_t offset, bool nowait) {
   Call call;
-  Matched m = begin(Op::pread, fd, static_cast<std::uint64_t>(offset), count, 0, call);
+  Matched m = begin(Op::pread, fd, static_cast<std::uint64_t>(offset), count, 0, call, nowait);
   prelude(m.any, m.rule);
   ssize_t rc;
   if (m.any && m.rule.error != 0) {
@@ -138,7 +148,8 @@ ssize_t ScriptedSyscalls::pread(int fd, void* buf, std::size_t count, off_t offs
   } else if (m.any && m.rule.eof) {
     rc = 0;
   } else {
-    rc = base_.pread(fd, buf, m.any ? allowed(m.rule, count) : count, offset);
+    const std::size_t n = m.any ? allowed(m.rule, count) : count;
+    rc = nowait ? base_.pread_nowait(fd, buf, n, offset) : base_.pread(fd, buf, n, offset);
   }
   end(call, rc);
   return rc;

@@ -7,6 +7,7 @@
 //   sys.add(Rule::on(Op::pread).fail(EINTR).limit(3));           // EINTR x3
 //   sys.add(Rule::on_io().covering(1 << 20).fail(EIO));          // EIO at file offset 1 MiB
 //   sys.add(Rule::on(Op::open).only_direct().fail(EINVAL));      // file system refuses O_DIRECT
+//   sys.add(Rule::on(Op::pread).only_nowait().fail(EAGAIN));     // nothing is in the page cache
 //   auto file = detail::open_file(path, "r", config, detail::OpenOptions{.syscalls = &sys});
 //
 // Rules are checked in the order they were added; the first that matches a call decides it. A rule with a
@@ -37,6 +38,7 @@ struct Rule {
   int times = -1;                          // fires at most this often; -1: always
   bool direct_only = false;                // open: only with O_DIRECT; I/O: only on an O_DIRECT descriptor
   bool buffered_only = false;              // I/O: only on a buffered descriptor
+  bool nowait_only = false;                // pread: only reads that must not wait (pread_nowait)
   // ---- action ----
   int error = 0;                           // return -error without calling through
   bool half = false;                       // transfer only half of the bytes asked (at least 1)
@@ -53,6 +55,7 @@ struct Rule {
   Rule& limit(int n) { times = n; return *this; }
   Rule& only_direct() { direct_only = true; return *this; }
   Rule& only_buffered() { buffered_only = true; return *this; }
+  Rule& only_nowait() { nowait_only = true; return *this; }
   Rule& fail(int e) { error = e; return *this; }
   Rule& returns_half() { half = true; return *this; }  // cached_pages: half the pages cached
   Rule& reports_cached(bool all) { all_cached = all; return *this; }
@@ -69,6 +72,7 @@ struct Call {
   std::uint64_t count = 0;
   int flags = 0;               // open: open flags
   bool direct = false;         // open with O_DIRECT, or I/O on an O_DIRECT descriptor
+  bool nowait = false;         // pread: pread_nowait (RWF_NOWAIT), recorded and scripted as a pread
   bool scripted = false;       // a rule changed this call
   long long result = 0;        // what the caller got back
   std::chrono::steady_clock::time_point started;
@@ -92,6 +96,7 @@ class ScriptedSyscalls final : public detail::Syscalls {
   int close(int fd) override;
   ssize_t pread(int fd, void* buf, std::size_t count, off_t offset) override;
   ssize_t pwrite(int fd, const void* buf, std::size_t count, off_t offset) override;
+  ssize_t pread_nowait(int fd, void* buf, std::size_t count, off_t offset) override;
   int cached_pages(int fd, std::uint64_t offset, std::uint64_t length, std::uint64_t* cached,
                    std::uint64_t* total) override;
   int fstat(int fd, struct stat* st) override;
@@ -107,7 +112,9 @@ class ScriptedSyscalls final : public detail::Syscalls {
     Rule rule;
   };
   // Counts the call, finds the deciding rule (spending its budget) and fills `call`'s identity.
-  Matched begin(Op op, int fd, std::uint64_t offset, std::uint64_t count, int flags, Call& call);
+  Matched begin(Op op, int fd, std::uint64_t offset, std::uint64_t count, int flags, Call& call,
+                bool nowait = false);
+  ssize_t read(int fd, void* buf, std::size_t count, off_t offset, bool nowait);
   void end(Call& call, long long result);
   bool is_direct_fd(int fd) const;
 

@@ -29,6 +29,9 @@ class ReportedAlignment final : public Syscalls {
   ssize_t pwrite(int fd, const void* buf, std::size_t count, off_t offset) override {
     return real_syscalls().pwrite(fd, buf, count, offset);
   }
+  ssize_t pread_nowait(int fd, void* buf, std::size_t count, off_t offset) override {
+    return real_syscalls().pread_nowait(fd, buf, count, offset);
+  }
   int cached_pages(int fd, std::uint64_t offset, std::uint64_t length, std::uint64_t* cached,
                    std::uint64_t* total) override {
     return real_syscalls().cached_pages(fd, offset, length, cached, total);
