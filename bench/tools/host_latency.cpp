@@ -1,78 +1,131 @@
-// host_latency: what one small read into host memory costs through Ferry against pread, one at a time
-// (issue 21's per-request fixed cost, on any machine: no GPU needed).
+// host_latency: what small reads into host memory cost through Ferry against pread (issue 21's per-request
+// and per-piece costs, on any machine: no GPU needed).
 //
-//   ferry_host_latency FILE [--size 4096] [--requests 100000] [--rounds 3]
+//   ferry_host_latency FILE [--size 4096] [--requests 100000] [--rounds 3] [--threads 1] [--in-flight 1]
+//                      [--batch 0]
 //
 // Offsets are random and aligned to the size, the same sequence for both; FILE should be in the page cache
-// (a first round warms it). Each round prints microseconds per request for File::pread(...).get() and for
-// ::pread on a descriptor of the same file, alternating.
+// (a first round warms it). Each round times Ferry, then ::pread on a descriptor of the same file from as many
+// threads, alternating, and prints microseconds per request (per piece for batches) and requests per second:
+//   default        File::pread(...).get(), one at a time on each of `threads` threads
+//   --in-flight D  D File::pread requests outstanding on each thread (Future::get of the oldest)
+//   --batch N      File::pread_batch of N pieces at a time on each thread
+// Every byte Ferry read is compared with what pread read.
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ferry/file.hpp"
 
 namespace {
 
-double micros_per(std::chrono::steady_clock::time_point start, int requests) {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / requests;
+struct Options {
+  std::uint64_t size = 4096;
+  int requests = 100000, rounds = 3, threads = 1, in_flight = 1, batch = 0;
+};
+
+[[noreturn]] void fail(const std::string& why) {
+  std::fprintf(stderr, "ferry_host_latency: %s\n", why.c_str());
+  std::exit(1);
+}
+
+// Runs `body(thread, first, end)` on `threads` threads over equal shares of [0, requests); returns seconds.
+template <typename Body>
+double on_threads(const Options& o, Body body) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> pool;
+  const int share = o.requests / o.threads;
+  for (int t = 0; t < o.threads; ++t) pool.emplace_back([&, t] { body(t, t * share, (t + 1) * share); });
+  for (auto& t : pool) t.join();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s FILE [--size 4096] [--requests 100000] [--rounds 3]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s FILE [--size 4096] [--requests 100000] [--rounds 3] [--threads 1] "
+                 "[--in-flight 1] [--batch 0]\n", argv[0]);
     return 2;
   }
   const std::string path = argv[1];
-  std::uint64_t size = 4096;
-  int requests = 100000, rounds = 3;
+  Options o;
   for (int i = 2; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--size") == 0) size = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (std::strcmp(argv[i], "--requests") == 0) requests = std::atoi(argv[i + 1]);
-    else if (std::strcmp(argv[i], "--rounds") == 0) rounds = std::atoi(argv[i + 1]);
+    const std::string a = argv[i];
+    const char* v = argv[i + 1];
+    if (a == "--size") o.size = std::strtoull(v, nullptr, 10);
+    else if (a == "--requests") o.requests = std::atoi(v);
+    else if (a == "--rounds") o.rounds = std::atoi(v);
+    else if (a == "--threads") o.threads = std::max(1, std::atoi(v));
+    else if (a == "--in-flight") o.in_flight = std::max(1, std::atoi(v));
+    else if (a == "--batch") o.batch = std::max(0, std::atoi(v));
+    else fail("unknown option " + a);
   }
   auto file = ferry::File::open(path, "r");
-  if (!file.ok()) {
-    std::fprintf(stderr, "%s\n", file.status().to_string().c_str());
-    return 1;
-  }
+  if (!file.ok()) fail(file.status().to_string());
   const std::uint64_t file_size = *file->size();
-  if (size == 0 || file_size < 2 * size) {
-    std::fprintf(stderr, "%s is too small for requests of %llu bytes\n", path.c_str(),
-                 static_cast<unsigned long long>(size));
-    return 1;
-  }
+  if (o.size == 0 || file_size < 2 * o.size) fail(path + " is too small for requests of that size");
+  o.requests -= o.requests % o.threads;
   std::mt19937_64 rng(1);
-  std::vector<std::uint64_t> offsets(static_cast<std::size_t>(requests));
-  for (auto& o : offsets) o = rng() % (file_size / size - 1) * size;
-  std::vector<char> buffer(size);
+  std::vector<std::uint64_t> offsets(static_cast<std::size_t>(o.requests));
+  for (auto& off : offsets) off = rng() % (file_size / o.size - 1) * o.size;
+  // Each request lands in its own slot, so that every byte can be checked against pread's afterwards.
+  std::vector<char> got(offsets.size() * o.size), want(offsets.size() * o.size);
   const int fd = ::open(path.c_str(), O_RDONLY);
-  for (int round = 0; round < rounds; ++round) {
-    auto start = std::chrono::steady_clock::now();
-    for (std::uint64_t offset : offsets) {
-      auto got = file->pread(buffer.data(), size, offset).get();
-      if (!got.ok() || got->bytes != size) {
-        std::fprintf(stderr, "%s\n", got.ok() ? "short read" : got.status().to_string().c_str());
-        return 1;
+  auto slot = [&](std::vector<char>& v, int i) { return v.data() + static_cast<std::size_t>(i) * o.size; };
+  auto check = [](ferry::Result<ferry::Transfer> r, std::uint64_t bytes) {
+    if (!r.ok()) fail(r.status().to_string());
+    if (r->bytes != bytes) fail("short read");
+  };
+  const char* what = o.batch > 0 ? "pread_batch" : o.in_flight > 1 ? "pread in flight" : "pread().get()";
+  for (int round = 0; round < o.rounds; ++round) {
+    const double ferry_s = on_threads(o, [&](int, int first, int end) {
+      if (o.batch > 0) {
+        std::vector<ferry::Piece> pieces;
+        for (int i = first; i < end; i += o.batch) {
+          pieces.clear();
+          for (int k = i; k < std::min(end, i + o.batch); ++k) pieces.push_back({slot(got, k), o.size, offsets[k]});
+          check(file->pread_batch(pieces).get(), pieces.size() * o.size);
+        }
+        return;
       }
-    }
-    const double ferry_us = micros_per(start, requests);
-    start = std::chrono::steady_clock::now();
-    for (std::uint64_t offset : offsets) {
-      if (::pread(fd, buffer.data(), size, static_cast<off_t>(offset)) != static_cast<ssize_t>(size)) return 1;
-    }
-    const double pread_us = micros_per(start, requests);
-    std::printf("round %d: %llu-byte reads: ferry %.2f us/request, pread %.2f us/request (%.1fx)\n", round,
-                static_cast<unsigned long long>(size), ferry_us, pread_us, ferry_us / pread_us);
+      std::deque<ferry::Future> live;
+      for (int i = first; i < end; ++i) {
+        if (static_cast<int>(live.size()) == o.in_flight) {
+          check(live.front().get(), o.size);
+          live.pop_front();
+        }
+        live.push_back(file->pread(slot(got, i), o.size, offsets[i]));
+      }
+      for (auto& f : live) check(f.get(), o.size);
+    });
+    const double pread_s = on_threads(o, [&](int, int first, int end) {
+      for (int i = first; i < end; ++i) {
+        if (::pread(fd, slot(want, i), o.size, static_cast<off_t>(offsets[i])) != static_cast<ssize_t>(o.size)) {
+          fail("pread failed");
+        }
+      }
+    });
+    if (std::memcmp(got.data(), want.data(), got.size()) != 0) fail("Ferry's bytes differ from pread's");
+    const double n = o.requests;
+    std::printf("round %d: %llu-byte reads, %d thread(s), %s%s: ferry %.2f us/request (%.3f M/s), pread %.2f "
+                "us/request (%.3f M/s), %.2fx\n",
+                round, static_cast<unsigned long long>(o.size), o.threads, what,
+                o.batch > 0 ? (" of " + std::to_string(o.batch)).c_str()
+                            : o.in_flight > 1 ? (" " + std::to_string(o.in_flight)).c_str() : "",
+                ferry_s / n * 1e6 * o.threads, n / ferry_s / 1e6, pread_s / n * 1e6 * o.threads,
+                n / pread_s / 1e6, ferry_s / pread_s);
+    std::fflush(stdout);
   }
   ::close(fd);
   return 0;

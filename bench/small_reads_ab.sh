@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Issue 21's small reads, this tree against an older one in the same call (machines of one kind differ by
+# more than the changes measured): builds the older tree's ferry_small_reads from .old-tree (carried; make it
+# with `mkdir .old-tree && git archive COMMIT | tar -x -C .old-tree`), then runs both on the same file,
+# alternating old and new, hot then cold. Run on the GPU machine after `scripts/gpu-session.sh build`.
+#
+#   bench/small_reads_ab.sh OUT_DIR [ROUNDS]
+#     HOT_ARGS   ferry_small_reads arguments for the hot rounds (default: 4 KiB, 64 KiB and 1 MiB, 512 MiB a mode)
+#     COLD_ARGS  the same for the cold rounds (default: 4 KiB and 64 KiB, 64 MiB a mode; "" skips them)
+set -uo pipefail
+out=$1
+rounds=${2:-1}
+build=${FERRY_BUILD_DIR:-build-gpu}
+mkdir -p "$out"
+new=$build/tests/ferry_small_reads
+old=build-old/tests/ferry_small_reads
+if [ ! -x "$old" ]; then
+  [ -d .old-tree ] || { echo "no .old-tree to build the older ferry_small_reads from"; exit 1; }
+  cmake -S .old-tree -B build-old -G Ninja -DCMAKE_BUILD_TYPE=Release -DFERRY_BUILD_PYTHON=OFF -DFERRY_REMOTE=OFF \
+    > "$out/old-cmake.log" 2>&1 && cmake --build build-old -j "$(nproc)" --target ferry_small_reads \
+    > "$out/old-build.log" 2>&1 || { tail -20 "$out/old-build.log"; exit 1; }
+fi
+file=$build/data/small-4GiB.bin
+[ -f "$file" ] || { "$build/cli/ferry" write "$file" --size 4GiB --no-sync > /dev/null && sync; }
+hot=${HOT_ARGS:---sizes 4KiB,64KiB,1MiB --bytes-per-mode 512MiB}
+cold=${COLD_ARGS---sizes 4KiB,64KiB --bytes-per-mode 64MiB --modes raw-host,plain,ferry,ferry-mt,batch}
+for round in $(seq "$rounds"); do
+  cat "$file" > /dev/null
+  for which in old new; do
+    bin=$new; [ "$which" = old ] && bin=$old
+    echo "== hot, $which, round $round"
+    # shellcheck disable=SC2086
+    "$bin" "$file" --cache hot $hot --json-out "$out/hot-$which-$round.json" 2>&1 | tee "$out/hot-$which-$round.txt"
+  done
+done
+[ -n "$cold" ] || exit 0
+for round in $(seq "$rounds"); do
+  for which in old new; do
+    bin=$new; [ "$which" = old ] && bin=$old
+    echo "== cold, $which, round $round"
+    # shellcheck disable=SC2086
+    "$bin" "$file" --cache cold $cold --json-out "$out/cold-$which-$round.json" 2>&1 | tee "$out/cold-$which-$round.txt"
+  done
+done
