@@ -3,6 +3,7 @@
 # more than the changes measured): builds the older tree's ferry_small_reads from .old-tree (carried; make it
 # with `mkdir .old-tree && git archive COMMIT | tar -x -C .old-tree`), then runs both on the same file,
 # alternating old and new, hot then cold. Run on the GPU machine after `scripts/gpu-session.sh build`.
+# The older tree's ferry and ferry-bench are built too (build-old/cli), for the `ab` step of gpu-session.sh.
 #
 #   bench/small_reads_ab.sh OUT_DIR [ROUNDS]
 #     HOT_ARGS   ferry_small_reads arguments for the hot rounds (default: 4 KiB, 64 KiB and 1 MiB, 512 MiB a mode)
@@ -17,7 +18,7 @@ old=build-old/tests/ferry_small_reads
 if [ ! -x "$old" ]; then
   [ -d .old-tree ] || { echo "no .old-tree to build the older ferry_small_reads from"; exit 1; }
   cmake -S .old-tree -B build-old -G Ninja -DCMAKE_BUILD_TYPE=Release -DFERRY_BUILD_PYTHON=OFF -DFERRY_REMOTE=OFF \
-    > "$out/old-cmake.log" 2>&1 && cmake --build build-old -j "$(nproc)" --target ferry_small_reads \
+    > "$out/old-cmake.log" 2>&1 && cmake --build build-old -j "$(nproc)" --target ferry_small_reads ferry_cli ferry_bench \
     > "$out/old-build.log" 2>&1 || { tail -20 "$out/old-build.log"; exit 1; }
 fi
 file=$build/data/small-4GiB.bin

@@ -21,12 +21,13 @@ namespace {
 // or asks about (done(), wait_for(), then() end the grace: expedite()) starts that much later.
 constexpr std::chrono::microseconds kSubmitterRunsGrace{50};
 
-// How long a job runs before it lets queued work go first. A 4 MiB task takes longer than this, so a
-// large request yields after every task as before; tasks of a few kilobytes are taken many to a turn,
-// because a turn costs a trip through the pool's queue (and often a wake): with two batches of 4 KiB
-// pieces in flight, yielding after every piece held the host route to a twentieth of the page cache's rate
-// on the H200 machine.
-constexpr std::chrono::microseconds kTurn{200};
+// How long a job runs before it lets queued work go first. A hot 4 MiB task takes about this long on the
+// H200 machine with every worker busy, so a large request yields after about every task, as it always did;
+// smaller tasks are taken many to a turn, because a turn costs a trip through the pool's queue (and often a
+// wake). With two batches of 4 KiB pieces in flight, yielding after every piece held the host route to a
+// twentieth of the page cache's rate there, and yielding after every fill of a batch worker's share sent
+// it behind the other batch's jobs before its copy could overlap its next reads.
+constexpr std::chrono::milliseconds kTurn{1};
 
 }  // namespace
 

@@ -43,16 +43,18 @@ using FaultSync = testing::FaultTest;
 using FaultStat = testing::FaultTest;
 using FaultOpen = testing::FaultTest;
 using CacheProbe = testing::FaultTest;
-using FaultSmallRead = testing::FaultTest;  // tasks of kTask = kCachedFirstBytes: they read the cache first
-
-// The cachestat probe decides for tasks larger than kCachedFirstBytes; these tests use such tasks.
-class FaultCacheProbe : public testing::FaultTest {
+// Tasks of `task` bytes in place of kTask's.
+template <std::uint64_t task>
+class FaultTestWithTasksOf : public testing::FaultTest {
  protected:
-  static constexpr std::uint64_t kTask = 2 * detail::kCachedFirstBytes;
+  static constexpr std::uint64_t kTask = task;
   static Config fault_config(DirectIo direct, unsigned threads = 4) {
     return FaultTest::fault_config(direct, threads).set_task_size(kTask);
   }
 };
+// Small tasks in `auto` read the page cache first; larger ones ask cachestat whether to use O_DIRECT.
+using FaultSmallRead = FaultTestWithTasksOf<detail::kCachedFirstBytes>;
+using FaultCacheProbe = FaultTestWithTasksOf<2 * detail::kCachedFirstBytes>;
 using FaultLifetime = testing::FaultTest;
 
 constexpr std::uint64_t kMiB = 1024 * 1024;

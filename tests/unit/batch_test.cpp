@@ -175,6 +175,35 @@ TEST_F(Batch, EveryWorkerTakesItsShareOfASmallBatch) {
   testing::fake_cuda_free(dev);
 }
 
+// A worker's share goes into several fills, so that each fill's copy overlaps the next fill's reads:
+// 4,096 pieces of 4 KiB over 4 threads are shares of 1,024 pieces, filled a quarter (1 MiB) at a time, each
+// fill one copy because the destinations follow one another.
+TEST_F(Batch, AWorkersShareGoesIntoSeveralFillsOfOneCopyEach) {
+  constexpr std::size_t kPieces = 4096;
+  auto source = std::make_shared<testing::MemorySource>("memory", testing::pattern(0, kPieces * 4096));
+  source->depth = 4096;
+  Config c;
+  c.set_compat_mode(CompatMode::on).set_bounce_buffer_size(4 << 20).set_threads(4);  // 1,024 pieces a buffer
+  detail::OpenOptions o;
+  o.gpu = &testing::fake_gpu_platform();
+  auto f = detail::open_source(source, "r", c, o);
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  auto* dev = static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(kPieces * 4096 + 1));
+  std::memset(dev, kPoison, kPieces * 4096 + 1);
+  std::vector<Piece> pieces;
+  for (std::size_t i = 0; i < kPieces; ++i) pieces.push_back(Piece{dev + i * 4096, 4096, ((i * 7) % kPieces) * 4096});
+  const std::uint64_t copies_before = testing::fake_cuda_counters().htod_async_copies;
+  auto r = f->pread_batch(pieces).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(source->largest_batch, kPieces / 4 / 4) << "a fill of more than a quarter of a worker's share";
+  EXPECT_EQ(testing::fake_cuda_counters().htod_async_copies - copies_before, 16u) << "one copy per fill";
+  for (std::size_t i = 0; i < kPieces; ++i) {
+    ASSERT_EQ(0, std::memcmp(dev + i * 4096, testing::pattern(((i * 7) % kPieces) * 4096, 4096).data(), 4096)) << i;
+  }
+  EXPECT_EQ(dev[kPieces * 4096], kPoison) << "the byte past the last piece";
+  testing::fake_cuda_free(dev);
+}
+
 TEST_F(Batch, AwkwardDevicePiecesStayExact) {
   File f = open();
   constexpr std::uint64_t kMemory = 24 << 20;
