@@ -5,12 +5,13 @@
 # alternating old and new, hot then cold. Run on the GPU machine after `scripts/gpu-session.sh build`.
 # The older tree's ferry and ferry-bench are built too (build-old/cli), for the `ab` step of gpu-session.sh.
 #
-#   bench/small_reads_ab.sh OUT_DIR [ROUNDS]
+#   bench/small_reads_ab.sh OUT_DIR [ROUNDS] [COLD_ROUNDS]   (rounds of each, default 1 and ROUNDS)
 #     HOT_ARGS   ferry_small_reads arguments for the hot rounds (default: 4 KiB, 64 KiB and 1 MiB, 512 MiB a mode)
 #     COLD_ARGS  the same for the cold rounds (default: 4 KiB and 64 KiB, 64 MiB a mode; "" skips them)
 set -uo pipefail
 out=$1
 rounds=${2:-1}
+cold_rounds=${3:-$rounds}
 build=${FERRY_BUILD_DIR:-build-gpu}
 mkdir -p "$out"
 new=$build/tests/ferry_small_reads
@@ -35,7 +36,7 @@ for round in $(seq "$rounds"); do
   done
 done
 [ -n "$cold" ] || exit 0
-for round in $(seq "$rounds"); do
+for round in $(seq "$cold_rounds"); do
   for which in old new; do
     bin=$new; [ "$which" = old ] && bin=$old
     echo "== cold, $which, round $round"
