@@ -153,9 +153,9 @@ struct Report {
   std::uint64_t total_ops() const;
   std::uint64_t total_bytes() const;
 
-  /// Adds one operation of `bytes` to `route` for `reason`.
+  /// Adds `ops` operations (one by default) of `bytes` in all to `route` for `reason`.
   void count(Route route, Reason reason, const std::string& detail, std::uint64_t bytes,
-             std::uint64_t nanoseconds);
+             std::uint64_t nanoseconds, std::uint64_t ops = 1);
   void add_note(const std::string& note);  // kept once
   void merge(const Report& other);
 

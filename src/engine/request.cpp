@@ -214,21 +214,43 @@ RequestState::Continue RequestState::run_tasks(Job& job, bool may_yield) {
     const auto ended = std::chrono::steady_clock::now();
     auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(ended - started);
     const auto ns_each = static_cast<std::uint64_t>(ns.count()) / slice.size();
+    // Tasks that share a decision are counted together, and the request's bytes grow once a slice: with
+    // a batch's thousands of pieces on every worker, a shared counter touched per piece is contended.
+    std::uint64_t slice_bytes = 0;
+    const Decision* counting = nullptr;
+    std::uint64_t run_ops = 0, run_bytes = 0;
+    auto count_run = [&] {
+      if (run_ops > 0) {
+        local.count(counting->route, counting->reason, counting->detail, run_bytes, ns_each * run_ops, run_ops);
+      }
+      run_ops = run_bytes = 0;
+    };
+    bool failed = false;
     for (std::size_t i = 0; i < slice.size(); ++i) {
       const Task& t = slice[i];
       if (!results[i].ok()) {
         record_error(results[i].status());
-        return Continue::done;
+        failed = true;
+        break;
       }
       const std::uint64_t bytes = *results[i];
       const Decision& decision = backend_->decision_for(t);
-      local.count(decision.route, decision.reason, decision.detail, bytes, ns_each);
-      bytes_done_.fetch_add(bytes, std::memory_order_relaxed);
+      if (&decision != counting) {
+        count_run();
+        counting = &decision;
+      }
+      ++run_ops;
+      run_bytes += bytes;
+      slice_bytes += bytes;
       if (bytes < t.length && !eof_.short_task_ends_request) {
         record_error(eof_.shrank(t, bytes));
-        return Continue::done;
+        failed = true;
+        break;
       }
     }
+    count_run();
+    bytes_done_.fetch_add(slice_bytes, std::memory_order_relaxed);
+    if (failed) return Continue::done;
     if (may_yield && ended >= turn_ends && next_task_.load(std::memory_order_relaxed) < tasks_.size() &&
         shared_pool().queued() > 0) {
       return Continue::later;

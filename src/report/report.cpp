@@ -82,12 +82,12 @@ void add_reason(std::vector<ReasonCount>& reasons, Route route, Reason reason, c
 }  // namespace
 
 void Report::count(Route route, Reason reason, const std::string& detail, std::uint64_t bytes,
-                   std::uint64_t nanoseconds) {
+                   std::uint64_t nanoseconds, std::uint64_t ops) {
   auto& c = routes[static_cast<std::size_t>(route)];
-  c.ops += 1;
+  c.ops += ops;
   c.bytes += bytes;
   c.nanoseconds += nanoseconds;
-  add_reason(reasons, route, reason, detail, 1);
+  add_reason(reasons, route, reason, detail, ops);
 }
 
 void Report::add_note(const std::string& note) {
