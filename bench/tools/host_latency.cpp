@@ -2,7 +2,7 @@
 // and per-piece costs, on any machine: no GPU needed).
 //
 //   ferry_host_latency FILE [--size 4096] [--requests 100000] [--rounds 3] [--threads 1] [--in-flight 1]
-//                      [--batch 0]
+//                      [--batch 0] [--cold]
 //
 // Offsets are random and aligned to the size, the same sequence for both; FILE should be in the page cache
 // (a first round warms it). Each round times Ferry, then ::pread on a descriptor of the same file from as many
@@ -10,6 +10,8 @@
 //   default        File::pread(...).get(), one at a time on each of `threads` threads
 //   --in-flight D  D File::pread requests outstanding on each thread (Future::get of the oldest)
 //   --batch N      File::pread_batch of N pieces at a time on each thread
+//   --cold         FILE's pages are dropped before each timed part, and pread reads with O_DIRECT: the disk's
+//                  random-read rate at the same queue depth (threads x in-flight or threads)
 // Every byte Ferry read is compared with what pread read.
 #include <fcntl.h>
 #include <unistd.h>
@@ -26,12 +28,15 @@
 #include <vector>
 
 #include "ferry/file.hpp"
+#include "ferry/page_cache.hpp"
+#include "ferry_tooling/host_memory.hpp"
 
 namespace {
 
 struct Options {
   std::uint64_t size = 4096;
   int requests = 100000, rounds = 3, threads = 1, in_flight = 1, batch = 0;
+  bool cold = false;
 };
 
 [[noreturn]] void fail(const std::string& why) {
@@ -60,8 +65,14 @@ int main(int argc, char** argv) {
   }
   const std::string path = argv[1];
   Options o;
-  for (int i = 2; i + 1 < argc; i += 2) {
+  for (int i = 2; i < argc; i += 2) {
     const std::string a = argv[i];
+    if (a == "--cold") {
+      o.cold = true;
+      --i;
+      continue;
+    }
+    if (i + 1 >= argc) fail("missing value after " + a);
     const char* v = argv[i + 1];
     if (a == "--size") o.size = std::strtoull(v, nullptr, 10);
     else if (a == "--requests") o.requests = std::atoi(v);
@@ -79,16 +90,26 @@ int main(int argc, char** argv) {
   std::mt19937_64 rng(1);
   std::vector<std::uint64_t> offsets(static_cast<std::size_t>(o.requests));
   for (auto& off : offsets) off = rng() % (file_size / o.size - 1) * o.size;
-  // Each request lands in its own slot, so that every byte can be checked against pread's afterwards.
-  std::vector<char> got(offsets.size() * o.size), want(offsets.size() * o.size);
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  auto slot = [&](std::vector<char>& v, int i) { return v.data() + static_cast<std::size_t>(i) * o.size; };
+  // Each request lands in its own slot, so that every byte can be checked against pread's afterwards (page
+  // aligned, as O_DIRECT wants).
+  const std::size_t bytes = offsets.size() * o.size;
+  auto got = ferry::tooling::HostMemory::allocate(bytes).value();
+  auto want = ferry::tooling::HostMemory::allocate(bytes).value();
+  const int fd = ::open(path.c_str(), O_RDONLY | (o.cold ? O_DIRECT : 0));
+  if (fd < 0) fail("cannot open " + path);
+  auto slot = [&](ferry::tooling::HostMemory& m, int i) {
+    return reinterpret_cast<char*>(m.data()) + static_cast<std::size_t>(i) * o.size;
+  };
+  auto drop = [&] {
+    if (o.cold) (void)ferry::page_cache::evict(path);
+  };
   auto check = [](ferry::Result<ferry::Transfer> r, std::uint64_t bytes) {
     if (!r.ok()) fail(r.status().to_string());
     if (r->bytes != bytes) fail("short read");
   };
   const char* what = o.batch > 0 ? "pread_batch" : o.in_flight > 1 ? "pread in flight" : "pread().get()";
   for (int round = 0; round < o.rounds; ++round) {
+    drop();
     const double ferry_s = on_threads(o, [&](int, int first, int end) {
       if (o.batch > 0) {
         std::vector<ferry::Piece> pieces;
@@ -109,6 +130,7 @@ int main(int argc, char** argv) {
       }
       for (auto& f : live) check(f.get(), o.size);
     });
+    drop();
     const double pread_s = on_threads(o, [&](int, int first, int end) {
       for (int i = first; i < end; ++i) {
         if (::pread(fd, slot(want, i), o.size, static_cast<off_t>(offsets[i])) != static_cast<ssize_t>(o.size)) {
@@ -116,11 +138,11 @@ int main(int argc, char** argv) {
         }
       }
     });
-    if (std::memcmp(got.data(), want.data(), got.size()) != 0) fail("Ferry's bytes differ from pread's");
+    if (std::memcmp(got.data(), want.data(), bytes) != 0) fail("Ferry's bytes differ from pread's");
     const double n = o.requests;
-    std::printf("round %d: %llu-byte reads, %d thread(s), %s%s: ferry %.2f us/request (%.3f M/s), pread %.2f "
+    std::printf("round %d: %s%llu-byte reads, %d thread(s), %s%s: ferry %.2f us/request (%.3f M/s), pread %.2f "
                 "us/request (%.3f M/s), %.2fx\n",
-                round, static_cast<unsigned long long>(o.size), o.threads, what,
+                round, o.cold ? "cold " : "", static_cast<unsigned long long>(o.size), o.threads, what,
                 o.batch > 0 ? (" of " + std::to_string(o.batch)).c_str()
                             : o.in_flight > 1 ? (" " + std::to_string(o.in_flight)).c_str() : "",
                 ferry_s / n * 1e6 * o.threads, n / ferry_s / 1e6, pread_s / n * 1e6 * o.threads,

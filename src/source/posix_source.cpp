@@ -89,7 +89,11 @@ bool PosixSource::read_direct(const SourceRequest& request, const Task& t, const
   // O_DIRECT only below the size seen at the start: past EOF a direct read could fill whole blocks.
   bool below_eof = t.file_offset + t.length <= request.extent.bytes;
   bool direct = policy_ != DirectIo::off && below_eof && direct_fits(t.file_offset, t.length, dst);
-  if (direct && policy_ == DirectIo::automatic) direct = !reads_cached_first(request, t) && !wholly_cached(t, report);
+  if (direct && policy_ == DirectIo::automatic) {
+    const bool cached = wholly_cached(t, report);
+    if (small(request, t)) note_small_read(cached);
+    direct = !cached;
+  }
   return direct;
 }
 
@@ -106,7 +110,7 @@ void PosixSource::read_batch(const SourceRequest& request, std::span<const TaskR
   std::vector<bool> direct(reads.size());
   for (std::size_t i = 0; i < reads.size(); ++i) {
     const Task& t = reads[i].task;
-    direct[i] = read_direct(request, t, reads[i].dst, report);
+    direct[i] = !reads_cached_first(request, t) && read_direct(request, t, reads[i].dst, report);
     batch[i] = UringRead{direct[i] ? fds_.direct_fd() : fds_.buffered_fd(), reads[i].dst,
                          static_cast<std::uint32_t>(t.length), t.file_offset, 0};
   }
@@ -147,7 +151,8 @@ Result<std::uint64_t> PosixSource::read(const SourceRequest& request, const Task
   std::uint64_t done = 0;
   std::uint64_t offset = t.file_offset;
   std::uint64_t length = t.length;
-  bool direct = read_direct(request, t, out, report);
+  const bool cached_first = reads_cached_first(request, t);  // decided once: other readers move the score
+  bool direct = !cached_first && read_direct(request, t, out, report);
   if (direct) {
     LoopOutcome r = read_fully(sys_, fds_.direct_fd(), out + done, length, offset, report.io);
     if (r.error == EINVAL && r.bytes == 0) {
@@ -169,13 +174,15 @@ Result<std::uint64_t> PosixSource::read(const SourceRequest& request, const Task
       return done + r.bytes;
     }
   }
-  if (reads_cached_first(request, t)) {
+  if (cached_first) {
     LoopOutcome c = read_cached_prefix(sys_, fds_.buffered_fd(), out + done, length, offset, report.io);
     if (c.error == 0) {  // all of it (or all up to EOF) was cached
       ++report.io.buffered_ops;
       ++report.io.cached_ops;
+      note_small_read(true);
       return done + c.bytes;
     }
+    if (c.error == EAGAIN) note_small_read(false);
     if (c.error == EOPNOTSUPP || c.error == ENOSYS) {
       nowait_unsupported_.store(true, std::memory_order_relaxed);
     } else if (c.error != EAGAIN) {

@@ -1,10 +1,11 @@
 // A local file (or block or character device) as a Source: two descriptors, buffered and O_DIRECT, and the
 // per-task choice between them. In `auto`, a task whose bytes are all in the page cache (asked with
 // cachestat, which starts no I/O) is read through the cache, and any other task goes through O_DIRECT
-// where alignment allows; a small task is read through the cache, asking it first without waiting
-// (kCachedFirstBytes); large writes go through O_DIRECT.
+// where alignment allows; while the file's small reads keep finding their pages cached, a small task asks
+// the cache by reading it without waiting instead (kCachedFirstBytes); large writes go through O_DIRECT.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -22,13 +23,18 @@ namespace ferry::detail {
 /// O_DIRECT. Smaller writes stay buffered, where they return as soon as the page cache has the data.
 inline constexpr std::uint64_t kDirectWriteThreshold = 256ull << 20;
 
-/// Reads of at most this size in `auto` go through the page cache, asking it first for what it holds
-/// without waiting (RWF_NOWAIT): one system call where the data is cached, against two for cachestat and
-/// then the read (the probe was half the cost of a hot 4 KiB piece). On a miss the kernel has begun
-/// reading the pages in, so the rest is read buffered, waiting for that read: an O_DIRECT read would read
-/// them a second time. Not for larger reads: cold random 64 KiB reads through the page cache ran at 0.6-0.7
-/// of O_DIRECT's rate on the H200 machine's disk, where the probe costs a 64 KiB read about 5%.
+/// Reads of at most this size in `auto`, while the file's recent small reads found their pages cached, go
+/// through the page cache, asking it first for what it holds without waiting (RWF_NOWAIT): one system call
+/// where the data is cached, against two for cachestat and then the read (the probe was half the cost of a
+/// hot 4 KiB piece). On a miss the kernel has begun reading the pages in, so the rest is read buffered,
+/// waiting for that read: an O_DIRECT read would read them a second time. Cold random reads through the
+/// page cache ran slower than O_DIRECT on the H200 machine's disk (4-16 KiB: about 0.85-0.9 of it; 64 KiB:
+/// 0.6-0.7), so once a file's small reads miss more than they hit, they are probed as larger ones are, and
+/// cold ones use O_DIRECT, until the probes find them cached again (kSmallReadMemory).
 inline constexpr std::uint64_t kCachedFirstBytes = 16 << 10;
+/// How far a file's run of small-read hits or misses is remembered: after this many hits in a row, misses
+/// in a row take as many reads to turn small reads to the probe (and the other way round).
+inline constexpr int kSmallReadMemory = 16;
 
 class PosixSource : public Source {
  public:
@@ -62,11 +68,21 @@ class PosixSource : public Source {
   // Whether read() of `t` into `dst` would use O_DIRECT (asks the page cache in `auto`).
   bool read_direct(const SourceRequest& request, const Task& t, const void* dst, Report& report);
   bool wholly_cached(const Task& t, Report& report);
-  // Whether read() asks the page cache without waiting before a buffered read of `t` (kCachedFirstBytes):
-  // files with a size only (a /proc file or a device without one is read as it is).
+  // Whether a task is small (kCachedFirstBytes) and read() would ask the page cache without waiting before
+  // a buffered read of it: files with a size only (a /proc file or a device without one is read as it is).
+  bool small(const SourceRequest& request, const Task& t) const {
+    return policy_ == DirectIo::automatic && request.extent.known && t.length <= kCachedFirstBytes;
+  }
   bool reads_cached_first(const SourceRequest& request, const Task& t) const {
-    return policy_ == DirectIo::automatic && request.extent.known && t.length <= kCachedFirstBytes &&
+    return small(request, t) && small_read_misses_.load(std::memory_order_relaxed) <= 0 &&
            !nowait_unsupported_.load(std::memory_order_relaxed);
+  }
+  // Moves the small-read score toward misses or hits (saturating; a racy update only loses a step). A
+  // saturated score is not written, so that a steady state costs the readers no shared store.
+  void note_small_read(bool cached) {
+    const int now = small_read_misses_.load(std::memory_order_relaxed);
+    const int next = std::clamp(now + (cached ? -1 : 1), -kSmallReadMemory, kSmallReadMemory);
+    if (next != now) small_read_misses_.store(next, std::memory_order_relaxed);
   }
   Status transfer_error(const char* verb, const char* prep, std::uint64_t length, std::uint64_t offset,
                         const char* route_label, bool direct, int err) const;
@@ -79,6 +95,7 @@ class PosixSource : public Source {
   std::atomic<bool> uring_refused_{false};  // the kernel refused io_uring once: pread from then on
   std::atomic<bool> cache_probe_unsupported_{false};  // the page cache cannot be asked: buffered reads
   std::atomic<bool> nowait_unsupported_{false};  // RWF_NOWAIT refused once: small reads probe as large ones
+  std::atomic<int> small_read_misses_{0};  // small reads' recent misses less hits, in +-kSmallReadMemory
 };
 
 }  // namespace ferry::detail

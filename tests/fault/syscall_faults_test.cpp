@@ -537,27 +537,48 @@ TEST_F(FaultSmallRead, CachedTasksTakeOneReadEachAndNoProbe) {
   for (const auto& c : reads) EXPECT_TRUE(c.nowait && !c.direct) << "at offset " << c.offset;
 }
 
-TEST_F(FaultSmallRead, UncachedTasksAreReadBufferedOnceAndNeverWithODirect) {
-  const std::uint64_t size = 4 * kTask;
-  auto path = testing::write_pattern_file(dir_ / "d.bin", size);
+TEST_F(FaultSmallRead, AMissIsReadBufferedOnceAndNeverWithODirect) {
+  auto path = testing::write_pattern_file(dir_ / "d.bin", kTask);
   sys_.add(Rule::on(Op::pread).only_nowait().fail(EAGAIN));  // as if nothing were cached
   auto file = open(path, "r", fault_config(DirectIo::automatic));
   ASSERT_TRUE(file.ok());
-  SentinelBuffer buf(size);
-  auto r = file->pread(buf.data(), size - 3, 3).get();
+  SentinelBuffer buf(kTask);
+  auto r = file->pread(buf.data(), kTask, 0).get();  // one aligned task, which O_DIRECT could take
   ASSERT_TRUE(r.ok()) << r.status().to_string();
-  EXPECT_EQ(r->bytes, size - 3);
-  EXPECT_TRUE(buf.holds(3, size - 3));
+  EXPECT_EQ(r->bytes, kTask);
+  EXPECT_TRUE(buf.holds(0, kTask));
   EXPECT_EQ(r->report.io.cached_ops, 0u);
   EXPECT_EQ(r->report.io.eintr_retries, 0u) << "EAGAIN from a read that must not wait is an answer, not retried";
   EXPECT_EQ(sys_.count(Op::cached_pages), 0);
   // The kernel began reading the pages in on the miss: an O_DIRECT read would read them a second time.
-  int blocking = 0;
-  for (const auto& c : sys_.calls(Op::pread)) {
-    EXPECT_FALSE(c.direct) << "O_DIRECT read at " << c.offset;
-    blocking += c.nowait ? 0 : 1;
-  }
-  EXPECT_GE(blocking, 4) << "each task finished with a buffered read";
+  const auto reads = sys_.calls(Op::pread);
+  ASSERT_EQ(reads.size(), 2u);
+  EXPECT_TRUE(reads[0].nowait);
+  EXPECT_FALSE(reads[1].nowait || reads[1].direct) << "the rest: one buffered read";
+}
+
+// A file whose small reads miss turns them to the probe (and O_DIRECT for what is not cached), and back to
+// reading the cache first once the probes find them cached (kSmallReadMemory).
+TEST_F(FaultSmallRead, ColdSmallReadsTurnToTheProbeAndBackOnceCached) {
+  constexpr int kTasks = 40;
+  auto path = testing::write_pattern_file(dir_ / "d.bin", kTasks * kTask);
+  sys_.add(Rule::on(Op::pread).only_nowait().fail(EAGAIN).limit(1));  // the first small read misses
+  sys_.add(Rule::on(Op::cached_pages).reports_cached(false).limit(10));  // so do the next ten
+  sys_.add(Rule::on(Op::cached_pages).reports_cached(true));             // then the file is cached
+  auto file = open(path, "r", fault_config(DirectIo::automatic, 1));      // one worker: tasks in order
+  ASSERT_TRUE(file.ok());
+  SentinelBuffer buf(kTasks * kTask);
+  auto r = file->pread(buf.data(), kTasks * kTask, 0).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(buf.holds(0, kTasks * kTask));
+  // Task 0 misses (score 1); tasks 1-10 are probed and missed (score 11; O_DIRECT); tasks 11-21 are probed
+  // and found cached (score 0); tasks 22-39 read the cache first and hit.
+  EXPECT_EQ(sys_.count(Op::cached_pages), 21);
+  int nowait = 0;
+  for (const auto& c : sys_.calls(Op::pread)) nowait += c.nowait ? 1 : 0;
+  EXPECT_EQ(nowait, 1 + 18);
+  EXPECT_EQ(r->report.io.cached_ops, 11u + 18u);
+  if (file->direct_io_available()) EXPECT_EQ(r->report.io.direct_ops, 10u);
 }
 
 TEST_F(FaultSmallRead, ACachedPrefixIsKeptAndTheRestReadBuffered) {
