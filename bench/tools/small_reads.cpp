@@ -16,9 +16,10 @@
 //   pageable-1   plain-1 from a pageable buffer (the driver's own path for small pageable copies)
 //   raw-host     `threads` threads of preads into host memory, nothing copied: the page cache's rate at that
 //                size and depth (hot), or the disk's with O_DIRECT (cold): the most any staged path can read
-// Each mode first runs one window untimed (its one-time set-up), and after the timed run again, checking every byte: each window of requests lands in its own
-// slots of the device buffer, is copied back and compared with what an independent pread of FILE says.
-// Prints a table and, with --json-out, the figures; cold drops FILE's pages before each mode (no root).
+// Each mode first runs one window untimed (its one-time set-up), then the timed run, then again, not timed,
+// checking every byte: each window of requests lands in its own slots of the device buffer, is copied back
+// and compared with what an independent pread of FILE says. Prints a table and, with --json-out, the
+// figures; cold drops FILE's pages before each timed run (no root).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
