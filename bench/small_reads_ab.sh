@@ -26,21 +26,17 @@ file=$build/data/small-4GiB.bin
 [ -f "$file" ] || { "$build/cli/ferry" write "$file" --size 4GiB --no-sync > /dev/null && sync; }
 hot=${HOT_ARGS:---sizes 4KiB,64KiB,1MiB --bytes-per-mode 512MiB}
 cold=${COLD_ARGS---sizes 4KiB,64KiB --bytes-per-mode 64MiB --modes raw-host,plain,ferry,ferry-mt,batch}
-for round in $(seq "$rounds"); do
-  cat "$file" > /dev/null
-  for which in old new; do
-    bin=$new; [ "$which" = old ] && bin=$old
-    echo "== hot, $which, round $round"
-    # shellcheck disable=SC2086
-    "$bin" "$file" --cache hot $hot --json-out "$out/hot-$which-$round.json" 2>&1 | tee "$out/hot-$which-$round.txt"
+# passes CACHE ARGS ROUNDS: old then new, ROUNDS times
+passes() {
+  for round in $(seq "$3"); do
+    [ "$1" = hot ] && cat "$file" > /dev/null
+    for which in old new; do
+      bin=$new; [ "$which" = old ] && bin=$old
+      echo "== $1, $which, round $round"
+      # shellcheck disable=SC2086
+      "$bin" "$file" --cache "$1" $2 --json-out "$out/$1-$which-$round.json" 2>&1 | tee "$out/$1-$which-$round.txt"
+    done
   done
-done
-[ -n "$cold" ] || exit 0
-for round in $(seq "$cold_rounds"); do
-  for which in old new; do
-    bin=$new; [ "$which" = old ] && bin=$old
-    echo "== cold, $which, round $round"
-    # shellcheck disable=SC2086
-    "$bin" "$file" --cache cold $cold --json-out "$out/cold-$which-$round.json" 2>&1 | tee "$out/cold-$which-$round.txt"
-  done
-done
+}
+passes hot "$hot" "$rounds"
+[ -z "$cold" ] || passes cold "$cold" "$cold_rounds"
