@@ -27,7 +27,6 @@ namespace ferry {
 namespace detail {
 class RequestState;
 class FileState;
-struct FutureAccess;
 }  // namespace detail
 
 /// The pending result of pread/pwrite. It completes when every task of the request has stopped: after
@@ -54,12 +53,23 @@ class [[nodiscard]] Future {
   /// returns `cancelled` (unless the request had already completed or failed). Does not wait; the
   /// buffer is in use until done(). After a cancelled read the buffer's contents are unspecified.
   void cancel();
+  /// What the caller of then() does next (docs/engine.md, "One small request at a time").
+  enum class Caller {
+    leaves,  // nobody waits: a one-task request goes to a worker at once
+    waits,   // the caller waits for the request next (a front end's own completion hook): the request is
+             // left for that wait to run on the caller's thread (try_run_here(), wait(), get())
+  };
   /// Runs `callback` once the request is done (at once when it already is), on a Ferry worker thread or
   /// on the calling thread. The callback may issue and wait for further Ferry requests.
-  void then(std::function<void(const Result<Transfer>&)> callback);
+  void then(std::function<void(const Result<Transfer>&)> callback, Caller caller = Caller::leaves);
+  /// Runs the request on the calling thread if it is a single task that no worker has begun, and returns
+  /// when it is done; otherwise returns at once. True if it ran it. For a caller that then waits its own
+  /// way (in slices, to handle signals) and so skips a hand-off to a worker and back, which costs a small
+  /// read as much again. (wait() and get() run any request of one job so, however many tasks it has.)
+  /// From inside a completion callback it does nothing.
+  bool try_run_here();
 
  private:
-  friend struct detail::FutureAccess;
   std::shared_ptr<detail::RequestState> state_;
 };
 

@@ -129,6 +129,7 @@ class File:
     def __init__(self, impl: "_ferry.File", mode: str) -> None:
         self._impl = impl
         self._mode = mode
+        self._path = os.fsdecode(impl.path)  # decoded once: every request names it in its errors
         self.last_report: Optional[Report] = None
         """The route report of the last blocking read/readinto/write on this File."""
 
@@ -137,7 +138,7 @@ class File:
     @property
     def path(self) -> str:
         """The path the file was opened with (``os.fsdecode`` of the bytes the kernel got)."""
-        return os.fsdecode(self._impl.path)
+        return self._path
 
     name = path
 

@@ -163,10 +163,15 @@ PyFuture::PyFuture(Future future, py::object keep, std::shared_ptr<FileRequests>
     g_live->insert(this);
   }
   // The callback may run at once, here, when the request failed before it started.
-  future_.then([completion = completion_, requests = requests_](const Result<Transfer>&) {
-    completion->mark();
-    if (requests) requests->finished();
-  });
+  // Python waits for a request next (result(), a blocking read()) far more often than it leaves one: the
+  // hook keeps a one-task request for that wait to run here (docs/engine.md), and polls and timed waits
+  // hurry it instead (done(), wait_until).
+  future_.then(
+      [completion = completion_, requests = requests_](const Result<Transfer>&) {
+        completion->mark();
+        if (requests) requests->finished();
+      },
+      Future::Caller::waits);
 }
 
 PyFuture::~PyFuture() {
@@ -203,9 +208,32 @@ void PyFuture::park() {
   g_parked->push_back(Parked{std::move(future_), std::move(keep_), completion_, std::move(on_outcome_)});
 }
 
-bool PyFuture::done() const { return completion_->is_done(); }
+bool PyFuture::done() const {
+  if (completion_->is_done()) return true;
+  hurry();
+  return completion_->is_done();
+}
+
+void PyFuture::hurry() const {
+  // Polling the Future ends a one-task request's wait for its caller (docs/engine.md). try_lock: the mutex
+  // may be held by a thread running the request itself, and this may be called with the GIL held.
+  std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
+  if (lock.owns_lock() && !outcome_) (void)future_.done();
+}
 
 bool PyFuture::wait_until(std::optional<Clock::time_point> deadline) {
+  if (!completion_->is_done()) {
+    if (deadline) {
+      hurry();  // a timed wait will not run the request here: a worker takes it now
+    } else {
+      // A wait without a limit runs a one-task request that no worker has begun on this thread: no hand-off
+      // to a worker and back (most of a small read's cost). It is one task at most, so a Ctrl-C during it
+      // waits no longer than one for running tasks would.
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!outcome_) future_.try_run_here();
+    }
+  }
   return wait_interruptibly([this](std::chrono::milliseconds d) { return completion_->wait_for(d); }, deadline,
                             [this] { stop_after_interrupt(); });
 }

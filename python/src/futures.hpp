@@ -177,12 +177,16 @@ class PyFuture {
   const Result<Transfer>& settle();
   /// Cancels the request and hands it, its buffer and its hook to reap_parked() (destructor, GIL held).
   void park();
+  /// A one-task request that nobody runs on their own thread goes to a worker now (polls, timed waits).
+  void hurry() const;
 
   std::shared_ptr<Completion> completion_ = std::make_shared<Completion>();
   std::shared_ptr<FileRequests> requests_;
   std::string what_;
   std::string path_;
-  mutable std::mutex mutex_;  // guards everything below; never held while waiting for the GIL
+  // Guards everything below; never held while waiting for the GIL. Held by a wait that runs the request on
+  // its own thread (one task at most).
+  mutable std::mutex mutex_;
   Future future_;
   OutcomeHook on_outcome_;
   std::optional<Result<Transfer>> outcome_;

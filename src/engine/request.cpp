@@ -315,10 +315,10 @@ void RequestState::expedite() const {
   shared_pool().expedite(pool_ticket_);
 }
 
-bool RequestState::run_here_if_unclaimed() const {
+bool RequestState::run_here_if_unclaimed(std::size_t max_tasks) const {
   // Only a request of one job: running it on the caller's thread saves two thread hand-offs (most of a
   // small read's latency) and cannot keep the caller long.
-  if (!single_job_ || ThreadPool::on_worker_thread()) return false;
+  if (!single_job_ || tasks_.size() > max_tasks || ThreadPool::on_worker_thread()) return false;
   auto* self = const_cast<RequestState*>(this);
   if (!self->claim_job()) return false;
   if (pool_ticket_ != 0) shared_pool().withdraw(pool_ticket_);  // its queued job would only find it taken
@@ -365,7 +365,7 @@ Result<Transfer> RequestState::take_result() {
   return std::move(*result_);  // Future::get() is the one taker
 }
 
-void RequestState::then(Callback callback) {
+void RequestState::then(Callback callback, bool hurry) {
   bool queued = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -375,7 +375,7 @@ void RequestState::then(Callback callback) {
     }
   }
   if (queued) {
-    expedite();
+    if (hurry) expedite();
     return;
   }
   callback(*result_);

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -74,7 +75,11 @@ class RequestState {
   void wait() const;
   bool wait_for(std::chrono::milliseconds timeout) const;
   Result<Transfer> take_result();
-  void then(Callback callback);
+  /// `hurry`: a one-job request's grace period ends (nobody will run it on their own thread).
+  void then(Callback callback, bool hurry = true);
+  /// A waiting caller runs a one-job request itself if no worker has begun it (of at most `max_tasks`
+  /// tasks); true if it did.
+  bool run_here_if_unclaimed(std::size_t max_tasks = std::numeric_limits<std::size_t>::max()) const;
 
  private:
   // One job: a worker pulling tasks. It may stop between tasks and go back into the pool's queue behind
@@ -89,7 +94,6 @@ class RequestState {
   bool claim_job();  // takes one of the jobs not begun yet, from the pool or a waiter
   void run_job(std::shared_ptr<Job> job, bool may_yield);
   Continue run_tasks(Job& job, bool may_yield);  // until none are left, one failed, or it yields
-  bool run_here_if_unclaimed() const;  // a waiting caller runs a one-job request itself
   void record_error(Status s);
   void complete();
 

@@ -282,10 +282,12 @@ void Future::cancel() {
   if (state_) state_->cancel();
 }
 
-void Future::then(std::function<void(const Result<Transfer>&)> callback) {
+void Future::then(std::function<void(const Result<Transfer>&)> callback, Caller caller) {
   if (!state_) return;
-  state_->then(std::move(callback));
+  state_->then(std::move(callback), caller == Caller::leaves);
 }
+
+bool Future::try_run_here() { return state_ && state_->run_here_if_unclaimed(/*max_tasks=*/1); }
 
 // ---- File ----
 

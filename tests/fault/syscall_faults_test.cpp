@@ -578,7 +578,9 @@ TEST_F(FaultSmallRead, ColdSmallReadsTurnToTheProbeAndBackOnceCached) {
   for (const auto& c : sys_.calls(Op::pread)) nowait += c.nowait ? 1 : 0;
   EXPECT_EQ(nowait, 1 + 18);
   EXPECT_EQ(r->report.io.cached_ops, 11u + 18u);
-  if (file->direct_io_available()) EXPECT_EQ(r->report.io.direct_ops, 10u);
+  if (file->direct_io_available()) {
+    EXPECT_EQ(r->report.io.direct_ops, 10u);
+  }
 }
 
 TEST_F(FaultSmallRead, ACachedPrefixIsKeptAndTheRestReadBuffered) {

@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <latch>
 #include <random>
@@ -356,6 +357,43 @@ TEST_F(Batch, AWaiterRunsAOneTaskRequestItselfWhenThePoolIsBusy) {
   release->count_down();
   ASSERT_THAT(r.status(), StatusIs(ErrorCode::ok));
   EXPECT_EQ(out, testing::pattern(8192, 4096));
+}
+
+// A front end that waits its own way (Python's interruptible waits) registers its completion hook as a
+// caller that waits next, then runs a one-task request on its own thread: every worker is busy here, so
+// nobody else could have run it.
+TEST_F(Batch, TryRunHereRunsAOneTaskRequestOnTheCallersThreadAndOnlySuch) {
+  Config c;
+  c.set_threads(1).set_task_size(4096);
+  auto f = detail::open_file(path_, "r", c, detail::OpenOptions{});
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  detail::ThreadPool& pool = detail::shared_pool();
+  pool.ensure_workers(2);
+  const std::size_t workers = pool.workers();
+  auto release = std::make_shared<std::latch>(1);  // shared: a released worker may touch it after the test
+  auto all_busy = std::make_shared<std::latch>(static_cast<std::ptrdiff_t>(workers));
+  for (std::size_t i = 0; i < workers; ++i) {
+    pool.submit([release, all_busy] {
+      all_busy->count_down();
+      release->wait();
+    });
+  }
+  all_busy->wait();
+  std::vector<std::uint8_t> one(4096), three(3 * 4096);
+  std::atomic<int> hooks{0};
+  Future small = f->pread(one.data(), one.size(), 8192);
+  small.then([&hooks](const Result<Transfer>&) { ++hooks; }, Future::Caller::waits);
+  EXPECT_TRUE(small.try_run_here()) << "the one-task request was not run here";
+  EXPECT_TRUE(small.done());
+  EXPECT_EQ(hooks.load(), 1);
+  EXPECT_FALSE(small.try_run_here()) << "a done request ran again";
+  Future large = f->pread(three.data(), three.size(), 0);  // one job of three tasks: left to the pool
+  EXPECT_FALSE(large.try_run_here());
+  release->count_down();
+  ASSERT_THAT(small.get().status(), StatusIs(ErrorCode::ok));
+  ASSERT_THAT(large.get().status(), StatusIs(ErrorCode::ok));
+  EXPECT_EQ(one, testing::pattern(8192, 4096));
+  EXPECT_EQ(three, testing::pattern(0, 3 * 4096));
 }
 
 }  // namespace
