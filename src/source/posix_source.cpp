@@ -110,7 +110,7 @@ void PosixSource::read_batch(const SourceRequest& request, std::span<const TaskR
   std::vector<bool> direct(reads.size());
   for (std::size_t i = 0; i < reads.size(); ++i) {
     const Task& t = reads[i].task;
-    direct[i] = !reads_cached_first(request, t) && read_direct(request, t, reads[i].dst, report);
+    direct[i] = read_direct(request, t, reads[i].dst, report);  // io_uring: every task asks cachestat
     batch[i] = UringRead{direct[i] ? fds_.direct_fd() : fds_.buffered_fd(), reads[i].dst,
                          static_cast<std::uint32_t>(t.length), t.file_offset, 0};
   }

@@ -68,11 +68,13 @@ class PosixSource : public Source {
   // Whether read() of `t` into `dst` would use O_DIRECT (asks the page cache in `auto`).
   bool read_direct(const SourceRequest& request, const Task& t, const void* dst, Report& report);
   bool wholly_cached(const Task& t, Report& report);
-  // Whether a task is small (kCachedFirstBytes) and read() would ask the page cache without waiting before
-  // a buffered read of it: files with a size only (a /proc file or a device without one is read as it is).
+  // A small task in `auto` (kCachedFirstBytes), of a file with a size (a /proc file or a device without one
+  // is read as it is): whether its pages were cached moves the file's small-read score.
   bool small(const SourceRequest& request, const Task& t) const {
     return policy_ == DirectIo::automatic && request.extent.known && t.length <= kCachedFirstBytes;
   }
+  // Whether read() asks the page cache for `t` by reading it without waiting: a small task, while the file's
+  // small reads find their pages cached.
   bool reads_cached_first(const SourceRequest& request, const Task& t) const {
     return small(request, t) && small_read_misses_.load(std::memory_order_relaxed) <= 0 &&
            !nowait_unsupported_.load(std::memory_order_relaxed);
