@@ -150,28 +150,29 @@ bool Completion::is_done() {
 // ---- PyFuture
 
 PyFuture::PyFuture(Future future, py::object keep, std::shared_ptr<FileRequests> requests, std::string what,
-                   std::string path, OutcomeHook on_outcome)
+                   std::string path, OutcomeHook on_outcome, bool waiter_runs)
     : requests_(std::move(requests)),
       what_(std::move(what)),
       path_(std::move(path)),
       future_(std::move(future)),
       on_outcome_(std::move(on_outcome)),
       keep_(std::move(keep)),
-      sigints_at_start_(sigint_count()) {
+      sigints_at_start_(sigint_count()),
+      waiter_runs_(waiter_runs) {
   {
     std::lock_guard<std::mutex> lock(g_registry_mutex);
     g_live->insert(this);
   }
   // The callback may run at once, here, when the request failed before it started.
-  // Python waits for a request next (result(), a blocking read()) far more often than it leaves one: the
-  // hook keeps a one-task request for that wait to run here (docs/engine.md), and polls and timed waits
-  // hurry it instead (done(), wait_until).
+  // Python waits for a request next (result(), a blocking read()) far more often than it leaves one: where
+  // that wait may run it, the hook keeps a one-task request for it (docs/engine.md); polls and timed waits
+  // hurry it instead (done(), wait_until). Other requests go to a worker at once.
   future_.then(
       [completion = completion_, requests = requests_](const Result<Transfer>&) {
         completion->mark();
         if (requests) requests->finished();
       },
-      Future::Caller::waits);
+      waiter_runs_ ? Future::Caller::waits : Future::Caller::leaves);
 }
 
 PyFuture::~PyFuture() {
@@ -225,10 +226,10 @@ bool PyFuture::wait_until(std::optional<Clock::time_point> deadline) {
   if (!completion_->is_done()) {
     if (deadline) {
       hurry();  // a timed wait will not run the request here: a worker takes it now
-    } else {
+    } else if (waiter_runs_) {
       // A wait without a limit runs a one-task request that no worker has begun on this thread: no hand-off
-      // to a worker and back (most of a small read's cost). It is one task at most, so a Ctrl-C during it
-      // waits no longer than one for running tasks would.
+      // to a worker and back (most of a small read's cost). One task of a local file: a Ctrl-C meanwhile
+      // waits no longer than it would for that task running on a worker.
       py::gil_scoped_release release;
       std::lock_guard<std::mutex> lock(mutex_);
       if (!outcome_) future_.try_run_here();
