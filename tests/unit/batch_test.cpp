@@ -21,6 +21,7 @@
 #include "file/open_options.hpp"
 #include "platform/cuda/primary_context.hpp"
 #include "source/source.hpp"
+#include "support/busy_pool.hpp"
 #include "support/fake_cuda.hpp"
 #include "support/fake_cufile.hpp"
 #include "support/fake_platform.hpp"
@@ -339,22 +340,10 @@ TEST(EngineSharing, OneTaskRequestsInFlightSpreadOverTheWorkers) {
 
 TEST_F(Batch, AWaiterRunsAOneTaskRequestItselfWhenThePoolIsBusy) {
   File f = open();
-  detail::ThreadPool& pool = detail::shared_pool();
-  pool.ensure_workers(2);
-  const std::size_t workers = pool.workers();
-  // Shared, not on this stack: a released worker may still touch a latch after the test has ended.
-  auto release = std::make_shared<std::latch>(1);
-  auto all_busy = std::make_shared<std::latch>(static_cast<std::ptrdiff_t>(workers));
-  for (std::size_t i = 0; i < workers; ++i) {
-    pool.submit([release, all_busy] {
-      all_busy->count_down();
-      release->wait();
-    });
-  }
-  all_busy->wait();
+  testing::BusyPool busy;
   std::vector<std::uint8_t> out(4096);
   auto r = f.pread(out.data(), out.size(), 8192).get();  // every worker is busy: the caller runs it
-  release->count_down();
+  busy.release();
   ASSERT_THAT(r.status(), StatusIs(ErrorCode::ok));
   EXPECT_EQ(out, testing::pattern(8192, 4096));
 }
@@ -367,18 +356,7 @@ TEST_F(Batch, TryRunHereRunsAOneTaskRequestOnTheCallersThreadAndOnlySuch) {
   c.set_threads(1).set_task_size(4096);
   auto f = detail::open_file(path_, "r", c, detail::OpenOptions{});
   ASSERT_TRUE(f.ok()) << f.status().to_string();
-  detail::ThreadPool& pool = detail::shared_pool();
-  pool.ensure_workers(2);
-  const std::size_t workers = pool.workers();
-  auto release = std::make_shared<std::latch>(1);  // shared: a released worker may touch it after the test
-  auto all_busy = std::make_shared<std::latch>(static_cast<std::ptrdiff_t>(workers));
-  for (std::size_t i = 0; i < workers; ++i) {
-    pool.submit([release, all_busy] {
-      all_busy->count_down();
-      release->wait();
-    });
-  }
-  all_busy->wait();
+  testing::BusyPool busy;
   std::vector<std::uint8_t> one(4096), three(3 * 4096);
   std::atomic<int> hooks{0};
   Future small = f->pread(one.data(), one.size(), 8192);
@@ -389,7 +367,7 @@ TEST_F(Batch, TryRunHereRunsAOneTaskRequestOnTheCallersThreadAndOnlySuch) {
   EXPECT_FALSE(small.try_run_here()) << "a done request ran again";
   Future large = f->pread(three.data(), three.size(), 0);  // one job of three tasks: left to the pool
   EXPECT_FALSE(large.try_run_here());
-  release->count_down();
+  busy.release();
   ASSERT_THAT(small.get().status(), StatusIs(ErrorCode::ok));
   ASSERT_THAT(large.get().status(), StatusIs(ErrorCode::ok));
   EXPECT_EQ(one, testing::pattern(8192, 4096));

@@ -14,7 +14,6 @@
 #include <atomic>
 #include <cstring>
 #include <filesystem>
-#include <latch>
 #include <thread>
 #include <vector>
 
@@ -26,6 +25,7 @@
 #include "support/fake_cuda.hpp"
 #include "support/fake_cufile.hpp"
 #include "support/fake_platform.hpp"
+#include "support/busy_pool.hpp"
 #include "support/status_matchers.hpp"
 #include "support/test_files.hpp"
 
@@ -597,24 +597,12 @@ INSTANTIATE_TEST_SUITE_P(CompatAndSize, HiddenDependencies,
 // copies queued behind the stream's own wait), a stream-ordered read still ends.
 TEST_F(StreamOrdered, StepsDoNotNeedTheSharedPool) {
   File f = open("r");
-  detail::ThreadPool& pool = detail::shared_pool();
-  pool.ensure_workers(2);
-  const std::size_t workers = pool.workers();
-  // Shared, not on this stack: a released worker may still touch a latch after the test has ended.
-  auto release = std::make_shared<std::latch>(1);
-  auto all_busy = std::make_shared<std::latch>(static_cast<std::ptrdiff_t>(workers));
-  for (std::size_t i = 0; i < workers; ++i) {
-    pool.submit([release, all_busy] {
-      all_busy->count_down();
-      release->wait();
-    });
-  }
-  all_busy->wait();
+  testing::BusyPool busy;
   std::vector<std::uint8_t> host(kSize, 0);
   Future fut = f.read_async(host.data(), kSize, 0, stream_);
   ASSERT_EQ(api().cuStreamSynchronize(stream_), CUDA_SUCCESS);
   EXPECT_EQ(host, expected_);
-  release->count_down();
+  busy.release();
   ASSERT_THAT(fut.get().status(), StatusIs(ErrorCode::ok));
 }
 

@@ -1,0 +1,48 @@
+// BusyPool: every worker of the shared pool held busy until release() (or the end of the scope), so that a
+// test can show what happens when no worker is free: who runs a request then, and that it still ends.
+//
+//   testing::BusyPool busy;  // returns once every worker runs one of its jobs
+//   ... requests that must not need a worker ...
+//   busy.release();
+#pragma once
+
+#include <latch>
+#include <memory>
+
+#include "engine/thread_pool.hpp"
+
+namespace ferry::testing {
+
+class BusyPool {
+ public:
+  BusyPool() {
+    detail::ThreadPool& pool = detail::shared_pool();
+    pool.ensure_workers(2);
+    const auto workers = static_cast<std::ptrdiff_t>(pool.workers());
+    auto all_busy = std::make_shared<std::latch>(workers);
+    for (std::ptrdiff_t i = 0; i < workers; ++i) {
+      pool.submit([release = release_, all_busy] {
+        all_busy->count_down();
+        release->wait();
+      });
+    }
+    all_busy->wait();
+  }
+  BusyPool(const BusyPool&) = delete;
+  BusyPool& operator=(const BusyPool&) = delete;
+  ~BusyPool() { release(); }
+
+  /// Lets the workers go (once).
+  void release() {
+    if (!released_) release_->count_down();
+    released_ = true;
+  }
+
+ private:
+  // Shared with the workers' jobs, not on the test's stack: a released worker may still touch it after the
+  // test has ended.
+  std::shared_ptr<std::latch> release_ = std::make_shared<std::latch>(1);
+  bool released_ = false;
+};
+
+}  // namespace ferry::testing
