@@ -18,15 +18,15 @@ namespace {
 // for it would cost the submitter a wake (a system call) and, if the worker won, the submitter a second
 // wait for the worker's wake. On the GPU machine each hand-off is several microseconds, as long as a hot
 // 4 KiB read. 50 us covers a Python caller's way from pread() to result(); a request nobody waits for
-// or asks about (done(), wait_for(), then() end the grace: expedite()) starts that much later.
+// or asks about (done(), wait_for(), then() of a caller that leaves end the grace: expedite()) starts that
+// much later.
 constexpr std::chrono::microseconds kSubmitterRunsGrace{50};
 
 // How long a job runs before it lets queued work go first. A hot 4 MiB task takes about this long on the
 // H200 machine with every worker busy, so a large request yields after about every task, as it always did;
 // smaller tasks are taken many to a turn, because a turn costs a trip through the pool's queue (and often a
 // wake). With two batches of 4 KiB pieces in flight, yielding after every piece held the host route to a
-// twentieth of the page cache's rate there, and yielding after every fill of a batch worker's share sent
-// it behind the other batch's jobs before its copy could overlap its next reads.
+// twentieth of the page cache's rate there.
 constexpr std::chrono::milliseconds kTurn{1};
 
 }  // namespace

@@ -37,7 +37,8 @@ Result<std::shared_ptr<RouteBackend>> make_route_backend(FileState& file, const 
 /// The backend of a batch (File::pread_batch) whose tasks carry the pieces' own addresses as their buffer
 /// offsets, for the kind of memory `plan` found: host memory is read into place, device memory takes the
 /// staged route (reason batch_pieces where the router would have chosen cuFile). A worker takes `pack`
-/// tasks at a time (on the staged route: into one bounce buffer before copying). Errors: failed_precondition with require=gds into device memory.
+/// tasks at a time (on the staged route: into one bounce buffer before copying). Errors:
+/// failed_precondition with require=gds into device memory.
 Result<std::shared_ptr<RouteBackend>> make_batch_backend(FileState& file, const SourceRequest& request,
                                                          RoutePlanDetail plan, unsigned pack);
 

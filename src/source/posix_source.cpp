@@ -182,10 +182,11 @@ Result<std::uint64_t> PosixSource::read(const SourceRequest& request, const Task
       note_small_read(true);
       return done + c.bytes;
     }
-    if (c.error == EAGAIN) note_small_read(false);
-    if (c.error == EOPNOTSUPP || c.error == ENOSYS) {
+    if (c.error == EAGAIN) {
+      note_small_read(false);
+    } else if (c.error == EOPNOTSUPP || c.error == ENOSYS) {
       nowait_unsupported_.store(true, std::memory_order_relaxed);
-    } else if (c.error != EAGAIN) {
+    } else {
       return transfer_error("read", "from", length - c.bytes, offset + c.bytes, route_label, false, c.error);
     }
     done += c.bytes;  // the cached prefix; the rest is being read in
