@@ -234,6 +234,118 @@ TEST_F(Batch, ContiguousPiecesAcrossTheEndOfTheFileCopyOnlyWhatWasRead) {
   testing::fake_cuda_free(dev);
 }
 
+// ---- Copies left in flight ----
+// A job whose request still has other jobs running leaves its copies in flight and goes on to other work; its
+// kit goes back to the pool busy, and the request's completion waits for those copies. The fake performs a
+// copy only when its stream or an event behind it is synchronised, so a request that completed before its
+// copies, or a worker that filled a bounce buffer still being copied from, shows up as wrong bytes.
+
+TEST_F(Batch, ManyBatchesInFlightWithCopiesLeftInFlightStayExact) {
+  testing::fake_cuda_script().copy_mode = testing::FakeCopyMode::deferred;
+  File f = open();  // 3 threads, 64 KiB bounce buffers, two to a kit
+  constexpr std::size_t kBatches = 12, kPieces = 96;
+  constexpr std::uint64_t kBatchBytes = kPieces * 4096;
+  auto* dev = static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(kBatches * kBatchBytes + 1));
+  std::memset(dev, kPoison, kBatches * kBatchBytes + 1);
+  std::mt19937_64 rng(8);
+  std::vector<std::vector<Piece>> batches(kBatches);
+  std::vector<Future> live;
+  for (std::size_t b = 0; b < kBatches; ++b) {
+    for (std::size_t i = 0; i < kPieces; ++i) {
+      batches[b].push_back(Piece{dev + b * kBatchBytes + i * 4096, 4096, (rng() % (kFile / 4096)) * 4096});
+    }
+    live.push_back(f.pread_batch(batches[b]));
+  }
+  for (std::size_t b = 0; b < kBatches; ++b) {
+    auto r = live[b].get();
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    // Checked at once, while later batches may still run: this batch's bytes must all be there now.
+    EXPECT_TRUE(holds(batches[b], dev + b * kBatchBytes, kBatchBytes)) << "batch " << b;
+  }
+  EXPECT_EQ(dev[kBatches * kBatchBytes], kPoison) << "the byte past the last batch";
+  testing::fake_cuda_free(dev);
+}
+
+TEST_F(Batch, OnlyTheLastJobOfABatchWaitsForItsStream) {
+  testing::fake_cuda_script().copy_mode = testing::FakeCopyMode::deferred;
+  constexpr std::size_t kPieces = 48;  // three shares of 16 pieces over 3 threads, one 64 KiB fill each
+  auto source = std::make_shared<testing::MemorySource>("memory", testing::pattern(0, kPieces * 4096));
+  source->depth = 64;
+  source->batch_delay = std::chrono::milliseconds(20);  // every worker gets to take a share
+  Config c;
+  c.set_compat_mode(CompatMode::on).set_bounce_buffer_size(64 << 10).set_threads(3);
+  detail::OpenOptions o;
+  o.gpu = &testing::fake_gpu_platform();
+  auto f = detail::open_source(source, "r", c, o);
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  auto* dev = static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(kPieces * 4096));
+  std::memset(dev, kPoison, kPieces * 4096);
+  std::vector<Piece> pieces;
+  for (std::size_t i = 0; i < kPieces; ++i) pieces.push_back(Piece{dev + i * 4096, 4096, (kPieces - 1 - i) * 4096});
+  const std::uint64_t syncs_before = testing::fake_cuda_counters().stream_syncs;
+  auto r = f->pread_batch(pieces).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(source->batches, 3u);
+  EXPECT_LE(testing::fake_cuda_counters().stream_syncs - syncs_before, 1u)
+      << "a job waited for its copies while others of its request still ran";
+  for (std::size_t i = 0; i < kPieces; ++i) {
+    ASSERT_EQ(0, std::memcmp(dev + i * 4096, testing::pattern((kPieces - 1 - i) * 4096, 4096).data(), 4096)) << i;
+  }
+  testing::fake_cuda_free(dev);
+}
+
+TEST_F(Batch, CopiesLeftInFlightThatFailFailTheRequest) {
+  testing::fake_cuda_script().copy_mode = testing::FakeCopyMode::deferred;
+  File f = open();
+  constexpr std::size_t kPieces = 48;
+  auto* dev = static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(kPieces * 4096));
+  std::vector<Piece> pieces;
+  for (std::size_t i = 0; i < kPieces; ++i) pieces.push_back(Piece{dev + i * 4096, 4096, i * 4096});
+  // What an asynchronous copy's failure looks like: the wait for it reports the error.
+  testing::fake_cuda_script().fail("cuEventSynchronize", detail::CUDA_ERROR_ILLEGAL_ADDRESS);
+  testing::fake_cuda_script().fail("cuStreamSynchronize", detail::CUDA_ERROR_ILLEGAL_ADDRESS);
+  auto r = f.pread_batch(pieces).get();
+  EXPECT_THAT(r.status().message(), HasSubstr("CUDA_ERROR_ILLEGAL_ADDRESS"));
+  EXPECT_THAT(r.status().message(), HasSubstr("GPU 0"));
+  testing::fake_cuda_script().failures.clear();
+  detail::process_staging_pool().clear();  // kits given back busy finish their copies before dev is freed
+  testing::fake_cuda_free(dev);
+}
+
+TEST_F(Batch, AKitGivenBackBusyIsWaitedForBeforeAnyoneElseFillsIt) {
+  testing::fake_cuda_script().copy_mode = testing::FakeCopyMode::deferred;
+  const detail::CudaApi& api = testing::fake_cuda_api();
+  ASSERT_TRUE(detail::make_current(api, 0).ok());
+  detail::StagingPool& pool = detail::process_staging_pool();
+  auto kit = pool.acquire(api, 0, 4096, 2);
+  ASSERT_TRUE(kit.ok()) << kit.status().to_string();
+  auto* dev = static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(4096));
+  std::memset((*kit)->buffers[0], 0x11, 4096);
+  ASSERT_EQ(api.cuMemcpyHtoDAsync_v2(reinterpret_cast<detail::CUdeviceptr>(dev), (*kit)->buffers[0], 4096,
+                                     (*kit)->stream), detail::CUDA_SUCCESS);
+  ASSERT_EQ(api.cuEventRecord((*kit)->events[0], (*kit)->stream), detail::CUDA_SUCCESS);
+  (*kit)->pending[0] = true;
+  (*kit)->next_slot = 1;
+  pool.release(std::move(*kit));
+  EXPECT_EQ(testing::fake_cuda_pending_copies(), 1u);
+
+  auto busy = pool.acquire(api, 0, 4096, 2, detail::StagingPool::Copies::waited_for_by_caller);
+  ASSERT_TRUE(busy.ok());
+  EXPECT_TRUE((*busy)->pending[0]) << "a staged worker is told which buffer it must wait for";
+  EXPECT_EQ((*busy)->next_slot, 1u) << "and fills the other one first";
+  EXPECT_EQ(testing::fake_cuda_pending_copies(), 1u);
+  pool.release(std::move(*busy));
+
+  auto idle = pool.acquire(api, 0, 4096, 2);  // anyone else gets every buffer free
+  ASSERT_TRUE(idle.ok());
+  EXPECT_EQ(testing::fake_cuda_pending_copies(), 0u);
+  EXPECT_FALSE((*idle)->pending[0]);
+  EXPECT_EQ(dev[0], 0x11);
+  EXPECT_EQ(dev[4095], 0x11);
+  pool.release(std::move(*idle));
+  testing::fake_cuda_free(dev);
+}
+
 TEST_F(Batch, CuFileRoutesGiveWayToPackingAndRequireGdsRefuses) {
   auto* dev = static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(16 * 4096));
   std::vector<Piece> pieces;
