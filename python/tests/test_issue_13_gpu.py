@@ -18,24 +18,29 @@ SIZE = 3 * 1024 * 1024 + 4097
 def test_cupy_read_async_is_ordered_on_its_stream(cp, make_file, compat_mode):
     path, data = make_file(SIZE, seed=13)
     stream = cp.cuda.Stream(non_blocking=True)
-    # Load CuPy's fill and copy kernels first: loading a module synchronises the whole context, which would
-    # wait out the held stream before read_async is even called (seen on the GPU machine: the first test in
-    # the process found its read done; bench/tools/stream_order_probe.py showed the order itself holds).
-    warm = cp.empty(16, dtype=cp.uint8)
-    warm.fill(0)
-    warm.copy()
+    # Run CuPy's fill and copy on arrays of this very shape first, and allocate the copy's memory: loading a
+    # module (or an allocation that synchronises) waits out the held stream before read_async is even called
+    # (seen on the GPU machine twice: the first test in the process found its read done, with warm-up on a
+    # 16-byte array only; bench/tools/stream_order_probe.py showed the order itself holds).
+    out = cp.empty(SIZE + 1, dtype=cp.uint8)
+    out.fill(0)
+    out.copy()  # the copy's memory goes back to CuPy's pool, for `after` below
     cp.cuda.Device().synchronize()
+    hold = 1.0
     with ferry.open(path, compat_mode=compat_mode, task_size="1MiB") as f, stream:
-        out = cp.empty(SIZE + 1, dtype=cp.uint8)
         # Hold the stream for a while, then fill the buffer: the read must wait for both.
-        stream.launch_host_func(lambda _: time.sleep(0.3), None)
+        held_from = time.monotonic()
+        stream.launch_host_func(lambda _: time.sleep(hold), None)
         out.fill(0x11)
         started = time.monotonic()
         fut = f.read_async(out, stream=stream, size=SIZE)
         took = time.monotonic() - started
         after = out.copy()  # queued after the read on the same stream
         assert took < 0.25, f"read_async blocked the calling thread for {took:.3f} s"
-        assert not fut.done(), "the read began before the work queued before it finished"
+        since_hold = time.monotonic() - held_from
+        assert not fut.done(), (
+            f"the read began before the work queued before it finished ({since_hold:.3f} s after the stream "
+            f"was held for {hold} s: if that is more than {hold} s, something in this test waited the hold out)")
         stream.synchronize()
         assert fut.wait(10), "the future did not end after its stream passed it"
         assert fut.result() == SIZE
