@@ -47,7 +47,6 @@ class GdsBackend final : public RouteBackend {
   }
 
   Status finish_request(Report& report, Status status) override {
-    if (edges_) status = edges_->finish_request(report, status);  // the edges' copies left in flight
     g_cufile_requests_in_flight.fetch_sub(1);
     auto after = target_.driver->stats_snapshot(target_.device);
     if (before_ && after) {
@@ -108,9 +107,7 @@ class GdsBackend final : public RouteBackend {
       return done;
     }
 
-    Status finish(bool others_running) override {
-      return edge_worker_ ? edge_worker_->finish(others_running) : Status();
-    }
+    Status finish(Report& report) override { return edge_worker_ ? edge_worker_->finish(report) : Status(); }
 
    private:
     GdsBackend& s_;

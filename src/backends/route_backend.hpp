@@ -26,10 +26,8 @@ class RouteWorker {
   virtual void run_batch(std::span<const Task> tasks, Report& report, std::span<Result<std::uint64_t>> results) {
     for (std::size_t i = 0; i < tasks.size(); ++i) results[i] = run(tasks[i], report);
   }
-  /// Ends the worker's part of the request: waits for its asynchronous work (copies in flight), or, when
-  /// `others_running` (other jobs of the request have not stopped yet, so the request cannot complete
-  /// now), may leave that work to RouteBackend::finish_request and let the thread go on at once.
-  virtual Status finish(bool /*others_running*/) { return Status(); }
+  /// Waits for the worker's outstanding asynchronous work (copies in flight).
+  virtual Status finish(Report& /*report*/) { return Status(); }
   /// The worker's job goes on, perhaps on another thread than before (jobs yield to queued work between
   /// tasks): it makes that thread ready (the GPU's context current).
   virtual Status resume() { return Status(); }
@@ -45,9 +43,8 @@ class RouteBackend {
   /// The decision task `t` is counted under: decision() unless the backend sends some tasks another way
   /// (the cuFile route reads a request's unaligned edges through a bounce buffer).
   virtual const Decision& decision_for(const Task& /*t*/) const { return decision(); }
-  /// Runs once after every job stopped, on a worker thread: waits for what workers left in flight (finish),
-  /// may re-attribute operations (cuFile statistics) or fail a request that succeeded (strict mode).
-  /// Returns the request's final status.
+  /// Runs once after every job stopped: may re-attribute operations (cuFile statistics) or fail a
+  /// request that succeeded (strict mode). Returns the request's final status.
   virtual Status finish_request(Report& /*report*/, Status status) { return status; }
   /// Held while a job runs on a caller's thread (a waiter running a request itself): puts back what the
   /// job changes of that thread (its current CUDA context) when released. Null when nothing changes.

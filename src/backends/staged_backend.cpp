@@ -1,8 +1,6 @@
 // Staged workers: bounce buffers in rotation, copies overlapped with the next read.
 #include "backends/staged_backend.hpp"
 
-#include <algorithm>
-#include <mutex>
 #include <optional>
 
 #include <fmt/format.h>
@@ -24,28 +22,17 @@ class StagedBackend final : public RouteBackend {
   std::shared_ptr<void> borrow_thread() override {
     return std::make_shared<ScopedDeviceContext>(*target_.api, target_.device);
   }
-  Status finish_request(Report& report, Status status) override;
-
-  ~StagedBackend() override {
-    for (CUevent e : in_flight_) (void)target_.api->cuEventDestroy_v2(e);  // finish_request did not run
-  }
-
-  /// Records an event behind the copies queued on `stream` so far, for finish_request to wait for.
-  Status leave_in_flight(CUstream stream);
 
   std::shared_ptr<Source> source_;
   SourceRequest request_;
   StagedTarget target_;
   Decision decision_;
-
- private:
-  std::mutex mutex_;  // guards in_flight_
-  std::vector<CUevent> in_flight_;  // one per worker that finished with copies in flight
 };
 
 class StagedWorker final : public RouteWorker {
  public:
-  StagedWorker(StagedBackend& backend, std::unique_ptr<StagingKit> kit) : s_(backend), kit_(std::move(kit)) {}
+  StagedWorker(StagedBackend& backend, std::unique_ptr<StagingKit> kit)
+      : s_(backend), kit_(std::move(kit)), pending_(kit_->buffers.size(), false) {}
 
   ~StagedWorker() override {
     // finish() normally returned the kit; if it could not (a failed sync), free it rather than reuse it.
@@ -92,7 +79,8 @@ class StagedWorker final : public RouteWorker {
         for (std::size_t i = first; i < tasks.size(); ++i) results[i] = marked;
         return;
       }
-      const std::size_t slot = take_slot();
+      std::size_t slot = next_slot_;
+      next_slot_ = (next_slot_ + 1) % kit_->buffers.size();
       if (Status waited = wait_slot(slot); !waited.ok()) {
         for (std::size_t i = first; i < tasks.size(); ++i) results[i] = waited;
         return;
@@ -114,47 +102,28 @@ class StagedWorker final : public RouteWorker {
         for (auto& r : got) r = recorded;
         return;
       }
-      kit_->pending[slot] = true;
+      pending_[slot] = true;
     }
   }
 
   Status resume() override { return make_current(*s_.target_.api, s_.target_.device); }
 
-  Status finish(bool others_running) override {
-    if (copied_ && others_running) {
-      // The kit goes back with its copies in flight (its buffers marked, so that its next worker waits for
-      // the one it fills), and the request waits for them when it completes.
-      FERRY_RETURN_IF_ERROR(mark_last_copy());
-      FERRY_RETURN_IF_ERROR(s_.leave_in_flight(kit_->stream));
-    } else if (copied_) {
-      const CudaApi& api = *s_.target_.api;
-      FERRY_RETURN_IF_ERROR(cuda_check(api, api.cuStreamSynchronize(kit_->stream), [&] {
-        return fmt::format("waiting for copies to GPU {}", s_.target_.device);
-      }));
-      unmarked_slot_.reset();  // the whole stream is done: no slot needs its own mark
-      std::fill(kit_->pending.begin(), kit_->pending.end(), false);
-    }
+  Status finish(Report& /*report*/) override {
+    const CudaApi& api = *s_.target_.api;
+    FERRY_RETURN_IF_ERROR(cuda_check(api, api.cuStreamSynchronize(kit_->stream),
+                                     [&] { return fmt::format("waiting for copies to GPU {}", s_.target_.device); }));
+    unmarked_slot_.reset();  // the whole stream is done: no slot needs its own mark
     process_staging_pool().release(std::move(kit_));
     return Status();
   }
 
  private:
-  // The bounce buffer to fill next, in rotation (kept in the kit: its next worker goes on from there, so
-  // that it first fills the buffer whose copy was queued longest ago).
-  std::size_t take_slot() {
-    const std::size_t slot = kit_->next_slot;
-    kit_->next_slot = (slot + 1) % kit_->buffers.size();
-    return slot;
-  }
-
   // Waits until bounce buffer `slot` is no longer the source or target of a copy in flight.
   Status wait_slot(std::size_t slot) {
-    if (!kit_->pending[slot]) return Status();
+    if (!pending_[slot]) return Status();
     const CudaApi& api = *s_.target_.api;
-    FERRY_RETURN_IF_ERROR(cuda_check(api, api.cuEventSynchronize(kit_->events[slot]), [&] {
-      return fmt::format("waiting for a copy to GPU {} to free a bounce buffer", s_.target_.device);
-    }));
-    kit_->pending[slot] = false;
+    FERRY_RETURN_IF_ERROR(cuda_check(api, api.cuEventSynchronize(kit_->events[slot]), "cuEventSynchronize"));
+    pending_[slot] = false;
     return Status();
   }
 
@@ -172,7 +141,8 @@ class StagedWorker final : public RouteWorker {
   Result<std::uint64_t> read_piece(const Task& piece, Report& report) {
     const CudaApi& api = *s_.target_.api;
     FERRY_RETURN_IF_ERROR(mark_last_copy());
-    const std::size_t slot = take_slot();
+    std::size_t slot = next_slot_;
+    next_slot_ = (next_slot_ + 1) % kit_->buffers.size();
     FERRY_RETURN_IF_ERROR(wait_slot(slot));
     void* bounce = kit_->buffers[slot];
     FERRY_ASSIGN_OR_RETURN(std::uint64_t n, s_.source_->read(s_.request_, piece, bounce, "staged", report));
@@ -183,8 +153,7 @@ class StagedWorker final : public RouteWorker {
                                        return fmt::format("copying {} bytes from file offset {} to GPU {}", n,
                                                           piece.file_offset, s_.target_.device);
                                      }));
-    kit_->pending[slot] = true;
-    copied_ = true;
+    pending_[slot] = true;
     unmarked_slot_ = slot;
     return n;
   }
@@ -233,7 +202,6 @@ class StagedWorker final : public RouteWorker {
       if (!copied.ok()) {
         for (std::size_t k = begin; k < i; ++k) got[k] = copied;
       }
-      copied_ = true;
     }
   }
 
@@ -242,8 +210,9 @@ class StagedWorker final : public RouteWorker {
 
   StagedBackend& s_;
   std::unique_ptr<StagingKit> kit_;
+  std::vector<bool> pending_;
   std::optional<std::size_t> unmarked_slot_;  // pending, its event not recorded yet (mark_last_copy)
-  bool copied_ = false;  // this worker queued a copy on the kit's stream (finish waits for it, or leaves it)
+  std::size_t next_slot_ = 0;
   std::uint64_t ramp_bytes_ = kFirstPieceBytes;  // the size of the next piece while the pipeline fills
 };
 
@@ -251,41 +220,8 @@ Result<std::unique_ptr<RouteWorker>> StagedBackend::make_worker() {
   const CudaApi& api = *target_.api;
   FERRY_RETURN_IF_ERROR(make_current(api, target_.device));
   FERRY_ASSIGN_OR_RETURN(auto kit, process_staging_pool().acquire(api, target_.device, target_.bounce_buffer_size,
-                                                                  target_.buffers_per_worker,
-                                                                  StagingPool::Copies::waited_for_by_caller));
+                                                                  target_.buffers_per_worker));
   return std::unique_ptr<RouteWorker>(new StagedWorker(*this, std::move(kit)));
-}
-
-Status StagedBackend::leave_in_flight(CUstream stream) {
-  const CudaApi& api = *target_.api;
-  CUevent event = nullptr;
-  FERRY_RETURN_IF_ERROR(cuda_check(api, api.cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate"));
-  if (Status recorded = cuda_check(api, api.cuEventRecord(event, stream), "cuEventRecord"); !recorded.ok()) {
-    (void)api.cuEventDestroy_v2(event);
-    return recorded;
-  }
-  std::lock_guard<std::mutex> lock(mutex_);
-  in_flight_.push_back(event);
-  return Status();
-}
-
-Status StagedBackend::finish_request(Report& /*report*/, Status status) {
-  std::vector<CUevent> events;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    events.swap(in_flight_);
-  }
-  if (events.empty()) return status;
-  const CudaApi& api = *target_.api;
-  Status current = make_current(api, target_.device);  // a worker thread: it keeps the context
-  for (CUevent e : events) {
-    Status waited = current.ok() ? cuda_check(api, api.cuEventSynchronize(e), [&] {
-      return fmt::format("waiting for copies to GPU {}", target_.device);
-    }) : current;
-    (void)api.cuEventDestroy_v2(e);
-    if (status.ok() && !waited.ok()) status = waited;
-  }
-  return status;
 }
 
 }  // namespace

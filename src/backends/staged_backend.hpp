@@ -3,11 +3,8 @@
 // Reads: each worker reads a piece of the file into one of its pinned bounce buffers (O_DIRECT for cold
 // data, the page cache for hot data, per task) and queues an asynchronous copy to the device on its own
 // stream; while that copy runs, the worker reads the next piece into its other buffer. A buffer is reused
-// only after the event recorded behind its last copy has completed. A request completes only once its bytes
-// are on the device: its last worker waits for its own copies, and the others leave theirs in flight behind
-// an event that the request's completion waits for (finish_request), going back to the pool at once. Their
-// kits go back to the pool with those copies in flight; a worker that takes one next waits for a buffer's
-// copy before it fills that buffer, and the kit's rotation hands it the buffer queued longest ago first.
+// only after the event recorded behind its last copy has completed. finish() waits for every copy, so a
+// request completes only once its bytes are on the device.
 // A worker with `pack` > 1 (a batch of small pieces) takes that many tasks at once, reads them back to back
 // into its bounce buffers, and copies each run of them whose destinations follow one another at once.
 // Writes: each piece is copied device-to-host into a bounce buffer, then written to the file.

@@ -3,7 +3,6 @@
 
 #include <sys/mman.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstdint>
 
@@ -67,13 +66,6 @@ int bounce_node(const CudaApi& api, int device) {
 void destroy_kit(StagingKit& kit) {
   if (kit.api == nullptr) return;
   const CudaApi& api = *kit.api;
-  // The copy engine may still read the buffers: wait for it, and destroy the stream before the buffers go
-  // (work queued on a destroyed stream still completes), in case the wait failed.
-  if (kit.stream && std::find(kit.pending.begin(), kit.pending.end(), true) != kit.pending.end()) {
-    (void)api.cuStreamSynchronize(kit.stream);
-  }
-  if (kit.stream) (void)api.cuStreamDestroy_v2(kit.stream);
-  kit.stream = nullptr;
   for (CUevent e : kit.events) {
     if (e) (void)api.cuEventDestroy_v2(e);
   }
@@ -88,9 +80,10 @@ void destroy_kit(StagingKit& kit) {
       if (b) (void)api.cuMemFreeHost(b);
     }
   }
+  if (kit.stream) (void)api.cuStreamDestroy_v2(kit.stream);
   kit.events.clear();
-  kit.pending.clear();
   kit.buffers.clear();
+  kit.stream = nullptr;
 }
 
 std::unique_ptr<StagingKit> StagingPool::take_idle(const CudaApi& api, int device, std::uint64_t buffer_size,
@@ -107,37 +100,16 @@ std::unique_ptr<StagingKit> StagingPool::take_idle(const CudaApi& api, int devic
   return nullptr;
 }
 
-namespace {
-
-// A kit given back with copies in flight, for a caller that wants every buffer free: waits for them.
-Result<std::unique_ptr<StagingKit>> finish_copies(std::unique_ptr<StagingKit> kit, StagingPool::Copies copies) {
-  if (copies == StagingPool::Copies::waited_for_by_caller ||
-      std::find(kit->pending.begin(), kit->pending.end(), true) == kit->pending.end()) {
-    return kit;
-  }
-  Status waited = cuda_check(*kit->api, kit->api->cuStreamSynchronize(kit->stream),
-                             [&] { return fmt::format("waiting for copies to GPU {}", kit->device); });
-  if (!waited.ok()) {
-    destroy_kit(*kit);
-    return waited;
-  }
-  std::fill(kit->pending.begin(), kit->pending.end(), false);
-  return kit;
-}
-
-}  // namespace
-
 Result<std::unique_ptr<StagingKit>> StagingPool::acquire(const CudaApi& api, int device,
-                                                         std::uint64_t buffer_size, unsigned count,
-                                                         Copies copies) {
-  if (auto kit = take_idle(api, device, buffer_size, count)) return finish_copies(std::move(kit), copies);
+                                                         std::uint64_t buffer_size, unsigned count) {
+  if (auto kit = take_idle(api, device, buffer_size, count)) return kit;
   // Kits are made one at a time. Measured on the GPU machine (bench/results/2026-11-30-h200-pinning): the
   // 16 workers of a first request pinning their 8 MiB each at once took 40 ms before any of them could
   // start, one after another 31 ms, the first ready after 2 ms: first-touching the memory does not get faster
   // with threads, and the registrations contend. So a worker starts as soon as its own kit is made, while
   // later workers still wait, and a kit released meanwhile is taken instead of making another.
   std::lock_guard<std::mutex> making(making_mutex_);
-  if (auto kit = take_idle(api, device, buffer_size, count)) return finish_copies(std::move(kit), copies);
+  if (auto kit = take_idle(api, device, buffer_size, count)) return kit;
   SetupTimer timer(SetupStep::pinned_buffers);
   auto kit = std::make_unique<StagingKit>();
   kit->api = &api;
@@ -168,7 +140,6 @@ Result<std::unique_ptr<StagingKit>> StagingPool::acquire(const CudaApi& api, int
     if (rc != CUDA_SUCCESS) return fail(rc, "cuEventCreate");
     kit->events.push_back(event);
   }
-  kit->pending.assign(count, false);
   kit->pinned_bytes = huge ? kit->region_bytes : buffer_size * count;
   g_pinned_bytes += kit->pinned_bytes;
   timer.set(1, kit->pinned_bytes);
@@ -180,7 +151,7 @@ Status StagingPool::reserve(const CudaApi& api, int device, std::uint64_t buffer
   std::vector<std::unique_ptr<StagingKit>> taken;
   Status status;
   for (unsigned i = 0; i < kits && status.ok(); ++i) {
-    auto kit = acquire(api, device, buffer_size, count, Copies::waited_for_by_caller);  // (it only counts them)
+    auto kit = acquire(api, device, buffer_size, count);
     if (kit.ok()) {
       taken.push_back(std::move(*kit));
     } else {

@@ -27,8 +27,6 @@ struct StagingKit {
   CUstream stream = nullptr;
   std::vector<void*> buffers;   // pinned host memory, page-aligned, buffer_size bytes each
   std::vector<CUevent> events;  // events[i] is recorded after the last copy that used buffers[i]
-  std::vector<bool> pending;    // pending[i]: that copy may still be in flight (wait for events[i] first)
-  std::size_t next_slot = 0;    // the buffer to fill next: the one used longest ago
   int numa_node = -1;           // where the buffers were placed (the GPU's nearest node), or -1
   void* region = nullptr;       // the registered mapping holding every buffer, or null (cuMemHostAlloc)
   std::size_t region_bytes = 0;
@@ -37,15 +35,11 @@ struct StagingKit {
 
 class StagingPool {
  public:
-  /// Whether the caller of acquire() waits for a buffer's pending copy itself (the staged route's workers)
-  /// or wants every buffer free (the kit's stream synchronised first if it was given back busy).
-  enum class Copies { waited_for_by_caller, finished };
   /// A kit for `device` with `count` buffers of `buffer_size` bytes. The caller's thread must have the
   /// device's context current. Errors: the driver's (pinned memory exhausted, ...).
   Result<std::unique_ptr<StagingKit>> acquire(const CudaApi& api, int device, std::uint64_t buffer_size,
-                                              unsigned count, Copies copies = Copies::finished);
-  /// Gives a kit back. Copies may still be in flight on its stream if every buffer they use is marked
-  /// pending, its event recorded behind them.
+                                              unsigned count);
+  /// Gives a kit back. The kit's stream must be idle (synchronised).
   void release(std::unique_ptr<StagingKit> kit);
   /// Makes sure at least `kits` idle kits of this shape exist, so that the next request pins nothing.
   Status reserve(const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count, unsigned kits);
@@ -63,7 +57,7 @@ class StagingPool {
 };
 
 StagingPool& process_staging_pool();
-/// Frees a kit's driver resources, after its pending copies (best effort: used on error paths and by clear()).
+/// Frees a kit's driver resources (best effort: used on error paths and by clear()).
 void destroy_kit(StagingKit& kit);
 
 }  // namespace ferry::detail

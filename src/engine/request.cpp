@@ -173,10 +173,7 @@ void RequestState::run_job(std::shared_ptr<Job> job, bool may_yield) {
   }
   if (job->worker) {
     if (trace_tasks_) nvtx::push("ferry worker finish");
-    // While other jobs still run, this one need not wait for its copies: the request's completion waits for
-    // them (finish_request), and the thread goes on to other requests. With two batches in flight, all 16
-    // workers waiting for the copy engine to drain their copies kept the next batch from reading meanwhile.
-    Status finished = job->worker->finish(/*others_running=*/active_jobs_.load(std::memory_order_acquire) > 1);
+    Status finished = job->worker->finish(job->local);
     if (trace_tasks_) nvtx::pop();
     if (!finished.ok()) record_error(finished);
     job->worker.reset();
@@ -268,10 +265,8 @@ void RequestState::complete() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     status = first_error_;
+    if (backend_) status = backend_->finish_request(report_, status);
   }
-  // Outside the lock: it may wait for copies, and done() or bytes_done() must not wait with it. Every job
-  // has stopped, so nothing else touches the report or the backend now.
-  if (backend_) status = backend_->finish_request(report_, status);
   // Release the route's resources before anyone can see the request done: they hold the File's state
   // (descriptors, and the Syscalls they were opened with). Otherwise the last reference could drop on
   // this worker after get() returned, closing descriptors behind a caller that already destroyed the

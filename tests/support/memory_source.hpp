@@ -3,11 +3,9 @@
 #pragma once
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "source/source.hpp"
@@ -32,7 +30,6 @@ class MemorySource final : public detail::Source {
       ++batches;
       largest_batch = std::max<std::uint64_t>(largest_batch, reads.size());
     }
-    std::this_thread::sleep_for(batch_delay);
     Source::read_batch(request, reads, route_label, report, results);
   }
   Result<std::uint64_t> read(const detail::SourceRequest& /*request*/, const detail::Task& t, void* dst,
@@ -67,7 +64,6 @@ class MemorySource final : public detail::Source {
   }
 
   std::size_t depth = 1;                // what queue_depth() answers: > 1 makes workers hand over batches
-  std::chrono::milliseconds batch_delay{0};  // how long each batch takes besides its reads (a slow disk)
   std::uint64_t reads = 0, writes = 0;  // tasks served (under the lock)
   std::uint64_t batches = 0, largest_batch = 0;
   bool closed = false;
