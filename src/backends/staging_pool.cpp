@@ -66,6 +66,10 @@ int bounce_node(const CudaApi& api, int device) {
 void destroy_kit(StagingKit& kit) {
   if (kit.api == nullptr) return;
   const CudaApi& api = *kit.api;
+  // The stream goes first: a kit destroyed because waiting for its copies failed may still have copies
+  // queued from its buffers, and a destroyed stream's queued work still completes.
+  if (kit.stream) (void)api.cuStreamDestroy_v2(kit.stream);
+  kit.stream = nullptr;
   for (CUevent e : kit.events) {
     if (e) (void)api.cuEventDestroy_v2(e);
   }
@@ -80,10 +84,8 @@ void destroy_kit(StagingKit& kit) {
       if (b) (void)api.cuMemFreeHost(b);
     }
   }
-  if (kit.stream) (void)api.cuStreamDestroy_v2(kit.stream);
   kit.events.clear();
   kit.buffers.clear();
-  kit.stream = nullptr;
 }
 
 std::unique_ptr<StagingKit> StagingPool::take_idle(const CudaApi& api, int device, std::uint64_t buffer_size,

@@ -209,6 +209,20 @@ TEST_F(DeviceRoutes, CopyFailureFailsTheRequestAndDrainsEveryStream) {
   EXPECT_THAT(r.status().message(), HasSubstr("to GPU 0"));
 }
 
+// A failed wait for the copies: the worker's kit is destroyed with copies still queued from its buffers;
+// its stream must go before the buffers do (the fake performs queued copies when a stream is destroyed, and
+// read unmapped memory here when the buffers went first).
+TEST_F(DeviceRoutes, AFailedWaitForCopiesFailsTheRequestAndFreesNoBufferUnderThem) {
+  testing::fake_cuda_script().copy_mode = FakeCopyMode::deferred;
+  testing::fake_cuda_script().fail("cuStreamSynchronize", detail::CUDA_ERROR_ILLEGAL_ADDRESS);
+  std::vector<std::uint8_t> got;
+  auto r = read_to_device(config(CompatMode::on), 16 * kTask, 16 * kTask, 0, &got);
+  testing::fake_cuda_script().failures.clear();
+  ASSERT_THAT(r, StatusIs(ferry::ErrorCode::io_error));
+  EXPECT_THAT(r.status().message(), HasSubstr("waiting for copies to GPU 0"));
+  EXPECT_EQ(testing::fake_cuda_pending_copies(), 0u) << "copies left queued on a destroyed kit";
+}
+
 TEST_F(DeviceRoutes, AutoStagesWhenNvidiaFsIsNotLoaded) {
   std::vector<std::uint8_t> got;
   auto r = read_to_device(config(CompatMode::automatic), 4 * kTask, 4 * kTask, 0, &got);
