@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -609,6 +610,87 @@ TEST_F(SafetensorsLoad, RequestShapingSplitsReadsAtPageBoundaries) {
   ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
   expect_tensors(b, loaded->tensors);
   EXPECT_EQ(loaded->stats.requests, 7u);  // 100000 bytes from an unaligned start, cut at 4 KiB file offsets
+}
+
+// Each pread of a load since `since`, with the request it belongs to: requests of `piece` bytes cut at page
+// boundaries from `data_offset` on, as LoadOptions::max_request_bytes makes them.
+struct PreadSpan {
+  std::size_t request;
+  std::chrono::steady_clock::time_point started, ended;
+};
+std::vector<PreadSpan> pread_spans(const ScriptedSyscalls& sys, std::uint64_t data_offset, std::uint64_t piece,
+                                   std::chrono::steady_clock::time_point since) {
+  std::vector<PreadSpan> out;
+  for (const auto& call : sys.calls(testing::Op::pread)) {
+    if (call.started < since || call.offset < data_offset) continue;
+    std::size_t request = 0;
+    for (std::uint64_t end = (data_offset + piece) / 4096 * 4096; call.offset >= end; end = (end + piece) / 4096 * 4096) {
+      ++request;
+    }
+    out.push_back({request, call.started, call.ended});
+  }
+  return out;
+}
+
+// A request with a task for every thread runs alone (its jobs already keep every worker busy; another one in
+// flight only pins more staging memory), so a shard's reads end before the next shard's begin.
+TEST_F(SafetensorsLoad, RequestsThatKeepEveryThreadBusyRunOneAtATime) {
+  SafetensorsBuilder b;
+  b.add({"big", "U8", {4 * 64 * 1024}});  // requests of 64 KiB: 4 tasks of 16 KiB each, 4 threads
+  std::string path = b.write(dir_ / "model.safetensors");
+  ScriptedSyscalls sys;
+  auto c = open(path, {}, &sys);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  const std::uint64_t data = c->find("big")->file_offset;
+  sys.add(Rule::on(testing::Op::pread).sleeps(std::chrono::milliseconds(5)));
+  LoadOptions o;
+  o.device = kHostMemory;
+  o.max_request_bytes = 64 * 1024;
+  const auto since = std::chrono::steady_clock::now();
+  auto loaded = c->load(o);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  expect_tensors(b, loaded->tensors);
+  EXPECT_EQ(loaded->stats.requests, 5u);  // cut at page boundaries from an unaligned start
+  auto spans = pread_spans(sys, data, 64 * 1024, since);
+  ASSERT_GE(spans.size(), 16u);
+  for (const auto& later : spans) {
+    for (const auto& earlier : spans) {
+      if (earlier.request < later.request) {
+        EXPECT_LE(earlier.ended, later.started) << "request " << later.request << " began before request "
+                                                << earlier.request << " ended";
+      }
+    }
+  }
+}
+
+// Requests smaller than the threads go together until each thread has a task.
+TEST_F(SafetensorsLoad, SmallRequestsGoTogetherUntilEveryThreadHasOne) {
+  SafetensorsBuilder b;
+  b.add({"big", "U8", {8 * 16 * 1024}});  // requests of one 16 KiB task each, 4 threads
+  std::string path = b.write(dir_ / "model.safetensors");
+  ScriptedSyscalls sys;
+  auto c = open(path, {}, &sys);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  const std::uint64_t data = c->find("big")->file_offset;
+  sys.add(Rule::on(testing::Op::pread).sleeps(std::chrono::milliseconds(20)));
+  LoadOptions o;
+  o.device = kHostMemory;
+  o.max_request_bytes = 16 * 1024;
+  const auto since = std::chrono::steady_clock::now();
+  auto loaded = c->load(o);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  expect_tensors(b, loaded->tensors);
+  auto spans = pread_spans(sys, data, 16 * 1024, since);
+  std::size_t most_at_once = 0;  // distinct requests with a pread under way when some pread began
+  for (const auto& s : spans) {
+    std::set<std::size_t> under_way;
+    for (const auto& other : spans) {
+      if (other.started <= s.started && s.started < other.ended) under_way.insert(other.request);
+    }
+    most_at_once = std::max(most_at_once, under_way.size());
+  }
+  EXPECT_GE(most_at_once, 2u) << "small requests ran one at a time";
+  EXPECT_LE(most_at_once, 4u) << "more requests ran at once than there are threads";
 }
 
 TEST_F(SafetensorsLoad, StagingCapShrinksBuffersThenThreadsThenRequests) {
