@@ -429,7 +429,8 @@ def load(filename: PathLike, device: Device = None, *, framework: str = "pt",
     from it cancels the load (:class:`ferry.FerryError` with code ``cancelled``).
 
     Request shaping: ``max_request_bytes`` (the largest single read; 0: one per run of tensors),
-    ``max_requests_in_flight`` (0: all), ``max_staging_bytes`` (a cap on pinned bounce-buffer memory in
+    ``max_requests_in_flight`` (0: as many as keep Ferry's threads busy, so a whole shard is read alone),
+    ``max_staging_bytes`` (a cap on pinned bounce-buffer memory in
     use; 0: Ferry's settings decide). Other keyword arguments are Ferry settings for these reads (``threads=8``, ``compat_mode="off"``, ...).
 
     ``process_group`` (a ``torch.distributed`` group; every rank calls ``load`` alike): every rank gets the
