@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "base/ascii.hpp"
+
 namespace ferry {
 namespace {
 
@@ -43,12 +45,6 @@ unsigned default_threads() {
   return std::clamp(cpus == 0 ? 4u : cpus, 4u, 16u);
 }
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
-  return out;
-}
-
 Status bad_value(std::string_view setting, std::string_view text, std::string_view expected) {
   return Status(ErrorCode::invalid_argument,
                 fmt::format("{}: cannot use \"{}\" (expected {})", setting, text, expected));
@@ -62,7 +58,7 @@ struct SizeText {
 };
 
 SizeText read_size_text(std::string_view text) {
-  std::string t = lower(text);
+  std::string t = detail::ascii_lower(text);
   // Trim surrounding blanks: environment values often carry them.
   while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
   std::size_t start = 0;
@@ -131,7 +127,7 @@ Status check_word(std::string_view text, std::string_view setting) {
 template <typename Enum>
 Result<Enum> parse_choice(std::string_view text, std::string_view setting,
                           std::initializer_list<std::pair<const char*, Enum>> choices) {
-  std::string t = lower(text);
+  std::string t = detail::ascii_lower(text);
   std::string names;
   for (const auto& [name, value] : choices) {
     if (t == name) return value;
@@ -395,7 +391,7 @@ const SettingRow kSettingRows[] = {
      "AWS_ENDPOINT_URL, the profile's endpoint_url, else AWS.",
      [](Config& c, std::string_view v, const std::string& label) -> Status {
        FERRY_RETURN_IF_ERROR(check_word(v, label));
-       const std::string t = lower(v);
+       const std::string t = detail::ascii_lower(v);
        if (!t.empty() && t.rfind("http://", 0) != 0 && t.rfind("https://", 0) != 0) {
          return bad_value(label, v, "an http:// or https:// URL");
        }

@@ -1,20 +1,15 @@
 // The CUDA section: is the driver library there and does it initialise, which GPUs it sees (name, PCI bus
 // id, NUMA node), and what sysfs says about them (BAR1 size, NUMA node) even when the driver is missing.
 #include <algorithm>
-#include <cctype>
 
 #include <fmt/format.h>
 
+#include "base/ascii.hpp"
 #include "doctor/doctor_internal.hpp"
 #include "platform/cuda/cuda_api.hpp"
 
 namespace ferry::detail::doctor {
 namespace {
-
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char ch) { return std::tolower(ch); });
-  return s;
-}
 
 const GpuPciDevice* sysfs_gpu(const DoctorContext& c, const std::string& bdf) {
   if (!c.sysfs_gpus) return nullptr;
@@ -66,7 +61,7 @@ DoctorSection cuda_section(DoctorContext& c) {
   }
   for (const DeviceInfo& d : c.devices) {
     DoctorCheck g{fmt::format("GPU {}", d.ordinal), CheckStatus::ok, "", {}, ""};
-    std::string bdf = lower(d.pci_bus_id);
+    std::string bdf = ascii_lower(d.pci_bus_id);
     const GpuPciDevice* sys = sysfs_gpu(c, bdf);
     if (d.ordinal == c.options.device) c.gpu_bdf = sys ? bdf : std::string();
     g.summary = fmt::format("{}, PCI {}, NUMA node {}, {} memory, BAR1 {}", d.name, bdf, numa_text(d.host_numa_id),

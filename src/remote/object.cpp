@@ -10,16 +10,12 @@
 
 #include <fmt/format.h>
 
+#include "base/ascii.hpp"
 #include "remote/s3_target.hpp"
 #include "remote/url.hpp"
 
 namespace ferry::detail::remote {
 namespace {
-
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  return s;
-}
 
 // The k-th retry's wait: base * 2^k, capped, less a random jitter of up to half of it.
 std::chrono::milliseconds backoff(const RemoteSettings& s, unsigned attempt) {
@@ -139,7 +135,7 @@ Result<std::unique_ptr<Object>> Object::open(std::string_view url, std::string_v
       o->size_ = answer.content_length;
       size_known = true;
     }
-    const std::string ar = lower(answer.accept_ranges);
+    const std::string ar = ascii_lower(answer.accept_ranges);
     if (ar.find("bytes") != std::string::npos) {
       o->ranges_ = ranges_known = true;
     } else if (ar == "none") {

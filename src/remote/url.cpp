@@ -3,19 +3,14 @@
 #include <algorithm>
 #include <charconv>
 
+#include "base/ascii.hpp"
+
 namespace ferry::detail::remote {
 namespace {
 
 // ASCII only, whatever the process's locale (Python sets LC_CTYPE from the environment).
 bool ascii_alnum(unsigned char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) {
-    return static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  });
-  return out;
-}
 
 }  // namespace
 
@@ -25,7 +20,7 @@ std::string scheme_of(std::string_view url) {
   for (char c : url.substr(0, colon)) {
     if (!ascii_alnum(static_cast<unsigned char>(c)) && c != '+' && c != '-' && c != '.') return {};
   }
-  return lower(url.substr(0, colon));
+  return ascii_lower(url.substr(0, colon));
 }
 
 std::string display_form(std::string_view url) {
@@ -91,7 +86,7 @@ Result<HttpUrl> parse_http_url(std::string_view url) {
     }
     out.port = static_cast<std::uint16_t>(value);
   }
-  out.host = lower(host);
+  out.host = ascii_lower(host);
   const bool ipv6 = authority.front() == '[';
   out.authority = ipv6 ? "[" + out.host + "]" : out.host;
   if (out.port != default_port) out.authority += ":" + std::to_string(out.port);
