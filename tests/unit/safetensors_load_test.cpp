@@ -70,6 +70,12 @@ SafetensorsBuilder mixed_checkpoint() {
   return b;
 }
 
+// One pread of a load's data, and the request it belonged to.
+struct PreadSpan {
+  std::size_t request;
+  std::chrono::steady_clock::time_point started, ended;
+};
+
 class SafetensorsLoad : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -123,6 +129,8 @@ class SafetensorsLoad : public ::testing::Test {
       EXPECT_NE(it->storage, nullptr);
     }
   }
+
+  std::vector<PreadSpan> load_in_requests(std::uint64_t bytes, std::uint64_t piece, std::chrono::milliseconds slow);
 
   static int device_of(const void* p) {
     auto kind = ferry::detail::classify_buffer(&testing::fake_cuda_api(), p);
@@ -612,19 +620,32 @@ TEST_F(SafetensorsLoad, RequestShapingSplitsReadsAtPageBoundaries) {
   EXPECT_EQ(loaded->stats.requests, 7u);  // 100000 bytes from an unaligned start, cut at 4 KiB file offsets
 }
 
-// Each pread of a load since `since`, with the request it belongs to: requests of `piece` bytes cut at page
-// boundaries from `data_offset` on, as LoadOptions::max_request_bytes makes them.
-struct PreadSpan {
-  std::size_t request;
-  std::chrono::steady_clock::time_point started, ended;
-};
-std::vector<PreadSpan> pread_spans(const ScriptedSyscalls& sys, std::uint64_t data_offset, std::uint64_t piece,
-                                   std::chrono::steady_clock::time_point since) {
+// Loads one U8 tensor of `bytes` into host memory in requests of `piece` bytes (cut at page boundaries, as
+// LoadOptions::max_request_bytes makes them), every pread slowed by `slow`; returns each pread of the data
+// with the request it belongs to, after checking the bytes loaded.
+std::vector<PreadSpan> SafetensorsLoad::load_in_requests(std::uint64_t bytes, std::uint64_t piece,
+                                                         std::chrono::milliseconds slow) {
+  SafetensorsBuilder b;
+  b.add({"big", "U8", {static_cast<std::int64_t>(bytes)}});
+  ScriptedSyscalls sys;
+  auto c = open(b.write(dir_ / "model.safetensors"), {}, &sys);
+  EXPECT_TRUE(c.ok()) << c.status().to_string();
+  if (!c.ok()) return {};
+  const std::uint64_t data = c->find("big")->file_offset;
+  sys.add(Rule::on(testing::Op::pread).sleeps(slow));
+  LoadOptions o;
+  o.device = kHostMemory;
+  o.max_request_bytes = piece;
+  const auto since = std::chrono::steady_clock::now();
+  auto loaded = c->load(o);
+  EXPECT_TRUE(loaded.ok()) << loaded.status().to_string();
+  if (!loaded.ok()) return {};
+  expect_tensors(b, loaded->tensors);
   std::vector<PreadSpan> out;
   for (const auto& call : sys.calls(testing::Op::pread)) {
-    if (call.started < since || call.offset < data_offset) continue;
+    if (call.started < since || call.offset < data) continue;
     std::size_t request = 0;
-    for (std::uint64_t end = (data_offset + piece) / 4096 * 4096; call.offset >= end; end = (end + piece) / 4096 * 4096) {
+    for (std::uint64_t end = (data + piece) / 4096 * 4096; call.offset >= end; end = (end + piece) / 4096 * 4096) {
       ++request;
     }
     out.push_back({request, call.started, call.ended});
@@ -635,23 +656,8 @@ std::vector<PreadSpan> pread_spans(const ScriptedSyscalls& sys, std::uint64_t da
 // A request with a task for every thread runs alone (its jobs already keep every worker busy; another one in
 // flight only pins more staging memory), so a shard's reads end before the next shard's begin.
 TEST_F(SafetensorsLoad, RequestsThatKeepEveryThreadBusyRunOneAtATime) {
-  SafetensorsBuilder b;
-  b.add({"big", "U8", {4 * 64 * 1024}});  // requests of 64 KiB: 4 tasks of 16 KiB each, 4 threads
-  std::string path = b.write(dir_ / "model.safetensors");
-  ScriptedSyscalls sys;
-  auto c = open(path, {}, &sys);
-  ASSERT_TRUE(c.ok()) << c.status().to_string();
-  const std::uint64_t data = c->find("big")->file_offset;
-  sys.add(Rule::on(testing::Op::pread).sleeps(std::chrono::milliseconds(5)));
-  LoadOptions o;
-  o.device = kHostMemory;
-  o.max_request_bytes = 64 * 1024;
-  const auto since = std::chrono::steady_clock::now();
-  auto loaded = c->load(o);
-  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
-  expect_tensors(b, loaded->tensors);
-  EXPECT_EQ(loaded->stats.requests, 5u);  // cut at page boundaries from an unaligned start
-  auto spans = pread_spans(sys, data, 64 * 1024, since);
+  // Requests of 64 KiB: 4 tasks of 16 KiB each for 4 threads.
+  auto spans = load_in_requests(4 * 64 * 1024, 64 * 1024, std::chrono::milliseconds(5));
   ASSERT_GE(spans.size(), 16u);
   for (const auto& later : spans) {
     for (const auto& earlier : spans) {
@@ -665,22 +671,8 @@ TEST_F(SafetensorsLoad, RequestsThatKeepEveryThreadBusyRunOneAtATime) {
 
 // Requests smaller than the threads go together until each thread has a task.
 TEST_F(SafetensorsLoad, SmallRequestsGoTogetherUntilEveryThreadHasOne) {
-  SafetensorsBuilder b;
-  b.add({"big", "U8", {8 * 16 * 1024}});  // requests of one 16 KiB task each, 4 threads
-  std::string path = b.write(dir_ / "model.safetensors");
-  ScriptedSyscalls sys;
-  auto c = open(path, {}, &sys);
-  ASSERT_TRUE(c.ok()) << c.status().to_string();
-  const std::uint64_t data = c->find("big")->file_offset;
-  sys.add(Rule::on(testing::Op::pread).sleeps(std::chrono::milliseconds(20)));
-  LoadOptions o;
-  o.device = kHostMemory;
-  o.max_request_bytes = 16 * 1024;
-  const auto since = std::chrono::steady_clock::now();
-  auto loaded = c->load(o);
-  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
-  expect_tensors(b, loaded->tensors);
-  auto spans = pread_spans(sys, data, 16 * 1024, since);
+  // Requests of one 16 KiB task each for 4 threads.
+  auto spans = load_in_requests(8 * 16 * 1024, 16 * 1024, std::chrono::milliseconds(20));
   std::size_t most_at_once = 0;  // distinct requests with a pread under way when some pread began
   for (const auto& s : spans) {
     std::set<std::size_t> under_way;
