@@ -137,8 +137,9 @@ struct LoadOptions {
   std::vector<int> replicas;
   /// The largest single pread (0: one per contiguous run of tensors; 512 MiB pieces when replicating).
   std::uint64_t max_request_bytes = 0;
-  /// Requests in flight at once across all shards (0: as many as keep the threads busy: a request that
-  /// has a task for every thread runs alone, smaller ones go together until each thread has a task).
+  /// Requests in flight at once across all shards, at most (0: no limit of its own). Either way a request
+  /// starts only while those in flight leave a thread without a task: one with a task for every thread runs
+  /// alone, smaller ones go together until each thread has a task.
   unsigned max_requests_in_flight = 0;
   /// Called on the calling thread with (bytes read, bytes to read): at the start, at most every
   /// `progress_interval` while reading, and at the end. Return false to cancel: requests not yet started
