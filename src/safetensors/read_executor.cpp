@@ -1,4 +1,4 @@
-// execute_reads: the requests of a load, in flight together.
+// execute_reads: the requests of a load, in flight together while threads would otherwise idle.
 #include "safetensors/read_executor.hpp"
 
 #include <algorithm>
@@ -98,8 +98,8 @@ Status execute_reads(CheckpointState& state, const std::vector<ReadOp>& ops, con
            (options.max_in_flight == 0 || in_flight.size() < options.max_in_flight)) {
       const ReadOp& op = ops[next];
       File& file = state.shards[op.shard].data;
-      const unsigned workers = workers_kept_busy(file, op.size);
       if (busy >= std::max(1u, file.config().threads())) break;
+      const unsigned workers = workers_kept_busy(file, op.size);
       in_flight.push_back({next, file.pread(op.dst, op.size, op.file_offset), workers});
       busy += workers;
       ++stats.requests;

@@ -1,6 +1,7 @@
-// Running a load's reads: one File::pread per ReadOp, at most N in flight, progress on the calling thread,
-// the first error wins and every request in flight is waited for before returning (so that nothing writes
-// into the caller's memory afterwards). Errors name the file and the tensors.
+// Running a load's reads: one File::pread per ReadOp, a new one only while those in flight leave a thread
+// without a task (and at most N in flight when N is set), progress on the calling thread, the first error
+// wins and every request in flight is waited for before returning (so that nothing writes into the caller's
+// memory afterwards). Errors name the file and the tensors.
 #pragma once
 
 #include <chrono>
