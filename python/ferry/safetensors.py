@@ -430,9 +430,8 @@ def load(filename: PathLike, device: Device = None, *, framework: str = "pt",
 
     Request shaping: ``max_request_bytes`` (the largest single read; 0: one per run of tensors),
     ``max_requests_in_flight`` (0: no limit of its own; a read starts only while those in flight leave one
-    of Ferry's threads without a task, so a whole shard is read alone),
-    ``max_staging_bytes`` (a cap on pinned bounce-buffer memory in
-    use; 0: Ferry's settings decide). Other keyword arguments are Ferry settings for these reads (``threads=8``, ``compat_mode="off"``, ...).
+    of Ferry's threads without a task, so a whole shard is read alone), ``max_staging_bytes`` (a cap on
+    pinned bounce-buffer memory in use; 0: Ferry's settings decide). Other keyword arguments are Ferry settings for these reads (``threads=8``, ``compat_mode="off"``, ...).
 
     ``process_group`` (a ``torch.distributed`` group; every rank calls ``load`` alike): every rank gets the
     checkpoint while each byte is read from storage by one rank and exchanged over the group; with

@@ -1,7 +1,5 @@
 // The CUDA section: is the driver library there and does it initialise, which GPUs it sees (name, PCI bus
 // id, NUMA node), and what sysfs says about them (BAR1 size, NUMA node) even when the driver is missing.
-#include <algorithm>
-
 #include <fmt/format.h>
 
 #include "base/ascii.hpp"

@@ -11,7 +11,6 @@ namespace {
 // ASCII only, whatever the process's locale (Python sets LC_CTYPE from the environment).
 bool ascii_alnum(unsigned char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
-
 }  // namespace
 
 std::string scheme_of(std::string_view url) {

@@ -19,11 +19,13 @@ Status failed_op(const CheckpointState& state, const ReadOp& op, const Status& c
                 cause.sys_errno(), state.shards[op.shard].path);
 }
 
+// The threads a read of `file` may use: its requests' jobs.
+unsigned threads_of(const File& file) { return std::max(1u, file.config().threads()); }
+
 // The pool's workers a request of `bytes` keeps busy: one per task, up to the file's threads.
 unsigned workers_kept_busy(const File& file, std::uint64_t bytes) {
-  const Config& c = file.config();
-  const std::uint64_t tasks = (bytes + c.task_size() - 1) / c.task_size();
-  return static_cast<unsigned>(std::clamp<std::uint64_t>(tasks, 1, std::max(1u, c.threads())));
+  const std::uint64_t task = file.config().task_size();
+  return static_cast<unsigned>(std::clamp<std::uint64_t>((bytes + task - 1) / task, 1, threads_of(file)));
 }
 
 }  // namespace
@@ -98,7 +100,7 @@ Status execute_reads(CheckpointState& state, const std::vector<ReadOp>& ops, con
            (options.max_in_flight == 0 || in_flight.size() < options.max_in_flight)) {
       const ReadOp& op = ops[next];
       File& file = state.shards[op.shard].data;
-      if (busy >= std::max(1u, file.config().threads())) break;
+      if (busy >= threads_of(file)) break;
       const unsigned workers = workers_kept_busy(file, op.size);
       in_flight.push_back({next, file.pread(op.dst, op.size, op.file_offset), workers});
       busy += workers;
