@@ -13,6 +13,9 @@
 //   batch-host   the same batches into pinned host memory (the host route: nothing copied to the GPU)
 //   plain        `threads` threads, each: pread into its pinned buffer, cuMemcpyHtoDAsync, cuStreamSynchronize
 //   plain-1      the same on one thread (latency)
+//   plain-fill   the batch pattern without Ferry: `threads` threads, each reading 4 MiB fills of consecutive
+//                pieces into a pinned bounce buffer, one copy per fill, waiting for it before reading on
+//   plain-pipe   the same with two bounce buffers a thread: the next fill is read while the last is copied
 //   pageable-1   plain-1 from a pageable buffer (the driver's own path for small pageable copies)
 //   raw-host     `threads` threads of preads into host memory, nothing copied: the page cache's rate at that
 //                size and depth (hot), or the disk's with O_DIRECT (cold): the most any staged path can read
@@ -346,6 +349,62 @@ int main(int argc, char** argv) {
         for (auto& t : pool) t.join();
       };
     };
+    // The batch pattern without Ferry: `threads` threads, each reading runs of consecutive pieces (up to a
+    // 4 MiB fill) into one of `buffers` pinned bounce buffers on huge pages and copying each run with one
+    // cuMemcpyHtoDAsync. With one buffer a thread waits for its copy before it reads on (the shape of a
+    // Ferry batch job); with two it reads the next fill while the copy engine moves the last one, with no
+    // batch boundaries: the most a batch engine could reach on this machine at this piece size.
+    auto plain_fills = [&](unsigned buffers) {
+      return [&, buffers](const Plan& pl, std::size_t first, std::size_t count, bool) {
+        constexpr std::uint64_t kFill = 4 << 20;
+        const std::size_t per_fill = std::max<std::uint64_t>(1, kFill / pl.size);
+        std::atomic<std::size_t> next{first};
+        std::vector<std::thread> pool;
+        for (unsigned t = 0; t < o.threads; ++t) {
+          pool.emplace_back([&] {
+            ScopedDeviceContext ctx(*api, o.device);
+            const std::uint64_t fill = per_fill * pl.size;
+            tooling::HostMemory memory = tooling::HostMemory::allocate(fill * buffers, tooling::HostMemory::Touch::now).value();
+            if (api->cuMemHostRegister_v2(memory.data(), fill * buffers, 0) != CUDA_SUCCESS) die("cuMemHostRegister");
+            CUstream s = nullptr;
+            (void)api->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+            std::vector<CUevent> copied(buffers, nullptr);
+            std::vector<bool> busy(buffers, false);
+            for (auto& e : copied) (void)api->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING);
+            for (unsigned b = 0;; b = (b + 1) % buffers) {
+              const std::size_t begin = next.fetch_add(per_fill);
+              if (begin >= first + count) break;
+              const std::size_t end = std::min(begin + per_fill, first + count);
+              if (busy[b]) (void)api->cuEventSynchronize(copied[b]);
+              std::uint8_t* bounce = memory.data() + b * fill;
+              for (std::size_t i = begin; i < end; ++i) {
+                if (::pread(f.fileno(), bounce + (i - begin) * pl.size, pl.size, static_cast<off_t>(pl.offsets[i])) !=
+                    static_cast<ssize_t>(pl.size)) {
+                  die("pread");
+                }
+              }
+              for (std::size_t i = begin; i < end;) {  // one copy per run of slots that follow one another
+                std::size_t run_end = i + 1;
+                while (run_end < end && (run_end - first) % pl.slots != 0) ++run_end;
+                (void)api->cuMemcpyHtoDAsync_v2(reinterpret_cast<CUdeviceptr>(slot(i - first)),
+                                                bounce + (i - begin) * pl.size, (run_end - i) * pl.size, s);
+                i = run_end;
+              }
+              (void)api->cuEventRecord(copied[b], s);
+              busy[b] = true;
+              if (buffers == 1) (void)api->cuEventSynchronize(copied[b]), busy[b] = false;
+            }
+            (void)api->cuStreamSynchronize(s);
+            for (auto& e : copied) (void)api->cuEventDestroy_v2(e);
+            (void)api->cuStreamDestroy_v2(s);
+            (void)api->cuMemHostUnregister(memory.data());
+          });
+        }
+        for (auto& t : pool) t.join();
+      };
+    };
+    modes.emplace_back("plain-fill", plain_fills(1));
+    modes.emplace_back("plain-pipe", plain_fills(2));
     modes.emplace_back("plain", plain(o.threads));
     modes.emplace_back("plain-1", plain(1));
     // The same loop from pageable memory: whether the driver's own path for small pageable copies beats

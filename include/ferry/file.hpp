@@ -197,4 +197,14 @@ class File {
 /// diagnosing a stream that does not move (tests print it from their watchdogs).
 std::vector<std::string> pending_stream_requests();
 
+/// Does ahead of time what a process's first reads into GPU `device` through the staged route would do
+/// inside them: retains the GPU's context, starts `config.threads()` workers and pins a staging kit for each
+/// (`bounce_buffers_per_thread` buffers of `bounce_buffer_size`), so that the first request pins nothing.
+/// On the H200 machine the default 16 kits take about 35 ms. Call it on a thread of its own while the
+/// process does other start-up work (ferry.torch.meta_parameters does, while the model is built); a read
+/// that starts meanwhile takes each kit as it is made. Kits that exist already count: calling it again
+/// costs nothing. Errors: unavailable without a usable CUDA driver; the driver's (a bad ordinal, pinned
+/// memory exhausted).
+Status warm_up(int device, const Config& config);
+
 }  // namespace ferry

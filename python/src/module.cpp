@@ -447,6 +447,15 @@ PYBIND11_MODULE(_ferry, m) {
 
   m.def("default_config", &current_default_config, "A copy of the configuration File.open uses by default.");
   m.def("set_default_config", &set_default_config, py::arg("config"));
+  m.def("warm_up", [](int device, std::optional<Config> config) {
+    const Config c = config ? *config : current_default_config();
+    Status s;
+    {
+      py::gil_scoped_release release;  // it pins for tens of ms: the caller's other threads go on meanwhile
+      s = warm_up(device, c);
+    }
+    check(s);
+  }, py::arg("device"), py::arg("config") = py::none());
   m.def("environment_config", [] { return unwrap(Config::from_environment()); },
         "Built-in defaults overridden by FERRY_* environment variables.");
   m.def("route_names", [] {

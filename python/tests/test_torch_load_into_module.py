@@ -5,6 +5,8 @@ read."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed")
@@ -144,3 +146,22 @@ def test_meta_parameters_restores_torch(tmp_path):
             1 / 0
     assert torch.nn.Module.register_parameter is register
     assert Tiny().embed.weight.device.type == "cpu"
+
+
+def test_meta_parameters_warms_up_the_gpu_its_buffers_go_to(monkeypatch):
+    # ferry.warm_up is replaced: this machine may have no GPU; the GPU tests run the real one.
+    calls = []
+    monkeypatch.setattr(ft._ferry, "warm_up", lambda device, config: calls.append((device, config)))
+    with ft.meta_parameters(buffers_device="cuda:3"):
+        layer = torch.nn.Linear(4, 4)  # no buffers: nothing is moved to a GPU this machine may not have
+    for thread in threading.enumerate():
+        if thread.name == "ferry-warm-up":
+            thread.join(timeout=30)
+    assert calls == [(3, None)]
+    assert layer.weight.device.type == "meta"
+    calls.clear()
+    with ft.meta_parameters(buffers_device="cpu"):
+        torch.nn.Linear(4, 4)
+    with ft.meta_parameters():
+        torch.nn.Linear(4, 4)
+    assert calls == [], "a warm-up without a GPU to build on"

@@ -36,7 +36,7 @@ class StagedWorker final : public RouteWorker {
 
   ~StagedWorker() override {
     // finish() normally returned the kit; if it could not (a failed sync), free it rather than reuse it.
-    if (kit_) destroy_kit(*kit_);
+    if (kit_) process_staging_pool().discard(std::move(kit_));
   }
 
   Result<std::uint64_t> run(const Task& t, Report& report) override {

@@ -3,6 +3,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 
@@ -96,22 +97,16 @@ std::unique_ptr<StagingKit> StagingPool::take_idle(const CudaApi& api, int devic
     if (k.api == &api && k.device == device && k.buffer_size == buffer_size && k.buffers.size() == count) {
       auto kit = std::move(*it);
       idle_.erase(it);
+      ++in_use_;
       return kit;
     }
   }
   return nullptr;
 }
 
-Result<std::unique_ptr<StagingKit>> StagingPool::acquire(const CudaApi& api, int device,
-                                                         std::uint64_t buffer_size, unsigned count) {
-  if (auto kit = take_idle(api, device, buffer_size, count)) return kit;
-  // Kits are made one at a time. Measured on the GPU machine (bench/results/2026-11-30-h200-pinning): the
-  // 16 workers of a first request pinning their 8 MiB each at once took 40 ms before any of them could
-  // start, one after another 31 ms, the first ready after 2 ms: first-touching the memory does not get faster
-  // with threads, and the registrations contend. So a worker starts as soon as its own kit is made, while
-  // later workers still wait, and a kit released meanwhile is taken instead of making another.
-  std::lock_guard<std::mutex> making(making_mutex_);
-  if (auto kit = take_idle(api, device, buffer_size, count)) return kit;
+// A new kit: a stream, `count` pinned buffers and their events. Counted nowhere yet.
+Result<std::unique_ptr<StagingKit>> StagingPool::make_kit(const CudaApi& api, int device, std::uint64_t buffer_size,
+                                                          unsigned count) {
   SetupTimer timer(SetupStep::pinned_buffers);
   auto kit = std::make_unique<StagingKit>();
   kit->api = &api;
@@ -148,25 +143,52 @@ Result<std::unique_ptr<StagingKit>> StagingPool::acquire(const CudaApi& api, int
   return kit;
 }
 
+Result<std::unique_ptr<StagingKit>> StagingPool::acquire(const CudaApi& api, int device,
+                                                         std::uint64_t buffer_size, unsigned count) {
+  if (auto kit = take_idle(api, device, buffer_size, count)) return kit;
+  // Kits are made one at a time. Measured on the GPU machine (bench/results/2026-11-30-h200-pinning): the
+  // 16 workers of a first request pinning their 8 MiB each at once took 40 ms before any of them could
+  // start, one after another 31 ms, the first ready after 2 ms: first-touching the memory does not get faster
+  // with threads, and the registrations contend. So a worker starts as soon as its own kit is made, while
+  // later workers still wait, and a kit released meanwhile is taken instead of making another.
+  std::lock_guard<std::mutex> making(making_mutex_);
+  if (auto kit = take_idle(api, device, buffer_size, count)) return kit;
+  FERRY_ASSIGN_OR_RETURN(auto kit, make_kit(api, device, buffer_size, count));
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++in_use_;
+  return kit;
+}
+
+bool StagingPool::holds(const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count, unsigned kits) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto idle = std::count_if(idle_.begin(), idle_.end(), [&](const auto& k) {
+    return k->api == &api && k->device == device && k->buffer_size == buffer_size && k->buffers.size() == count;
+  });
+  return static_cast<unsigned>(idle) + in_use_ >= kits;
+}
+
 Status StagingPool::reserve(const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count,
                             unsigned kits) {
-  std::vector<std::unique_ptr<StagingKit>> taken;
-  Status status;
-  for (unsigned i = 0; i < kits && status.ok(); ++i) {
-    auto kit = acquire(api, device, buffer_size, count);
-    if (kit.ok()) {
-      taken.push_back(std::move(*kit));
-    } else {
-      status = kit.status();
-    }
+  while (!holds(api, device, buffer_size, count, kits)) {
+    std::lock_guard<std::mutex> making(making_mutex_);
+    if (holds(api, device, buffer_size, count, kits)) break;  // workers made some meanwhile
+    FERRY_ASSIGN_OR_RETURN(auto kit, make_kit(api, device, buffer_size, count));
+    std::lock_guard<std::mutex> lock(mutex_);
+    idle_.push_back(std::move(kit));
   }
-  for (auto& kit : taken) release(std::move(kit));
-  return status;
+  return Status();
 }
 
 void StagingPool::release(std::unique_ptr<StagingKit> kit) {
   std::lock_guard<std::mutex> lock(mutex_);
+  --in_use_;
   idle_.push_back(std::move(kit));
+}
+
+void StagingPool::discard(std::unique_ptr<StagingKit> kit) {
+  destroy_kit(*kit);
+  std::lock_guard<std::mutex> lock(mutex_);
+  --in_use_;
 }
 
 void StagingPool::clear() {

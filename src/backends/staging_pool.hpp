@@ -41,7 +41,12 @@ class StagingPool {
                                               unsigned count);
   /// Gives a kit back. The kit's stream must be idle (synchronised).
   void release(std::unique_ptr<StagingKit> kit);
-  /// Makes sure at least `kits` idle kits of this shape exist, so that the next request pins nothing.
+  /// Frees an acquired kit that cannot go back (its stream could not be synchronised): destroy_kit.
+  void discard(std::unique_ptr<StagingKit> kit);
+  /// Makes kits of this shape, one at a time and each into the pool as soon as it is made, until `kits`
+  /// kits are idle in the pool or in use: a request of that many workers then pins nothing, and workers
+  /// that start meanwhile (a load begun during a warm-up) take each kit as it comes instead of making
+  /// their own. The caller's thread must have the device's context current.
   Status reserve(const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count, unsigned kits);
   /// Frees every idle kit (tests use it for leak checks).
   void clear();
@@ -51,9 +56,15 @@ class StagingPool {
  private:
   std::unique_ptr<StagingKit> take_idle(const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count);
 
-  std::mutex mutex_;         // guards idle_
+  Result<std::unique_ptr<StagingKit>> make_kit(const CudaApi& api, int device, std::uint64_t buffer_size,
+                                               unsigned count);
+  // Whether `kits` kits of this shape are idle, counting every kit in use (of any shape) as one.
+  bool holds(const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count, unsigned kits);
+
+  std::mutex mutex_;         // guards idle_ and in_use_
   std::mutex making_mutex_;  // one kit is made at a time (see acquire)
   std::vector<std::unique_ptr<StagingKit>> idle_;
+  unsigned in_use_ = 0;      // kits acquired and not yet released or discarded (of any shape)
 };
 
 StagingPool& process_staging_pool();

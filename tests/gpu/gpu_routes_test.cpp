@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "backends/staging_pool.hpp"
 #include "ferry/ferry.hpp"
 #include "file/open_options.hpp"
 #include "platform/cuda/cuda_api.hpp"
@@ -87,6 +88,31 @@ void read_every_class(const CudaApi& api, CompatMode compat, std::vector<Route> 
       EXPECT_EQ(rep.at(Route::host).ops, 0u) << rep.summary();
     }
   }
+}
+
+TEST(GpuRoutes, AReadAfterAWarmUpPinsNothing) {
+  REQUIRE_GPU();
+  // A shape no other test uses, so that the kits counted are this test's.
+  constexpr std::uint64_t kTask = 192 * 1024;
+  Config c = config_for(CompatMode::on, kTask);
+  c.set_threads(3);
+  const std::uint64_t before = detail::StagingPool::pinned_bytes();
+  ASSERT_TRUE(warm_up(0, c).ok());
+  const std::uint64_t warmed = detail::StagingPool::pinned_bytes();
+  EXPECT_GE(warmed - before, 3 * 2 * kTask) << "three kits of two buffers";
+  ASSERT_TRUE(warm_up(0, c).ok());
+  EXPECT_EQ(detail::StagingPool::pinned_bytes(), warmed) << "a second warm-up pinned again";
+  std::string path = testing::write_pattern_file(testing::test_dir() / "data.bin", 12 * kTask + 5);
+  auto file = File::open(path, "r", c);
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  DeviceMemory dev(*api, 12 * kTask + 6);
+  auto r = file->pread(dev.get(), 12 * kTask + 6, 0).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(detail::StagingPool::pinned_bytes(), warmed) << "the read pinned more: " << r->report.summary();
+  auto got = dev.to_host();
+  auto want = testing::pattern(0, 12 * kTask + 5);
+  ASSERT_EQ(0, std::memcmp(got.data(), want.data(), want.size()));
+  EXPECT_EQ(got.back(), 0xA5) << "the byte past the end of the file was written";
 }
 
 TEST(GpuRoutes, StagedReadsEverySizeClassByteExact) {

@@ -10,6 +10,8 @@
 #include "backends/cufile_attribution.hpp"
 #include "backends/gds_backend.hpp"
 #include "file/open_options.hpp"
+#include "file/warm_up.hpp"
+#include "platform/cuda/primary_context.hpp"
 #include "platform/gpu_platform.hpp"
 #include "support/fake_cuda.hpp"
 #include "support/fake_cufile.hpp"
@@ -143,6 +145,50 @@ TEST_F(DeviceRoutes, PreparePinsEveryWorkersBuffersOnceAndRequestsReuseThem) {
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(f.pread(dev, 16 * kTask, 0).get().ok());
   EXPECT_EQ(testing::fake_cuda_counters().host_registers, 4u) << "requests pinned more memory";
   testing::fake_cuda_free(dev);
+}
+
+TEST_F(DeviceRoutes, WarmUpPinsAKitForEveryThreadSoThatTheFirstReadPinsNothing) {
+  const Config c = config(CompatMode::on);
+  ASSERT_TRUE(detail::warm_up(testing::fake_cuda_api(), 0, c).ok());
+  EXPECT_EQ(testing::fake_cuda_counters().host_registers, 4u) << "one region per worker";
+  ASSERT_TRUE(detail::warm_up(testing::fake_cuda_api(), 0, c).ok());
+  EXPECT_EQ(testing::fake_cuda_counters().host_registers, 4u) << "a second warm-up pinned again";
+  std::vector<std::uint8_t> got;
+  auto r = read_to_device(c, 16 * kTask, 16 * kTask, 0, &got);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(testing::fake_cuda_counters().host_registers, 4u) << "the read pinned more memory";
+  std::vector<std::uint8_t> want = testing::pattern(0, 16 * kTask);
+  EXPECT_TRUE(std::equal(want.begin(), want.end(), got.begin())) << "wrong bytes after a warm-up";
+  EXPECT_EQ(got.back(), 0xA5) << "the byte after the destination was written";
+}
+
+TEST_F(DeviceRoutes, AWarmUpCountsTheKitsReadsHoldAndMakesOnlyTheRest) {
+  // A load that starts during a warm-up takes kits as they are made: the warm-up must not make a second
+  // set for the workers that already have one.
+  const detail::CudaApi& api = testing::fake_cuda_api();
+  const Config c = config(CompatMode::on);
+  auto& pool = detail::process_staging_pool();
+  detail::ScopedDeviceContext context(api, 0);  // acquire() needs the device's context current
+  std::vector<std::unique_ptr<detail::StagingKit>> held;
+  for (int i = 0; i < 3; ++i) {
+    auto kit = pool.acquire(api, 0, c.bounce_buffer_size(), c.bounce_buffers_per_thread());
+    ASSERT_TRUE(kit.ok()) << kit.status().to_string();
+    held.push_back(std::move(*kit));
+  }
+  ASSERT_TRUE(detail::warm_up(api, 0, c).ok());
+  EXPECT_EQ(testing::fake_cuda_counters().host_registers, 4u) << "3 kits in use + 1 made = the 4 threads";
+  for (auto& kit : held) pool.release(std::move(kit));
+  ASSERT_TRUE(detail::warm_up(api, 0, c).ok());
+  EXPECT_EQ(testing::fake_cuda_counters().host_registers, 4u);
+}
+
+TEST_F(DeviceRoutes, AWarmUpThatCannotPinSaysWhy) {
+  testing::fake_cuda_script().fail("cuMemHostRegister_v2", detail::CUDA_ERROR_OUT_OF_MEMORY);
+  testing::fake_cuda_script().fail("cuMemHostAlloc", detail::CUDA_ERROR_OUT_OF_MEMORY);
+  Status s = detail::warm_up(testing::fake_cuda_api(), 0, config(CompatMode::on));
+  testing::fake_cuda_script().failures.clear();
+  EXPECT_THAT(s, StatusIs(ferry::ErrorCode::unavailable));
+  EXPECT_THAT(s.message(), HasSubstr("pinned bounce buffer"));
 }
 
 TEST_F(DeviceRoutes, BounceBuffersFallBackToCuMemHostAllocWhenRegistrationFails) {
