@@ -34,6 +34,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -355,28 +356,48 @@ int main(int argc, char** argv) {
     // Ferry batch job); with two it reads the next fill while the copy engine moves the last one, with no
     // batch boundaries: the most a batch engine could reach on this machine at this piece size.
     auto plain_fills = [&](unsigned buffers) {
-      return [&, buffers](const Plan& pl, std::size_t first, std::size_t count, bool) {
+      // Each thread's buffers, stream and events, made in the mode's untimed first window and kept (a
+      // Ferry batch's are pooled too).
+      struct Lane {
+        const CudaApi* api = nullptr;
+        std::optional<tooling::HostMemory> memory;
+        CUstream stream = nullptr;
+        std::vector<CUevent> copied;
+        ~Lane() {
+          for (auto& e : copied) (void)api->cuEventDestroy_v2(e);
+          if (stream) (void)api->cuStreamDestroy_v2(stream);
+          if (memory) (void)api->cuMemHostUnregister(memory->data());
+        }
+      };
+      auto lanes = std::make_shared<std::vector<std::unique_ptr<Lane>>>(o.threads);
+      return [&, buffers, lanes](const Plan& pl, std::size_t first, std::size_t count, bool) {
         constexpr std::uint64_t kFill = 4 << 20;
         const std::size_t per_fill = std::max<std::uint64_t>(1, kFill / pl.size);
+        const std::uint64_t fill = per_fill * pl.size;
         std::atomic<std::size_t> next{first};
         std::vector<std::thread> pool;
         for (unsigned t = 0; t < o.threads; ++t) {
-          pool.emplace_back([&] {
+          pool.emplace_back([&, t] {
             ScopedDeviceContext ctx(*api, o.device);
-            const std::uint64_t fill = per_fill * pl.size;
-            tooling::HostMemory memory = tooling::HostMemory::allocate(fill * buffers, tooling::HostMemory::Touch::now).value();
-            if (api->cuMemHostRegister_v2(memory.data(), fill * buffers, 0) != CUDA_SUCCESS) die("cuMemHostRegister");
-            CUstream s = nullptr;
-            (void)api->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
-            std::vector<CUevent> copied(buffers, nullptr);
+            auto& lane = (*lanes)[t];
+            if (!lane || lane->memory->size_bytes() != fill * buffers) {
+              lane.reset();
+              lane = std::make_unique<Lane>();
+              lane->api = api;
+              lane->memory.emplace(tooling::HostMemory::allocate(fill * buffers, tooling::HostMemory::Touch::now).value());
+              if (api->cuMemHostRegister_v2(lane->memory->data(), fill * buffers, 0) != CUDA_SUCCESS) die("cuMemHostRegister");
+              (void)api->cuStreamCreate(&lane->stream, CU_STREAM_NON_BLOCKING);
+              lane->copied.assign(buffers, nullptr);
+              for (auto& e : lane->copied) (void)api->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING);
+            }
+            CUstream s = lane->stream;
             std::vector<bool> busy(buffers, false);
-            for (auto& e : copied) (void)api->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING);
             for (unsigned b = 0;; b = (b + 1) % buffers) {
               const std::size_t begin = next.fetch_add(per_fill);
               if (begin >= first + count) break;
               const std::size_t end = std::min(begin + per_fill, first + count);
-              if (busy[b]) (void)api->cuEventSynchronize(copied[b]);
-              std::uint8_t* bounce = memory.data() + b * fill;
+              if (busy[b]) (void)api->cuEventSynchronize(lane->copied[b]);
+              std::uint8_t* bounce = lane->memory->data() + b * fill;
               for (std::size_t i = begin; i < end; ++i) {
                 if (::pread(f.fileno(), bounce + (i - begin) * pl.size, pl.size, static_cast<off_t>(pl.offsets[i])) !=
                     static_cast<ssize_t>(pl.size)) {
@@ -390,14 +411,11 @@ int main(int argc, char** argv) {
                                                 bounce + (i - begin) * pl.size, (run_end - i) * pl.size, s);
                 i = run_end;
               }
-              (void)api->cuEventRecord(copied[b], s);
+              (void)api->cuEventRecord(lane->copied[b], s);
               busy[b] = true;
-              if (buffers == 1) (void)api->cuEventSynchronize(copied[b]), busy[b] = false;
+              if (buffers == 1) (void)api->cuEventSynchronize(lane->copied[b]), busy[b] = false;
             }
             (void)api->cuStreamSynchronize(s);
-            for (auto& e : copied) (void)api->cuEventDestroy_v2(e);
-            (void)api->cuStreamDestroy_v2(s);
-            (void)api->cuMemHostUnregister(memory.data());
           });
         }
         for (auto& t : pool) t.join();
