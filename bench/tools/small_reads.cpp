@@ -3,13 +3,14 @@
 //
 //   ferry_small_reads FILE [--device N] [--sizes 4KiB,64KiB,1MiB,16MiB] [--in-flight 64] [--threads 16]
 //                     [--cache hot|cold] [--bytes-per-mode 2GiB] [--seed N] [--json-out F]
-//                     [--modes ferry,ferry-1,...] [--latency-requests 4000]
+//                     [--modes ferry,ferry-1,...] [--latency-requests 4000] [--batches-in-flight 2]
 //
 // Offsets are 4 KiB-aligned, uniformly random over FILE (the same sequence for every mode). Modes:
 //   ferry        File::pread of each request, `in-flight` outstanding (submitted from one thread)
 //   ferry-mt     the same number outstanding, submitted from `threads` threads
 //   ferry-1      File::pread(...).get(), one at a time (latency)
-//   batch        File::pread_batch: pieces of 64 MiB batches into one contiguous buffer, 2 batches in flight
+//   batch        File::pread_batch: pieces of 32 MiB batches into one contiguous buffer, `batches-in-flight`
+//                of them in flight (default 2, as a data loader that prepares the next batch while one is used)
 //   batch-host   the same batches into pinned host memory (the host route: nothing copied to the GPU)
 //   plain        `threads` threads, each: pread into its pinned buffer, cuMemcpyHtoDAsync, cuStreamSynchronize
 //   plain-1      the same on one thread (latency)
@@ -62,11 +63,14 @@ double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock:
   std::exit(1);
 }
 
+constexpr std::uint64_t kBatchBytes = 32 << 20;  // a batch of the batch modes
+
 struct Options {
   std::string path;
   int device = 0;
   std::vector<std::uint64_t> sizes{4 << 10, 64 << 10, 1 << 20, 16 << 20};
   unsigned in_flight = 64, threads = 16;
+  unsigned batches_in_flight = 2;
   bool cold = false;
   std::uint64_t bytes_per_mode = 2ull << 30;
   unsigned seed = 21;
@@ -105,6 +109,7 @@ Options parse(int argc, char** argv) {
       for (const auto& item : split_list(next())) o.sizes.push_back(size_arg(item));
     } else if (a == "--modes") o.modes = split_list(next());
     else if (a == "--latency-requests") o.latency_requests = std::stoull(next()); else if (a == "--in-flight") o.in_flight = static_cast<unsigned>(std::stoul(next()));
+    else if (a == "--batches-in-flight") o.batches_in_flight = std::max(1u, static_cast<unsigned>(std::stoul(next())));
     else if (a == "--threads") o.threads = static_cast<unsigned>(std::stoul(next()));
     else if (a == "--cache") o.cold = next() == "cold";
     else if (a == "--bytes-per-mode") o.bytes_per_mode = size_arg(next());
@@ -176,7 +181,9 @@ class Bench {
     std::mt19937_64 rng(o_.seed + size);
     std::uniform_int_distribution<std::uint64_t> pick(0, (file_bytes_ - size) / 4096);
     for (std::uint64_t i = 0; i < count; ++i) p.offsets.push_back(pick(rng) * 4096);
-    p.slots = std::max<unsigned>(o_.in_flight, static_cast<unsigned>(std::max<std::uint64_t>(1, (64ull << 20) / size)));
+    // Every batch in flight lands in slots of its own.
+    p.slots = std::max<unsigned>(o_.in_flight, static_cast<unsigned>(std::max<std::uint64_t>(
+                                                   1, o_.batches_in_flight * (kBatchBytes / size))));
     return p;
   }
 
@@ -294,17 +301,17 @@ int main(int argc, char** argv) {
         if (!r.ok()) die(r.status().to_string());
       }
     });
-    // Batches of half the slots into the slots `at` gives, two in flight, so that they land in different
-    // halves.
+    // Batches of an equal share of the slots `at` gives, `batches_in_flight` in flight, each landing in slots
+    // of its own.
     auto batches = [&](const Plan& pl, std::size_t first, std::size_t count, const std::function<void*(std::size_t)>& at) {
-      const std::size_t per_batch = pl.slots / 2 ? pl.slots / 2 : 1;
+      const std::size_t per_batch = std::max<std::size_t>(1, pl.slots / o.batches_in_flight);
       std::vector<Future> live;
       std::vector<std::vector<Piece>> pieces;
       for (std::size_t begin = first; begin < first + count; begin += per_batch) {
         std::size_t n = std::min(per_batch, first + count - begin);
         std::vector<Piece> ps(n);
         for (std::size_t k = 0; k < n; ++k) ps[k] = Piece{at(begin - first + k), pl.size, pl.offsets[begin + k]};
-        if (live.size() == 2) {
+        if (live.size() == o.batches_in_flight) {
           auto r = live.front().get();
           if (!r.ok()) die(r.status().to_string());
           live.erase(live.begin());
@@ -471,9 +478,9 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       json += fmt::format("{}{{\"size\":{},\"mode\":\"{}\",\"cache\":\"{}\",\"requests\":{},\"seconds\":{:.6f},"
                           "\"gb_per_s\":{:.4f},\"m_requests_per_s\":{:.4f},\"us_per_request\":{:.2f},"
-                          "\"verified\":{},\"in_flight\":{},\"threads\":{}}}",
+                          "\"verified\":{},\"in_flight\":{},\"batches_in_flight\":{},\"threads\":{}}}",
                           json.size() > 1 ? "," : "", size, name, o.cold ? "cold" : "hot", r.requests, r.seconds,
-                          gbps, mreq, us, r.verified ? "true" : "false", o.in_flight, o.threads);
+                          gbps, mreq, us, r.verified ? "true" : "false", o.in_flight, o.batches_in_flight, o.threads);
     }
   }
   json += "]\n";

@@ -1,5 +1,6 @@
-"""Saving from GPU memory (PyTorch CUDA tensors, CuPy arrays) and loading whole models onto a GPU. Each test
-skips, saying why, without CUDA, PyTorch, CuPy, the safetensors package or transformers.
+"""Saving from GPU memory (PyTorch CUDA tensors, CuPy arrays), loading whole models onto a GPU, and warming a
+GPU up for a load (ferry.warm_up). Each test skips, saying why, without CUDA, PyTorch, CuPy, the safetensors
+package or transformers.
 
 Run on the GPU machine: PYTHONPATH=build/python python3 -m pytest python/tests/test_safetensors_save_gpu.py -v
 """
@@ -8,10 +9,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
+import ferry
 import ferry.safetensors as st
 
 
@@ -161,3 +165,47 @@ def test_a_transformers_model_from_config_loads_as_from_pretrained_does(tmp_path
     with torch.no_grad():
         assert torch.equal(again(ids).logits, reference(ids).logits)
     assert os.path.exists(tmp_path / "ferry" / "model.safetensors.index.json")
+
+
+def test_warm_up_refuses_what_open_refuses():
+    with pytest.raises(TypeError, match=r"ferry.warm_up\(\) got an unknown setting 'thread'"):
+        ferry.warm_up(0, thread=4)
+    with pytest.raises(ferry.InvalidArgumentError, match="device must not be negative, got -1"):
+        ferry.warm_up(-1)
+
+
+def test_warm_up_without_a_gpu_says_which_and_why():
+    if ferry._ferry.cuda_driver_error() is None:
+        pytest.skip("CUDA is usable here: test_a_read_after_meta_parameters_pins_nothing warms a GPU up")
+    with pytest.raises(ferry.UnavailableError, match="cannot warm up GPU 0"):
+        ferry.warm_up(0)
+
+
+def test_a_read_after_meta_parameters_pins_nothing(tmp_path, torch_cuda):
+    # A fresh process, as a training script starts: the model is built while ferry.warm_up pins on its own
+    # thread, and the first read then has no pinning in its report.
+    data = np.random.default_rng(5).integers(0, 256, 48 << 20, dtype=np.uint8)
+    path = tmp_path / "data.bin"
+    data.tofile(path)
+    script = f"""
+import threading, numpy as np, torch, ferry, ferry.torch as ft
+torch.zeros(1, device="cuda:0"); torch.cuda.synchronize()
+with ft.meta_parameters(buffers_device="cuda:0"):
+    torch.nn.Linear(8, 8)
+for t in threading.enumerate():
+    if t.name == "ferry-warm-up":
+        t.join(timeout=30)
+buf = torch.full(({data.size} + 1,), 0xA5, dtype=torch.uint8, device="cuda:0")
+with ferry.open({str(path)!r}) as f:
+    f.pread(buf[:-1]).result()
+    notes = f.report()["notes"]
+want = np.fromfile({str(path)!r}, dtype=np.uint8)
+got = buf.cpu().numpy()
+assert (got[:-1] == want).all(), "wrong bytes"
+assert got[-1] == 0xA5, "the byte after the destination was written"
+assert not any("pinned bounce buffers" in n for n in notes), notes
+print("ok")
+"""
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stdout + run.stderr
