@@ -62,6 +62,10 @@ int bounce_node(const CudaApi& api, int device) {
   return info.ok() ? bounce_buffer_node(info->host_numa_id, nodes) : -1;
 }
 
+bool has_shape(const StagingKit& k, const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count) {
+  return k.api == &api && k.device == device && k.buffer_size == buffer_size && k.buffers.size() == count;
+}
+
 }  // namespace
 
 void destroy_kit(StagingKit& kit) {
@@ -93,8 +97,7 @@ std::unique_ptr<StagingKit> StagingPool::take_idle(const CudaApi& api, int devic
                                                    unsigned count) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto it = idle_.begin(); it != idle_.end(); ++it) {
-    StagingKit& k = **it;
-    if (k.api == &api && k.device == device && k.buffer_size == buffer_size && k.buffers.size() == count) {
+    if (has_shape(**it, api, device, buffer_size, count)) {
       auto kit = std::move(*it);
       idle_.erase(it);
       ++in_use_;
@@ -161,9 +164,8 @@ Result<std::unique_ptr<StagingKit>> StagingPool::acquire(const CudaApi& api, int
 
 bool StagingPool::holds(const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count, unsigned kits) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const auto idle = std::count_if(idle_.begin(), idle_.end(), [&](const auto& k) {
-    return k->api == &api && k->device == device && k->buffer_size == buffer_size && k->buffers.size() == count;
-  });
+  const auto idle = std::count_if(idle_.begin(), idle_.end(),
+                                  [&](const auto& k) { return has_shape(*k, api, device, buffer_size, count); });
   return static_cast<unsigned>(idle) + in_use_ >= kits;
 }
 
