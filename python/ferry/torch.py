@@ -68,20 +68,23 @@ def meta_parameters(buffers_device: Device = None) -> Iterator[None]:
         module.register_buffer = register_buffer
 
 
-def _warm_up_in_background(device: "torch.device") -> threading.Thread:
+def _warm_up_in_background(device: "torch.device") -> None:
     """ferry.warm_up(device) on a thread of its own (not a daemon: the interpreter's exit waits for its
-    pinning rather than tear the driver down under it). A failure is left to the load, which meets the
-    same cause and reports it in context."""
+    pinning rather than tear the driver down under it). "cuda" without an index is the caller's current
+    device, asked here: the new thread's would be torch's default. A failure is left to the load, which
+    meets the same cause and reports it in context."""
+    try:
+        index = device.index if device.index is not None else torch.cuda.current_device()
+    except Exception:  # noqa: BLE001 (no usable CUDA in torch: the buffers' move will say so)
+        return
+
     def run() -> None:
         try:
-            index = device.index if device.index is not None else torch.cuda.current_device()
             _ferry.warm_up(index, None)
         except Exception:  # noqa: BLE001 (see above)
             pass
 
-    thread = threading.Thread(target=run, name="ferry-warm-up")
-    thread.start()
-    return thread
+    threading.Thread(target=run, name="ferry-warm-up").start()
 
 
 class ModuleLoadResult(Tuple[List[str], List[str]]):

@@ -160,6 +160,15 @@ def test_meta_parameters_warms_up_the_gpu_its_buffers_go_to(monkeypatch):
     assert calls == [(3, None)]
     assert layer.weight.device.type == "meta"
     calls.clear()
+    # "cuda" alone is the caller's current device, asked on the caller's thread (each thread has its own).
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 2)
+    with ft.meta_parameters(buffers_device="cuda"):
+        torch.nn.Linear(4, 4)
+    for thread in threading.enumerate():
+        if thread.name == "ferry-warm-up":
+            thread.join(timeout=30)
+    assert calls == [(2, None)]
+    calls.clear()
     with ft.meta_parameters(buffers_device="cpu"):
         torch.nn.Linear(4, 4)
     with ft.meta_parameters():
