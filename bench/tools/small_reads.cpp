@@ -4,12 +4,13 @@
 //   ferry_small_reads FILE [--device N] [--sizes 4KiB,64KiB,1MiB,16MiB] [--in-flight 64] [--threads 16]
 //                     [--cache hot|cold] [--bytes-per-mode 2GiB] [--seed N] [--json-out F]
 //                     [--modes ferry,ferry-1,...] [--latency-requests 4000] [--batches-in-flight 2]
+//                     [--batch-bytes 32MiB]
 //
 // Offsets are 4 KiB-aligned, uniformly random over FILE (the same sequence for every mode). Modes:
 //   ferry        File::pread of each request, `in-flight` outstanding (submitted from one thread)
 //   ferry-mt     the same number outstanding, submitted from `threads` threads
 //   ferry-1      File::pread(...).get(), one at a time (latency)
-//   batch        File::pread_batch: pieces of 32 MiB batches into one contiguous buffer, `batches-in-flight`
+//   batch        File::pread_batch: pieces of `batch-bytes` batches into one contiguous buffer, `batches-in-flight`
 //                of them in flight (default 2, as a data loader that prepares the next batch while one is used)
 //   batch-host   the same batches into pinned host memory (the host route: nothing copied to the GPU)
 //   plain        `threads` threads, each: pread into its pinned buffer, cuMemcpyHtoDAsync, cuStreamSynchronize
@@ -63,14 +64,13 @@ double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock:
   std::exit(1);
 }
 
-constexpr std::uint64_t kBatchBytes = 32 << 20;  // a batch of the batch modes
-
 struct Options {
   std::string path;
   int device = 0;
   std::vector<std::uint64_t> sizes{4 << 10, 64 << 10, 1 << 20, 16 << 20};
   unsigned in_flight = 64, threads = 16;
   unsigned batches_in_flight = 2;
+  std::uint64_t batch_bytes = 32 << 20;  // a batch of the batch modes
   bool cold = false;
   std::uint64_t bytes_per_mode = 2ull << 30;
   unsigned seed = 21;
@@ -110,6 +110,7 @@ Options parse(int argc, char** argv) {
     } else if (a == "--modes") o.modes = split_list(next());
     else if (a == "--latency-requests") o.latency_requests = std::stoull(next()); else if (a == "--in-flight") o.in_flight = static_cast<unsigned>(std::stoul(next()));
     else if (a == "--batches-in-flight") o.batches_in_flight = std::max(1u, static_cast<unsigned>(std::stoul(next())));
+    else if (a == "--batch-bytes") o.batch_bytes = size_arg(next());
     else if (a == "--threads") o.threads = static_cast<unsigned>(std::stoul(next()));
     else if (a == "--cache") o.cold = next() == "cold";
     else if (a == "--bytes-per-mode") o.bytes_per_mode = size_arg(next());
@@ -183,7 +184,7 @@ class Bench {
     for (std::uint64_t i = 0; i < count; ++i) p.offsets.push_back(pick(rng) * 4096);
     // Every batch in flight lands in slots of its own.
     p.slots = std::max<unsigned>(o_.in_flight, static_cast<unsigned>(std::max<std::uint64_t>(
-                                                   1, o_.batches_in_flight * (kBatchBytes / size))));
+                                                   1, o_.batches_in_flight * (o_.batch_bytes / size))));
     return p;
   }
 
@@ -478,9 +479,9 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       json += fmt::format("{}{{\"size\":{},\"mode\":\"{}\",\"cache\":\"{}\",\"requests\":{},\"seconds\":{:.6f},"
                           "\"gb_per_s\":{:.4f},\"m_requests_per_s\":{:.4f},\"us_per_request\":{:.2f},"
-                          "\"verified\":{},\"in_flight\":{},\"batches_in_flight\":{},\"threads\":{}}}",
+                          "\"verified\":{},\"in_flight\":{},\"batches_in_flight\":{},\"batch_bytes\":{},\"threads\":{}}}",
                           json.size() > 1 ? "," : "", size, name, o.cold ? "cold" : "hot", r.requests, r.seconds,
-                          gbps, mreq, us, r.verified ? "true" : "false", o.in_flight, o.batches_in_flight, o.threads);
+                          gbps, mreq, us, r.verified ? "true" : "false", o.in_flight, o.batches_in_flight, o.batch_bytes, o.threads);
     }
   }
   json += "]\n";
