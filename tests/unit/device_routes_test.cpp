@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <thread>
 
 #include "backends/staging_pool.hpp"
 #include "backends/cufile_attribution.hpp"
@@ -180,6 +181,30 @@ TEST_F(DeviceRoutes, AWarmUpCountsTheKitsReadsHoldAndMakesOnlyTheRest) {
   for (auto& kit : held) pool.release(std::move(kit));
   ASSERT_TRUE(detail::warm_up(api, 0, c).ok());
   EXPECT_EQ(testing::fake_cuda_counters().host_registers, 4u);
+}
+
+TEST_F(DeviceRoutes, AWarmUpWhileReadsRunMakesOneKitPerThreadInAll) {
+  // meta_parameters' case: the load may start before the warm-up is done. Whoever makes a kit, the two
+  // together make no more than the threads' kits, and every read is byte-exact.
+  const Config c = config(CompatMode::on);
+  std::string path = testing::write_pattern_file(dir_ / "data.bin", 16 * kTask);
+  File f = open(path, "r", c);
+  const std::vector<std::uint8_t> want = testing::pattern(0, 16 * kTask);
+  Status warmed;
+  std::thread warming([&] { warmed = detail::warm_up(testing::fake_cuda_api(), 0, c); });
+  for (int i = 0; i < 20; ++i) {
+    void* dev = testing::fake_cuda_alloc_device(16 * kTask + 1);
+    std::memset(dev, 0xA5, 16 * kTask + 1);
+    auto r = f.pread(dev, 16 * kTask, 0).get();
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    const auto* got = static_cast<const std::uint8_t*>(dev);
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), got)) << "read " << i;
+    EXPECT_EQ(got[16 * kTask], 0xA5) << "read " << i << " wrote past its destination";
+    testing::fake_cuda_free(dev);
+  }
+  warming.join();
+  ASSERT_TRUE(warmed.ok()) << warmed.to_string();
+  EXPECT_EQ(testing::fake_cuda_counters().host_registers, 4u) << "kits made by the warm-up and the reads";
 }
 
 TEST_F(DeviceRoutes, AWarmUpThatCannotPinSaysWhy) {
