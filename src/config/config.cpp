@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "base/ascii.hpp"
+#include "base/fork_guard.hpp"
 
 namespace ferry {
 namespace {
@@ -564,6 +565,7 @@ Result<Config> Config::from_environment() {
 namespace {
 std::mutex g_default_mutex;
 std::optional<Config> g_default_config;
+const bool g_default_mutex_forks = (detail::hold_across_fork(g_default_mutex), true);  // File::open takes it
 }  // namespace
 
 Result<Config> default_config() {

@@ -1,6 +1,8 @@
 // ThreadPool: a FIFO of jobs (each ready at once or after a grace period) with workers grown on demand.
 #include "engine/thread_pool.hpp"
 
+#include <pthread.h>
+
 #include <algorithm>
 
 #include "base/setup_ledger.hpp"
@@ -146,15 +148,35 @@ void ThreadPool::worker_loop() {
   }
 }
 
-ThreadPool& shared_pool() {
-  // Leaked on purpose: workers may still be finishing detached requests during static destruction.
-  static ThreadPool* pool = new ThreadPool();
-  return *pool;
+namespace {
+
+// The process's two pools. Leaked on purpose: workers may still be finishing detached requests during
+// static destruction.
+struct Pools {
+  std::atomic<ThreadPool*> shared{new ThreadPool()};
+  std::atomic<ThreadPool*> stream{new ThreadPool()};
+};
+
+// After fork() the child has the pools' memory but none of their threads, and a worker may have held a
+// pool's lock at that moment: the child starts with new, empty pools (their workers start on demand), and
+// the old ones are left alone (destroying them would join threads that do not exist there). Requests the
+// parent had in flight are the parent's; a child that waits for one of them waits for good.
+Pools& pools() {
+  static Pools* p = [] {
+    auto* made = new Pools();
+    pthread_atfork(nullptr, nullptr, [] {
+      pools().shared.store(new ThreadPool());
+      pools().stream.store(new ThreadPool());
+    });
+    return made;
+  }();
+  return *p;
 }
 
-ThreadPool& stream_pool() {
-  static ThreadPool* pool = new ThreadPool();  // leaked, as shared_pool()
-  return *pool;
-}
+}  // namespace
+
+ThreadPool& shared_pool() { return *pools().shared.load(std::memory_order_acquire); }
+
+ThreadPool& stream_pool() { return *pools().stream.load(std::memory_order_acquire); }
 
 }  // namespace ferry::detail

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/fork_guard.hpp"
 #include "ferry/config.hpp"
 #include "ferry/route.hpp"
 #include "report/json_text.hpp"
@@ -254,6 +255,7 @@ std::string RoutePlan::to_string() const {
 namespace {
 std::mutex g_process_mutex;
 Report g_process_report;
+const bool g_process_mutex_forks = (detail::hold_across_fork(g_process_mutex), true);  // every request takes it
 }  // namespace
 
 namespace detail {

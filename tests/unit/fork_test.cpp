@@ -1,0 +1,103 @@
+// A process forked after it read through Ferry reads through Ferry in the child. fork() copies none of the
+// engine's threads, and a lock a worker held at that moment would stay held in the child: before the fix,
+// a data loader's worker process forked after its parent had read (a checkpoint, say) hung at its first
+// read of more than one task.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "ferry/ferry.hpp"
+#include "support/test_files.hpp"
+
+namespace ferry {
+namespace {
+
+constexpr std::uint64_t kTask = 64 * 1024;
+constexpr std::uint64_t kSize = 16 * kTask;
+
+Config config() {
+  Config c;
+  c.set_task_size(kTask).set_threads(4).set_direct_io(DirectIo::off);
+  return c;
+}
+
+// Reads the whole file (16 tasks) into host memory and checks it and the byte after it. The exit status
+// of a child: 0 when all is right.
+int read_and_check(const std::string& path) {
+  auto f = File::open(path, "r", config());
+  if (!f.ok()) return 2;
+  std::vector<std::uint8_t> buf(kSize + 1, 0xA5);
+  auto r = f->pread(buf.data(), kSize, 0).get();
+  if (!r.ok() || r->bytes != kSize) return 3;
+  const std::vector<std::uint8_t> want = testing::pattern(0, kSize);
+  if (std::memcmp(buf.data(), want.data(), kSize) != 0) return 4;
+  return buf[kSize] == 0xA5 ? 0 : 5;
+}
+
+// Runs `body` in a forked child, which alarm() ends after 20 s; the child's exit status, 128 + the signal
+// that ended it, or -1 when it had to be killed after 30 s.
+int in_child(const std::function<int()>& body) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::alarm(20);
+    ::_exit(body());  // no atexit handlers or gtest teardown in the child
+  }
+  for (int i = 0; i < 3000; ++i) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) {
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    ::usleep(10000);
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  return -1;
+}
+
+#if defined(__SANITIZE_THREAD__)
+#define SKIP_UNDER_TSAN() \
+  GTEST_SKIP() << "ThreadSanitizer does not support starting threads after a multi-threaded fork"
+#else
+#define SKIP_UNDER_TSAN() (void)0
+#endif
+
+TEST(Fork, AChildReadsThroughFerryAfterItsParentDid) {
+  SKIP_UNDER_TSAN();
+  const std::string path = testing::write_pattern_file(testing::test_dir() / "data.bin", kSize);
+  ASSERT_EQ(read_and_check(path), 0) << "the parent's own read";
+  EXPECT_EQ(in_child([&] { return read_and_check(path); }), 0) << "2-5: a wrong read; 142 (SIGALRM): it hung";
+  EXPECT_EQ(read_and_check(path), 0) << "the parent's read after the fork";
+}
+
+TEST(Fork, ChildrenForkedWhileTheParentReadsOnOtherThreads) {
+  SKIP_UNDER_TSAN();
+  // Workers busy, taking the pool's lock and the process report's, at the moment of each fork.
+  const std::string path = testing::write_pattern_file(testing::test_dir() / "data.bin", kSize);
+  std::atomic<bool> stop{false};
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 2; ++t) {
+    readers.emplace_back([&] {
+      while (!stop.load()) {
+        if (read_and_check(path) != 0) ++wrong;
+      }
+    });
+  }
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(in_child([&] { return read_and_check(path); }), 0) << "child " << i;
+  }
+  stop = true;
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(wrong.load(), 0) << "the parent's reads while it forked";
+}
+
+}  // namespace
+}  // namespace ferry
