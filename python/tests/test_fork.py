@@ -1,6 +1,6 @@
 """Worker processes forked after the parent read through Ferry (a PyTorch DataLoader's default on Linux,
-after a checkpoint was loaded) read through Ferry too, with Files of their own or one the parent opened. fork() copies none of Ferry's threads: before the
-fix, a child's first read of more than one task hung."""
+after a checkpoint was loaded) read through Ferry too, with Files of their own or one the parent opened.
+fork() copies none of Ferry's threads: before the fix, a child's first read of more than one task hung."""
 
 from __future__ import annotations
 
