@@ -31,7 +31,7 @@ def read(offset):
 if __name__ == "__main__":
     read(0)  # the parent reads first: its workers exist when it forks
     with multiprocessing.get_context("fork").Pool(2) as pool:
-        results = pool.map_async(read, [0, 0, 0, 0]).get(timeout=60)
+        results = pool.map_async(read, [0, 0, 0, 0]).get(timeout=20)
     want = open(path, "rb").read()[:size]
     for n, got, after in results:
         assert n == size and got == want and after == 0xA5, (n, after)
@@ -46,5 +46,44 @@ def test_forked_workers_read_after_the_parent_did(tmp_path, which):
     path = tmp_path / "data.bin"
     np.random.default_rng(9).integers(0, 256, size, dtype=np.uint8).tofile(path)
     run = subprocess.run([sys.executable, "-c", SCRIPT, str(path), str(size), which], capture_output=True, text=True,
-                         timeout=90, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+                         timeout=40, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert run.returncode == 0 and run.stdout.strip() == "ok 4", run.stdout + run.stderr
+
+
+TORCH_SCRIPT = r"""
+import sys
+import numpy as np
+import torch
+import ferry
+
+path, size = sys.argv[1], int(sys.argv[2])
+
+class Samples(torch.utils.data.Dataset):
+    def __init__(self):
+        self.file = ferry.open(path, task_size="64KiB", threads=4)
+    def __len__(self):
+        return 8
+    def __getitem__(self, i):
+        out = torch.empty(size // 8, dtype=torch.uint8)
+        self.file.pread(out, i * (size // 8)).result()
+        return out
+
+if __name__ == "__main__":
+    data = Samples()
+    data[0]  # the parent reads first
+    loader = torch.utils.data.DataLoader(data, batch_size=2, num_workers=2,
+                                         multiprocessing_context="fork", timeout=20)
+    got = torch.cat([b.reshape(-1) for b in loader]).numpy()
+    assert (got == np.fromfile(path, dtype=np.uint8)).all(), "wrong bytes"
+    print("ok")
+"""
+
+
+def test_a_torch_data_loader_with_forked_workers(tmp_path):
+    pytest.importorskip("torch", reason="PyTorch is not installed")
+    size = 8 << 20  # 1 MiB a sample: 16 tasks each
+    path = tmp_path / "data.bin"
+    np.random.default_rng(10).integers(0, 256, size, dtype=np.uint8).tofile(path)
+    run = subprocess.run([sys.executable, "-c", TORCH_SCRIPT, str(path), str(size)], capture_output=True,
+                         text=True, timeout=45, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stdout + run.stderr
