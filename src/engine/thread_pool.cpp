@@ -161,13 +161,19 @@ struct Pools {
 // pool's lock at that moment: the child starts with new, empty pools (their workers start on demand), and
 // the old ones are left alone (destroying them would join threads that do not exist there). Requests the
 // parent had in flight are the parent's; a child that waits for one of them waits for good.
+std::atomic<Pools*> g_pools{nullptr};
+
+void renew_pools_in_child() {
+  Pools* p = g_pools.load();
+  p->shared.store(new ThreadPool());
+  p->stream.store(new ThreadPool());
+}
+
 Pools& pools() {
   static Pools* p = [] {
     auto* made = new Pools();
-    pthread_atfork(nullptr, nullptr, [] {
-      pools().shared.store(new ThreadPool());
-      pools().stream.store(new ThreadPool());
-    });
+    g_pools.store(made);  // before the handler exists: it never waits on this initialisation
+    pthread_atfork(nullptr, nullptr, renew_pools_in_child);
     return made;
   }();
   return *p;
