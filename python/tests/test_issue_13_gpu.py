@@ -14,40 +14,59 @@ import ferry
 SIZE = 3 * 1024 * 1024 + 4097
 
 
+# Holds a stream on the device: one thread spins until `ns` nanoseconds of the GPU's global timer have
+# passed. A host function that sleeps held nothing for the test (run 4 of
+# bench/results/2026-12-02-h200-warm-up-and-batches: CuPy's launch of it and the fill after it took the whole
+# sleep before read_async was called), and a spin on the device costs the calling thread nothing.
+SPIN_SOURCE = r"""
+extern "C" __global__ void spin(unsigned long long ns) {
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); } while (now - start < ns);
+}
+"""
+
+
+def hold_stream(cp):
+    """Returns hold(stream, seconds), compiled and run once first, so that its later launches only queue."""
+    spin = cp.RawKernel(SPIN_SOURCE, "spin")
+    spin((1,), (1,), (np.uint64(0),))
+    cp.cuda.Device().synchronize()
+    return lambda stream, seconds: spin((1,), (1,), (np.uint64(int(seconds * 1e9)),), stream=stream)
+
+
 @pytest.mark.parametrize("compat_mode", ["on", "auto"])
 def test_cupy_read_async_is_ordered_on_its_stream(cp, make_file, compat_mode):
     path, data = make_file(SIZE, seed=13)
     stream = cp.cuda.Stream(non_blocking=True)
-    # Run CuPy's fill and copy on arrays of this very shape first, and allocate the copy's memory: loading a
-    # module (or an allocation that synchronises) waits out the held stream before read_async is even called
-    # (seen on the GPU machine twice: the first test in the process found its read done, with warm-up on a
-    # 16-byte array only; bench/tools/stream_order_probe.py showed the order itself holds).
+    hold_for = hold_stream(cp)
+    # Everything this test launches is loaded and allocated first, untimed: loading a module (or an
+    # allocation that synchronises) would wait out the held stream before read_async is even called.
     out = cp.empty(SIZE + 1, dtype=cp.uint8)
     out.fill(0)
     out.copy()  # the copy's memory goes back to CuPy's pool, for `after` below
     cp.cuda.Device().synchronize()
     hold = 1.0
     with ferry.open(path, compat_mode=compat_mode, task_size="1MiB") as f, stream:
-        # And Ferry's first stream-ordered read of the process, unheld: the first test of a process still
-        # found `out.copy()` below waiting the hold out after the warm-up above (run 3 of
-        # bench/results/2026-12-02-h200-warm-up-and-batches); what a first read sets up is not timed here.
-        f.read_async(out, stream=stream, size=SIZE).result()
-        # Hold the stream for a while, then fill the buffer: the read must wait for both.
+        f.read_async(out, stream=stream, size=SIZE).result()  # a process's first stream-ordered read, untimed
+        # Hold the stream on the device, then fill the buffer: the read must wait for both.
         held_from = time.monotonic()
-        stream.launch_host_func(lambda _: time.sleep(hold), None)
+        hold_for(stream, hold)
         out.fill(0x11)
         started = time.monotonic()
         fut = f.read_async(out, stream=stream, size=SIZE)
         took = time.monotonic() - started
         after = out.copy()  # queued after the read on the same stream
-        assert took < 0.25, f"read_async blocked the calling thread for {took:.3f} s"
         since_hold = time.monotonic() - held_from
-        assert not fut.done(), (
-            f"the read began before the work queued before it finished ({since_hold:.3f} s after the stream "
-            f"was held for {hold} s: if that is more than {hold} s, something in this test waited the hold out)")
+        assert took < 0.25, f"read_async blocked the calling thread for {took:.3f} s"
+        assert since_hold < hold / 2, (
+            f"queueing the spin, the fill, the read and the copy took {since_hold:.3f} s of a {hold} s hold: the "
+            "test cannot tell whether the read waited for the work before it")
+        assert not fut.done(), f"the read was done {since_hold:.3f} s into a {hold} s hold of its stream"
         stream.synchronize()
         assert fut.wait(10), "the future did not end after its stream passed it"
         assert fut.result() == SIZE
+        assert time.monotonic() - held_from >= hold * 0.9, "the stream was not held: the spin did not run"
     host = cp.asnumpy(after)
     assert np.array_equal(host[:SIZE], data), "the copy queued after the read did not see its bytes"
     assert host[SIZE] == 0x11
@@ -84,9 +103,10 @@ def test_cupy_read_async_into_host_memory_feeds_a_later_copy(cp, make_file):
 def test_cupy_write_async_waits_for_the_kernel_that_makes_its_data(cp, tmp_path):
     path = tmp_path / "out.bin"
     stream = cp.cuda.Stream(non_blocking=True)
+    hold_for = hold_stream(cp)
     with ferry.open(path, "w") as f, stream:
         src = cp.empty(SIZE, dtype=cp.uint8)
-        stream.launch_host_func(lambda _: time.sleep(0.2), None)
+        hold_for(stream, 0.2)
         src[:] = (cp.arange(SIZE, dtype=cp.uint64) % 251).astype(cp.uint8)
         fut = f.write_async(src, stream=stream)
         stream.synchronize()

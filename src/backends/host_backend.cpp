@@ -18,6 +18,9 @@ class HostBackend final : public RouteBackend {
     return std::unique_ptr<RouteWorker>(new Worker(*this));
   }
   const Decision& decision() const override { return decision_; }
+  std::size_t tasks_per_take() const override {
+    return is_read(request_.direction) ? std::max<std::size_t>(source_->queue_depth(), pack_) : 1;
+  }
 
  private:
   class Worker final : public RouteWorker {
@@ -28,9 +31,6 @@ class HostBackend final : public RouteBackend {
       if (is_read(b_.request_.direction)) return b_.source_->read(b_.request_, t, at, "host", report);
       FERRY_RETURN_IF_ERROR(b_.source_->write(b_.request_, t, at, "host", report));
       return t.length;
-    }
-    std::size_t batch_size() const override {
-      return is_read(b_.request_.direction) ? std::max<std::size_t>(b_.source_->queue_depth(), b_.pack_) : 1;
     }
     void run_batch(std::span<const Task> tasks, Report& report, std::span<Result<std::uint64_t>> results) override {
       std::vector<TaskRead> reads;

@@ -19,10 +19,8 @@ class RouteWorker {
   virtual ~RouteWorker() = default;
   /// Bytes transferred: fewer than t.length only when a read reached EOF.
   virtual Result<std::uint64_t> run(const Task& t, Report& report) = 0;
-  /// How many tasks the worker takes at once (a source with a queue keeps them in flight together).
-  virtual std::size_t batch_size() const { return 1; }
-  /// Runs several tasks; results[i] is what run() would answer for tasks[i]. Called only when
-  /// batch_size() > 1.
+  /// Runs several tasks; results[i] is what run() would answer for tasks[i]. Called only when the
+  /// backend's tasks_per_take() > 1.
   virtual void run_batch(std::span<const Task> tasks, Report& report, std::span<Result<std::uint64_t>> results) {
     for (std::size_t i = 0; i < tasks.size(); ++i) results[i] = run(tasks[i], report);
   }
@@ -40,6 +38,10 @@ class RouteBackend {
   virtual Result<std::unique_ptr<RouteWorker>> make_worker() = 0;
   /// The decision the request's operations are counted under.
   virtual const Decision& decision() const = 0;
+  /// How many tasks a worker takes at once: several where the source keeps them in flight together or a
+  /// batch's small pieces are packed into one bounce buffer. A request makes no more jobs than its tasks
+  /// fill, so that no worker is set up (staging pinned, a stream synchronised) to find nothing left.
+  virtual std::size_t tasks_per_take() const { return 1; }
   /// The decision task `t` is counted under: decision() unless the backend sends some tasks another way
   /// (the cuFile route reads a request's unaligned edges through a bounce buffer).
   virtual const Decision& decision_for(const Task& /*t*/) const { return decision(); }

@@ -19,6 +19,7 @@ class StagedBackend final : public RouteBackend {
 
   Result<std::unique_ptr<RouteWorker>> make_worker() override;
   const Decision& decision() const override { return decision_; }
+  std::size_t tasks_per_take() const override { return is_read(request_.direction) ? std::max(1u, target_.pack) : 1; }
   std::shared_ptr<void> borrow_thread() override {
     return std::make_shared<ScopedDeviceContext>(*target_.api, target_.device);
   }
@@ -58,10 +59,6 @@ class StagedWorker final : public RouteWorker {
       if (n < piece.length) break;  // EOF
     }
     return done;
-  }
-
-  std::size_t batch_size() const override {
-    return is_read(s_.request_.direction) ? std::max(1u, s_.target_.pack) : 1;
   }
 
   // Reads the tasks back to back into bounce buffers, one buffer after another, and copies each run of

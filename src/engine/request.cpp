@@ -42,7 +42,9 @@ std::shared_ptr<RequestState> RequestState::start(std::vector<Task> tasks, std::
   state->eof_ = std::move(eof);
   state->backend_ = std::move(backend);
   state->on_complete_ = std::move(on_complete);
-  unsigned jobs = static_cast<unsigned>(std::min<std::size_t>(std::max(1u, threads), state->tasks_.size()));
+  const std::size_t take = state->backend_ ? std::max<std::size_t>(1, state->backend_->tasks_per_take()) : 1;
+  const std::size_t takes = (state->tasks_.size() + take - 1) / take;
+  unsigned jobs = static_cast<unsigned>(std::min<std::size_t>(std::max(1u, threads), takes));
   if (jobs == 0) {
     state->complete();
     return state;
@@ -188,8 +190,7 @@ void RequestState::run_job(std::shared_ptr<Job> job, bool may_yield) {
 RequestState::Continue RequestState::run_tasks(Job& job, bool may_yield) {
   RouteWorker& worker = *job.worker;
   Report& local = job.local;
-  // A worker whose source keeps several tasks in flight takes that many at once; the others take one.
-  const std::size_t batch = std::max<std::size_t>(1, worker.batch_size());
+  const std::size_t batch = std::max<std::size_t>(1, backend_->tasks_per_take());
   job.results.resize(batch, Result<std::uint64_t>(std::uint64_t{0}));
   auto& results = job.results;
   const auto turn_ends = std::chrono::steady_clock::now() + kTurn;
