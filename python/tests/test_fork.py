@@ -1,6 +1,8 @@
 """Worker processes forked after the parent read through Ferry (a PyTorch DataLoader's default on Linux,
 after a checkpoint was loaded) read through Ferry too, with Files of their own or one the parent opened.
-fork() copies none of Ferry's threads: before the fix, a child's first read of more than one task hung."""
+fork() copies none of Ferry's threads: before the fix, a child's first read of more than one task hung. Nor
+does CUDA survive a fork: where there is a GPU, the DataLoader's parent reads into it first, and its workers'
+reads into CPU tensors must not call the driver (they failed with CUDA_ERROR_NOT_INITIALIZED before)."""
 
 from __future__ import annotations
 
@@ -70,7 +72,11 @@ class Samples(torch.utils.data.Dataset):
 
 if __name__ == "__main__":
     data = Samples()
-    data[0]  # the parent reads first
+    first = data[0]  # the parent reads first
+    if torch.cuda.is_available():  # a training process: Ferry read its checkpoint into the GPU before the fork
+        on_gpu = torch.empty(size // 8, dtype=torch.uint8, device="cuda")
+        data.file.pread(on_gpu, 0).result()
+        assert (on_gpu.cpu() == first).all(), "wrong bytes on the GPU"
     loader = torch.utils.data.DataLoader(data, batch_size=2, num_workers=2,
                                          multiprocessing_context="fork", timeout=20)
     got = torch.cat([b.reshape(-1) for b in loader]).numpy()

@@ -40,28 +40,41 @@ def test_cupy_read_async_is_ordered_on_its_stream(cp, make_file, compat_mode):
     path, data = make_file(SIZE, seed=13)
     stream = cp.cuda.Stream(non_blocking=True)
     hold_for = hold_stream(cp)
-    # Everything this test launches is loaded and allocated first, untimed: loading a module (or an
-    # allocation that synchronises) would wait out the held stream before read_async is even called.
     out = cp.empty(SIZE + 1, dtype=cp.uint8)
-    out.fill(0)
-    out.copy()  # the copy's memory goes back to CuPy's pool, for `after` below
-    cp.cuda.Device().synchronize()
+    after = cp.empty_like(out)
     hold = 1.0
     with ferry.open(path, compat_mode=compat_mode, task_size="1MiB") as f, stream:
-        f.read_async(out, stream=stream, size=SIZE).result()  # a process's first stream-ordered read, untimed
+        # Every step below runs once first, unheld and untimed, on this very stream: a step's first run may
+        # load a module or allocate, and either can wait for the stream (the first test of a process once
+        # found its steps taking the whole hold, run 1 of bench/results/2026-12-02-h200-batch-fills).
+        hold_for(stream, 0)
+        out.fill(0)
+        f.read_async(out, stream=stream, size=SIZE).result()
+        cp.copyto(after, out)
+        stream.synchronize()
         # Hold the stream on the device, then fill the buffer: the read must wait for both.
-        held_from = time.monotonic()
+        steps = {}
+        held_from = last = time.monotonic()
+
+        def step(name):
+            nonlocal last
+            now = time.monotonic()
+            steps[name] = round(now - last, 4)
+            last = now
+
         hold_for(stream, hold)
+        step("spin")
         out.fill(0x11)
-        started = time.monotonic()
+        step("fill")
         fut = f.read_async(out, stream=stream, size=SIZE)
-        took = time.monotonic() - started
-        after = out.copy()  # queued after the read on the same stream
-        since_hold = time.monotonic() - held_from
-        assert took < 0.25, f"read_async blocked the calling thread for {took:.3f} s"
+        step("read_async")
+        cp.copyto(after, out)  # queued after the read on the same stream
+        step("copy")
+        since_hold = last - held_from
+        assert steps["read_async"] < 0.25, f"read_async blocked the calling thread: seconds per step {steps}"
         assert since_hold < hold / 2, (
-            f"queueing the spin, the fill, the read and the copy took {since_hold:.3f} s of a {hold} s hold: the "
-            "test cannot tell whether the read waited for the work before it")
+            f"queueing took {since_hold:.3f} s of a {hold} s hold (seconds per step {steps}): the test cannot "
+            "tell whether the read waited for the work before it")
         assert not fut.done(), f"the read was done {since_hold:.3f} s into a {hold} s hold of its stream"
         stream.synchronize()
         assert fut.wait(10), "the future did not end after its stream passed it"

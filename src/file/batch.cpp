@@ -12,8 +12,6 @@
 namespace ferry::detail {
 namespace {
 
-constexpr std::uint64_t kCopyBoundPieceBytes = 64 << 10;  // a batch's pieces from this size up: see the pack rule
-
 Status piece_error(const Status& why, std::size_t index, std::size_t count) {
   return Status(why.code(), fmt::format("piece {} of a batch of {}: {}", index, count, why.message()),
                 why.sys_errno(), why.path());
@@ -96,19 +94,18 @@ Future FileState::submit_batch(std::span<const Piece> pieces) {
   auto plan = route_for(*this, Direction::read, pieces[first_piece].buffer, pieces[first_piece].size);
   if (!plan.ok()) return fail(piece_error(plan.status(), first_piece, pieces.size()));
   if (Status s = check_piece_memory(*plan, pieces.subspan(first_piece), path); !s.ok()) return fail(s);
-  // A worker takes as many tasks as one bounce buffer holds, so that small pieces are packed and each fill is
-  // copied once (splitting a fill so that its copies overlapped the next reads was slower on the H200 machine:
-  // the copy engine pays for every copy). Pieces under 64 KiB are bound by the reads' system calls: a worker
-  // takes no more than its share, so that every worker reads (8,192 pieces of 4 KiB in whole 4 MiB fills kept
-  // 8 of 16 workers busy, 2.4 M pieces/s there). Larger pieces are bound by the copy engine: their fills stay
-  // whole, and the other workers take the next batch in flight; a fill of a share (2 MiB of a 32 MiB batch)
-  // made every worker wait for its copy behind all the others' and then idle until the next batch.
+  // A worker takes as many tasks as one bounce buffer holds, so that small pieces are packed, but no more
+  // than its share: 8,192 pieces of 4 KiB in 4 MiB fills kept 8 of 16 workers busy (2.4 M pieces/s on the
+  // H200 machine). Its share is one fill, copied once: splitting it into four fills, so that each copy
+  // overlapped the next reads, was slower there twice (64 KiB pieces 35.9 -> 26.8 GB/s, 1 MiB 39.3 -> 33.2 in
+  // one call): the copy engine pays for every copy, and more copies cost more than the overlap gained. Nor
+  // do whole fills on fewer workers help copy-bound pieces: 64 KiB and 1 MiB pieces in 4 MiB fills, a 32 MiB
+  // batch on 8 workers while the next batch took the other 8, ran at 0.80-0.99x of shares on all 16 (run 1 of
+  // bench/results/2026-12-02-h200-batch-fills): every worker's reads are needed to keep up with the copies.
   const std::uint64_t per_fill = config.bounce_buffer_size() / largest;
   const std::uint64_t threads = parallel_tasks();
   const std::uint64_t share = (tasks.size() + threads - 1) / threads;
-  const bool read_bound = largest < kCopyBoundPieceBytes;
-  const unsigned pack =
-      static_cast<unsigned>(std::clamp<std::uint64_t>(read_bound ? std::min(per_fill, share) : per_fill, 1, 16384));
+  const unsigned pack = static_cast<unsigned>(std::clamp<std::uint64_t>(std::min(per_fill, share), 1, 16384));
   auto stop = std::make_shared<std::atomic<bool>>(false);
   SourceRequest request{Direction::read, *e, bytes, stop};
   auto backend = make_batch_backend(*this, request, std::move(*plan), pack);

@@ -77,6 +77,26 @@ TEST(Fork, AChildReadsThroughFerryAfterItsParentDid) {
   EXPECT_EQ(read_and_check(path), 0) << "the parent's read after the fork";
 }
 
+// CUDA does not survive fork(): a child of a process that started it must not call the driver (every call
+// fails there), and reads into host memory must work as before. Where there is no driver (CI), the parent's
+// CUDA does not start and the child's read is the plain case again.
+TEST(Fork, AChildOfAProcessThatStartedCudaReadsHostMemoryAndSaysWhyItHasNoGpu) {
+  SKIP_UNDER_TSAN();
+  const std::string path = testing::write_pattern_file(testing::test_dir() / "data.bin", kSize);
+  const bool parent_has_cuda = cuda_driver_status().ok();
+  ASSERT_EQ(read_and_check(path), 0) << "the parent's own read";
+  EXPECT_EQ(in_child([&] {
+              if (int wrong = read_and_check(path); wrong != 0) return wrong;
+              const Status in_child = cuda_driver_status();
+              if (!parent_has_cuda) return 0;
+              if (in_child.ok()) return 6;
+              return in_child.message().find("fork") != std::string::npos ? 0 : 7;
+            }),
+            0)
+      << "2-5: a wrong read; 6: CUDA said usable in the child; 7: the reason does not name fork; 142: it hung";
+  EXPECT_EQ(cuda_driver_status().ok(), parent_has_cuda) << "the parent's CUDA after the fork";
+}
+
 TEST(Fork, ChildrenForkedWhileTheParentReadsOnOtherThreads) {
   SKIP_UNDER_TSAN();
   // Workers busy, taking the pool's lock and the process report's, at the moment of each fork.

@@ -2,6 +2,8 @@
 
 #include "base/setup_ledger.hpp"
 
+#include <pthread.h>
+
 #include <mutex>
 
 #include "platform/dynamic_library.hpp"
@@ -52,11 +54,29 @@ struct ProcessCuda {
   bool usable = false;
 };
 
+// Never destroyed: worker threads may still use the table while statics are torn down at exit.
+ProcessCuda& process_cuda_state() {
+  static ProcessCuda& state = *new ProcessCuda;
+  return state;
+}
+
+// CUDA does not survive fork(): in a child of a process that started it, every driver call fails with
+// CUDA_ERROR_NOT_INITIALIZED (a PyTorch DataLoader's forked worker, reading into a CPU tensor, failed in
+// cuPointerGetAttributes on the GPU machine). The child goes on without it: any buffer it holds is host memory.
+void forget_cuda_in_forked_child() {
+  ProcessCuda& state = process_cuda_state();
+  if (!state.usable) return;
+  state.usable = false;
+  state.status = Status(ErrorCode::unavailable,
+                        "CUDA was started in the process this one was forked from, and CUDA cannot be used "
+                        "after fork(): this process reads and writes host memory only (start it with the "
+                        "'spawn' method, not 'fork', to use the GPU in it)");
+}
+
 const ProcessCuda& process_cuda() {
   static std::once_flag once;
-  // Never destroyed: worker threads may still use the table while statics are torn down at exit.
-  static ProcessCuda& state = *new ProcessCuda;
-  std::call_once(once, [] {
+  ProcessCuda& state = process_cuda_state();
+  std::call_once(once, [&state] {
     SetupTimer timer(SetupStep::cuda_init);
     Result<CudaApi> loaded = CudaApi::load();
     if (!loaded.ok()) {
@@ -70,6 +90,7 @@ const ProcessCuda& process_cuda() {
       return;
     }
     state.usable = true;
+    ::pthread_atfork(nullptr, nullptr, forget_cuda_in_forked_child);
   });
   return state;
 }
