@@ -106,7 +106,31 @@ def _from_cuda_array_interface(obj: Any, cai: Any, ordered: bool = False) -> Buf
         if int(stream) == 0:
             raise InvalidBufferError(f"{_what(obj)} names stream 0, which the CUDA Array Interface forbids")
         _sync(obj, int(stream), ordinal)
-    return Buffer.from_pointer(address, nbytes, bool(readonly), dl_type, ordinal, obj)
+    return Buffer.from_pointer(address, nbytes, bool(readonly), dl_type, ordinal, obj, "cuda array interface")
+
+
+def _is_torch_cpu_tensor(obj: Any) -> bool:
+    return type(obj).__module__.startswith("torch") and getattr(getattr(obj, "device", None), "type", None) == "cpu"
+
+
+def _from_torch_cpu(obj: Any) -> Buffer:
+    """A PyTorch CPU tensor's memory, from the tensor itself. Its DLPack export asks CUDA whether the tensor
+    is pinned (Tensor.is_pinned), and that fails in a process forked after CUDA started there: a DataLoader
+    worker's read into a CPU tensor failed so on the GPU machine."""
+    if obj.requires_grad:
+        raise InvalidBufferError(f"cannot use a {_what(obj)} that requires grad; pass tensor.detach()")
+    if str(obj.layout) != "torch.strided" or obj.is_conj() or obj.is_neg():
+        raise InvalidBufferError(
+            f"{_what(obj)} is not a plain strided tensor (layout {obj.layout}, conjugate {obj.is_conj()}, "
+            f"negative {obj.is_neg()}); pass tensor.resolve_conj().resolve_neg() or a dense tensor"
+        )
+    if not obj.is_contiguous():
+        raise InvalidBufferError(
+            f"{_what(obj)} is not contiguous (strides {tuple(obj.stride())} in elements for shape "
+            f"{tuple(obj.shape)}); pass a contiguous tensor (tensor.contiguous())"
+        )
+    nbytes = obj.numel() * obj.element_size()
+    return Buffer.from_pointer(int(obj.data_ptr()), nbytes, False, _DL_CPU, 0, obj, "pytorch cpu tensor")
 
 
 def _from_dlpack(obj: Any, consumer_stream: Optional[int] = None) -> Buffer:
@@ -173,6 +197,8 @@ def acquire(obj: Any, *, for_read: bool, stream: Optional[int] = None) -> Buffer
             raise InvalidBufferError(f"{_what(obj)}.__cuda_array_interface__ failed: {e}") from e
         if cai is not None:
             buf = _from_cuda_array_interface(obj, cai, ordered=stream is not None)
+        elif _is_torch_cpu_tensor(obj):
+            buf = _from_torch_cpu(obj)
         else:
             try:
                 buf = Buffer.from_buffer_protocol(obj)

@@ -143,9 +143,10 @@ std::unique_ptr<Buffer> Buffer::from_dlpack(py::handle capsule) {
 }
 
 std::unique_ptr<Buffer> Buffer::from_pointer(std::uintptr_t address, std::uint64_t nbytes, bool readonly,
-                                             int device_type, int device_id, py::object owner) {
+                                             int device_type, int device_id, py::object owner,
+                                             std::string origin) {
   std::unique_ptr<Buffer> b(new Buffer());
-  b->origin = "cuda array interface";
+  b->origin = std::move(origin);
   b->address = address;
   b->nbytes = nbytes;
   b->readonly = readonly;

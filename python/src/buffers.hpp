@@ -32,9 +32,11 @@ class Buffer {
   /// ValueError for a capsule that is not an unused DLPack tensor or has an unknown major version.
   static std::unique_ptr<Buffer> from_dlpack(pybind11::handle capsule);
 
-  /// Memory described by the caller (the CUDA Array Interface), kept alive through `owner`.
+  /// Memory described by the caller (the CUDA Array Interface, a PyTorch CPU tensor's own attributes), kept
+  /// alive through `owner`; `origin` names the description.
   static std::unique_ptr<Buffer> from_pointer(std::uintptr_t address, std::uint64_t nbytes, bool readonly,
-                                              int device_type, int device_id, pybind11::object owner);
+                                              int device_type, int device_id, pybind11::object owner,
+                                              std::string origin);
 
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;

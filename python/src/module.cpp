@@ -424,7 +424,7 @@ PYBIND11_MODULE(_ferry, m) {
       .def_static("from_buffer_protocol", &Buffer::from_buffer_protocol, py::arg("obj"))
       .def_static("from_dlpack", &Buffer::from_dlpack, py::arg("capsule"))
       .def_static("from_pointer", &Buffer::from_pointer, py::arg("address"), py::arg("nbytes"), py::arg("readonly"),
-                  py::arg("device_type"), py::arg("device_id"), py::arg("owner"))
+                  py::arg("device_type"), py::arg("device_id"), py::arg("owner"), py::arg("origin"))
       .def_readonly("address", &Buffer::address)
       .def_readonly("nbytes", &Buffer::nbytes)
       .def_readonly("readonly", &Buffer::readonly)

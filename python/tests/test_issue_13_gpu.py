@@ -45,10 +45,11 @@ def test_cupy_read_async_is_ordered_on_its_stream(cp, make_file, compat_mode):
     hold = 1.0
     with ferry.open(path, compat_mode=compat_mode, task_size="1MiB") as f, stream:
         # Every step below runs once first, unheld and untimed, on this very stream: a step's first run may
-        # load a module or allocate, and either can wait for the stream (the first test of a process once
-        # found its steps taking the whole hold, run 1 of bench/results/2026-12-02-h200-batch-fills).
+        # load a module or allocate, and either waits for the stream. (The first test of a process found
+        # `out.fill(0x11)` taking the whole hold after a warm-up with `fill(0)`, which CuPy does with a memset
+        # and no kernel: run 2 of bench/results/2026-12-02-h200-batch-fills.)
         hold_for(stream, 0)
-        out.fill(0)
+        out.fill(0x22)
         f.read_async(out, stream=stream, size=SIZE).result()
         cp.copyto(after, out)
         stream.synchronize()
