@@ -26,9 +26,6 @@ class RouteWorker {
   }
   /// Waits for the worker's outstanding asynchronous work (copies in flight).
   virtual Status finish(Report& /*report*/) { return Status(); }
-  /// True while asynchronous work the worker queued (copies to the GPU) still runs, so that finish()
-  /// would wait for it: the engine lets the worker's thread take other queued work first.
-  virtual bool still_copying() { return false; }
   /// The worker's job goes on, perhaps on another thread than before (jobs yield to queued work between
   /// tasks): it makes that thread ready (the GPU's context current).
   virtual Status resume() { return Status(); }

@@ -105,16 +105,6 @@ class StagedWorker final : public RouteWorker {
 
   Status resume() override { return make_current(*s_.target_.api, s_.target_.device); }
 
-  bool still_copying() override {
-    if (!is_read(s_.request_.direction)) return false;  // a write waits for each copy before it writes
-    if (!mark_last_copy().ok()) return false;             // finish() meets the same trouble and says so
-    const CudaApi& api = *s_.target_.api;
-    for (std::size_t slot = 0; slot < pending_.size(); ++slot) {
-      if (pending_[slot] && api.cuEventQuery(kit_->events[slot]) == CUDA_ERROR_NOT_READY) return true;
-    }
-    return false;
-  }
-
   Status finish(Report& /*report*/) override {
     const CudaApi& api = *s_.target_.api;
     FERRY_RETURN_IF_ERROR(cuda_check(api, api.cuStreamSynchronize(kit_->stream),

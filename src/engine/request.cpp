@@ -29,17 +29,6 @@ constexpr std::chrono::microseconds kSubmitterRunsGrace{50};
 // twentieth of the page cache's rate there.
 constexpr std::chrono::milliseconds kTurn{1};
 
-// A job that moved this much or more lets queued work go before it waits for its copies (end_job).
-constexpr std::uint64_t kDeferFinishFromBytes = 1 << 20;
-
-// Finishes waiting in the shared pool's queue for their copies: work they are not. The count of a
-// forked child's copy is stale (its pool is new and empty), so it defers less, never wrongly.
-std::atomic<std::size_t> g_finishes_waiting{0};
-
-bool other_work_waiting() {
-  return shared_pool().queued() > g_finishes_waiting.load(std::memory_order_relaxed);
-}
-
 }  // namespace
 
 std::shared_ptr<RequestState> RequestState::start(std::vector<Task> tasks, std::shared_ptr<RouteBackend> backend,
@@ -184,25 +173,7 @@ void RequestState::run_job(std::shared_ptr<Job> job, bool may_yield) {
     shared_pool().submit([self = self_, job] { self->run_job(job, true); });
     return;
   }
-  end_job(std::move(job), may_yield);
-}
-
-void RequestState::end_job(std::shared_ptr<Job> job, bool may_yield) {
   if (job->worker) {
-    // A job whose copies still run would hold its thread until they end. While other work is queued (the
-    // next batch in flight, say), the thread takes that instead, and the finish goes behind it in the
-    // queue: a 32 MiB batch's workers spent 28-34% of their time waiting so on the H200 machine
-    // (bench/results/2026-12-02-h200-warm-up-and-batches). Jobs that moved little wait little: they
-    // finish at once, as does one that runs on a waiting caller's thread.
-    if (may_yield && job->bytes >= kDeferFinishFromBytes && other_work_waiting() && job->worker->still_copying()) {
-      g_finishes_waiting.fetch_add(1, std::memory_order_relaxed);
-      shared_pool().submit([self = self_, job] {
-        g_finishes_waiting.fetch_sub(1, std::memory_order_relaxed);
-        if (Status resumed = job->worker->resume(); !resumed.ok()) self->record_error(resumed);
-        self->end_job(job, true);
-      });
-      return;
-    }
     if (trace_tasks_) nvtx::push("ferry worker finish");
     Status finished = job->worker->finish(job->local);
     if (trace_tasks_) nvtx::pop();
@@ -280,7 +251,6 @@ RequestState::Continue RequestState::run_tasks(Job& job, bool may_yield) {
     }
     count_run();
     bytes_done_.fetch_add(slice_bytes, std::memory_order_relaxed);
-    job.bytes += slice_bytes;
     if (failed) return Continue::done;
     if (may_yield && ended >= turn_ends && next_task_.load(std::memory_order_relaxed) < tasks_.size() &&
         shared_pool().queued() > 0) {

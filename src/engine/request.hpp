@@ -89,12 +89,10 @@ class RequestState {
     std::unique_ptr<RouteWorker> worker;
     Report local;
     std::vector<Result<std::uint64_t>> results;
-    std::uint64_t bytes = 0;  // moved by its tasks so far
   };
   enum class Continue { done, later };
   bool claim_job();  // takes one of the jobs not begun yet, from the pool or a waiter
   void run_job(std::shared_ptr<Job> job, bool may_yield);
-  void end_job(std::shared_ptr<Job> job, bool may_yield);  // finishes its worker, perhaps after other work
   Continue run_tasks(Job& job, bool may_yield);  // until none are left, one failed, or it yields
   void record_error(Status s);
   void complete();

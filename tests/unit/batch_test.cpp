@@ -404,44 +404,5 @@ TEST_F(Batch, TryRunHereRunsAOneTaskRequestOnTheCallersThreadAndOnlySuch) {
   EXPECT_EQ(three, testing::pattern(0, 3 * 4096));
 }
 
-// A job whose copies to the GPU still run lets its thread take queued work before it waits for them: its
-// request completes after the work queued behind it (the finish went behind it in the queue), and only
-// once its copies are done. Every pool worker is held busy and one thread (this one, as a waiter would)
-// runs the queue an entry at a time, so the order is the engine's alone.
-TEST_F(Batch, AJobWhoseCopiesStillRunLetsQueuedWorkGoFirst) {
-  testing::fake_cuda_script().copy_mode = testing::FakeCopyMode::deferred;  // copies run when waited for
-  Config c;
-  c.set_compat_mode(CompatMode::on).set_threads(1);  // one job each, and the pool does not grow for them
-  detail::OpenOptions o;
-  o.gpu = &testing::fake_gpu_platform();
-  auto f = detail::open_file(path_, "r", c, o);
-  ASSERT_TRUE(f.ok()) << f.status().to_string();
-  // The whole file, 2.5 MiB in one task: past the 1 MiB from which a finish may wait its turn.
-  auto* dev = static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(kFile + 1));
-  std::memset(dev, kPoison, kFile + 1);
-  std::vector<std::uint8_t> small(4096);
-  {
-    testing::BusyPool busy;
-    Future large = f->pread(dev, kFile, 0);
-    Future little = f->pread(small.data(), small.size(), 4096);
-    ASSERT_TRUE(detail::shared_pool().help_one());  // the large read: its copy is queued, not done
-    EXPECT_FALSE(large.done()) << "the large read waited for its copy before the work queued behind it";
-    ASSERT_TRUE(detail::shared_pool().help_one());  // the small read, queued behind it
-    EXPECT_TRUE(little.done()) << "the small read waited for the large one's copy";
-    EXPECT_FALSE(large.done());
-    ASSERT_TRUE(detail::shared_pool().help_one());  // the large read's finish
-    EXPECT_TRUE(large.done());
-    busy.release();
-    auto big = large.get();
-    ASSERT_TRUE(big.ok()) << big.status().to_string();
-    EXPECT_EQ(big->bytes, kFile);
-    ASSERT_THAT(little.get().status(), StatusIs(ErrorCode::ok));
-  }
-  EXPECT_EQ(0, std::memcmp(dev, testing::pattern(0, kFile).data(), kFile));
-  EXPECT_EQ(dev[kFile], kPoison) << "the byte past the read";
-  EXPECT_EQ(small, testing::pattern(4096, 4096));
-  testing::fake_cuda_free(dev);
-}
-
 }  // namespace
 }  // namespace ferry
