@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <latch>
 #include <random>
 #include <vector>
@@ -65,19 +66,19 @@ class Batch : public ::testing::Test {
     return std::move(*f);
   }
 
-  // What piece (size, offset) should read: the pattern up to the end of the file.
-  static std::uint64_t expected_bytes(const Piece& p) {
-    return p.offset >= kFile ? 0 : std::min(p.size, kFile - p.offset);
+  // What piece (size, offset) should read: the pattern up to the end of the file (of `file_bytes`).
+  static std::uint64_t expected_bytes(const Piece& p, std::uint64_t file_bytes = kFile) {
+    return p.offset >= file_bytes ? 0 : std::min(p.size, file_bytes - p.offset);
   }
 
-  // Checks each piece's bytes against the file and that nothing around it changed; `memory` holds every
-  // piece's destination with `gap` poison bytes between them.
+  // Checks each piece's bytes against the file (of `file_bytes`) and that nothing around them changed;
+  // `memory` holds every piece's destination, with poison bytes around them.
   static ::testing::AssertionResult holds(const std::vector<Piece>& pieces, const std::uint8_t* memory,
-                                          std::uint64_t memory_bytes) {
+                                          std::uint64_t memory_bytes, std::uint64_t file_bytes = kFile) {
     std::vector<bool> covered(memory_bytes, false);
     for (std::size_t i = 0; i < pieces.size(); ++i) {
       const auto* at = static_cast<const std::uint8_t*>(pieces[i].buffer);
-      const std::uint64_t n = expected_bytes(pieces[i]);
+      const std::uint64_t n = expected_bytes(pieces[i], file_bytes);
       for (std::uint64_t k = 0; k < n; ++k) {
         if (at[k] != testing::pattern_byte(pieces[i].offset + k)) {
           return ::testing::AssertionFailure() << "piece " << i << " byte " << k << " is wrong";
@@ -115,7 +116,36 @@ class Batch : public ::testing::Test {
     return pieces;
   }
 
+  // A File on the fake GPU over `pages` pages of the pattern in memory; the source takes whatever batch a
+  // worker hands it and records the largest (memory_->largest_batch).
+  File memory_file(std::size_t pages, unsigned threads, std::uint64_t bounce_buffer_size) {
+    memory_ = std::make_shared<testing::MemorySource>("memory", testing::pattern(0, pages * 4096));
+    memory_->depth = 4096;
+    Config c;
+    c.set_compat_mode(CompatMode::on).set_bounce_buffer_size(bounce_buffer_size).set_threads(threads);
+    detail::OpenOptions o;
+    o.gpu = &testing::fake_gpu_platform();
+    auto f = detail::open_source(memory_, "r", c, o);
+    EXPECT_TRUE(f.ok()) << f.status().to_string();
+    return std::move(*f);
+  }
+
+  // Page pieces into poisoned fake device memory (one page more than they fill): piece i reads page
+  // page_of(i) into the i-th page.
+  struct DevicePages {
+    std::uint8_t* dev = nullptr;
+    std::vector<Piece> pieces;
+  };
+  static DevicePages device_pages(std::size_t count, const std::function<std::uint64_t(std::size_t)>& page_of) {
+    DevicePages d;
+    d.dev = static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device((count + 1) * 4096));
+    std::memset(d.dev, kPoison, (count + 1) * 4096);
+    for (std::size_t i = 0; i < count; ++i) d.pieces.push_back(Piece{d.dev + i * 4096, 4096, page_of(i) * 4096});
+    return d;
+  }
+
   std::string path_;
+  std::shared_ptr<testing::MemorySource> memory_;
 };
 
 TEST_F(Batch, HostPiecesLandInPlaceAndNothingElseChanges) {
@@ -156,24 +186,12 @@ TEST_F(Batch, DevicePiecesArePackedAndMovedOneCopyPerRun) {
 // of the pieces, not one buffer's worth (which left most workers idle).
 TEST_F(Batch, EveryWorkerTakesItsShareOfASmallBatch) {
   constexpr std::size_t kPieces = 64;
-  auto source = std::make_shared<testing::MemorySource>("memory", testing::pattern(0, kPieces * 4096));
-  source->depth = 1024;  // the source takes whatever batch a worker hands it
-  Config c;
-  c.set_compat_mode(CompatMode::on).set_bounce_buffer_size(1 << 20).set_threads(4);  // 256 pieces per fill
-  detail::OpenOptions o;
-  o.gpu = &testing::fake_gpu_platform();
-  auto f = detail::open_source(source, "r", c, o);
-  ASSERT_TRUE(f.ok()) << f.status().to_string();
-  auto* dev = static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(kPieces * 4096));
-  std::memset(dev, kPoison, kPieces * 4096);
-  std::vector<Piece> pieces;
-  for (std::size_t i = 0; i < kPieces; ++i) pieces.push_back(Piece{dev + i * 4096, 4096, (kPieces - 1 - i) * 4096});
-  auto r = f->pread_batch(pieces).get();
+  File f = memory_file(kPieces, 4, 1 << 20);  // 256 pieces per fill
+  auto [dev, pieces] = device_pages(kPieces, [](std::size_t i) { return kPieces - 1 - i; });
+  auto r = f.pread_batch(pieces).get();
   ASSERT_TRUE(r.ok()) << r.status().to_string();
-  EXPECT_LE(source->largest_batch, kPieces / 4) << "one worker took more than its share of 64 pieces over 4 threads";
-  for (std::size_t i = 0; i < kPieces; ++i) {
-    ASSERT_EQ(0, std::memcmp(dev + i * 4096, testing::pattern((kPieces - 1 - i) * 4096, 4096).data(), 4096)) << i;
-  }
+  EXPECT_LE(memory_->largest_batch, kPieces / 4) << "one worker took more than its share of 64 pieces over 4 threads";
+  EXPECT_TRUE(holds(pieces, dev, (kPieces + 1) * 4096, kPieces * 4096));
   testing::fake_cuda_free(dev);
 }
 
@@ -182,28 +200,15 @@ TEST_F(Batch, EveryWorkerTakesItsShareOfASmallBatch) {
 // 4,096 pieces of 4 KiB over 4 threads are 4 shares of 1,024 pieces, 4 MiB each.
 TEST_F(Batch, AWorkersShareIsOneFillAndOneCopy) {
   constexpr std::size_t kPieces = 4096;
-  auto source = std::make_shared<testing::MemorySource>("memory", testing::pattern(0, kPieces * 4096));
-  source->depth = 4096;
-  Config c;
-  c.set_compat_mode(CompatMode::on).set_bounce_buffer_size(4 << 20).set_threads(4);  // 1,024 pieces a buffer
-  detail::OpenOptions o;
-  o.gpu = &testing::fake_gpu_platform();
-  auto f = detail::open_source(source, "r", c, o);
-  ASSERT_TRUE(f.ok()) << f.status().to_string();
-  auto* dev = static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(kPieces * 4096 + 1));
-  std::memset(dev, kPoison, kPieces * 4096 + 1);
-  std::vector<Piece> pieces;
-  for (std::size_t i = 0; i < kPieces; ++i) pieces.push_back(Piece{dev + i * 4096, 4096, ((i * 7) % kPieces) * 4096});
+  File f = memory_file(kPieces, 4, 4 << 20);  // 1,024 pieces a buffer
+  auto [dev, pieces] = device_pages(kPieces, [](std::size_t i) { return (i * 7) % kPieces; });
   const std::uint64_t copies_before = testing::fake_cuda_counters().htod_async_copies;
-  auto r = f->pread_batch(pieces).get();
+  auto r = f.pread_batch(pieces).get();
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ(r->report.total_ops(), kPieces) << "every piece counted";
-  EXPECT_EQ(source->largest_batch, kPieces / 4) << "a worker's share in one fill";
+  EXPECT_EQ(memory_->largest_batch, kPieces / 4) << "a worker's share in one fill";
   EXPECT_EQ(testing::fake_cuda_counters().htod_async_copies - copies_before, 4u) << "one copy per share";
-  for (std::size_t i = 0; i < kPieces; ++i) {
-    ASSERT_EQ(0, std::memcmp(dev + i * 4096, testing::pattern(((i * 7) % kPieces) * 4096, 4096).data(), 4096)) << i;
-  }
-  EXPECT_EQ(dev[kPieces * 4096], kPoison) << "the byte past the last piece";
+  EXPECT_TRUE(holds(pieces, dev, (kPieces + 1) * 4096, kPieces * 4096));
   testing::fake_cuda_free(dev);
 }
 
@@ -212,28 +217,15 @@ TEST_F(Batch, AWorkersShareIsOneFillAndOneCopy) {
 // to find nothing left.
 TEST_F(Batch, OnlyTheWorkersTheTakesFillAreSetUp) {
   constexpr std::size_t kPieces = 17;
-  auto source = std::make_shared<testing::MemorySource>("memory", testing::pattern(0, kPieces * 4096));
-  source->depth = 1024;
-  Config c;
-  c.set_compat_mode(CompatMode::on).set_bounce_buffer_size(1 << 20).set_threads(16);
-  detail::OpenOptions o;
-  o.gpu = &testing::fake_gpu_platform();
-  auto f = detail::open_source(source, "r", c, o);
-  ASSERT_TRUE(f.ok()) << f.status().to_string();
-  auto* dev = static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(kPieces * 4096 + 1));
-  std::memset(dev, kPoison, kPieces * 4096 + 1);
-  std::vector<Piece> pieces;
-  for (std::size_t i = 0; i < kPieces; ++i) pieces.push_back(Piece{dev + i * 4096, 4096, (kPieces - 1 - i) * 4096});
+  File f = memory_file(kPieces, 16, 1 << 20);
+  auto [dev, pieces] = device_pages(kPieces, [](std::size_t i) { return kPieces - 1 - i; });
   const std::uint64_t syncs_before = testing::fake_cuda_counters().stream_syncs;
-  auto r = f->pread_batch(pieces).get();
+  auto r = f.pread_batch(pieces).get();
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ(r->report.total_ops(), kPieces) << "every piece counted";
-  EXPECT_LE(source->largest_batch, 2u) << "a share of 17 pieces over 16 threads";
+  EXPECT_LE(memory_->largest_batch, 2u) << "a share of 17 pieces over 16 threads";
   EXPECT_EQ(testing::fake_cuda_counters().stream_syncs - syncs_before, 9u) << "one worker (and one finish) a take";
-  for (std::size_t i = 0; i < kPieces; ++i) {
-    ASSERT_EQ(0, std::memcmp(dev + i * 4096, testing::pattern((kPieces - 1 - i) * 4096, 4096).data(), 4096)) << i;
-  }
-  EXPECT_EQ(dev[kPieces * 4096], kPoison) << "the byte past the last piece";
+  EXPECT_TRUE(holds(pieces, dev, (kPieces + 1) * 4096, kPieces * 4096));
   testing::fake_cuda_free(dev);
 }
 
