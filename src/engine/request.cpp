@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/in_flight_watcher.hpp"
 #include "engine/thread_pool.hpp"
 #include "platform/nvtx/nvtx.hpp"
 #include "report/process_report.hpp"
@@ -28,6 +29,9 @@ constexpr std::chrono::microseconds kSubmitterRunsGrace{50};
 // wake). With two batches of 4 KiB pieces in flight, yielding after every piece held the host route to a
 // twentieth of the page cache's rate there.
 constexpr std::chrono::milliseconds kTurn{1};
+
+// A job that moved this much or more may leave its last copies to the watcher (run_job).
+constexpr std::uint64_t kWatchFromBytes = 1 << 20;
 
 }  // namespace
 
@@ -88,7 +92,7 @@ void RequestState::set_progress(std::function<std::uint64_t()> progress) {
 }
 
 void RequestState::complete_deferred(Result<Transfer> result) {
-  std::vector<Callback> callbacks;
+  std::vector<Hook> callbacks;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (done_) return;
@@ -102,7 +106,7 @@ void RequestState::complete_deferred(Result<Transfer> result) {
   if (callbacks.empty()) return;
   shared_pool().ensure_workers(1);  // a process that made only stream-ordered requests has no worker yet
   shared_pool().submit([callbacks = std::move(callbacks), result = std::move(result)] {
-    for (auto& cb : callbacks) cb(result);
+    for (auto& hook : callbacks) hook.callback(result);
   });
 }
 
@@ -173,18 +177,32 @@ void RequestState::run_job(std::shared_ptr<Job> job, bool may_yield) {
     shared_pool().submit([self = self_, job] { self->run_job(job, true); });
     return;
   }
-  if (job->worker) {
+  std::unique_ptr<WorkInFlight> left = job->worker ? job->worker->end() : nullptr;
+  job->worker.reset();
+  if (left) {
+    // With other work queued, this thread takes it while the watcher waits for the copies and ends the
+    // job when they end. A job that moved little waits here: its copy ends sooner than a hand-over.
+    if (may_yield && job->bytes >= kWatchFromBytes && shared_pool().queued() > 0 &&
+        watch_in_flight(left, [self = self_, job](Status outcome) { self->end_job(*job, std::move(outcome), true); },
+                        std::max<std::size_t>(1, shared_pool().workers()))) {
+      return;
+    }
     if (trace_tasks_) nvtx::push("ferry worker finish");
-    Status finished = job->worker->finish(job->local);
+    Status finished = left->wait();
     if (trace_tasks_) nvtx::pop();
-    if (!finished.ok()) record_error(finished);
-    job->worker.reset();
+    end_job(*job, std::move(finished), false);
+    return;
   }
+  end_job(*job, Status(), false);
+}
+
+void RequestState::end_job(Job& job, Status finished, bool on_watcher) {
+  if (!finished.ok()) record_error(std::move(finished));
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    report_.merge(job->local);
+    report_.merge(job.local);
   }
-  if (active_jobs_.fetch_sub(1, std::memory_order_acq_rel) == 1) complete();
+  if (active_jobs_.fetch_sub(1, std::memory_order_acq_rel) == 1) complete(on_watcher);
 }
 
 RequestState::Continue RequestState::run_tasks(Job& job, bool may_yield) {
@@ -251,6 +269,7 @@ RequestState::Continue RequestState::run_tasks(Job& job, bool may_yield) {
     }
     count_run();
     bytes_done_.fetch_add(slice_bytes, std::memory_order_relaxed);
+    job.bytes += slice_bytes;
     if (failed) return Continue::done;
     if (may_yield && ended >= turn_ends && next_task_.load(std::memory_order_relaxed) < tasks_.size() &&
         shared_pool().queued() > 0) {
@@ -260,8 +279,8 @@ RequestState::Continue RequestState::run_tasks(Job& job, bool may_yield) {
   return Continue::done;
 }
 
-void RequestState::complete() {
-  std::vector<Callback> callbacks;
+void RequestState::complete(bool on_watcher) {
+  std::vector<Hook> callbacks;
   Status status;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -293,7 +312,21 @@ void RequestState::complete() {
     done_ = true;
   }
   done_cv_.notify_all();
-  for (auto& cb : callbacks) cb(result);
+  // User callbacks may wait for further requests, whose copies the watcher may have to see end: never on
+  // the watcher. A front end's own hook is quick and runs where the request ends.
+  std::vector<Callback> elsewhere;
+  for (auto& hook : callbacks) {
+    if (on_watcher && !hook.front_end) {
+      elsewhere.push_back(std::move(hook.callback));
+    } else {
+      hook.callback(result);
+    }
+  }
+  if (!elsewhere.empty()) {
+    shared_pool().submit([elsewhere = std::move(elsewhere), result] {
+      for (auto& cb : elsewhere) cb(result);
+    });
+  }
   // Drop the self-reference last: waiters and callbacks may hold their own references.
   std::shared_ptr<RequestState> keep;
   {
@@ -371,7 +404,7 @@ void RequestState::then(Callback callback, bool hurry) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!done_) {
-      callbacks_.push_back(std::move(callback));
+      callbacks_.push_back(Hook{std::move(callback), /*front_end=*/!hurry});
       queued = true;
     }
   }
