@@ -26,6 +26,9 @@ class WorkInFlight {
   /// Never blocks: nothing while the work runs; once it has ended, lets go of what it used and returns
   /// its outcome (once). May be called from any thread.
   virtual std::optional<Status> poll() = 0;
+  /// Whether what the work holds is spare now: the job's thread could take up another job without
+  /// making more of it (an idle bounce-buffer kit of the same shape exists). A hint.
+  virtual bool spare_exists() const = 0;
 };
 
 /// Moves the bytes of tasks, one worker per job (not shared between threads).

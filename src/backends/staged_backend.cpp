@@ -48,6 +48,11 @@ class CopiesInFlight final : public WorkInFlight {
                              [&] { return fmt::format("waiting for copies to GPU {}", kit_->device); }));
   }
 
+  bool spare_exists() const override {
+    return process_staging_pool().has_idle(*kit_->api, kit_->device, kit_->buffer_size,
+                                           static_cast<unsigned>(kit_->buffers.size()));
+  }
+
   // The newest copy's event: the stream runs its copies in order.
   std::optional<Status> poll() override {
     const CudaApi& api = *kit_->api;

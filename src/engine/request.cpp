@@ -180,9 +180,12 @@ void RequestState::run_job(std::shared_ptr<Job> job, bool may_yield) {
   std::unique_ptr<WorkInFlight> left = job->worker ? job->worker->end() : nullptr;
   job->worker.reset();
   if (left) {
-    // With other work queued, this thread takes it while the watcher waits for the copies and ends the
-    // job when they end. A job that moved little waits here: its copy ends sooner than a hand-over.
-    if (may_yield && job->bytes >= kWatchFromBytes && shared_pool().queued() > 0 &&
+    // The watcher waits for the copies and ends the job when they end, while this thread goes on: to
+    // queued work, or to work that comes while the copies still run (the next batch of a loader that
+    // sends one when the oldest is done; its workers found nothing queued and waited for copies queued
+    // behind every other worker's). Not where that would pin a new kit for no queued work (a load's
+    // next request), nor for a job that moved little: its copy ends sooner than a hand-over.
+    if (may_yield && job->bytes >= kWatchFromBytes && (shared_pool().queued() > 0 || left->spare_exists()) &&
         watch_in_flight(left, [self = self_, job](Status outcome) { self->end_job(*job, std::move(outcome), true); },
                         std::max<std::size_t>(1, shared_pool().workers()))) {
       return;

@@ -437,6 +437,37 @@ TEST_F(Watcher, AJobLeavesItsLastCopiesWhileWorkIsQueuedAndEndsWhenTheyDo) {
   testing::fake_cuda_free(dev);
 }
 
+// With nothing queued, a job leaves its copies to the watcher only where a spare kit exists: its thread
+// may then take work that comes meanwhile without pinning more staging (a loader's next batch), and a
+// request that nobody follows pins nothing new for it.
+TEST_F(Watcher, WithNothingQueuedAJobLeavesItsCopiesOnlyWhereASpareKitExists) {
+  File f = open_one_thread();
+  auto* dev = static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(kFile));
+  auto ended_on = [&](const char* what) {
+    testing::BusyPool busy;
+    std::promise<std::thread::id> on;
+    Future large = f.pread(dev, kFile, 0);
+    large.then([&on](const Result<Transfer>&) { on.set_value(std::this_thread::get_id()); }, Future::Caller::waits);
+    EXPECT_TRUE(detail::shared_pool().help_one()) << what;  // the read's job, nothing queued behind it
+    EXPECT_TRUE(large.wait_for(std::chrono::seconds(30))) << what;
+    busy.release();
+    EXPECT_THAT(large.get().status(), StatusIs(ErrorCode::ok)) << what;
+    EXPECT_EQ(0, std::memcmp(dev, testing::pattern(0, kFile).data(), kFile)) << what;
+    std::memset(dev, 0, kFile);
+    return on.get_future().get();
+  };
+  // The read's kit is the only one: it waits here.
+  EXPECT_EQ(ended_on("one kit"), std::this_thread::get_id()) << "it left its copies with no spare kit";
+  // Two kits: the read takes one, the other is spare.
+  Config c;
+  ASSERT_TRUE(detail::make_current(testing::fake_cuda_api(), 0).ok());
+  ASSERT_TRUE(detail::process_staging_pool()
+                  .reserve(testing::fake_cuda_api(), 0, c.bounce_buffer_size(), c.bounce_buffers_per_thread(), 2)
+                  .ok());
+  EXPECT_NE(ended_on("a spare kit"), std::this_thread::get_id()) << "it waited although a spare kit existed";
+  testing::fake_cuda_free(dev);
+}
+
 // A callback left by then() may wait for further requests, whose copies the watcher may be watching: it
 // never runs on the watcher, but on a pool worker (here the queue this thread runs).
 TEST_F(Watcher, CallbacksOfARequestItEndsRunInThePool) {
