@@ -383,7 +383,7 @@ TEST_F(Batch, TryRunHereRunsAOneTaskRequestOnTheCallersThreadAndOnlySuch) {
 
 // The in-flight watcher. Copies run only when waited for (deferred), every pool worker is held busy and
 // this thread runs the queue one entry at a time, so what the engine does is seen alone. The large read is
-// one job of 2.5 MiB, past the 1 MiB from which a job may leave its last copies; the small one is queued
+// one task of 2.5 MiB, past the 1 MiB from which a job may leave its last copies; the small one is queued
 // behind it.
 class Watcher : public Batch {
  protected:
@@ -394,7 +394,9 @@ class Watcher : public Batch {
 
   File open_one_thread() {
     Config c;
-    c.set_compat_mode(CompatMode::on).set_threads(1);  // one job each, and the pool does not grow for them
+    // One job each, and the pool does not grow for them; one task, so that a slow job (ThreadSanitizer)
+    // never yields to the queued one between tasks.
+    c.set_compat_mode(CompatMode::on).set_threads(1).set_task_size(4 << 20);
     detail::OpenOptions o;
     o.gpu = &testing::fake_gpu_platform();
     auto f = detail::open_file(path_, "r", c, o);
