@@ -57,9 +57,7 @@ class [[nodiscard]] Future {
   enum class Caller {
     leaves,  // nobody waits: a one-task request goes to a worker at once
     waits,   // the caller waits for the request next (a front end's own completion hook): the request is
-             // left for that wait to run on the caller's thread (try_run_here(), wait(), get()). Such a
-             // hook must be quick and must not wait for Ferry requests: it may run on the engine's thread
-             // that watches copies in flight (docs/engine.md)
+             // left for that wait to run on the caller's thread (try_run_here(), wait(), get())
   };
   /// Runs `callback` once the request is done (at once when it already is), on a Ferry worker thread or
   /// on the calling thread. The callback may issue and wait for further Ferry requests.

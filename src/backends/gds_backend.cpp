@@ -107,7 +107,7 @@ class GdsBackend final : public RouteBackend {
       return done;
     }
 
-    std::unique_ptr<WorkInFlight> end() override { return edge_worker_ ? edge_worker_->end() : nullptr; }
+    Status finish(Report& report) override { return edge_worker_ ? edge_worker_->finish(report) : Status(); }
 
    private:
     GdsBackend& s_;

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <memory>
-#include <optional>
 #include <span>
 
 #include "base/decision.hpp"
@@ -13,23 +12,6 @@
 #include "ferry/status.hpp"
 
 namespace ferry::detail {
-
-/// What a worker left running when its job ended (copies to the GPU) and what that work uses (bounce
-/// buffers): whoever holds it waits for it, the job's own thread or the engine's watcher
-/// (engine/in_flight_watcher.hpp). Either way the job ends when the work does.
-class WorkInFlight {
- public:
-  virtual ~WorkInFlight() = default;
-  /// Blocks until the work has ended, lets go of what it used, and returns its outcome. Called at most
-  /// once, and not after poll() answered.
-  virtual Status wait() = 0;
-  /// Never blocks: nothing while the work runs; once it has ended, lets go of what it used and returns
-  /// its outcome (once). May be called from any thread.
-  virtual std::optional<Status> poll() = 0;
-  /// Whether what the work holds is spare now: the job's thread could take up another job without
-  /// making more of it (an idle bounce-buffer kit of the same shape exists). A hint.
-  virtual bool spare_exists() const = 0;
-};
 
 /// Moves the bytes of tasks, one worker per job (not shared between threads).
 class RouteWorker {
@@ -42,9 +24,8 @@ class RouteWorker {
   virtual void run_batch(std::span<const Task> tasks, Report& report, std::span<Result<std::uint64_t>> results) {
     for (std::size_t i = 0; i < tasks.size(); ++i) results[i] = run(tasks[i], report);
   }
-  /// Ends the job: returns the asynchronous work still running (copies in flight), or null when none
-  /// runs and the worker has let go of everything.
-  virtual std::unique_ptr<WorkInFlight> end() { return nullptr; }
+  /// Waits for the worker's outstanding asynchronous work (copies in flight).
+  virtual Status finish(Report& /*report*/) { return Status(); }
   /// The worker's job goes on, perhaps on another thread than before (jobs yield to queued work between
   /// tasks): it makes that thread ready (the GPU's context current).
   virtual Status resume() { return Status(); }

@@ -30,69 +30,13 @@ class StagedBackend final : public RouteBackend {
   Decision decision_;
 };
 
-// A staged job's copies still running when it ended, with the kit they copy from: the kit goes back to
-// the pool once they are done (or is destroyed if waiting for them failed).
-class CopiesInFlight final : public WorkInFlight {
- public:
-  // `last_slot`: the buffer of the newest copy; `marked`: its event was recorded after that copy.
-  CopiesInFlight(std::unique_ptr<StagingKit> kit, std::size_t last_slot, bool marked)
-      : kit_(std::move(kit)), last_slot_(last_slot), marked_(marked) {}
-  ~CopiesInFlight() override {
-    if (kit_) process_staging_pool().discard(std::move(kit_));  // never waited for: copies may be queued
-  }
-
-  // The stream as a whole: no event to record (a one-piece read, the common small one, records none).
-  Status wait() override {
-    const CudaApi& api = *kit_->api;
-    return let_go(cuda_check(api, api.cuStreamSynchronize(kit_->stream),
-                             [&] { return fmt::format("waiting for copies to GPU {}", kit_->device); }));
-  }
-
-  bool spare_exists() const override {
-    return process_staging_pool().has_idle(*kit_->api, kit_->device, kit_->buffer_size,
-                                           static_cast<unsigned>(kit_->buffers.size()));
-  }
-
-  // The newest copy's event: the stream runs its copies in order.
-  std::optional<Status> poll() override {
-    const CudaApi& api = *kit_->api;
-    if (Status current = make_current(api, kit_->device); !current.ok()) return let_go(current);
-    if (!marked_) {
-      if (Status recorded = cuda_check(api, api.cuEventRecord(kit_->events[last_slot_], kit_->stream), "cuEventRecord");
-          !recorded.ok()) {
-        return let_go(recorded);
-      }
-      marked_ = true;
-    }
-    CUresult rc = api.cuEventQuery(kit_->events[last_slot_]);
-    if (rc == CUDA_ERROR_NOT_READY) return std::nullopt;
-    return let_go(cuda_check(api, rc, [&] { return fmt::format("waiting for copies to GPU {}", kit_->device); }));
-  }
-
- private:
-  // The kit goes back for reuse after its copies ended, and is destroyed if they could not be waited for.
-  Status let_go(Status outcome) {
-    if (outcome.ok()) {
-      process_staging_pool().release(std::move(kit_));
-    } else {
-      process_staging_pool().discard(std::move(kit_));
-    }
-    return outcome;
-  }
-
-  std::unique_ptr<StagingKit> kit_;
-  std::size_t last_slot_;
-  bool marked_;
-};
-
 class StagedWorker final : public RouteWorker {
  public:
   StagedWorker(StagedBackend& backend, std::unique_ptr<StagingKit> kit)
       : s_(backend), kit_(std::move(kit)), pending_(kit_->buffers.size(), false) {}
 
   ~StagedWorker() override {
-    // end() normally passed the kit on; a job that never ended (set-up failed) frees it rather than reuse
-    // it, since copies may be queued from it.
+    // finish() normally returned the kit; if it could not (a failed sync), free it rather than reuse it.
     if (kit_) process_staging_pool().discard(std::move(kit_));
   }
 
@@ -156,19 +100,18 @@ class StagedWorker final : public RouteWorker {
         return;
       }
       pending_[slot] = true;
-      last_copy_slot_ = slot;
     }
   }
 
   Status resume() override { return make_current(*s_.target_.api, s_.target_.device); }
 
-  std::unique_ptr<WorkInFlight> end() override {
-    if (!last_copy_slot_) {  // nothing copied to the GPU (a write waits for each of its copies)
-      process_staging_pool().release(std::move(kit_));
-      return nullptr;
-    }
-    const bool marked = !unmarked_slot_;
-    return std::make_unique<CopiesInFlight>(std::move(kit_), *last_copy_slot_, marked);
+  Status finish(Report& /*report*/) override {
+    const CudaApi& api = *s_.target_.api;
+    FERRY_RETURN_IF_ERROR(cuda_check(api, api.cuStreamSynchronize(kit_->stream),
+                                     [&] { return fmt::format("waiting for copies to GPU {}", s_.target_.device); }));
+    unmarked_slot_.reset();  // the whole stream is done: no slot needs its own mark
+    process_staging_pool().release(std::move(kit_));
+    return Status();
   }
 
  private:
@@ -209,7 +152,6 @@ class StagedWorker final : public RouteWorker {
                                      }));
     pending_[slot] = true;
     unmarked_slot_ = slot;
-    last_copy_slot_ = slot;
     return n;
   }
 
@@ -267,7 +209,6 @@ class StagedWorker final : public RouteWorker {
   std::unique_ptr<StagingKit> kit_;
   std::vector<bool> pending_;
   std::optional<std::size_t> unmarked_slot_;  // pending, its event not recorded yet (mark_last_copy)
-  std::optional<std::size_t> last_copy_slot_;  // the slot of the newest copy queued
   std::size_t next_slot_ = 0;
   std::uint64_t ramp_bytes_ = kFirstPieceBytes;  // the size of the next piece while the pipeline fills
 };

@@ -162,12 +162,6 @@ Result<std::unique_ptr<StagingKit>> StagingPool::acquire(const CudaApi& api, int
   return kit;
 }
 
-bool StagingPool::has_idle(const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return std::any_of(idle_.begin(), idle_.end(),
-                     [&](const auto& k) { return has_shape(*k, api, device, buffer_size, count); });
-}
-
 bool StagingPool::holds(const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count, unsigned kits) {
   std::lock_guard<std::mutex> lock(mutex_);
   const auto idle = std::count_if(idle_.begin(), idle_.end(),

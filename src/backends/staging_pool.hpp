@@ -48,8 +48,6 @@ class StagingPool {
   /// that start meanwhile (a load begun during a warm-up) take each kit as it comes instead of making
   /// their own. The caller's thread must have the device's context current.
   Status reserve(const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count, unsigned kits);
-  /// Whether a kit of this shape is idle now (a hint: another thread may take it at once).
-  bool has_idle(const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count);
   /// Frees every idle kit (tests use it for leak checks).
   void clear();
   /// Pinned bytes held by every kit that exists now, idle or in use (the soak watches it stay flat).

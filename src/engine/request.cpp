@@ -6,7 +6,6 @@
 
 #include <fmt/format.h>
 
-#include "engine/in_flight_watcher.hpp"
 #include "engine/thread_pool.hpp"
 #include "platform/nvtx/nvtx.hpp"
 #include "report/process_report.hpp"
@@ -29,9 +28,6 @@ constexpr std::chrono::microseconds kSubmitterRunsGrace{50};
 // wake). With two batches of 4 KiB pieces in flight, yielding after every piece held the host route to a
 // twentieth of the page cache's rate there.
 constexpr std::chrono::milliseconds kTurn{1};
-
-// A job that moved this much or more may leave its last copies to the watcher (run_job).
-constexpr std::uint64_t kWatchFromBytes = 1 << 20;
 
 }  // namespace
 
@@ -92,7 +88,7 @@ void RequestState::set_progress(std::function<std::uint64_t()> progress) {
 }
 
 void RequestState::complete_deferred(Result<Transfer> result) {
-  std::vector<Hook> callbacks;
+  std::vector<Callback> callbacks;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (done_) return;
@@ -106,7 +102,7 @@ void RequestState::complete_deferred(Result<Transfer> result) {
   if (callbacks.empty()) return;
   shared_pool().ensure_workers(1);  // a process that made only stream-ordered requests has no worker yet
   shared_pool().submit([callbacks = std::move(callbacks), result = std::move(result)] {
-    for (auto& hook : callbacks) hook.callback(result);
+    for (auto& cb : callbacks) cb(result);
   });
 }
 
@@ -177,35 +173,18 @@ void RequestState::run_job(std::shared_ptr<Job> job, bool may_yield) {
     shared_pool().submit([self = self_, job] { self->run_job(job, true); });
     return;
   }
-  std::unique_ptr<WorkInFlight> left = job->worker ? job->worker->end() : nullptr;
-  job->worker.reset();
-  if (left) {
-    // The watcher waits for the copies and ends the job when they end, while this thread goes on: to
-    // queued work, or to work that comes while the copies still run (the next batch of a loader that
-    // sends one when the oldest is done; its workers found nothing queued and waited for copies queued
-    // behind every other worker's). Not where that would pin a new kit for no queued work (a load's
-    // next request), nor for a job that moved little: its copy ends sooner than a hand-over.
-    if (may_yield && job->bytes >= kWatchFromBytes && (shared_pool().queued() > 0 || left->spare_exists()) &&
-        watch_in_flight(left, [self = self_, job](Status outcome) { self->end_job(*job, std::move(outcome), true); },
-                        std::max<std::size_t>(1, shared_pool().workers()))) {
-      return;
-    }
+  if (job->worker) {
     if (trace_tasks_) nvtx::push("ferry worker finish");
-    Status finished = left->wait();
+    Status finished = job->worker->finish(job->local);
     if (trace_tasks_) nvtx::pop();
-    end_job(*job, std::move(finished), false);
-    return;
+    if (!finished.ok()) record_error(finished);
+    job->worker.reset();
   }
-  end_job(*job, Status(), false);
-}
-
-void RequestState::end_job(Job& job, Status finished, bool on_watcher) {
-  if (!finished.ok()) record_error(std::move(finished));
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    report_.merge(job.local);
+    report_.merge(job->local);
   }
-  if (active_jobs_.fetch_sub(1, std::memory_order_acq_rel) == 1) complete(on_watcher);
+  if (active_jobs_.fetch_sub(1, std::memory_order_acq_rel) == 1) complete();
 }
 
 RequestState::Continue RequestState::run_tasks(Job& job, bool may_yield) {
@@ -272,7 +251,6 @@ RequestState::Continue RequestState::run_tasks(Job& job, bool may_yield) {
     }
     count_run();
     bytes_done_.fetch_add(slice_bytes, std::memory_order_relaxed);
-    job.bytes += slice_bytes;
     if (failed) return Continue::done;
     if (may_yield && ended >= turn_ends && next_task_.load(std::memory_order_relaxed) < tasks_.size() &&
         shared_pool().queued() > 0) {
@@ -282,8 +260,8 @@ RequestState::Continue RequestState::run_tasks(Job& job, bool may_yield) {
   return Continue::done;
 }
 
-void RequestState::complete(bool on_watcher) {
-  std::vector<Hook> callbacks;
+void RequestState::complete() {
+  std::vector<Callback> callbacks;
   Status status;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -315,21 +293,7 @@ void RequestState::complete(bool on_watcher) {
     done_ = true;
   }
   done_cv_.notify_all();
-  // User callbacks may wait for further requests, whose copies the watcher may have to see end: never on
-  // the watcher. A front end's own hook is quick and runs where the request ends.
-  std::vector<Callback> elsewhere;
-  for (auto& hook : callbacks) {
-    if (on_watcher && !hook.front_end) {
-      elsewhere.push_back(std::move(hook.callback));
-    } else {
-      hook.callback(result);
-    }
-  }
-  if (!elsewhere.empty()) {
-    shared_pool().submit([elsewhere = std::move(elsewhere), result] {
-      for (auto& cb : elsewhere) cb(result);
-    });
-  }
+  for (auto& cb : callbacks) cb(result);
   // Drop the self-reference last: waiters and callbacks may hold their own references.
   std::shared_ptr<RequestState> keep;
   {
@@ -407,7 +371,7 @@ void RequestState::then(Callback callback, bool hurry) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!done_) {
-      callbacks_.push_back(Hook{std::move(callback), /*front_end=*/!hurry});
+      callbacks_.push_back(std::move(callback));
       queued = true;
     }
   }

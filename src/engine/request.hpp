@@ -89,17 +89,13 @@ class RequestState {
     std::unique_ptr<RouteWorker> worker;
     Report local;
     std::vector<Result<std::uint64_t>> results;
-    std::uint64_t bytes = 0;  // moved by its tasks so far
   };
   enum class Continue { done, later };
   bool claim_job();  // takes one of the jobs not begun yet, from the pool or a waiter
   void run_job(std::shared_ptr<Job> job, bool may_yield);
-  // The job's worker has ended and its work in flight with `finished` as outcome: counts the job out.
-  // `on_watcher`: on the in-flight watcher's thread, which must not run user callbacks.
-  void end_job(Job& job, Status finished, bool on_watcher);
   Continue run_tasks(Job& job, bool may_yield);  // until none are left, one failed, or it yields
   void record_error(Status s);
-  void complete(bool on_watcher = false);
+  void complete();
 
   std::vector<Task> tasks_;
   EndOfFileRule eof_;
@@ -125,11 +121,7 @@ class RequestState {
   Status first_error_;
   Report report_;
   std::optional<Result<Transfer>> result_;
-  struct Hook {
-    Callback callback;
-    bool front_end = false;  // a front end's own completion hook (then() without hurry): quick, never waits
-  };
-  std::vector<Hook> callbacks_;
+  std::vector<Callback> callbacks_;
   std::shared_ptr<RequestState> self_;  // keeps the state alive while jobs run
   std::function<void()> on_cancel_;       // a deferred request's (set once, before it is shared)
   std::function<std::uint64_t()> progress_;  // a deferred request's bytes_done (guarded by mutex_)

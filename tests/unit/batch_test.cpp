@@ -11,10 +11,8 @@
 #include <atomic>
 #include <cstring>
 #include <functional>
-#include <future>
 #include <latch>
 #include <random>
-#include <thread>
 #include <vector>
 
 #include "backends/staging_pool.hpp"
@@ -214,6 +212,23 @@ TEST_F(Batch, AWorkersShareIsOneFillAndOneCopy) {
   testing::fake_cuda_free(dev);
 }
 
+// A request makes no more jobs than its takes fill: 17 pieces over 16 threads are shares of 2, 9 takes,
+// so 9 workers, each setting up staging and synchronising its stream once; 16 were made before, 7 of them
+// to find nothing left.
+TEST_F(Batch, OnlyTheWorkersTheTakesFillAreSetUp) {
+  constexpr std::size_t kPieces = 17;
+  File f = memory_file(kPieces, 16, 1 << 20);
+  auto [dev, pieces] = device_pages(kPieces, [](std::size_t i) { return kPieces - 1 - i; });
+  const std::uint64_t syncs_before = testing::fake_cuda_counters().stream_syncs;
+  auto r = f.pread_batch(pieces).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->report.total_ops(), kPieces) << "every piece counted";
+  EXPECT_LE(memory_->largest_batch, 2u) << "a share of 17 pieces over 16 threads";
+  EXPECT_EQ(testing::fake_cuda_counters().stream_syncs - syncs_before, 9u) << "one worker (and one finish) a take";
+  EXPECT_TRUE(holds(pieces, dev, (kPieces + 1) * 4096, kPieces * 4096));
+  testing::fake_cuda_free(dev);
+}
+
 TEST_F(Batch, AwkwardDevicePiecesStayExact) {
   File f = open();
   constexpr std::uint64_t kMemory = 24 << 20;
@@ -379,151 +394,6 @@ TEST_F(Batch, TryRunHereRunsAOneTaskRequestOnTheCallersThreadAndOnlySuch) {
   ASSERT_THAT(large.get().status(), StatusIs(ErrorCode::ok));
   EXPECT_EQ(one, testing::pattern(8192, 4096));
   EXPECT_EQ(three, testing::pattern(0, 3 * 4096));
-}
-
-// The in-flight watcher. Copies run only when waited for (deferred), every pool worker is held busy and
-// this thread runs the queue one entry at a time, so what the engine does is seen alone. The large read is
-// one task of 2.5 MiB, past the 1 MiB from which a job may leave its last copies; the small one is queued
-// behind it.
-class Watcher : public Batch {
- protected:
-  void SetUp() override {
-    Batch::SetUp();
-    testing::fake_cuda_script().copy_mode = testing::FakeCopyMode::deferred;
-  }
-
-  File open_one_thread() {
-    Config c;
-    // One job each, and the pool does not grow for them; one task, so that a slow job (ThreadSanitizer)
-    // never yields to the queued one between tasks.
-    c.set_compat_mode(CompatMode::on).set_threads(1).set_task_size(4 << 20);
-    detail::OpenOptions o;
-    o.gpu = &testing::fake_gpu_platform();
-    auto f = detail::open_file(path_, "r", c, o);
-    EXPECT_TRUE(f.ok()) << f.status().to_string();
-    return std::move(*f);
-  }
-};
-
-// A job that ends while other work is queued leaves its last copies to the watcher and its thread takes
-// that work at once: the request is completed on the watcher's thread, not on the one that ran its job.
-TEST_F(Watcher, AJobLeavesItsLastCopiesWhileWorkIsQueuedAndEndsWhenTheyDo) {
-  File f = open_one_thread();
-  auto* dev = static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(kFile + 1));
-  std::memset(dev, kPoison, kFile + 1);
-  std::vector<std::uint8_t> small(4096);
-  std::promise<std::thread::id> ended_on;
-  {
-    testing::BusyPool busy;
-    Future large = f.pread(dev, kFile, 0);
-    large.then([&ended_on](const Result<Transfer>&) { ended_on.set_value(std::this_thread::get_id()); },
-               Future::Caller::waits);
-    Future little = f.pread(small.data(), small.size(), 4096);
-    ASSERT_TRUE(detail::shared_pool().help_one());  // the large read's job
-    EXPECT_TRUE(large.wait_for(std::chrono::seconds(30))) << "nobody ended the large read";
-    EXPECT_NE(ended_on.get_future().get(), std::this_thread::get_id())
-        << "the job's own thread waited for its copies although work was queued";
-    EXPECT_FALSE(little.done());
-    ASSERT_TRUE(detail::shared_pool().help_one());  // the small read, queued behind it
-    EXPECT_TRUE(little.done());
-    busy.release();
-    auto big = large.get();
-    ASSERT_TRUE(big.ok()) << big.status().to_string();
-    EXPECT_EQ(big->bytes, kFile);
-    ASSERT_THAT(little.get().status(), StatusIs(ErrorCode::ok));
-  }
-  EXPECT_EQ(0, std::memcmp(dev, testing::pattern(0, kFile).data(), kFile));
-  EXPECT_EQ(dev[kFile], kPoison) << "the byte past the read";
-  EXPECT_EQ(small, testing::pattern(4096, 4096));
-  EXPECT_EQ(testing::fake_cuda_pending_copies(), 0u);
-  testing::fake_cuda_free(dev);
-}
-
-// With nothing queued, a job leaves its copies to the watcher only where a spare kit exists: its thread
-// may then take work that comes meanwhile without pinning more staging (a loader's next batch), and a
-// request that nobody follows pins nothing new for it.
-TEST_F(Watcher, WithNothingQueuedAJobLeavesItsCopiesOnlyWhereASpareKitExists) {
-  File f = open_one_thread();
-  auto* dev = static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(kFile));
-  auto ended_on = [&](const char* what) {
-    testing::BusyPool busy;
-    std::promise<std::thread::id> on;
-    Future large = f.pread(dev, kFile, 0);
-    large.then([&on](const Result<Transfer>&) { on.set_value(std::this_thread::get_id()); }, Future::Caller::waits);
-    EXPECT_TRUE(detail::shared_pool().help_one()) << what;  // the read's job, nothing queued behind it
-    EXPECT_TRUE(large.wait_for(std::chrono::seconds(30))) << what;
-    busy.release();
-    EXPECT_THAT(large.get().status(), StatusIs(ErrorCode::ok)) << what;
-    EXPECT_EQ(0, std::memcmp(dev, testing::pattern(0, kFile).data(), kFile)) << what;
-    std::memset(dev, 0, kFile);
-    return on.get_future().get();
-  };
-  // The read's kit is the only one: it waits here.
-  EXPECT_EQ(ended_on("one kit"), std::this_thread::get_id()) << "it left its copies with no spare kit";
-  // Two kits: the read takes one, the other is spare.
-  Config c;
-  ASSERT_TRUE(detail::make_current(testing::fake_cuda_api(), 0).ok());
-  ASSERT_TRUE(detail::process_staging_pool()
-                  .reserve(testing::fake_cuda_api(), 0, c.bounce_buffer_size(), c.bounce_buffers_per_thread(), 2)
-                  .ok());
-  EXPECT_NE(ended_on("a spare kit"), std::this_thread::get_id()) << "it waited although a spare kit existed";
-  testing::fake_cuda_free(dev);
-}
-
-// A callback left by then() may wait for further requests, whose copies the watcher may be watching: it
-// never runs on the watcher, but on a pool worker (here the queue this thread runs).
-TEST_F(Watcher, CallbacksOfARequestItEndsRunInThePool) {
-  File f = open_one_thread();
-  auto* dev = static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(kFile));
-  std::vector<std::uint8_t> small(4096);
-  std::promise<std::thread::id> called_on;
-  auto called = called_on.get_future();
-  {
-    testing::BusyPool busy;
-    Future large = f.pread(dev, kFile, 0);
-    large.then([&called_on](const Result<Transfer>&) { called_on.set_value(std::this_thread::get_id()); });
-    Future little = f.pread(small.data(), small.size(), 0);
-    ASSERT_TRUE(detail::shared_pool().help_one());  // the large read's job
-    ASSERT_TRUE(large.wait_for(std::chrono::seconds(30)));
-    // The small read and the callback, queued once the watcher ended the large read.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (called.wait_for(std::chrono::seconds(0)) != std::future_status::ready &&
-           std::chrono::steady_clock::now() < deadline) {
-      if (!detail::shared_pool().help_one()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    ASSERT_EQ(called.wait_for(std::chrono::seconds(0)), std::future_status::ready) << "the callback never ran";
-    EXPECT_EQ(called.get(), std::this_thread::get_id()) << "the callback ran on the watcher, not in the pool";
-    busy.release();
-    ASSERT_THAT(large.get().status(), StatusIs(ErrorCode::ok));
-    ASSERT_THAT(little.get().status(), StatusIs(ErrorCode::ok));
-  }
-  EXPECT_EQ(0, std::memcmp(dev, testing::pattern(0, kFile).data(), kFile));
-  testing::fake_cuda_free(dev);
-}
-
-// Copies the watcher cannot wait for fail their request, naming the GPU, and their bounce buffers are
-// freed, never reused (their stream is destroyed, which still ends its queued copies).
-TEST_F(Watcher, CopiesItCannotWaitForFailTheRequest) {
-  testing::fake_cuda_script().fail("cuEventQuery", detail::CUDA_ERROR_ILLEGAL_ADDRESS);
-  File f = open_one_thread();
-  auto* dev = static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(kFile));
-  std::vector<std::uint8_t> small(4096);
-  {
-    testing::BusyPool busy;
-    Future large = f.pread(dev, kFile, 0);
-    Future little = f.pread(small.data(), small.size(), 0);
-    ASSERT_TRUE(detail::shared_pool().help_one());  // the large read's job
-    ASSERT_TRUE(large.wait_for(std::chrono::seconds(30)));
-    ASSERT_TRUE(detail::shared_pool().help_one());  // the small read
-    busy.release();
-    auto r = large.get();
-    ASSERT_THAT(r, StatusIs(ErrorCode::io_error));
-    EXPECT_THAT(r.status().message(), HasSubstr("waiting for copies to GPU 0"));
-    ASSERT_THAT(little.get().status(), StatusIs(ErrorCode::ok));
-  }
-  testing::fake_cuda_script().failures.clear();
-  EXPECT_EQ(testing::fake_cuda_pending_copies(), 0u) << "copies left queued on a destroyed kit";
-  testing::fake_cuda_free(dev);
 }
 
 }  // namespace

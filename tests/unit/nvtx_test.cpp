@@ -5,18 +5,11 @@
 
 #include <dlfcn.h>
 
-#include <cstring>
 #include <sstream>
 #include <vector>
 
-#include "backends/staging_pool.hpp"
 #include "ferry/file.hpp"
-#include "file/file_state.hpp"
-#include "file/open_options.hpp"
 #include "platform/nvtx/nvtx.hpp"
-#include "support/fake_cuda.hpp"
-#include "support/fake_platform.hpp"
-#include "support/memory_source.hpp"
 #include "support/test_files.hpp"
 
 using ::testing::HasSubstr;
@@ -71,8 +64,7 @@ TEST_F(Nvtx, RangesAroundTheRequestAndEachTaskWhenOn) {
   std::string id = lines.front().substr(6, lines.front().find(' ', 6) - 6);
   EXPECT_THAT(lines.front(), StartsWith("start " + id + " ferry read 12.00 KiB at offset 0 from \""));
   EXPECT_EQ(lines.back(), "end " + id);
-  // Each of the two workers adds a set-up range before its tasks; a host-route worker has no copies to
-  // wait for, so no finish range after them.
+  // Each of the two workers adds a set-up and a finish range around its tasks.
   int tasks = 0, setups = 0, finishes = 0, pops = 0;
   for (const auto& l : lines) {
     if (l.rfind("push ferry task ", 0) == 0) {
@@ -85,45 +77,8 @@ TEST_F(Nvtx, RangesAroundTheRequestAndEachTaskWhenOn) {
   }
   EXPECT_EQ(tasks, 3);
   EXPECT_EQ(setups, 2);
-  EXPECT_EQ(finishes, 0);
-  EXPECT_EQ(pops, 3 + 2);
-}
-
-// A request makes no more jobs than its takes fill: 17 pieces of a batch over 16 threads are shares of 2,
-// 9 takes, so 9 workers set up (staging pinned, a stream); 16 were made before, 7 of them to find nothing
-// left. Each set-up is a range of its own.
-TEST_F(Nvtx, ABatchSetsUpOnlyTheWorkersItsTakesFill) {
-  constexpr std::size_t kPieces = 17;
-  detail::process_staging_pool().clear();
-  testing::reset_fake_cuda();
-  {
-    auto memory = std::make_shared<testing::MemorySource>("memory", testing::pattern(0, kPieces * 4096));
-    memory->depth = 4096;
-    Config c;
-    c.set_nvtx(true).set_compat_mode(CompatMode::on).set_bounce_buffer_size(1 << 20).set_threads(16);
-    detail::OpenOptions o;
-    o.gpu = &testing::fake_gpu_platform();
-    auto f = detail::open_source(memory, "r", c, o);
-    ASSERT_TRUE(f.ok()) << f.status().to_string();
-    auto* dev = static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(kPieces * 4096));
-    std::vector<Piece> pieces;
-    for (std::size_t i = 0; i < kPieces; ++i) pieces.push_back(Piece{dev + i * 4096, 4096, (kPieces - 1 - i) * 4096});
-    (void)events();
-    auto r = f->pread_batch(pieces).get();
-    ASSERT_TRUE(r.ok()) << r.status().to_string();
-    EXPECT_EQ(r->report.total_ops(), kPieces) << "every piece counted";
-    EXPECT_LE(memory->largest_batch, 2u) << "a share of 17 pieces over 16 threads";
-    for (std::size_t i = 0; i < kPieces; ++i) {
-      EXPECT_EQ(0, std::memcmp(dev + i * 4096, testing::pattern((kPieces - 1 - i) * 4096, 4096).data(), 4096)) << i;
-    }
-    int setups = 0;
-    for (const auto& l : events()) setups += l == "push ferry worker set-up" ? 1 : 0;
-    EXPECT_EQ(setups, 9) << "one worker a take";
-    testing::fake_cuda_free(dev);
-  }
-  detail::process_staging_pool().clear();
-  (void)testing::fake_cuda_api().cuCtxSetCurrent(nullptr);
-  testing::reset_fake_cuda();
+  EXPECT_EQ(finishes, 2);
+  EXPECT_EQ(pops, 3 + 2 + 2);
 }
 
 TEST_F(Nvtx, NothingWhenOff) {
