@@ -37,6 +37,9 @@
 #   small-reads  bench/tools/small_reads.cpp: random reads of 4 KiB to 16 MiB into GPU 0 from a 4 GiB file,
 #                Ferry (in flight, one at a time, pread_batch) beside the plain loop, hot ($SMALL_CACHE: hot,
 #                cold or "hot cold"), every byte checked; then examples/token_windows.py
+#   small-reads-goals  issue 21's goals in one call: the copy ceiling, then ferry_small_reads hot (64 in
+#                flight, one at a time, batches of 32 and 64 MiB) and cold (4 KiB against raw O_DIRECT), judged
+#                by bench/tools/small_reads_goals.py (goals.txt)
 #   golden       tests/fixtures/safetensors/make_golden.py with the reference package; the files come back
 #                in the archive (golden/)
 #   repro-old    issue 20's reports against d7cbac4's Python module (.old-tree, carried) and this one, each
@@ -306,6 +309,21 @@ PY
         2>&1 | tee "$out/small-reads-$cache.txt"
     done
     PYTHONPATH="$build/python" $python examples/token_windows.py 2>&1 | tee "$out/token-windows.txt"
+    ;;
+  small-reads-goals)
+    # Everything issue 21's goals need, in one call, then the verdicts (bench/tools/small_reads_goals.py).
+    log "issue 21's goals: copy ceiling, small reads hot (in flight, one at a time, batches) and cold"
+    f=$(big small-4GiB.bin 4GiB)
+    sr="$build/tests/ferry_small_reads"
+    cat "$f" > /dev/null
+    "$build/tests/ferry_copy_contention" "$f" > "$out/goals-copy-ceiling.txt" 2>&1
+    run_goal() { local name=$1; shift; "$sr" "$f" "$@" --json-out "$out/goals-$name.json" > "$out/goals-$name.txt" 2>&1 || echo "$name: exit $?"; }
+    run_goal in-flight --sizes 4KiB,64KiB,1MiB,16MiB --bytes-per-mode 2GiB --modes ferry,ferry-mt,plain
+    run_goal one --sizes 4KiB,64KiB,1MiB --modes ferry-1,plain-1
+    run_goal batch-32 --sizes 4KiB,64KiB,1MiB --bytes-per-mode 2GiB --modes batch
+    run_goal batch-64 --sizes 64KiB,1MiB --bytes-per-mode 2GiB --modes batch --batch-bytes 64MiB
+    run_goal cold --cache cold --sizes 4KiB --bytes-per-mode 64MiB --modes raw-host,batch,ferry-mt
+    $python bench/tools/small_reads_goals.py --ceiling "$out/goals-copy-ceiling.txt" "$out"/goals-*.json | tee "$out/goals.txt"
     ;;
   golden)
     log "safetensors golden files from the reference package"
