@@ -18,6 +18,10 @@
 //   plain-fill   the batch pattern without Ferry: `threads` threads, each reading 4 MiB fills of consecutive
 //                pieces into a pinned bounce buffer, one copy per fill, waiting for it before reading on
 //   plain-pipe   the same with two bounce buffers a thread: the next fill is read while the last is copied
+//   plain-calls  the plain loop plus Ferry's per-request questions (fstat for the size, cuPointerGetAttributes
+//                of the destination); plain-calls-1 the same one at a time
+//   plain-combined  the plain loop's reads, their copies combined across threads into batched copies
+//                (cuMemcpyBatchAsync, one stream): whether one copy for many concurrent requests wins
 //   pageable-1   plain-1 from a pageable buffer (the driver's own path for small pageable copies)
 //   raw-host     `threads` threads of preads into host memory, nothing copied: the page cache's rate at that
 //                size and depth (hot), or the disk's with O_DIRECT (cold): the most any staged path can read
@@ -25,6 +29,7 @@
 // checking every byte: each window of requests lands in its own slots of the device buffer, is copied back
 // and compared with what an independent pread of FILE says. Prints a table and, with --json-out, the
 // figures; cold drops FILE's pages before each timed run (no root).
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -35,7 +40,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <condition_variable>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
@@ -49,6 +56,7 @@
 #include "ferry/page_cache.hpp"
 #include "ferry_tooling/host_memory.hpp"
 #include "ferry_tooling/unique_fd.hpp"
+#include "platform/cuda/buffer_kind.hpp"
 #include "platform/cuda/cuda_api.hpp"
 #include "platform/cuda/primary_context.hpp"
 
@@ -158,6 +166,107 @@ std::vector<std::uint8_t> expected_bytes(int fd, const Plan& p, std::size_t firs
   }
   return out;
 }
+
+// What Ferry asks the system per request before it reads (FileState::submit and classify_buffer): the
+// file's size and what the destination is.
+void ask_like_ferry(int fd, void* dst, std::uint64_t size) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) < size) die("fstat");
+  auto kind = classify_buffer(process_cuda_api(), dst, size);
+  if (!kind.ok() || kind->kind != MemoryKind::device) die("cuPointerGetAttributes did not see device memory");
+}
+
+// cuda.h's CUmemcpyAttributes (CUDA 12.8 and later), for the one batched-copy probe.
+struct MemcpyAttributes {
+  int src_access_order = 1;  // CU_MEMCPY_SRC_ACCESS_ORDER_STREAM
+  int src_location[2] = {0, 0};
+  int dst_location[2] = {0, 0};
+  unsigned flags = 0;
+};
+using MemcpyBatchAsyncFn = CUresult (*)(CUdeviceptr* dsts, CUdeviceptr* srcs, std::size_t* sizes, std::size_t count,
+                                        MemcpyAttributes* attrs, std::size_t* attrs_idxs, std::size_t num_attrs,
+                                        CUstream stream);
+
+// Copies from many threads combined into batched copies (plain-combined): see that mode.
+class CopyCombiner {
+ public:
+  explicit CopyCombiner(const CudaApi& api) : api_(api) {
+    void* cuda = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (cuda != nullptr) batch_ = reinterpret_cast<MemcpyBatchAsyncFn>(::dlsym(cuda, "cuMemcpyBatchAsync_v2"));
+  }
+  ~CopyCombiner() {
+    for (auto e : events_) (void)api_.cuEventDestroy_v2(e);
+    if (stream_ != nullptr) (void)api_.cuStreamDestroy_v2(stream_);
+  }
+  bool available() const { return batch_ != nullptr; }
+  // Copies per batched copy since the last call (how much combining happened).
+  double take_copies_per_batch() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const double per = batches_ > 0 ? static_cast<double>(copies_) / static_cast<double>(batches_) : 0;
+    batches_ = copies_ = 0;
+    return per;
+  }
+
+  // Copies `bytes` from pinned `src` to `dst` and returns once they have landed.
+  void copy(CUdeviceptr dst, const void* src, std::size_t bytes) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (stream_ == nullptr) {
+      (void)api_.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING);
+      events_.assign(kEvents, nullptr);
+      for (auto& e : events_) (void)api_.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING);
+    }
+    dsts_.push_back(dst);
+    srcs_.push_back(reinterpret_cast<CUdeviceptr>(src));
+    sizes_.push_back(bytes);
+    const std::uint64_t mine = open_round_;
+    if (!issuing_) {
+      issuing_ = true;
+      while (!dsts_.empty()) {
+        std::vector<CUdeviceptr> dsts, srcs;
+        std::vector<std::size_t> sizes;
+        dsts.swap(dsts_);
+        srcs.swap(srcs_);
+        sizes.swap(sizes_);
+        const std::uint64_t round = open_round_++;
+        lock.unlock();
+        MemcpyAttributes attrs;
+        std::size_t first = 0;
+        if (batch_(dsts.data(), srcs.data(), sizes.data(), dsts.size(), &attrs, &first, 1, stream_) != CUDA_SUCCESS) {
+          die("cuMemcpyBatchAsync failed");
+        }
+        (void)api_.cuEventRecord(events_[round % kEvents], stream_);
+        lock.lock();
+        issued_ = round + 1;
+        ++batches_;
+        copies_ += dsts.size();
+        issued_cv_.notify_all();
+      }
+      issuing_ = false;
+    } else {
+      issued_cv_.wait(lock, [&] { return issued_ > mine; });
+    }
+    // A later round may have re-recorded the event: it is later on the same stream, so waiting for it
+    // still covers this copy.
+    CUevent done = events_[mine % kEvents];
+    lock.unlock();
+    (void)api_.cuEventSynchronize(done);
+  }
+
+ private:
+  static constexpr std::size_t kEvents = 64;
+  const CudaApi& api_;
+  MemcpyBatchAsyncFn batch_ = nullptr;
+  std::mutex mutex_;
+  std::condition_variable issued_cv_;
+  CUstream stream_ = nullptr;
+  std::vector<CUevent> events_;
+  std::vector<CUdeviceptr> dsts_, srcs_;  // the open round's copies
+  std::vector<std::size_t> sizes_;
+  std::uint64_t open_round_ = 0;  // the round listed copies go in
+  std::uint64_t issued_ = 0;      // rounds issued
+  bool issuing_ = false;
+  std::uint64_t batches_ = 0, copies_ = 0;
+};
 
 class Bench {
  public:
@@ -335,8 +444,11 @@ int main(int argc, char** argv) {
       batches(pl, first, count, [&](std::size_t i) { return host_slots + (i % pl.slots) * pl.size; });
       if (verify) (void)api->cuMemcpyHtoD_v2(dev, host_slots, std::min<std::size_t>(count, pl.slots) * pl.size);
     });
-    auto plain = [&](unsigned threads) {
-      return [&, threads](const Plan& pl, std::size_t first, std::size_t count, bool) {
+    // `ferry_calls`: before each read, also what Ferry asks per request and the loop does not (the file's
+    // size by fstat, the destination's kind by cuPointerGetAttributes): what those two calls cost with
+    // `threads` threads at once.
+    auto plain = [&](unsigned threads, bool ferry_calls = false) {
+      return [&, threads, ferry_calls](const Plan& pl, std::size_t first, std::size_t count, bool) {
         std::atomic<std::size_t> next{first};
         std::vector<std::thread> pool;
         for (unsigned t = 0; t < threads; ++t) {
@@ -347,6 +459,7 @@ int main(int argc, char** argv) {
             (void)api->cuMemHostAlloc(&pinned, pl.size, 0);
             (void)api->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
             for (std::size_t i; (i = next.fetch_add(1)) < first + count;) {
+              if (ferry_calls) ask_like_ferry(f.fileno(), slot(i - first), pl.size);
               if (::pread(f.fileno(), pinned, pl.size, static_cast<off_t>(pl.offsets[i])) != static_cast<ssize_t>(pl.size)) die("pread");
               (void)api->cuMemcpyHtoDAsync_v2(reinterpret_cast<CUdeviceptr>(slot(i - first)), pinned, pl.size, s);
               (void)api->cuStreamSynchronize(s);
@@ -433,6 +546,32 @@ int main(int argc, char** argv) {
     modes.emplace_back("plain-pipe", plain_fills(2));
     modes.emplace_back("plain", plain(o.threads));
     modes.emplace_back("plain-1", plain(1));
+    modes.emplace_back("plain-calls", plain(o.threads, true));
+    modes.emplace_back("plain-calls-1", plain(1, true));
+    // The plain loop's reads with their copies combined across threads: a thread whose read is done lists
+    // its copy, and a thread that finds nobody issuing copies issues every listed one with one
+    // cuMemcpyBatchAsync on one shared stream and records an event; each thread then waits for the event
+    // of the batch its copy went in. Whether one batched copy for many concurrent requests beats one copy
+    // each (issue 21's in-flight goal) before Ferry's engine is shaped for it.
+    auto combiner = std::make_shared<CopyCombiner>(*api);
+    modes.emplace_back("plain-combined", [&, combiner](const Plan& pl, std::size_t first, std::size_t count, bool) {
+      if (!combiner->available()) die("the driver has no cuMemcpyBatchAsync_v2");
+      std::atomic<std::size_t> next{first};
+      std::vector<std::thread> pool;
+      for (unsigned t = 0; t < o.threads; ++t) {
+        pool.emplace_back([&] {
+          ScopedDeviceContext ctx(*api, o.device);
+          void* pinned = nullptr;
+          (void)api->cuMemHostAlloc(&pinned, pl.size, 0);
+          for (std::size_t i; (i = next.fetch_add(1)) < first + count;) {
+            if (::pread(f.fileno(), pinned, pl.size, static_cast<off_t>(pl.offsets[i])) != static_cast<ssize_t>(pl.size)) die("pread");
+            combiner->copy(reinterpret_cast<CUdeviceptr>(slot(i - first)), pinned, pl.size);
+          }
+          (void)api->cuMemFreeHost(pinned);
+        });
+      }
+      for (auto& t : pool) t.join();
+    });
     // The same loop from pageable memory: whether the driver's own path for small pageable copies beats
     // a pinned buffer's copy-engine operation one request at a time.
     modes.emplace_back("pageable-1", [&](const Plan& pl, std::size_t first, std::size_t count, bool) {
@@ -476,6 +615,7 @@ int main(int argc, char** argv) {
       std::printf("%-9s %-9s %12llu %12.2f %12.3f %10.1f  %s\n", format_size(size).c_str(), name.c_str(),
                   static_cast<unsigned long long>(r.requests), gbps, mreq, us,
                   r.verified ? "all" : ("FAILED: " + r.error).c_str());
+      if (name == "plain-combined") std::printf("          (%.1f copies per batched copy)\n", combiner->take_copies_per_batch());
       std::fflush(stdout);
       json += fmt::format("{}{{\"size\":{},\"mode\":\"{}\",\"cache\":\"{}\",\"requests\":{},\"seconds\":{:.6f},"
                           "\"gb_per_s\":{:.4f},\"m_requests_per_s\":{:.4f},\"us_per_request\":{:.2f},"
