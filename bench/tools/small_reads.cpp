@@ -25,12 +25,15 @@
 //   pageable-1   plain-1 from a pageable buffer (the driver's own path for small pageable copies)
 //   raw-host     `threads` threads of preads into host memory, nothing copied: the page cache's rate at that
 //                size and depth (hot), or the disk's with O_DIRECT (cold): the most any staged path can read
+// Under each row: the process's CPU time and context switches a request over the timed run, and for ferry and
+// ferry-mt the submitting threads' time in pread() and in get().
 // Each mode first runs one window untimed (its one-time set-up), then the timed run, then again, not timed,
 // checking every byte: each window of requests lands in its own slots of the device buffer, is copied back
 // and compared with what an independent pread of FILE says. Prints a table and, with --json-out, the
 // figures; cold drops FILE's pages before each timed run (no root).
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -147,9 +150,34 @@ struct Gpu {
 struct ModeResult {
   std::string mode;
   double seconds = 0;
+  // The process's CPU time and context switches over the timed run (getrusage): where a mode's time goes
+  // that its wall time hides (threads spinning, or sleeping and being woken, per request).
+  double cpu_seconds = 0;
+  long voluntary_switches = 0, involuntary_switches = 0;
   std::uint64_t requests = 0, bytes = 0;
   bool verified = false;
   std::string error;
+};
+
+// Where the submitting threads of the in-flight modes spend their time: in pread() (submitting) and in
+// get() (waiting for the oldest request), summed over the threads.
+struct InFlightTimes {
+  std::mutex mutex;
+  double submitting = 0, waiting = 0;
+  std::uint64_t requests = 0;
+  void add(double s, double w, std::uint64_t n) {
+    std::lock_guard<std::mutex> lock(mutex);
+    submitting += s;
+    waiting += w;
+    requests += n;
+  }
+  void reset() {
+    std::lock_guard<std::mutex> lock(mutex);
+    submitting = waiting = 0;
+    requests = 0;
+  }
+  double submit_us() const { return requests ? submitting / static_cast<double>(requests) * 1e6 : 0; }
+  double wait_us() const { return requests ? waiting / static_cast<double>(requests) * 1e6 : 0; }
 };
 
 // One mode: moves requests [first, first + count) into the slots (request first + i into slot i modulo
@@ -310,9 +338,19 @@ class Bench {
     r.mode = mode;
     run(p, 0, std::min<std::size_t>(p.slots, p.offsets.size()), false);
     drop_cache();
+    struct rusage before {}, after {};
+    ::getrusage(RUSAGE_SELF, &before);
     double t = now_s();
     run(p, 0, p.offsets.size(), false);
     r.seconds = now_s() - t;
+    ::getrusage(RUSAGE_SELF, &after);
+    auto cpu = [](const struct rusage& u) {
+      return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+             static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+    };
+    r.cpu_seconds = cpu(after) - cpu(before);
+    r.voluntary_switches = after.ru_nvcsw - before.ru_nvcsw;
+    r.involuntary_switches = after.ru_nivcsw - before.ru_nivcsw;
     r.requests = p.offsets.size();
     r.bytes = r.requests * p.size;
     std::vector<std::uint8_t> back(static_cast<std::size_t>(p.slots) * p.size);
@@ -363,6 +401,7 @@ int main(int argc, char** argv) {
   std::string json = "[";
   std::printf("%-9s %-9s %12s %12s %12s %10s  %s\n", "size", "mode", "requests", "GB/s", "M req/s", "us/req",
               "bytes checked");
+  InFlightTimes in_flight_times;
   for (std::uint64_t size : o.sizes) {
     Plan p = bench.plan(size);
     File& f = bench.file();
@@ -370,37 +409,44 @@ int main(int argc, char** argv) {
       return reinterpret_cast<void*>(static_cast<std::uintptr_t>(dev + (i % p.slots) * p.size));
     };
     // Reads the requests `next` hands out (until it says none are left, past `end`), keeping at most
-    // `depth` in flight on this thread.
-    auto read_in_flight = [&](const Plan& pl, std::size_t first, std::size_t end, unsigned depth,
+    // `depth` in flight on this thread; outside checked windows, adds the time spent in pread() and get() to
+    // in_flight_times.
+    auto read_in_flight = [&](const Plan& pl, std::size_t first, std::size_t end, unsigned depth, bool checking,
                               const std::function<std::size_t()>& next) {
       std::vector<Future> live;
       live.reserve(depth);
-      for (std::size_t i; (i = next()) < end;) {
-        if (live.size() == depth) {
-          auto r = live.front().get();
-          if (!r.ok()) die(r.status().to_string());
-          live.erase(live.begin());
-        }
-        live.push_back(f.pread(slot(i - first), pl.size, pl.offsets[i]));
-      }
-      for (auto& fut : live) {
-        auto r = fut.get();
+      double submitting = 0, waiting = 0;
+      std::uint64_t requests = 0;
+      auto get_oldest = [&] {
+        const double t = now_s();
+        auto r = live.front().get();
+        waiting += now_s() - t;
         if (!r.ok()) die(r.status().to_string());
+        live.erase(live.begin());
+      };
+      for (std::size_t i; (i = next()) < end;) {
+        if (live.size() == depth) get_oldest();
+        const double t = now_s();
+        live.push_back(f.pread(slot(i - first), pl.size, pl.offsets[i]));
+        submitting += now_s() - t;
+        ++requests;
       }
+      while (!live.empty()) get_oldest();
+      if (!checking) in_flight_times.add(submitting, waiting, requests);
     };
     std::vector<std::pair<std::string, Runner>> modes;
-    modes.emplace_back("ferry", [&](const Plan& pl, std::size_t first, std::size_t count, bool) {
+    modes.emplace_back("ferry", [&](const Plan& pl, std::size_t first, std::size_t count, bool checking) {
       std::size_t next = first;
-      read_in_flight(pl, first, first + count, o.in_flight, [&] { return next++; });
+      read_in_flight(pl, first, first + count, o.in_flight, checking, [&] { return next++; });
     });
     // The same number in flight, submitted from `threads` threads (as the plain loop reads on that many).
-    modes.emplace_back("ferry-mt", [&](const Plan& pl, std::size_t first, std::size_t count, bool) {
+    modes.emplace_back("ferry-mt", [&](const Plan& pl, std::size_t first, std::size_t count, bool checking) {
       std::atomic<std::size_t> next{first};
       const unsigned per_thread = std::max(1u, o.in_flight / o.threads);
       std::vector<std::thread> pool;
       for (unsigned t = 0; t < o.threads; ++t) {
         pool.emplace_back([&] {
-          read_in_flight(pl, first, first + count, per_thread, [&] { return next.fetch_add(1); });
+          read_in_flight(pl, first, first + count, per_thread, checking, [&] { return next.fetch_add(1); });
         });
       }
       for (auto& t : pool) t.join();
@@ -605,6 +651,7 @@ int main(int argc, char** argv) {
     });
     for (auto& [name, run] : modes) {
       if (!o.modes.empty() && std::find(o.modes.begin(), o.modes.end(), name) == o.modes.end()) continue;
+      in_flight_times.reset();
       // One-at-a-time modes get fewer requests: latency, not throughput, is what they show.
       Plan q = p;
       if (name.back() == '1') q.offsets.resize(std::min<std::size_t>(q.offsets.size(), o.latency_requests));
@@ -615,13 +662,24 @@ int main(int argc, char** argv) {
       std::printf("%-9s %-9s %12llu %12.2f %12.3f %10.1f  %s\n", format_size(size).c_str(), name.c_str(),
                   static_cast<unsigned long long>(r.requests), gbps, mreq, us,
                   r.verified ? "all" : ("FAILED: " + r.error).c_str());
+      const double n = static_cast<double>(r.requests);
+      std::printf("          (per request: cpu %.1f us, %.2f voluntary and %.2f involuntary context switches",
+                  r.cpu_seconds / n * 1e6, static_cast<double>(r.voluntary_switches) / n,
+                  static_cast<double>(r.involuntary_switches) / n);
+      if (name == "ferry" || name == "ferry-mt") {
+        std::printf("; submitting %.1f us, waiting %.1f us a request a thread", in_flight_times.submit_us(),
+                    in_flight_times.wait_us());
+      }
+      std::printf(")\n");
       if (name == "plain-combined") std::printf("          (%.1f copies per batched copy)\n", combiner->take_copies_per_batch());
       std::fflush(stdout);
       json += fmt::format("{}{{\"size\":{},\"mode\":\"{}\",\"cache\":\"{}\",\"requests\":{},\"seconds\":{:.6f},"
                           "\"gb_per_s\":{:.4f},\"m_requests_per_s\":{:.4f},\"us_per_request\":{:.2f},"
-                          "\"verified\":{},\"in_flight\":{},\"batches_in_flight\":{},\"batch_bytes\":{},\"threads\":{}}}",
+                          "\"verified\":{},\"in_flight\":{},\"batches_in_flight\":{},\"batch_bytes\":{},\"threads\":{},"
+                          "\"cpu_seconds\":{:.6f},\"voluntary_switches\":{},\"involuntary_switches\":{}}}",
                           json.size() > 1 ? "," : "", size, name, o.cold ? "cold" : "hot", r.requests, r.seconds,
-                          gbps, mreq, us, r.verified ? "true" : "false", o.in_flight, o.batches_in_flight, o.batch_bytes, o.threads);
+                          gbps, mreq, us, r.verified ? "true" : "false", o.in_flight, o.batches_in_flight, o.batch_bytes, o.threads,
+                          r.cpu_seconds, r.voluntary_switches, r.involuntary_switches);
     }
   }
   json += "]\n";
