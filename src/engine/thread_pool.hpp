@@ -61,6 +61,8 @@ class ThreadPool {
   };
   void worker_loop();
   void add_workers_locked(std::size_t n);  // mutex_ held
+  // The first job a worker may take at `now`, or queue_.end() (mutex_ held).
+  std::deque<Entry>::iterator first_ready_locked(Clock::time_point now);
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Entry> queue_;

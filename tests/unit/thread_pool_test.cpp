@@ -7,6 +7,7 @@
 #include <chrono>
 #include <latch>
 #include <thread>
+#include <vector>
 
 namespace ferry::detail {
 namespace {
@@ -90,6 +91,50 @@ TEST(ThreadPool, AnExpeditedJobIsTakenAtOnce) {
   ran.wait();
   EXPECT_LT(steady_clock::now() - submitted, seconds(20)) << "the job waited out its grace period";
   pool.expedite(ticket);
+}
+
+// Workers look only at the first of the jobs in their grace period (they fall due in the order they came);
+// each still runs once its own time has come, and none earlier.
+TEST(ThreadPool, JobsInTheirGracePeriodEachRunWhenTheirTimeComes) {
+  using namespace std::chrono;
+  ThreadPool pool;
+  pool.ensure_workers(3);
+  constexpr int kJobs = 20;
+  std::vector<steady_clock::time_point> submitted(kJobs);
+  std::vector<std::atomic<std::int64_t>> ran_after_ns(kJobs);
+  std::latch all(kJobs);
+  for (int i = 0; i < kJobs; ++i) {
+    submitted[i] = steady_clock::now();
+    pool.submit([&, i] {
+      ran_after_ns[i] = duration_cast<nanoseconds>(steady_clock::now() - submitted[i]).count();
+      all.count_down();
+    }, 0, milliseconds(20));
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  all.wait();
+  for (int i = 0; i < kJobs; ++i) {
+    EXPECT_GE(ran_after_ns[i].load(), duration_cast<nanoseconds>(milliseconds(20)).count()) << "job " << i << " ran early";
+    EXPECT_LT(ran_after_ns[i].load(), duration_cast<nanoseconds>(seconds(10)).count()) << "job " << i << " waited long";
+  }
+}
+
+// An expedited job between jobs still in their grace period is ready at once: found behind them.
+TEST(ThreadPool, AnExpeditedJobBehindWaitingOnesIsTakenAtOnce) {
+  using namespace std::chrono;
+  ThreadPool pool;
+  pool.ensure_workers(1);
+  std::atomic<bool> first_ran{false};
+  std::latch middle_ran(1);
+  const std::uint64_t first = pool.submit([&] { first_ran = true; }, 0, seconds(30));
+  const std::uint64_t middle = pool.submit([&] { middle_ran.count_down(); }, 0, seconds(30));
+  const std::uint64_t last = pool.submit([] {}, 0, seconds(30));
+  const auto expedited = steady_clock::now();
+  pool.expedite(middle);
+  middle_ran.wait();
+  EXPECT_LT(steady_clock::now() - expedited, seconds(20)) << "the expedited job waited for the first one's time";
+  EXPECT_FALSE(first_ran.load()) << "a job still in its grace period ran";
+  pool.expedite(first);
+  pool.expedite(last);
 }
 
 TEST(ThreadPool, AWithdrawnJobNeverRunsAndHelpersTakeWaitingJobs) {
