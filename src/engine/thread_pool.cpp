@@ -106,10 +106,9 @@ bool ThreadPool::on_worker_thread() { return t_on_worker; }
 std::deque<ThreadPool::Entry>::iterator ThreadPool::first_ready_locked(Clock::time_point now) {
   if (stopping_) return queue_.begin();
   // Jobs in their grace period fall due in the order they came (one grace period for all): while every
-  // queued job is in it, only the first can be due. Looking no further matters because the pool's lock
-  // is where concurrent small requests queue (2026-12-03: 1.7-2.0 us of a 4 KiB submission with 64 in
-  // flight from one thread), and a scan under it reads every entry, most of them just written by
-  // another core.
+  // queued job is in it, only the first can be due, and there is no need to read the others under the
+  // lock that every request takes (measured on the H200 machine: no faster than the scan it replaced,
+  // 0.99-1.08x, the scans being short; kept as the lesser work).
   if (waiting_out_grace_ == queue_.size()) {
     return !queue_.empty() && queue_.front().ready_at <= now ? queue_.begin() : queue_.end();
   }

@@ -121,13 +121,16 @@ TEST(ThreadPool, JobsInTheirGracePeriodEachRunWhenTheirTimeComes) {
 // An expedited job between jobs still in their grace period is ready at once: found behind them.
 TEST(ThreadPool, AnExpeditedJobBehindWaitingOnesIsTakenAtOnce) {
   using namespace std::chrono;
+  std::atomic<bool> first_ran{false};
+  std::latch middle_ran(1), rest_ran(2);  // before the pool: its jobs may not outlive them
   ThreadPool pool;
   pool.ensure_workers(1);
-  std::atomic<bool> first_ran{false};
-  std::latch middle_ran(1);
-  const std::uint64_t first = pool.submit([&] { first_ran = true; }, 0, seconds(30));
+  const std::uint64_t first = pool.submit([&] {
+    first_ran = true;
+    rest_ran.count_down();
+  }, 0, seconds(30));
   const std::uint64_t middle = pool.submit([&] { middle_ran.count_down(); }, 0, seconds(30));
-  const std::uint64_t last = pool.submit([] {}, 0, seconds(30));
+  const std::uint64_t last = pool.submit([&] { rest_ran.count_down(); }, 0, seconds(30));
   const auto expedited = steady_clock::now();
   pool.expedite(middle);
   middle_ran.wait();
@@ -135,6 +138,7 @@ TEST(ThreadPool, AnExpeditedJobBehindWaitingOnesIsTakenAtOnce) {
   EXPECT_FALSE(first_ran.load()) << "a job still in its grace period ran";
   pool.expedite(first);
   pool.expedite(last);
+  rest_ran.wait();
 }
 
 TEST(ThreadPool, AWithdrawnJobNeverRunsAndHelpersTakeWaitingJobs) {
