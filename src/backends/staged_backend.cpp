@@ -7,6 +7,7 @@
 
 #include "backends/staging_pool.hpp"
 #include "platform/cuda/primary_context.hpp"
+#include "platform/cuda/stream_wait.hpp"
 
 namespace ferry::detail {
 namespace {
@@ -107,7 +108,7 @@ class StagedWorker final : public RouteWorker {
 
   Status finish(Report& /*report*/) override {
     const CudaApi& api = *s_.target_.api;
-    FERRY_RETURN_IF_ERROR(cuda_check(api, api.cuStreamSynchronize(kit_->stream),
+    FERRY_RETURN_IF_ERROR(cuda_check(api, wait_for_stream(api, kit_->stream),
                                      [&] { return fmt::format("waiting for copies to GPU {}", s_.target_.device); }));
     unmarked_slot_.reset();  // the whole stream is done: no slot needs its own mark
     process_staging_pool().release(std::move(kit_));

@@ -588,6 +588,18 @@ CUresult fake_cuStreamSynchronize(CUstream stream) {
   return CUDA_SUCCESS;
 }
 
+CUresult fake_cuStreamQuery(CUstream stream) {
+  FAKE_ENTER_("cuStreamQuery");
+  if (stream != nullptr && s.streams.count(stream) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  ++s.counters.stream_queries;
+  if (stream_of(s, stream).pending.empty()) {
+    ++s.counters.idle_stream_queries;
+    return CUDA_SUCCESS;
+  }
+  if (!autonomous(s)) run_pending(s, lock, stream, UINT64_MAX);  // done by the next query, as cuEventQuery
+  return CUDA_ERROR_NOT_READY;
+}
+
 CUresult fake_cuMemsetD8Async(CUdeviceptr dst, unsigned char value, std::size_t count, CUstream stream) {
   FAKE_ENTER_("cuMemsetD8Async");
   if (CUresult r = need_context(); r != CUDA_SUCCESS) return r;

@@ -6,7 +6,7 @@
 //   with CUDA_ERROR_INVALID_VALUE, which catches overruns and host pointers passed as device pointers.
 // - Pinned memory (cuMemHostAlloc, cuMemHostRegister) is tracked: live_pinned() is the leak check.
 // - FakeCopyMode::deferred performs async copies only when the stream, an event recorded after them, or the
-//   context is synchronised (an event query completes them and answers CUDA_ERROR_NOT_READY once). A
+//   context is synchronised (an event or stream query completes them and answers CUDA_ERROR_NOT_READY once). A
 //   bounce buffer reused before its copy finished then shows up as wrong data in the destination.
 // - Streams also take memsets (cuMemsetD8Async), waits on a 32-bit word (cuStreamWaitValue32) and writes
 //   of one (cuStreamWriteValue32), in order with copies. By default queued work runs only when the stream,
@@ -83,6 +83,7 @@ struct FakeCudaCounters {
   std::uint64_t streams_created = 0, streams_destroyed = 0;
   std::uint64_t events_created = 0, events_destroyed = 0, events_recorded = 0;
   std::uint64_t stream_syncs = 0, event_syncs = 0, event_queries = 0, context_syncs = 0;
+  std::uint64_t stream_queries = 0, idle_stream_queries = 0;  // of cuStreamQuery: all, and those that found it idle
   std::uint64_t context_retains = 0, context_releases = 0, set_current_calls = 0;
   std::uint64_t pointer_queries = 0;
   std::uint64_t stream_waits = 0, stream_writes = 0;  // stream memory operations

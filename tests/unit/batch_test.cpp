@@ -213,18 +213,20 @@ TEST_F(Batch, AWorkersShareIsOneFillAndOneCopy) {
 }
 
 // A request makes no more jobs than its takes fill: 17 pieces over 16 threads are shares of 2, 9 takes,
-// so 9 workers, each setting up staging and synchronising its stream once; 16 were made before, 7 of them
+// so 9 workers, each setting up staging and waiting for its stream once; 16 were made before, 7 of them
 // to find nothing left.
 TEST_F(Batch, OnlyTheWorkersTheTakesFillAreSetUp) {
   constexpr std::size_t kPieces = 17;
   File f = memory_file(kPieces, 16, 1 << 20);
   auto [dev, pieces] = device_pages(kPieces, [](std::size_t i) { return kPieces - 1 - i; });
-  const std::uint64_t syncs_before = testing::fake_cuda_counters().stream_syncs;
+  // A finish waits for its stream until a query finds it idle: one such query a finish.
+  auto finishes = [] { return testing::fake_cuda_counters().idle_stream_queries; };
+  const std::uint64_t finishes_before = finishes();
   auto r = f.pread_batch(pieces).get();
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ(r->report.total_ops(), kPieces) << "every piece counted";
   EXPECT_LE(memory_->largest_batch, 2u) << "a share of 17 pieces over 16 threads";
-  EXPECT_EQ(testing::fake_cuda_counters().stream_syncs - syncs_before, 9u) << "one worker (and one finish) a take";
+  EXPECT_EQ(finishes() - finishes_before, 9u) << "one worker (and one finish) a take";
   EXPECT_TRUE(holds(pieces, dev, (kPieces + 1) * 4096, kPieces * 4096));
   testing::fake_cuda_free(dev);
 }

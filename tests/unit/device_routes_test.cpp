@@ -285,7 +285,7 @@ TEST_F(DeviceRoutes, CopyFailureFailsTheRequestAndDrainsEveryStream) {
 // read unmapped memory here when the buffers went first).
 TEST_F(DeviceRoutes, AFailedWaitForCopiesFailsTheRequestAndFreesNoBufferUnderThem) {
   testing::fake_cuda_script().copy_mode = FakeCopyMode::deferred;
-  testing::fake_cuda_script().fail("cuStreamSynchronize", detail::CUDA_ERROR_ILLEGAL_ADDRESS);
+  testing::fake_cuda_script().fail("cuStreamQuery", detail::CUDA_ERROR_ILLEGAL_ADDRESS);
   std::vector<std::uint8_t> got;
   auto r = read_to_device(config(CompatMode::on), 16 * kTask, 16 * kTask, 0, &got);
   testing::fake_cuda_script().failures.clear();

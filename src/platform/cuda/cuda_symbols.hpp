@@ -43,6 +43,7 @@
   X(required, cuStreamCreate, CUresult, (CUstream* stream, unsigned int flags))                               \
   X(required, cuStreamDestroy_v2, CUresult, (CUstream stream))                                                \
   X(required, cuStreamSynchronize, CUresult, (CUstream stream))                                               \
+  X(required, cuStreamQuery, CUresult, (CUstream stream))                                                     \
   X(required, cuEventCreate, CUresult, (CUevent* event, unsigned int flags))                                  \
   X(required, cuEventRecord, CUresult, (CUevent event, CUstream stream))                                      \
   X(required, cuEventSynchronize, CUresult, (CUevent event))                                                  \
