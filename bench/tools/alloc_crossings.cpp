@@ -8,7 +8,8 @@
 // The program calls alloc_crossings_start() on its main thread when the measured part begins (allocations
 // before it are not tracked) and alloc_crossings_report(operations) at the end: per operation, the main thread's
 // and the other threads' allocations and frees, the crossings each way, and the call sites (return addresses,
-// as FILE+OFFSET for addr2line -f -C -i -e FILE OFFSET) of the crossings that happen at least once in 20 operations.
+// as FILE+OFFSET for addr2line -f -C -i -e FILE OFFSET) of the crossings and of all allocations that happen at
+// least once in 20 operations.
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <pthread.h>
@@ -54,8 +55,26 @@ struct Site {
   long count;
 };
 constexpr int kSites = 4096;
-Site g_sites[kSites];
-int g_site_count = 0;
+struct Sites {
+  Site sites[kSites];
+  int count = 0;
+  void add(void* const* frames, unsigned size, bool made_on_main) {
+    int s = 0;
+    while (s < count && !(sites[s].made_on_main == made_on_main && sites[s].size == size &&
+                          std::memcmp(sites[s].frames, frames, sizeof sites[s].frames) == 0)) {
+      ++s;
+    }
+    if (s == count && s < kSites) {
+      std::memcpy(sites[s].frames, frames, sizeof sites[s].frames);
+      sites[s].size = size;
+      sites[s].made_on_main = made_on_main;
+      sites[s].count = 0;
+      ++count;
+    }
+    if (s < kSites) ++sites[s].count;
+  }
+};
+Sites g_made, g_crossed;  // every allocation; those freed on another thread
 long g_allocs[2], g_frees[2], g_crossings[2];  // [0]: main thread, [1]: the others
 
 alignas(16) char g_boot[1 << 16];  // dlsym may allocate before the real functions are known
@@ -92,6 +111,7 @@ void note_alloc(void* p, std::size_t size) {
   for (int i = 2; i < n; ++i) e.frames[i - 2] = frames[i];  // past this function and malloc itself
   pthread_mutex_lock(&g_lock);
   ++g_allocs[role(e.tid)];
+  g_made.add(e.frames, e.size, role(e.tid) == 0);
   std::size_t i = slot_of(e.ptr);
   while (g_live[i].ptr != 0) i = (i + 1) & (kSlots - 1);
   g_live[i] = e;
@@ -130,22 +150,33 @@ void note_free(void* p) {
     if (e.tid != tid) {
       const bool main_made = role(e.tid) == 0;
       ++g_crossings[main_made ? 0 : 1];
-      int s = 0;
-      while (s < g_site_count && !(g_sites[s].made_on_main == main_made && g_sites[s].size == e.size &&
-                                   std::memcmp(g_sites[s].frames, e.frames, sizeof e.frames) == 0)) {
-        ++s;
-      }
-      if (s == g_site_count && s < kSites) {
-        std::memcpy(g_sites[s].frames, e.frames, sizeof e.frames);
-        g_sites[s].size = e.size;
-        g_sites[s].made_on_main = main_made;
-        ++g_site_count;
-      }
-      if (s < kSites) ++g_sites[s].count;
+      g_crossed.add(e.frames, e.size, main_made);
     }
   }
   pthread_mutex_unlock(&g_lock);
   t_inside = false;
+}
+
+void print_sites(const char* title, const Sites& table, long operations) {
+  std::fprintf(stderr, "%s, by call site (at least once in 20 operations):\n", title);
+  const double n = static_cast<double>(operations);
+  for (int s = 0; s < table.count; ++s) {
+    const Site& site = table.sites[s];
+    if (site.count * 20 < operations) continue;
+    std::fprintf(stderr, "  %.2f per operation, %u bytes, made on %s:", site.count / n, site.size,
+                 site.made_on_main ? "main" : "another thread");
+    for (void* f : site.frames) {
+      Dl_info where{};
+      if (f != nullptr && dladdr(f, &where) != 0 && where.dli_fname != nullptr) {
+        const char* slash = std::strrchr(where.dli_fname, '/');
+        std::fprintf(stderr, " %s+%#lx", slash ? slash + 1 : where.dli_fname,
+                     static_cast<unsigned long>(static_cast<char*>(f) - static_cast<char*>(where.dli_fbase)));
+      } else {
+        std::fprintf(stderr, " %p", f);
+      }
+    }
+    std::fprintf(stderr, "\n");
+  }
 }
 
 bool in_boot(void* p) { return p >= static_cast<void*>(g_boot) && p < static_cast<void*>(g_boot + sizeof g_boot); }
@@ -213,22 +244,8 @@ __attribute__((visibility("default"))) void alloc_crossings_report(long operatio
                "per operation: main thread %.2f allocations, %.2f frees; other threads %.2f allocations, %.2f frees; "
                "made on main and freed elsewhere %.2f; made elsewhere and freed on another thread %.2f\n",
                g_allocs[0] / n, g_frees[0] / n, g_allocs[1] / n, g_frees[1] / n, g_crossings[0] / n, g_crossings[1] / n);
-  for (int s = 0; s < g_site_count; ++s) {
-    if (g_sites[s].count * 20 < operations) continue;
-    std::fprintf(stderr, "  %.2f per operation, %u bytes, made on %s:", g_sites[s].count / n, g_sites[s].size,
-                 g_sites[s].made_on_main ? "main" : "another thread");
-    for (void* f : g_sites[s].frames) {
-      Dl_info where{};
-      if (f != nullptr && dladdr(f, &where) != 0 && where.dli_fname != nullptr) {
-        const char* slash = std::strrchr(where.dli_fname, '/');
-        std::fprintf(stderr, " %s+%#lx", slash ? slash + 1 : where.dli_fname,
-                     static_cast<unsigned long>(static_cast<char*>(f) - static_cast<char*>(where.dli_fbase)));
-      } else {
-        std::fprintf(stderr, " %p", f);
-      }
-    }
-    std::fprintf(stderr, "\n");
-  }
+  print_sites("freed on another thread", g_crossed, operations);
+  print_sites("every allocation", g_made, operations);
   pthread_mutex_unlock(&g_lock);
   t_inside = false;
 }

@@ -182,7 +182,11 @@ void RequestState::run_job(std::shared_ptr<Job> job, bool may_yield) {
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    report_.merge(job->local);
+    if (single_job_) {
+      report_ = std::move(job->local);  // the only one: no copy of its reasons (an allocation each)
+    } else {
+      report_.merge(job->local);
+    }
   }
   if (active_jobs_.fetch_sub(1, std::memory_order_acq_rel) == 1) complete();
 }
@@ -280,8 +284,9 @@ void RequestState::complete() {
   backend.reset();
   if (on_complete_) on_complete_(report_);
   add_to_process_report(report_);
-  Result<Transfer> result = status;
-  if (status.ok()) result = Transfer{bytes_done_.load(std::memory_order_relaxed), std::move(report_)};
+  Result<Transfer> result = status.ok() ? Result<Transfer>(Transfer{bytes_done_.load(std::memory_order_relaxed),
+                                                                     std::move(report_)})
+                                        : Result<Transfer>(status);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     callbacks.swap(callbacks_);

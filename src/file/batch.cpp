@@ -110,10 +110,11 @@ Future FileState::submit_batch(std::span<const Piece> pieces) {
   SourceRequest request{Direction::read, *e, bytes, stop};
   auto backend = make_batch_backend(*this, request, std::move(*plan), pack);
   if (!backend.ok()) return fail(backend.status());
-  return launch(std::move(tasks), std::move(*backend), std::move(eof), std::move(*in_use), setup_before,
-                std::move(stop), [&] {
+  const auto label = [&] {
     return fmt::format("ferry read_batch of {} pieces, {} from \"{}\"", pieces.size(), format_size(bytes), path);
-  });
+  };
+  return launch(std::move(tasks), std::move(*backend), std::move(eof), std::move(*in_use), setup_before,
+                std::move(stop), [&label] { return label(); });
 }
 
 }  // namespace ferry::detail

@@ -158,11 +158,13 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
   }
   EndOfFileRule eof{!extent.known, path, extent.bytes};
   const bool reading = is_read(direction);
+  const auto label = [&] {
+    return fmt::format("ferry {} {} at offset {} {} \"{}\"", reading ? "read" : "write", format_size(size), offset,
+                       reading ? "from" : "to", path);
+  };
+  // (A std::function of a lambda that holds one reference keeps it inline: no allocation per request.)
   return launch(std::move(tasks), std::move(*backend), std::move(eof), std::move(*in_use), setup_before,
-                std::move(stop), [&] {
-                  return fmt::format("ferry {} {} at offset {} {} \"{}\"", reading ? "read" : "write",
-                                     format_size(size), offset, reading ? "from" : "to", path);
-                });
+                std::move(stop), [&label] { return label(); });
 }
 
 Future FileState::launch(std::vector<Task> tasks, std::shared_ptr<RouteBackend> backend, EndOfFileRule eof, Use in_use,

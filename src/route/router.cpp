@@ -11,12 +11,12 @@ Status refuse_strict(const RouteQuery& q, const std::string& why) {
                 fmt::format("require=gds: the direct GPUDirect Storage route is impossible for \"{}\": {}; "
                             "no I/O was done",
                             q.path, why),
-                0, q.path);
+                0, std::string(q.path));
 }
 
 Status refuse_compat_off(const RouteQuery& q, const std::string& why) {
   return Status(ErrorCode::unavailable,
-                fmt::format("compat mode off requires cuFile for \"{}\", but {}", q.path, why), 0, q.path);
+                fmt::format("compat mode off requires cuFile for \"{}\", but {}", q.path, why), 0, std::string(q.path));
 }
 
 // The first cuFile step that failed, as (reason, detail); nullopt when cuFile is usable for this file.

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "base/decision.hpp"
 #include "ferry/config.hpp"
@@ -19,7 +20,7 @@ struct RouteQuery {
   CompatMode compat = CompatMode::automatic;
   std::uint64_t gds_threshold = 0;
   Requirement require = Requirement::none;
-  std::string path;  // for messages
+  std::string_view path;  // for messages (decide() keeps no reference to it)
 };
 
 /// What the file layer found out about cuFile for this file. Each step is only meaningful when the
