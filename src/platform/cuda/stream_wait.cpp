@@ -4,8 +4,9 @@
 // driver spins inside it, holding the core for the whole wait. Requests in flight from many threads keep
 // more threads waiting for copies than there are cores (16 submitting threads and 16 workers on the H200
 // machine's 16), and a spinning waiter then takes the core that a thread with a read or a copy to issue
-// needs. Measured there, two alternating rounds (bench/results/2026-12-03-h200-copy-wait): 1 MiB reads with
-// 64 in flight from 16 threads 1.13-1.22x, 64 KiB from one thread 1.15-1.40x, 1 MiB batches 1.06-1.10x.
+// needs. Measured there (bench/results/2026-12-03-h200-copy-wait, alternating rounds in two calls): 1 MiB reads
+// with 64 in flight from 16 threads 1.13-1.30x, 64 KiB from one thread 1.15-1.40x; a yield without the first
+// few microseconds of queries cost 4 KiB reads from 16 threads 0.9x.
 #include "platform/cuda/stream_wait.hpp"
 
 #include <sched.h>
