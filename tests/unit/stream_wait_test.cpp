@@ -39,15 +39,18 @@ class StreamWait : public ::testing::Test {
     EXPECT_EQ(api.cuMemFree_v2(dev), fd::CUDA_SUCCESS);
     return landed;
   }
+  void expect_copy_landed(char fill) {
+    fd::CUresult waited = fd::CUDA_ERROR_UNKNOWN;
+    auto landed = copy_and_wait(fill, &waited);
+    EXPECT_EQ(waited, fd::CUDA_SUCCESS);
+    EXPECT_EQ(landed, std::vector<char>(kBytes, fill));
+  }
   static constexpr std::size_t kBytes = 4096;
 };
 
 TEST_F(StreamWait, ReturnsOnceADeferredCopyHasLanded) {
   ft::fake_cuda_script().copy_mode = ft::FakeCopyMode::deferred;
-  fd::CUresult waited = fd::CUDA_ERROR_UNKNOWN;
-  auto landed = copy_and_wait('d', &waited);
-  EXPECT_EQ(waited, fd::CUDA_SUCCESS);
-  EXPECT_EQ(landed, std::vector<char>(kBytes, 'd'));
+  expect_copy_landed('d');
   EXPECT_EQ(ft::fake_cuda_pending_copies(), 0u);
   EXPECT_EQ(ft::fake_cuda_counters().stream_syncs, 0u) << "it asks the stream instead of synchronising it";
   EXPECT_GE(ft::fake_cuda_counters().stream_queries, 2u) << "the first query found the copy still queued";
@@ -55,10 +58,7 @@ TEST_F(StreamWait, ReturnsOnceADeferredCopyHasLanded) {
 
 TEST_F(StreamWait, ReturnsOnceADeviceThatRunsOnItsOwnHasDoneTheCopy) {
   ft::fake_cuda_script().device_mode = ft::FakeDeviceMode::autonomous;
-  fd::CUresult waited = fd::CUDA_ERROR_UNKNOWN;
-  auto landed = copy_and_wait('a', &waited);
-  EXPECT_EQ(waited, fd::CUDA_SUCCESS);
-  EXPECT_EQ(landed, std::vector<char>(kBytes, 'a'));
+  expect_copy_landed('a');
 }
 
 TEST_F(StreamWait, PassesOnTheDriversErrorForTheStreamsWork) {
