@@ -60,9 +60,7 @@ std::shared_ptr<RequestState> RequestState::start(std::vector<Task> tasks, std::
   const auto grace = state->single_job_ && !ThreadPool::on_worker_thread() ? kSubmitterRunsGrace
                                                                            : std::chrono::microseconds(0);
   for (unsigned j = 0; j < jobs; ++j) {
-    const std::uint64_t ticket = pool.submit([state] {
-      if (state->claim_job()) state->run_job(std::make_shared<Job>(), /*may_yield=*/true);
-    }, std::max(1u, threads), grace);
+    const std::uint64_t ticket = pool.submit(PoolJob(&RequestState::run_queued_job, state), std::max(1u, threads), grace);
     if (grace.count() > 0) state->pool_ticket_ = ticket;
   }
   return state;
@@ -140,6 +138,11 @@ Status EndOfFileRule::shrank(const Task& t, std::uint64_t bytes) const {
                             "(bytes of the destination past that offset may have been written)",
                             path, t.file_offset + bytes, size_at_start),
                 0, path);
+}
+
+void RequestState::run_queued_job(void* state) {
+  auto* self = static_cast<RequestState*>(state);
+  if (self->claim_job()) self->run_job(std::make_shared<Job>(), /*may_yield=*/true);
 }
 
 bool RequestState::claim_job() {

@@ -91,6 +91,7 @@ class RequestState {
     std::vector<Result<std::uint64_t>> results;
   };
   enum class Continue { done, later };
+  static void run_queued_job(void* state);  // a pool job: runs a job of the RequestState if one is unclaimed
   bool claim_job();  // takes one of the jobs not begun yet, from the pool or a waiter
   void run_job(std::shared_ptr<Job> job, bool may_yield);
   Continue run_tasks(Job& job, bool may_yield);  // until none are left, one failed, or it yields

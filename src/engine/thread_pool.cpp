@@ -4,6 +4,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "base/setup_ledger.hpp"
 
@@ -37,7 +38,7 @@ std::size_t ThreadPool::workers() const {
   return threads_.size();
 }
 
-std::uint64_t ThreadPool::submit(std::function<void()> job, std::size_t grow_to, std::chrono::microseconds grace) {
+std::uint64_t ThreadPool::submit(PoolJob job, std::size_t grow_to, std::chrono::microseconds grace) {
   bool wake = true;
   std::uint64_t ticket = 0;
   {
@@ -63,7 +64,7 @@ std::uint64_t ThreadPool::submit(std::function<void()> job, std::size_t grow_to,
 }
 
 void ThreadPool::withdraw(std::uint64_t ticket) {
-  std::function<void()> job;  // destroyed outside the lock: it may hold the last reference to its owner
+  std::optional<PoolJob> job;  // destroyed outside the lock: it may hold the last reference to its owner
   std::lock_guard<std::mutex> lock(mutex_);
   // From the back: the job withdrawn is most often the newest.
   for (auto it = queue_.rbegin(); it != queue_.rend(); ++it) {
@@ -88,16 +89,16 @@ void ThreadPool::expedite(std::uint64_t ticket) {
 }
 
 bool ThreadPool::help_one() {
-  std::function<void()> job;
+  std::optional<PoolJob> job;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (queue_.empty()) return false;  // a helper takes any job, ready or not: it waits for progress
     if (queue_.front().in_grace()) --waiting_out_grace_;
-    job = std::move(queue_.front().job);
+    job.emplace(std::move(queue_.front().job));
     queue_.pop_front();
     queued_.store(queue_.size(), std::memory_order_relaxed);
   }
-  job();
+  (*job)();
   return true;
 }
 
@@ -124,16 +125,18 @@ void ThreadPool::worker_loop() {
     auto ready = first_ready_locked(now);
     if (ready != queue_.end()) {
       if (ready->in_grace()) --waiting_out_grace_;
-      std::function<void()> job = std::move(ready->job);
-      queue_.erase(ready);
-      queued_.store(queue_.size(), std::memory_order_relaxed);
-      // Jobs in their grace period are left and nobody watches them (this worker may have been the
-      // watcher): hand the watch on before running, so that a long job here does not hold back a short
-      // one's time. (Ready jobs need no hand-on: each submit() woke a worker for its own.)
-      const bool hand_on = waiting_out_grace_ > 0 && !watching_;
-      lock.unlock();
-      if (hand_on) wake_.notify_one();
-      job();
+      {
+        PoolJob job = std::move(ready->job);
+        queue_.erase(ready);
+        queued_.store(queue_.size(), std::memory_order_relaxed);
+        // Jobs in their grace period are left and nobody watches them (this worker may have been the
+        // watcher): hand the watch on before running, so that a long job here does not hold back a short
+        // one's time. (Ready jobs need no hand-on: each submit() woke a worker for its own.)
+        const bool hand_on = waiting_out_grace_ > 0 && !watching_;
+        lock.unlock();
+        if (hand_on) wake_.notify_one();
+        job();
+      }  // the job, and the last reference to what it worked on, go before the lock is taken again
       lock.lock();
       continue;
     }

@@ -13,11 +13,36 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
+#include <type_traits>
 #include <thread>
 #include <vector>
 
 namespace ferry::detail {
+
+/// What a worker runs: a function with the object it works on, which the job keeps alive while it waits, or any
+/// callable. The first form allocates nothing: a std::function holding a lambda that captures a shared_ptr
+/// lives on the heap (libstdc++ keeps only trivially copyable callables inline), one allocation a request,
+/// made by the submitting thread and freed by a worker, which with glibc's arenas is the expensive kind.
+class PoolJob {
+ public:
+  PoolJob(void (*run)(void*), std::shared_ptr<void> owner) : run_(run), owner_(std::move(owner)) {}
+  template <typename F, typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, PoolJob>>>
+  PoolJob(F&& callable) : callable_(std::forward<F>(callable)) {}  // NOLINT: implicit, as std::function's
+  void operator()() {
+    if (run_ != nullptr) {
+      run_(owner_.get());
+    } else {
+      callable_();
+    }
+  }
+
+ private:
+  void (*run_)(void*) = nullptr;
+  std::shared_ptr<void> owner_;
+  std::function<void()> callable_;
+};
 
 class ThreadPool {
  public:
@@ -36,7 +61,7 @@ class ThreadPool {
   /// itself taken and do nothing). The watcher sleeps until the first queued job's time, so callers use
   /// one grace period: a job due sooner than those queued before it would wait for theirs.
   /// Returns the job's ticket, for withdraw() and expedite().
-  std::uint64_t submit(std::function<void()> job, std::size_t grow_to = 0,
+  std::uint64_t submit(PoolJob job, std::size_t grow_to = 0,
                        std::chrono::microseconds grace = std::chrono::microseconds(0));
   /// Takes the job of `ticket` off the queue if no thread has begun it (one run by its submitter instead
   /// need not wake a worker later only to find it done).
@@ -54,7 +79,7 @@ class ThreadPool {
  private:
   using Clock = std::chrono::steady_clock;
   struct Entry {
-    std::function<void()> job;
+    PoolJob job;
     Clock::time_point ready_at;  // no worker takes it earlier (min(): at once)
     std::uint64_t ticket = 0;
     bool in_grace() const { return ready_at != Clock::time_point::min(); }  // counted in waiting_out_grace_

@@ -1,4 +1,5 @@
-// ThreadPool: growing (on demand, up to a limit), jobs with a grace period, expedited and withdrawn jobs, running jobs, helping from the calling thread, draining on destruction.
+// ThreadPool: growing (on demand, up to a limit), jobs with a grace period, expedited and withdrawn jobs, jobs of a function
+// and its object, running jobs, helping from the calling thread, draining on destruction.
 #include "engine/thread_pool.hpp"
 
 #include <gtest/gtest.h>
@@ -6,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <latch>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -153,6 +155,30 @@ TEST(ThreadPool, AWithdrawnJobNeverRunsAndHelpersTakeWaitingJobs) {
   EXPECT_TRUE(pool.help_one()) << "a helper takes a job in its grace period";
   EXPECT_FALSE(pool.help_one());
   EXPECT_EQ(ran.load(), 1);
+}
+
+// A job given as a function and its object: the pool keeps the object alive while the job waits, passes it
+// to the function, and lets it go once the job has run (or was withdrawn).
+TEST(ThreadPool, AJobOfAFunctionAndItsObjectKeepsTheObjectUntilItHasRun) {
+  using namespace std::chrono;
+  ThreadPool pool;  // no workers: only help_one runs anything
+  auto add_one = [](void* counter) { ++*static_cast<int*>(counter); };
+  auto counter = std::make_shared<int>(0);
+  std::weak_ptr<int> watch = counter;
+  pool.submit(PoolJob(add_one, counter), 0, seconds(10));
+  auto other = std::make_shared<int>(0);
+  std::weak_ptr<int> watch_other = other;
+  const std::uint64_t withdrawn = pool.submit(PoolJob(add_one, other), 0, seconds(10));
+  counter.reset();
+  other.reset();
+  EXPECT_FALSE(watch.expired()) << "the queued job lost its object";
+  pool.withdraw(withdrawn);
+  EXPECT_TRUE(watch_other.expired()) << "a withdrawn job kept its object";
+  auto seen = watch.lock();
+  ASSERT_TRUE(pool.help_one());
+  EXPECT_EQ(*seen, 1) << "the function did not get its object";
+  seen.reset();
+  EXPECT_TRUE(watch.expired()) << "the job kept its object after it ran";
 }
 
 TEST(ThreadPool, RunsEverySubmittedJobOnAWorker) {
