@@ -60,7 +60,8 @@ std::shared_ptr<RequestState> RequestState::start(std::vector<Task> tasks, std::
   const auto grace = state->single_job_ && !ThreadPool::on_worker_thread() ? kSubmitterRunsGrace
                                                                            : std::chrono::microseconds(0);
   for (unsigned j = 0; j < jobs; ++j) {
-    const std::uint64_t ticket = pool.submit(PoolJob(&RequestState::run_queued_job, state), std::max(1u, threads), grace);
+    const std::uint64_t ticket =
+        pool.submit(PoolJob(&RequestState::run_queued_job, state), std::max(1u, threads), grace);
     if (grace.count() > 0) state->pool_ticket_ = ticket;
   }
   return state;

@@ -162,7 +162,6 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
     return fmt::format("ferry {} {} at offset {} {} \"{}\"", reading ? "read" : "write", format_size(size), offset,
                        reading ? "from" : "to", path);
   };
-  // (A std::function of a lambda that holds one reference keeps it inline: no allocation per request.)
   return launch(std::move(tasks), std::move(*backend), std::move(eof), std::move(*in_use), setup_before,
                 std::move(stop), [&label] { return label(); });
 }

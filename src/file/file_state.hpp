@@ -61,7 +61,9 @@ class FileState : public std::enable_shared_from_this<FileState> {
   Future submit_batch(std::span<const Piece> pieces);
   /// Starts a request's tasks on the backend, holding `in_use` until it completes, and accounts for it in
   /// the File's report (set-up costs and the source's activity noted). `stop` is the request's
-  /// SourceRequest::stop. `nvtx_label` is called only when an NVTX tool is attached.
+  /// SourceRequest::stop. `nvtx_label` is called only when an NVTX tool is attached; pass a lambda that holds
+  /// one reference (to the one that formats the label), which std::function keeps inline: a wider capture is
+  /// a heap allocation on every request.
   Future launch(std::vector<Task> tasks, std::shared_ptr<RouteBackend> backend, EndOfFileRule eof, Use in_use,
                 const SetupCosts& setup_before, std::shared_ptr<std::atomic<bool>> stop,
                 const std::function<std::string()>& nvtx_label);

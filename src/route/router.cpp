@@ -15,8 +15,8 @@ Status refuse_strict(const RouteQuery& q, const std::string& why) {
 }
 
 Status refuse_compat_off(const RouteQuery& q, const std::string& why) {
-  return Status(ErrorCode::unavailable,
-                fmt::format("compat mode off requires cuFile for \"{}\", but {}", q.path, why), 0, std::string(q.path));
+  return Status(ErrorCode::unavailable, fmt::format("compat mode off requires cuFile for \"{}\", but {}", q.path, why),
+                0, std::string(q.path));
 }
 
 // The first cuFile step that failed, as (reason, detail); nullopt when cuFile is usable for this file.
