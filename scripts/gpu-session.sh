@@ -38,8 +38,8 @@
 #                Ferry (in flight, one at a time, pread_batch) beside the plain loop, hot ($SMALL_CACHE: hot,
 #                cold or "hot cold"), every byte checked; then examples/token_windows.py
 #   small-reads-goals  issue 21's goals in one call: the copy ceiling, then ferry_small_reads hot (64 in
-#                flight, one at a time, batches of 32 and 64 MiB) and cold (4 KiB against raw O_DIRECT), judged
-#                by bench/tools/small_reads_goals.py (goals.txt)
+#                flight, one at a time, batches of 32 and 64 MiB; $GOALS_PASSES passes, default 1) and cold (4 KiB
+#                against raw O_DIRECT), judged on medians by bench/tools/small_reads_goals.py (goals.txt)
 #   golden       tests/fixtures/safetensors/make_golden.py with the reference package; the files come back
 #                in the archive (golden/)
 #   repro-old    issue 20's reports against d7cbac4's Python module (.old-tree, carried) and this one, each
@@ -317,11 +317,20 @@ PY
     sr="$build/tests/ferry_small_reads"
     cat "$f" > /dev/null
     "$build/tests/ferry_copy_contention" "$f" > "$out/goals-copy-ceiling.txt" 2>&1
-    run_goal() { local name=$1; shift; "$sr" "$f" "$@" --json-out "$out/goals-$name.json" > "$out/goals-$name.txt" 2>&1 || echo "$name: exit $?"; }
-    run_goal in-flight --sizes 4KiB,64KiB,1MiB,16MiB --bytes-per-mode 2GiB --modes ferry,ferry-mt,plain
-    run_goal one --sizes 4KiB,64KiB,1MiB --modes ferry-1,plain-1
-    run_goal batch-32 --sizes 4KiB,64KiB,1MiB --bytes-per-mode 2GiB --modes batch
-    run_goal batch-64 --sizes 64KiB,1MiB --bytes-per-mode 2GiB --modes batch --batch-bytes 64MiB
+    # GOALS_PASSES passes of each (default 1), the goals judged on their medians: a batch row moved 0.7-1.4x
+    # between passes of one build in one call (bench/results/2026-12-03-h200-help-own).
+    # (passes of all rows in turn, so that a slow stretch of the machine does not fall on one row's passes)
+    run_goal() {
+      local name=$1; shift
+      "$sr" "$f" "$@" --json-out "$out/goals-$name-$pass.json" > "$out/goals-$name-$pass.txt" 2>&1 || echo "$name: exit $?"
+    }
+    for pass in $(seq "${GOALS_PASSES:-1}"); do
+      run_goal in-flight --sizes 4KiB,64KiB,1MiB,16MiB --bytes-per-mode 2GiB --modes ferry,ferry-mt,plain
+      run_goal one --sizes 4KiB,64KiB,1MiB --modes ferry-1,plain-1
+      run_goal batch-32 --sizes 4KiB,64KiB,1MiB --bytes-per-mode 2GiB --modes batch
+      run_goal batch-64 --sizes 64KiB,1MiB --bytes-per-mode 2GiB --modes batch --batch-bytes 64MiB
+    done
+    pass=1
     run_goal cold --cache cold --sizes 4KiB --bytes-per-mode 64MiB --modes raw-host,batch,ferry-mt
     $python bench/tools/small_reads_goals.py --ceiling "$out/goals-copy-ceiling.txt" "$out"/goals-*.json | tee "$out/goals.txt"
     ;;
