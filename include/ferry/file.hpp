@@ -63,12 +63,10 @@ class [[nodiscard]] Future {
   /// on the calling thread. The callback may issue and wait for further Ferry requests.
   void then(std::function<void(const Result<Transfer>&)> callback, Caller caller = Caller::leaves);
   /// Runs the request on the calling thread if it is a single task that no worker has begun, and returns
-  /// when it is done; true if it ran it. Otherwise, while a worker runs it, the calling thread runs its own
-  /// other one-task requests that no worker has begun, and returns when this one is done or none is left
-  /// (false). For a caller that then waits its own way (in slices, to handle signals) and so skips a
-  /// hand-off to a worker and back, which costs a small read as much again. (wait() and get() do the
-  /// same, and run any request of one job so, however many tasks it has.) From inside a completion
-  /// callback it does nothing.
+  /// when it is done; otherwise returns at once. True if it ran it. For a caller that then waits its own
+  /// way (in slices, to handle signals) and so skips a hand-off to a worker and back, which costs a small
+  /// read as much again. (wait() and get() run any request of one job so, however many tasks it has.)
+  /// From inside a completion callback it does nothing.
   bool try_run_here();
 
  private:

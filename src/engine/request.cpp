@@ -59,13 +59,9 @@ std::shared_ptr<RequestState> RequestState::start(std::vector<Task> tasks, std::
   ThreadPool& pool = shared_pool();
   const auto grace = state->single_job_ && !ThreadPool::on_worker_thread() ? kSubmitterRunsGrace
                                                                            : std::chrono::microseconds(0);
-  // A one-task request left to its submitter may also be run by that thread while it waits for another of
-  // its requests (help_own_while_running): a thread with many small reads in flight then reads instead of
-  // sleeping, and its requests need no hand-off to a worker and back.
-  const void* owner = grace.count() > 0 && state->tasks_.size() <= 1 ? ThreadPool::thread_token() : nullptr;
   for (unsigned j = 0; j < jobs; ++j) {
     const std::uint64_t ticket =
-        pool.submit(PoolJob(&RequestState::run_queued_job, state), std::max(1u, threads), grace, owner);
+        pool.submit(PoolJob(&RequestState::run_queued_job, state), std::max(1u, threads), grace);
     if (grace.count() > 0) state->pool_ticket_ = ticket;
   }
   return state;
@@ -147,14 +143,7 @@ Status EndOfFileRule::shrank(const Task& t, std::uint64_t bytes) const {
 
 void RequestState::run_queued_job(void* state) {
   auto* self = static_cast<RequestState*>(state);
-  if (!self->claim_job()) return;
-  if (ThreadPool::on_worker_thread()) {
-    self->run_job(std::make_shared<Job>(), /*may_yield=*/true);
-    return;
-  }
-  // Its submitter runs it while waiting for another request (help_own): that thread's CUDA context comes back.
-  auto borrowed = self->backend_->borrow_thread();
-  self->run_job(std::make_shared<Job>(), /*may_yield=*/false);
+  if (self->claim_job()) self->run_job(std::make_shared<Job>(), /*may_yield=*/true);
 }
 
 bool RequestState::claim_job() {
@@ -358,20 +347,9 @@ void RequestState::wait() const {
       done_cv_.wait_for(lock, std::chrono::microseconds(200), [this] { return done_; });
     }
   }
-  if (!run_here_if_unclaimed()) help_own_while_running();
+  run_here_if_unclaimed();
   std::unique_lock<std::mutex> lock(mutex_);
   done_cv_.wait(lock, [this] { return done_; });
-}
-
-void RequestState::help_own_while_running() const {
-  if (ThreadPool::on_worker_thread()) return;
-  for (;;) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (done_) return;
-    }
-    if (!shared_pool().help_own()) return;
-  }
 }
 
 bool RequestState::wait_for(std::chrono::milliseconds timeout) const {

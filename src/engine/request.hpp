@@ -80,11 +80,6 @@ class RequestState {
   /// A waiting caller runs a one-job request itself if no worker has begun it (of at most `max_tasks`
   /// tasks); true if it did.
   bool run_here_if_unclaimed(std::size_t max_tasks = std::numeric_limits<std::size_t>::max()) const;
-  /// While this request runs elsewhere, the calling thread runs its own one-task requests that no worker has
-  /// begun (submitted from this thread and left to it), instead of sleeping: with many small reads in flight
-  /// from one thread, most then need no hand-off to a worker. Returns when this request is done or the
-  /// thread has none left; never on a worker thread.
-  void help_own_while_running() const;
 
  private:
   // One job: a worker pulling tasks. It may stop between tasks and go back into the pool's queue behind

@@ -38,8 +38,7 @@ std::size_t ThreadPool::workers() const {
   return threads_.size();
 }
 
-std::uint64_t ThreadPool::submit(PoolJob job, std::size_t grow_to, std::chrono::microseconds grace,
-                                 const void* owner) {
+std::uint64_t ThreadPool::submit(PoolJob job, std::size_t grow_to, std::chrono::microseconds grace) {
   bool wake = true;
   std::uint64_t ticket = 0;
   {
@@ -52,7 +51,7 @@ std::uint64_t ThreadPool::submit(PoolJob job, std::size_t grow_to, std::chrono::
       ++waiting_out_grace_;
     }
     ticket = ++last_ticket_;
-    queue_.push_back(Entry{std::move(job), ready_at, ticket, owner});
+    queue_.push_back(Entry{std::move(job), ready_at, ticket});
     queued_.store(queue_.size(), std::memory_order_relaxed);
     if (queue_.size() > idle_ && threads_.size() < grow_to) add_workers_locked(1);
     // A job that may wait needs no wake while a worker watches the clock: that worker takes it in time
@@ -90,33 +89,17 @@ void ThreadPool::expedite(std::uint64_t ticket) {
 }
 
 bool ThreadPool::help_one() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  if (queue_.empty()) return false;  // a helper takes any job, ready or not: it waits for progress
-  run_taken(lock, queue_.begin());
+  std::optional<PoolJob> job;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (queue_.empty()) return false;  // a helper takes any job, ready or not: it waits for progress
+    if (queue_.front().in_grace()) --waiting_out_grace_;
+    job.emplace(std::move(queue_.front().job));
+    queue_.pop_front();
+    queued_.store(queue_.size(), std::memory_order_relaxed);
+  }
+  (*job)();
   return true;
-}
-
-bool ThreadPool::help_own() {
-  const void* me = thread_token();
-  std::unique_lock<std::mutex> lock(mutex_);
-  auto it = std::find_if(queue_.begin(), queue_.end(), [me](const Entry& e) { return e.owner == me; });
-  if (it == queue_.end()) return false;
-  run_taken(lock, it);
-  return true;
-}
-
-void ThreadPool::run_taken(std::unique_lock<std::mutex>& lock, std::deque<Entry>::iterator it) {
-  if (it->in_grace()) --waiting_out_grace_;
-  PoolJob job = std::move(it->job);
-  queue_.erase(it);
-  queued_.store(queue_.size(), std::memory_order_relaxed);
-  lock.unlock();
-  job();
-}
-
-const void* ThreadPool::thread_token() {
-  static thread_local const char token = 0;
-  return &token;
 }
 
 bool ThreadPool::on_worker_thread() { return t_on_worker; }

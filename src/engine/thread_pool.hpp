@@ -60,11 +60,9 @@ class ThreadPool {
   /// submitting thread, about to wait for it, runs it itself without a hand-off (the job must then find
   /// itself taken and do nothing). The watcher sleeps until the first queued job's time, so callers use
   /// one grace period: a job due sooner than those queued before it would wait for theirs.
-  /// `owner` (a thread_token()) marks a job its submitting thread may run itself while it waits for another
-  /// (help_own()): only short jobs, since that thread's own wait then lasts until the job ends.
   /// Returns the job's ticket, for withdraw() and expedite().
   std::uint64_t submit(PoolJob job, std::size_t grow_to = 0,
-                       std::chrono::microseconds grace = std::chrono::microseconds(0), const void* owner = nullptr);
+                       std::chrono::microseconds grace = std::chrono::microseconds(0));
   /// Takes the job of `ticket` off the queue if no thread has begun it (one run by its submitter instead
   /// need not wake a worker later only to find it done).
   void withdraw(std::uint64_t ticket);
@@ -73,11 +71,6 @@ class ThreadPool {
   /// Runs one queued job (ready or in its grace period) on the calling thread. Returns false when the
   /// queue was empty.
   bool help_one();
-  /// Runs on the calling thread the oldest queued job submitted with its thread_token() as owner, if any
-  /// (ready or in its grace period). Returns false when there was none.
-  bool help_own();
-  /// The calling thread's mark for submit()'s `owner`.
-  static const void* thread_token();
   /// Jobs waiting for a worker now (a hint: it may change at once).
   std::size_t queued() const { return queued_.load(std::memory_order_relaxed); }
   /// True on a thread owned by any ThreadPool.
@@ -89,15 +82,12 @@ class ThreadPool {
     PoolJob job;
     Clock::time_point ready_at;  // no worker takes it earlier (min(): at once)
     std::uint64_t ticket = 0;
-    const void* owner = nullptr;  // the submitting thread, where it may run the job itself (help_own)
     bool in_grace() const { return ready_at != Clock::time_point::min(); }  // counted in waiting_out_grace_
   };
   void worker_loop();
   void add_workers_locked(std::size_t n);  // mutex_ held
   // The first job a worker may take at `now`, or queue_.end() (mutex_ held).
   std::deque<Entry>::iterator first_ready_locked(Clock::time_point now);
-  // Runs the job at `it` on the calling thread (mutex_ held by `lock`, released before the job runs).
-  void run_taken(std::unique_lock<std::mutex>& lock, std::deque<Entry>::iterator it);
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Entry> queue_;

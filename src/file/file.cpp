@@ -288,12 +288,7 @@ void Future::then(std::function<void(const Result<Transfer>&)> callback, Caller 
   state_->then(std::move(callback), caller == Caller::leaves);
 }
 
-bool Future::try_run_here() {
-  if (!state_) return false;
-  if (state_->run_here_if_unclaimed(/*max_tasks=*/1)) return true;
-  state_->help_own_while_running();
-  return false;
-}
+bool Future::try_run_here() { return state_ && state_->run_here_if_unclaimed(/*max_tasks=*/1); }
 
 // ---- File ----
 

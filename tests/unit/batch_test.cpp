@@ -11,10 +11,8 @@
 #include <atomic>
 #include <cstring>
 #include <functional>
-#include <future>
 #include <latch>
 #include <random>
-#include <thread>
 #include <vector>
 
 #include "backends/staging_pool.hpp"
@@ -29,7 +27,6 @@
 #include "support/fake_cufile.hpp"
 #include "support/fake_platform.hpp"
 #include "support/memory_source.hpp"
-#include "support/scripted_syscalls.hpp"
 #include "support/status_matchers.hpp"
 #include "support/test_files.hpp"
 
@@ -399,57 +396,6 @@ TEST_F(Batch, TryRunHereRunsAOneTaskRequestOnTheCallersThreadAndOnlySuch) {
   ASSERT_THAT(large.get().status(), StatusIs(ErrorCode::ok));
   EXPECT_EQ(one, testing::pattern(8192, 4096));
   EXPECT_EQ(three, testing::pattern(0, 3 * 4096));
-}
-
-// A thread with several one-task reads in flight that waits for one a worker is running runs its other ones
-// itself meanwhile (oldest first) rather than sleeping: they need no hand-off to a worker and back. Here the
-// "worker" is this test's helper thread, whose read is held until the waiter's next read has begun.
-TEST_F(Batch, AWaiterRunsItsOwnQueuedOneTaskReadsWhileTheOneItWaitsForRunsElsewhere) {
-  testing::ScriptedSyscalls sys;
-  std::latch first_started(1);
-  std::promise<void> second_started;
-  std::atomic<bool> first_waited_out{false};  // (before the change, the waiter slept: `first` ended on its own)
-  std::thread::id second_ran_on;
-  sys.add(testing::Rule::on(testing::Op::pread).covering(0).limit(1).runs_first([&] {
-    first_started.count_down();
-    first_waited_out = second_started.get_future().wait_for(std::chrono::seconds(5)) != std::future_status::ready;
-  }));
-  sys.add(testing::Rule::on(testing::Op::pread).covering(8192).limit(1).runs_first([&] {
-    second_ran_on = std::this_thread::get_id();
-    second_started.set_value();
-  }));
-  Config c;
-  c.set_task_size(kTask).set_threads(1);  // the pool does not grow a worker for the queued reads
-  detail::OpenOptions o;
-  o.gpu = &testing::fake_gpu_platform();
-  o.syscalls = &sys;
-  auto f = detail::open_file(path_, "r", c, o);
-  ASSERT_TRUE(f.ok()) << f.status().to_string();
-  auto* dev = static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(3 * 4096 + 2));
-  std::memset(dev, kPoison, 3 * 4096 + 2);
-  testing::BusyPool busy;  // no worker takes the reads: the helper thread and the waiter do
-  Future first = f->pread(dev + 1, 4096, 0);
-  Future second = f->pread(dev + 1 + 4096, 4096, 8192);
-  Future third = f->pread(dev + 1 + 8192, 4096, 4096);
-  std::thread elsewhere([] { (void)detail::shared_pool().help_one(); });  // takes the oldest: `first`
-  first_started.wait();
-  ASSERT_THAT(first.get().status(), StatusIs(ErrorCode::ok));  // runs `second` here, which lets `first` end
-  elsewhere.join();
-  EXPECT_FALSE(first_waited_out.load()) << "the waiter slept instead of running its own read";
-  EXPECT_EQ(second_ran_on, std::this_thread::get_id());
-  EXPECT_THAT(second.get().status(), StatusIs(ErrorCode::ok));
-  EXPECT_THAT(third.get().status(), StatusIs(ErrorCode::ok));
-  busy.release();
-  std::vector<std::uint8_t> expected(3 * 4096 + 2, kPoison);
-  auto at = [&](std::size_t i, std::uint64_t offset) {
-    auto p = testing::pattern(offset, 4096);
-    std::copy(p.begin(), p.end(), expected.begin() + 1 + i * 4096);
-  };
-  at(0, 0);
-  at(1, 8192);
-  at(2, 4096);
-  EXPECT_TRUE(std::equal(expected.begin(), expected.end(), dev)) << "bytes read, or those around them, differ";
-  testing::fake_cuda_free(dev);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // ThreadPool: growing (on demand, up to a limit), jobs with a grace period, expedited and withdrawn jobs, jobs of a function
-// and its object, running jobs, helping from the calling thread (any job, or its own), draining on destruction.
+// and its object, running jobs, helping from the calling thread, draining on destruction.
 #include "engine/thread_pool.hpp"
 
 #include <gtest/gtest.h>
@@ -206,32 +206,6 @@ TEST(ThreadPool, HelpOneRunsAQueuedJobOnTheCallingThread) {
   EXPECT_TRUE(pool.help_one());
   EXPECT_EQ(ran_on, std::this_thread::get_id());
   EXPECT_FALSE(pool.help_one());
-}
-
-// A thread waiting for one of its requests runs the jobs it left to itself, oldest first, and no one else's.
-TEST(ThreadPool, HelpOwnRunsOnlyTheCallersOwnJobsOldestFirst) {
-  using namespace std::chrono;
-  ThreadPool pool;  // no workers: only helpers run anything
-  std::vector<int> order;
-  pool.submit([&] { order.push_back(0); }, 0, seconds(10));  // no owner: not the caller's to help with
-  const void* me = ThreadPool::thread_token();
-  pool.submit([&] { order.push_back(1); }, 0, seconds(10), me);
-  pool.submit([&] { order.push_back(2); }, 0, seconds(10), me);
-  const void* other = nullptr;
-  bool other_helped = true;
-  std::thread([&] {
-    other = ThreadPool::thread_token();
-    other_helped = pool.help_own();
-  }).join();
-  EXPECT_NE(other, me);
-  EXPECT_FALSE(other_helped) << "another thread ran jobs left to their submitter";
-  EXPECT_TRUE(pool.help_own());
-  EXPECT_TRUE(pool.help_own());
-  EXPECT_FALSE(pool.help_own()) << "the caller has no job left, only another's";
-  EXPECT_EQ(order, (std::vector<int>{1, 2}));
-  EXPECT_EQ(pool.queued(), 1u);
-  EXPECT_TRUE(pool.help_one());
-  EXPECT_EQ(order, (std::vector<int>{1, 2, 0}));
 }
 
 TEST(ThreadPool, SharedPoolIsOneObject) {
