@@ -1,16 +1,21 @@
-// submit_profile: File::pread of 4 KiB pieces into (fake) GPU memory, DEPTH in flight from one thread, on the
-// CPU machine: the engine's own per-request work without a GPU (the copies are the fake driver's memcpy). It
-// prints the time a request, in pread() and in get(); run it under perf, or with alloc_crossings.cpp preloaded
-// to count the heap allocations a request makes and which of them cross threads.
+// submit_profile: File::pread of 4 KiB pieces into (fake) GPU memory, DEPTH in flight, on the CPU machine: the
+// engine's own per-request work without a GPU (the copies are the fake driver's memcpy). SUBMITTERS threads
+// share the DEPTH (as ferry_small_reads' ferry-mt does). It prints the time a request, in pread() and in get(),
+// and the process's CPU time and context switches a request (voluntary ones are mostly sleeps on contended
+// locks); run it under perf, or with alloc_crossings.cpp preloaded to count the heap allocations a request makes
+// and which of them cross threads (that tool's "main thread" is the one submitter: use SUBMITTERS=1 with it).
 //
-//   ferry_submit_profile [REQUESTS=200000] [DEPTH=64] [THREADS=2]
+//   ferry_submit_profile [REQUESTS=200000] [DEPTH=64] [THREADS=2] [SUBMITTERS=1]
 #include <dlfcn.h>
+#include <sys/resource.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <random>
+#include <thread>
+#include <vector>
 
 #include "ferry/file.hpp"
 #include "file/open_options.hpp"
@@ -26,10 +31,22 @@ double seconds_now() {
 }
 }  // namespace
 
+// The process's CPU seconds and context switches so far.
+struct Usage {
+  double cpu = 0, voluntary = 0, involuntary = 0;
+  static Usage now() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
+    return Usage{sec(u.ru_utime) + sec(u.ru_stime), static_cast<double>(u.ru_nvcsw), static_cast<double>(u.ru_nivcsw)};
+  }
+};
+
 int main(int argc, char** argv) {
   const int requests = argc > 1 ? std::atoi(argv[1]) : 200000;
   const std::size_t depth = argc > 2 ? static_cast<std::size_t>(std::atoi(argv[2])) : 64;
   const unsigned threads = argc > 3 ? static_cast<unsigned>(std::atoi(argv[3])) : 2;
+  const unsigned submitters = argc > 4 ? std::max(1u, static_cast<unsigned>(std::atoi(argv[4]))) : 1;
   constexpr std::uint64_t kPiece = 4096, kFileBytes = 256ull << 20;
 
   testing::reset_fake_cuda();
@@ -45,39 +62,69 @@ int main(int argc, char** argv) {
     return 1;
   }
   char* device = static_cast<char*>(testing::fake_cuda_alloc_device(64 * kPiece));
-  std::mt19937_64 rng(1);
-  auto offset = [&] { return (rng() % (kFileBytes / kPiece)) * kPiece; };
-  for (int i = 0; i < 2000; ++i) (void)file->pread(device, kPiece, offset()).get();  // kits, workers, caches
+  {
+    std::mt19937_64 rng(1);
+    for (int i = 0; i < 2000; ++i) {  // kits, workers, caches
+      (void)file->pread(device, kPiece, (rng() % (kFileBytes / kPiece)) * kPiece).get();
+    }
+  }
 
   // Hooks of alloc_crossings.cpp when it is preloaded.
   auto start_counting = reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "alloc_crossings_start"));
   auto report_counts = reinterpret_cast<void (*)(long)>(dlsym(RTLD_DEFAULT, "alloc_crossings_report"));
-  if (start_counting) start_counting();
-  std::deque<Future> live;
-  double in_pread = 0, in_get = 0;
-  const double began = seconds_now();
-  for (int i = 0; i < requests; ++i) {
-    if (live.size() == depth) {
-      const double t = seconds_now();
-      auto r = live.front().get();
-      in_get += seconds_now() - t;
-      if (!r.ok()) {
-        std::fprintf(stderr, "%s\n", r.status().to_string().c_str());
-        return 1;
+  // One submitter's loop: `count` requests, `in_flight` outstanding; adds its time in pread() and get().
+  auto submit = [&](unsigned index, int count, std::size_t in_flight, double* in_pread, double* in_get) {
+    std::mt19937_64 rng(1 + index);
+    std::deque<Future> live;
+    for (int i = 0; i < count; ++i) {
+      if (live.size() == in_flight) {
+        const double t = seconds_now();
+        auto r = live.front().get();
+        *in_get += seconds_now() - t;
+        if (!r.ok()) {
+          std::fprintf(stderr, "%s\n", r.status().to_string().c_str());
+          std::exit(1);
+        }
+        live.pop_front();
       }
+      const double t = seconds_now();
+      live.push_back(file->pread(device + (i % 64) * kPiece, kPiece, (rng() % (kFileBytes / kPiece)) * kPiece));
+      *in_pread += seconds_now() - t;
+    }
+    while (!live.empty()) {
+      (void)live.front().get();
       live.pop_front();
     }
-    const double t = seconds_now();
-    live.push_back(file->pread(device + (i % 64) * kPiece, kPiece, offset()));
-    in_pread += seconds_now() - t;
-  }
-  while (!live.empty()) {
-    (void)live.front().get();
-    live.pop_front();
+  };
+  if (start_counting) start_counting();
+  std::vector<double> in_pread(submitters), in_get(submitters);
+  const Usage used_before = Usage::now();
+  const double began = seconds_now();
+  if (submitters == 1) {
+    submit(0, requests, depth, &in_pread[0], &in_get[0]);
+  } else {
+    std::vector<std::thread> pool;
+    for (unsigned s = 0; s < submitters; ++s) {
+      pool.emplace_back(submit, s, requests / static_cast<int>(submitters),
+                        std::max<std::size_t>(1, depth / submitters), &in_pread[s], &in_get[s]);
+    }
+    for (auto& t : pool) t.join();
   }
   const double all = seconds_now() - began;
+  const Usage used_after = Usage::now();
   if (report_counts) report_counts(requests);
-  std::printf("%d requests of 4 KiB, %zu in flight, %u threads: %.2f us a request, %.2f us in pread(), %.2f us in get()\n",
-              requests, depth, threads, all / requests * 1e6, in_pread / requests * 1e6, in_get / requests * 1e6);
+  const double n = requests;
+  double pread_sum = 0, get_sum = 0;
+  for (unsigned s = 0; s < submitters; ++s) {
+    pread_sum += in_pread[s];
+    get_sum += in_get[s];
+  }
+  std::printf("%d requests of 4 KiB, %zu in flight from %u thread%s, %u workers: %.2f us a request; a submitter's "
+              "request %.2f us in pread(), %.2f us in get(); process CPU %.2f us, %.2f voluntary and %.2f "
+              "involuntary context switches a request\n",
+              requests, depth, submitters, submitters == 1 ? "" : "s", threads, all / n * 1e6, pread_sum / n * 1e6,
+              get_sum / n * 1e6, (used_after.cpu - used_before.cpu) / n * 1e6,
+              (used_after.voluntary - used_before.voluntary) / n,
+              (used_after.involuntary - used_before.involuntary) / n);
   return 0;
 }
