@@ -5,7 +5,11 @@
 // locks); run it under perf, or with alloc_crossings.cpp preloaded to count the heap allocations a request makes
 // and which of them cross threads (that tool's "main thread" is the one submitter: use SUBMITTERS=1 with it).
 //
-//   ferry_submit_profile [REQUESTS=200000] [DEPTH=64] [THREADS=2] [SUBMITTERS=1]
+// With DEST=host the pieces land in host memory (the host route: no CUDA call at all), which leaves the engine
+// alone; the fake driver takes one process-wide lock in every call, so with many threads the fake GPU's rows
+// count that lock's waits as well.
+//
+//   ferry_submit_profile [REQUESTS=200000] [DEPTH=64] [THREADS=2] [SUBMITTERS=1] [DEST=fake-gpu|host]
 #include <dlfcn.h>
 #include <sys/resource.h>
 
@@ -47,6 +51,11 @@ int main(int argc, char** argv) {
   const std::size_t depth = argc > 2 ? static_cast<std::size_t>(std::atoi(argv[2])) : 64;
   const unsigned threads = argc > 3 ? static_cast<unsigned>(std::atoi(argv[3])) : 2;
   const unsigned submitters = argc > 4 ? std::max(1u, static_cast<unsigned>(std::atoi(argv[4]))) : 1;
+  const std::string dest = argc > 5 ? argv[5] : "fake-gpu";
+  if (dest != "fake-gpu" && dest != "host") {
+    std::fprintf(stderr, "DEST is fake-gpu or host, not %s\n", dest.c_str());
+    return 2;
+  }
   constexpr std::uint64_t kPiece = 4096, kFileBytes = 256ull << 20;
 
   testing::reset_fake_cuda();
@@ -55,13 +64,15 @@ int main(int argc, char** argv) {
   Config config;
   config.set_threads(threads);
   detail::OpenOptions options;
-  options.gpu = &testing::fake_gpu_platform();
+  if (dest == "fake-gpu") options.gpu = &testing::fake_gpu_platform();  // host: the process's own platform, which
+  // asks no driver while none is loaded
   auto file = detail::open_file(path, "r", config, options);
   if (!file.ok()) {
     std::fprintf(stderr, "%s\n", file.status().to_string().c_str());
     return 1;
   }
-  char* device = static_cast<char*>(testing::fake_cuda_alloc_device(64 * kPiece));
+  std::vector<char> host_memory(dest == "host" ? 64 * kPiece : 0);
+  char* device = dest == "host" ? host_memory.data() : static_cast<char*>(testing::fake_cuda_alloc_device(64 * kPiece));
   {
     std::mt19937_64 rng(1);
     for (int i = 0; i < 2000; ++i) {  // kits, workers, caches
@@ -119,10 +130,10 @@ int main(int argc, char** argv) {
     pread_sum += in_pread[s];
     get_sum += in_get[s];
   }
-  std::printf("%d requests of 4 KiB, %zu in flight from %u thread%s, %u workers: %.2f us a request; a submitter's "
+  std::printf("%d requests of 4 KiB into %s memory, %zu in flight from %u thread%s, %u workers: %.2f us a request; a submitter's "
               "request %.2f us in pread(), %.2f us in get(); process CPU %.2f us, %.2f voluntary and %.2f "
               "involuntary context switches a request\n",
-              requests, depth, submitters, submitters == 1 ? "" : "s", threads, all / n * 1e6, pread_sum / n * 1e6,
+              requests, dest == "host" ? "host" : "fake GPU", depth, submitters, submitters == 1 ? "" : "s", threads, all / n * 1e6, pread_sum / n * 1e6,
               get_sum / n * 1e6, (used_after.cpu - used_before.cpu) / n * 1e6,
               (used_after.voluntary - used_before.voluntary) / n,
               (used_after.involuntary - used_before.involuntary) / n);
