@@ -317,9 +317,9 @@ PY
     sr="$build/tests/ferry_small_reads"
     cat "$f" > /dev/null
     "$build/tests/ferry_copy_contention" "$f" > "$out/goals-copy-ceiling.txt" 2>&1
-    # GOALS_PASSES passes of each (default 1), the goals judged on their medians: a batch row moved 0.7-1.4x
-    # between passes of one build in one call (bench/results/2026-12-03-h200-help-own).
-    # (passes of all rows in turn, so that a slow stretch of the machine does not fall on one row's passes)
+    # GOALS_PASSES passes of the hot rows (default 1), all rows in turn so that a slow stretch of the machine
+    # does not fall on one row's passes; the goals are judged on medians (a batch row moved 0.7-1.4x between
+    # passes of one build in one call: bench/results/2026-12-03-h200-help-own).
     run_goal() {
       local name=$1; shift
       "$sr" "$f" "$@" --json-out "$out/goals-$name-$pass.json" > "$out/goals-$name-$pass.txt" 2>&1 || echo "$name: exit $?"
