@@ -64,8 +64,8 @@ int main(int argc, char** argv) {
   Config config;
   config.set_threads(threads);
   detail::OpenOptions options;
-  if (dest == "fake-gpu") options.gpu = &testing::fake_gpu_platform();  // host: the process's own platform, which
-  // asks no driver while none is loaded
+  // Host memory: the process's own platform, which asks no driver while none is loaded.
+  if (dest == "fake-gpu") options.gpu = &testing::fake_gpu_platform();
   auto file = detail::open_file(path, "r", config, options);
   if (!file.ok()) {
     std::fprintf(stderr, "%s\n", file.status().to_string().c_str());
@@ -111,30 +111,31 @@ int main(int argc, char** argv) {
   std::vector<double> in_pread(submitters), in_get(submitters);
   const Usage used_before = Usage::now();
   const double began = seconds_now();
+  const int each = requests / static_cast<int>(submitters);
   if (submitters == 1) {
-    submit(0, requests, depth, &in_pread[0], &in_get[0]);
+    submit(0, each, depth, &in_pread[0], &in_get[0]);  // on the main thread: alloc_crossings' submitter
   } else {
     std::vector<std::thread> pool;
     for (unsigned s = 0; s < submitters; ++s) {
-      pool.emplace_back(submit, s, requests / static_cast<int>(submitters),
-                        std::max<std::size_t>(1, depth / submitters), &in_pread[s], &in_get[s]);
+      pool.emplace_back(submit, s, each, std::max<std::size_t>(1, depth / submitters), &in_pread[s], &in_get[s]);
     }
     for (auto& t : pool) t.join();
   }
   const double all = seconds_now() - began;
   const Usage used_after = Usage::now();
-  if (report_counts) report_counts(requests);
-  const double n = requests;
+  const int done = each * static_cast<int>(submitters);
+  if (report_counts) report_counts(done);
+  const double n = done;
   double pread_sum = 0, get_sum = 0;
   for (unsigned s = 0; s < submitters; ++s) {
     pread_sum += in_pread[s];
     get_sum += in_get[s];
   }
-  std::printf("%d requests of 4 KiB into %s memory, %zu in flight from %u thread%s, %u workers: %.2f us a request; a submitter's "
-              "request %.2f us in pread(), %.2f us in get(); process CPU %.2f us, %.2f voluntary and %.2f "
-              "involuntary context switches a request\n",
-              requests, dest == "host" ? "host" : "fake GPU", depth, submitters, submitters == 1 ? "" : "s", threads, all / n * 1e6, pread_sum / n * 1e6,
-              get_sum / n * 1e6, (used_after.cpu - used_before.cpu) / n * 1e6,
+  std::printf("%d requests of 4 KiB into %s memory, %zu in flight from %u thread%s, %u workers: %.2f us a "
+              "request; a submitter's request %.2f us in pread(), %.2f us in get(); process CPU %.2f us, %.2f "
+              "voluntary and %.2f involuntary context switches a request\n",
+              done, dest == "host" ? "host" : "fake GPU", depth, submitters, submitters == 1 ? "" : "s", threads,
+              all / n * 1e6, pread_sum / n * 1e6, get_sum / n * 1e6, (used_after.cpu - used_before.cpu) / n * 1e6,
               (used_after.voluntary - used_before.voluntary) / n,
               (used_after.involuntary - used_before.involuntary) / n);
   return 0;
