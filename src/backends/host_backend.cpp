@@ -32,11 +32,16 @@ class HostBackend final : public RouteBackend {
       FERRY_RETURN_IF_ERROR(b_.source_->write(b_.request_, t, at, "host", report));
       return t.length;
     }
-    void run_batch(std::span<const Task> tasks, Report& report, std::span<Result<std::uint64_t>> results) override {
+    void run_batch(std::span<const Task> tasks, std::span<Report> reports,
+                   std::span<Result<std::uint64_t>> results) override {
+      if (reports.size() > 1) {  // gathered reads: each task's counters are its own request's
+        for (std::size_t i = 0; i < tasks.size(); ++i) results[i] = run(tasks[i], reports[i]);
+        return;
+      }
       std::vector<TaskRead> reads;
       reads.reserve(tasks.size());
       for (const Task& t : tasks) reads.push_back({t, b_.at(t)});
-      b_.source_->read_batch(b_.request_, reads, "host", report, results);
+      b_.source_->read_batch(b_.request_, reads, "host", reports[0], results);
     }
 
    private:

@@ -13,16 +13,21 @@
 
 namespace ferry::detail {
 
+/// Task `i`'s report among run_batch's `reports` (one for all, or one each).
+inline Report& report_of(std::span<Report> reports, std::size_t i) { return reports[reports.size() == 1 ? 0 : i]; }
+
 /// Moves the bytes of tasks, one worker per job (not shared between threads).
 class RouteWorker {
  public:
   virtual ~RouteWorker() = default;
   /// Bytes transferred: fewer than t.length only when a read reached EOF.
   virtual Result<std::uint64_t> run(const Task& t, Report& report) = 0;
-  /// Runs several tasks; results[i] is what run() would answer for tasks[i]. Called only when the
-  /// backend's tasks_per_take() > 1.
-  virtual void run_batch(std::span<const Task> tasks, Report& report, std::span<Result<std::uint64_t>> results) {
-    for (std::size_t i = 0; i < tasks.size(); ++i) results[i] = run(tasks[i], report);
+  /// Runs several tasks; results[i] is what run() would answer for tasks[i]. `reports` holds one report
+  /// for all of them, or one per task (gathered reads, each its own request: file/read_gather.hpp).
+  /// Called only when the backend's tasks_per_take() > 1, or for gathered reads.
+  virtual void run_batch(std::span<const Task> tasks, std::span<Report> reports,
+                         std::span<Result<std::uint64_t>> results) {
+    for (std::size_t i = 0; i < tasks.size(); ++i) results[i] = run(tasks[i], report_of(reports, i));
   }
   /// Waits for the worker's outstanding asynchronous work (copies in flight).
   virtual Status finish(Report& /*report*/) { return Status(); }

@@ -64,11 +64,12 @@ class StagedWorker final : public RouteWorker {
 
   // Reads the tasks back to back into bounce buffers, one buffer after another, and copies each run of
   // them whose destinations follow one another with one copy.
-  void run_batch(std::span<const Task> tasks, Report& report, std::span<Result<std::uint64_t>> results) override {
+  void run_batch(std::span<const Task> tasks, std::span<Report> reports,
+                 std::span<Result<std::uint64_t>> results) override {
     std::size_t next = 0;
     while (next < tasks.size()) {
       if (tasks[next].length > kit_->buffer_size) {  // never packed: read in pieces as run() does
-        results[next] = run(tasks[next], report);
+        results[next] = run(tasks[next], report_of(reports, next));
         ++next;
         continue;
       }
@@ -92,7 +93,13 @@ class StagedWorker final : public RouteWorker {
         ++next;
       }
       auto got = results.subspan(first, reads_.size());
-      s_.source_->read_batch(s_.request_, reads_, "staged", report, got);
+      if (reports.size() > 1) {  // gathered reads: each task's counters are its own request's
+        for (std::size_t i = 0; i < reads_.size(); ++i) {
+          got[i] = s_.source_->read(s_.request_, reads_[i].task, reads_[i].dst, "staged", reports[first + i]);
+        }
+      } else {
+        s_.source_->read_batch(s_.request_, reads_, "staged", reports[0], got);
+      }
       copy_runs(got);
       Status recorded = cuda_check(*s_.target_.api, s_.target_.api->cuEventRecord(kit_->events[slot], kit_->stream),
                                    "cuEventRecord");

@@ -86,11 +86,12 @@ void RequestState::set_progress(std::function<std::uint64_t()> progress) {
   progress_ = std::move(progress);
 }
 
-void RequestState::complete_deferred(Result<Transfer> result) {
+void RequestState::complete_deferred(Result<Transfer> result, CallbacksOn where) {
   std::vector<Callback> callbacks;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (done_) return;
+    if (!first_error_.ok()) result = first_error_;  // cancelled (a deferred request without on_cancel)
     if (result.ok()) bytes_done_.store(result->bytes, std::memory_order_relaxed);
     result_ = result;
     done_ = true;
@@ -99,6 +100,10 @@ void RequestState::complete_deferred(Result<Transfer> result) {
   }
   done_cv_.notify_all();
   if (callbacks.empty()) return;
+  if (where == CallbacksOn::here) {
+    for (auto& cb : callbacks) cb(result);
+    return;
+  }
   shared_pool().ensure_workers(1);  // a process that made only stream-ordered requests has no worker yet
   shared_pool().submit([callbacks = std::move(callbacks), result = std::move(result)] {
     for (auto& cb : callbacks) cb(result);
@@ -217,7 +222,7 @@ RequestState::Continue RequestState::run_tasks(Job& job, bool may_yield) {
     if (batch == 1) {
       results[0] = worker.run(slice[0], local);
     } else {
-      worker.run_batch(slice, local, std::span(results.data(), slice.size()));
+      worker.run_batch(slice, std::span<Report>(&local, 1), std::span(results.data(), slice.size()));
     }
     if (trace_tasks_) nvtx::pop();
     const auto ended = std::chrono::steady_clock::now();
@@ -309,6 +314,16 @@ void RequestState::complete() {
     std::lock_guard<std::mutex> lock(mutex_);
     keep.swap(self_);
   }
+}
+
+bool RequestState::finished() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return done_;
+}
+
+bool RequestState::has_callbacks() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !callbacks_.empty();
 }
 
 bool RequestState::done() const {

@@ -56,14 +56,25 @@ class RequestState {
                                              std::shared_ptr<std::atomic<bool>> stop = nullptr);
   /// A request that failed before any I/O.
   static std::shared_ptr<RequestState> failed(Status status);
-  /// A request whose work is done elsewhere (a stream-ordered request's pipeline). It is done when
-  /// complete_deferred() is called.
-  /// `on_cancel` is called (once, outside any lock) when cancel() is, instead of ending the request: the
-  /// work decides when it has stopped and then calls complete_deferred().
+  /// A request whose work is done elsewhere (a stream-ordered request's pipeline, a gathered read). It is
+  /// done when complete_deferred() is called.
+  /// `on_cancel`, when given, is called (once, outside any lock) when cancel() is, instead of ending the
+  /// request: the work decides when it has stopped and then calls complete_deferred(). Without it, cancel()
+  /// marks the request (stop_requested()) and complete_deferred() ends it `cancelled`.
   static std::shared_ptr<RequestState> deferred(std::function<void()> on_cancel);
-  /// Ends a deferred request. Callbacks registered by then() run on the shared pool, never on the calling
-  /// thread (the stream-ordered requests' watcher must not run user code).
-  void complete_deferred(Result<Transfer> result);
+  /// Where complete_deferred() runs the callbacks registered by then().
+  enum class CallbacksOn {
+    pool,  // never on the calling thread (the stream-ordered requests' watcher must not run user code)
+    here,  // on the calling thread, a worker of the shared pool, as a request's own jobs do
+  };
+  /// Ends a deferred request.
+  void complete_deferred(Result<Transfer> result, CallbacksOn callbacks = CallbacksOn::pool);
+  /// True once cancel() was called or a task failed.
+  bool stop_requested() const { return failed_.load(std::memory_order_acquire); }
+  /// done() without its side effect (a one-job request's grace period is left alone).
+  bool finished() const;
+  /// Whether then() left callbacks that have not run yet.
+  bool has_callbacks() const;
   /// How a deferred request reports bytes_done() while it runs.
   void set_progress(std::function<std::uint64_t()> progress);
 

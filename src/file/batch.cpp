@@ -113,8 +113,8 @@ Future FileState::submit_batch(std::span<const Piece> pieces) {
   const auto label = [&] {
     return fmt::format("ferry read_batch of {} pieces, {} from \"{}\"", pieces.size(), format_size(bytes), path);
   };
-  return launch(std::move(tasks), std::move(*backend), std::move(eof), std::move(*in_use), setup_before,
-                std::move(stop), [&label] { return label(); });
+  return Future(launch(std::move(tasks), std::move(*backend), std::move(eof), std::move(*in_use), setup_before,
+                       std::move(stop), [&label] { return label(); }));
 }
 
 }  // namespace ferry::detail

@@ -146,27 +146,47 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
     extent = *e;
     if (extent.known) size = offset >= extent.bytes ? 0 : std::min(size, extent.bytes - offset);
   }
-  auto stop = std::make_shared<std::atomic<bool>>(false);
-  SourceRequest request{direction, extent, size, stop};
-  auto backend = make_route_backend(*this, request, buffer, size);
-  if (!backend.ok()) return fail(backend.status());
   std::vector<Task> tasks;
   if (extent.known) {
     tasks = split_request(offset, size, config.task_size(), source->task_alignment());
   } else if (size > 0) {
     tasks.push_back(Task{offset, size, 0, false});
   }
+  auto plan = route_for(*this, direction, buffer, size);
+  if (!plan.ok()) return fail(plan.status());
+  // A small read: gathered with the File's others while its thread reads ahead (read_gather.hpp).
+  const bool small_read = is_read(direction) && extent.known && tasks.size() == 1;
+  if (small_read && !config.nvtx() && ReadGather::gathers(plan->decision, plan->buffer) &&
+      source->reads_from_memory(size) && ReadGather::thread_reads_ahead()) {
+    GatheredRead read;
+    read.task = tasks[0];
+    read.task.buffer_offset += static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(buffer));
+    read.decision = std::move(plan->decision);
+    read.buffer = plan->buffer;
+    read.cuda = plan->cuda;
+    read.file_bytes = extent.bytes;
+    read.in_use = std::make_shared<Use>(std::move(*in_use));
+    read.state = RequestState::deferred(nullptr);
+    ReadGather::note_small_read(read.state);
+    return gather.add(*this, std::move(read));
+  }
+  auto stop = std::make_shared<std::atomic<bool>>(false);
+  SourceRequest request{direction, extent, size, stop};
+  auto backend = make_route_backend(*this, request, std::move(*plan), buffer, size);
+  if (!backend.ok()) return fail(backend.status());
   EndOfFileRule eof{!extent.known, path, extent.bytes};
   const bool reading = is_read(direction);
   const auto label = [&] {
     return fmt::format("ferry {} {} at offset {} {} \"{}\"", reading ? "read" : "write", format_size(size), offset,
                        reading ? "from" : "to", path);
   };
-  return launch(std::move(tasks), std::move(*backend), std::move(eof), std::move(*in_use), setup_before,
-                std::move(stop), [&label] { return label(); });
+  auto state = launch(std::move(tasks), std::move(*backend), std::move(eof), std::move(*in_use), setup_before,
+                      std::move(stop), [&label] { return label(); });
+  if (small_read) ReadGather::note_small_read(state);
+  return Future(std::move(state));
 }
 
-Future FileState::launch(std::vector<Task> tasks, std::shared_ptr<RouteBackend> backend, EndOfFileRule eof, Use in_use,
+std::shared_ptr<RequestState> FileState::launch(std::vector<Task> tasks, std::shared_ptr<RouteBackend> backend, EndOfFileRule eof, Use in_use,
                          const SetupCosts& setup_before, std::shared_ptr<std::atomic<bool>> stop,
                          const std::function<std::string()>& nvtx_label) {
   std::weak_ptr<FileState> weak = shared_from_this();
@@ -185,8 +205,8 @@ Future FileState::launch(std::vector<Task> tasks, std::shared_ptr<RouteBackend> 
     if (auto self = weak.lock()) self->add_to_report(report);
     held->reset();
   };
-  return Future(RequestState::start(std::move(tasks), std::move(backend), parallel_tasks(), std::move(eof),
-                                    std::move(on_complete), nvtx_range != 0, std::move(stop)));
+  return RequestState::start(std::move(tasks), std::move(backend), parallel_tasks(), std::move(eof),
+                             std::move(on_complete), nvtx_range != 0, std::move(stop));
 }
 
 std::uint64_t FileState::reserve(std::uint64_t size, Direction direction) {

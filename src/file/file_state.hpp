@@ -18,6 +18,7 @@
 #include "engine/request.hpp"
 #include "ferry/file.hpp"
 #include "file/open_options.hpp"
+#include "file/read_gather.hpp"
 #include "source/file_descriptors.hpp"
 #include "source/source.hpp"
 
@@ -59,12 +60,12 @@ class FileState : public std::enable_shared_from_this<FileState> {
   Future submit(Direction direction, void* buffer, std::uint64_t size, std::uint64_t offset);
   /// File::pread_batch (file/batch.cpp).
   Future submit_batch(std::span<const Piece> pieces);
-  /// Starts a request's tasks on the backend, holding `in_use` until it completes, and accounts for it in
+  /// Starts a request's tasks on the backend (the request's state, for its Future), holding `in_use` until it completes, and accounts for it in
   /// the File's report (set-up costs and the source's activity noted). `stop` is the request's
   /// SourceRequest::stop. `nvtx_label` is called only when an NVTX tool is attached; pass a lambda that holds
   /// one reference (to the one that formats the label), which std::function keeps inline: a wider capture is
   /// a heap allocation on every request.
-  Future launch(std::vector<Task> tasks, std::shared_ptr<RouteBackend> backend, EndOfFileRule eof, Use in_use,
+  std::shared_ptr<RequestState> launch(std::vector<Task> tasks, std::shared_ptr<RouteBackend> backend, EndOfFileRule eof, Use in_use,
                 const SetupCosts& setup_before, std::shared_ptr<std::atomic<bool>> stop,
                 const std::function<std::string()>& nvtx_label);
   /// What submit() refuses before any I/O: the File's mode, a null buffer, a range past the largest offset.
@@ -97,6 +98,9 @@ class FileState : public std::enable_shared_from_this<FileState> {
   const GpuPlatform* const gpu;  // nullptr until a device buffer needs it (then the process's platform)
 
   Report report() const;
+
+  // Small reads of threads that read ahead, waiting to be drained together.
+  ReadGather gather;
 
   // Filled by route selection on the first device request that may use cuFile; guarded by gds_mutex.
   std::mutex gds_mutex;

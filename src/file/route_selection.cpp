@@ -114,9 +114,8 @@ StagedTarget staged_target(const FileState& file, const RoutePlanDetail& plan, c
 
 }  // namespace
 
-Result<std::shared_ptr<RouteBackend>> make_route_backend(FileState& file, const SourceRequest& request, void* buffer,
-                                                         std::uint64_t size) {
-  FERRY_ASSIGN_OR_RETURN(RoutePlanDetail plan, route_for(file, request.direction, buffer, size));
+Result<std::shared_ptr<RouteBackend>> make_route_backend(FileState& file, const SourceRequest& request,
+                                                         RoutePlanDetail plan, void* buffer, std::uint64_t size) {
   Decision& decision = plan.decision;
   if (decision.route == Route::host) return make_host_backend(file.source, request, buffer, std::move(decision));
   if (decision.route == Route::staged) {
@@ -138,13 +137,22 @@ Result<std::shared_ptr<RouteBackend>> make_route_backend(FileState& file, const 
   return make_gds_backend(request.direction, std::move(target), std::move(decision), std::move(edges));
 }
 
+std::shared_ptr<RouteBackend> make_pieces_backend(FileState& file, const SourceRequest& request,
+                                                  const RoutePlanDetail& plan, unsigned pack) {
+  if (plan.decision.route == Route::host) {
+    return make_host_backend(file.source, request, nullptr, plan.decision, pack);
+  }
+  StagedTarget target = staged_target(file, plan, nullptr, 0);  // task buffer offsets are the addresses
+  target.pack = pack;
+  return make_staged_backend(file.source, request, target, plan.decision);
+}
+
 Result<std::shared_ptr<RouteBackend>> make_batch_backend(FileState& file, const SourceRequest& request,
                                                          RoutePlanDetail plan, unsigned pack) {
   if (plan.buffer.is_host()) {
     return make_host_backend(file.source, request, nullptr, std::move(plan.decision), pack);
   }
-  Decision decision = std::move(plan.decision);
-  if (decision.route != Route::staged) {
+  if (plan.decision.route != Route::staged) {
     if (file.config.require() == Requirement::gds) {
       return Status(ErrorCode::failed_precondition,
                     fmt::format("require=gds: a batch into GPU memory from \"{}\" takes the staged route (its "
@@ -153,11 +161,9 @@ Result<std::shared_ptr<RouteBackend>> make_batch_backend(FileState& file, const 
                                 file.path),
                     0, file.path);
     }
-    decision = Decision{Route::staged, Reason::batch_pieces, ""};
+    plan.decision = Decision{Route::staged, Reason::batch_pieces, ""};
   }
-  StagedTarget target = staged_target(file, plan, nullptr, 0);  // task buffer offsets are the addresses
-  target.pack = pack;
-  return make_staged_backend(file.source, request, target, std::move(decision));
+  return make_pieces_backend(file, request, plan, pack);
 }
 
 Result<RoutePlanDetail> prepare_route(FileState& file, Direction direction, const void* buffer, std::uint64_t size) {

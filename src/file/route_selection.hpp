@@ -30,9 +30,15 @@ struct RoutePlanDetail {
 Result<RoutePlanDetail> route_for(FileState& file, Direction direction, const void* buffer, std::uint64_t size,
                                   bool buffer_is_stand_in = false);
 
-/// The backend that carries out `request` into or out of `buffer` on the route route_for() picks.
-Result<std::shared_ptr<RouteBackend>> make_route_backend(FileState& file, const SourceRequest& request, void* buffer,
-                                                         std::uint64_t size);
+/// The backend that carries out `request` into or out of `buffer` on the route `plan` (route_for()'s) picked.
+Result<std::shared_ptr<RouteBackend>> make_route_backend(FileState& file, const SourceRequest& request,
+                                                         RoutePlanDetail plan, void* buffer, std::uint64_t size);
+
+/// The backend of tasks that carry their own destinations' addresses as their buffer offsets (a batch's
+/// pieces, gathered reads), on `plan`'s route, host or staged. A worker takes `pack` tasks at a time (on the
+/// staged route: into one bounce buffer before copying).
+std::shared_ptr<RouteBackend> make_pieces_backend(FileState& file, const SourceRequest& request,
+                                                  const RoutePlanDetail& plan, unsigned pack);
 
 /// The backend of a batch (File::pread_batch) whose tasks carry the pieces' own addresses as their buffer
 /// offsets, for the kind of memory `plan` found: host memory is read into place, device memory takes the

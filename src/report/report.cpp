@@ -107,6 +107,7 @@ void Report::merge(const Report& other) {
   io.cached_ops += other.io.cached_ops;
   io.eintr_retries += other.io.eintr_retries;
   io.short_transfers += other.io.short_transfers;
+  io.gathered_ops += other.io.gathered_ops;
   if (other.cufile) {
     CuFileCounters& c = cufile ? *cufile : cufile.emplace();
     const CuFileCounters& o = *other.cufile;
@@ -186,8 +187,9 @@ std::string Report::table() const {
   out += fmt::format("total         {:>10} {:>12}\n", total_ops(), format_size(total_bytes()));
   out += "* per worker: bytes over the summed time of that route's tasks\n";
   out += fmt::format("I/O: {} O_DIRECT, {} buffered ({} served from the page cache), {} EINTR/EAGAIN retries, "
-                     "{} short transfers continued\n",
-                     io.direct_ops, io.buffered_ops, io.cached_ops, io.eintr_retries, io.short_transfers);
+                     "{} short transfers continued, {} small reads gathered\n",
+                     io.direct_ops, io.buffered_ops, io.cached_ops, io.eintr_retries, io.short_transfers,
+                     io.gathered_ops);
   if (cufile) {
     out += fmt::format("cuFile statistics: reads nvfs={} p2p={} posix={}; writes nvfs={} p2p={} posix={}; "
                        "errors read={} write={}\n",
@@ -228,7 +230,8 @@ nlohmann::json detail::report_json(const Report& report) {
              {"buffered_ops", io.buffered_ops},
              {"cached_ops", io.cached_ops},
              {"eintr_retries", io.eintr_retries},
-             {"short_transfers", io.short_transfers}};
+             {"short_transfers", io.short_transfers},
+             {"gathered_ops", io.gathered_ops}};
   if (cufile) {
     auto& counters = j["cufile"] = nlohmann::json::object();
     for (const auto& f : kCuFileCounterFields) counters[f.name] = (*cufile).*f.member;

@@ -54,6 +54,11 @@ class PosixSource : public Source {
   std::size_t queue_depth() const override;
   void read_batch(const SourceRequest& request, std::span<const TaskRead> reads, const char* route_label,
                   Report& report, std::span<Result<std::uint64_t>> results) override;
+  /// A small read (kCachedFirstBytes) in `auto` while the file's small reads find their pages cached.
+  bool reads_from_memory(std::uint64_t length) const override {
+    return policy_ == DirectIo::automatic && length <= kCachedFirstBytes &&
+           small_read_misses_.load(std::memory_order_relaxed) <= 0 && !nowait_unsupported_.load(std::memory_order_relaxed);
+  }
   std::optional<LocalFile> local_file() const override {
     return LocalFile{fds_.buffered_fd(), fds_.direct_fd()};  // direct_fd() is -1 where O_DIRECT was refused
   }

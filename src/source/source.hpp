@@ -84,6 +84,11 @@ class Source {
     for (std::size_t i = 0; i < reads.size(); ++i) results[i] = read(request, reads[i].task, reads[i].dst, route_label, report);
   }
 
+  /// Whether a read of `length` bytes is expected to come from memory, without waiting for a device (a
+  /// small read of a local file whose small reads keep finding their pages cached). Such reads are gathered
+  /// and read back to back by one worker (file/read_gather.hpp); reads that wait for a disk or a network are
+  /// better kept apart, in flight together. False when the source cannot say.
+  virtual bool reads_from_memory(std::uint64_t /*length*/) const { return false; }
   /// Makes what was written durable.
   virtual Status sync() = 0;
   /// The local file behind the source, or nullopt (a remote object, memory): then cuFile cannot serve it,

@@ -140,7 +140,8 @@ TEST(Report, JsonParsesWithTheStableKeys) {
   EXPECT_EQ(j["reasons"][0]["reason"], "buffer_is_host_memory");
   EXPECT_EQ(j["reasons"][0]["text"], "buffer is host memory");
   EXPECT_EQ(j["reasons"][0]["ops"], 2);
-  for (const char* key : {"direct_ops", "buffered_ops", "cached_ops", "eintr_retries", "short_transfers"}) {
+  for (const char* key : {"direct_ops", "buffered_ops", "cached_ops", "eintr_retries", "short_transfers",
+                          "gathered_ops"}) {
     EXPECT_TRUE(j["io"].contains(key)) << key;
   }
   EXPECT_TRUE(j["cufile"].is_null());

@@ -1,0 +1,197 @@
+// ReadGather: a File's small reads queued by threads that read ahead, drained by pool workers in rounds.
+#include "file/read_gather.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <vector>
+
+#include "backends/route_backend.hpp"
+#include "engine/request.hpp"
+#include "engine/thread_pool.hpp"
+#include "file/file_state.hpp"
+#include "file/route_selection.hpp"
+#include "report/process_report.hpp"
+
+namespace ferry::detail {
+namespace {
+
+// Another worker joins the draining while more reads are queued than this many for each one draining:
+// one drainer for a few reads saves the wakes, many keep every core reading when many are in flight.
+constexpr std::size_t kReadsPerDrainer = 4;
+// The most reads one round takes: a round's reads complete together, after its last copy.
+constexpr std::size_t kMostPerRound = 64;
+// As a request's job (request.cpp): after this long, a drainer lets other queued work go first.
+constexpr std::chrono::milliseconds kTurn{1};
+
+thread_local std::weak_ptr<RequestState> t_last_small_read;
+
+// Reads that one backend can serve together: same route and the same GPU.
+bool same_target(const GatheredRead& a, const GatheredRead& b) {
+  return a.decision.route == b.decision.route && a.buffer.device == b.buffer.device && a.cuda == b.cuda;
+}
+
+}  // namespace
+
+bool ReadGather::gathers(const Decision& decision, const BufferKind& buffer) {
+  return decision.route == Route::host || (decision.route == Route::staged && !buffer.is_host());
+}
+
+bool ReadGather::thread_reads_ahead() {
+  auto last = t_last_small_read.lock();
+  return last && !last->finished();
+}
+
+void ReadGather::note_small_read(const std::shared_ptr<RequestState>& state) { t_last_small_read = state; }
+
+Future ReadGather::add(FileState& file, GatheredRead read) {
+  auto state = read.state;
+  const unsigned limit = std::max(1u, file.parallel_tasks());
+  bool start = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queued_.push_back(std::move(read));
+    if (draining_ < limit && queued_.size() > std::size_t{draining_} * kReadsPerDrainer) {
+      ++draining_;
+      ++waiting_;
+      start = true;
+    }
+  }
+  if (start) start_drainer(file);
+  return Future(std::move(state));
+}
+
+void ReadGather::start_drainer(FileState& file) {
+  shared_pool().submit(PoolJob(&ReadGather::drain_job, file.shared_from_this()), std::max(1u, file.parallel_tasks()));
+}
+
+void ReadGather::drain_job(void* file) {
+  auto* state = static_cast<FileState*>(file);
+  state->gather.drain(*state);
+}
+
+void ReadGather::drain(FileState& file) {
+  const auto turn_ends = std::chrono::steady_clock::now() + kTurn;
+  std::vector<GatheredRead> round;
+  bool begun = false;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!begun) --waiting_;
+      begun = true;
+      if (queued_.empty()) {
+        --draining_;
+        return;
+      }
+      // A fair share of what is queued, so that the other drainers have reads too.
+      const std::size_t share = std::clamp<std::size_t>((queued_.size() + draining_ - 1) / draining_, 1,
+                                                        kMostPerRound);
+      round.push_back(std::move(queued_.front()));
+      queued_.pop_front();
+      while (round.size() < share && !queued_.empty() && same_target(queued_.front(), round.front())) {
+        round.push_back(std::move(queued_.front()));
+        queued_.pop_front();
+      }
+    }
+    run_round(file, round);
+    round.clear();
+    if (std::chrono::steady_clock::now() >= turn_ends && shared_pool().queued() > 0) {
+      {
+        // Other work waits: this drainer goes behind it (still counted in draining_).
+        std::lock_guard<std::mutex> lock(mutex_);
+        ++waiting_;
+      }
+      start_drainer(file);
+      return;
+    }
+  }
+}
+
+void ReadGather::run_round(FileState& file, std::vector<GatheredRead>& round) {
+  const SetupCosts setup_before = process_setup_costs();
+  // Reads cancelled before the round began do no I/O.
+  std::vector<Task> tasks;
+  std::vector<std::size_t> read_of;  // tasks[j] is round[read_of[j]]'s
+  tasks.reserve(round.size());
+  read_of.reserve(round.size());
+  std::uint64_t file_bytes = std::numeric_limits<std::uint64_t>::max(), bytes = 0;
+  for (std::size_t i = 0; i < round.size(); ++i) {
+    if (round[i].state->stop_requested()) continue;
+    tasks.push_back(round[i].task);
+    read_of.push_back(i);
+    file_bytes = std::min(file_bytes, round[i].file_bytes);
+    bytes += round[i].task.length;
+  }
+  std::vector<Report> reports(tasks.size());
+  std::vector<Result<std::uint64_t>> results(tasks.size(), Result<std::uint64_t>(std::uint64_t{0}));
+  Report round_report;  // what the round's worker says beyond its reads (set-up, waiting for copies)
+  const auto started = std::chrono::steady_clock::now();
+  if (!tasks.empty()) {
+    // The size the earliest of them saw: O_DIRECT only below it (posix_source.cpp).
+    SourceRequest request{Direction::read, Extent{true, file_bytes}, bytes, nullptr};
+    const GatheredRead& first = round[read_of[0]];
+    RoutePlanDetail plan;
+    plan.decision = first.decision;
+    plan.buffer = first.buffer;
+    plan.cuda = first.cuda;
+    auto backend = make_pieces_backend(file, request, plan, static_cast<unsigned>(tasks.size()));
+    Status status;
+    if (auto worker = backend->make_worker(); worker.ok()) {
+      (*worker)->run_batch(tasks, reports, results);
+      status = (*worker)->finish(round_report);
+    } else {
+      status = worker.status();
+    }
+    // Without the whole round's copies done, no read of it may say its bytes landed.
+    if (!status.ok()) std::fill(results.begin(), results.end(), Result<std::uint64_t>(status));
+  }
+  const auto elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started);
+  const std::uint64_t ns_each = static_cast<std::uint64_t>(elapsed.count()) / std::max<std::size_t>(1, tasks.size());
+
+  SetupCosts setup = process_setup_costs().since(setup_before);
+  const std::string setup_note = setup.empty() ? std::string() : "one-time set-up during this request: " + setup.summary();
+  std::vector<Result<Transfer>> outcomes(round.size(), Result<Transfer>(Status(ErrorCode::cancelled,
+                                                                                "the request was cancelled")));
+  Report total = std::move(round_report);  // the File's and the process's share of the round
+  for (std::size_t j = 0; j < tasks.size(); ++j) {
+    const GatheredRead& read = round[read_of[j]];
+    Report& report = reports[j];
+    if (!setup_note.empty()) report.add_note(setup_note);
+    if (!results[j].ok()) {
+      outcomes[read_of[j]] = results[j].status();
+    } else if (*results[j] < read.task.length) {  // the size was known at submission: the file shrank
+      outcomes[read_of[j]] = EndOfFileRule{false, file.path, read.file_bytes}.shrank(read.task, *results[j]);
+    } else {
+      report.count(read.decision.route, read.decision.reason, read.decision.detail, *results[j], ns_each, 1);
+      ++report.io.gathered_ops;
+      total.merge(report);
+      outcomes[read_of[j]] = Transfer{*results[j], std::move(report)};
+      continue;
+    }
+    total.merge(report);  // a failed read's I/O counters and notes belong to the File's trail too
+  }
+  file.add_to_report(total);
+  add_to_process_report(total);
+  // Every Use ends before any read is done: a callback of one may close the File, which waits for all.
+  for (auto& read : round) read.in_use.reset();
+  // Callbacks run next, on this thread, and may wait for reads still queued (a nested read's get(), a
+  // close()): waiting on a worker runs the pool's queued jobs, so one drainer job must be there for them
+  // rather than depend on this one coming back.
+  if (std::any_of(round.begin(), round.end(), [](const GatheredRead& r) { return r.state->has_callbacks(); })) {
+    bool start = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!queued_.empty() && waiting_ == 0) {
+        ++draining_;
+        ++waiting_;
+        start = true;
+      }
+    }
+    if (start) start_drainer(file);
+  }
+  for (std::size_t i = 0; i < round.size(); ++i) {
+    round[i].state->complete_deferred(std::move(outcomes[i]), RequestState::CallbacksOn::here);
+  }
+}
+
+}  // namespace ferry::detail

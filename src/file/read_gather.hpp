@@ -1,0 +1,71 @@
+// Small reads of one File gathered: a thread that submits a one-task read while its previous small read is
+// still in flight is reading ahead (a data loader keeping requests in flight), not about to wait for it, so
+// the read joins the File's gathered reads instead of becoming a pool job of its own. Workers drain them
+// several at a time, as pread_batch's pieces: one staging kit, the reads back to back into its bounce
+// buffers, one copy per run of destinations that follow one another, one wait for the stream; then every
+// read completes its own Future, with its own report.
+//
+// Why: a request of its own costs each small read a pool job, a staging kit taken and returned, a stream
+// synchronised and its reports merged, under locks every request shares; measured on the H200 machine a 4
+// KiB read in flight cost 34-38 us of CPU where a plain pread + copy + synchronise loop spends 22
+// (bench/NOTES.md, 2026-12-03). A thread whose previous read is done keeps the one-job path: the submitter
+// runs its read itself when it waits (engine.md, "One small request at a time").
+// Thread safety: add() may be called from any thread; the draining runs on the shared pool.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "base/decision.hpp"
+#include "base/task.hpp"
+#include "ferry/file.hpp"
+#include "platform/cuda/buffer_kind.hpp"
+#include "platform/cuda/cuda_api.hpp"
+
+namespace ferry::detail {
+
+class FileState;
+class RequestState;
+
+/// One read of one task, waiting to be drained.
+struct GatheredRead {
+  Task task;                        // buffer_offset: the destination's address
+  Decision decision;                // route_for()'s, host or staged
+  BufferKind buffer;                // the destination's memory
+  const CudaApi* cuda = nullptr;    // the driver, for a destination in GPU memory
+  std::uint64_t file_bytes = 0;     // the file's size when the read was submitted
+  std::shared_ptr<void> in_use;     // the File's Use, held until the read completes
+  std::shared_ptr<RequestState> state;  // a deferred request: the read's Future
+};
+
+class ReadGather {
+ public:
+  /// Whether a read route_for() sent this way into `buffer` is gathered when its thread reads ahead: the
+  /// host route, and the staged route into GPU memory (cuFile's routes read one request at a time).
+  static bool gathers(const Decision& decision, const BufferKind& buffer);
+  /// Whether the calling thread's last small read (note_small_read) is still in flight.
+  static bool thread_reads_ahead();
+  /// Remembers the calling thread's newest small read, gathered or not.
+  static void note_small_read(const std::shared_ptr<RequestState>& state);
+
+  /// Queues `read` for `file`'s workers to drain and returns its Future. `file` must own this gatherer.
+  Future add(FileState& file, GatheredRead read);
+
+ private:
+  static void drain_job(void* file);  // a pool job: drains the File's gatherer
+  void drain(FileState& file);
+  void run_round(FileState& file, std::vector<GatheredRead>& round);
+  // Submits one more drainer job (mutex_ not held).
+  void start_drainer(FileState& file);
+
+  std::mutex mutex_;
+  // Guarded by mutex_:
+  std::deque<GatheredRead> queued_;
+  unsigned draining_ = 0;  // drainer jobs running or in the pool's queue
+  unsigned waiting_ = 0;   // of those, in the pool's queue (not begun)
+};
+
+}  // namespace ferry::detail

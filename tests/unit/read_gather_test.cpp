@@ -1,0 +1,250 @@
+// Gathered small reads (file/read_gather.hpp): a thread that keeps small reads in flight has them drained
+// together by the pool's workers, each read still its own request with its own Future and report. Every
+// byte checked, and the bytes around each destination; host memory (host route) and fake device memory
+// (staged route); cancelled, shrinking-file and closing cases; a thread that waits for each read is not
+// gathered.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "backends/staging_pool.hpp"
+#include "ferry/ferry.hpp"
+#include "file/file_state.hpp"
+#include "file/open_options.hpp"
+#include "platform/cuda/primary_context.hpp"
+#include "support/busy_pool.hpp"
+#include "support/fake_cuda.hpp"
+#include "support/fake_platform.hpp"
+#include "support/status_matchers.hpp"
+#include "support/test_files.hpp"
+
+using ::testing::HasSubstr;
+
+namespace ferry {
+namespace {
+
+using testing::StatusIs;
+
+constexpr std::uint64_t kPage = 4096;
+constexpr std::uint64_t kFile = 512 * kPage + 777;  // not a whole number of pages
+constexpr std::uint8_t kPoison = 0xA5;
+
+class Gather : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    detail::process_staging_pool().clear();
+    testing::reset_fake_cuda();
+    path_ = testing::write_pattern_file(testing::test_dir() / "gather.bin", kFile);
+  }
+  void TearDown() override {
+    detail::process_staging_pool().clear();
+    (void)testing::fake_cuda_api().cuCtxSetCurrent(nullptr);
+    testing::reset_fake_cuda();
+  }
+
+  File open(unsigned threads = 4) {
+    Config c;
+    c.set_threads(threads).set_bounce_buffer_size(64 * kPage);
+    detail::OpenOptions o;
+    o.gpu = &testing::fake_gpu_platform();
+    auto f = detail::open_file(path_, "r", c, o);
+    EXPECT_TRUE(f.ok()) << f.status().to_string();
+    return std::move(*f);
+  }
+
+  // Reads `count` pieces of `size` bytes at random offsets (some unaligned, the last ones past the end of the
+  // file) into slots of `memory` a page apart plus a poisoned gap, all in flight from this thread, then
+  // checks every byte, the gaps, and each read's own report. Returns the reads gathered; `ops` gets the
+  // operations the reads' reports count (an unaligned read that is not one task is not gathered).
+  static std::uint64_t read_ahead(File& f, std::uint8_t* memory, std::size_t count, std::uint64_t size, Route route,
+                                  std::uint64_t* ops) {
+    const std::uint64_t slot = size + kPage;
+    std::memset(memory, kPoison, count * slot);
+    std::mt19937_64 rng(7);
+    std::vector<std::uint64_t> offsets;
+    for (std::size_t i = 0; i < count; ++i) {
+      std::uint64_t at = (rng() % (kFile / kPage)) * kPage + (i % 5 == 0 ? 100 : 0);
+      if (i + 2 >= count) at = kFile - size / 2;  // crosses the end: half of it is there
+      offsets.push_back(at);
+    }
+    std::vector<Future> live;
+    for (std::size_t i = 0; i < count; ++i) live.push_back(f.pread(memory + i * slot, size, offsets[i]));
+    std::uint64_t gathered = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      auto r = live[i].get();
+      EXPECT_TRUE(r.ok()) << r.status().to_string();
+      if (!r.ok()) continue;
+      const std::uint64_t want = std::min(size, kFile - offsets[i]);
+      EXPECT_EQ(r->bytes, want) << "read " << i;
+      EXPECT_GE(r->report.at(route).ops, 1u) << "read " << i;
+      EXPECT_EQ(r->report.total_ops(), r->report.at(route).ops) << "read " << i;
+      EXPECT_LE(r->report.io.gathered_ops, 1u);
+      if (r->report.io.gathered_ops == 1) EXPECT_EQ(r->report.total_ops(), 1u) << "read " << i;
+      *ops += r->report.total_ops();
+      gathered += r->report.io.gathered_ops;
+      const std::uint8_t* at = memory + i * slot;
+      EXPECT_EQ(std::vector<std::uint8_t>(at, at + want), testing::pattern(offsets[i], want)) << "read " << i;
+      for (std::uint64_t k = want; k < slot; ++k) {
+        if (at[k] != kPoison) {
+          ADD_FAILURE() << "read " << i << " wrote byte " << k << " past its " << want << " bytes";
+          break;
+        }
+      }
+    }
+    return gathered;
+  }
+
+  std::string path_;
+};
+
+TEST_F(Gather, HostReadsInFlightFromOneThreadAreGatheredAndEachLandsWhole) {
+  File f = open();
+  constexpr std::size_t kReads = 400;
+  std::vector<std::uint8_t> memory(kReads * (kPage + kPage));
+  std::uint64_t ops = 0;
+  const std::uint64_t gathered = read_ahead(f, memory.data(), kReads, kPage, Route::host, &ops);
+  EXPECT_GT(gathered, 0u) << "no read was gathered, though the thread kept " << kReads << " in flight";
+  EXPECT_LT(gathered, kReads) << "the thread's first read had nothing in flight before it";
+  const Report file_report = f.report();
+  EXPECT_EQ(file_report.at(Route::host).ops, ops);
+  EXPECT_EQ(file_report.io.gathered_ops, gathered) << "the File's report adds up its reads'";
+}
+
+TEST_F(Gather, DeviceReadsAreGatheredThroughTheStagedRoute) {
+  File f = open();
+  constexpr std::size_t kReads = 300;
+  constexpr std::uint64_t kSize = 3 * kPage;
+  auto* dev = static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(kReads * (kSize + kPage)));
+  std::uint64_t ops = 0;
+  const std::uint64_t gathered = read_ahead(f, dev, kReads, kSize, Route::staged, &ops);
+  EXPECT_GT(gathered, 0u);
+  EXPECT_EQ(f.report().at(Route::staged).ops, ops);
+  EXPECT_EQ(f.report().io.gathered_ops, gathered);
+}
+
+TEST_F(Gather, AThreadThatWaitsForEachReadIsNotGathered) {
+  File f = open();
+  std::vector<std::uint8_t> out(kPage);
+  for (int i = 0; i < 50; ++i) {
+    auto r = f.pread(out.data(), kPage, i * kPage).get();
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(out, testing::pattern(i * kPage, kPage));
+  }
+  EXPECT_EQ(f.report().io.gathered_ops, 0u) << "one read at a time runs on its own (the waiter runs it)";
+}
+
+TEST_F(Gather, ReadsFromManyThreadsEachKeepingSeveralInFlight) {
+  File f = open(6);
+  constexpr int kThreads = 6, kRounds = 40, kDepth = 4;
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(t);
+      std::vector<std::uint8_t> memory(kDepth * kPage);
+      for (int round = 0; round < kRounds; ++round) {
+        std::vector<Future> live;
+        std::vector<std::uint64_t> at;
+        for (int d = 0; d < kDepth; ++d) {
+          at.push_back((rng() % (kFile / kPage)) * kPage);
+          live.push_back(f.pread(memory.data() + d * kPage, kPage, at.back()));
+        }
+        for (int d = 0; d < kDepth; ++d) {
+          auto r = live[d].get();
+          if (!r.ok() || r->bytes != kPage ||
+              std::vector<std::uint8_t>(memory.data() + d * kPage, memory.data() + (d + 1) * kPage) !=
+                  testing::pattern(at[d], kPage)) {
+            ++wrong;
+          }
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(f.report().at(Route::host).ops, static_cast<std::uint64_t>(kThreads * kRounds * kDepth));
+  EXPECT_GT(f.report().io.gathered_ops, 0u);
+}
+
+// With every worker busy nothing is drained: what happens to the queued reads meanwhile is up to the test.
+TEST_F(Gather, AReadCancelledBeforeItsRoundDoesNoIo) {
+  File f = open();
+  std::vector<std::uint8_t> first(kPage), second(kPage, kPoison), third(kPage);
+  testing::BusyPool busy;
+  Future a = f.pread(first.data(), kPage, 0);
+  Future b = f.pread(second.data(), kPage, kPage);  // a is in flight: b is gathered
+  Future c = f.pread(third.data(), kPage, 2 * kPage);  // and c, which shows that they were
+  b.cancel();
+  busy.release();
+  EXPECT_THAT(b.get().status(), StatusIs(ErrorCode::cancelled));
+  EXPECT_EQ(second, std::vector<std::uint8_t>(kPage, kPoison)) << "a cancelled read wrote its destination";
+  auto rc = c.get();
+  ASSERT_TRUE(rc.ok()) << rc.status().to_string();
+  EXPECT_EQ(rc->report.io.gathered_ops, 1u);
+  EXPECT_EQ(third, testing::pattern(2 * kPage, kPage));
+  auto r = a.get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(first, testing::pattern(0, kPage));
+}
+
+TEST_F(Gather, AFileThatShrankBeforeTheRoundFailsTheReadNamingIt) {
+  File f = open();
+  std::vector<std::uint8_t> first(kPage), last(kPage, kPoison);
+  testing::BusyPool busy;
+  Future a = f.pread(first.data(), kPage, 0);
+  Future b = f.pread(last.data(), kPage, 500 * kPage);
+  Future c = f.pread(first.data(), kPage, kPage);  // gathered with b: shows that b was
+  ASSERT_EQ(::truncate(path_.c_str(), 500 * kPage + 100), 0);
+  busy.release();
+  auto rc = c.get();
+  ASSERT_TRUE(rc.ok()) << rc.status().to_string();
+  EXPECT_EQ(rc->report.io.gathered_ops, 1u);
+  auto r = b.get();
+  EXPECT_THAT(r.status(), StatusIs(ErrorCode::io_error));
+  EXPECT_THAT(r.status().message(), HasSubstr("shrank during the read"));
+  EXPECT_THAT(r.status().message(), HasSubstr(path_));
+  EXPECT_EQ(std::vector<std::uint8_t>(last.begin() + 100, last.end()), std::vector<std::uint8_t>(kPage - 100, kPoison))
+      << "bytes past the file's new end were written";
+  EXPECT_TRUE(a.get().ok());
+}
+
+TEST_F(Gather, ACallbackOfAGatheredReadMayCloseTheFile) {
+  File f = open();
+  std::vector<std::uint8_t> memory(8 * kPage);
+  std::vector<Future> live;
+  for (int i = 0; i < 8; ++i) live.push_back(f.pread(memory.data() + i * kPage, kPage, i * kPage));
+  std::atomic<int> closed{0};
+  live.back().then([&](const Result<Transfer>&) {
+    if (f.close().ok()) ++closed;
+  });
+  for (auto& fut : live) EXPECT_TRUE(fut.get().ok());
+  for (int spin = 0; spin < 5000 && closed.load() == 0; ++spin) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(closed.load(), 1);
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(std::vector<std::uint8_t>(memory.data() + i * kPage, memory.data() + (i + 1) * kPage),
+              testing::pattern(i * kPage, kPage));
+  }
+}
+
+TEST_F(Gather, CloseWaitsForGatheredReadsInFlight) {
+  File f = open();
+  std::vector<std::uint8_t> memory(32 * kPage);
+  std::vector<Future> live;
+  for (int i = 0; i < 32; ++i) live.push_back(f.pread(memory.data() + i * kPage, kPage, i * kPage));
+  EXPECT_TRUE(f.close().ok());
+  for (auto& fut : live) EXPECT_TRUE(fut.done()) << "close() returned with a read in flight";
+  for (int i = 0; i < 32; ++i) {
+    EXPECT_EQ(std::vector<std::uint8_t>(memory.data() + i * kPage, memory.data() + (i + 1) * kPage),
+              testing::pattern(i * kPage, kPage));
+  }
+}
+
+}  // namespace
+}  // namespace ferry
