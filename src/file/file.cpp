@@ -45,9 +45,12 @@ Result<FileState::Use> FileState::use() {
   return Use(this);
 }
 
-void FileState::end_use() {
+void FileState::end_use() { end_uses(1); }
+
+void FileState::end_uses(unsigned n) {
   std::lock_guard<std::mutex> lock(use_mutex_);
-  if (--uses_ == 0) use_cv_.notify_all();
+  uses_ -= n;
+  if (uses_ == 0) use_cv_.notify_all();
 }
 
 Status FileState::close() {
@@ -165,7 +168,7 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
     read.buffer = plan->buffer;
     read.cuda = plan->cuda;
     read.file_bytes = extent.bytes;
-    read.in_use = std::make_shared<Use>(std::move(*in_use));
+    in_use->keep();  // until its round ends
     read.state = RequestState::deferred(nullptr);
     ReadGather::note_small_read(read.state);
     return gather.add(*this, std::move(read));

@@ -51,6 +51,8 @@ class FileState : public std::enable_shared_from_this<FileState> {
     ~Use() {
       if (state_) state_->end_use();
     }
+    /// The use goes on past this object, until end_uses() ends it (gathered reads end theirs together).
+    void keep() { state_ = nullptr; }
 
    private:
     FileState* state_;
@@ -110,6 +112,12 @@ class FileState : public std::enable_shared_from_this<FileState> {
   Status check_access(Direction direction) const;
 
   void end_use();
+
+ public:
+  /// Ends `n` uses kept past their Use objects (Use::keep).
+  void end_uses(unsigned n);
+
+ private:
 
   std::mutex use_mutex_;
   std::condition_variable use_cv_;

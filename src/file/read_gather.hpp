@@ -37,7 +37,7 @@ struct GatheredRead {
   BufferKind buffer;                // the destination's memory
   const CudaApi* cuda = nullptr;    // the driver, for a destination in GPU memory
   std::uint64_t file_bytes = 0;     // the file's size when the read was submitted
-  std::shared_ptr<void> in_use;     // the File's Use, held until the read completes
+  // The read holds one of the File's uses (FileState::Use::keep) until its round ends.
   std::shared_ptr<RequestState> state;  // a deferred request: the read's Future
 };
 

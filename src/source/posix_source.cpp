@@ -91,7 +91,11 @@ bool PosixSource::read_direct(const SourceRequest& request, const Task& t, const
   bool direct = policy_ != DirectIo::off && below_eof && direct_fits(t.file_offset, t.length, dst);
   if (direct && policy_ == DirectIo::automatic) {
     const bool cached = wholly_cached(t, report);
-    if (small(request, t)) note_small_read(cached);
+    if (small(request, t)) {
+      note_small_read(cached);
+    } else if (t.length <= kMostGatheredBytes) {
+      note_read(probed_misses_, cached);
+    }
     direct = !cached;
   }
   return direct;

@@ -32,6 +32,10 @@ inline constexpr std::uint64_t kDirectWriteThreshold = 256ull << 20;
 /// 0.6-0.7), so once a file's small reads miss more than they hit, they are probed as larger ones are, and
 /// cold ones use O_DIRECT, until the probes find them cached again (kSmallReadMemory).
 inline constexpr std::uint64_t kCachedFirstBytes = 16 << 10;
+/// Reads of at most this size may be gathered (file/read_gather.hpp) while the file's recent reads of such
+/// sizes found their pages cached: small reads by their RWF_NOWAIT reads, larger ones by the page-cache probe
+/// each task of theirs that could go O_DIRECT asks (so a larger read is known hot only once one was probed).
+inline constexpr std::uint64_t kMostGatheredBytes = 64 << 10;
 /// How far a file's run of small-read hits or misses is remembered: after this many hits in a row, misses
 /// in a row take as many reads to turn small reads to the probe (and the other way round).
 inline constexpr int kSmallReadMemory = 16;
@@ -54,10 +58,12 @@ class PosixSource : public Source {
   std::size_t queue_depth() const override;
   void read_batch(const SourceRequest& request, std::span<const TaskRead> reads, const char* route_label,
                   Report& report, std::span<Result<std::uint64_t>> results) override;
-  /// A small read (kCachedFirstBytes) in `auto` while the file's small reads find their pages cached.
+  /// In `auto`: a small read (kCachedFirstBytes) while the file's small reads find their pages cached, a
+  /// larger one (up to kMostGatheredBytes) while the probes of such reads do.
   bool reads_from_memory(std::uint64_t length) const override {
-    return policy_ == DirectIo::automatic && length <= kCachedFirstBytes &&
-           small_read_misses_.load(std::memory_order_relaxed) <= 0 && !nowait_unsupported_.load(std::memory_order_relaxed);
+    if (policy_ != DirectIo::automatic || length > kMostGatheredBytes) return false;
+    if (length > kCachedFirstBytes) return probed_misses_.load(std::memory_order_relaxed) <= 0;
+    return small_read_misses_.load(std::memory_order_relaxed) <= 0 && !nowait_unsupported_.load(std::memory_order_relaxed);
   }
   std::optional<LocalFile> local_file() const override {
     return LocalFile{fds_.buffered_fd(), fds_.direct_fd()};  // direct_fd() is -1 where O_DIRECT was refused
@@ -86,10 +92,11 @@ class PosixSource : public Source {
   }
   // Moves the small-read score toward misses or hits (saturating; a racy update only loses a step). A
   // saturated score is not written, so that a steady state costs the readers no shared store.
-  void note_small_read(bool cached) {
-    const int now = small_read_misses_.load(std::memory_order_relaxed);
+  void note_small_read(bool cached) { note_read(small_read_misses_, cached); }
+  static void note_read(std::atomic<int>& misses, bool cached) {
+    const int now = misses.load(std::memory_order_relaxed);
     const int next = std::clamp(now + (cached ? -1 : 1), -kSmallReadMemory, kSmallReadMemory);
-    if (next != now) small_read_misses_.store(next, std::memory_order_relaxed);
+    if (next != now) misses.store(next, std::memory_order_relaxed);
   }
   Status transfer_error(const char* verb, const char* prep, std::uint64_t length, std::uint64_t offset,
                         const char* route_label, bool direct, int err) const;
@@ -103,6 +110,8 @@ class PosixSource : public Source {
   std::atomic<bool> cache_probe_unsupported_{false};  // the page cache cannot be asked: buffered reads
   std::atomic<bool> nowait_unsupported_{false};  // RWF_NOWAIT refused once: small reads probe as large ones
   std::atomic<int> small_read_misses_{0};  // small reads' recent misses less hits, in +-kSmallReadMemory
+  std::atomic<int> probed_misses_{1};  // the same for larger probed reads up to kMostGatheredBytes (none yet: not
+                                       // known to come from memory)
 };
 
 }  // namespace ferry::detail

@@ -22,6 +22,7 @@
 #include "support/busy_pool.hpp"
 #include "support/fake_cuda.hpp"
 #include "support/fake_platform.hpp"
+#include "support/scripted_syscalls.hpp"
 #include "support/status_matchers.hpp"
 #include "support/test_files.hpp"
 
@@ -49,11 +50,12 @@ class Gather : public ::testing::Test {
     testing::reset_fake_cuda();
   }
 
-  File open(unsigned threads = 4) {
+  File open(unsigned threads = 4, detail::Syscalls* syscalls = nullptr) {
     Config c;
     c.set_threads(threads).set_bounce_buffer_size(64 * kPage);
     detail::OpenOptions o;
     o.gpu = &testing::fake_gpu_platform();
+    if (syscalls != nullptr) o.syscalls = syscalls;
     auto f = detail::open_file(path_, "r", c, o);
     EXPECT_TRUE(f.ok()) << f.status().to_string();
     return std::move(*f);
@@ -127,6 +129,42 @@ TEST_F(Gather, DeviceReadsAreGatheredThroughTheStagedRoute) {
   EXPECT_GT(gathered, 0u);
   EXPECT_EQ(f.report().at(Route::staged).ops, ops);
   EXPECT_EQ(f.report().io.gathered_ops, gathered);
+}
+
+// Reads larger than 16 KiB are gathered once the page cache probe of one found its pages cached (on a file
+// system without O_DIRECT nothing is probed, and they never are).
+TEST_F(Gather, LargerDeviceReadsAreGatheredOnceOneWasFoundCached) {
+  File f = open();
+  if (!f.direct_io_available()) GTEST_SKIP() << "no O_DIRECT on this file system: " << f.direct_io_note();
+  constexpr std::size_t kReads = 200;
+  constexpr std::uint64_t kSize = 16 * kPage;
+  auto* dev = static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(kReads * (kSize + kPage)));
+  std::uint64_t ops = 0;
+  const std::uint64_t gathered = read_ahead(f, dev, kReads, kSize, Route::staged, &ops);
+  EXPECT_GT(gathered, 0u);
+  EXPECT_EQ(f.report().io.gathered_ops, gathered);
+}
+
+// Reads that wait for the disk are kept apart, in flight together: gathered, one worker would read them one
+// after another. Here the page cache holds nothing the file's reads ask for (as the kernel says it).
+TEST_F(Gather, ReadsOfAFileWhosePagesAreNotCachedAreNotGathered) {
+  testing::ScriptedSyscalls sys;
+  sys.add(testing::Rule::on(testing::Op::pread).only_nowait().fail(EAGAIN));
+  sys.add(testing::Rule::on(testing::Op::cached_pages).reports_cached(false));
+  File f = open(4, &sys);
+  auto* dev = static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(64 * 16 * kPage));
+  for (std::uint64_t size : {kPage, 16 * kPage}) {
+    for (int i = 0; i < 4; ++i) ASSERT_TRUE(f.pread(dev, size, i * size).get().ok());  // one at a time: they miss
+    std::vector<Future> live;
+    auto offset = [&](std::uint64_t i) { return (i * size) % (256 * kPage); };
+    for (std::uint64_t i = 0; i < 64; ++i) live.push_back(f.pread(dev + i * size, size, offset(i)));
+    for (std::uint64_t i = 0; i < 64; ++i) {
+      auto r = live[i].get();
+      ASSERT_TRUE(r.ok()) << r.status().to_string();
+      EXPECT_EQ(r->report.io.gathered_ops, 0u) << size << " bytes, read " << i;
+      EXPECT_EQ(std::vector<std::uint8_t>(dev + i * size, dev + (i + 1) * size), testing::pattern(offset(i), size));
+    }
+  }
 }
 
 TEST_F(Gather, AThreadThatWaitsForEachReadIsNotGathered) {
