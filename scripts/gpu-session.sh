@@ -149,7 +149,7 @@ PY
     # rest run on every CI run.
     log "Python GPU tests"
     PYTHONPATH="$build/python" FERRY_CLI="$ferry" $python -m pytest python/tests/*_gpu.py python/tests/test_batch.py \
-      python/tests/test_torch_load_into_module.py python/tests/test_errors.py -v -rfEs -p no:cacheprovider \
+      python/tests/test_torch_load_into_module.py python/tests/test_errors.py python/tests/test_gathered_reads.py -v -rfEs -p no:cacheprovider \
       --durations=10 --basetemp="$build/python/pytest-gpu-tmp" > "$out/pytest-gpu.log" 2>&1
     grep -E " FAILED| ERROR|passed|failed" "$out/pytest-gpu.log" | tail -15
     ;;

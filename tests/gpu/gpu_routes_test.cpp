@@ -190,6 +190,50 @@ TEST(GpuRoutes, OneGibibyteReadIs256OperationsWithDefaults) {
   std::cout << r->report.summary() << "\n";
 }
 
+// Small reads kept in flight from one thread are gathered (file/read_gather.hpp) on the staged route: every
+// read's bytes, the bytes between the destinations, and each read's own report, in real device memory.
+TEST(GpuRoutes, SmallReadsInFlightAreGatheredByteExact) {
+  REQUIRE_GPU();
+  constexpr std::uint64_t kFile = 64ull << 20;
+  std::string path = testing::write_pattern_file(testing::test_dir() / "small.bin", kFile + 333);
+  auto file = File::open(path, "r");
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  for (std::uint64_t size : {std::uint64_t{4096}, std::uint64_t{4000}, std::uint64_t{65536}}) {
+    constexpr std::size_t kReads = 512;
+    const std::uint64_t slot = size + 4096;
+    DeviceMemory dev(*api, kReads * slot);
+    std::vector<std::uint64_t> offsets;
+    for (std::size_t i = 0; i < kReads; ++i) {
+      offsets.push_back((i * 7919 % (kFile / 65536)) * 65536 + (size % 4096 != 0 ? i % 3 : 0));
+    }
+    offsets.back() = kFile + 333 - size / 2;  // the last one crosses the end of the file
+    // One read first, waited for: the larger sizes are gathered once a read of theirs was found cached.
+    ASSERT_TRUE(file->pread(dev.get(), size, 0).get().ok());
+    std::vector<Future> live;
+    for (std::size_t i = 0; i < kReads; ++i) {
+      live.push_back(file->pread(static_cast<char*>(dev.get()) + i * slot, size, offsets[i]));
+    }
+    std::uint64_t gathered = 0;
+    for (std::size_t i = 0; i < kReads; ++i) {
+      auto r = live[i].get();
+      ASSERT_TRUE(r.ok()) << "read " << i << ": " << r.status().to_string();
+      ASSERT_EQ(r->bytes, std::min(size, kFile + 333 - offsets[i])) << "read " << i;
+      if (r->report.at(Route::staged).ops == 0) GTEST_SKIP() << "small reads take another route here: " << r->report.summary();
+      gathered += r->report.io.gathered_ops;
+    }
+    EXPECT_GT(gathered, kReads / 2) << size << "-byte reads with " << kReads << " in flight from one thread";
+    const auto got = dev.to_host();
+    for (std::size_t i = 0; i < kReads; ++i) {
+      const std::uint64_t n = std::min(size, kFile + 333 - offsets[i]);
+      const auto want = testing::pattern(offsets[i], n);
+      ASSERT_EQ(0, std::memcmp(got.data() + i * slot, want.data(), n)) << size << "-byte read " << i;
+      for (std::uint64_t k = n; k < slot; ++k) {
+        ASSERT_EQ(got[i * slot + k], 0xA5) << size << "-byte read " << i << " wrote byte " << k;
+      }
+    }
+  }
+}
+
 TEST(GpuRoutes, RequireGdsFailsBeforeIoWithoutNvidiaFs) {
   REQUIRE_GPU();
   auto dir = testing::test_dir();
