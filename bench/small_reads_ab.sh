@@ -2,7 +2,8 @@
 # Issue 21's small reads, this tree against an older one in the same call (machines of one kind differ by
 # more than the changes measured): builds the older tree's ferry_small_reads from .old-tree (carried; make it
 # with `mkdir .old-tree && git archive COMMIT | tar -x -C .old-tree`), then runs both on the same file,
-# alternating old and new, hot then cold. Run on the GPU machine after `scripts/gpu-session.sh build`.
+# alternating old and new, hot then cold, and prints each row old beside new (summary.txt). Run on the GPU
+# machine after `scripts/gpu-session.sh build`.
 # The older tree's ferry and ferry-bench are built too (build-old/cli), for the `ab` step of gpu-session.sh.
 #
 #   bench/small_reads_ab.sh OUT_DIR [ROUNDS] [COLD_ROUNDS]   (rounds of each, default 1 and ROUNDS)
@@ -40,3 +41,4 @@ passes() {
 }
 passes hot "$hot" "$rounds"
 [ -z "$cold" ] || passes cold "$cold" "$cold_rounds"
+python3 "$(dirname "$0")/tools/small_reads_ab_summary.py" "$out" | tee "$out/summary.txt"

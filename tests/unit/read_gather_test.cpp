@@ -63,10 +63,9 @@ class Gather : public ::testing::Test {
 
   // Reads `count` pieces of `size` bytes at random offsets (some unaligned, the last ones past the end of the
   // file) into slots of `memory` a page apart plus a poisoned gap, all in flight from this thread, then
-  // checks every byte, the gaps, and each read's own report. Returns the reads gathered; `ops` gets the
-  // operations the reads' reports count (an unaligned read that is not one task is not gathered).
-  static std::uint64_t read_ahead(File& f, std::uint8_t* memory, std::size_t count, std::uint64_t size, Route route,
-                                  std::uint64_t* ops) {
+  // checks every byte, the gaps, each read's own report, and that the File's report (of a File that read
+  // nothing before) adds them up. Returns the reads gathered.
+  static std::uint64_t read_ahead(File& f, std::uint8_t* memory, std::size_t count, std::uint64_t size, Route route) {
     const std::uint64_t slot = size + kPage;
     std::memset(memory, kPoison, count * slot);
     std::mt19937_64 rng(7);
@@ -78,7 +77,7 @@ class Gather : public ::testing::Test {
     }
     std::vector<Future> live;
     for (std::size_t i = 0; i < count; ++i) live.push_back(f.pread(memory + i * slot, size, offsets[i]));
-    std::uint64_t gathered = 0;
+    std::uint64_t gathered = 0, ops = 0;  // (an unaligned read that is more than one task is not gathered)
     for (std::size_t i = 0; i < count; ++i) {
       auto r = live[i].get();
       EXPECT_TRUE(r.ok()) << r.status().to_string();
@@ -89,7 +88,7 @@ class Gather : public ::testing::Test {
       EXPECT_EQ(r->report.total_ops(), r->report.at(route).ops) << "read " << i;
       EXPECT_LE(r->report.io.gathered_ops, 1u);
       if (r->report.io.gathered_ops == 1) EXPECT_EQ(r->report.total_ops(), 1u) << "read " << i;
-      *ops += r->report.total_ops();
+      ops += r->report.total_ops();
       gathered += r->report.io.gathered_ops;
       const std::uint8_t* at = memory + i * slot;
       EXPECT_EQ(std::vector<std::uint8_t>(at, at + want), testing::pattern(offsets[i], want)) << "read " << i;
@@ -100,7 +99,15 @@ class Gather : public ::testing::Test {
         }
       }
     }
+    const Report file_report = f.report();
+    EXPECT_EQ(file_report.at(route).ops, ops);
+    EXPECT_EQ(file_report.io.gathered_ops, gathered) << "the File's report adds up its reads'";
     return gathered;
+  }
+
+  // `count` slots of `size` bytes and a page's gap each in fake device memory.
+  static std::uint8_t* device_slots(std::size_t count, std::uint64_t size) {
+    return static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(count * (size + kPage)));
   }
 
   std::string path_;
@@ -110,25 +117,14 @@ TEST_F(Gather, HostReadsInFlightFromOneThreadAreGatheredAndEachLandsWhole) {
   File f = open();
   constexpr std::size_t kReads = 400;
   std::vector<std::uint8_t> memory(kReads * (kPage + kPage));
-  std::uint64_t ops = 0;
-  const std::uint64_t gathered = read_ahead(f, memory.data(), kReads, kPage, Route::host, &ops);
+  const std::uint64_t gathered = read_ahead(f, memory.data(), kReads, kPage, Route::host);
   EXPECT_GT(gathered, 0u) << "no read was gathered, though the thread kept " << kReads << " in flight";
   EXPECT_LT(gathered, kReads) << "the thread's first read had nothing in flight before it";
-  const Report file_report = f.report();
-  EXPECT_EQ(file_report.at(Route::host).ops, ops);
-  EXPECT_EQ(file_report.io.gathered_ops, gathered) << "the File's report adds up its reads'";
 }
 
 TEST_F(Gather, DeviceReadsAreGatheredThroughTheStagedRoute) {
   File f = open();
-  constexpr std::size_t kReads = 300;
-  constexpr std::uint64_t kSize = 3 * kPage;
-  auto* dev = static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(kReads * (kSize + kPage)));
-  std::uint64_t ops = 0;
-  const std::uint64_t gathered = read_ahead(f, dev, kReads, kSize, Route::staged, &ops);
-  EXPECT_GT(gathered, 0u);
-  EXPECT_EQ(f.report().at(Route::staged).ops, ops);
-  EXPECT_EQ(f.report().io.gathered_ops, gathered);
+  EXPECT_GT(read_ahead(f, device_slots(300, 3 * kPage), 300, 3 * kPage, Route::staged), 0u);
 }
 
 // Reads larger than 16 KiB are gathered once the page cache probe of one found its pages cached (on a file
@@ -136,13 +132,7 @@ TEST_F(Gather, DeviceReadsAreGatheredThroughTheStagedRoute) {
 TEST_F(Gather, LargerDeviceReadsAreGatheredOnceOneWasFoundCached) {
   File f = open();
   if (!f.direct_io_available()) GTEST_SKIP() << "no O_DIRECT on this file system: " << f.direct_io_note();
-  constexpr std::size_t kReads = 200;
-  constexpr std::uint64_t kSize = 16 * kPage;
-  auto* dev = static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(kReads * (kSize + kPage)));
-  std::uint64_t ops = 0;
-  const std::uint64_t gathered = read_ahead(f, dev, kReads, kSize, Route::staged, &ops);
-  EXPECT_GT(gathered, 0u);
-  EXPECT_EQ(f.report().io.gathered_ops, gathered);
+  EXPECT_GT(read_ahead(f, device_slots(200, 16 * kPage), 200, 16 * kPage, Route::staged), 0u);
 }
 
 // Reads that wait for the disk are kept apart, in flight together: gathered, one worker would read them one
@@ -152,7 +142,7 @@ TEST_F(Gather, ReadsOfAFileWhosePagesAreNotCachedAreNotGathered) {
   sys.add(testing::Rule::on(testing::Op::pread).only_nowait().fail(EAGAIN));
   sys.add(testing::Rule::on(testing::Op::cached_pages).reports_cached(false));
   File f = open(4, &sys);
-  auto* dev = static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(64 * 16 * kPage));
+  std::uint8_t* dev = device_slots(64, 16 * kPage);
   for (std::uint64_t size : {kPage, 16 * kPage}) {
     for (int i = 0; i < 4; ++i) ASSERT_TRUE(f.pread(dev, size, i * size).get().ok());  // one at a time: they miss
     std::vector<Future> live;
