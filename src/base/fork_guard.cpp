@@ -22,7 +22,16 @@ void unlock_all() {
   for (std::size_t i = g_count.load(); i-- > 0;) g_locks[i]->unlock();
 }
 
+std::atomic<std::uint64_t> g_generation{0};
+
+void enter_child_generation() { g_generation.fetch_add(1, std::memory_order_relaxed); }
+
+// Registered when the library is loaded, before anything could fork.
+const int g_generation_registered = pthread_atfork(nullptr, nullptr, enter_child_generation);
+
 }  // namespace
+
+std::uint64_t fork_generation() { return g_generation.load(std::memory_order_relaxed); }
 
 void hold_across_fork(std::mutex& mutex) {
   static const int registered = pthread_atfork(lock_all, unlock_all, unlock_all);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backends/route_backend.hpp"
+#include "base/fork_guard.hpp"
 #include "engine/request.hpp"
 #include "engine/thread_pool.hpp"
 #include "file/file_state.hpp"
@@ -44,16 +45,32 @@ bool ReadGather::thread_reads_ahead() {
 
 void ReadGather::note_small_read(const std::shared_ptr<RequestState>& state) { t_last_small_read = state; }
 
+ReadGather::ReadGather() : queue_(new Queue(fork_generation())) {}
+
+ReadGather::~ReadGather() { delete queue_.load(); }
+
+ReadGather::Queue& ReadGather::queue() {
+  Queue* q = queue_.load(std::memory_order_acquire);
+  const std::uint64_t generation = fork_generation();
+  if (q->generation == generation) return *q;
+  // A forked child's first use: a new queue; the parent's (its reads, perhaps its lock held) is left alone.
+  auto* fresh = new Queue(generation);
+  if (queue_.compare_exchange_strong(q, fresh, std::memory_order_acq_rel)) return *fresh;
+  delete fresh;  // another thread of the child made one first
+  return *q;
+}
+
 Future ReadGather::add(FileState& file, GatheredRead read) {
   auto state = read.state;
   const unsigned limit = std::max(1u, file.parallel_tasks());
   bool start = false;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    queued_.push_back(std::move(read));
-    if (draining_ < limit && queued_.size() > std::size_t{draining_} * kReadsPerDrainer) {
-      ++draining_;
-      ++waiting_;
+    Queue& q = queue();
+    std::lock_guard<std::mutex> lock(q.mutex);
+    q.queued.push_back(std::move(read));
+    if (q.draining < limit && q.queued.size() > std::size_t{q.draining} * kReadsPerDrainer) {
+      ++q.draining;
+      ++q.waiting;
       start = true;
     }
   }
@@ -74,32 +91,33 @@ void ReadGather::drain(FileState& file) {
   const auto turn_ends = std::chrono::steady_clock::now() + kTurn;
   std::vector<GatheredRead> round;
   bool begun = false;
+  Queue& q = queue();
   for (;;) {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (!begun) --waiting_;
+      std::lock_guard<std::mutex> lock(q.mutex);
+      if (!begun) --q.waiting;
       begun = true;
-      if (queued_.empty()) {
-        --draining_;
+      if (q.queued.empty()) {
+        --q.draining;
         return;
       }
       // A fair share of what is queued, so that the other drainers have reads too.
-      const std::size_t share = std::clamp<std::size_t>((queued_.size() + draining_ - 1) / draining_, 1,
+      const std::size_t share = std::clamp<std::size_t>((q.queued.size() + q.draining - 1) / q.draining, 1,
                                                         kMostPerRound);
-      round.push_back(std::move(queued_.front()));
-      queued_.pop_front();
-      while (round.size() < share && !queued_.empty() && same_target(queued_.front(), round.front())) {
-        round.push_back(std::move(queued_.front()));
-        queued_.pop_front();
+      round.push_back(std::move(q.queued.front()));
+      q.queued.pop_front();
+      while (round.size() < share && !q.queued.empty() && same_target(q.queued.front(), round.front())) {
+        round.push_back(std::move(q.queued.front()));
+        q.queued.pop_front();
       }
     }
     run_round(file, round);
     round.clear();
     if (std::chrono::steady_clock::now() >= turn_ends && shared_pool().queued() > 0) {
       {
-        // Other work waits: this drainer goes behind it (still counted in draining_).
-        std::lock_guard<std::mutex> lock(mutex_);
-        ++waiting_;
+        // Other work waits: this drainer goes behind it (still counted as draining).
+        std::lock_guard<std::mutex> lock(q.mutex);
+        ++q.waiting;
       }
       start_drainer(file);
       return;
@@ -180,10 +198,11 @@ void ReadGather::run_round(FileState& file, std::vector<GatheredRead>& round) {
   if (std::any_of(round.begin(), round.end(), [](const GatheredRead& r) { return r.state->has_callbacks(); })) {
     bool start = false;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (!queued_.empty() && waiting_ == 0) {
-        ++draining_;
-        ++waiting_;
+      Queue& q = queue();
+      std::lock_guard<std::mutex> lock(q.mutex);
+      if (!q.queued.empty() && q.waiting == 0) {
+        ++q.draining;
+        ++q.waiting;
         start = true;
       }
     }

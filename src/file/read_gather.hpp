@@ -13,6 +13,7 @@
 // Thread safety: add() may be called from any thread; the draining runs on the shared pool.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -43,6 +44,11 @@ struct GatheredRead {
 
 class ReadGather {
  public:
+  ReadGather();
+  ~ReadGather();
+  ReadGather(const ReadGather&) = delete;
+  ReadGather& operator=(const ReadGather&) = delete;
+
   /// Whether a read route_for() sent this way into `buffer` is gathered when its thread reads ahead: the
   /// host route, and the staged route into GPU memory (cuFile's routes read one request at a time).
   static bool gathers(const Decision& decision, const BufferKind& buffer);
@@ -55,17 +61,27 @@ class ReadGather {
   Future add(FileState& file, GatheredRead read);
 
  private:
+  // The reads waiting and the drainers at work, of one process: a child of fork() has none of its parent's
+  // threads (and perhaps a copy of a lock held), so it starts a new queue (fork_generation()), leaving the
+  // parent's reads, which it cannot complete, as the engine leaves the parent's requests.
+  struct Queue {
+    explicit Queue(std::uint64_t g) : generation(g) {}
+    const std::uint64_t generation;
+    std::mutex mutex;
+    // Guarded by mutex:
+    std::deque<GatheredRead> queued;
+    unsigned draining = 0;  // drainer jobs running or in the pool's queue
+    unsigned waiting = 0;   // of those, in the pool's queue (not begun)
+  };
+  Queue& queue();
+
   static void drain_job(void* file);  // a pool job: drains the File's gatherer
   void drain(FileState& file);
   void run_round(FileState& file, std::vector<GatheredRead>& round);
-  // Submits one more drainer job (mutex_ not held).
+  // Submits one more drainer job (the queue's mutex not held).
   void start_drainer(FileState& file);
 
-  std::mutex mutex_;
-  // Guarded by mutex_:
-  std::deque<GatheredRead> queued_;
-  unsigned draining_ = 0;  // drainer jobs running or in the pool's queue
-  unsigned waiting_ = 0;   // of those, in the pool's queue (not begun)
+  std::atomic<Queue*> queue_;
 };
 
 }  // namespace ferry::detail

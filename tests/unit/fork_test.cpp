@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ferry/ferry.hpp"
+#include "support/busy_pool.hpp"
 #include "support/test_files.hpp"
 
 namespace ferry {
@@ -117,6 +118,38 @@ TEST(Fork, ChildrenForkedWhileTheParentReadsOnOtherThreads) {
   stop = true;
   for (auto& t : readers) t.join();
   EXPECT_EQ(wrong.load(), 0) << "the parent's reads while it forked";
+}
+
+// A File opened before a fork and read in the child: the small reads the parent had gathered at that moment
+// (queued, their drainer waiting for a worker) are the parent's, and the child's own reads kept in flight are
+// gathered and drained in the child. Before, the child took over the parent's count of drainers at work, none
+// of which exist there, and its reads waited for good.
+TEST(Fork, AChildReadsAheadOnAFileWhoseParentHadGatheredReadsQueued) {
+  SKIP_UNDER_TSAN();
+  const std::string path = testing::write_pattern_file(testing::test_dir() / "data.bin", kSize);
+  Config c;
+  c.set_threads(4);  // direct_io=auto: the file's small hot reads are gathered
+  auto f = File::open(path, "r", c);
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  std::vector<std::uint8_t> first(4096), second(4096);
+  testing::BusyPool busy;
+  Future a = f->pread(first.data(), 4096, 0);
+  Future b = f->pread(second.data(), 4096, 4096);  // gathered: queued, its drainer waiting for a worker
+  const int child = in_child([&] {
+    std::vector<std::uint8_t> mem(3 * 4096);
+    std::vector<Future> live;
+    for (std::uint64_t i = 0; i < 3; ++i) live.push_back(f->pread(mem.data() + i * 4096, 4096, (i + 2) * 4096));
+    for (auto& fut : live) {
+      auto r = fut.get();
+      if (!r.ok() || r->bytes != 4096) return 3;
+    }
+    return std::memcmp(mem.data(), testing::pattern(2 * 4096, 3 * 4096).data(), mem.size()) == 0 ? 0 : 4;
+  });
+  busy.release();
+  EXPECT_EQ(child, 0) << "3-4: a wrong read; 142 (SIGALRM): it hung";
+  EXPECT_TRUE(a.get().ok());
+  EXPECT_TRUE(b.get().ok());
+  EXPECT_EQ(second, testing::pattern(4096, 4096));
 }
 
 }  // namespace
