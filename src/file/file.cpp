@@ -139,6 +139,25 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
   auto in_use = use();
   if (!in_use.ok()) return fail(in_use.status());
   const SetupCosts setup_before = process_setup_costs();
+  // A small read of a thread that reads ahead is gathered with the File's others (read_gather.hpp). Into GPU
+  // memory, inside the size the File saw last, it needs no size of its own: a short read is then where the
+  // data ends, and the bounce buffers keep the destination clear of anything past it.
+  const bool reading_ahead = is_read(direction) && size > 0 && !config.nvtx() && source->reads_from_memory(size) &&
+                             ReadGather::thread_reads_ahead();
+  std::optional<RoutePlanDetail> early_plan;  // the decision for `size`, made before the size was asked for
+  const std::uint64_t early_size = size;
+  if (const std::uint64_t seen = size_seen_.load(std::memory_order_relaxed);
+      reading_ahead && offset < seen && size <= seen - offset) {
+    auto plan = route_for(*this, direction, buffer, size);
+    if (!plan.ok()) return fail(plan.status());
+    if (plan->decision.route == Route::staged && ReadGather::gathers(plan->decision, plan->buffer)) {
+      auto tasks = split_request(offset, size, config.task_size(), source->task_alignment());
+      if (tasks.size() == 1) {
+        return gather_read(tasks[0], buffer, std::move(*plan), seen, /*size_asked=*/false, std::move(*in_use));
+      }
+    }
+    early_plan = std::move(*plan);
+  }
   // A read covers the file as it is now and no further: nothing past its end is ever asked for, so no
   // byte of the buffer past the returned count is written. A file without a size (a /proc file, a
   // character device) is read front to back in one task, which stops where the data does.
@@ -147,7 +166,10 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
     auto e = this->extent();
     if (!e.ok()) return fail(e.status());
     extent = *e;
-    if (extent.known) size = offset >= extent.bytes ? 0 : std::min(size, extent.bytes - offset);
+    if (extent.known) {
+      size_seen_.store(extent.bytes, std::memory_order_relaxed);
+      size = offset >= extent.bytes ? 0 : std::min(size, extent.bytes - offset);
+    }
   }
   std::vector<Task> tasks;
   if (extent.known) {
@@ -155,23 +177,12 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
   } else if (size > 0) {
     tasks.push_back(Task{offset, size, 0, false});
   }
-  auto plan = route_for(*this, direction, buffer, size);
+  auto plan = early_plan && size == early_size ? Result<RoutePlanDetail>(std::move(*early_plan))
+                                               : route_for(*this, direction, buffer, size);
   if (!plan.ok()) return fail(plan.status());
-  // A small read: gathered with the File's others while its thread reads ahead (read_gather.hpp).
   const bool small_read = is_read(direction) && extent.known && tasks.size() == 1;
-  if (small_read && !config.nvtx() && ReadGather::gathers(plan->decision, plan->buffer) &&
-      source->reads_from_memory(size) && ReadGather::thread_reads_ahead()) {
-    GatheredRead read;
-    read.task = tasks[0];
-    read.task.buffer_offset += static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(buffer));
-    read.decision = std::move(plan->decision);
-    read.buffer = plan->buffer;
-    read.cuda = plan->cuda;
-    read.file_bytes = extent.bytes;
-    in_use->keep();  // until its round ends
-    read.state = RequestState::deferred(nullptr);
-    ReadGather::note_small_read(read.state);
-    return gather.add(*this, std::move(read));
+  if (small_read && reading_ahead && ReadGather::gathers(plan->decision, plan->buffer)) {
+    return gather_read(tasks[0], buffer, std::move(*plan), extent.bytes, /*size_asked=*/true, std::move(*in_use));
   }
   auto stop = std::make_shared<std::atomic<bool>>(false);
   SourceRequest request{direction, extent, size, stop};
@@ -187,6 +198,22 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
                       std::move(stop), [&label] { return label(); });
   if (small_read) ReadGather::note_small_read(state);
   return Future(std::move(state));
+}
+
+Future FileState::gather_read(const Task& task, void* buffer, RoutePlanDetail plan, std::uint64_t file_bytes,
+                               bool size_asked, Use in_use) {
+  GatheredRead read;
+  read.task = task;
+  read.task.buffer_offset += static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(buffer));
+  read.decision = std::move(plan.decision);
+  read.buffer = plan.buffer;
+  read.cuda = plan.cuda;
+  read.file_bytes = file_bytes;
+  read.size_asked = size_asked;
+  in_use.keep();  // until its round ends
+  read.state = RequestState::deferred(nullptr);
+  ReadGather::note_small_read(read.state);
+  return gather.add(*this, std::move(read));
 }
 
 std::shared_ptr<RequestState> FileState::launch(std::vector<Task> tasks, std::shared_ptr<RouteBackend> backend, EndOfFileRule eof, Use in_use,

@@ -25,6 +25,7 @@
 namespace ferry::detail {
 
 struct GdsFileState;  // route_selection.cpp: what cuFile said about this file, and its handle
+struct RoutePlanDetail;  // route_selection.hpp: a request's route decision and what it was made from
 
 class FileState : public std::enable_shared_from_this<FileState> {
  public:
@@ -62,6 +63,11 @@ class FileState : public std::enable_shared_from_this<FileState> {
   Future submit(Direction direction, void* buffer, std::uint64_t size, std::uint64_t offset);
   /// File::pread_batch (file/batch.cpp).
   Future submit_batch(std::span<const Piece> pieces);
+  /// Queues a one-task read of a thread that reads ahead with the File's gathered reads. `file_bytes`: the
+  /// size the read was planned by; `size_asked`: whether it was asked for this read (else it is the size the
+  /// File saw last, and a short read is the end of the data rather than a file that shrank during the read).
+  Future gather_read(const Task& task, void* buffer, RoutePlanDetail plan, std::uint64_t file_bytes, bool size_asked,
+                     Use in_use);
   /// Starts a request's tasks on the backend (the request's state, for its Future), holding `in_use` until it completes, and accounts for it in
   /// the File's report (set-up costs and the source's activity noted). `stop` is the request's
   /// SourceRequest::stop. `nvtx_label` is called only when an NVTX tool is attached; pass a lambda that holds
@@ -125,6 +131,7 @@ class FileState : public std::enable_shared_from_this<FileState> {
   bool closed_ = false;
   mutable std::mutex mutex_;
   Report report_;
+  std::atomic<std::uint64_t> size_seen_{0};  // the source's size when a read last asked (0: not yet)
   std::uint64_t position_ = 0;
   std::uint64_t end_ = 0;  // append mode: where the next write() lands
 };

@@ -177,9 +177,9 @@ void ReadGather::run_round(FileState& file, std::vector<GatheredRead>& round) {
     if (!setup_note.empty()) report.add_note(setup_note);
     if (!results[j].ok()) {
       outcomes[read_of[j]] = results[j].status();
-    } else if (*results[j] < read.task.length) {  // the size was known at submission: the file shrank
+    } else if (*results[j] < read.task.length && read.size_asked) {  // it had the size: the file shrank since
       outcomes[read_of[j]] = EndOfFileRule{false, file.path, read.file_bytes}.shrank(read.task, *results[j]);
-    } else {
+    } else {  // whole, or short where the data ends (a size seen before this read)
       report.count(read.decision.route, read.decision.reason, read.decision.detail, *results[j], ns_each, 1);
       ++report.io.gathered_ops;
       total.merge(report);

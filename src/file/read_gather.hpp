@@ -37,7 +37,8 @@ struct GatheredRead {
   Decision decision;                // route_for()'s, host or staged
   BufferKind buffer;                // the destination's memory
   const CudaApi* cuda = nullptr;    // the driver, for a destination in GPU memory
-  std::uint64_t file_bytes = 0;     // the file's size when the read was submitted
+  std::uint64_t file_bytes = 0;     // the file's size the read was planned by
+  bool size_asked = true;           // asked for this read; else the size the File saw last (FileState::gather_read)
   // The read holds one of the File's uses (FileState::Use::keep) until its round ends.
   std::shared_ptr<RequestState> state;  // a deferred request: the read's Future
 };

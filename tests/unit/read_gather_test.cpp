@@ -243,6 +243,32 @@ TEST_F(Gather, AFileThatShrankBeforeTheRoundFailsTheReadNamingIt) {
   EXPECT_TRUE(a.get().ok());
 }
 
+// Into GPU memory, inside the size the File saw last, a gathered read asks for no size of its own: a file that
+// shrank before its round ends it where the data does, and nothing past that is written.
+TEST_F(Gather, ADeviceReadInsideTheSizeSeenLastNeedsNoSizeOfItsOwn) {
+  testing::ScriptedSyscalls sys;
+  File f = open(4, &sys);
+  auto* dev = device_slots(2, kPage);
+  std::memset(dev, kPoison, 2 * (kPage + kPage));
+  ASSERT_TRUE(f.pread(dev, kPage, 0).get().ok());  // asks for the size
+  const int sizes_asked = sys.count(testing::Op::fstat);
+  testing::BusyPool busy;
+  Future a = f.pread(dev, kPage, kPage);
+  Future b = f.pread(dev + 2 * kPage, kPage, 500 * kPage);  // gathered, by the size seen with a
+  EXPECT_EQ(sys.count(testing::Op::fstat), sizes_asked + 1) << "b asked for the size again";
+  ASSERT_EQ(::truncate(path_.c_str(), 500 * kPage + 100), 0);
+  busy.release();
+  auto r = b.get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->bytes, 100u) << "the read ends where the data does";
+  EXPECT_EQ(r->report.io.gathered_ops, 1u);
+  EXPECT_EQ(std::vector<std::uint8_t>(dev + 2 * kPage, dev + 2 * kPage + 100), testing::pattern(500 * kPage, 100));
+  EXPECT_EQ(std::vector<std::uint8_t>(dev + 2 * kPage + 100, dev + 4 * kPage),
+            std::vector<std::uint8_t>(2 * kPage - 100, kPoison))
+      << "bytes past the end of the data were written";
+  EXPECT_TRUE(a.get().ok());
+}
+
 TEST_F(Gather, ACallbackOfAGatheredReadMayCloseTheFile) {
   File f = open();
   std::vector<std::uint8_t> memory(8 * kPage);
