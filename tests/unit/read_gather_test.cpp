@@ -63,9 +63,10 @@ class Gather : public ::testing::Test {
 
   // Reads `count` pieces of `size` bytes at random offsets (some unaligned, the last ones past the end of the
   // file) into slots of `memory` a page apart plus a poisoned gap, all in flight from this thread, then
-  // checks every byte, the gaps, each read's own report, and that the File's report (of a File that read
-  // nothing before) adds them up. Returns the reads gathered.
+  // checks every byte, the gaps, each read's own report, and that the File's report adds them up. Returns the
+  // reads gathered.
   static std::uint64_t read_ahead(File& f, std::uint8_t* memory, std::size_t count, std::uint64_t size, Route route) {
+    const Report before = f.report();
     const std::uint64_t slot = size + kPage;
     std::memset(memory, kPoison, count * slot);
     std::mt19937_64 rng(7);
@@ -99,9 +100,9 @@ class Gather : public ::testing::Test {
         }
       }
     }
-    const Report file_report = f.report();
-    EXPECT_EQ(file_report.at(route).ops, ops);
-    EXPECT_EQ(file_report.io.gathered_ops, gathered) << "the File's report adds up its reads'";
+    const Report after = f.report();
+    EXPECT_EQ(after.at(route).ops - before.at(route).ops, ops);
+    EXPECT_EQ(after.io.gathered_ops - before.io.gathered_ops, gathered) << "the File's report adds up its reads'";
     return gathered;
   }
 
@@ -132,7 +133,12 @@ TEST_F(Gather, DeviceReadsAreGatheredThroughTheStagedRoute) {
 TEST_F(Gather, LargerDeviceReadsAreGatheredOnceOneWasFoundCached) {
   File f = open();
   if (!f.direct_io_available()) GTEST_SKIP() << "no O_DIRECT on this file system: " << f.direct_io_note();
-  EXPECT_GT(read_ahead(f, device_slots(200, 16 * kPage), 200, 16 * kPage, Route::staged), 0u);
+  std::uint8_t* dev = device_slots(200, 16 * kPage);
+  auto first = f.pread(dev, 16 * kPage, 0).get();  // one at a time: probed, not gathered
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  EXPECT_EQ(first->report.io.cached_ops, 1u) << "the probe did not find the pages cached";
+  EXPECT_EQ(first->report.io.gathered_ops, 0u);
+  EXPECT_GT(read_ahead(f, dev, 200, 16 * kPage, Route::staged), 0u);
 }
 
 // Reads that wait for the disk are kept apart, in flight together: gathered, one worker would read them one
@@ -287,16 +293,21 @@ TEST_F(Gather, ACallbackOfAGatheredReadMayCloseTheFile) {
   }
 }
 
-TEST_F(Gather, CloseWaitsForGatheredReadsInFlight) {
+// close() returns once no read of the File does I/O any more: every gathered read's bytes are in place then
+// (its Future may be marked done a moment later, as a request's is: its use ends first, so that a callback
+// may close the File).
+TEST_F(Gather, CloseWaitsForTheIoOfGatheredReadsInFlight) {
   File f = open();
-  std::vector<std::uint8_t> memory(32 * kPage);
+  std::vector<std::uint8_t> memory(32 * kPage, kPoison);
   std::vector<Future> live;
   for (int i = 0; i < 32; ++i) live.push_back(f.pread(memory.data() + i * kPage, kPage, i * kPage));
   EXPECT_TRUE(f.close().ok());
-  for (auto& fut : live) EXPECT_TRUE(fut.done()) << "close() returned with a read in flight";
-  for (int i = 0; i < 32; ++i) {
-    EXPECT_EQ(std::vector<std::uint8_t>(memory.data() + i * kPage, memory.data() + (i + 1) * kPage),
-              testing::pattern(i * kPage, kPage));
+  const std::vector<std::uint8_t> at_close = memory;
+  EXPECT_EQ(at_close, testing::pattern(0, 32 * kPage)) << "close() returned before every read's bytes landed";
+  for (auto& fut : live) {
+    auto r = fut.get();
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->bytes, kPage);
   }
 }
 
