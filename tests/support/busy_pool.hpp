@@ -15,9 +15,10 @@ namespace ferry::testing {
 
 class BusyPool {
  public:
-  BusyPool() {
+  /// `at_least` workers are made busy: a request of that many `threads` or fewer then starts no new one.
+  explicit BusyPool(std::size_t at_least = 2) {
     detail::ThreadPool& pool = detail::shared_pool();
-    pool.ensure_workers(2);
+    pool.ensure_workers(at_least);
     const auto workers = static_cast<std::ptrdiff_t>(pool.workers());
     auto all_busy = std::make_shared<std::latch>(workers);
     for (std::ptrdiff_t i = 0; i < workers; ++i) {

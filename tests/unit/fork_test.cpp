@@ -132,7 +132,7 @@ TEST(Fork, AChildReadsAheadOnAFileWhoseParentHadGatheredReadsQueued) {
   auto f = File::open(path, "r", c);
   ASSERT_TRUE(f.ok()) << f.status().to_string();
   std::vector<std::uint8_t> first(4096), second(4096);
-  testing::BusyPool busy;
+  testing::BusyPool busy(4);  // as many as the File's threads: no worker is started for its drainer
   Future a = f->pread(first.data(), 4096, 0);
   Future b = f->pread(second.data(), 4096, 4096);  // gathered: queued, its drainer waiting for a worker
   const int child = in_child([&] {

@@ -211,7 +211,7 @@ TEST_F(Gather, ReadsFromManyThreadsEachKeepingSeveralInFlight) {
 TEST_F(Gather, AReadCancelledBeforeItsRoundDoesNoIo) {
   File f = open();
   std::vector<std::uint8_t> first(kPage), second(kPage, kPoison), third(kPage);
-  testing::BusyPool busy;
+  testing::BusyPool busy(4);  // as many as the File's threads: no worker is started for its drainer
   Future a = f.pread(first.data(), kPage, 0);
   Future b = f.pread(second.data(), kPage, kPage);  // a is in flight: b is gathered
   Future c = f.pread(third.data(), kPage, 2 * kPage);  // and c, which shows that they were
@@ -231,7 +231,7 @@ TEST_F(Gather, AReadCancelledBeforeItsRoundDoesNoIo) {
 TEST_F(Gather, AFileThatShrankBeforeTheRoundFailsTheReadNamingIt) {
   File f = open();
   std::vector<std::uint8_t> first(kPage), last(kPage, kPoison);
-  testing::BusyPool busy;
+  testing::BusyPool busy(4);  // as many as the File's threads: no worker is started for its drainer
   Future a = f.pread(first.data(), kPage, 0);
   Future b = f.pread(last.data(), kPage, 500 * kPage);
   Future c = f.pread(first.data(), kPage, kPage);  // gathered with b: shows that b was
@@ -258,7 +258,7 @@ TEST_F(Gather, ADeviceReadInsideTheSizeSeenLastNeedsNoSizeOfItsOwn) {
   std::memset(dev, kPoison, 2 * (kPage + kPage));
   ASSERT_TRUE(f.pread(dev, kPage, 0).get().ok());  // asks for the size
   const int sizes_asked = sys.count(testing::Op::fstat);
-  testing::BusyPool busy;
+  testing::BusyPool busy(4);  // as many as the File's threads: no worker is started for its drainer
   Future a = f.pread(dev, kPage, kPage);
   Future b = f.pread(dev + 2 * kPage, kPage, 500 * kPage);  // gathered, by the size seen with a
   EXPECT_EQ(sys.count(testing::Op::fstat), sizes_asked + 1) << "b asked for the size again";
