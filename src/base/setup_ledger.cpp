@@ -106,4 +106,9 @@ std::string SetupCosts::to_json() const {
   return j.dump();
 }
 
+std::string detail::setup_note_since(const SetupCosts& before) {
+  const SetupCosts setup = process_setup_costs().since(before);
+  return setup.empty() ? std::string() : "one-time set-up during this request: " + setup.summary();
+}
+
 }  // namespace ferry

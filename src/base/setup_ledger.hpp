@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 
 #include "ferry/route.hpp"
 
@@ -16,6 +17,10 @@ enum class SetupStep { cuda_init, cuda_context, cufile_load, cufile_driver_open,
 
 /// Adds one piece of `step`: its duration, how many things it made, and their bytes (pinned buffers).
 void record_setup(SetupStep step, std::chrono::nanoseconds elapsed, std::uint64_t count = 1, std::uint64_t bytes = 0);
+
+/// The note a request's report gets for the one-time work done since `before` (process_setup_costs() when
+/// it began), or an empty string when there was none.
+std::string setup_note_since(const SetupCosts& before);
 
 /// Times a scope as one piece of a step.
 class SetupTimer {

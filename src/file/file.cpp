@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "base/setup_ledger.hpp"
 #include "engine/request.hpp"
 #include "engine/task_split.hpp"
 #include "engine/thread_pool.hpp"
@@ -229,8 +230,7 @@ std::shared_ptr<RequestState> FileState::launch(std::vector<Task> tasks, std::sh
   auto on_complete = [weak, held, setup_before, nvtx_range, src = source](Report& report) {
     nvtx::range_end(nvtx_range);
     // The one-time work done while this request ran (all of it, in a fresh process's first request).
-    SetupCosts setup = process_setup_costs().since(setup_before);
-    if (!setup.empty()) report.add_note("one-time set-up during this request: " + setup.summary());
+    if (std::string note = setup_note_since(setup_before); !note.empty()) report.add_note(note);
     if (std::string note = src->activity_note(); !note.empty()) report.add_note(note);
     if (auto self = weak.lock()) self->add_to_report(report);
     held->reset();

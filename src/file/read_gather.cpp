@@ -8,6 +8,7 @@
 
 #include "backends/route_backend.hpp"
 #include "base/fork_guard.hpp"
+#include "base/setup_ledger.hpp"
 #include "engine/request.hpp"
 #include "engine/thread_pool.hpp"
 #include "file/file_state.hpp"
@@ -166,8 +167,7 @@ void ReadGather::run_round(FileState& file, std::vector<GatheredRead>& round) {
   const auto elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started);
   const std::uint64_t ns_each = static_cast<std::uint64_t>(elapsed.count()) / std::max<std::size_t>(1, tasks.size());
 
-  SetupCosts setup = process_setup_costs().since(setup_before);
-  const std::string setup_note = setup.empty() ? std::string() : "one-time set-up during this request: " + setup.summary();
+  const std::string setup_note = setup_note_since(setup_before);
   std::vector<Result<Transfer>> outcomes(round.size(), Result<Transfer>(Status(ErrorCode::cancelled,
                                                                                 "the request was cancelled")));
   Report total = std::move(round_report);  // the File's and the process's share of the round
