@@ -140,21 +140,27 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
   auto in_use = use();
   if (!in_use.ok()) return fail(in_use.status());
   const SetupCosts setup_before = process_setup_costs();
-  // A small read of a thread that reads ahead is gathered with the File's others (read_gather.hpp). Into GPU
-  // memory, inside the size the File saw last, it needs no size of its own: a short read is then where the
-  // data ends, and the bounce buffers keep the destination clear of anything past it.
-  const bool reading_ahead = is_read(direction) && size > 0 && !config.nvtx() && source->reads_from_memory(size) &&
+  const bool reading = is_read(direction);
+  // A small read of a thread that reads ahead is gathered with the File's others (read_gather.hpp).
+  const bool reading_ahead = reading && size > 0 && !config.nvtx() && source->reads_from_memory(size) &&
                              ReadGather::thread_reads_ahead();
+  // A one-task read into GPU memory through bounce buffers, inside the size the File saw last, needs no size
+  // of its own (no fstat): a short read is then where the data ends (one version of the file either way), and
+  // the bounce buffers keep the destination clear of anything an O_DIRECT read brings in past that.
   std::optional<RoutePlanDetail> early_plan;  // the decision for `size`, made before the size was asked for
   const std::uint64_t early_size = size;
   if (const std::uint64_t seen = size_seen_.load(std::memory_order_relaxed);
-      reading_ahead && offset < seen && size <= seen - offset) {
+      reading && size > 0 && offset < seen && size <= seen - offset) {
     auto plan = route_for(*this, direction, buffer, size);
     if (!plan.ok()) return fail(plan.status());
-    if (plan->decision.route == Route::staged && ReadGather::gathers(plan->decision, plan->buffer)) {
+    if (plan->decision.route == Route::staged && !plan->buffer.is_host()) {
       auto tasks = split_request(offset, size, config.task_size(), source->task_alignment());
       if (tasks.size() == 1) {
-        return gather_read(tasks[0], buffer, std::move(*plan), seen, /*size_asked=*/false, std::move(*in_use));
+        if (reading_ahead) {
+          return gather_read(tasks[0], buffer, std::move(*plan), seen, /*size_asked=*/false, std::move(*in_use));
+        }
+        return start(direction, buffer, offset, std::move(tasks), Extent{true, seen},
+                     /*short_task_ends_request=*/true, std::move(*plan), std::move(*in_use), setup_before);
       }
     }
     early_plan = std::move(*plan);
@@ -163,7 +169,7 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
   // byte of the buffer past the returned count is written. A file without a size (a /proc file, a
   // character device) is read front to back in one task, which stops where the data does.
   Extent extent;
-  if (is_read(direction)) {
+  if (reading) {
     auto e = this->extent();
     if (!e.ok()) return fail(e.status());
     extent = *e;
@@ -181,21 +187,30 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
   auto plan = early_plan && size == early_size ? Result<RoutePlanDetail>(std::move(*early_plan))
                                                : route_for(*this, direction, buffer, size);
   if (!plan.ok()) return fail(plan.status());
-  const bool small_read = is_read(direction) && extent.known && tasks.size() == 1;
-  if (small_read && reading_ahead && ReadGather::gathers(plan->decision, plan->buffer)) {
+  if (reading_ahead && extent.known && tasks.size() == 1 && ReadGather::gathers(plan->decision, plan->buffer)) {
     return gather_read(tasks[0], buffer, std::move(*plan), extent.bytes, /*size_asked=*/true, std::move(*in_use));
   }
+  return start(direction, buffer, offset, std::move(tasks), extent, /*short_task_ends_request=*/!extent.known,
+               std::move(*plan), std::move(*in_use), setup_before);
+}
+
+Future FileState::start(Direction direction, void* buffer, std::uint64_t offset, std::vector<Task> tasks,
+                        Extent extent, bool short_task_ends_request, RoutePlanDetail plan, Use in_use,
+                        const SetupCosts& setup_before) {
+  const bool reading = is_read(direction);
+  std::uint64_t size = 0;  // what the tasks cover: no further than the file's end
+  for (const Task& t : tasks) size += t.length;
   auto stop = std::make_shared<std::atomic<bool>>(false);
   SourceRequest request{direction, extent, size, stop};
-  auto backend = make_route_backend(*this, request, std::move(*plan), buffer, size);
-  if (!backend.ok()) return fail(backend.status());
-  EndOfFileRule eof{!extent.known, path, extent.bytes};
-  const bool reading = is_read(direction);
+  auto backend = make_route_backend(*this, request, std::move(plan), buffer, size);
+  if (!backend.ok()) return Future(RequestState::failed(backend.status()));
+  EndOfFileRule eof{short_task_ends_request, path, extent.bytes};
   const auto label = [&] {
     return fmt::format("ferry {} {} at offset {} {} \"{}\"", reading ? "read" : "write", format_size(size), offset,
                        reading ? "from" : "to", path);
   };
-  auto state = launch(std::move(tasks), std::move(*backend), std::move(eof), std::move(*in_use), setup_before,
+  const bool small_read = reading && extent.known && tasks.size() == 1;
+  auto state = launch(std::move(tasks), std::move(*backend), std::move(eof), std::move(in_use), setup_before,
                       std::move(stop), [&label] { return label(); });
   if (small_read) ReadGather::note_small_read(state);
   return Future(std::move(state));

@@ -68,6 +68,12 @@ class FileState : public std::enable_shared_from_this<FileState> {
   /// File saw last, and a short read is the end of the data rather than a file that shrank during the read).
   Future gather_read(const Task& task, void* buffer, RoutePlanDetail plan, std::uint64_t file_bytes, bool size_asked,
                      Use in_use);
+  /// Starts the tasks of a request at `offset` (covering the file as `extent` says) on the route `plan` chose,
+  /// holding `in_use` until it completes. `short_task_ends_request`: a task that moves fewer bytes than asked
+  /// is where the data ends (a file without a size, or a read planned by the size seen before), rather than a
+  /// file that shrank during the read.
+  Future start(Direction direction, void* buffer, std::uint64_t offset, std::vector<Task> tasks, Extent extent,
+               bool short_task_ends_request, RoutePlanDetail plan, Use in_use, const SetupCosts& setup_before);
   /// Starts a request's tasks on the backend (the request's state, for its Future), holding `in_use` until it completes, and accounts for it in
   /// the File's report (set-up costs and the source's activity noted). `stop` is the request's
   /// SourceRequest::stop. `nvtx_label` is called only when an NVTX tool is attached; pass a lambda that holds

@@ -91,11 +91,7 @@ bool PosixSource::read_direct(const SourceRequest& request, const Task& t, const
   bool direct = policy_ != DirectIo::off && below_eof && direct_fits(t.file_offset, t.length, dst);
   if (direct && policy_ == DirectIo::automatic) {
     const bool cached = wholly_cached(t, report);
-    if (small(request, t)) {
-      note_small_read(cached);
-    } else if (t.length <= kMostGatheredBytes) {
-      note_read(probed_misses_, cached);
-    }
+    note_cached(t, cached);
     direct = !cached;
   }
   return direct;
@@ -183,11 +179,11 @@ Result<std::uint64_t> PosixSource::read(const SourceRequest& request, const Task
     if (c.error == 0) {  // all of it (or all up to EOF) was cached
       ++report.io.buffered_ops;
       ++report.io.cached_ops;
-      note_small_read(true);
+      note_cached(t, true);
       return done + c.bytes;
     }
     if (c.error == EAGAIN) {
-      note_small_read(false);
+      note_cached(t, false);
     } else if (c.error == EOPNOTSUPP || c.error == ENOSYS) {
       nowait_unsupported_.store(true, std::memory_order_relaxed);
     } else {

@@ -1,8 +1,9 @@
 // A local file (or block or character device) as a Source: two descriptors, buffered and O_DIRECT, and the
 // per-task choice between them. In `auto`, a task whose bytes are all in the page cache (asked with
 // cachestat, which starts no I/O) is read through the cache, and any other task goes through O_DIRECT
-// where alignment allows; while the file's small reads keep finding their pages cached, a small task asks
-// the cache by reading it without waiting instead (kCachedFirstBytes); large writes go through O_DIRECT.
+// where alignment allows; while the file's reads of a task's size keep finding their pages cached, a task of
+// up to kMostGatheredBytes asks the cache by reading it without waiting instead; large writes go through
+// O_DIRECT.
 #pragma once
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "ferry/config.hpp"
 #include "source/file_descriptors.hpp"
@@ -23,18 +25,19 @@ namespace ferry::detail {
 /// O_DIRECT. Smaller writes stay buffered, where they return as soon as the page cache has the data.
 inline constexpr std::uint64_t kDirectWriteThreshold = 256ull << 20;
 
-/// Reads of at most this size in `auto`, while the file's recent small reads found their pages cached, go
-/// through the page cache, asking it first for what it holds without waiting (RWF_NOWAIT): one system call
-/// where the data is cached, against two for cachestat and then the read (the probe was half the cost of a
-/// hot 4 KiB piece). On a miss the kernel has begun reading the pages in, so the rest is read buffered,
-/// waiting for that read: an O_DIRECT read would read them a second time. Cold random reads through the
-/// page cache ran slower than O_DIRECT on the H200 machine's disk (4-16 KiB: about 0.85-0.9 of it; 64 KiB:
-/// 0.6-0.7), so once a file's small reads miss more than they hit, they are probed as larger ones are, and
-/// cold ones use O_DIRECT, until the probes find them cached again (kSmallReadMemory).
-inline constexpr std::uint64_t kCachedFirstBytes = 16 << 10;
-/// Reads of at most this size may be gathered (file/read_gather.hpp) while the file's recent reads of such
-/// sizes found their pages cached: small reads by their RWF_NOWAIT reads, larger ones by the page-cache probe
-/// each task of theirs that could go O_DIRECT asks (so a larger read is known hot only once one was probed).
+/// Reads of at most kMostGatheredBytes in `auto`, while the file's recent reads of their size class found
+/// their pages cached, go through the page cache, asking it first for what it holds without waiting
+/// (RWF_NOWAIT): one system call where the data is cached, against two for cachestat and then the read (the
+/// probe was half the cost of a hot 4 KiB piece). On a miss the kernel has begun reading the pages in, so the
+/// rest is read buffered, waiting for that read: an O_DIRECT read would read them a second time. Cold random
+/// reads through the page cache ran slower than O_DIRECT on the H200 machine's disk (4-16 KiB: about
+/// 0.85-0.9 of it; 64 KiB: 0.6-0.7), so once a file's reads of a class miss more than they hit, they are
+/// probed as larger ones are, and cold ones use O_DIRECT, until the probes find them cached again
+/// (kSmallReadMemory). The two classes: small reads (up to kSmallReadBytes) start out reading the cache first;
+/// larger ones start out probed, and read the cache first once a probe of one found it cached.
+inline constexpr std::uint64_t kSmallReadBytes = 16 << 10;
+/// Reads of at most this size read the cache first while their class hits (above), and may be gathered
+/// (file/read_gather.hpp).
 inline constexpr std::uint64_t kMostGatheredBytes = 64 << 10;
 /// How far a file's run of small-read hits or misses is remembered: after this many hits in a row, misses
 /// in a row take as many reads to turn small reads to the probe (and the other way round).
@@ -58,12 +61,12 @@ class PosixSource : public Source {
   std::size_t queue_depth() const override;
   void read_batch(const SourceRequest& request, std::span<const TaskRead> reads, const char* route_label,
                   Report& report, std::span<Result<std::uint64_t>> results) override;
-  /// In `auto`: a small read (kCachedFirstBytes) while the file's small reads find their pages cached, a
-  /// larger one (up to kMostGatheredBytes) while the probes of such reads do.
+  /// In `auto`: a read of up to kMostGatheredBytes while the file's reads of its class find their pages cached
+  /// (by reading without waiting, which the kernel must allow: else the reads are probed as larger ones are).
   bool reads_from_memory(std::uint64_t length) const override {
-    if (policy_ != DirectIo::automatic || length > kMostGatheredBytes) return false;
-    if (length > kCachedFirstBytes) return probed_misses_.load(std::memory_order_relaxed) <= 0;
-    return small_read_misses_.load(std::memory_order_relaxed) <= 0 && !nowait_unsupported_.load(std::memory_order_relaxed);
+    const std::atomic<int>* misses = misses_of(length);
+    return misses != nullptr && misses->load(std::memory_order_relaxed) <= 0 &&
+           !nowait_unsupported_.load(std::memory_order_relaxed);
   }
   std::optional<LocalFile> local_file() const override {
     return LocalFile{fds_.buffered_fd(), fds_.direct_fd()};  // direct_fd() is -1 where O_DIRECT was refused
@@ -79,20 +82,27 @@ class PosixSource : public Source {
   // Whether read() of `t` into `dst` would use O_DIRECT (asks the page cache in `auto`).
   bool read_direct(const SourceRequest& request, const Task& t, const void* dst, Report& report);
   bool wholly_cached(const Task& t, Report& report);
-  // A small task in `auto` (kCachedFirstBytes), of a file with a size (a /proc file or a device without one
-  // is read as it is): whether its pages were cached moves the file's small-read score.
-  bool small(const SourceRequest& request, const Task& t) const {
-    return policy_ == DirectIo::automatic && request.extent.known && t.length <= kCachedFirstBytes;
+  // In `auto`, the score of reads of `length`'s class (kSmallReadBytes, kMostGatheredBytes); none for larger
+  // reads, which are always probed.
+  const std::atomic<int>* misses_of(std::uint64_t length) const {
+    if (policy_ != DirectIo::automatic || length > kMostGatheredBytes) return nullptr;
+    return length <= kSmallReadBytes ? &small_read_misses_ : &probed_misses_;
   }
-  // Whether read() asks the page cache for `t` by reading it without waiting: a small task, while the file's
-  // small reads find their pages cached.
+  std::atomic<int>* misses_of(std::uint64_t length) {
+    return const_cast<std::atomic<int>*>(std::as_const(*this).misses_of(length));
+  }
+  // Whether read() asks the page cache for `t` by reading it without waiting: a task of a file with a size (a
+  // /proc file or a device without one is read as it is), while the file's reads of its class find their
+  // pages cached.
   bool reads_cached_first(const SourceRequest& request, const Task& t) const {
-    return small(request, t) && small_read_misses_.load(std::memory_order_relaxed) <= 0 &&
-           !nowait_unsupported_.load(std::memory_order_relaxed);
+    return request.extent.known && reads_from_memory(t.length);
   }
-  // Moves the small-read score toward misses or hits (saturating; a racy update only loses a step). A
-  // saturated score is not written, so that a steady state costs the readers no shared store.
-  void note_small_read(bool cached) { note_read(small_read_misses_, cached); }
+  // Moves the score of `t`'s class toward misses or hits, if it has one.
+  void note_cached(const Task& t, bool cached) {
+    if (std::atomic<int>* misses = misses_of(t.length)) note_read(*misses, cached);
+  }
+  // Moves a score toward misses or hits (saturating; a racy update only loses a step). A saturated score is
+  // not written, so that a steady state costs the readers no shared store.
   static void note_read(std::atomic<int>& misses, bool cached) {
     const int now = misses.load(std::memory_order_relaxed);
     const int next = std::clamp(now + (cached ? -1 : 1), -kSmallReadMemory, kSmallReadMemory);
@@ -110,7 +120,7 @@ class PosixSource : public Source {
   std::atomic<bool> cache_probe_unsupported_{false};  // the page cache cannot be asked: buffered reads
   std::atomic<bool> nowait_unsupported_{false};  // RWF_NOWAIT refused once: small reads probe as large ones
   std::atomic<int> small_read_misses_{0};  // small reads' recent misses less hits, in +-kSmallReadMemory
-  std::atomic<int> probed_misses_{1};  // the same for larger probed reads up to kMostGatheredBytes (none yet: not
+  std::atomic<int> probed_misses_{1};  // the same for larger reads up to kMostGatheredBytes (none probed yet: not
                                        // known to come from memory)
 };
 

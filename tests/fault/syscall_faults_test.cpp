@@ -52,9 +52,11 @@ class FaultTestWithTasksOf : public testing::FaultTest {
     return FaultTest::fault_config(direct, threads).set_task_size(kTask);
   }
 };
-// Small tasks in `auto` read the page cache first; larger ones ask cachestat whether to use O_DIRECT.
-using FaultSmallRead = FaultTestWithTasksOf<detail::kCachedFirstBytes>;
-using FaultCacheProbe = FaultTestWithTasksOf<2 * detail::kCachedFirstBytes>;
+// Small tasks in `auto` read the page cache first; larger ones, up to kMostGatheredBytes, once a probe found
+// one cached; the largest always ask cachestat whether to use O_DIRECT.
+using FaultSmallRead = FaultTestWithTasksOf<detail::kSmallReadBytes>;
+using FaultMidSizeRead = FaultTestWithTasksOf<detail::kMostGatheredBytes>;
+using FaultCacheProbe = FaultTestWithTasksOf<2 * detail::kMostGatheredBytes>;
 using FaultLifetime = testing::FaultTest;
 
 constexpr std::uint64_t kMiB = 1024 * 1024;
@@ -628,6 +630,74 @@ TEST_F(FaultSmallRead, ARefusedNowaitReadIsRememberedAndTheProbeDecidesInstead) 
   for (const auto& c : sys_.calls(Op::pread)) nowait += c.nowait ? 1 : 0;
   EXPECT_EQ(nowait, 1) << "a refusal is remembered for the file";
   EXPECT_EQ(sys_.count(Op::cached_pages), 3) << "the tasks after it are probed as large ones are";
+}
+
+// ---- reads of 16-64 KiB in `auto`: probed until one is found cached, then the cache is read first ----
+
+namespace {
+int nowait_reads(const ScriptedSyscalls& sys) {
+  int n = 0;
+  for (const auto& c : sys.calls(Op::pread)) n += c.nowait ? 1 : 0;
+  return n;
+}
+}  // namespace
+
+TEST_F(FaultMidSizeRead, OnceAProbeFoundOneCachedTheRestReadTheCacheFirst) {
+  constexpr int kTasks = 8;
+  auto path = testing::write_pattern_file(dir_ / "d.bin", kTasks * kTask);
+  sys_.add(Rule::on(Op::cached_pages).reports_cached(true));
+  auto file = open(path, "r", fault_config(DirectIo::automatic, 1));  // one worker: tasks in order
+  ASSERT_TRUE(file.ok());
+  SentinelBuffer buf(kTasks * kTask);
+  auto r = file->pread(buf.data(), kTasks * kTask, 0).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(buf.holds(0, kTasks * kTask));
+  EXPECT_EQ(sys_.count(Op::cached_pages), 1) << "only the first task, of a size not known hot yet, is probed";
+  EXPECT_EQ(nowait_reads(sys_), kTasks - 1);
+  EXPECT_EQ(sys_.count(Op::pread), kTasks) << "one read per task";
+  EXPECT_EQ(r->report.io.cached_ops, static_cast<std::uint64_t>(kTasks));
+  EXPECT_EQ(r->report.io.direct_ops, 0u);
+}
+
+TEST_F(FaultMidSizeRead, ColdOnesAreProbedAndReadWithODirectNeverThroughTheCache) {
+  constexpr int kTasks = 8;
+  auto path = testing::write_pattern_file(dir_ / "d.bin", kTasks * kTask);
+  sys_.add(Rule::on(Op::cached_pages).reports_cached(false));
+  auto file = open(path, "r", fault_config(DirectIo::automatic, 1));
+  ASSERT_TRUE(file.ok());
+  if (!file->direct_io_available()) GTEST_SKIP() << "no O_DIRECT here: " << file->direct_io_note();
+  SentinelBuffer buf(kTasks * kTask);
+  auto r = file->pread(buf.data(), kTasks * kTask, 0).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(buf.holds(0, kTasks * kTask));
+  EXPECT_EQ(sys_.count(Op::cached_pages), kTasks);
+  EXPECT_EQ(nowait_reads(sys_), 0);
+  EXPECT_EQ(r->report.io.direct_ops, static_cast<std::uint64_t>(kTasks));
+}
+
+// Found cached once, then a miss: the kernel began reading that task's pages in (the rest of it is read
+// buffered), and the next tasks are probed again, the cold ones read with O_DIRECT.
+TEST_F(FaultMidSizeRead, AMissTurnsThemBackToTheProbe) {
+  constexpr int kTasks = 8;
+  auto path = testing::write_pattern_file(dir_ / "d.bin", kTasks * kTask);
+  sys_.add(Rule::on(Op::cached_pages).reports_cached(true).limit(1));
+  sys_.add(Rule::on(Op::cached_pages).reports_cached(false));
+  sys_.add(Rule::on(Op::pread).only_nowait().fail(EAGAIN));
+  auto file = open(path, "r", fault_config(DirectIo::automatic, 1));
+  ASSERT_TRUE(file.ok());
+  SentinelBuffer buf(kTasks * kTask);
+  auto r = file->pread(buf.data(), kTasks * kTask, 0).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(buf.holds(0, kTasks * kTask));
+  // Task 0: probed, cached. Task 1: read first, missed (then read buffered). Tasks 2-7: probed again.
+  EXPECT_EQ(nowait_reads(sys_), 1);
+  EXPECT_EQ(sys_.count(Op::cached_pages), 1 + (kTasks - 2));
+  if (file->direct_io_available()) {
+    EXPECT_EQ(r->report.io.direct_ops, static_cast<std::uint64_t>(kTasks - 2));
+    for (const auto& c : sys_.calls(Op::pread)) {
+      if (c.offset == kTask) EXPECT_FALSE(c.direct) << "the missed task was read with O_DIRECT after its miss";
+    }
+  }
 }
 
 TEST_F(CacheProbe, RealKernelSeesAJustWrittenFileAsCached) {

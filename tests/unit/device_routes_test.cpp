@@ -17,6 +17,7 @@
 #include "support/fake_cuda.hpp"
 #include "support/fake_cufile.hpp"
 #include "support/fake_platform.hpp"
+#include "support/scripted_syscalls.hpp"
 #include "support/status_matchers.hpp"
 #include "support/test_files.hpp"
 
@@ -128,6 +129,45 @@ TEST_F(DeviceRoutes, StagedReadStopsAtEndOfFileWithoutWritingPastIt) {
   auto want = testing::pattern(kTask, 2 * kTask + 5);
   EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size()));
   for (std::uint64_t i = want.size(); i < got.size(); ++i) ASSERT_EQ(got[i], 0xA5) << i;
+}
+
+// A one-task read into GPU memory inside the size the File saw last asks for no size (no fstat): the bounce
+// buffer stands between the file and the destination, so a file that shrank since ends the read where its data
+// does, and nothing past that is written. A read of more tasks asks again.
+TEST_F(DeviceRoutes, AOneTaskReadInsideTheSizeSeenLastAsksForNoSizeAndEndsWhereTheDataDoes) {
+  std::string path = testing::write_pattern_file(dir_ / "data.bin", 4 * kTask);
+  testing::ScriptedSyscalls sys;
+  detail::OpenOptions o;
+  o.gpu = &kFakePlatform;
+  o.syscalls = &sys;
+  auto f = detail::open_file(path, "r", config(CompatMode::on), o);
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  auto* dev = static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(2 * kTask));
+  std::memset(dev, 0xA5, 2 * kTask);
+  ASSERT_TRUE(f->pread(dev, kTask, 0).get().ok());  // the first asks
+  const int sizes_asked = sys.count(testing::Op::fstat);
+  auto r = f->pread(dev, kTask, kTask).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->bytes, kTask);
+  EXPECT_EQ(std::vector<std::uint8_t>(dev, dev + kTask), testing::pattern(kTask, kTask));
+  EXPECT_EQ(sys.count(testing::Op::fstat), sizes_asked);
+
+  std::filesystem::resize_file(path, 2 * kTask + 100);
+  std::memset(dev, 0xA5, 2 * kTask);
+  r = f->pread(dev, kTask, 2 * kTask).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->bytes, 100u) << "the read ends where the data does";
+  EXPECT_EQ(sys.count(testing::Op::fstat), sizes_asked);
+  EXPECT_EQ(std::vector<std::uint8_t>(dev, dev + 100), testing::pattern(2 * kTask, 100));
+  EXPECT_EQ(std::vector<std::uint8_t>(dev + 100, dev + 2 * kTask), std::vector<std::uint8_t>(2 * kTask - 100, 0xA5))
+      << "bytes past the end of the data were written";
+
+  r = f->pread(dev, 2 * kTask, kTask).get();  // two tasks: asks, and reads to the new end
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(sys.count(testing::Op::fstat), sizes_asked + 1);
+  EXPECT_EQ(r->bytes, kTask + 100);
+  EXPECT_EQ(std::vector<std::uint8_t>(dev, dev + kTask + 100), testing::pattern(kTask, kTask + 100));
+  testing::fake_cuda_free(dev);
 }
 
 TEST_F(DeviceRoutes, PreparePinsEveryWorkersBuffersOnceAndRequestsReuseThem) {
