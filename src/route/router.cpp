@@ -27,6 +27,19 @@ std::optional<std::pair<Reason, std::string>> cufile_blocker(const CuFileFacts& 
   return std::nullopt;
 }
 
+// The detail of below_gds_threshold names the threshold, not the request's size: a report keeps one row per
+// detail, and a data loader's reads of many sizes would each add one (and each merge would search them all).
+// Written once per thread and threshold: small requests decide this every time.
+const std::string& threshold_detail(std::uint64_t threshold) {
+  thread_local std::uint64_t written_for = 0;
+  thread_local std::string detail;
+  if (detail.empty() || written_for != threshold) {
+    detail = fmt::format("smaller than gds_threshold, {} bytes", threshold);
+    written_for = threshold;
+  }
+  return detail;
+}
+
 Route provisional_cufile_route(const CuFileFacts& f) {
   if (f.forced_compat) return Route::cufile_posix;
   if (f.nvidia_fs_loaded) return Route::nvfs;
@@ -59,8 +72,7 @@ Result<Decision> decide(const RouteQuery& q, const CuFileFacts& f) {
   }
   // Strict mode wants cuFile for every size; otherwise small requests are not worth its set-up.
   if (!strict && q.compat == CompatMode::automatic && q.size < q.gds_threshold) {
-    return Decision{Route::staged, Reason::below_gds_threshold,
-                    fmt::format("{} bytes < gds_threshold {} bytes", q.size, q.gds_threshold)};
+    return Decision{Route::staged, Reason::below_gds_threshold, threshold_detail(q.gds_threshold)};
   }
   if (f.source_without_descriptor) {
     const std::string why = "cuFile reads only local files, and this source has no file descriptor";

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "backends/staging_pool.hpp"
 #include "backends/cufile_attribution.hpp"
 #include "backends/gds_backend.hpp"
@@ -347,6 +349,26 @@ TEST_F(DeviceRoutes, AutoStagesWhenNvidiaFsIsNotLoaded) {
   EXPECT_EQ(testing::fake_cufile_counters().handle_registers, 0u);
   EXPECT_THAT(r->report.reasons[0].detail, HasSubstr("checked without opening cuFile"));
   EXPECT_THAT(r->report.reasons[0].detail, HasSubstr("nvidia_fs not loaded"));
+}
+
+// A data loader's reads of many sizes below the threshold are one row of the File's report, not one a size.
+TEST_F(DeviceRoutes, SmallReadsOfManySizesAreOneReasonInTheReport) {
+  std::string path = testing::write_pattern_file(dir_ / "data.bin", 4 * kTask);
+  Config c = config(CompatMode::automatic);
+  c.set_gds_threshold(2 * kTask);
+  File f = open(path, "r", c);
+  auto* dev = static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(kTask));
+  for (std::uint64_t size = 1000; size < 1100; ++size) {
+    auto r = f.pread(dev, size, size).get();
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    ASSERT_EQ(std::vector<std::uint8_t>(dev, dev + size), testing::pattern(size, size));
+  }
+  const Report report = f.report();
+  EXPECT_EQ(report.at(Route::staged).ops, 100u);
+  ASSERT_EQ(report.reasons.size(), 1u);
+  EXPECT_EQ(report.reasons[0].reason, Reason::below_gds_threshold);
+  EXPECT_EQ(report.reasons[0].detail, fmt::format("smaller than gds_threshold, {} bytes", 2 * kTask));
+  testing::fake_cuda_free(dev);
 }
 
 TEST_F(DeviceRoutes, AutoStillPicksCuFilesDirectRoutesWhereTheyExist) {
