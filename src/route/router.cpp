@@ -27,14 +27,15 @@ std::optional<std::pair<Reason, std::string>> cufile_blocker(const CuFileFacts& 
   return std::nullopt;
 }
 
-// The detail of below_gds_threshold names the threshold, not the request's size: a report keeps one row per
+// The detail of below_gds_threshold is the threshold, not the request's size: a report keeps one row per
 // detail, and a data loader's reads of many sizes would each add one (and each merge would search them all).
-// Written once per thread and threshold: small requests decide this every time.
+// Short enough for std::string's inline storage (thresholds below 1 GB), so that the decision and the report
+// row of every small request copy it without an allocation; written once per thread and threshold.
 const std::string& threshold_detail(std::uint64_t threshold) {
   thread_local std::uint64_t written_for = 0;
   thread_local std::string detail;
   if (detail.empty() || written_for != threshold) {
-    detail = fmt::format("smaller than gds_threshold, {} bytes", threshold);
+    detail = fmt::format("{} bytes", threshold);
     written_for = threshold;
   }
   return detail;

@@ -367,7 +367,7 @@ TEST_F(DeviceRoutes, SmallReadsOfManySizesAreOneReasonInTheReport) {
   EXPECT_EQ(report.at(Route::staged).ops, 100u);
   ASSERT_EQ(report.reasons.size(), 1u);
   EXPECT_EQ(report.reasons[0].reason, Reason::below_gds_threshold);
-  EXPECT_EQ(report.reasons[0].detail, fmt::format("smaller than gds_threshold, {} bytes", 2 * kTask));
+  EXPECT_EQ(report.reasons[0].detail, fmt::format("{} bytes", 2 * kTask));
   testing::fake_cuda_free(dev);
 }
 

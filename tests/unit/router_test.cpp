@@ -63,7 +63,7 @@ TEST(Router, SmallRequestsStayStagedInAuto) {
   auto d = decide(q, registered(true));
   EXPECT_EQ(d->route, Route::staged);
   EXPECT_EQ(d->reason, Reason::below_gds_threshold);
-  EXPECT_EQ(d->detail, "smaller than gds_threshold, 16384 bytes") << "one detail whatever the size";
+  EXPECT_EQ(d->detail, "16384 bytes") << "one detail whatever the size";
   EXPECT_EQ(decide(device_query(CompatMode::automatic, 100), registered(true))->detail, d->detail);
 }
 
