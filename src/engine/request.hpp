@@ -104,6 +104,7 @@ class RequestState {
   enum class Continue { done, later };
   static void run_queued_job(void* state);  // a pool job: runs a job of the RequestState if one is unclaimed
   bool claim_job();  // takes one of the jobs not begun yet, from the pool or a waiter
+  std::shared_ptr<Job> claimed_job();  // the state of a job just claimed
   void run_job(std::shared_ptr<Job> job, bool may_yield);
   Continue run_tasks(Job& job, bool may_yield);  // until none are left, one failed, or it yields
   void record_error(Status s);
@@ -135,6 +136,7 @@ class RequestState {
   std::optional<Result<Transfer>> result_;
   std::vector<Callback> callbacks_;
   std::shared_ptr<RequestState> self_;  // keeps the state alive while jobs run
+  Job only_job_;  // a one-job request's job (claimed_job())
   std::function<void()> on_cancel_;       // a deferred request's (set once, before it is shared)
   std::function<std::uint64_t()> progress_;  // a deferred request's bytes_done (guarded by mutex_)
 };
