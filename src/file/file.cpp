@@ -151,7 +151,7 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
   const std::uint64_t early_size = size;
   if (const std::uint64_t seen = size_seen_.load(std::memory_order_relaxed);
       reading && size > 0 && offset < seen && size <= seen - offset) {
-    auto plan = route_for(*this, direction, buffer, size);
+    auto plan = route_for(*this, direction, buffer, size, reading_ahead ? BufferQuery::reading_ahead : BufferQuery::ask);
     if (!plan.ok()) return fail(plan.status());
     if (plan->decision.route == Route::staged && !plan->buffer.is_host()) {
       auto tasks = split_request(offset, size, config.task_size(), source->task_alignment());
@@ -185,7 +185,8 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
     tasks.push_back(Task{offset, size, 0, false});
   }
   auto plan = early_plan && size == early_size ? Result<RoutePlanDetail>(std::move(*early_plan))
-                                               : route_for(*this, direction, buffer, size);
+                                               : route_for(*this, direction, buffer, size,
+                                                           reading_ahead ? BufferQuery::reading_ahead : BufferQuery::ask);
   if (!plan.ok()) return fail(plan.status());
   if (reading_ahead && extent.known && tasks.size() == 1 && ReadGather::gathers(plan->decision, plan->buffer)) {
     return gather_read(tasks[0], buffer, std::move(*plan), extent.bytes, /*size_asked=*/true, std::move(*in_use));
@@ -200,6 +201,8 @@ Future FileState::start(Direction direction, void* buffer, std::uint64_t offset,
   const bool reading = is_read(direction);
   std::uint64_t size = 0;  // what the tasks cover: no further than the file's end
   for (const Task& t : tasks) size += t.length;
+  const BufferKind destination = plan.buffer;  // for the thread's next read (ReadGather::allocation_in_flight)
+  const CudaApi* cuda = plan.cuda;
   auto stop = std::make_shared<std::atomic<bool>>(false);
   SourceRequest request{direction, extent, size, stop};
   auto backend = make_route_backend(*this, request, std::move(plan), buffer, size);
@@ -212,7 +215,7 @@ Future FileState::start(Direction direction, void* buffer, std::uint64_t offset,
   const bool small_read = reading && extent.known && tasks.size() == 1;
   auto state = launch(std::move(tasks), std::move(*backend), std::move(eof), std::move(in_use), setup_before,
                       std::move(stop), [&label] { return label(); });
-  if (small_read) ReadGather::note_small_read(state);
+  if (small_read) ReadGather::note_small_read(state, destination, cuda);
   return Future(std::move(state));
 }
 
@@ -228,7 +231,7 @@ Future FileState::gather_read(const Task& task, void* buffer, RoutePlanDetail pl
   read.size_asked = size_asked;
   in_use.keep();  // until its round ends
   read.state = RequestState::deferred(nullptr);
-  ReadGather::note_small_read(read.state);
+  ReadGather::note_small_read(read.state, read.buffer, read.cuda);
   return gather.add(*this, std::move(read));
 }
 

@@ -26,7 +26,13 @@ constexpr std::size_t kMostPerRound = 64;
 // As a request's job (request.cpp): after this long, a drainer lets other queued work go first.
 constexpr std::chrono::milliseconds kTurn{1};
 
-thread_local std::weak_ptr<RequestState> t_last_small_read;
+// The calling thread's newest small read, and its destination's classification.
+struct ThreadSmallRead {
+  std::weak_ptr<RequestState> state;
+  BufferKind buffer;
+  const CudaApi* cuda = nullptr;
+};
+thread_local ThreadSmallRead t_last_small_read;
 
 // Reads that one backend can serve together: same route and the same GPU.
 bool same_target(const GatheredRead& a, const GatheredRead& b) {
@@ -40,11 +46,23 @@ bool ReadGather::gathers(const Decision& decision, const BufferKind& buffer) {
 }
 
 bool ReadGather::thread_reads_ahead() {
-  auto last = t_last_small_read.lock();
+  auto last = t_last_small_read.state.lock();
   return last && !last->finished();
 }
 
-void ReadGather::note_small_read(const std::shared_ptr<RequestState>& state) { t_last_small_read = state; }
+void ReadGather::note_small_read(const std::shared_ptr<RequestState>& state, const BufferKind& buffer,
+                                 const CudaApi* cuda) {
+  t_last_small_read.state = state;
+  t_last_small_read.buffer = buffer;
+  t_last_small_read.cuda = cuda;
+}
+
+const BufferKind* ReadGather::allocation_in_flight(const CudaApi* cuda, const void* address, std::uint64_t size) {
+  const ThreadSmallRead& last = t_last_small_read;
+  const bool same = cuda != nullptr && last.cuda == cuda && last.buffer.kind == MemoryKind::device &&
+                    last.buffer.holds(static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(address)), size);
+  return same ? &last.buffer : nullptr;
+}
 
 ReadGather::ReadGather() : queue_(new Queue(fork_generation())) {}
 

@@ -57,7 +57,7 @@ std::shared_ptr<GdsFileState> cufile_state(FileState& file, const GpuPlatform& g
 }  // namespace
 
 Result<RoutePlanDetail> route_for(FileState& file, Direction /*direction*/, const void* buffer, std::uint64_t size,
-                                  bool buffer_is_stand_in) {
+                                  BufferQuery query) {
   const GpuPlatform& gpu = file.gpu ? *file.gpu : process_gpu_platform();
   RoutePlanDetail plan;
   if (gpu.cuda_loaded && !gpu.cuda_loaded()) {
@@ -67,7 +67,14 @@ Result<RoutePlanDetail> route_for(FileState& file, Direction /*direction*/, cons
   } else {
     plan.cuda = gpu.cuda(&plan.cuda_status);
   }
-  FERRY_ASSIGN_OR_RETURN(plan.buffer, classify_buffer(plan.cuda, buffer, buffer_is_stand_in ? 0 : size));
+  const BufferKind* known = query == BufferQuery::reading_ahead ? ReadGather::allocation_in_flight(plan.cuda, buffer, size)
+                                                                : nullptr;
+  if (known != nullptr) {
+    plan.buffer = *known;
+  } else {
+    FERRY_ASSIGN_OR_RETURN(plan.buffer,
+                           classify_buffer(plan.cuda, buffer, query == BufferQuery::stand_in ? 0 : size));
+  }
 
   RouteQuery q;
   q.buffer = plan.buffer;

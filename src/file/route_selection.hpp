@@ -13,6 +13,16 @@
 
 namespace ferry::detail {
 
+/// How route_for() learns what kind of memory the buffer is.
+enum class BufferQuery {
+  ask,       // the driver says (cuPointerGetAttributes)
+  stand_in,  // asks, for a small buffer of the right kind standing in for a larger read (the doctor's): its
+             // allocation is not held to `size`
+  // A read of a thread that reads ahead: a buffer inside the GPU allocation its small read in flight lands in
+  // is what that one's was (ReadGather::allocation_in_flight), with no driver call; any other is asked about.
+  reading_ahead,
+};
+
 struct RoutePlanDetail {
   Decision decision;
   BufferKind buffer;
@@ -25,10 +35,9 @@ struct RoutePlanDetail {
 
 /// The decision a request of `size` bytes with `buffer` would get now. Errors: the router's refusals
 /// (compat off without cuFile, require=gds), a buffer the driver cannot classify, a device buffer whose
-/// allocation is smaller than `size` (unless `buffer_is_stand_in`: the doctor asks with a small buffer of
-/// the right kind on behalf of a larger read).
+/// allocation is smaller than `size` (unless BufferQuery::stand_in).
 Result<RoutePlanDetail> route_for(FileState& file, Direction direction, const void* buffer, std::uint64_t size,
-                                  bool buffer_is_stand_in = false);
+                                  BufferQuery query = BufferQuery::ask);
 
 /// The backend that carries out `request` into or out of `buffer` on the route `plan` (route_for()'s) picked.
 Result<std::shared_ptr<RouteBackend>> make_route_backend(FileState& file, const SourceRequest& request,

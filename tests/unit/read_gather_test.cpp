@@ -275,6 +275,36 @@ TEST_F(Gather, ADeviceReadInsideTheSizeSeenLastNeedsNoSizeOfItsOwn) {
   EXPECT_TRUE(a.get().ok());
 }
 
+// While a thread's small read lands in a GPU allocation, that allocation cannot have been freed: the thread's
+// next reads into it are classified as that one was, with no driver call. A destination elsewhere, or one
+// that runs past the allocation, is asked about (and the latter refused, as always).
+TEST_F(Gather, ReadsAheadIntoTheAllocationInFlightAskTheDriverNothing) {
+  File f = open();
+  auto* dev = device_slots(8, kPage);  // one allocation: 8 slots of a page and a page's gap
+  auto* other = device_slots(1, kPage);
+  ASSERT_TRUE(f.pread(dev, kPage, 0).get().ok());
+  const std::uint64_t asked = testing::fake_cuda_counters().pointer_queries;
+  std::vector<Future> live;
+  {
+    testing::BusyPool busy(4);  // as many as the File's threads: the reads stay in flight
+    live.push_back(f.pread(dev, kPage, kPage));  // nothing in flight before it: asks
+    for (int i = 1; i < 8; ++i) live.push_back(f.pread(dev + i * 2 * kPage, kPage, (i + 1) * kPage));
+    EXPECT_EQ(testing::fake_cuda_counters().pointer_queries, asked + 1) << "reads into the allocation in flight asked";
+    live.push_back(f.pread(other, kPage, 20 * kPage));  // another allocation
+    EXPECT_EQ(testing::fake_cuda_counters().pointer_queries, asked + 2);
+    live.push_back(f.pread(other + kPage, 2 * kPage, 0));  // back in other's, but running past its end
+    EXPECT_THAT(live.back().get().status(), StatusIs(ErrorCode::invalid_argument, HasSubstr("does not fit")));
+    live.pop_back();
+  }
+  for (int i = 0; i < 8; ++i) {
+    auto r = live[i].get();
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(std::vector<std::uint8_t>(dev + i * 2 * kPage, dev + i * 2 * kPage + kPage), testing::pattern((i + 1) * kPage, kPage));
+  }
+  ASSERT_TRUE(live[8].get().ok());
+  EXPECT_EQ(std::vector<std::uint8_t>(other, other + kPage), testing::pattern(20 * kPage, kPage));
+}
+
 TEST_F(Gather, ACallbackOfAGatheredReadMayCloseTheFile) {
   File f = open();
   std::vector<std::uint8_t> memory(8 * kPage);
