@@ -92,11 +92,15 @@ void RequestState::complete_deferred(Result<Transfer> result, CallbacksOn where)
     std::lock_guard<std::mutex> lock(mutex_);
     if (done_) return;
     if (!first_error_.ok()) result = first_error_;  // cancelled (a deferred request without on_cancel)
-    if (result.ok()) bytes_done_.store(result->bytes, std::memory_order_relaxed);
-    result_ = result;
+    callbacks.swap(callbacks_);
+    if (result.ok()) {
+      bytes_done_.store(result->bytes, std::memory_order_relaxed);
+      outcome_ = callbacks.empty() ? std::move(*result) : *result;  // callbacks get `result` itself
+    } else {
+      first_error_ = result.status();
+    }
     done_ = true;
     progress_ = nullptr;
-    callbacks.swap(callbacks_);
   }
   done_cv_.notify_all();
   if (callbacks.empty()) return;
@@ -148,14 +152,7 @@ Status EndOfFileRule::shrank(const Task& t, std::uint64_t bytes) const {
 
 void RequestState::run_queued_job(void* state) {
   auto* self = static_cast<RequestState*>(state);
-  if (self->claim_job()) self->run_job(self->claimed_job(), /*may_yield=*/true);
-}
-
-std::shared_ptr<RequestState::Job> RequestState::claimed_job() {
-  // A one-job request's job lives in the request and shares its lifetime (through the self-reference, held
-  // until the job ends): one allocation less for every small request.
-  if (single_job_) return std::shared_ptr<Job>(self_, &only_job_);
-  return std::make_shared<Job>();
+  if (self->claim_job()) self->run_job(std::make_shared<Job>(), /*may_yield=*/true);
 }
 
 bool RequestState::claim_job() {
@@ -199,9 +196,9 @@ void RequestState::run_job(std::shared_ptr<Job> job, bool may_yield) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (single_job_) {
-      report_ = std::move(job->local);  // the only one: no copy of its reasons (an allocation each)
+      outcome_.report = std::move(job->local);  // the only one: no copy of its reasons (an allocation each)
     } else {
-      report_.merge(job->local);
+      outcome_.report.merge(job->local);
     }
   }
   if (active_jobs_.fetch_sub(1, std::memory_order_acq_rel) == 1) complete();
@@ -286,7 +283,7 @@ void RequestState::complete() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     status = first_error_;
-    if (backend_) status = backend_->finish_request(report_, status);
+    if (backend_) status = backend_->finish_request(outcome_.report, status);
   }
   // Release the route's resources before anyone can see the request done: they hold the File's state
   // (descriptors, and the Syscalls they were opened with). Otherwise the last reference could drop on
@@ -298,23 +295,19 @@ void RequestState::complete() {
     backend.swap(backend_);
   }
   backend.reset();
-  if (on_complete_) on_complete_(report_);
-  add_to_process_report(report_);
-  Result<Transfer> result = status.ok() ? Result<Transfer>(Transfer{bytes_done_.load(std::memory_order_relaxed),
-                                                                     std::move(report_)})
-                                        : Result<Transfer>(status);
+  if (on_complete_) on_complete_(outcome_.report);
+  add_to_process_report(outcome_.report);
+  std::optional<Result<Transfer>> for_callbacks;  // the common case: nobody but get() needs the outcome
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    outcome_.bytes = bytes_done_.load(std::memory_order_relaxed);
+    first_error_ = status;
     callbacks.swap(callbacks_);
-    if (callbacks.empty()) {
-      result_ = std::move(result);  // the common case: nobody but get() needs it
-    } else {
-      result_ = result;
-    }
+    if (!callbacks.empty()) for_callbacks = outcome();
     done_ = true;
   }
   done_cv_.notify_all();
-  for (auto& cb : callbacks) cb(result);
+  for (auto& cb : callbacks) cb(*for_callbacks);
   // Drop the self-reference last: waiters and callbacks may hold their own references.
   std::shared_ptr<RequestState> keep;
   {
@@ -355,7 +348,7 @@ bool RequestState::run_here_if_unclaimed(std::size_t max_tasks) const {
   if (!self->claim_job()) return false;
   if (pool_ticket_ != 0) shared_pool().withdraw(pool_ticket_);  // its queued job would only find it taken
   auto borrowed = self->backend_->borrow_thread();  // the caller's CUDA context comes back afterwards
-  self->run_job(self->claimed_job(), /*may_yield=*/false);
+  self->run_job(std::make_shared<Job>(), /*may_yield=*/false);
   return true;
 }
 
@@ -394,7 +387,13 @@ bool RequestState::wait_for(std::chrono::milliseconds timeout) const {
 Result<Transfer> RequestState::take_result() {
   wait();
   std::lock_guard<std::mutex> lock(mutex_);
-  return std::move(*result_);  // Future::get() is the one taker
+  if (!first_error_.ok()) return first_error_;
+  return std::move(outcome_);  // Future::get() is the one taker
+}
+
+Result<Transfer> RequestState::outcome() const {
+  if (!first_error_.ok()) return first_error_;
+  return outcome_;
 }
 
 void RequestState::then(Callback callback, bool hurry) {
@@ -410,7 +409,7 @@ void RequestState::then(Callback callback, bool hurry) {
     if (hurry) expedite();
     return;
   }
-  callback(*result_);
+  callback(outcome());
 }
 
 }  // namespace ferry::detail
