@@ -90,7 +90,7 @@ void RequestState::complete_deferred(Result<Transfer> result, CallbacksOn where)
   std::vector<Callback> callbacks;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (done_) return;
+    if (done_.load(std::memory_order_relaxed)) return;
     if (!first_error_.ok()) result = first_error_;  // cancelled (a deferred request without on_cancel)
     callbacks.swap(callbacks_);
     if (result.ok()) {
@@ -99,7 +99,7 @@ void RequestState::complete_deferred(Result<Transfer> result, CallbacksOn where)
     } else {
       first_error_ = result.status();
     }
-    done_ = true;
+    done_.store(true, std::memory_order_release);
     progress_ = nullptr;
   }
   done_cv_.notify_all();
@@ -135,7 +135,7 @@ void RequestState::cancel() {
     return;
   }
   std::lock_guard<std::mutex> lock(mutex_);
-  if (done_ || !first_error_.ok()) return;
+  if (done_.load(std::memory_order_relaxed) || !first_error_.ok()) return;
   first_error_ = Status(ErrorCode::cancelled, "the request was cancelled");
   failed_.store(true, std::memory_order_release);
   if (stop_) stop_->store(true, std::memory_order_release);
@@ -304,7 +304,7 @@ void RequestState::complete() {
     first_error_ = status;
     callbacks.swap(callbacks_);
     if (!callbacks.empty()) for_callbacks = outcome();
-    done_ = true;
+    done_.store(true, std::memory_order_release);
   }
   done_cv_.notify_all();
   for (auto& cb : callbacks) cb(*for_callbacks);
@@ -316,10 +316,7 @@ void RequestState::complete() {
   }
 }
 
-bool RequestState::finished() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return done_;
-}
+bool RequestState::finished() const { return done_.load(std::memory_order_acquire); }
 
 bool RequestState::has_callbacks() const {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -327,10 +324,7 @@ bool RequestState::has_callbacks() const {
 }
 
 bool RequestState::done() const {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (done_) return true;
-  }
+  if (done_.load(std::memory_order_acquire)) return true;
   expedite();
   return false;
 }
@@ -359,12 +353,13 @@ void RequestState::wait() const {
       if (done()) return;
       if (shared_pool().help_one()) continue;
       std::unique_lock<std::mutex> lock(mutex_);
-      done_cv_.wait_for(lock, std::chrono::microseconds(200), [this] { return done_; });
+      done_cv_.wait_for(lock, std::chrono::microseconds(200),
+                        [this] { return done_.load(std::memory_order_relaxed); });
     }
   }
   run_here_if_unclaimed();
   std::unique_lock<std::mutex> lock(mutex_);
-  done_cv_.wait(lock, [this] { return done_; });
+  done_cv_.wait(lock, [this] { return done_.load(std::memory_order_relaxed); });
 }
 
 bool RequestState::wait_for(std::chrono::milliseconds timeout) const {
@@ -376,12 +371,13 @@ bool RequestState::wait_for(std::chrono::milliseconds timeout) const {
       if (std::chrono::steady_clock::now() >= deadline) return false;
       if (shared_pool().help_one()) continue;
       std::unique_lock<std::mutex> lock(mutex_);
-      done_cv_.wait_for(lock, std::chrono::microseconds(200), [this] { return done_; });
+      done_cv_.wait_for(lock, std::chrono::microseconds(200),
+                        [this] { return done_.load(std::memory_order_relaxed); });
     }
   }
   expedite();  // (no running it here: that could outlast the timeout)
   std::unique_lock<std::mutex> lock(mutex_);
-  return done_cv_.wait_until(lock, deadline, [this] { return done_; });
+  return done_cv_.wait_until(lock, deadline, [this] { return done_.load(std::memory_order_relaxed); });
 }
 
 Result<Transfer> RequestState::take_result() {
@@ -400,7 +396,7 @@ void RequestState::then(Callback callback, bool hurry) {
   bool queued = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!done_) {
+    if (!done_.load(std::memory_order_relaxed)) {
       callbacks_.push_back(std::move(callback));
       queued = true;
     }

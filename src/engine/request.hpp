@@ -129,7 +129,10 @@ class RequestState {
 
   mutable std::mutex mutex_;
   mutable std::condition_variable done_cv_;
-  bool done_ = false;
+  // Set once, under mutex_ (waiters wait on done_cv_); read without it where only the flag is wanted: a thread
+  // that reads ahead asks of its last small read before every read (ReadGather::thread_reads_ahead), while a
+  // worker completing that read holds the lock.
+  std::atomic<bool> done_{false};
   Status first_error_;  // once done_: the request's outcome, OK or the error it ends with
   // The jobs' operations as they end, and once done_ (first_error_ OK) what get() returns. One Transfer rather
   // than a Report and a Result: a small request's state then fits glibc's per-thread cache of small blocks

@@ -149,9 +149,10 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
   // the bounce buffers keep the destination clear of anything an O_DIRECT read brings in past that.
   std::optional<RoutePlanDetail> early_plan;  // the decision for `size`, made before the size was asked for
   const std::uint64_t early_size = size;
+  const BufferQuery query = reading_ahead ? BufferQuery::reading_ahead : BufferQuery::ask;
   if (const std::uint64_t seen = size_seen_.load(std::memory_order_relaxed);
       reading && size > 0 && offset < seen && size <= seen - offset) {
-    auto plan = route_for(*this, direction, buffer, size, reading_ahead ? BufferQuery::reading_ahead : BufferQuery::ask);
+    auto plan = route_for(*this, direction, buffer, size, query);
     if (!plan.ok()) return fail(plan.status());
     if (plan->decision.route == Route::staged && !plan->buffer.is_host()) {
       auto tasks = split_request(offset, size, config.task_size(), source->task_alignment());
@@ -185,8 +186,7 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
     tasks.push_back(Task{offset, size, 0, false});
   }
   auto plan = early_plan && size == early_size ? Result<RoutePlanDetail>(std::move(*early_plan))
-                                               : route_for(*this, direction, buffer, size,
-                                                           reading_ahead ? BufferQuery::reading_ahead : BufferQuery::ask);
+                                               : route_for(*this, direction, buffer, size, query);
   if (!plan.ok()) return fail(plan.status());
   if (reading_ahead && extent.known && tasks.size() == 1 && ReadGather::gathers(plan->decision, plan->buffer)) {
     return gather_read(tasks[0], buffer, std::move(*plan), extent.bytes, /*size_asked=*/true, std::move(*in_use));
@@ -235,9 +235,10 @@ Future FileState::gather_read(const Task& task, void* buffer, RoutePlanDetail pl
   return gather.add(*this, std::move(read));
 }
 
-std::shared_ptr<RequestState> FileState::launch(std::vector<Task> tasks, std::shared_ptr<RouteBackend> backend, EndOfFileRule eof, Use in_use,
-                         const SetupCosts& setup_before, std::shared_ptr<std::atomic<bool>> stop,
-                         const std::function<std::string()>& nvtx_label) {
+std::shared_ptr<RequestState> FileState::launch(std::vector<Task> tasks, std::shared_ptr<RouteBackend> backend,
+                                               EndOfFileRule eof, Use in_use, const SetupCosts& setup_before,
+                                               std::shared_ptr<std::atomic<bool>> stop,
+                                               const std::function<std::string()>& nvtx_label) {
   std::weak_ptr<FileState> weak = shared_from_this();
   // Failed requests count too: their operations, notes and I/O counters belong to the file's trail. The
   // Use ends here, before the future is done: close() may be called from the future's callbacks.

@@ -74,14 +74,15 @@ class FileState : public std::enable_shared_from_this<FileState> {
   /// file that shrank during the read.
   Future start(Direction direction, void* buffer, std::uint64_t offset, std::vector<Task> tasks, Extent extent,
                bool short_task_ends_request, RoutePlanDetail plan, Use in_use, const SetupCosts& setup_before);
-  /// Starts a request's tasks on the backend (the request's state, for its Future), holding `in_use` until it completes, and accounts for it in
-  /// the File's report (set-up costs and the source's activity noted). `stop` is the request's
-  /// SourceRequest::stop. `nvtx_label` is called only when an NVTX tool is attached; pass a lambda that holds
-  /// one reference (to the one that formats the label), which std::function keeps inline: a wider capture is
-  /// a heap allocation on every request.
-  std::shared_ptr<RequestState> launch(std::vector<Task> tasks, std::shared_ptr<RouteBackend> backend, EndOfFileRule eof, Use in_use,
-                const SetupCosts& setup_before, std::shared_ptr<std::atomic<bool>> stop,
-                const std::function<std::string()>& nvtx_label);
+  /// Starts a request's tasks on the backend (the request's state, for its Future), holding `in_use` until it
+  /// completes, and accounts for it in the File's report (set-up costs and the source's activity noted).
+  /// `stop` is the request's SourceRequest::stop. `nvtx_label` is called only when an NVTX tool is attached;
+  /// pass a lambda that holds one reference (to the one that formats the label), which std::function keeps
+  /// inline: a wider capture is a heap allocation on every request.
+  std::shared_ptr<RequestState> launch(std::vector<Task> tasks, std::shared_ptr<RouteBackend> backend,
+                                       EndOfFileRule eof, Use in_use, const SetupCosts& setup_before,
+                                       std::shared_ptr<std::atomic<bool>> stop,
+                                       const std::function<std::string()>& nvtx_label);
   /// What submit() refuses before any I/O: the File's mode, a null buffer, a range past the largest offset.
   Status check_request(Direction direction, const void* buffer, std::uint64_t size, std::uint64_t offset) const;
   /// Adds a request's operations to the File's report (requests do this themselves as they complete).

@@ -67,8 +67,8 @@ Result<RoutePlanDetail> route_for(FileState& file, Direction /*direction*/, cons
   } else {
     plan.cuda = gpu.cuda(&plan.cuda_status);
   }
-  const BufferKind* known = query == BufferQuery::reading_ahead ? ReadGather::allocation_in_flight(plan.cuda, buffer, size)
-                                                                : nullptr;
+  const BufferKind* known =
+      query == BufferQuery::reading_ahead ? ReadGather::allocation_in_flight(plan.cuda, buffer, size) : nullptr;
   if (known != nullptr) {
     plan.buffer = *known;
   } else {
