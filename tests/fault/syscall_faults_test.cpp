@@ -695,7 +695,9 @@ TEST_F(FaultMidSizeRead, AMissTurnsThemBackToTheProbe) {
   if (file->direct_io_available()) {
     EXPECT_EQ(r->report.io.direct_ops, static_cast<std::uint64_t>(kTasks - 2));
     for (const auto& c : sys_.calls(Op::pread)) {
-      if (c.offset == kTask) EXPECT_FALSE(c.direct) << "the missed task was read with O_DIRECT after its miss";
+      if (c.offset == kTask) {
+        EXPECT_FALSE(c.direct) << "the missed task was read with O_DIRECT after its miss";
+      }
     }
   }
 }
