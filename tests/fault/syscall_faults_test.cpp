@@ -51,6 +51,25 @@ class FaultTestWithTasksOf : public testing::FaultTest {
   static Config fault_config(DirectIo direct, unsigned threads = 4) {
     return FaultTest::fault_config(direct, threads).set_task_size(kTask);
   }
+  // Reads a new file of `tasks` tasks whole in `auto`, on one worker (tasks in order), and checks its bytes.
+  Result<Transfer> read_file_of_tasks(int tasks) {
+    const std::uint64_t size = static_cast<std::uint64_t>(tasks) * kTask;
+    auto path = testing::write_pattern_file(dir_ / "d.bin", size);
+    auto file = open(path, "r", fault_config(DirectIo::automatic, 1));
+    if (!file.ok()) return file.status();
+    direct_io_available_ = file->direct_io_available();
+    SentinelBuffer buf(size);
+    auto r = file->pread(buf.data(), size, 0).get();
+    if (r.ok()) EXPECT_TRUE(buf.holds(0, size));
+    return r;
+  }
+  // Of the reads made so far, those that asked the page cache without waiting.
+  int nowait_reads() const {
+    int n = 0;
+    for (const auto& c : sys_.calls(Op::pread)) n += c.nowait ? 1 : 0;
+    return n;
+  }
+  bool direct_io_available_ = false;  // read_file_of_tasks()'s file had O_DIRECT
 };
 // Small tasks in `auto` read the page cache first; larger ones, up to kMostGatheredBytes, once a probe found
 // one cached; the largest always ask cachestat whether to use O_DIRECT.
@@ -562,25 +581,17 @@ TEST_F(FaultSmallRead, AMissIsReadBufferedOnceAndNeverWithODirect) {
 // A file whose small reads miss turns them to the probe (and O_DIRECT for what is not cached), and back to
 // reading the cache first once the probes find them cached (kSmallReadMemory).
 TEST_F(FaultSmallRead, ColdSmallReadsTurnToTheProbeAndBackOnceCached) {
-  constexpr int kTasks = 40;
-  auto path = testing::write_pattern_file(dir_ / "d.bin", kTasks * kTask);
   sys_.add(Rule::on(Op::pread).only_nowait().fail(EAGAIN).limit(1));  // the first small read misses
   sys_.add(Rule::on(Op::cached_pages).reports_cached(false).limit(10));  // so do the next ten
   sys_.add(Rule::on(Op::cached_pages).reports_cached(true));             // then the file is cached
-  auto file = open(path, "r", fault_config(DirectIo::automatic, 1));      // one worker: tasks in order
-  ASSERT_TRUE(file.ok());
-  SentinelBuffer buf(kTasks * kTask);
-  auto r = file->pread(buf.data(), kTasks * kTask, 0).get();
+  auto r = read_file_of_tasks(40);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
-  EXPECT_TRUE(buf.holds(0, kTasks * kTask));
   // Task 0 misses (score 1); tasks 1-10 are probed and missed (score 11; O_DIRECT); tasks 11-21 are probed
   // and found cached (score 0); tasks 22-39 read the cache first and hit.
   EXPECT_EQ(sys_.count(Op::cached_pages), 21);
-  int nowait = 0;
-  for (const auto& c : sys_.calls(Op::pread)) nowait += c.nowait ? 1 : 0;
-  EXPECT_EQ(nowait, 1 + 18);
+  EXPECT_EQ(nowait_reads(), 1 + 18);
   EXPECT_EQ(r->report.io.cached_ops, 11u + 18u);
-  if (file->direct_io_available()) {
+  if (direct_io_available_) {
     EXPECT_EQ(r->report.io.direct_ops, 10u);
   }
 }
@@ -626,74 +637,47 @@ TEST_F(FaultSmallRead, ARefusedNowaitReadIsRememberedAndTheProbeDecidesInstead) 
     ASSERT_TRUE(r.ok()) << r.status().to_string();
     EXPECT_TRUE(buf.holds(0, size));
   }
-  int nowait = 0;
-  for (const auto& c : sys_.calls(Op::pread)) nowait += c.nowait ? 1 : 0;
-  EXPECT_EQ(nowait, 1) << "a refusal is remembered for the file";
+  EXPECT_EQ(nowait_reads(), 1) << "a refusal is remembered for the file";
   EXPECT_EQ(sys_.count(Op::cached_pages), 3) << "the tasks after it are probed as large ones are";
 }
 
 // ---- reads of 16-64 KiB in `auto`: probed until one is found cached, then the cache is read first ----
 
-namespace {
-int nowait_reads(const ScriptedSyscalls& sys) {
-  int n = 0;
-  for (const auto& c : sys.calls(Op::pread)) n += c.nowait ? 1 : 0;
-  return n;
-}
-}  // namespace
-
 TEST_F(FaultMidSizeRead, OnceAProbeFoundOneCachedTheRestReadTheCacheFirst) {
-  constexpr int kTasks = 8;
-  auto path = testing::write_pattern_file(dir_ / "d.bin", kTasks * kTask);
   sys_.add(Rule::on(Op::cached_pages).reports_cached(true));
-  auto file = open(path, "r", fault_config(DirectIo::automatic, 1));  // one worker: tasks in order
-  ASSERT_TRUE(file.ok());
-  SentinelBuffer buf(kTasks * kTask);
-  auto r = file->pread(buf.data(), kTasks * kTask, 0).get();
+  auto r = read_file_of_tasks(8);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
-  EXPECT_TRUE(buf.holds(0, kTasks * kTask));
   EXPECT_EQ(sys_.count(Op::cached_pages), 1) << "only the first task, of a size not known hot yet, is probed";
-  EXPECT_EQ(nowait_reads(sys_), kTasks - 1);
-  EXPECT_EQ(sys_.count(Op::pread), kTasks) << "one read per task";
-  EXPECT_EQ(r->report.io.cached_ops, static_cast<std::uint64_t>(kTasks));
+  EXPECT_EQ(nowait_reads(), 7);
+  EXPECT_EQ(sys_.count(Op::pread), 8) << "one read per task";
+  EXPECT_EQ(r->report.io.cached_ops, 8u);
   EXPECT_EQ(r->report.io.direct_ops, 0u);
 }
 
 TEST_F(FaultMidSizeRead, ColdOnesAreProbedAndReadWithODirectNeverThroughTheCache) {
-  constexpr int kTasks = 8;
-  auto path = testing::write_pattern_file(dir_ / "d.bin", kTasks * kTask);
   sys_.add(Rule::on(Op::cached_pages).reports_cached(false));
-  auto file = open(path, "r", fault_config(DirectIo::automatic, 1));
-  ASSERT_TRUE(file.ok());
-  if (!file->direct_io_available()) GTEST_SKIP() << "no O_DIRECT here: " << file->direct_io_note();
-  SentinelBuffer buf(kTasks * kTask);
-  auto r = file->pread(buf.data(), kTasks * kTask, 0).get();
+  auto r = read_file_of_tasks(8);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
-  EXPECT_TRUE(buf.holds(0, kTasks * kTask));
-  EXPECT_EQ(sys_.count(Op::cached_pages), kTasks);
-  EXPECT_EQ(nowait_reads(sys_), 0);
-  EXPECT_EQ(r->report.io.direct_ops, static_cast<std::uint64_t>(kTasks));
+  EXPECT_EQ(sys_.count(Op::cached_pages), 8);
+  EXPECT_EQ(nowait_reads(), 0);
+  if (direct_io_available_) {
+    EXPECT_EQ(r->report.io.direct_ops, 8u);
+  }
 }
 
 // Found cached once, then a miss: the kernel began reading that task's pages in (the rest of it is read
 // buffered), and the next tasks are probed again, the cold ones read with O_DIRECT.
 TEST_F(FaultMidSizeRead, AMissTurnsThemBackToTheProbe) {
-  constexpr int kTasks = 8;
-  auto path = testing::write_pattern_file(dir_ / "d.bin", kTasks * kTask);
   sys_.add(Rule::on(Op::cached_pages).reports_cached(true).limit(1));
   sys_.add(Rule::on(Op::cached_pages).reports_cached(false));
   sys_.add(Rule::on(Op::pread).only_nowait().fail(EAGAIN));
-  auto file = open(path, "r", fault_config(DirectIo::automatic, 1));
-  ASSERT_TRUE(file.ok());
-  SentinelBuffer buf(kTasks * kTask);
-  auto r = file->pread(buf.data(), kTasks * kTask, 0).get();
+  auto r = read_file_of_tasks(8);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
-  EXPECT_TRUE(buf.holds(0, kTasks * kTask));
   // Task 0: probed, cached. Task 1: read first, missed (then read buffered). Tasks 2-7: probed again.
-  EXPECT_EQ(nowait_reads(sys_), 1);
-  EXPECT_EQ(sys_.count(Op::cached_pages), 1 + (kTasks - 2));
-  if (file->direct_io_available()) {
-    EXPECT_EQ(r->report.io.direct_ops, static_cast<std::uint64_t>(kTasks - 2));
+  EXPECT_EQ(nowait_reads(), 1);
+  EXPECT_EQ(sys_.count(Op::cached_pages), 1 + 6);
+  if (direct_io_available_) {
+    EXPECT_EQ(r->report.io.direct_ops, 6u);
     for (const auto& c : sys_.calls(Op::pread)) {
       if (c.offset == kTask) {
         EXPECT_FALSE(c.direct) << "the missed task was read with O_DIRECT after its miss";
