@@ -5,10 +5,25 @@
 
 namespace ferry::detail {
 
+std::optional<Task> only_task(std::uint64_t offset, std::uint64_t size, std::uint64_t task_size,
+                              std::uint64_t alignment) {
+  if (size == 0 || size > task_size) return std::nullopt;
+  const std::uint64_t end = offset + size;
+  const std::uint64_t body_begin = align_up(offset, alignment);
+  const std::uint64_t body_end = align_down(end, alignment);
+  if (body_begin >= body_end) return Task{offset, size, 0, false};  // inside one block: one unaligned piece
+  if (offset == body_begin && end == body_end) return Task{offset, size, 0, true};  // the body alone
+  return std::nullopt;  // a head or a tail beside the body
+}
+
 std::vector<Task> split_request(std::uint64_t offset, std::uint64_t size, std::uint64_t task_size,
                                 std::uint64_t alignment) {
   std::vector<Task> tasks;
   if (size == 0) return tasks;
+  if (auto only = only_task(offset, size, task_size, alignment)) {
+    tasks.push_back(*only);
+    return tasks;
+  }
   const std::uint64_t end = offset + size;
   const std::uint64_t body_begin = align_up(offset, alignment);
   const std::uint64_t body_end = align_down(end, alignment);

@@ -155,12 +155,11 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
     auto plan = route_for(*this, direction, buffer, size, query);
     if (!plan.ok()) return fail(plan.status());
     if (plan->decision.route == Route::staged && !plan->buffer.is_host()) {
-      auto tasks = split_request(offset, size, config.task_size(), source->task_alignment());
-      if (tasks.size() == 1) {
+      if (auto task = only_task(offset, size, config.task_size(), source->task_alignment())) {
         if (reading_ahead) {
-          return gather_read(tasks[0], buffer, std::move(*plan), seen, /*size_asked=*/false, std::move(*in_use));
+          return gather_read(*task, buffer, std::move(*plan), seen, /*size_asked=*/false, std::move(*in_use));
         }
-        return start(direction, buffer, offset, std::move(tasks), Extent{true, seen},
+        return start(direction, buffer, offset, std::vector<Task>{*task}, Extent{true, seen},
                      /*short_task_ends_request=*/true, std::move(*plan), std::move(*in_use), setup_before);
       }
     }

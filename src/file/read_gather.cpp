@@ -64,6 +64,18 @@ const BufferKind* ReadGather::allocation_in_flight(const CudaApi* cuda, const vo
   return same ? &last.buffer : nullptr;
 }
 
+GatheredRead ReadFifo::pop() {
+  GatheredRead read = std::move(reads_[head_++]);
+  if (head_ == reads_.size()) {  // the usual case: drained to the end, the memory kept
+    reads_.clear();
+    head_ = 0;
+  } else if (head_ >= kMostPerRound && head_ * 2 >= reads_.size()) {  // never empty: drop the front half
+    reads_.erase(reads_.begin(), reads_.begin() + static_cast<std::ptrdiff_t>(head_));
+    head_ = 0;
+  }
+  return read;
+}
+
 ReadGather::ReadGather() : queue_(new Queue(fork_generation())) {}
 
 ReadGather::~ReadGather() { delete queue_.load(); }
@@ -86,7 +98,7 @@ Future ReadGather::add(FileState& file, GatheredRead read) {
   {
     Queue& q = queue();
     std::lock_guard<std::mutex> lock(q.mutex);
-    q.queued.push_back(std::move(read));
+    q.queued.push(std::move(read));
     if (q.draining < limit && q.queued.size() > std::size_t{q.draining} * kReadsPerDrainer) {
       ++q.draining;
       ++q.waiting;
@@ -123,11 +135,10 @@ void ReadGather::drain(FileState& file) {
       // A fair share of what is queued, so that the other drainers have reads too.
       const std::size_t share = std::clamp<std::size_t>((q.queued.size() + q.draining - 1) / q.draining, 1,
                                                         kMostPerRound);
-      round.push_back(std::move(q.queued.front()));
-      q.queued.pop_front();
+      if (round.capacity() < share) round.reserve(share);
+      round.push_back(q.queued.pop());
       while (round.size() < share && !q.queued.empty() && same_target(q.queued.front(), round.front())) {
-        round.push_back(std::move(q.queued.front()));
-        q.queued.pop_front();
+        round.push_back(q.queued.pop());
       }
     }
     run_round(file, round);
@@ -186,22 +197,28 @@ void ReadGather::run_round(FileState& file, std::vector<GatheredRead>& round) {
   const std::uint64_t ns_each = static_cast<std::uint64_t>(elapsed.count()) / std::max<std::size_t>(1, tasks.size());
 
   const std::string setup_note = setup_note_since(setup_before);
-  std::vector<Result<Transfer>> outcomes(round.size(), Result<Transfer>(Status(ErrorCode::cancelled,
-                                                                                "the request was cancelled")));
+  std::vector<Result<Transfer>> outcomes;  // round[i]'s
+  outcomes.reserve(round.size());
   Report total = std::move(round_report);  // the File's and the process's share of the round
-  for (std::size_t j = 0; j < tasks.size(); ++j) {
-    const GatheredRead& read = round[read_of[j]];
+  for (std::size_t i = 0, j = 0; i < round.size(); ++i) {
+    if (j == tasks.size() || read_of[j] != i) {  // cancelled before the round began
+      outcomes.emplace_back(Status(ErrorCode::cancelled, "the request was cancelled"));
+      continue;
+    }
+    const GatheredRead& read = round[i];
     Report& report = reports[j];
+    const Result<std::uint64_t>& got = results[j];
+    ++j;
     if (!setup_note.empty()) report.add_note(setup_note);
-    if (!results[j].ok()) {
-      outcomes[read_of[j]] = results[j].status();
-    } else if (*results[j] < read.task.length && read.size_asked) {  // it had the size: the file shrank since
-      outcomes[read_of[j]] = EndOfFileRule{false, file.path, read.file_bytes}.shrank(read.task, *results[j]);
+    if (!got.ok()) {
+      outcomes.emplace_back(got.status());
+    } else if (*got < read.task.length && read.size_asked) {  // it had the size: the file shrank since
+      outcomes.emplace_back(EndOfFileRule{false, file.path, read.file_bytes}.shrank(read.task, *got));
     } else {  // whole, or short where the data ends (a size seen before this read)
-      report.count(read.decision.route, read.decision.reason, read.decision.detail, *results[j], ns_each, 1);
+      report.count(read.decision.route, read.decision.reason, read.decision.detail, *got, ns_each, 1);
       ++report.io.gathered_ops;
       total.merge(report);
-      outcomes[read_of[j]] = Transfer{*results[j], std::move(report)};
+      outcomes.emplace_back(Transfer{*got, std::move(report)});
       continue;
     }
     total.merge(report);  // a failed read's I/O counters and notes belong to the File's trail too

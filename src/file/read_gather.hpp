@@ -15,7 +15,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -41,6 +40,21 @@ struct GatheredRead {
   bool size_asked = true;           // asked for this read; else the size the File saw last (FileState::gather_read)
   // The read holds one of the File's uses (FileState::Use::keep) until its round ends.
   std::shared_ptr<RequestState> state;  // a deferred request: the read's Future
+};
+
+/// The reads waiting, oldest first, in one vector that keeps its memory while reads come and go (a deque
+/// made and freed a block every few reads, on the submitter's thread and then the drainer's).
+class ReadFifo {
+ public:
+  std::size_t size() const { return reads_.size() - head_; }
+  bool empty() const { return size() == 0; }
+  const GatheredRead& front() const { return reads_[head_]; }
+  void push(GatheredRead read) { reads_.push_back(std::move(read)); }
+  GatheredRead pop();
+
+ private:
+  std::vector<GatheredRead> reads_;  // from head_ on: the reads waiting; before it, moved from
+  std::size_t head_ = 0;
 };
 
 class ReadGather {
@@ -79,7 +93,7 @@ class ReadGather {
     const std::uint64_t generation;
     std::mutex mutex;
     // Guarded by mutex:
-    std::deque<GatheredRead> queued;
+    ReadFifo queued;
     unsigned draining = 0;  // drainer jobs running or in the pool's queue
     unsigned waiting = 0;   // of those, in the pool's queue (not begun)
   };

@@ -88,7 +88,9 @@ class Gather : public ::testing::Test {
       EXPECT_GE(r->report.at(route).ops, 1u) << "read " << i;
       EXPECT_EQ(r->report.total_ops(), r->report.at(route).ops) << "read " << i;
       EXPECT_LE(r->report.io.gathered_ops, 1u);
-      if (r->report.io.gathered_ops == 1) EXPECT_EQ(r->report.total_ops(), 1u) << "read " << i;
+      if (r->report.io.gathered_ops == 1) {
+        EXPECT_EQ(r->report.total_ops(), 1u) << "read " << i;
+      }
       ops += r->report.total_ops();
       gathered += r->report.io.gathered_ops;
       const std::uint8_t* at = memory + i * slot;

@@ -165,6 +165,23 @@ TEST(TaskSplit, CoversEveryRequestExactlyAcrossSizesAndOffsets) {
   }
 }
 
+// A small read asks only_task() first: it names the one task exactly where split_request() makes one.
+TEST(TaskSplit, OnlyTaskIsTheSplitOfOneTaskAndNothingElse) {
+  const std::uint64_t ts = 64 * kKiB;
+  for (std::uint64_t offset : std::vector<std::uint64_t>{0, 1, 100, 4095, 4096, 4097, ts - 1, ts, 3 * ts + 17}) {
+    for (std::uint64_t size : std::vector<std::uint64_t>{0, 1, 3996, 4095, 4096, 4097, 8192, ts - 1, ts, ts + 1}) {
+      auto tasks = split_request(offset, size, ts, kAlign);
+      auto only = only_task(offset, size, ts, kAlign);
+      ASSERT_EQ(only.has_value(), tasks.size() == 1) << offset << " + " << size;
+      if (!only) continue;
+      EXPECT_EQ(only->file_offset, tasks[0].file_offset);
+      EXPECT_EQ(only->length, tasks[0].length);
+      EXPECT_EQ(only->buffer_offset, 0u);
+      EXPECT_EQ(only->aligned, tasks[0].aligned);
+    }
+  }
+}
+
 TEST(TaskSplit, LargeAlignmentStillCoversExactly) {
   // A device asking 64 KiB alignment with 1 MiB tasks.
   auto tasks = split_request(1000, 5 * kMiB, kMiB, 64 * kKiB);
