@@ -152,7 +152,7 @@ Status EndOfFileRule::shrank(const Task& t, std::uint64_t bytes) const {
 
 void RequestState::run_queued_job(void* state) {
   auto* self = static_cast<RequestState*>(state);
-  if (self->claim_job()) self->run_job(std::make_shared<Job>(), /*may_yield=*/true);
+  if (self->claim_job()) self->run_job(std::make_shared<Job>());
 }
 
 bool RequestState::claim_job() {
@@ -163,42 +163,50 @@ bool RequestState::claim_job() {
   return false;
 }
 
-void RequestState::run_job(std::shared_ptr<Job> job, bool may_yield) {
+void RequestState::run_job(std::shared_ptr<Job> job) {
+  if (work_on(*job, /*may_yield=*/true) == Continue::later) {
+    // Other work is queued: this job goes behind it, keeping its worker, so that a small request never
+    // waits for a large one's tasks to drain.
+    shared_pool().submit([self = self_, job] { self->run_job(job); });
+    return;
+  }
+  end_job(*job);
+}
+
+RequestState::Continue RequestState::work_on(Job& job, bool may_yield) {
   // A job of a request cancelled or failed before it began makes no worker (and pins nothing).
-  if (!job->started) {
-    job->started = true;
+  if (!job.started) {
+    job.started = true;
     if (!failed_.load(std::memory_order_acquire)) {
       if (trace_tasks_) nvtx::push("ferry worker set-up");
       auto worker = backend_->make_worker();
       if (trace_tasks_) nvtx::pop();
       if (worker.ok()) {
-        job->worker = std::move(*worker);
+        job.worker = std::move(*worker);
       } else {
         record_error(worker.status());
       }
     }
-  } else if (job->worker) {
-    if (Status resumed = job->worker->resume(); !resumed.ok()) record_error(resumed);
+  } else if (job.worker) {
+    if (Status resumed = job.worker->resume(); !resumed.ok()) record_error(resumed);
   }
-  if (job->worker && run_tasks(*job, may_yield) == Continue::later) {
-    // Other work is queued: this job goes behind it, keeping its worker, so that a small request never
-    // waits for a large one's tasks to drain.
-    shared_pool().submit([self = self_, job] { self->run_job(job, true); });
-    return;
-  }
-  if (job->worker) {
+  return job.worker ? run_tasks(job, may_yield) : Continue::done;
+}
+
+void RequestState::end_job(Job& job) {
+  if (job.worker) {
     if (trace_tasks_) nvtx::push("ferry worker finish");
-    Status finished = job->worker->finish(job->local);
+    Status finished = job.worker->finish(job.local);
     if (trace_tasks_) nvtx::pop();
     if (!finished.ok()) record_error(finished);
-    job->worker.reset();
+    job.worker.reset();
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (single_job_) {
-      outcome_.report = std::move(job->local);  // the only one: no copy of its reasons (an allocation each)
+      outcome_.report = std::move(job.local);  // the only one: no copy of its reasons (an allocation each)
     } else {
-      outcome_.report.merge(job->local);
+      outcome_.report.merge(job.local);
     }
   }
   if (active_jobs_.fetch_sub(1, std::memory_order_acq_rel) == 1) complete();
@@ -208,8 +216,12 @@ RequestState::Continue RequestState::run_tasks(Job& job, bool may_yield) {
   RouteWorker& worker = *job.worker;
   Report& local = job.local;
   const std::size_t batch = std::max<std::size_t>(1, backend_->tasks_per_take());
-  job.results.resize(batch, Result<std::uint64_t>(std::uint64_t{0}));
-  auto& results = job.results;
+  Result<std::uint64_t> one_result(std::uint64_t{0});  // a take of one task needs no vector
+  std::span<Result<std::uint64_t>> results(&one_result, 1);
+  if (batch > 1) {
+    if (job.results.size() != batch) job.results.assign(batch, Result<std::uint64_t>(std::uint64_t{0}));
+    results = job.results;
+  }
   const auto turn_ends = std::chrono::steady_clock::now() + kTurn;
   while (!failed_.load(std::memory_order_acquire)) {
     std::size_t first = next_task_.fetch_add(batch, std::memory_order_relaxed);
@@ -342,7 +354,9 @@ bool RequestState::run_here_if_unclaimed(std::size_t max_tasks) const {
   if (!self->claim_job()) return false;
   if (pool_ticket_ != 0) shared_pool().withdraw(pool_ticket_);  // its queued job would only find it taken
   auto borrowed = self->backend_->borrow_thread();  // the caller's CUDA context comes back afterwards
-  self->run_job(std::make_shared<Job>(), /*may_yield=*/false);
+  Job job;  // never yields (it would keep the caller waiting longer), so never outlives this call
+  (void)self->work_on(job, /*may_yield=*/false);
+  self->end_job(job);
   return true;
 }
 

@@ -99,12 +99,16 @@ class RequestState {
     bool started = false;
     std::unique_ptr<RouteWorker> worker;
     Report local;
-    std::vector<Result<std::uint64_t>> results;
+    std::vector<Result<std::uint64_t>> results;  // a take's, where a take is several tasks
   };
   enum class Continue { done, later };
   static void run_queued_job(void* state);  // a pool job: runs a job of the RequestState if one is unclaimed
   bool claim_job();  // takes one of the jobs not begun yet, from the pool or a waiter
-  void run_job(std::shared_ptr<Job> job, bool may_yield);
+  // A pool worker's job: it may go back into the pool's queue (hence shared), behind other work.
+  void run_job(std::shared_ptr<Job> job);
+  // The job's worker made (or resumed) and its tasks run, until none are left or (may_yield) it yields.
+  Continue work_on(Job& job, bool may_yield);
+  void end_job(Job& job);  // the worker's finish, its report, and the request's completion after its last job
   Continue run_tasks(Job& job, bool may_yield);  // until none are left, one failed, or it yields
   void record_error(Status s);
   void complete();
