@@ -66,7 +66,10 @@ class StagedWorker final : public RouteWorker {
   // them whose destinations follow one another with one copy.
   void run_batch(std::span<const Task> tasks, std::span<Report> reports,
                  std::span<Result<std::uint64_t>> results) override {
-    reads_.reserve(std::min<std::size_t>(tasks.size(), kit_->buffer_size / std::max<std::uint64_t>(1, tasks[0].length)));
+    if (tasks.empty()) return;
+    // One buffer's reads at a time, so at most as many as fit in it (an allocation per growth otherwise).
+    const std::uint64_t per_buffer = kit_->buffer_size / std::max<std::uint64_t>(1, tasks[0].length);
+    reads_.reserve(std::min<std::size_t>(tasks.size(), per_buffer));
     std::size_t next = 0;
     while (next < tasks.size()) {
       if (tasks[next].length > kit_->buffer_size) {  // never packed: read in pieces as run() does

@@ -50,10 +50,14 @@ class RequestState {
   /// at completion, failed or not (File accounting), before the future is done and before callbacks
   /// registered by then() run.
   /// `stop`, when given, is set once the request is cancelled or a task failed (SourceRequest::stop).
+  /// `next`: whether the submitter may wait for the request next (and run a one-job request itself, so the
+  /// workers leave it alone for a moment), or is reading ahead, which hands the job to a worker at once.
+  enum class Submitter { may_wait_next, reads_ahead };
   static std::shared_ptr<RequestState> start(std::vector<Task> tasks, std::shared_ptr<RouteBackend> backend,
                                              unsigned threads, EndOfFileRule eof,
                                              std::function<void(Report&)> on_complete, bool trace_tasks = false,
-                                             std::shared_ptr<std::atomic<bool>> stop = nullptr);
+                                             std::shared_ptr<std::atomic<bool>> stop = nullptr,
+                                             Submitter next = Submitter::may_wait_next);
   /// A request that failed before any I/O.
   static std::shared_ptr<RequestState> failed(Status status);
   /// A request whose work is done elsewhere (a stream-ordered request's pipeline, a gathered read). It is

@@ -38,6 +38,11 @@ std::size_t ThreadPool::workers() const {
   return threads_.size();
 }
 
+std::size_t ThreadPool::queued_with_grace() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return waiting_out_grace_;
+}
+
 std::uint64_t ThreadPool::submit(PoolJob job, std::size_t grow_to, std::chrono::microseconds grace) {
   bool wake = true;
   std::uint64_t ticket = 0;

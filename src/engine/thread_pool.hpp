@@ -73,6 +73,8 @@ class ThreadPool {
   bool help_one();
   /// Jobs waiting for a worker now (a hint: it may change at once).
   std::size_t queued() const { return queued_.load(std::memory_order_relaxed); }
+  /// Of those, the jobs still in their grace period or past it but not taken (the workers being busy).
+  std::size_t queued_with_grace() const;
   /// True on a thread owned by any ThreadPool.
   static bool on_worker_thread();
 

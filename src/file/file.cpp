@@ -141,26 +141,29 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
   if (!in_use.ok()) return fail(in_use.status());
   const SetupCosts setup_before = process_setup_costs();
   const bool reading = is_read(direction);
-  // A small read of a thread that reads ahead is gathered with the File's others (read_gather.hpp).
-  const bool reading_ahead = reading && size > 0 && !config.nvtx() && source->reads_from_memory(size) &&
-                             ReadGather::thread_reads_ahead();
+  // A thread whose previous small read is still in flight reads ahead: it is not about to wait for this
+  // one. Its small reads that the page cache serves are gathered with the File's others (read_gather.hpp);
+  // the rest go to the workers at once (RequestState::Submitter).
+  const bool reads_ahead = reading && size > 0 && ReadGather::thread_reads_ahead();
+  const bool gathering = reads_ahead && !config.nvtx() && source->reads_from_memory(size);
+  const auto next = reads_ahead ? RequestState::Submitter::reads_ahead : RequestState::Submitter::may_wait_next;
   // A one-task read into GPU memory through bounce buffers, inside the size the File saw last, needs no size
   // of its own (no fstat): a short read is then where the data ends (one version of the file either way), and
   // the bounce buffers keep the destination clear of anything an O_DIRECT read brings in past that.
   std::optional<RoutePlanDetail> early_plan;  // the decision for `size`, made before the size was asked for
   const std::uint64_t early_size = size;
-  const BufferQuery query = reading_ahead ? BufferQuery::reading_ahead : BufferQuery::ask;
+  const BufferQuery query = reads_ahead ? BufferQuery::reading_ahead : BufferQuery::ask;
   if (const std::uint64_t seen = size_seen_.load(std::memory_order_relaxed);
       reading && size > 0 && offset < seen && size <= seen - offset) {
     auto plan = route_for(*this, direction, buffer, size, query);
     if (!plan.ok()) return fail(plan.status());
     if (plan->decision.route == Route::staged && !plan->buffer.is_host()) {
       if (auto task = only_task(offset, size, config.task_size(), source->task_alignment())) {
-        if (reading_ahead) {
+        if (gathering) {
           return gather_read(*task, buffer, std::move(*plan), seen, /*size_asked=*/false, std::move(*in_use));
         }
         return start(direction, buffer, offset, std::vector<Task>{*task}, Extent{true, seen},
-                     /*short_task_ends_request=*/true, std::move(*plan), std::move(*in_use), setup_before);
+                     /*short_task_ends_request=*/true, std::move(*plan), std::move(*in_use), setup_before, next);
       }
     }
     early_plan = std::move(*plan);
@@ -187,16 +190,16 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
   auto plan = early_plan && size == early_size ? Result<RoutePlanDetail>(std::move(*early_plan))
                                                : route_for(*this, direction, buffer, size, query);
   if (!plan.ok()) return fail(plan.status());
-  if (reading_ahead && extent.known && tasks.size() == 1 && ReadGather::gathers(plan->decision, plan->buffer)) {
+  if (gathering && extent.known && tasks.size() == 1 && ReadGather::gathers(plan->decision, plan->buffer)) {
     return gather_read(tasks[0], buffer, std::move(*plan), extent.bytes, /*size_asked=*/true, std::move(*in_use));
   }
   return start(direction, buffer, offset, std::move(tasks), extent, /*short_task_ends_request=*/!extent.known,
-               std::move(*plan), std::move(*in_use), setup_before);
+               std::move(*plan), std::move(*in_use), setup_before, next);
 }
 
 Future FileState::start(Direction direction, void* buffer, std::uint64_t offset, std::vector<Task> tasks,
                         Extent extent, bool short_task_ends_request, RoutePlanDetail plan, Use in_use,
-                        const SetupCosts& setup_before) {
+                        const SetupCosts& setup_before, RequestState::Submitter next) {
   const bool reading = is_read(direction);
   std::uint64_t size = 0;  // what the tasks cover: no further than the file's end
   for (const Task& t : tasks) size += t.length;
@@ -213,7 +216,7 @@ Future FileState::start(Direction direction, void* buffer, std::uint64_t offset,
   };
   const bool small_read = reading && extent.known && tasks.size() == 1;
   auto state = launch(std::move(tasks), std::move(*backend), std::move(eof), std::move(in_use), setup_before,
-                      std::move(stop), [&label] { return label(); });
+                      std::move(stop), [&label] { return label(); }, next);
   if (small_read) ReadGather::note_small_read(state, destination, cuda);
   return Future(std::move(state));
 }
@@ -237,7 +240,8 @@ Future FileState::gather_read(const Task& task, void* buffer, RoutePlanDetail pl
 std::shared_ptr<RequestState> FileState::launch(std::vector<Task> tasks, std::shared_ptr<RouteBackend> backend,
                                                EndOfFileRule eof, Use in_use, const SetupCosts& setup_before,
                                                std::shared_ptr<std::atomic<bool>> stop,
-                                               const std::function<std::string()>& nvtx_label) {
+                                               const std::function<std::string()>& nvtx_label,
+                                               RequestState::Submitter next) {
   std::weak_ptr<FileState> weak = shared_from_this();
   // Failed requests count too: their operations, notes and I/O counters belong to the file's trail. The
   // Use ends here, before the future is done: close() may be called from the future's callbacks.
@@ -254,7 +258,7 @@ std::shared_ptr<RequestState> FileState::launch(std::vector<Task> tasks, std::sh
     held->reset();
   };
   return RequestState::start(std::move(tasks), std::move(backend), parallel_tasks(), std::move(eof),
-                             std::move(on_complete), nvtx_range != 0, std::move(stop));
+                             std::move(on_complete), nvtx_range != 0, std::move(stop), next);
 }
 
 std::uint64_t FileState::reserve(std::uint64_t size, Direction direction) {

@@ -71,9 +71,10 @@ class FileState : public std::enable_shared_from_this<FileState> {
   /// Starts the tasks of a request at `offset` (covering the file as `extent` says) on the route `plan` chose,
   /// holding `in_use` until it completes. `short_task_ends_request`: a task that moves fewer bytes than asked
   /// is where the data ends (a file without a size, or a read planned by the size seen before), rather than a
-  /// file that shrank during the read.
+  /// file that shrank during the read. `next`: whether the submitting thread reads ahead (RequestState::start).
   Future start(Direction direction, void* buffer, std::uint64_t offset, std::vector<Task> tasks, Extent extent,
-               bool short_task_ends_request, RoutePlanDetail plan, Use in_use, const SetupCosts& setup_before);
+               bool short_task_ends_request, RoutePlanDetail plan, Use in_use, const SetupCosts& setup_before,
+               RequestState::Submitter next);
   /// Starts a request's tasks on the backend (the request's state, for its Future), holding `in_use` until it
   /// completes, and accounts for it in the File's report (set-up costs and the source's activity noted).
   /// `stop` is the request's SourceRequest::stop. `nvtx_label` is called only when an NVTX tool is attached;
@@ -82,7 +83,8 @@ class FileState : public std::enable_shared_from_this<FileState> {
   std::shared_ptr<RequestState> launch(std::vector<Task> tasks, std::shared_ptr<RouteBackend> backend,
                                        EndOfFileRule eof, Use in_use, const SetupCosts& setup_before,
                                        std::shared_ptr<std::atomic<bool>> stop,
-                                       const std::function<std::string()>& nvtx_label);
+                                       const std::function<std::string()>& nvtx_label,
+                                       RequestState::Submitter next = RequestState::Submitter::may_wait_next);
   /// What submit() refuses before any I/O: the File's mode, a null buffer, a range past the largest offset.
   Status check_request(Direction direction, const void* buffer, std::uint64_t size, std::uint64_t offset) const;
   /// Adds a request's operations to the File's report (requests do this themselves as they complete).

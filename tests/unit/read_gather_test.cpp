@@ -165,6 +165,36 @@ TEST_F(Gather, ReadsOfAFileWhosePagesAreNotCachedAreNotGathered) {
   }
 }
 
+// A read the disk serves, from a thread whose previous read is still in flight, is not left to that thread
+// for the grace period (engine.md): the thread waits for the older read first, and a cold read held back is
+// depth the disk does not get. The thread's first read is left to it.
+TEST_F(Gather, ColdReadsOfAThreadThatReadsAheadGoToTheWorkersAtOnce) {
+  testing::ScriptedSyscalls sys;
+  sys.add(testing::Rule::on(testing::Op::pread).only_nowait().fail(EAGAIN));
+  sys.add(testing::Rule::on(testing::Op::cached_pages).reports_cached(false));
+  File f = open(4, &sys);
+  std::uint8_t* dev = device_slots(2, kPage);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(f.pread(dev, kPage, i * kPage).get().ok());  // one at a time: they miss
+  std::memset(dev, kPoison, 4 * kPage);
+  detail::ThreadPool& pool = detail::shared_pool();
+  testing::BusyPool busy(4);  // no worker takes a job meanwhile: what is queued stays as it was queued
+  const std::size_t held_before = pool.queued_with_grace();
+  Future first = f.pread(dev, kPage, 8 * kPage);
+  EXPECT_EQ(pool.queued_with_grace(), held_before + 1) << "a thread's only read is left to it for a moment";
+  Future second = f.pread(dev + 2 * kPage, kPage, 20 * kPage);
+  EXPECT_EQ(pool.queued_with_grace(), held_before + 1) << "the read ahead was held for a grace period";
+  busy.release();
+  for (auto* fut : {&first, &second}) {
+    auto r = fut->get();
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->bytes, kPage);
+    EXPECT_EQ(r->report.io.gathered_ops, 0u) << "cold reads are not gathered";
+  }
+  EXPECT_EQ(std::vector<std::uint8_t>(dev, dev + kPage), testing::pattern(8 * kPage, kPage));
+  EXPECT_EQ(std::vector<std::uint8_t>(dev + 2 * kPage, dev + 3 * kPage), testing::pattern(20 * kPage, kPage));
+  for (std::uint64_t k : {kPage, 2 * kPage - 1, 3 * kPage, 4 * kPage - 1}) EXPECT_EQ(dev[k], kPoison) << k;
+}
+
 TEST_F(Gather, AThreadThatWaitsForEachReadIsNotGathered) {
   File f = open();
   std::vector<std::uint8_t> out(kPage);
