@@ -110,9 +110,12 @@ void PosixSource::read_batch(const SourceRequest& request, std::span<const TaskR
   std::vector<bool> direct(reads.size());
   for (std::size_t i = 0; i < reads.size(); ++i) {
     const Task& t = reads[i].task;
-    direct[i] = read_direct(request, t, reads[i].dst, report);  // io_uring: every task asks cachestat
+    // As read(): while the file's reads of this class find their pages cached, the read itself asks (without
+    // waiting); otherwise the page cache is asked first (cachestat), for O_DIRECT where it would miss.
+    const bool cached_first = reads_cached_first(request, t);
+    direct[i] = !cached_first && read_direct(request, t, reads[i].dst, report);
     batch[i] = UringRead{direct[i] ? fds_.direct_fd() : fds_.buffered_fd(), reads[i].dst,
-                         static_cast<std::uint32_t>(t.length), t.file_offset, 0};
+                         static_cast<std::uint32_t>(t.length), t.file_offset, cached_first, 0};
   }
   Status submitted = uring_read_all(batch);
   if (!submitted.ok()) {
@@ -126,18 +129,27 @@ void PosixSource::read_batch(const SourceRequest& request, std::span<const TaskR
   for (std::size_t i = 0; i < reads.size(); ++i) {
     const Task& t = reads[i].task;
     const std::int64_t got = batch[i].result;
+    const bool nowait = batch[i].nowait;
     if (got == static_cast<std::int64_t>(t.length)) {
       ++(direct[i] ? report.io.direct_ops : report.io.buffered_ops);
+      if (nowait) {
+        ++report.io.cached_ops;
+        note_cached(t, true);
+      }
       results[i] = t.length;
     } else if (got < 0) {
+      if (nowait && got == -EAGAIN) note_cached(t, false);
+      if (nowait && (got == -EOPNOTSUPP || got == -ENOSYS)) nowait_unsupported_.store(true, std::memory_order_relaxed);
       // EINTR, EAGAIN, an O_DIRECT refusal: read() knows each of them (retries, falls back, or names the
       // error with the file and offset).
       results[i] = read(request, t, reads[i].dst, route_label, report);
     } else {
-      // Short: EOF, or a partial transfer. read() finishes the rest (or finds the end) the usual way.
+      // Short: EOF, a partial transfer, or (without waiting) the cached part. read() finishes the rest (or
+      // finds the end) the usual way.
+      const auto done = static_cast<std::uint64_t>(got);
+      if (nowait && t.file_offset + done < request.extent.bytes) note_cached(t, false);
       ++report.io.short_transfers;
       ++(direct[i] ? report.io.direct_ops : report.io.buffered_ops);
-      const auto done = static_cast<std::uint64_t>(got);
       Task rest{t.file_offset + done, t.length - done, t.buffer_offset + done, false};
       Result<std::uint64_t> more = read(request, rest, static_cast<char*>(reads[i].dst) + done, route_label, report);
       results[i] = more.ok() ? Result<std::uint64_t>(done + *more) : more;

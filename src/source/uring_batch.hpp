@@ -18,12 +18,15 @@ struct UringRead {
   void* dst = nullptr;
   std::uint32_t length = 0;
   std::uint64_t offset = 0;
+  bool nowait = false;      // RWF_NOWAIT: only what the page cache holds now, else -EAGAIN (or a cached prefix)
   std::int64_t result = 0;  // set by uring_read_all: bytes read (fewer at EOF or a short read), or -errno
 };
 
-/// Submits `reads` (at most kUringDepth) and waits for every one of them. Errors: unavailable when this
-/// thread's ring cannot be set up (with the kernel's reason) or the build has no liburing; then no read
-/// was submitted.
+/// Reads all of `reads`, kUringDepth of them in flight at a time, and waits for every one. Errors:
+/// unavailable when this thread's ring cannot be set up (with the kernel's reason), the kernel refused the
+/// first submission, or the build has no liburing; then no read was submitted. A read the kernel did not
+/// take after the first ones were (a later submission refused) has its result set to that -errno, for the
+/// caller to read another way.
 Status uring_read_all(std::span<UringRead> reads);
 
 }  // namespace ferry::detail
