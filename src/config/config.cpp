@@ -340,8 +340,9 @@ const SettingRow kSettingRows[] = {
      "unless a profiler is attached. off = none.",
      parse_flag_into<&Config::set_nvtx, false>, on_off<&Config::nvtx>},
     {"io_engine", "FERRY_IO_ENGINE", "psync",
-     "How the host route reads local files: psync = one pread per task per worker; io_uring = each worker "
-     "keeps 16 tasks in flight through io_uring (pread where the kernel refuses io_uring).",
+     "How local files are read in batches (host-route tasks, pread_batch pieces, bounce-buffer fills): psync = one "
+     "pread per task per worker; io_uring = each worker keeps 16 in flight through io_uring (pread where the "
+     "kernel refuses io_uring).",
      [](Config& c, std::string_view v, const std::string& label) -> Status {
        FERRY_ASSIGN_OR_RETURN(IoEngine e, parse_choice<IoEngine>(v, label,
            {{"psync", IoEngine::psync}, {"", IoEngine::psync}, {"io_uring", IoEngine::io_uring}}));
