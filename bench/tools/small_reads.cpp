@@ -18,6 +18,8 @@
 //   plain-fill   the batch pattern without Ferry: `threads` threads, each reading 4 MiB fills of consecutive
 //                pieces into a pinned bounce buffer, one copy per fill, waiting for it before reading on
 //   plain-pipe   the same with two bounce buffers a thread: the next fill is read while the last is copied
+//   plain-batches  plain-pipe in the batch mode's batches, as many in flight, each thread keeping its buffers
+//                between batches and looking at its copies after every piece
 //   plain-calls  the plain loop plus Ferry's per-request questions (fstat for the size, cuPointerGetAttributes
 //                of the destination); plain-calls-1 the same one at a time
 //   plain-combined  the plain loop's reads, their copies combined across threads into batched copies
@@ -517,26 +519,42 @@ int main(int argc, char** argv) {
         for (auto& t : pool) t.join();
       };
     };
+    // A thread's pinned buffers (on huge pages), stream and an event a buffer, made in a mode's untimed first
+    // window and kept (a Ferry batch's are pooled too).
+    struct Lane {
+      const CudaApi* api = nullptr;
+      std::optional<tooling::HostMemory> memory;
+      CUstream stream = nullptr;
+      std::vector<CUevent> copied;
+      ~Lane() {
+        for (auto& e : copied) (void)api->cuEventDestroy_v2(e);
+        if (stream) (void)api->cuStreamDestroy_v2(stream);
+        if (memory) (void)api->cuMemHostUnregister(memory->data());
+      }
+    };
+    using Lanes = std::vector<std::unique_ptr<Lane>>;
+    // Thread t's lane of `buffers` buffers of `fill` bytes, made when it has none of that shape.
+    auto lane_of = [&](Lanes& lanes, unsigned t, std::uint64_t fill, unsigned buffers) -> Lane& {
+      auto& lane = lanes[t];
+      if (!lane || lane->memory->size_bytes() != fill * buffers) {
+        lane.reset();
+        lane = std::make_unique<Lane>();
+        lane->api = api;
+        lane->memory.emplace(tooling::HostMemory::allocate(fill * buffers, tooling::HostMemory::Touch::now).value());
+        if (api->cuMemHostRegister_v2(lane->memory->data(), fill * buffers, 0) != CUDA_SUCCESS) die("cuMemHostRegister");
+        (void)api->cuStreamCreate(&lane->stream, CU_STREAM_NON_BLOCKING);
+        lane->copied.assign(buffers, nullptr);
+        for (auto& e : lane->copied) (void)api->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING);
+      }
+      return *lane;
+    };
     // The batch pattern without Ferry: `threads` threads, each reading runs of consecutive pieces (up to a
     // 4 MiB fill) into one of `buffers` pinned bounce buffers on huge pages and copying each run with one
     // cuMemcpyHtoDAsync. With one buffer a thread waits for its copy before it reads on (the shape of a
     // Ferry batch job); with two it reads the next fill while the copy engine moves the last one, with no
-    // batch boundaries: the most a batch engine could reach on this machine at this piece size.
+    // batch boundaries (plain-batches has them).
     auto plain_fills = [&](unsigned buffers) {
-      // Each thread's buffers, stream and events, made in the mode's untimed first window and kept (a
-      // Ferry batch's are pooled too).
-      struct Lane {
-        const CudaApi* api = nullptr;
-        std::optional<tooling::HostMemory> memory;
-        CUstream stream = nullptr;
-        std::vector<CUevent> copied;
-        ~Lane() {
-          for (auto& e : copied) (void)api->cuEventDestroy_v2(e);
-          if (stream) (void)api->cuStreamDestroy_v2(stream);
-          if (memory) (void)api->cuMemHostUnregister(memory->data());
-        }
-      };
-      auto lanes = std::make_shared<std::vector<std::unique_ptr<Lane>>>(o.threads);
+      auto lanes = std::make_shared<Lanes>(o.threads);
       return [&, buffers, lanes](const Plan& pl, std::size_t first, std::size_t count, bool) {
         constexpr std::uint64_t kFill = 4 << 20;
         const std::size_t per_fill = std::max<std::uint64_t>(1, kFill / pl.size);
@@ -546,17 +564,7 @@ int main(int argc, char** argv) {
         for (unsigned t = 0; t < o.threads; ++t) {
           pool.emplace_back([&, t] {
             ScopedDeviceContext ctx(*api, o.device);
-            auto& lane = (*lanes)[t];
-            if (!lane || lane->memory->size_bytes() != fill * buffers) {
-              lane.reset();
-              lane = std::make_unique<Lane>();
-              lane->api = api;
-              lane->memory.emplace(tooling::HostMemory::allocate(fill * buffers, tooling::HostMemory::Touch::now).value());
-              if (api->cuMemHostRegister_v2(lane->memory->data(), fill * buffers, 0) != CUDA_SUCCESS) die("cuMemHostRegister");
-              (void)api->cuStreamCreate(&lane->stream, CU_STREAM_NON_BLOCKING);
-              lane->copied.assign(buffers, nullptr);
-              for (auto& e : lane->copied) (void)api->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING);
-            }
+            Lane* lane = &lane_of(*lanes, t, fill, buffers);
             CUstream s = lane->stream;
             std::vector<bool> busy(buffers, false);
             for (unsigned b = 0;; b = (b + 1) % buffers) {
@@ -588,6 +596,93 @@ int main(int argc, char** argv) {
         for (auto& t : pool) t.join();
       };
     };
+    // plain-pipe in batches, as the batch mode sends them: `batches_in_flight` batches of the batch mode's size
+    // published at a time, the next one once the oldest one's copies have all ended. Threads read fills of the
+    // published batches into their two buffers (a fill never spans two batches) and look at their copies in
+    // flight after every piece and while they wait for work, so a batch is known done about a piece's read
+    // after its last copy: what a batch engine whose workers keep their buffers between batches could reach.
+    auto plain_batches = [&] {
+      auto lanes = std::make_shared<Lanes>(o.threads);
+      return [&, lanes](const Plan& pl, std::size_t first, std::size_t count, bool) {
+        constexpr std::uint64_t kFill = 4 << 20;
+        const std::size_t per_batch = std::max<std::size_t>(1, pl.slots / o.batches_in_flight);
+        const std::size_t per_fill = std::clamp<std::size_t>(kFill / pl.size, 1, per_batch);
+        const std::size_t fills_per_batch = (per_batch + per_fill - 1) / per_fill;
+        const std::size_t batches = (count + per_batch - 1) / per_batch;
+        const std::size_t fills = batches * fills_per_batch;
+        auto fills_in = [&](std::size_t b) {
+          const std::size_t n = std::min(per_batch, count - b * per_batch);
+          return (n + per_fill - 1) / per_fill;
+        };
+        std::vector<std::atomic<std::size_t>> fills_done(batches);
+        for (auto& d : fills_done) d.store(0);
+        std::atomic<std::size_t> published{0}, next_fill{0};
+        std::vector<std::thread> pool;
+        for (unsigned t = 0; t < o.threads; ++t) {
+          pool.emplace_back([&, t] {
+            ScopedDeviceContext ctx(*api, o.device);
+            Lane& lane = lane_of(*lanes, t, per_fill * pl.size, 2);
+            std::size_t pending[2] = {SIZE_MAX, SIZE_MAX};  // the batch of each buffer's copy in flight
+            auto settle = [&](unsigned b, bool wait) {
+              if (pending[b] == SIZE_MAX) return;
+              if (wait) (void)api->cuEventSynchronize(lane.copied[b]);
+              else if (api->cuEventQuery(lane.copied[b]) != CUDA_SUCCESS) return;
+              fills_done[pending[b]].fetch_add(1);
+              pending[b] = SIZE_MAX;
+            };
+            for (unsigned b = 0;; b ^= 1) {
+              std::size_t fi = next_fill.load();
+              for (;;) {  // claim a fill of a published batch, looking at the copies meanwhile
+                if (fi >= fills) break;
+                if (fi / fills_per_batch < published.load() && fi % fills_per_batch < fills_in(fi / fills_per_batch)) {
+                  if (next_fill.compare_exchange_weak(fi, fi + 1)) break;
+                  continue;
+                }
+                if (fi % fills_per_batch >= fills_in(fi / fills_per_batch)) {  // the last batch's missing fills
+                  if (next_fill.compare_exchange_weak(fi, fi + 1)) fi = next_fill.load();
+                  continue;
+                }
+                settle(0, false), settle(1, false);
+                std::this_thread::yield();
+                fi = next_fill.load();
+              }
+              if (fi >= fills) break;
+              const std::size_t batch = fi / fills_per_batch;
+              const std::size_t begin = first + batch * per_batch + (fi % fills_per_batch) * per_fill;
+              const std::size_t end = std::min({begin + per_fill, first + (batch + 1) * per_batch, first + count});
+              settle(b, true);
+              std::uint8_t* bounce = lane.memory->data() + b * per_fill * pl.size;
+              for (std::size_t i = begin; i < end; ++i) {
+                if (::pread(f.fileno(), bounce + (i - begin) * pl.size, pl.size, static_cast<off_t>(pl.offsets[i])) !=
+                    static_cast<ssize_t>(pl.size)) {
+                  die("pread");
+                }
+                settle(b ^ 1, false);
+              }
+              for (std::size_t i = begin; i < end;) {  // one copy per run of slots that follow one another
+                std::size_t run_end = i + 1;
+                while (run_end < end && (run_end - first) % pl.slots != 0) ++run_end;
+                (void)api->cuMemcpyHtoDAsync_v2(reinterpret_cast<CUdeviceptr>(slot(i - first)),
+                                                bounce + (i - begin) * pl.size, (run_end - i) * pl.size, lane.stream);
+                i = run_end;
+              }
+              (void)api->cuEventRecord(lane.copied[b], lane.stream);
+              pending[b] = batch;
+            }
+            settle(0, true), settle(1, true);
+          });
+        }
+        for (std::size_t b = 0; b < batches; ++b) {  // publish, keeping batches_in_flight in flight
+          if (b >= o.batches_in_flight) {
+            const std::size_t oldest = b - o.batches_in_flight;
+            while (fills_done[oldest].load() < fills_in(oldest)) std::this_thread::yield();
+          }
+          published.store(b + 1);
+        }
+        for (auto& t : pool) t.join();
+      };
+    };
+    modes.emplace_back("plain-batches", plain_batches());
     modes.emplace_back("plain-fill", plain_fills(1));
     modes.emplace_back("plain-pipe", plain_fills(2));
     modes.emplace_back("plain", plain(o.threads));
