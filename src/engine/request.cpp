@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -28,6 +29,15 @@ constexpr std::chrono::microseconds kSubmitterRunsGrace{50};
 // wake). With two batches of 4 KiB pieces in flight, yielding after every piece held the host route to a
 // twentieth of the page cache's rate there.
 constexpr std::chrono::milliseconds kTurn{1};
+
+// EXPERIMENT (to be removed): FERRY_X_YIELD_ALL=1 lets a job yield to any queued job, as before.
+std::size_t queued_to_yield_to() {
+  static const bool all = [] {
+    const char* v = std::getenv("FERRY_X_YIELD_ALL");
+    return v != nullptr && v[0] == '1';
+  }();
+  return all ? shared_pool().queued() : shared_pool().queued_brief();
+}
 
 }  // namespace
 
@@ -62,9 +72,12 @@ std::shared_ptr<RequestState> RequestState::start(std::vector<Task> tasks, std::
   const auto grace = state->single_job_ && next == Submitter::may_wait_next && !ThreadPool::on_worker_thread()
                          ? kSubmitterRunsGrace
                          : std::chrono::microseconds(0);
+  // Jobs with more than one take each pull tasks until none are left: they let brief work go first, not
+  // each other (run_tasks).
+  const JobLength length = takes > jobs ? JobLength::lasting : JobLength::brief;
   for (unsigned j = 0; j < jobs; ++j) {
     const std::uint64_t ticket =
-        pool.submit(PoolJob(&RequestState::run_queued_job, state), std::max(1u, threads), grace);
+        pool.submit(PoolJob(&RequestState::run_queued_job, state), std::max(1u, threads), grace, length);
     if (grace.count() > 0) state->pool_ticket_ = ticket;
   }
   return state;
@@ -168,9 +181,10 @@ bool RequestState::claim_job() {
 
 void RequestState::run_job(std::shared_ptr<Job> job) {
   if (work_on(*job, /*may_yield=*/true) == Continue::later) {
-    // Other work is queued: this job goes behind it, keeping its worker, so that a small request never
+    // Brief work is queued: this job goes behind it, keeping its worker, so that a small request never
     // waits for a large one's tasks to drain.
-    shared_pool().submit([self = self_, job] { self->run_job(job); });
+    shared_pool().submit([self = self_, job] { self->run_job(job); }, 0, std::chrono::microseconds(0),
+                         JobLength::lasting);
     return;
   }
   end_job(*job);
@@ -285,7 +299,7 @@ RequestState::Continue RequestState::run_tasks(Job& job, bool may_yield) {
     bytes_done_.fetch_add(slice_bytes, std::memory_order_relaxed);
     if (failed) return Continue::done;
     if (may_yield && ended >= turn_ends && next_task_.load(std::memory_order_relaxed) < tasks_.size() &&
-        shared_pool().queued() > 0) {
+        queued_to_yield_to() > 0) {
       return Continue::later;
     }
   }

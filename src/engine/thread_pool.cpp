@@ -43,7 +43,8 @@ std::size_t ThreadPool::queued_with_grace() const {
   return waiting_out_grace_;
 }
 
-std::uint64_t ThreadPool::submit(PoolJob job, std::size_t grow_to, std::chrono::microseconds grace) {
+std::uint64_t ThreadPool::submit(PoolJob job, std::size_t grow_to, std::chrono::microseconds grace,
+                                 JobLength length) {
   bool wake = true;
   std::uint64_t ticket = 0;
   {
@@ -56,7 +57,8 @@ std::uint64_t ThreadPool::submit(PoolJob job, std::size_t grow_to, std::chrono::
       ++waiting_out_grace_;
     }
     ticket = ++last_ticket_;
-    queue_.push_back(Entry{std::move(job), ready_at, ticket});
+    queue_.push_back(Entry{std::move(job), ready_at, ticket, length});
+    if (length == JobLength::lasting) queued_lasting_.fetch_add(1, std::memory_order_relaxed);
     queued_.store(queue_.size(), std::memory_order_relaxed);
     if (queue_.size() > idle_ && threads_.size() < grow_to) add_workers_locked(1);
     // A job that may wait needs no wake while a worker watches the clock: that worker takes it in time
@@ -74,10 +76,7 @@ void ThreadPool::withdraw(std::uint64_t ticket) {
   // From the back: the job withdrawn is most often the newest.
   for (auto it = queue_.rbegin(); it != queue_.rend(); ++it) {
     if (it->ticket != ticket) continue;
-    if (it->in_grace()) --waiting_out_grace_;
-    job = std::move(it->job);
-    queue_.erase(std::next(it).base());
-    queued_.store(queue_.size(), std::memory_order_relaxed);
+    job = take_locked(std::next(it).base());
     return;
   }
 }
@@ -98,16 +97,22 @@ bool ThreadPool::help_one() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (queue_.empty()) return false;  // a helper takes any job, ready or not: it waits for progress
-    if (queue_.front().in_grace()) --waiting_out_grace_;
-    job.emplace(std::move(queue_.front().job));
-    queue_.pop_front();
-    queued_.store(queue_.size(), std::memory_order_relaxed);
+    job.emplace(take_locked(queue_.begin()));
   }
   (*job)();
   return true;
 }
 
 bool ThreadPool::on_worker_thread() { return t_on_worker; }
+
+PoolJob ThreadPool::take_locked(std::deque<Entry>::iterator it) {
+  if (it->in_grace()) --waiting_out_grace_;
+  if (it->length == JobLength::lasting) queued_lasting_.fetch_sub(1, std::memory_order_relaxed);
+  PoolJob job = std::move(it->job);
+  queue_.erase(it);
+  queued_.store(queue_.size(), std::memory_order_relaxed);
+  return job;
+}
 
 std::deque<ThreadPool::Entry>::iterator ThreadPool::first_ready_locked(Clock::time_point now) {
   if (stopping_) return queue_.begin();
@@ -129,11 +134,8 @@ void ThreadPool::worker_loop() {
     const Clock::time_point now = Clock::now();
     auto ready = first_ready_locked(now);
     if (ready != queue_.end()) {
-      if (ready->in_grace()) --waiting_out_grace_;
       {
-        PoolJob job = std::move(ready->job);
-        queue_.erase(ready);
-        queued_.store(queue_.size(), std::memory_order_relaxed);
+        PoolJob job = take_locked(ready);
         // Jobs in their grace period are left and nobody watches them (this worker may have been the
         // watcher): hand the watch on before running, so that a long job here does not hold back a short
         // one's time. (Ready jobs need no hand-on: each submit() woke a worker for its own.)

@@ -44,6 +44,11 @@ class PoolJob {
   std::function<void()> callable_;
 };
 
+/// How long a job may run: `brief` ones end after one share of work (a small request, a callback), `lasting`
+/// ones pull task after task until their request has none left. A lasting job lets brief ones go first
+/// (RequestState's turns) but not other lasting ones, which wait their turn in the queue's order.
+enum class JobLength { brief, lasting };
+
 class ThreadPool {
  public:
   ThreadPool() = default;
@@ -62,7 +67,8 @@ class ThreadPool {
   /// one grace period: a job due sooner than those queued before it would wait for theirs.
   /// Returns the job's ticket, for withdraw() and expedite().
   std::uint64_t submit(PoolJob job, std::size_t grow_to = 0,
-                       std::chrono::microseconds grace = std::chrono::microseconds(0));
+                       std::chrono::microseconds grace = std::chrono::microseconds(0),
+                       JobLength length = JobLength::brief);
   /// Takes the job of `ticket` off the queue if no thread has begun it (one run by its submitter instead
   /// need not wake a worker later only to find it done).
   void withdraw(std::uint64_t ticket);
@@ -73,6 +79,12 @@ class ThreadPool {
   bool help_one();
   /// Jobs waiting for a worker now (a hint: it may change at once).
   std::size_t queued() const { return queued_.load(std::memory_order_relaxed); }
+  /// Of those, the brief ones (a hint too).
+  std::size_t queued_brief() const {
+    const std::size_t all = queued_.load(std::memory_order_relaxed);
+    const std::size_t lasting = queued_lasting_.load(std::memory_order_relaxed);
+    return all > lasting ? all - lasting : 0;
+  }
   /// Of those, the jobs still in their grace period or past it but not taken (the workers being busy).
   std::size_t queued_with_grace() const;
   /// True on a thread owned by any ThreadPool.
@@ -84,16 +96,20 @@ class ThreadPool {
     PoolJob job;
     Clock::time_point ready_at;  // no worker takes it earlier (min(): at once)
     std::uint64_t ticket = 0;
+    JobLength length = JobLength::brief;
     bool in_grace() const { return ready_at != Clock::time_point::min(); }  // counted in waiting_out_grace_
   };
   void worker_loop();
   void add_workers_locked(std::size_t n);  // mutex_ held
+  // Takes `it` off the queue and returns its job, keeping the counts (mutex_ held).
+  PoolJob take_locked(std::deque<Entry>::iterator it);
   // The first job a worker may take at `now`, or queue_.end() (mutex_ held).
   std::deque<Entry>::iterator first_ready_locked(Clock::time_point now);
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Entry> queue_;
   std::atomic<std::size_t> queued_{0};  // queue_.size(), readable without the lock
+  std::atomic<std::size_t> queued_lasting_{0};  // of those, lasting jobs (changed with the lock held)
   std::vector<std::thread> threads_;
   // Guarded by mutex_:
   std::size_t idle_ = 0;        // workers waiting for a job

@@ -321,6 +321,28 @@ TEST_F(Batch, ASmallRequestDoesNotWaitForALargeOneToDrain) {
   EXPECT_EQ(small, testing::pattern(12345, 4096));
 }
 
+// Lasting jobs (many takes each) let brief work go first, not one another: two large requests that need every
+// worker run in the order they came, so the first is not held back by the second's turns.
+TEST_F(Batch, LargeRequestsThatNeedEveryWorkerRunInTheOrderTheyCame) {
+  constexpr std::uint64_t kBytes = 64ull << 20;
+  path_ = testing::write_pattern_file(testing::test_dir() / "large.bin", kBytes);
+  Config c;
+  const auto workers = static_cast<unsigned>(std::max<std::size_t>(2, detail::shared_pool().workers()));
+  c.set_threads(workers).set_task_size(1 << 20);  // 64 tasks: more than one take a job
+  auto f = detail::open_file(path_, "r", c, detail::OpenOptions{});
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  std::vector<std::uint8_t> first(kBytes), second(kBytes);
+  Future a = f->pread(first.data(), kBytes, 0);
+  Future b = f->pread(second.data(), kBytes, 0);
+  std::atomic<std::uint64_t> second_at_first_end{kBytes};
+  a.then([&](const Result<Transfer>&) { second_at_first_end = b.bytes_done(); });
+  ASSERT_THAT(a.get().status(), StatusIs(ErrorCode::ok));
+  ASSERT_THAT(b.get().status(), StatusIs(ErrorCode::ok));
+  EXPECT_LT(second_at_first_end.load(), kBytes / 2) << "the second request took turns with the first";
+  EXPECT_EQ(first, testing::pattern(0, kBytes));
+  EXPECT_EQ(second, first);
+}
+
 // A source whose reads each wait until `together` of them run at once: reads that run one after another
 // never pass it.
 class GatedSource final : public detail::Source {

@@ -157,6 +157,23 @@ TEST(ThreadPool, AWithdrawnJobNeverRunsAndHelpersTakeWaitingJobs) {
   EXPECT_EQ(ran.load(), 1);
 }
 
+TEST(ThreadPool, CountsTheBriefJobsQueuedApartFromTheLastingOnes) {
+  using namespace std::chrono;
+  ThreadPool pool;  // no workers: jobs stay queued until helped or withdrawn
+  pool.submit([] {}, 0, microseconds(0), JobLength::lasting);
+  const std::uint64_t brief = pool.submit([] {}, 0, seconds(10));
+  pool.submit([] {}, 0, microseconds(0), JobLength::lasting);
+  EXPECT_EQ(pool.queued(), 3u);
+  EXPECT_EQ(pool.queued_brief(), 1u);
+  pool.withdraw(brief);
+  EXPECT_EQ(pool.queued_brief(), 0u) << "only lasting jobs are left";
+  EXPECT_TRUE(pool.help_one());
+  EXPECT_EQ(pool.queued(), 1u);
+  EXPECT_EQ(pool.queued_brief(), 0u);
+  EXPECT_TRUE(pool.help_one());
+  EXPECT_EQ(pool.queued(), 0u);
+}
+
 // A job given as a function and its object: the pool keeps the object alive while the job waits, passes it
 // to the function, and lets it go once the job has run (or was withdrawn).
 TEST(ThreadPool, AJobOfAFunctionAndItsObjectKeepsTheObjectUntilItHasRun) {
