@@ -124,6 +124,8 @@ class File {
   /// index: invalid_argument (a null buffer, a range past the largest offset, pieces in different kinds of
   /// memory or on different GPUs, a device piece outside its allocation); failed_precondition on a closed
   /// File or with require=gds into device memory (batches take the staged route, reason batch_pieces).
+  /// Larger batches move faster: each one's start and end leave the copy engine idle for a moment
+  /// (docs/engine.md, "What holds small batches is their boundaries").
   [[nodiscard]] Future pread_batch(std::span<const Piece> pieces);
 
   /// Stream-ordered read for framework code (CUDA streams): reads `size` bytes at `offset` into `buffer`

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -23,21 +22,13 @@ namespace {
 // much later.
 constexpr std::chrono::microseconds kSubmitterRunsGrace{50};
 
-// How long a job runs before it lets queued work go first. A hot 4 MiB task takes about this long on the
-// H200 machine with every worker busy, so a large request yields after about every task, as it always did;
-// smaller tasks are taken many to a turn, because a turn costs a trip through the pool's queue (and often a
-// wake). With two batches of 4 KiB pieces in flight, yielding after every piece held the host route to a
-// twentieth of the page cache's rate there.
+// How long a job runs before it lets queued brief work go first. A hot 4 MiB task takes about this long on
+// the H200 machine with every worker busy, so a large request yields after about every task; smaller tasks
+// are taken many to a turn, because a turn costs a trip through the pool's queue (and often a wake). With
+// two batches of 4 KiB pieces in flight, yielding after every piece held the host route to a twentieth of
+// the page cache's rate there. Lasting jobs do not yield to one another: two 256 MiB batches in flight took
+// turns and ended together, 0.76-0.81x of the rate in the order they came (bench/results/2026-12-03-h200-copy-queue).
 constexpr std::chrono::milliseconds kTurn{1};
-
-// EXPERIMENT (to be removed): FERRY_X_YIELD_ALL=1 lets a job yield to any queued job, as before.
-std::size_t queued_to_yield_to() {
-  static const bool all = [] {
-    const char* v = std::getenv("FERRY_X_YIELD_ALL");
-    return v != nullptr && v[0] == '1';
-  }();
-  return all ? shared_pool().queued() : shared_pool().queued_brief();
-}
 
 }  // namespace
 
@@ -299,7 +290,7 @@ RequestState::Continue RequestState::run_tasks(Job& job, bool may_yield) {
     bytes_done_.fetch_add(slice_bytes, std::memory_order_relaxed);
     if (failed) return Continue::done;
     if (may_yield && ended >= turn_ends && next_task_.load(std::memory_order_relaxed) < tasks_.size() &&
-        queued_to_yield_to() > 0) {
+        shared_pool().queued_brief() > 0) {
       return Continue::later;
     }
   }
