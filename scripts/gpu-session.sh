@@ -44,6 +44,10 @@
 #                in the archive (golden/)
 #   repro-old    issue 20's reports against d7cbac4's Python module (.old-tree, carried) and this one, each
 #                in a fresh process with a time limit; a hang prints what each thread waits in
+#   no-regression  issue 21's no-regression check against an older commit's tree ($OLD_TREE, default .old-d7:
+#                `git archive d7cbac4`, carried), built into build-old once: hot 8 GiB staged reads (as `ab`),
+#                the fresh-process first read of 1 GiB (auto), and fresh-process loads of the safetensors
+#                bench's checkpoint, hot and cold, old and new alternating ($NR_ROUNDS rounds, default 3)
 #   soak-start   the soak (ferry_soak, $SOAK_MINUTES, default 10) in the background, detached
 #   soak-wait    waits for the soak and prints its verdict
 set -uo pipefail
@@ -364,6 +368,41 @@ PY
     PYTHONPATH=build-old/python $python bench/tools/stream_order_repro.py --dir "$data" --limit "${REPRO_LIMIT_S:-12}" \
       --modes off --env CUDA_DEVICE_MAX_CONNECTIONS=32 > "$out/repro-old-32-connections.jsonl" 2>&1
     grep -vE '^\{' "$out/repro-old-32-connections.jsonl" | sed 's/^/old: /'
+    ;;
+  no-regression)
+    old_tree=${OLD_TREE:-.old-d7}
+    log "no regression: $old_tree against this tree, alternating"
+    if [ ! -x build-old/cli/ferry ]; then
+      pybind=$($python -m pybind11 --cmakedir 2>/dev/null || true)
+      { cmake -S "$old_tree" -B build-old -G Ninja -DCMAKE_BUILD_TYPE=Release -DFERRY_BUILD_PYTHON=ON -DFERRY_BUILD_TESTS=OFF \
+          -DFERRY_REMOTE=OFF -DPython_EXECUTABLE="$python" ${pybind:+-Dpybind11_DIR=$pybind} > "$out/old-cmake.log" 2>&1 &&
+        cmake --build build-old -j "$(nproc)" > "$out/old-build.log" 2>&1; } || { tail -20 "$out/old-build.log"; exit 1; }
+    fi
+    OLD_FERRY=build-old/cli/ferry AB_SIZES=8GiB "$0" ab 2>&1 | grep -v "^== .*machine" | tail -4
+    f1=$(big first-1GiB.bin 1GiB)
+    st=$data/st; mkdir -p "$st"
+    ck=$st/bench-model.safetensors
+    [ -f "$ck" ] || PYTHONPATH="$build/python" FERRY_BENCH_DATA=$st $python bench/safetensors_bench.py --hot-runs 1 \
+      --cold-runs 0 --ferry-cli "$ferry" --out "$out" > "$out/nr-st-make.log" 2>&1
+    st_load() {  # st_load WHICH CACHE ROUND: one fresh-process load, one JSON line
+      local pp=$build/python; [ "$1" = old ] && pp=build-old/python
+      [ "$2" = cold ] && $python -c "import sys; sys.path.insert(0, 'bench'); import safetensors_bench as b; from pathlib import Path; b.evict(Path('$ck'))" > /dev/null
+      [ "$2" = hot ] && cat "$ck" > /dev/null
+      PYTHONPATH=$PWD/$pp timeout 120 $python bench/safetensors_bench.py --child ferry "$ck" 2>&1 | tail -1 |
+        sed "s/^/{\"which\":\"$1\",\"cache\":\"$2\",\"round\":$3,\"line\":/; s/\$/}/" >> "$out/nr-safetensors.jsonl"
+    }
+    for round in $(seq "${NR_ROUNDS:-3}"); do
+      order="old new"; [ $((round % 2)) = 0 ] && order="new old"
+      for which in $order; do
+        cli=$ferry; [ "$which" = old ] && cli=build-old/cli/ferry
+        $python bench/first_read.py "$cli" "$f1" --repeats 1 --policies auto 2>> "$out/nr-first-read-$which.txt" |
+          sed "s/^/{\"which\":\"$which\",\"round\":$round,\"line\":/; s/\$/}/" >> "$out/nr-first-read.jsonl"
+        st_load "$which" hot "$round"
+      done
+    done
+    for round in 1 2; do for which in old new; do st_load "$which" cold "$round"; done; done
+    tail -n 3 "$out"/nr-first-read-*.txt
+    cat "$out/nr-safetensors.jsonl"
     ;;
   soak-start)
     log "soak: ${SOAK_MINUTES:-10} minutes in the background"
