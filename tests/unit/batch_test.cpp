@@ -338,7 +338,9 @@ TEST_F(Batch, LargeRequestsThatNeedEveryWorkerRunInTheOrderTheyCame) {
   a.then([&](const Result<Transfer>&) { second_at_first_end = b.bytes_done(); });
   ASSERT_THAT(a.get().status(), StatusIs(ErrorCode::ok));
   ASSERT_THAT(b.get().status(), StatusIs(ErrorCode::ok));
-  EXPECT_LT(second_at_first_end.load(), kBytes / 2) << "the second request took turns with the first";
+  // Taking turns, the two end together (the second was complete when the first completed, in five runs of the
+  // old rule); in order, the second has only begun. The margin is for a worker of the first held off its core.
+  EXPECT_LT(second_at_first_end.load(), kBytes * 3 / 4) << "the second request took turns with the first";
   EXPECT_EQ(first, testing::pattern(0, kBytes));
   EXPECT_EQ(second, first);
 }
