@@ -325,47 +325,17 @@ TEST_F(Batch, ASmallRequestDoesNotWaitForALargeOneToDrain) {
   EXPECT_EQ(small, testing::pattern(12345, 4096));
 }
 
-// A source whose reads each wait until `together` of them run at once: reads that run one after another
-// never pass it.
-class GatedSource final : public detail::Source {
+// A read-only source of `bytes` whose reads fill their destination with 0x5A, each after the subclass's
+// before_read().
+class FillingSource : public detail::Source {
  public:
-  explicit GatedSource(std::ptrdiff_t together) : gate_(together) {}
-  const std::string& name() const override { return name_; }
-  Result<detail::Extent> extent() const override { return detail::Extent{true, 1 << 20}; }
-  std::uint64_t task_alignment() const override { return 1; }
-  Result<std::uint64_t> read(const detail::SourceRequest&, const detail::Task& t, void* dst, const char*,
-                             Report&) override {
-    gate_.arrive_and_wait();
-    std::memset(dst, 0x5A, t.length);
-    return t.length;
-  }
-  Status write(const detail::SourceRequest&, const detail::Task&, const void*, const char*, Report&) override {
-    return Status(ErrorCode::failed_precondition, "read-only");
-  }
-  Status sync() override { return Status(); }
-  const std::string& open_note() const override { return note_; }
-  Status close() override { return Status(); }
-
- private:
-  const std::string name_ = "gated", note_;
-  std::latch gate_;
-};
-
-// A source whose reads each take `read_time` and are numbered in the order they begin, each noted with its
-// offset.
-class OrderedSource final : public detail::Source {
- public:
-  OrderedSource(std::uint64_t bytes, std::chrono::microseconds read_time) : bytes_(bytes), read_time_(read_time) {}
+  FillingSource(std::string name, std::uint64_t bytes) : name_(std::move(name)), bytes_(bytes) {}
   const std::string& name() const override { return name_; }
   Result<detail::Extent> extent() const override { return detail::Extent{true, bytes_}; }
   std::uint64_t task_alignment() const override { return 1; }
   Result<std::uint64_t> read(const detail::SourceRequest&, const detail::Task& t, void* dst, const char*,
                              Report&) override {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      begun_.push_back(t.file_offset);
-    }
-    std::this_thread::sleep_for(read_time_);
+    before_read(t);
     std::memset(dst, 0x5A, t.length);
     return t.length;
   }
@@ -375,17 +345,47 @@ class OrderedSource final : public detail::Source {
   Status sync() override { return Status(); }
   const std::string& open_note() const override { return note_; }
   Status close() override { return Status(); }
+
+ protected:
+  virtual void before_read(const detail::Task& t) = 0;
+
+ private:
+  const std::string name_, note_;
+  const std::uint64_t bytes_;
+};
+
+// A source whose reads each wait until `together` of them run at once: reads that run one after another
+// never pass it.
+class GatedSource final : public FillingSource {
+ public:
+  explicit GatedSource(std::ptrdiff_t together) : FillingSource("gated", 1 << 20), gate_(together) {}
+
+ private:
+  void before_read(const detail::Task&) override { gate_.arrive_and_wait(); }
+  std::latch gate_;
+};
+
+// A source whose reads each take `read_time`, noted by their offsets in the order they begin.
+class OrderedSource final : public FillingSource {
+ public:
+  OrderedSource(std::uint64_t bytes, std::chrono::microseconds read_time)
+      : FillingSource("ordered", bytes), read_time_(read_time) {}
   std::vector<std::uint64_t> begun() {
     std::lock_guard<std::mutex> lock(mutex_);
     return begun_;
   }
 
  private:
-  const std::string name_ = "ordered", note_;
-  const std::uint64_t bytes_;
+  void before_read(const detail::Task& t) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      begun_.push_back(t.file_offset);
+    }
+    std::this_thread::sleep_for(read_time_);
+  }
   const std::chrono::microseconds read_time_;
   std::mutex mutex_;
-  std::vector<std::uint64_t> begun_;  // each read's file offset, in the order the reads began
+  std::vector<std::uint64_t> begun_;
 };
 
 // Lasting jobs (more than one take each) let brief work go first, not one another: two large requests that
