@@ -27,7 +27,7 @@ constexpr std::chrono::microseconds kSubmitterRunsGrace{50};
 // are taken many to a turn, because a turn costs a trip through the pool's queue (and often a wake). With
 // two batches of 4 KiB pieces in flight, yielding after every piece held the host route to a twentieth of
 // the page cache's rate there. Lasting jobs do not yield to one another: two 256 MiB batches in flight took
-// turns and ended together, 0.76-0.81x of the rate in the order they came (bench/results/2026-12-03-h200-copy-queue).
+// turns and ended together, 0.80x of the rate in the order they came (bench/results/2026-12-03-h200-copy-queue).
 constexpr std::chrono::milliseconds kTurn{1};
 
 }  // namespace
