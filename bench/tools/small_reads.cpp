@@ -548,6 +548,18 @@ int main(int argc, char** argv) {
       }
       return *lane;
     };
+    // Queues the copies of a fill holding pieces [begin, end) of a window starting at `first`: one copy per run
+    // of slots that follow one another.
+    auto copy_fill = [&](const Plan& pl, std::size_t first, std::size_t begin, std::size_t end,
+                         const std::uint8_t* bounce, CUstream stream) {
+      for (std::size_t i = begin; i < end;) {
+        std::size_t run_end = i + 1;
+        while (run_end < end && (run_end - first) % pl.slots != 0) ++run_end;
+        (void)api->cuMemcpyHtoDAsync_v2(reinterpret_cast<CUdeviceptr>(slot(i - first)),
+                                        bounce + (i - begin) * pl.size, (run_end - i) * pl.size, stream);
+        i = run_end;
+      }
+    };
     // The batch pattern without Ferry: `threads` threads, each reading runs of consecutive pieces (up to a
     // 4 MiB fill) into one of `buffers` pinned bounce buffers on huge pages and copying each run with one
     // cuMemcpyHtoDAsync. With one buffer a thread waits for its copy before it reads on (the shape of a
@@ -579,13 +591,7 @@ int main(int argc, char** argv) {
                   die("pread");
                 }
               }
-              for (std::size_t i = begin; i < end;) {  // one copy per run of slots that follow one another
-                std::size_t run_end = i + 1;
-                while (run_end < end && (run_end - first) % pl.slots != 0) ++run_end;
-                (void)api->cuMemcpyHtoDAsync_v2(reinterpret_cast<CUdeviceptr>(slot(i - first)),
-                                                bounce + (i - begin) * pl.size, (run_end - i) * pl.size, s);
-                i = run_end;
-              }
+              copy_fill(pl, first, begin, end, bounce, s);
               (void)api->cuEventRecord(lane->copied[b], s);
               busy[b] = true;
               if (buffers == 1) (void)api->cuEventSynchronize(lane->copied[b]), busy[b] = false;
@@ -659,13 +665,7 @@ int main(int argc, char** argv) {
                 }
                 settle(b ^ 1, false);
               }
-              for (std::size_t i = begin; i < end;) {  // one copy per run of slots that follow one another
-                std::size_t run_end = i + 1;
-                while (run_end < end && (run_end - first) % pl.slots != 0) ++run_end;
-                (void)api->cuMemcpyHtoDAsync_v2(reinterpret_cast<CUdeviceptr>(slot(i - first)),
-                                                bounce + (i - begin) * pl.size, (run_end - i) * pl.size, lane.stream);
-                i = run_end;
-              }
+              copy_fill(pl, first, begin, end, bounce, lane.stream);
               (void)api->cuEventRecord(lane.copied[b], lane.stream);
               pending[b] = batch;
             }
