@@ -31,7 +31,7 @@
 #   ab           staged reads ($AB_CACHE: hot or cold, default hot) of $AB_SIZES (default 256 MiB, 1 GiB
 #                and 8 GiB) with an older build's CLI ($OLD_FERRY; its ferry-bench beside it, or
 #                `$OLD_FERRY bench` before there was one) and this one, alternating, twice: a same-run
-#                comparison of the two commits
+#                comparison of the two commits; this one's runs measure the copy ceiling too
 #   stream-order the stream-order GPU tests (C++ and Python), the randomized stress ($STRESS_REQUESTS, default
 #                2000; $STRESS_SEED), and bench/stream_order_bench.py (read_async against pread, overlap)
 #   small-reads  bench/tools/small_reads.cpp: random reads of 4 KiB to 16 MiB into GPU 0 from a 4 GiB file,
@@ -282,10 +282,11 @@ PY
       f=$(big "size-$size.bin" "$size")
       for round in 1 2; do
         for which in old new; do
-          run=("$bench"); [ "$which" = old ] && run=("${old_bench[@]}")
-          "${run[@]}" "$f" --size "$size" --cache "$ab_cache" --repeats 5 --routes staged --baselines none \
+          # The new build's runs also measure the copy ceiling, so that both builds meet the same one.
+          run=("$bench"); baselines=copy; [ "$which" = old ] && { run=("${old_bench[@]}"); baselines=none; }
+          "${run[@]}" "$f" --size "$size" --cache "$ab_cache" --repeats 5 --routes staged --baselines $baselines \
             --json-out "$out/ab-$ab_cache-$size-$which-$round.json" > /dev/null 2>&1
-          $python -c "import json,sys; d=json.load(open(sys.argv[1])); r=[x for x in d['results'] if x['name']=='staged'][0]; print(sys.argv[2], r.get('median_gib_per_s'))" \
+          $python -c "import json,sys; d={x['name']: x.get('median_gib_per_s') for x in json.load(open(sys.argv[1]))['results']}; print(sys.argv[2], d['staged'], *(['copy ceiling', d['copy']] if 'copy' in d else []))" \
             "$out/ab-$ab_cache-$size-$which-$round.json" "$size $ab_cache $which round $round"
         done
       done
