@@ -12,6 +12,8 @@
 //   ferry-1      File::pread(...).get(), one at a time (latency)
 //   batch        File::pread_batch: pieces of `batch-bytes` batches into one contiguous buffer, `batches-in-flight`
 //                of them in flight (default 2, as a data loader that prepares the next batch while one is used)
+//   batch-scatter  the same batches with each one's pieces listed last slot first: no piece lands right after
+//                the one before it (pieces in buffers of their own), so each fill moves as one batched copy
 //   batch-host   the same batches into pinned host memory (the host route: nothing copied to the GPU)
 //   plain        `threads` threads, each: pread into its pinned buffer, cuMemcpyHtoDAsync, cuStreamSynchronize
 //   plain-1      the same on one thread (latency)
@@ -460,8 +462,10 @@ int main(int argc, char** argv) {
       }
     });
     // Batches of an equal share of the slots `at` gives, `batches_in_flight` in flight, each landing in slots
-    // of its own.
-    auto batches = [&](const Plan& pl, std::size_t first, std::size_t count, const std::function<void*(std::size_t)>& at) {
+    // of its own; `scattered`: each batch lists its pieces last slot first, so that no piece's destination
+    // follows the one before it (pieces in buffers of their own, as a list of tensors would be).
+    auto batches = [&](const Plan& pl, std::size_t first, std::size_t count, const std::function<void*(std::size_t)>& at,
+                       bool scattered = false) {
       const std::size_t per_batch = std::max<std::size_t>(1, pl.slots / o.batches_in_flight);
       std::vector<Future> live;
       std::vector<std::vector<Piece>> pieces;
@@ -469,6 +473,7 @@ int main(int argc, char** argv) {
         std::size_t n = std::min(per_batch, first + count - begin);
         std::vector<Piece> ps(n);
         for (std::size_t k = 0; k < n; ++k) ps[k] = Piece{at(begin - first + k), pl.size, pl.offsets[begin + k]};
+        if (scattered) std::reverse(ps.begin(), ps.end());
         if (live.size() == o.batches_in_flight) {
           auto r = live.front().get();
           if (!r.ok()) die(r.status().to_string());
@@ -485,6 +490,9 @@ int main(int argc, char** argv) {
     };
     modes.emplace_back("batch", [&](const Plan& pl, std::size_t first, std::size_t count, bool) {
       batches(pl, first, count, slot);
+    });
+    modes.emplace_back("batch-scatter", [&](const Plan& pl, std::size_t first, std::size_t count, bool) {
+      batches(pl, first, count, slot, true);
     });
     // The same batches into pinned host memory (the host route: pieces read straight into place, nothing
     // copied): what the batch engine reads without the GPU. Checked by moving the slots to the device.

@@ -1,7 +1,12 @@
 // Staged workers: bounce buffers in rotation, copies overlapped with the next read.
 #include "backends/staged_backend.hpp"
 
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
 #include <optional>
+#include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -181,41 +186,90 @@ class StagedWorker final : public RouteWorker {
     return piece.length;
   }
 
-  // One copy per run of reads_ that lands contiguously and was read whole; a failed copy fails the tasks
-  // of its run.
+  // Moves reads_ to the GPU: each run of them that lands contiguously and was read whole is one copy, and
+  // the runs of one fill go to the driver in one call where it takes batched copies (pieces whose
+  // destinations do not follow one another: one call, not one copy launch each). A failed copy fails the
+  // tasks of its run, a failed batched copy those of every run.
   void copy_runs(std::span<Result<std::uint64_t>> got) {
-    const CudaApi& api = *s_.target_.api;
+    runs_.clear();
     std::size_t i = 0;
     while (i < reads_.size()) {
       if (!got[i].ok() || *got[i] == 0) {
         ++i;
         continue;
       }
-      const std::size_t begin = i;
-      CUdeviceptr dst = s_.target_.base + reads_[i].task.buffer_offset;
-      const char* src = static_cast<const char*>(reads_[i].dst);
-      std::uint64_t bytes = 0;
+      CopyRun run{s_.target_.base + reads_[i].task.buffer_offset, static_cast<const char*>(reads_[i].dst), 0, i, i};
       bool whole = true;
       while (i < reads_.size() && whole && got[i].ok() && *got[i] > 0 &&
-             s_.target_.base + reads_[i].task.buffer_offset == dst + bytes &&
-             static_cast<const char*>(reads_[i].dst) == src + bytes) {
-        bytes += *got[i];
+             s_.target_.base + reads_[i].task.buffer_offset == run.dst + run.bytes &&
+             static_cast<const char*>(reads_[i].dst) == run.src + run.bytes) {
+        run.bytes += *got[i];
         whole = *got[i] == reads_[i].task.length;
         ++i;
       }
-      Status copied = cuda_check(api, api.cuMemcpyHtoDAsync_v2(dst, src, bytes, kit_->stream),
-                                 [&] {
-                                   return fmt::format("copying {} bytes of {} pieces to GPU {}", bytes, i - begin,
-                                                      s_.target_.device);
-                                 });
-      if (!copied.ok()) {
-        for (std::size_t k = begin; k < i; ++k) got[k] = copied;
-      }
+      run.end = i;
+      runs_.push_back(run);
     }
+    const CudaApi& api = *s_.target_.api;
+    // FERRY_X_BATCHED_COPY=0: one copy per run, for call L2's comparison (removed after it).
+    static const bool x_batched = [] {
+      const char* v = std::getenv("FERRY_X_BATCHED_COPY");
+      return v == nullptr || std::string_view(v) != "0";
+    }();
+    if (runs_.size() > 1 && api.cuMemcpyBatchAsync_v2 != nullptr && x_batched) {
+      Status copied = copy_batched(api);
+      if (!copied.ok()) {
+        for (const CopyRun& run : runs_) std::fill(got.begin() + run.begin, got.begin() + run.end, copied);
+      }
+      return;
+    }
+    for (const CopyRun& run : runs_) {
+      Status copied = cuda_check(api, api.cuMemcpyHtoDAsync_v2(run.dst, run.src, run.bytes, kit_->stream), [&] {
+        return fmt::format("copying {} bytes of {} pieces to GPU {}", run.bytes, run.end - run.begin,
+                           s_.target_.device);
+      });
+      if (!copied.ok()) std::fill(got.begin() + run.begin, got.begin() + run.end, copied);
+    }
+  }
+
+  Status copy_batched(const CudaApi& api) {
+    batch_dsts_.clear();
+    batch_srcs_.clear();
+    batch_sizes_.clear();
+    std::uint64_t bytes = 0;
+    std::size_t pieces = 0;
+    for (const CopyRun& run : runs_) {
+      pieces += run.end - run.begin;
+      batch_dsts_.push_back(run.dst);
+      batch_srcs_.push_back(static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(run.src)));
+      batch_sizes_.push_back(run.bytes);
+      bytes += run.bytes;
+    }
+    // One set of attributes for every copy: the bounce buffer is read in the stream's order.
+    CUmemcpyAttributes in_stream_order{CU_MEMCPY_SRC_ACCESS_ORDER_STREAM, {CU_MEM_LOCATION_TYPE_INVALID, 0},
+                                       {CU_MEM_LOCATION_TYPE_INVALID, 0}, CU_MEMCPY_FLAG_DEFAULT};
+    std::size_t first_copy = 0;
+    return cuda_check(api,
+                      api.cuMemcpyBatchAsync_v2(batch_dsts_.data(), batch_srcs_.data(), batch_sizes_.data(),
+                                                runs_.size(), &in_stream_order, &first_copy, 1, kit_->stream),
+                      [&] {
+                        return fmt::format("copying {} bytes of {} pieces to GPU {} in {} batched copies", bytes,
+                                           pieces, s_.target_.device, runs_.size());
+                      });
   }
 
   static constexpr std::uint64_t kFirstPieceBytes = 256 << 10;
   std::vector<TaskRead> reads_;  // run_batch's pieces in the bounce buffer being filled
+  // What copy_runs moves: pieces [begin, end) of reads_, `bytes` from `src` to `dst`.
+  struct CopyRun {
+    CUdeviceptr dst;
+    const char* src;
+    std::uint64_t bytes;
+    std::size_t begin, end;
+  };
+  std::vector<CopyRun> runs_;
+  std::vector<CUdeviceptr> batch_dsts_, batch_srcs_;  // copy_batched's arguments, kept between fills
+  std::vector<std::size_t> batch_sizes_;
 
   StagedBackend& s_;
   std::unique_ptr<StagingKit> kit_;

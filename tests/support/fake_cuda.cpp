@@ -537,6 +537,32 @@ CUresult fake_cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, std::size_t
   return copy_async(s, reinterpret_cast<void*>(dst), src, bytes, stream);
 }
 
+// As the driver documents it: one set of attributes at least, the first applying from copy 0, each with a
+// source access order; a stream, never the legacy one. Every destination is checked before any is queued.
+CUresult fake_cuMemcpyBatchAsync_v2(CUdeviceptr* dsts, CUdeviceptr* srcs, std::size_t* sizes, std::size_t count,
+                                    CUmemcpyAttributes* attrs, std::size_t* attrs_indices, std::size_t attrs_count,
+                                    CUstream stream) {
+  FAKE_ENTER_("cuMemcpyBatchAsync_v2");
+  if (CUresult r = need_context(); r != CUDA_SUCCESS) return r;
+  if (count == 0 || attrs_count == 0 || attrs_count > count || attrs_indices[0] != 0) return CUDA_ERROR_INVALID_VALUE;
+  for (std::size_t k = 0; k < attrs_count; ++k) {
+    if (attrs[k].srcAccessOrder == CU_MEMCPY_SRC_ACCESS_ORDER_INVALID) return CUDA_ERROR_INVALID_VALUE;
+    if (k > 0 && attrs_indices[k] <= attrs_indices[k - 1]) return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (stream == nullptr || s.streams.count(stream) == 0) return CUDA_ERROR_INVALID_VALUE;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (!is_device_range(s, dsts[i], sizes[i])) return CUDA_ERROR_INVALID_VALUE;
+  }
+  ++s.counters.batched_copy_calls;
+  for (std::size_t i = 0; i < count; ++i) {
+    ++s.counters.batched_copies;
+    s.counters.htod_bytes += sizes[i];
+    CUresult r = copy_async(s, reinterpret_cast<void*>(dsts[i]), reinterpret_cast<const void*>(srcs[i]), sizes[i], stream);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
+}
+
 CUresult fake_cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, std::size_t bytes, CUstream stream) {
   FAKE_ENTER_("cuMemcpyDtoHAsync_v2");
   if (CUresult r = need_context(); r != CUDA_SUCCESS) return r;

@@ -78,6 +78,7 @@ struct FakeCudaCounters {
   std::uint64_t host_registers = 0, host_unregisters = 0;
   std::uint64_t htod_copies = 0, dtoh_copies = 0;              // synchronous
   std::uint64_t htod_async_copies = 0, dtoh_async_copies = 0;  // asynchronous
+  std::uint64_t batched_copy_calls = 0, batched_copies = 0;   // cuMemcpyBatchAsync: calls, the copies in them
   std::uint64_t htod_bytes = 0, dtoh_bytes = 0;                // both kinds
   std::uint64_t memsets = 0;
   std::uint64_t streams_created = 0, streams_destroyed = 0;

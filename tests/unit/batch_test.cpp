@@ -1,5 +1,6 @@
 // File::pread_batch (issue 21): pieces into host memory read into place, pieces into (fake) device memory
-// packed into bounce buffers and moved with one copy per contiguous run; unaligned pieces, pieces across
+// packed into bounce buffers and moved with one copy per contiguous run, the runs of a fill in one batched
+// copy (or a copy each without one); unaligned pieces, pieces across
 // task boundaries and past the end of the file, duplicates, empty pieces, thousands of pieces; bad pieces
 // refused before any I/O with their index. Every byte checked, and the bytes around each destination.
 // Also the engine's sharing: a small request does not wait for a large one's tasks to drain, and a waiter
@@ -122,13 +123,14 @@ class Batch : public ::testing::Test {
 
   // A File on the fake GPU over `pages` pages of the pattern in memory; the source takes whatever batch a
   // worker hands it and records the largest (memory_->largest_batch).
-  File memory_file(std::size_t pages, unsigned threads, std::uint64_t bounce_buffer_size) {
+  File memory_file(std::size_t pages, unsigned threads, std::uint64_t bounce_buffer_size,
+                   const detail::GpuPlatform& gpu = testing::fake_gpu_platform()) {
     memory_ = std::make_shared<testing::MemorySource>("memory", testing::pattern(0, pages * 4096));
     memory_->depth = 4096;
     Config c;
     c.set_compat_mode(CompatMode::on).set_bounce_buffer_size(bounce_buffer_size).set_threads(threads);
     detail::OpenOptions o;
-    o.gpu = &testing::fake_gpu_platform();
+    o.gpu = &gpu;
     auto f = detail::open_source(memory_, "r", c, o);
     EXPECT_TRUE(f.ok()) << f.status().to_string();
     return std::move(*f);
@@ -213,6 +215,66 @@ TEST_F(Batch, AWorkersShareIsOneFillAndOneCopy) {
   EXPECT_EQ(memory_->largest_batch, kPieces / 4) << "a worker's share in one fill";
   EXPECT_EQ(testing::fake_cuda_counters().htod_async_copies - copies_before, 4u) << "one copy per share";
   EXPECT_TRUE(holds(pieces, dev, (kPieces + 1) * 4096, kPieces * 4096));
+  testing::fake_cuda_free(dev);
+}
+
+// Pieces whose destinations do not follow one another (each piece landing one page below the one before)
+// still move with one driver call a fill: one batched copy of 1,024 copies, not 1,024 copy launches.
+TEST_F(Batch, ScatteredDevicePiecesMoveInOneBatchedCopyAFill) {
+  constexpr std::size_t kPieces = 4096;
+  File f = memory_file(kPieces, 4, 4 << 20);  // 1,024 pieces a buffer
+  auto [dev, pieces] = device_pages(kPieces, [](std::size_t i) { return (i * 7) % kPieces; });
+  std::reverse(pieces.begin(), pieces.end());
+  const testing::FakeCudaCounters before = testing::fake_cuda_counters();
+  auto r = f.pread_batch(pieces).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  const testing::FakeCudaCounters after = testing::fake_cuda_counters();
+  EXPECT_EQ(r->report.total_ops(), kPieces) << "every piece counted";
+  EXPECT_EQ(after.batched_copy_calls - before.batched_copy_calls, 4u) << "one driver call a share";
+  EXPECT_EQ(after.batched_copies - before.batched_copies, kPieces) << "a copy for each piece, in those calls";
+  EXPECT_EQ(after.htod_async_copies - before.htod_async_copies, 0u) << "no copy launched alone";
+  EXPECT_TRUE(holds(pieces, dev, (kPieces + 1) * 4096, kPieces * 4096));
+  testing::fake_cuda_free(dev);
+}
+
+// A driver older than CUDA 13 has no batched copy: the same pieces then move with a copy each, as exactly.
+const detail::CudaApi* driver_without_batched_copies(Status*) {
+  static const detail::CudaApi api = [] {
+    detail::CudaApi a = testing::fake_cuda_api();
+    a.cuMemcpyBatchAsync_v2 = nullptr;
+    return a;
+  }();
+  return &api;
+}
+
+TEST_F(Batch, WithoutBatchedCopiesScatteredPiecesMoveWithACopyEach) {
+  constexpr std::size_t kPieces = 256;
+  const detail::GpuPlatform& fake = testing::fake_gpu_platform();
+  const detail::GpuPlatform older{driver_without_batched_copies, fake.cufile, fake.direct_route_hint, nullptr};
+  File f = memory_file(kPieces, 4, 4 << 20, older);
+  auto [dev, pieces] = device_pages(kPieces, [](std::size_t i) { return (i * 7) % kPieces; });
+  std::reverse(pieces.begin(), pieces.end());
+  const testing::FakeCudaCounters before = testing::fake_cuda_counters();
+  auto r = f.pread_batch(pieces).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  const testing::FakeCudaCounters after = testing::fake_cuda_counters();
+  EXPECT_EQ(after.batched_copy_calls - before.batched_copy_calls, 0u);
+  EXPECT_EQ(after.htod_async_copies - before.htod_async_copies, kPieces);
+  EXPECT_TRUE(holds(pieces, dev, (kPieces + 1) * 4096, kPieces * 4096));
+  testing::fake_cuda_free(dev);
+}
+
+// A batched copy the driver refuses fails the batch with the driver's error and what was being copied.
+TEST_F(Batch, AFailedBatchedCopyFailsTheBatchSayingWhatItCopied) {
+  constexpr std::size_t kPieces = 64;
+  File f = memory_file(kPieces, 1, 4 << 20);
+  auto [dev, pieces] = device_pages(kPieces, [](std::size_t i) { return i; });
+  std::reverse(pieces.begin(), pieces.end());
+  testing::fake_cuda_script().fail("cuMemcpyBatchAsync_v2", detail::CUDA_ERROR_ILLEGAL_ADDRESS);
+  auto r = f.pread_batch(pieces).get();
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("batched copies"));
+  EXPECT_THAT(r.status().message(), HasSubstr("CUDA_ERROR_ILLEGAL_ADDRESS"));
   testing::fake_cuda_free(dev);
 }
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <type_traits>
 
 #if __has_include(<cuda.h>)
@@ -97,7 +98,16 @@ FERRY_SAME_VALUE_(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
 FERRY_SAME_VALUE_(CU_DEVICE_ATTRIBUTE_NUMA_ID);
 FERRY_SAME_VALUE_(CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID);
 #endif
+FERRY_SAME_VALUE_(CU_MEMCPY_SRC_ACCESS_ORDER_INVALID);
+FERRY_SAME_VALUE_(CU_MEMCPY_SRC_ACCESS_ORDER_STREAM);
+FERRY_SAME_VALUE_(CU_MEM_LOCATION_TYPE_INVALID);
+FERRY_SAME_VALUE_(CU_MEMCPY_FLAG_DEFAULT);
 #undef FERRY_SAME_VALUE_
+// The batched copy's attributes are passed as an array: the layout must be the driver's.
+static_assert(sizeof(fd::CUmemcpyAttributes) == sizeof(::CUmemcpyAttributes));
+static_assert(offsetof(fd::CUmemcpyAttributes, srcLocHint) == offsetof(::CUmemcpyAttributes, srcLocHint));
+static_assert(offsetof(fd::CUmemcpyAttributes, dstLocHint) == offsetof(::CUmemcpyAttributes, dstLocHint));
+static_assert(offsetof(fd::CUmemcpyAttributes, flags) == offsetof(::CUmemcpyAttributes, flags));
 static_assert(fd::kMemHostAllocPortable == CU_MEMHOSTALLOC_PORTABLE);
 static_assert(fd::kMemHostAllocDeviceMap == CU_MEMHOSTALLOC_DEVICEMAP);
 static_assert(fd::kMemHostAllocWriteCombined == CU_MEMHOSTALLOC_WRITECOMBINED);
@@ -118,6 +128,7 @@ FERRY_SAME_SYMBOL_(cuEventDestroy, cuEventDestroy_v2);
 FERRY_SAME_SYMBOL_(cuStreamWaitValue32, cuStreamWaitValue32_v2);
 FERRY_SAME_SYMBOL_(cuStreamWriteValue32, cuStreamWriteValue32_v2);
 FERRY_SAME_SYMBOL_(cuMemHostGetDevicePointer, cuMemHostGetDevicePointer_v2);
+FERRY_SAME_SYMBOL_(cuMemcpyBatchAsync, cuMemcpyBatchAsync_v2);
 #undef FERRY_SAME_SYMBOL_
 #endif
 

@@ -128,6 +128,33 @@ enum CUevent_flags : unsigned int {
   CU_EVENT_DISABLE_TIMING = 0x2,  // the cheap kind: Ferry uses events for ordering only
 };
 
+// Batched copies (cuMemcpyBatchAsync): what each copy's attributes say. Ferry's sources are pinned bounce
+// buffers read in stream order; the location hints apply to managed memory only and stay unset.
+enum CUmemcpySrcAccessOrder : int {
+  CU_MEMCPY_SRC_ACCESS_ORDER_INVALID = 0x0,
+  CU_MEMCPY_SRC_ACCESS_ORDER_STREAM = 0x1,
+};
+
+enum CUmemLocationType : int {
+  CU_MEM_LOCATION_TYPE_INVALID = 0x0,
+};
+
+struct CUmemLocation {
+  CUmemLocationType type;
+  int id;
+};
+
+enum CUmemcpyFlags : unsigned int {
+  CU_MEMCPY_FLAG_DEFAULT = 0x0,
+};
+
+struct CUmemcpyAttributes {
+  CUmemcpySrcAccessOrder srcAccessOrder;
+  CUmemLocation srcLocHint;
+  CUmemLocation dstLocHint;
+  unsigned int flags;
+};
+
 // Function types, one per exported symbol Ferry loads (`cuMemAlloc_v2_fn`), from the list in cuda_symbols.hpp.
 #define FERRY_CUDA_FUNCTION_TYPE_(need, symbol, result, parameters) using symbol##_fn = result(*) parameters;
 FERRY_CUDA_DRIVER_SYMBOLS(FERRY_CUDA_FUNCTION_TYPE_)

@@ -68,5 +68,10 @@
   X(optional, cuStreamIsCapturing, CUresult, (CUstream stream, CUstreamCaptureStatus* status))                \
   X(optional, cuMemHostGetDevicePointer_v2, CUresult,                                                         \
     (CUdeviceptr* device_pointer, void* host_pointer, unsigned int flags))                                    \
-  X(optional, cuMemsetD8Async, CUresult, (CUdeviceptr dst, unsigned char value, std::size_t count, CUstream stream))
+  X(optional, cuMemsetD8Async, CUresult, (CUdeviceptr dst, unsigned char value, std::size_t count, CUstream stream)) \
+  /* Many copies in one call (drivers of CUDA 13 and later export this form): a batch's pieces whose */      \
+  /* destinations do not follow one another (staged_backend.cpp); without it, one copy each. */               \
+  X(optional, cuMemcpyBatchAsync_v2, CUresult,                                                                \
+    (CUdeviceptr* dsts, CUdeviceptr* srcs, std::size_t* sizes, std::size_t count, CUmemcpyAttributes* attrs,  \
+     std::size_t* attrs_indices, std::size_t attrs_count, CUstream stream))
 // clang-format on
