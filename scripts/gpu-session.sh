@@ -38,7 +38,7 @@
 #                Ferry (in flight, one at a time, pread_batch) beside the plain loop, hot ($SMALL_CACHE: hot,
 #                cold or "hot cold"), every byte checked; then examples/token_windows.py
 #   small-reads-goals  issue 21's goals in one call: the copy ceiling, then ferry_small_reads hot (64 in
-#                flight, one at a time, batches of 32, 64 and 256 MiB) and cold (4 KiB against raw O_DIRECT), in
+#                flight, one at a time, batches of 32, 64 and 256 MiB two in flight, of 32 and 64 MiB four) and cold (4 KiB against raw O_DIRECT), in
 #                $GOALS_PASSES passes (default 1), judged on medians by bench/tools/small_reads_goals.py (goals.txt)
 #   golden       tests/fixtures/safetensors/make_golden.py with the reference package; the files come back
 #                in the archive (golden/)
@@ -340,6 +340,9 @@ PY
       # Larger batches: with two of 64 MiB in flight, the batch boundaries alone hold this pattern at 0.83-0.86
       # of the copy ceiling, without Ferry too (plain-batches, bench/results/2026-12-03-h200-copy-queue).
       run_goal batch-256 --sizes 64KiB,1MiB --bytes-per-mode 4GiB --modes batch --batch-bytes 256MiB
+      # Four in flight, as a data loader that prefetches: 1.02-1.18x two at 32-64 MiB (2026-12-03-h200-no-regression).
+      run_goal batch-32x4 --sizes 4KiB --bytes-per-mode 2GiB --modes batch --batches-in-flight 4
+      run_goal batch-64x4 --sizes 64KiB,1MiB --bytes-per-mode 2GiB --modes batch --batch-bytes 64MiB --batches-in-flight 4
       # Cold too: the disk's raw rate moved 0.25-0.48 GB/s between calls, and Ferry's beside it in one pass was
       # judged on that pass alone (2026-12-03-h200-one-at-a-time).
       run_goal cold --cache cold --sizes 4KiB --bytes-per-mode 64MiB --modes raw-host,batch,ferry-mt

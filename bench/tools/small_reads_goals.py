@@ -42,14 +42,15 @@ def copy_ceiling_gb_per_s(text_or_number):
 
 
 def load(paths):
-    """Rows pooled by (cache, mode, size, batch_bytes)."""
+    """Rows pooled by (cache, mode, size, (batch_bytes, batches_in_flight) for batch modes, else 0)."""
     rows = {}
     for path in paths:
         with open(path) as f:
             for r in json.load(f):
                 if not r.get("verified", False):
                     raise SystemExit(f"{path}: {r['mode']} at {r['size']} bytes was not verified byte for byte")
-                key = (r["cache"], r["mode"], r["size"], r.get("batch_bytes", 0) if r["mode"].startswith("batch") else 0)
+                batching = (r.get("batch_bytes", 0), r.get("batches_in_flight", 2))
+                key = (r["cache"], r["mode"], r["size"], batching if r["mode"].startswith("batch") else 0)
                 rows.setdefault(key, []).append(r)
     return rows
 
@@ -58,9 +59,9 @@ def size_name(size):
     return f"{size // MIB} MiB" if size >= MIB else f"{size // KIB} KiB"
 
 
-def passes(rows, cache, mode, size, field, batch_bytes=None):
-    """Every pass of (cache, mode, size), of one batch size when given."""
-    return [r[field] for k, rs in rows.items() if k[:3] == (cache, mode, size) and batch_bytes in (None, k[3])
+def passes(rows, cache, mode, size, field, batching=None):
+    """Every pass of (cache, mode, size), of one (batch size, batches in flight) when given."""
+    return [r[field] for k, rs in rows.items() if k[:3] == (cache, mode, size) and batching in (None, k[3])
             for r in rs]
 
 
@@ -92,14 +93,14 @@ def check(rows, ceiling):
         else:
             out.append(verdict(f"{size_name(size)} one at a time, us", [], None, reference="plain-1 not measured"))
     batches = sorted({(k[2], k[3]) for k in rows if k[:2] == ("hot", "batch")}) or [(4 * KIB, None)]
-    for size, batch_bytes in batches:
-        of = f" of {batch_bytes // MIB} MiB" if batch_bytes else ""
+    for size, batching in batches:
+        of = f" of {batching[0] // MIB} MiB, {batching[1]} in flight" if batching else ""
         if size < 64 * KIB:
             out.append(verdict(f"{size_name(size)} batches{of}, M pieces/s",
-                               passes(rows, "hot", "batch", size, "m_requests_per_s", batch_bytes), BATCH_4K_M_PIECES))
+                               passes(rows, "hot", "batch", size, "m_requests_per_s", batching), BATCH_4K_M_PIECES))
             continue
         share = BATCH_CEILING_SHARE.get(size, 0.9 if size >= MIB else 0.8)
-        out.append(verdict(f"{size_name(size)} batches{of}, GB/s", passes(rows, "hot", "batch", size, "gb_per_s", batch_bytes),
+        out.append(verdict(f"{size_name(size)} batches{of}, GB/s", passes(rows, "hot", "batch", size, "gb_per_s", batching),
                            round(share * ceiling, 2), reference=f"{share} of the copy ceiling {ceiling:.2f}"))
     raw = passes(rows, "cold", "raw-host", 4 * KIB, "gb_per_s")
     for mode in ("batch", "ferry-mt"):

@@ -18,9 +18,10 @@ def goals():
     return module
 
 
-def row(mode, size, cache="hot", gb=0.0, mreq=0.0, us=0.0, batch_bytes=32 * MIB, verified=True):
+def row(mode, size, cache="hot", gb=0.0, mreq=0.0, us=0.0, batch_bytes=32 * MIB, batches_in_flight=2, verified=True):
     return {"mode": mode, "size": size, "cache": cache, "gb_per_s": gb, "m_requests_per_s": mreq,
-            "us_per_request": us, "batch_bytes": batch_bytes, "verified": verified}
+            "us_per_request": us, "batch_bytes": batch_bytes, "batches_in_flight": batches_in_flight,
+            "verified": verified}
 
 
 def judged(goals, tmp_path, rows, ceiling="50", capsys=None):
@@ -57,14 +58,16 @@ def test_batches_are_held_to_shares_of_the_copy_ceiling_read_from_its_tool(goals
     ceiling.write_text(" 0 reader threads:  copy 256 MiB x 2 streams 50.00 GiB/s;  copy 4 MiB x 16 streams 48.00 GiB/s;\n"
                        " 8 reader threads:  copy 256 MiB x 2 streams 40.00 GiB/s;  readers 45.00 GiB/s\n")
     got = judged(goals, tmp_path, [row("batch", 4 * KIB, mreq=4.2), row("batch", 64 * KIB, gb=43.0),
-                                   row("batch", 64 * KIB, gb=44.0, batch_bytes=64 * MIB), row("batch", MIB, gb=48.0)],
+                                   row("batch", 64 * KIB, gb=44.0, batch_bytes=64 * MIB), row("batch", MIB, gb=48.0),
+                                   row("batch", MIB, gb=49.0, batches_in_flight=4)],
                  ceiling=str(ceiling), capsys=capsys)
     gb = 50.0 * 1.073741824
-    assert got["4 KiB batches of 32 MiB, M pieces/s"]["met"] is True
-    assert got["64 KiB batches of 32 MiB, GB/s"]["target"] == round(0.8 * gb, 2)
-    assert got["64 KiB batches of 32 MiB, GB/s"]["met"] is True        # 43.0 >= 42.95
-    assert got["64 KiB batches of 64 MiB, GB/s"]["passes"] == [44.0]   # batch sizes are judged apart
-    assert got["1 MiB batches of 32 MiB, GB/s"]["met"] is False        # 48.0 < 48.32
+    assert got["4 KiB batches of 32 MiB, 2 in flight, M pieces/s"]["met"] is True
+    assert got["64 KiB batches of 32 MiB, 2 in flight, GB/s"]["target"] == round(0.8 * gb, 2)
+    assert got["64 KiB batches of 32 MiB, 2 in flight, GB/s"]["met"] is True       # 43.0 >= 42.95
+    assert got["64 KiB batches of 64 MiB, 2 in flight, GB/s"]["passes"] == [44.0]  # batch sizes are judged apart
+    assert got["1 MiB batches of 32 MiB, 2 in flight, GB/s"]["met"] is False       # 48.0 < 48.32
+    assert got["1 MiB batches of 32 MiB, 4 in flight, GB/s"]["passes"] == [49.0]   # and batches in flight
 
 
 def test_cold_reads_are_held_to_the_raw_rate_of_the_same_call(goals, tmp_path, capsys):

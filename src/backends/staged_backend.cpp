@@ -3,9 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <optional>
-#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -211,12 +209,7 @@ class StagedWorker final : public RouteWorker {
       runs_.push_back(run);
     }
     const CudaApi& api = *s_.target_.api;
-    // FERRY_X_BATCHED_COPY=0: one copy per run, for call L2's comparison (removed after it).
-    static const bool x_batched = [] {
-      const char* v = std::getenv("FERRY_X_BATCHED_COPY");
-      return v == nullptr || std::string_view(v) != "0";
-    }();
-    if (runs_.size() > 1 && api.cuMemcpyBatchAsync_v2 != nullptr && x_batched) {
+    if (runs_.size() > 1 && api.cuMemcpyBatchAsync_v2 != nullptr) {
       Status copied = copy_batched(api);
       if (!copied.ok()) {
         for (const CopyRun& run : runs_) std::fill(got.begin() + run.begin, got.begin() + run.end, copied);
