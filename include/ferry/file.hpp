@@ -115,8 +115,9 @@ class File {
   /// one request: one Future, whose report counts every piece as an operation. For the many small reads of
   /// data loaders (samples at random offsets): into device memory the pieces are read into pinned bounce
   /// buffers one after another and each run of pieces whose destinations follow one another moves with
-  /// one copy (pieces laid out back to back in one buffer move 4 MiB per copy), never one copy per piece;
-  /// into host memory each piece is read straight into place. All pieces are host memory, or all are
+  /// one copy (pieces laid out back to back in one buffer move 4 MiB per copy); the runs of one bounce
+  /// buffer go to the driver as one batched copy (drivers of CUDA 13 and later; older ones take a copy per
+  /// run). Into host memory each piece is read straight into place. All pieces are host memory, or all are
   /// device memory of one GPU. The Transfer's bytes are the sum of what the pieces read: a piece reads
   /// fewer bytes only where the file ends (as it is when the batch starts), and no byte past what a piece
   /// read is written. Pieces may overlap in the file, be empty, or repeat. `pieces` is copied: it need not
@@ -124,8 +125,8 @@ class File {
   /// index: invalid_argument (a null buffer, a range past the largest offset, pieces in different kinds of
   /// memory or on different GPUs, a device piece outside its allocation); failed_precondition on a closed
   /// File or with require=gds into device memory (batches take the staged route, reason batch_pieces).
-  /// Larger batches move faster: each one's start and end leave the copy engine idle for a moment
-  /// (docs/engine.md, "What holds small batches is their boundaries").
+  /// Larger batches, and more of them in flight, move faster: each one's start and end leave the copy
+  /// engine idle for a moment (docs/engine.md, "What holds small batches is their boundaries").
   [[nodiscard]] Future pread_batch(std::span<const Piece> pieces);
 
   /// Stream-ordered read for framework code (CUDA streams): reads `size` bytes at `offset` into `buffer`

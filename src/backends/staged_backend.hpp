@@ -6,7 +6,8 @@
 // only after the event recorded behind its last copy has completed. finish() waits for every copy, so a
 // request completes only once its bytes are on the device.
 // A worker with `pack` > 1 (a batch of small pieces) takes that many tasks at once, reads them back to back
-// into its bounce buffers, and copies each run of them whose destinations follow one another at once.
+// into its bounce buffers, and copies each run of them whose destinations follow one another at once (a
+// buffer's runs in one batched copy where the driver has it).
 // Writes: each piece is copied device-to-host into a bounce buffer, then written to the file.
 #pragma once
 
