@@ -1,6 +1,6 @@
 #!/bin/bash
 # Call L3 (2026-12-03, night): batched copies kept (the FERRY_X_BATCHED_COPY switch removed). Build, the C++ GPU
-# tests, one question, and the goals in three passes (with the new rows of four batches in flight).
+# tests, one question, and the goals in two passes (with the new rows of four batches in flight).
 # The question: with four 64 MiB batches in flight Ferry read 48.0-48.5 GB/s where plain-batches read 50.3-50.9
 # (L2); each worker waits for its last copy before it takes the next job. Prediction: if that wait is what
 # costs, more workers than cores (FERRY_THREADS=32) read on while others wait, and close part of the gap.
@@ -27,7 +27,7 @@ done
 python3 bench/results/2026-12-03-h200-alternating/rounds_summary.py $OUT/threads t16 t32 | tee $OUT/summary-threads.txt
 tar czf $OUT/threads.tgz -C $OUT threads && rm -rf $OUT/threads
 log threads done
-GOALS_PASSES=3 timeout 400 scripts/gpu-session.sh small-reads-goals > $OUT/goals.log 2>&1; echo "goals rc=$?"
+GOALS_PASSES=2 timeout 300 scripts/gpu-session.sh small-reads-goals > $OUT/goals.log 2>&1; echo "goals rc=$?"
 grep -A40 "^copy ceiling" $OUT/goals.log
 (cd build-gpu/out && tar czf $OUT/goals.tgz goals-*)
 log end
