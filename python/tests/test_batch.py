@@ -54,19 +54,23 @@ def test_bad_pieces_are_refused_before_any_io_naming_the_index(make_file):
     assert (dst == 0).all()
 
 
+def poisoned_gpu_bytes(framework, request, n):
+    """`n` bytes of 0xA5 in GPU memory of `framework` (cupy or torch), and a function that copies them back."""
+    if framework == "cupy":
+        cp = request.getfixturevalue("cp")
+        dst = cp.full(n, 0xA5, dtype=cp.uint8)
+        return dst, lambda: cp.asnumpy(dst)
+    torch = request.getfixturevalue("torch_cuda")
+    dst = torch.full((n,), 0xA5, dtype=torch.uint8, device="cuda")
+    return dst, lambda: dst.cpu().numpy()
+
+
 @pytest.mark.parametrize("framework", ["cupy", "torch"])
 def test_into_gpu_memory_every_byte_and_the_bytes_around(make_file, framework, request):
     path, data = make_file(SIZE, seed=34)
     offsets = np.random.default_rng(4).integers(0, SIZE, 3000)
     size = 1000  # unaligned, some pieces past the end of the file
-    if framework == "cupy":
-        cp = request.getfixturevalue("cp")
-        dst = cp.full(3000 * size + 64, 0xA5, dtype=cp.uint8)
-        host = lambda: cp.asnumpy(dst)  # noqa: E731
-    else:
-        torch = request.getfixturevalue("torch_cuda")
-        dst = torch.full((3000 * size + 64,), 0xA5, dtype=torch.uint8, device="cuda")
-        host = lambda: dst.cpu().numpy()  # noqa: E731
+    dst, host = poisoned_gpu_bytes(framework, request, 3000 * size + 64)
     with ferry.open(path) as f:
         fut = f.pread_batch(dst, offsets, size)
         want = sum(min(size, max(0, SIZE - int(o))) for o in offsets)
@@ -90,14 +94,7 @@ def test_gpu_pieces_in_buffers_of_their_own_land_exactly(make_file, framework, r
     count, stride = 1500, 5000
     sizes = rng.integers(1, 4800, count)
     offsets = rng.integers(0, SIZE, count)
-    if framework == "cupy":
-        cp = request.getfixturevalue("cp")
-        dst = cp.full(count * stride, 0xA5, dtype=cp.uint8)
-        host = lambda: cp.asnumpy(dst)  # noqa: E731
-    else:
-        torch = request.getfixturevalue("torch_cuda")
-        dst = torch.full((count * stride,), 0xA5, dtype=torch.uint8, device="cuda")
-        host = lambda: dst.cpu().numpy()  # noqa: E731
+    dst, host = poisoned_gpu_bytes(framework, request, count * stride)
     order = list(reversed(range(count)))
     pieces = [(dst[i * stride:i * stride + int(sizes[i])], int(offsets[i])) for i in order]
     lengths = [min(int(sizes[i]), max(0, SIZE - int(offsets[i]))) for i in range(count)]

@@ -12,6 +12,7 @@ scripts/gpu-session.sh build 2>&1 | tail -1
 log built
 timeout 100 build-gpu/tests/ferry_gpu_tests > $OUT/gpu_tests.log 2>&1
 grep -E "^\[  FAILED |^\[==========\] [0-9]+ tests|^\[  PASSED  \] [0-9]+ tests|stress on" $OUT/gpu_tests.log | head -8
+PYTHONPATH=build-gpu/python timeout 60 python3 -m pytest -q -rs -p no:cacheprovider python/tests/test_batch.py 2>&1 | tail -3
 log gpu tests done
 f=build-gpu/data/small-4GiB.bin
 [ -f "$f" ] || { build-gpu/cli/ferry write "$f" --size 4GiB --no-sync > /dev/null && sync; }
