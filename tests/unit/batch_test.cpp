@@ -387,6 +387,87 @@ TEST_F(Batch, ASmallRequestDoesNotWaitForALargeOneToDrain) {
   EXPECT_EQ(small, testing::pattern(12345, 4096));
 }
 
+// A worker whose copies still run while other jobs wait goes on to the next job and ends its own once they
+// are done (ThreadPool::park). One free worker; a GPU whose copies queue behind another stream's unmet wait:
+// the worker reads batch B while batch A's copies are held up, and both land exactly once they are let go.
+// (A worker that waited for A's copies would never read B while they were held.)
+TEST_F(Batch, AWorkerReadsTheNextBatchWhileTheLastOnesCopiesAreHeldUp) {
+  testing::fake_cuda_script().device_mode = testing::FakeDeviceMode::autonomous;
+  testing::fake_cuda_script().hardware_queues = 1;  // every stream behind the held one
+  const detail::CudaApi& api = testing::fake_cuda_api();
+  ASSERT_TRUE(detail::make_current(api, 0).ok());
+  detail::CUstream held = nullptr;
+  ASSERT_EQ(api.cuStreamCreate(&held, 0), detail::CUDA_SUCCESS);
+  void* word = nullptr;
+  ASSERT_EQ(api.cuMemHostAlloc(&word, 4096, detail::kMemHostAllocDeviceMap), detail::CUDA_SUCCESS);
+  auto* go = static_cast<std::atomic<std::uint32_t>*>(word);
+  go->store(0);
+  ASSERT_EQ(api.cuStreamWaitValue32_v2(held, reinterpret_cast<detail::CUdeviceptr>(word), 1, 0), detail::CUDA_SUCCESS);
+
+  constexpr std::size_t kPieces = 32;
+  File f = memory_file(2 * kPieces, 1, 1 << 20);  // one job a batch, its 32 pieces in one fill
+  auto a = device_pages(kPieces, [](std::size_t i) { return i; });
+  auto b = device_pages(kPieces, [](std::size_t i) { return kPieces + i; });
+  Future first, second;
+  std::atomic<bool> b_read{false}, a_done_when_b_read{false};
+  memory_->before_read = [&](const detail::Task& t) {
+    if (t.file_offset < kPieces * 4096 || b_read.load()) return;
+    a_done_when_b_read = first.done();
+    b_read = true;
+  };
+  testing::BusyPool busy;
+  first = f.pread_batch(a.pieces);
+  second = f.pread_batch(b.pieces);
+  busy.release_one();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!b_read.load() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_TRUE(b_read.load()) << "the worker waited for batch A's copies before reading batch B";
+  EXPECT_FALSE(a_done_when_b_read.load()) << "batch A was done before its copies ran";
+  go->store(1);
+  ASSERT_THAT(first.get().status(), StatusIs(ErrorCode::ok));
+  ASSERT_THAT(second.get().status(), StatusIs(ErrorCode::ok));
+  busy.release();
+  EXPECT_TRUE(holds(a.pieces, a.dev, (kPieces + 1) * 4096, 2 * kPieces * 4096));
+  EXPECT_TRUE(holds(b.pieces, b.dev, (kPieces + 1) * 4096, 2 * kPieces * 4096));
+  ASSERT_EQ(api.cuStreamSynchronize(held), detail::CUDA_SUCCESS);
+  ASSERT_EQ(api.cuStreamDestroy_v2(held), detail::CUDA_SUCCESS);
+  ASSERT_EQ(api.cuMemFreeHost(word), detail::CUDA_SUCCESS);
+  testing::fake_cuda_free(a.dev);
+  testing::fake_cuda_free(b.dev);
+}
+
+// Many batches in flight from two threads, each copy done only once asked about, so that jobs end while
+// their copies still run and others wait (their ends parked): every byte lands, nothing around the pieces
+// changes, and every bounce buffer comes back (the per-test leak check).
+TEST_F(Batch, BatchesInFlightWhoseEndsWaitForTheirCopiesLandExactly) {
+  testing::fake_cuda_script().copy_mode = testing::FakeCopyMode::deferred;
+  constexpr std::size_t kPages = 256, kPieces = 96, kInFlight = 3, kRounds = 6;
+  File f = memory_file(kPages, 4, 64 << 10);  // 16 pieces a fill: 6 fills a batch over 4 jobs
+  auto reader = [&](unsigned seed) {
+    std::mt19937_64 rng(seed);
+    for (std::size_t round = 0; round < kRounds; ++round) {
+      std::vector<DevicePages> batches;
+      std::vector<Future> live;
+      for (std::size_t k = 0; k < kInFlight; ++k) {
+        batches.push_back(device_pages(kPieces, [&](std::size_t) { return rng() % kPages; }));
+        std::reverse(batches.back().pieces.begin(), batches.back().pieces.end());
+        live.push_back(f.pread_batch(batches.back().pieces));
+      }
+      for (std::size_t k = 0; k < kInFlight; ++k) {
+        auto r = live[k].get();
+        EXPECT_TRUE(r.ok()) << r.status().to_string();
+        EXPECT_TRUE(holds(batches[k].pieces, batches[k].dev, (kPieces + 1) * 4096, kPages * 4096));
+        testing::fake_cuda_free(batches[k].dev);
+      }
+    }
+  };
+  std::thread other(reader, 1);
+  reader(2);
+  other.join();
+}
+
 // A read-only source of `bytes` whose reads fill their destination with 0x5A, each after the subclass's
 // before_read().
 class FillingSource : public detail::Source {
