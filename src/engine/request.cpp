@@ -53,6 +53,7 @@ std::shared_ptr<RequestState> RequestState::start(std::vector<Task> tasks, std::
   }
   state->self_ = state;
   state->active_jobs_ = jobs;
+  state->jobs_ = jobs;
   state->unclaimed_jobs_ = jobs;
   state->single_job_ = jobs == 1;
   // The pool grows while jobs wait for a worker, up to `threads`: a two-task read needs two workers, and
@@ -179,13 +180,15 @@ void RequestState::run_job(std::shared_ptr<Job> job) {
                          JobLength::lasting);
     return;
   }
-  // Its copies still running and other jobs waiting, the job leaves its end on this thread, which reads for
-  // the next job meanwhile and ends this one once the copies are done: a worker that waited for them here
-  // left the copy engine without the next data (four 64 MiB batches in flight: 0.94-0.96x of a plain loop
-  // that keeps reading, bench/results/2026-12-03-h200-no-regression). A one-task request ends at once: it is
-  // a small read whose caller waits for it, behind a short copy.
+  // Its copies still running and more jobs waiting than this request has, the job leaves its end on this
+  // thread, which reads for the next job meanwhile and ends this one once the copies are done: a worker that
+  // waited for them here left the copy engine without the next data (four 64 MiB batches in flight 1.02-1.06x,
+  // 16 MiB reads with 64 in flight 1.12-1.14x; bench/results/2026-12-04-h200-parked-ends). With less queued, the
+  // request is one a caller waits for next (the older of two batches in flight), and its end, later by up to a
+  // take, held back what the caller sends next: 0.80-0.94x there. A one-task request ends at once: it is a small
+  // read whose caller waits for it, behind a short copy.
   static const bool x_park = [] { const char* v = std::getenv("FERRY_X_PARK"); return !(v && v[0] == '0'); }();  // TEMPORARY: A/B switch
-  if (x_park && job->worker && tasks_.size() > 1 && !failed_.load(std::memory_order_acquire) && shared_pool().queued() > 0 &&
+  if (x_park && job->worker && tasks_.size() > 1 && !failed_.load(std::memory_order_acquire) && shared_pool().queued() > jobs_ &&
       job->worker->finish_would_wait()) {
     RouteWorker* worker = job->worker.get();
     ThreadPool::park([self = self_, job] { self->end_parked_job(*job); },

@@ -125,6 +125,7 @@ class RequestState {
   std::shared_ptr<RouteBackend> backend_;
   std::function<void(Report&)> on_complete_;
   std::atomic<std::size_t> next_task_{0};
+  unsigned jobs_ = 0;  // how many it started with
   std::atomic<unsigned> active_jobs_{0};
   std::atomic<unsigned> unclaimed_jobs_{0};  // jobs no thread has begun
   bool single_job_ = false;

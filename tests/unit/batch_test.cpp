@@ -387,10 +387,10 @@ TEST_F(Batch, ASmallRequestDoesNotWaitForALargeOneToDrain) {
   EXPECT_EQ(small, testing::pattern(12345, 4096));
 }
 
-// A worker whose copies still run while other jobs wait goes on to the next job and ends its own once they
-// are done (ThreadPool::park). One free worker; a GPU whose copies queue behind another stream's unmet wait:
-// the worker reads batch B while batch A's copies are held up, and both land exactly once they are let go.
-// (A worker that waited for A's copies would never read B while they were held.)
+// A worker whose copies still run while more jobs wait than its request has goes on to the next job and ends
+// its own once they are done (ThreadPool::park). One free worker; three one-job batches; a GPU whose copies
+// queue behind another stream's unmet wait: the worker reads batch B while batch A's copies are held up, and
+// all land exactly once they are let go. (A worker that waited for A's copies would never read B meanwhile.)
 TEST_F(Batch, AWorkerReadsTheNextBatchWhileTheLastOnesCopiesAreHeldUp) {
   testing::fake_cuda_script().device_mode = testing::FakeDeviceMode::autonomous;
   testing::fake_cuda_script().hardware_queues = 1;  // every stream behind the held one
@@ -408,7 +408,8 @@ TEST_F(Batch, AWorkerReadsTheNextBatchWhileTheLastOnesCopiesAreHeldUp) {
   File f = memory_file(2 * kPieces, 1, 1 << 20);  // one job a batch, its 32 pieces in one fill
   auto a = device_pages(kPieces, [](std::size_t i) { return i; });
   auto b = device_pages(kPieces, [](std::size_t i) { return kPieces + i; });
-  Future first, second;
+  auto c = device_pages(kPieces, [](std::size_t i) { return kPieces - 1 - i; });
+  Future first, second, third;
   std::atomic<bool> b_read{false}, a_done_when_b_read{false};
   memory_->before_read = [&](const detail::Task& t) {
     if (t.file_offset < kPieces * 4096 || b_read.load()) return;
@@ -418,6 +419,7 @@ TEST_F(Batch, AWorkerReadsTheNextBatchWhileTheLastOnesCopiesAreHeldUp) {
   testing::BusyPool busy;
   first = f.pread_batch(a.pieces);
   second = f.pread_batch(b.pieces);
+  third = f.pread_batch(c.pieces);
   busy.release_one();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (!b_read.load() && std::chrono::steady_clock::now() < deadline) {
@@ -428,14 +430,17 @@ TEST_F(Batch, AWorkerReadsTheNextBatchWhileTheLastOnesCopiesAreHeldUp) {
   go->store(1);
   ASSERT_THAT(first.get().status(), StatusIs(ErrorCode::ok));
   ASSERT_THAT(second.get().status(), StatusIs(ErrorCode::ok));
+  ASSERT_THAT(third.get().status(), StatusIs(ErrorCode::ok));
   busy.release();
   EXPECT_TRUE(holds(a.pieces, a.dev, (kPieces + 1) * 4096, 2 * kPieces * 4096));
   EXPECT_TRUE(holds(b.pieces, b.dev, (kPieces + 1) * 4096, 2 * kPieces * 4096));
+  EXPECT_TRUE(holds(c.pieces, c.dev, (kPieces + 1) * 4096, 2 * kPieces * 4096));
   ASSERT_EQ(api.cuStreamSynchronize(held), detail::CUDA_SUCCESS);
   ASSERT_EQ(api.cuStreamDestroy_v2(held), detail::CUDA_SUCCESS);
   ASSERT_EQ(api.cuMemFreeHost(word), detail::CUDA_SUCCESS);
   testing::fake_cuda_free(a.dev);
   testing::fake_cuda_free(b.dev);
+  testing::fake_cuda_free(c.dev);
 }
 
 // Many batches in flight from two threads, each copy done only once asked about, so that jobs end while
