@@ -31,6 +31,9 @@ class RouteWorker {
   }
   /// Waits for the worker's outstanding asynchronous work (copies in flight).
   virtual Status finish(Report& /*report*/) { return Status(); }
+  /// Whether finish() would wait now (copies still running): the engine then leaves the job's end for later
+  /// while other jobs wait (ThreadPool::park). Asked on the job's thread, perhaps in another job's context.
+  virtual bool finish_would_wait() { return false; }
   /// The worker's job goes on, perhaps on another thread than before (jobs yield to queued work between
   /// tasks): it makes that thread ready (the GPU's context current).
   virtual Status resume() { return Status(); }

@@ -120,6 +120,14 @@ class StagedWorker final : public RouteWorker {
 
   Status resume() override { return make_current(*s_.target_.api, s_.target_.device); }
 
+  // Asks the event behind the newest copy (recorded now if it was left unmarked): the buffer last used.
+  bool finish_would_wait() override {
+    if (!kit_ || std::find(pending_.begin(), pending_.end(), true) == pending_.end()) return false;
+    if (!mark_last_copy().ok()) return false;  // finish() says what failed
+    const std::size_t newest = (next_slot_ + kit_->buffers.size() - 1) % kit_->buffers.size();
+    return s_.target_.api->cuEventQuery(kit_->events[newest]) == CUDA_ERROR_NOT_READY;
+  }
+
   Status finish(Report& /*report*/) override {
     const CudaApi& api = *s_.target_.api;
     FERRY_RETURN_IF_ERROR(cuda_check(api, wait_for_stream(api, kit_->stream),

@@ -47,11 +47,12 @@ std::shared_ptr<RequestState> RequestState::start(std::vector<Task> tasks, std::
   const std::size_t takes = (state->tasks_.size() + take - 1) / take;
   unsigned jobs = static_cast<unsigned>(std::min<std::size_t>(std::max(1u, threads), takes));
   if (jobs == 0) {
-    state->complete();
+    state->complete(CallbacksOn::here);
     return state;
   }
   state->self_ = state;
   state->active_jobs_ = jobs;
+  state->jobs_ = jobs;
   state->unclaimed_jobs_ = jobs;
   state->single_job_ = jobs == 1;
   // The pool grows while jobs wait for a worker, up to `threads`: a two-task read needs two workers, and
@@ -78,7 +79,7 @@ std::shared_ptr<RequestState> RequestState::failed(Status status) {
   auto state = std::make_shared<RequestState>();
   state->first_error_ = std::move(status);
   state->failed_ = true;
-  state->complete();
+  state->complete(CallbacksOn::here);
   return state;
 }
 
@@ -178,7 +179,28 @@ void RequestState::run_job(std::shared_ptr<Job> job) {
                          JobLength::lasting);
     return;
   }
-  end_job(*job);
+  // Its copies still running and more jobs waiting than this request has, a job of a large read leaves its end
+  // on this thread, which reads for the next job meanwhile and ends this one once the copies are done: a
+  // worker that waited for them here left the copy engine without the next data (16 MiB reads with 64 in
+  // flight 1.11-1.14x; bench/results/2026-12-04-h200-parked-ends). With less queued, the request is one a
+  // caller waits for next, and its end, later by up to a take, held back what the caller sends next. Batches
+  // (several tasks a take) end at once: parking them lost with two in flight (0.80-0.94x). A one-task request
+  // is a small read whose caller waits for it, behind a short copy.
+  if (job->worker && tasks_.size() > 1 && backend_->tasks_per_take() == 1 &&
+      !failed_.load(std::memory_order_acquire) && shared_pool().queued() > jobs_ && job->worker->finish_would_wait()) {
+    RouteWorker* worker = job->worker.get();
+    ThreadPool::park([self = self_, job] { self->end_parked_job(*job); },
+                     [worker] { return !worker->finish_would_wait(); });
+    return;
+  }
+  end_job(*job, CallbacksOn::here);
+}
+
+void RequestState::end_parked_job(Job& job) {
+  if (job.worker) {
+    if (Status resumed = job.worker->resume(); !resumed.ok()) record_error(resumed);
+  }
+  end_job(job, CallbacksOn::pool);  // this thread may be in the middle of another job: no user code here
 }
 
 RequestState::Continue RequestState::work_on(Job& job, bool may_yield) {
@@ -201,7 +223,7 @@ RequestState::Continue RequestState::work_on(Job& job, bool may_yield) {
   return job.worker ? run_tasks(job, may_yield) : Continue::done;
 }
 
-void RequestState::end_job(Job& job) {
+void RequestState::end_job(Job& job, CallbacksOn callbacks) {
   if (job.worker) {
     if (trace_tasks_) nvtx::push("ferry worker finish");
     Status finished = job.worker->finish(job.local);
@@ -217,7 +239,7 @@ void RequestState::end_job(Job& job) {
       outcome_.report.merge(job.local);
     }
   }
-  if (active_jobs_.fetch_sub(1, std::memory_order_acq_rel) == 1) complete();
+  if (active_jobs_.fetch_sub(1, std::memory_order_acq_rel) == 1) complete(callbacks);
 }
 
 RequestState::Continue RequestState::run_tasks(Job& job, bool may_yield) {
@@ -249,6 +271,10 @@ RequestState::Continue RequestState::run_tasks(Job& job, bool may_yield) {
       worker.run_batch(slice, std::span<Report>(&local, 1), std::span(results.data(), slice.size()));
     }
     if (trace_tasks_) nvtx::pop();
+    // An earlier job's end parked on this thread goes as soon as its copies are done, not after this job.
+    if (ThreadPool::run_parked(/*only_if_ready=*/true)) {
+      if (Status resumed = worker.resume(); !resumed.ok()) record_error(resumed);
+    }
     const auto ended = std::chrono::steady_clock::now();
     auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(ended - started);
     const auto ns_each = static_cast<std::uint64_t>(ns.count()) / slice.size();
@@ -297,7 +323,7 @@ RequestState::Continue RequestState::run_tasks(Job& job, bool may_yield) {
   return Continue::done;
 }
 
-void RequestState::complete() {
+void RequestState::complete(CallbacksOn where) {
   std::vector<Callback> callbacks;
   Status status;
   {
@@ -327,7 +353,13 @@ void RequestState::complete() {
     done_.store(true, std::memory_order_release);
   }
   done_cv_.notify_all();
-  for (auto& cb : callbacks) cb(*for_callbacks);
+  if (where == CallbacksOn::pool && !callbacks.empty()) {
+    shared_pool().submit([callbacks = std::move(callbacks), result = std::move(*for_callbacks)] {
+      for (auto& cb : callbacks) cb(result);
+    });
+  } else {
+    for (auto& cb : callbacks) cb(*for_callbacks);
+  }
   // Drop the self-reference last: waiters and callbacks may hold their own references.
   std::shared_ptr<RequestState> keep;
   {
@@ -364,7 +396,7 @@ bool RequestState::run_here_if_unclaimed(std::size_t max_tasks) const {
   auto borrowed = self->backend_->borrow_thread();  // the caller's CUDA context comes back afterwards
   Job job;  // never yields (it would keep the caller waiting longer), so never outlives this call
   (void)self->work_on(job, /*may_yield=*/false);
-  self->end_job(job);
+  self->end_job(job, CallbacksOn::here);
   return true;
 }
 

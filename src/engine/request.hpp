@@ -112,16 +112,20 @@ class RequestState {
   void run_job(std::shared_ptr<Job> job);
   // The job's worker made (or resumed) and its tasks run, until none are left or (may_yield) it yields.
   Continue work_on(Job& job, bool may_yield);
-  void end_job(Job& job);  // the worker's finish, its report, and the request's completion after its last job
+  // The worker's finish, its report, and the request's completion after its last job (its callbacks run
+  // `callbacks`).
+  void end_job(Job& job, CallbacksOn callbacks);
+  void end_parked_job(Job& job);  // end_job of a job parked on a worker thread (ThreadPool::park)
   Continue run_tasks(Job& job, bool may_yield);  // until none are left, one failed, or it yields
   void record_error(Status s);
-  void complete();
+  void complete(CallbacksOn callbacks);
 
   std::vector<Task> tasks_;
   EndOfFileRule eof_;
   std::shared_ptr<RouteBackend> backend_;
   std::function<void(Report&)> on_complete_;
   std::atomic<std::size_t> next_task_{0};
+  unsigned jobs_ = 0;  // how many it started with
   std::atomic<unsigned> active_jobs_{0};
   std::atomic<unsigned> unclaimed_jobs_{0};  // jobs no thread has begun
   bool single_job_ = false;

@@ -11,7 +11,29 @@
 namespace ferry::detail {
 namespace {
 thread_local bool t_on_worker = false;
+
+// A job's end left on this thread (ThreadPool::park).
+struct ParkedEnd {
+  PoolJob end;
+  std::function<bool()> ready;
+};
+thread_local std::optional<ParkedEnd> t_parked;
 }  // namespace
+
+void ThreadPool::park(PoolJob end, std::function<bool()> ready) {
+  std::optional<ParkedEnd> before;
+  before.swap(t_parked);
+  t_parked.emplace(ParkedEnd{std::move(end), std::move(ready)});
+  if (before) before->end();  // after the new one is parked: whoever waits for its request finds it there
+}
+
+bool ThreadPool::run_parked(bool only_if_ready) {
+  if (!t_parked || (only_if_ready && !t_parked->ready())) return false;
+  std::optional<ParkedEnd> parked;
+  parked.swap(t_parked);
+  parked->end();
+  return true;
+}
 
 ThreadPool::~ThreadPool() {
   {
@@ -93,6 +115,7 @@ void ThreadPool::expedite(std::uint64_t ticket) {
 }
 
 bool ThreadPool::help_one() {
+  if (run_parked(/*only_if_ready=*/false)) return true;  // it may be the very end the helper waits for
   std::optional<PoolJob> job;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -130,9 +153,20 @@ void ThreadPool::worker_loop() {
   t_on_worker = true;
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    if (stopping_ && queue_.empty()) return;
+    if (t_parked) {  // a parked end that is done ends now (asked without the lock: it asks the driver)
+      lock.unlock();
+      run_parked(/*only_if_ready=*/true);
+      lock.lock();
+    }
     const Clock::time_point now = Clock::now();
     auto ready = first_ready_locked(now);
+    if (t_parked && ready == queue_.end()) {  // nothing else to do: wait for it here
+      lock.unlock();
+      run_parked(/*only_if_ready=*/false);
+      lock.lock();
+      continue;
+    }
+    if (stopping_ && queue_.empty()) return;
     if (ready != queue_.end()) {
       {
         PoolJob job = take_locked(ready);

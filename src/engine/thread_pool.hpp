@@ -87,6 +87,16 @@ class ThreadPool {
   }
   /// Of those, the jobs still in their grace period or past it but not taken (the workers being busy).
   std::size_t queued_with_grace() const;
+  /// Leaves `end` on the calling worker thread, to run once `ready()` says it would no longer wait: the end
+  /// of a job whose copies still run (RequestState::run_job), so that the worker reads the next job's data
+  /// meanwhile instead of waiting for the copy engine. The thread asks between tasks and between jobs, and
+  /// runs it whatever `ready()` says before it waits for work or helps a waiter: nothing parked is left
+  /// behind. One a thread: a second parks in its place and the first runs at once (waiting as it must).
+  /// `end` must not run user code on the calling thread: it may run in the middle of another job.
+  static void park(PoolJob end, std::function<bool()> ready);
+  /// Runs the calling thread's parked end if there is one and (only_if_ready) it would not wait. True if
+  /// one ran.
+  static bool run_parked(bool only_if_ready);
   /// True on a thread owned by any ThreadPool.
   static bool on_worker_thread();
 

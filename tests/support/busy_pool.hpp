@@ -4,10 +4,14 @@
 //   testing::BusyPool busy;  // returns once every worker runs one of its jobs
 //   ... requests that must not need a worker ...
 //   busy.release();
+//
+// release_one() frees one worker at a time: jobs queued while all were busy then run on that one, in order.
 #pragma once
 
+#include <cstddef>
 #include <latch>
 #include <memory>
+#include <semaphore>
 
 #include "engine/thread_pool.hpp"
 
@@ -21,10 +25,11 @@ class BusyPool {
     pool.ensure_workers(at_least);
     const auto workers = static_cast<std::ptrdiff_t>(pool.workers());
     auto all_busy = std::make_shared<std::latch>(workers);
+    held_ = workers;
     for (std::ptrdiff_t i = 0; i < workers; ++i) {
       pool.submit([release = release_, all_busy] {
         all_busy->count_down();
-        release->wait();
+        release->acquire();
       });
     }
     all_busy->wait();
@@ -33,17 +38,23 @@ class BusyPool {
   BusyPool& operator=(const BusyPool&) = delete;
   ~BusyPool() { release(); }
 
-  /// Lets the workers go (once).
+  /// Lets the workers still held go.
   void release() {
-    if (!released_) release_->count_down();
-    released_ = true;
+    release_->release(held_);
+    held_ = 0;
+  }
+  /// Lets one worker go (if one is still held).
+  void release_one() {
+    if (held_ == 0) return;
+    release_->release();
+    --held_;
   }
 
  private:
   // Shared with the workers' jobs, not on the test's stack: a released worker may still touch it after the
   // test has ended.
-  std::shared_ptr<std::latch> release_ = std::make_shared<std::latch>(1);
-  bool released_ = false;
+  std::shared_ptr<std::counting_semaphore<>> release_ = std::make_shared<std::counting_semaphore<>>(0);
+  std::ptrdiff_t held_ = 0;
 };
 
 }  // namespace ferry::testing

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -34,6 +35,7 @@ class MemorySource final : public detail::Source {
   }
   Result<std::uint64_t> read(const detail::SourceRequest& /*request*/, const detail::Task& t, void* dst,
                              const char* /*route_label*/, Report& report) override {
+    if (before_read) before_read(t);
     std::lock_guard<std::mutex> lock(mutex_);
     ++reads;
     ++report.io.buffered_ops;
@@ -64,6 +66,7 @@ class MemorySource final : public detail::Source {
   }
 
   std::size_t depth = 1;                // what queue_depth() answers: > 1 makes workers hand over batches
+  std::function<void(const detail::Task&)> before_read;  // called first by every read (set before any)
   std::uint64_t reads = 0, writes = 0;  // tasks served (under the lock)
   std::uint64_t batches = 0, largest_batch = 0;
   bool closed = false;

@@ -4,12 +4,13 @@
 // task boundaries and past the end of the file, duplicates, empty pieces, thousands of pieces; bad pieces
 // refused before any I/O with their index. Every byte checked, and the bytes around each destination.
 // Also the engine's sharing: a small request does not wait for a large one's tasks to drain, and a waiter
-// runs a one-task request itself when the pool is busy, and one-task requests in flight together run on as many
-// workers.
+// runs a one-task request itself when the pool is busy, one-task requests in flight together run on as many
+// workers, and a large read's worker goes on to the next job while its copies still run (its end parked).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -148,6 +149,42 @@ class Batch : public ::testing::Test {
     std::memset(d.dev, kPoison, (count + 1) * 4096);
     for (std::size_t i = 0; i < count; ++i) d.pieces.push_back(Piece{d.dev + i * 4096, 4096, page_of(i) * 4096});
     return d;
+  }
+
+  // A File on the fake GPU over `pages` pages of the pattern in memory whose reads are split into tasks of
+  // kTask, each a bounce buffer: a large read of several tasks, one task a take.
+  File large_read_file(std::size_t pages, unsigned threads) {
+    memory_ = std::make_shared<testing::MemorySource>("memory", testing::pattern(0, pages * 4096));
+    Config c;
+    c.set_compat_mode(CompatMode::on).set_task_size(kTask).set_bounce_buffer_size(kTask).set_threads(threads);
+    detail::OpenOptions o;
+    o.gpu = &testing::fake_gpu_platform();
+    auto f = detail::open_source(memory_, "r", c, o);
+    EXPECT_TRUE(f.ok()) << f.status().to_string();
+    return std::move(*f);
+  }
+
+  // A large read's poisoned fake device memory: the read lands at dev + 4096, a page of poison either side.
+  struct LargeRead {
+    std::uint8_t* dev = nullptr;
+    std::uint64_t bytes = 0, offset = 0;
+  };
+  static LargeRead large_read(std::uint64_t bytes, std::uint64_t offset) {
+    LargeRead r{static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(bytes + 2 * 4096)), bytes, offset};
+    std::memset(r.dev, kPoison, bytes + 2 * 4096);
+    return r;
+  }
+  // Whether `read` holds the pattern at its offset for `bytes` and its poison either side is untouched.
+  static ::testing::AssertionResult lands(const LargeRead& read, std::uint64_t bytes) {
+    for (std::uint64_t k = 0; k < bytes + 2 * 4096; ++k) {
+      const bool inside = k >= 4096 && k < 4096 + bytes;
+      const std::uint8_t want = inside ? testing::pattern_byte(read.offset + k - 4096) : kPoison;
+      if (read.dev[k] != want) {
+        return ::testing::AssertionFailure() << "byte " << k << " of the read at offset " << read.offset
+                                             << (inside ? " is wrong" : ", outside it, changed");
+      }
+    }
+    return ::testing::AssertionSuccess();
   }
 
   std::string path_;
@@ -385,6 +422,88 @@ TEST_F(Batch, ASmallRequestDoesNotWaitForALargeOneToDrain) {
   EXPECT_FALSE(big.done()) << "the small request waited for the large one's 2048 tasks";
   ASSERT_THAT(big.get().status(), StatusIs(ErrorCode::ok));
   EXPECT_EQ(small, testing::pattern(12345, 4096));
+}
+
+// A worker whose copies of a large read still run while more jobs wait than its request has goes on to the
+// next job and ends its own once they are done (ThreadPool::park). One free worker; three two-task reads of
+// one job each; a GPU whose copies queue behind another stream's unmet wait: the worker reads B while A's
+// copies are held up, and all land exactly once they are let go. (A worker that waited for A's copies would
+// never read B meanwhile.)
+TEST_F(Batch, AWorkerReadsTheNextLargeReadWhileTheLastOnesCopiesAreHeldUp) {
+  testing::fake_cuda_script().device_mode = testing::FakeDeviceMode::autonomous;
+  testing::fake_cuda_script().hardware_queues = 1;  // every stream behind the held one
+  const detail::CudaApi& api = testing::fake_cuda_api();
+  ASSERT_TRUE(detail::make_current(api, 0).ok());
+  detail::CUstream held = nullptr;
+  ASSERT_EQ(api.cuStreamCreate(&held, 0), detail::CUDA_SUCCESS);
+  void* word = nullptr;
+  ASSERT_EQ(api.cuMemHostAlloc(&word, 4096, detail::kMemHostAllocDeviceMap), detail::CUDA_SUCCESS);
+  auto* go = static_cast<std::atomic<std::uint32_t>*>(word);
+  go->store(0);
+  ASSERT_EQ(api.cuStreamWaitValue32_v2(held, reinterpret_cast<detail::CUdeviceptr>(word), 1, 0), detail::CUDA_SUCCESS);
+
+  constexpr std::uint64_t kRead = 2 * kTask;  // two tasks: both bounce buffers of one kit, no buffer reused
+  File f = large_read_file(3 * kRead / 4096, /*threads=*/1);
+  std::vector<LargeRead> reads;
+  for (std::uint64_t k = 0; k < 3; ++k) reads.push_back(large_read(kRead, k * kRead));
+  std::array<Future, 3> futures;
+  std::atomic<bool> b_read{false}, a_done_when_b_read{false};
+  memory_->before_read = [&](const detail::Task& t) {
+    if (t.file_offset < kRead || b_read.load()) return;
+    a_done_when_b_read = futures[0].done();
+    b_read = true;
+  };
+  testing::BusyPool busy;
+  for (std::size_t k = 0; k < 3; ++k) futures[k] = f.pread(reads[k].dev + 4096, kRead, reads[k].offset);
+  busy.release_one();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!b_read.load() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_TRUE(b_read.load()) << "the worker waited for A's copies before reading B";
+  EXPECT_FALSE(a_done_when_b_read.load()) << "A was done before its copies ran";
+  go->store(1);
+  for (auto& future : futures) {
+    auto r = future.get();
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->bytes, kRead);
+  }
+  busy.release();
+  for (const auto& read : reads) EXPECT_TRUE(lands(read, kRead));
+  ASSERT_EQ(api.cuStreamSynchronize(held), detail::CUDA_SUCCESS);
+  ASSERT_EQ(api.cuStreamDestroy_v2(held), detail::CUDA_SUCCESS);
+  ASSERT_EQ(api.cuMemFreeHost(word), detail::CUDA_SUCCESS);
+  for (const auto& read : reads) testing::fake_cuda_free(read.dev);
+}
+
+// Large reads in flight from two threads, each copy done only once asked about, so that jobs end while their
+// copies still run and others wait (their ends parked): every byte lands, nothing around the reads changes,
+// and every bounce buffer comes back (the per-test leak check).
+TEST_F(Batch, LargeReadsInFlightWhoseEndsWaitForTheirCopiesLandExactly) {
+  testing::fake_cuda_script().copy_mode = testing::FakeCopyMode::deferred;
+  constexpr std::uint64_t kPages = 256, kInFlight = 4, kRounds = 6;
+  File f = large_read_file(kPages, /*threads=*/2);
+  auto reader = [&](unsigned seed) {
+    std::mt19937_64 rng(seed);
+    for (std::size_t round = 0; round < kRounds; ++round) {
+      std::vector<LargeRead> reads;
+      std::vector<Future> live;
+      for (std::size_t k = 0; k < kInFlight; ++k) {
+        const std::uint64_t bytes = (2 + rng() % 6) * kTask - rng() % 3000;  // 2-7 tasks, the last one short
+        reads.push_back(large_read(bytes, rng() % (kPages * 4096 - bytes)));
+        live.push_back(f.pread(reads.back().dev + 4096, bytes, reads.back().offset));
+      }
+      for (std::size_t k = 0; k < kInFlight; ++k) {
+        auto r = live[k].get();
+        EXPECT_TRUE(r.ok()) << r.status().to_string();
+        EXPECT_TRUE(lands(reads[k], reads[k].bytes));
+        testing::fake_cuda_free(reads[k].dev);
+      }
+    }
+  };
+  std::thread other(reader, 1);
+  reader(2);
+  other.join();
 }
 
 // A read-only source of `bytes` whose reads fill their destination with 0x5A, each after the subclass's

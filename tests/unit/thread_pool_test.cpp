@@ -1,5 +1,6 @@
 // ThreadPool: growing (on demand, up to a limit), jobs with a grace period, expedited and withdrawn jobs, jobs of a function
-// and its object, running jobs, helping from the calling thread, draining on destruction.
+// and its object, running jobs, helping from the calling thread, draining on destruction; ends parked on a
+// worker (a job's end waiting for its copies) run once ready, between jobs, and always before the worker waits.
 #include "engine/thread_pool.hpp"
 
 #include <gtest/gtest.h>
@@ -8,6 +9,8 @@
 #include <chrono>
 #include <latch>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -244,6 +247,81 @@ TEST(ThreadPool, JobsMaySubmitJobs) {
     while (ran.load() < 20 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
   }
   EXPECT_EQ(ran.load(), 20);
+}
+
+// ---- Ends parked on a worker ----
+
+// One worker, its jobs queued behind a gate: A parks an end that is not ready, B runs meanwhile and makes
+// it ready, and the end runs before C, on the worker that parked it.
+TEST(ThreadPool, AParkedEndWaitsWhileOtherJobsRunAndGoesOnceReady) {
+  std::mutex mutex;
+  std::vector<std::string> order;
+  auto note = [&](const char* what) {
+    std::lock_guard<std::mutex> lock(mutex);
+    order.emplace_back(what);
+  };
+  std::atomic<bool> ready{false};
+  std::thread::id parked_on, ended_on;
+  {
+    ThreadPool pool;
+    pool.ensure_workers(1);
+    std::latch gate(1);
+    pool.submit([&] { gate.wait(); });
+    pool.submit([&] {
+      note("A");
+      parked_on = std::this_thread::get_id();
+      ThreadPool::park(
+          [&] {
+            ended_on = std::this_thread::get_id();
+            note("end of A");
+          },
+          [&] { return ready.load(); });
+    });
+    pool.submit([&] {
+      note("B");
+      ready = true;
+    });
+    pool.submit([&] { note("C"); });
+    gate.count_down();
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"A", "B", "end of A", "C"}));
+  EXPECT_EQ(ended_on, parked_on);
+}
+
+// A parked end that never says it is ready still runs once the worker has nothing else to do.
+TEST(ThreadPool, AWorkerWithNothingElseToDoRunsItsParkedEndAnyway) {
+  ThreadPool pool;
+  pool.ensure_workers(1);
+  std::latch ended(1);
+  pool.submit([&] { ThreadPool::park([&] { ended.count_down(); }, [] { return false; }); });
+  ended.wait();  // the per-test watchdog fails a worker that went to sleep with it
+}
+
+// A second end parked on a thread runs the first at once (one a thread); a helper runs the parked end before
+// any queued job (it may be the end the helper waits for).
+TEST(ThreadPool, OneEndParksAThreadAndAHelperRunsItFirst) {
+  std::vector<std::string> order;
+  {
+    ThreadPool pool;
+    pool.ensure_workers(1);
+    std::latch done(1);
+    pool.submit([&] {
+      ThreadPool::park([&] { order.emplace_back("first end"); }, [] { return false; });
+      ThreadPool::park([&] { order.emplace_back("second end"); }, [] { return false; });
+      order.emplace_back("after parking twice");
+      pool.submit([&] { order.emplace_back("queued job"); });
+      EXPECT_TRUE(pool.help_one());
+      EXPECT_TRUE(pool.help_one());
+      EXPECT_FALSE(pool.help_one());
+      done.count_down();
+    });
+    done.wait();
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"first end", "after parking twice", "second end", "queued job"}));
+}
+
+TEST(ThreadPool, NothingIsParkedOffTheWorkers) {
+  EXPECT_FALSE(ThreadPool::run_parked(/*only_if_ready=*/false));
 }
 
 }  // namespace
