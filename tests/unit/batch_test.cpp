@@ -126,10 +126,16 @@ class Batch : public ::testing::Test {
   // worker hands it and records the largest (memory_->largest_batch).
   File memory_file(std::size_t pages, unsigned threads, std::uint64_t bounce_buffer_size,
                    const detail::GpuPlatform& gpu = testing::fake_gpu_platform()) {
-    memory_ = std::make_shared<testing::MemorySource>("memory", testing::pattern(0, pages * 4096));
-    memory_->depth = 4096;
     Config c;
     c.set_compat_mode(CompatMode::on).set_bounce_buffer_size(bounce_buffer_size).set_threads(threads);
+    return open_memory(pages, c, gpu, /*depth=*/4096);
+  }
+
+  // The File of memory_file() or large_read_file(): `pages` pages of the pattern in memory_ (of queue depth
+  // `depth`), opened with `c`.
+  File open_memory(std::size_t pages, const Config& c, const detail::GpuPlatform& gpu, std::size_t depth = 1) {
+    memory_ = std::make_shared<testing::MemorySource>("memory", testing::pattern(0, pages * 4096));
+    memory_->depth = depth;
     detail::OpenOptions o;
     o.gpu = &gpu;
     auto f = detail::open_source(memory_, "r", c, o);
@@ -154,14 +160,9 @@ class Batch : public ::testing::Test {
   // A File on the fake GPU over `pages` pages of the pattern in memory whose reads are split into tasks of
   // kTask, each a bounce buffer: a large read of several tasks, one task a take.
   File large_read_file(std::size_t pages, unsigned threads) {
-    memory_ = std::make_shared<testing::MemorySource>("memory", testing::pattern(0, pages * 4096));
     Config c;
     c.set_compat_mode(CompatMode::on).set_task_size(kTask).set_bounce_buffer_size(kTask).set_threads(threads);
-    detail::OpenOptions o;
-    o.gpu = &testing::fake_gpu_platform();
-    auto f = detail::open_source(memory_, "r", c, o);
-    EXPECT_TRUE(f.ok()) << f.status().to_string();
-    return std::move(*f);
+    return open_memory(pages, c, testing::fake_gpu_platform());
   }
 
   // A large read's poisoned fake device memory: the read lands at dev + 4096, a page of poison either side.
