@@ -30,6 +30,13 @@ constexpr std::chrono::microseconds kSubmitterRunsGrace{50};
 // turns and ended together, 0.80x of the rate in the order they came (bench/results/2026-12-03-h200-copy-queue).
 constexpr std::chrono::milliseconds kTurn{1};
 
+// Runs a request's callbacks (user code). A job's end parked on this worker thread goes first: a callback that
+// blocked here until that request was done (on anything but a Ferry wait, which runs it) would never see it.
+void run_callbacks(const std::vector<RequestState::Callback>& callbacks, const Result<Transfer>& result) {
+  ThreadPool::run_parked(/*only_if_ready=*/false);
+  for (const auto& cb : callbacks) cb(result);
+}
+
 }  // namespace
 
 std::shared_ptr<RequestState> RequestState::start(std::vector<Task> tasks, std::shared_ptr<RouteBackend> backend,
@@ -113,12 +120,12 @@ void RequestState::complete_deferred(Result<Transfer> result, CallbacksOn where)
   done_cv_.notify_all();
   if (callbacks.empty()) return;
   if (where == CallbacksOn::here) {
-    for (auto& cb : callbacks) cb(result);
+    run_callbacks(callbacks, result);
     return;
   }
   shared_pool().ensure_workers(1);  // a process that made only stream-ordered requests has no worker yet
   shared_pool().submit([callbacks = std::move(callbacks), result = std::move(result)] {
-    for (auto& cb : callbacks) cb(result);
+    run_callbacks(callbacks, result);
   });
 }
 
@@ -186,7 +193,7 @@ void RequestState::run_job(std::shared_ptr<Job> job) {
   // caller waits for next, and its end, later by up to a take, held back what the caller sends next. Batches
   // (several tasks a take) end at once: parking them lost with two in flight (0.80-0.94x). A one-task request
   // is a small read whose caller waits for it, behind a short copy.
-  if (job->worker && tasks_.size() > 1 && backend_->tasks_per_take() == 1 &&
+  if (job->worker && tasks_.size() > 1 && backend_->tasks_per_take() == 1 && ThreadPool::may_park() &&
       !failed_.load(std::memory_order_acquire) && shared_pool().queued() > jobs_ && job->worker->finish_would_wait()) {
     RouteWorker* worker = job->worker.get();
     ThreadPool::park([self = self_, job] { self->end_parked_job(*job); },
@@ -355,10 +362,10 @@ void RequestState::complete(CallbacksOn where) {
   done_cv_.notify_all();
   if (where == CallbacksOn::pool && !callbacks.empty()) {
     shared_pool().submit([callbacks = std::move(callbacks), result = std::move(*for_callbacks)] {
-      for (auto& cb : callbacks) cb(result);
+      run_callbacks(callbacks, result);
     });
-  } else {
-    for (auto& cb : callbacks) cb(*for_callbacks);
+  } else if (!callbacks.empty()) {
+    run_callbacks(callbacks, *for_callbacks);
   }
   // Drop the self-reference last: waiters and callbacks may hold their own references.
   std::shared_ptr<RequestState> keep;

@@ -11,6 +11,7 @@
 namespace ferry::detail {
 namespace {
 thread_local bool t_on_worker = false;
+thread_local unsigned t_helping = 0;  // help_one() calls this thread is inside (jobs run for a waiter)
 
 // A job's end left on this thread (ThreadPool::park).
 struct ParkedEnd {
@@ -19,6 +20,8 @@ struct ParkedEnd {
 };
 thread_local std::optional<ParkedEnd> t_parked;
 }  // namespace
+
+bool ThreadPool::may_park() { return t_on_worker && t_helping == 0; }
 
 void ThreadPool::park(PoolJob end, std::function<bool()> ready) {
   std::optional<ParkedEnd> before;
@@ -122,7 +125,9 @@ bool ThreadPool::help_one() {
     if (queue_.empty()) return false;  // a helper takes any job, ready or not: it waits for progress
     job.emplace(take_locked(queue_.begin()));
   }
+  ++t_helping;
   (*job)();
+  --t_helping;
   return true;
 }
 

@@ -93,7 +93,11 @@ class ThreadPool {
   /// runs it whatever `ready()` says before it waits for work or helps a waiter: nothing parked is left
   /// behind. One a thread: a second parks in its place and the first runs at once (waiting as it must).
   /// `end` must not run user code on the calling thread: it may run in the middle of another job.
+  /// Only where may_park() says so.
   static void park(PoolJob end, std::function<bool()> ready);
+  /// True on a worker running a job of its own loop: not inside help_one(), whose caller (a wait, perhaps in
+  /// a callback) goes on with its own code once the job returns, and might then block on the end it parked.
+  static bool may_park();
   /// Runs the calling thread's parked end if there is one and (only_if_ready) it would not wait. True if
   /// one ran.
   static bool run_parked(bool only_if_ready);

@@ -456,6 +456,9 @@ TEST_F(Batch, AWorkerReadsTheNextLargeReadWhileTheLastOnesCopiesAreHeldUp) {
   };
   testing::BusyPool busy;
   for (std::size_t k = 0; k < 3; ++k) futures[k] = f.pread(reads[k].dev + 4096, kRead, reads[k].offset);
+  // A, the first, is left to its submitter for a moment (kSubmitterRunsGrace) while B and C, sent while it was
+  // in flight, are not: once that is over, the worker takes them in the order they came.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
   busy.release_one();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (!b_read.load() && std::chrono::steady_clock::now() < deadline) {
@@ -475,6 +478,65 @@ TEST_F(Batch, AWorkerReadsTheNextLargeReadWhileTheLastOnesCopiesAreHeldUp) {
   ASSERT_EQ(api.cuStreamDestroy_v2(held), detail::CUDA_SUCCESS);
   ASSERT_EQ(api.cuMemFreeHost(word), detail::CUDA_SUCCESS);
   for (const auto& read : reads) testing::fake_cuda_free(read.dev);
+}
+
+// User code never runs on a thread that holds a parked end: a callback there that blocked until that request
+// was done (on anything but a Ferry wait) would never see it. One free worker; copies held up; three two-task
+// reads of one job each: A parks its end and the worker reads B, whose end (no more jobs queued than its one)
+// waits for its copies; once they are let go, B's callback runs on that worker, and A is already done then.
+TEST_F(Batch, ACallbackRunsOnlyAfterTheEndParkedOnItsThread) {
+  testing::fake_cuda_script().device_mode = testing::FakeDeviceMode::autonomous;
+  testing::fake_cuda_script().hardware_queues = 1;  // every stream behind the held one
+  const detail::CudaApi& api = testing::fake_cuda_api();
+  ASSERT_TRUE(detail::make_current(api, 0).ok());
+  detail::CUstream held = nullptr;
+  ASSERT_EQ(api.cuStreamCreate(&held, 0), detail::CUDA_SUCCESS);
+  void* word = nullptr;
+  ASSERT_EQ(api.cuMemHostAlloc(&word, 4096, detail::kMemHostAllocDeviceMap), detail::CUDA_SUCCESS);
+  auto* go = static_cast<std::atomic<std::uint32_t>*>(word);
+  go->store(0);
+  ASSERT_EQ(api.cuStreamWaitValue32_v2(held, reinterpret_cast<detail::CUdeviceptr>(word), 1, 0), detail::CUDA_SUCCESS);
+
+  constexpr std::uint64_t kRead = 2 * kTask;
+  File f = large_read_file(3 * kRead / 4096, /*threads=*/1);
+  LargeRead a = large_read(kRead, 0), b = large_read(kRead, kRead), c = large_read(kRead, 2 * kRead);
+  Future first, second, third;
+  std::atomic<bool> b_read{false};
+  memory_->before_read = [&](const detail::Task& t) {
+    if (t.file_offset >= kRead && t.file_offset < 2 * kRead) b_read = true;
+  };
+  std::atomic<int> a_done_in_callback{-1};
+  std::latch called(1);
+  testing::BusyPool busy;
+  first = f.pread(a.dev + 4096, kRead, a.offset);
+  second = f.pread(b.dev + 4096, kRead, b.offset);
+  third = f.pread(c.dev + 4096, kRead, c.offset);
+  second.then([&](const Result<Transfer>& r) {
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    a_done_in_callback = first.done() ? 1 : 0;
+    called.count_down();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));  // A's moment for its submitter over (as above)
+  busy.release_one();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!b_read.load() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(b_read.load()) << "the worker waited for A's copies before reading B";
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // B's reads done, its end waiting for its copies
+  go->store(1);
+  called.wait();
+  EXPECT_EQ(a_done_in_callback.load(), 1) << "B's callback ran while A's end was still parked on its thread";
+  for (Future* future : {&first, &third}) {
+    auto r = future->get();
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+  }
+  busy.release();
+  for (const LargeRead* read : {&a, &b, &c}) EXPECT_TRUE(lands(*read, kRead));
+  ASSERT_EQ(api.cuStreamSynchronize(held), detail::CUDA_SUCCESS);
+  ASSERT_EQ(api.cuStreamDestroy_v2(held), detail::CUDA_SUCCESS);
+  ASSERT_EQ(api.cuMemFreeHost(word), detail::CUDA_SUCCESS);
+  for (const LargeRead* read : {&a, &b, &c}) testing::fake_cuda_free(read->dev);
 }
 
 // Large reads in flight from two threads, each copy done only once asked about, so that jobs end while their

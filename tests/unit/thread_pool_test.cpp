@@ -1,6 +1,7 @@
 // ThreadPool: growing (on demand, up to a limit), jobs with a grace period, expedited and withdrawn jobs, jobs of a function
 // and its object, running jobs, helping from the calling thread, draining on destruction; ends parked on a
-// worker (a job's end waiting for its copies) run once ready, between jobs, and always before the worker waits.
+// worker (a job's end waiting for its copies) run once ready, between jobs, and always before the worker waits;
+// only a job of a worker's own loop parks.
 #include "engine/thread_pool.hpp"
 
 #include <gtest/gtest.h>
@@ -321,7 +322,27 @@ TEST(ThreadPool, OneEndParksAThreadAndAHelperRunsItFirst) {
 }
 
 TEST(ThreadPool, NothingIsParkedOffTheWorkers) {
+  EXPECT_FALSE(ThreadPool::may_park());
   EXPECT_FALSE(ThreadPool::run_parked(/*only_if_ready=*/false));
+}
+
+// A job a worker runs for a waiter (help_one) may not park: the waiter's own code goes on once it returns.
+TEST(ThreadPool, OnlyAJobOfTheWorkersOwnLoopMayPark) {
+  std::atomic<int> own{-1}, helped{-1};
+  {
+    ThreadPool pool;
+    pool.ensure_workers(1);
+    std::latch done(1);
+    pool.submit([&] {
+      own = ThreadPool::may_park() ? 1 : 0;
+      pool.submit([&] { helped = ThreadPool::may_park() ? 1 : 0; });
+      EXPECT_TRUE(pool.help_one());
+      done.count_down();
+    });
+    done.wait();
+  }
+  EXPECT_EQ(own.load(), 1);
+  EXPECT_EQ(helped.load(), 0);
 }
 
 }  // namespace
