@@ -425,23 +425,58 @@ TEST_F(Batch, ASmallRequestDoesNotWaitForALargeOneToDrain) {
   EXPECT_EQ(small, testing::pattern(12345, 4096));
 }
 
+// Copies on the fake GPU held up until let_go(): the device runs its queued work on a thread of its own
+// (autonomous) through one hardware queue, where a stream waits for a word in host memory first, so that every
+// copy queued after that wait waits too.
+class HeldCopies {
+ public:
+  HeldCopies() {
+    testing::fake_cuda_script().device_mode = testing::FakeDeviceMode::autonomous;
+    testing::fake_cuda_script().hardware_queues = 1;  // every stream behind the held one
+    const detail::CudaApi& api = testing::fake_cuda_api();
+    void* word = nullptr;
+    if (!detail::make_current(api, 0).ok() || api.cuStreamCreate(&stream_, 0) != detail::CUDA_SUCCESS ||
+        api.cuMemHostAlloc(&word, 4096, detail::kMemHostAllocDeviceMap) != detail::CUDA_SUCCESS) {
+      return;
+    }
+    go_ = static_cast<std::atomic<std::uint32_t>*>(word);
+    go_->store(0);
+    holding_ = api.cuStreamWaitValue32_v2(stream_, reinterpret_cast<detail::CUdeviceptr>(word), 1, 0) ==
+               detail::CUDA_SUCCESS;
+  }
+  HeldCopies(const HeldCopies&) = delete;
+  HeldCopies& operator=(const HeldCopies&) = delete;
+  ~HeldCopies() {
+    const detail::CudaApi& api = testing::fake_cuda_api();
+    let_go();
+    if (stream_ != nullptr) {
+      EXPECT_EQ(api.cuStreamSynchronize(stream_), detail::CUDA_SUCCESS);
+      EXPECT_EQ(api.cuStreamDestroy_v2(stream_), detail::CUDA_SUCCESS);
+    }
+    if (go_ != nullptr) {
+      EXPECT_EQ(api.cuMemFreeHost(go_), detail::CUDA_SUCCESS);
+    }
+  }
+
+  bool holding() const { return holding_; }
+  void let_go() {
+    if (go_ != nullptr) go_->store(1);
+  }
+
+ private:
+  detail::CUstream stream_ = nullptr;
+  std::atomic<std::uint32_t>* go_ = nullptr;
+  bool holding_ = false;
+};
+
 // A worker whose copies of a large read still run while more jobs wait than its request has goes on to the
 // next job and ends its own once they are done (ThreadPool::park). One free worker; three two-task reads of
 // one job each; a GPU whose copies queue behind another stream's unmet wait: the worker reads B while A's
 // copies are held up, and all land exactly once they are let go. (A worker that waited for A's copies would
 // never read B meanwhile.)
 TEST_F(Batch, AWorkerReadsTheNextLargeReadWhileTheLastOnesCopiesAreHeldUp) {
-  testing::fake_cuda_script().device_mode = testing::FakeDeviceMode::autonomous;
-  testing::fake_cuda_script().hardware_queues = 1;  // every stream behind the held one
-  const detail::CudaApi& api = testing::fake_cuda_api();
-  ASSERT_TRUE(detail::make_current(api, 0).ok());
-  detail::CUstream held = nullptr;
-  ASSERT_EQ(api.cuStreamCreate(&held, 0), detail::CUDA_SUCCESS);
-  void* word = nullptr;
-  ASSERT_EQ(api.cuMemHostAlloc(&word, 4096, detail::kMemHostAllocDeviceMap), detail::CUDA_SUCCESS);
-  auto* go = static_cast<std::atomic<std::uint32_t>*>(word);
-  go->store(0);
-  ASSERT_EQ(api.cuStreamWaitValue32_v2(held, reinterpret_cast<detail::CUdeviceptr>(word), 1, 0), detail::CUDA_SUCCESS);
+  HeldCopies held;
+  ASSERT_TRUE(held.holding());
 
   constexpr std::uint64_t kRead = 2 * kTask;  // two tasks: both bounce buffers of one kit, no buffer reused
   File f = large_read_file(3 * kRead / 4096, /*threads=*/1);
@@ -466,7 +501,7 @@ TEST_F(Batch, AWorkerReadsTheNextLargeReadWhileTheLastOnesCopiesAreHeldUp) {
   }
   EXPECT_TRUE(b_read.load()) << "the worker waited for A's copies before reading B";
   EXPECT_FALSE(a_done_when_b_read.load()) << "A was done before its copies ran";
-  go->store(1);
+  held.let_go();
   for (auto& future : futures) {
     auto r = future.get();
     ASSERT_TRUE(r.ok()) << r.status().to_string();
@@ -474,9 +509,6 @@ TEST_F(Batch, AWorkerReadsTheNextLargeReadWhileTheLastOnesCopiesAreHeldUp) {
   }
   busy.release();
   for (const auto& read : reads) EXPECT_TRUE(lands(read, kRead));
-  ASSERT_EQ(api.cuStreamSynchronize(held), detail::CUDA_SUCCESS);
-  ASSERT_EQ(api.cuStreamDestroy_v2(held), detail::CUDA_SUCCESS);
-  ASSERT_EQ(api.cuMemFreeHost(word), detail::CUDA_SUCCESS);
   for (const auto& read : reads) testing::fake_cuda_free(read.dev);
 }
 
@@ -485,17 +517,8 @@ TEST_F(Batch, AWorkerReadsTheNextLargeReadWhileTheLastOnesCopiesAreHeldUp) {
 // reads of one job each: A parks its end and the worker reads B, whose end (no more jobs queued than its one)
 // waits for its copies; once they are let go, B's callback runs on that worker, and A is already done then.
 TEST_F(Batch, ACallbackRunsOnlyAfterTheEndParkedOnItsThread) {
-  testing::fake_cuda_script().device_mode = testing::FakeDeviceMode::autonomous;
-  testing::fake_cuda_script().hardware_queues = 1;  // every stream behind the held one
-  const detail::CudaApi& api = testing::fake_cuda_api();
-  ASSERT_TRUE(detail::make_current(api, 0).ok());
-  detail::CUstream held = nullptr;
-  ASSERT_EQ(api.cuStreamCreate(&held, 0), detail::CUDA_SUCCESS);
-  void* word = nullptr;
-  ASSERT_EQ(api.cuMemHostAlloc(&word, 4096, detail::kMemHostAllocDeviceMap), detail::CUDA_SUCCESS);
-  auto* go = static_cast<std::atomic<std::uint32_t>*>(word);
-  go->store(0);
-  ASSERT_EQ(api.cuStreamWaitValue32_v2(held, reinterpret_cast<detail::CUdeviceptr>(word), 1, 0), detail::CUDA_SUCCESS);
+  HeldCopies held;
+  ASSERT_TRUE(held.holding());
 
   constexpr std::uint64_t kRead = 2 * kTask;
   File f = large_read_file(3 * kRead / 4096, /*threads=*/1);
@@ -524,7 +547,7 @@ TEST_F(Batch, ACallbackRunsOnlyAfterTheEndParkedOnItsThread) {
   }
   ASSERT_TRUE(b_read.load()) << "the worker waited for A's copies before reading B";
   std::this_thread::sleep_for(std::chrono::milliseconds(5));  // B's reads done, its end waiting for its copies
-  go->store(1);
+  held.let_go();
   called.wait();
   EXPECT_EQ(a_done_in_callback.load(), 1) << "B's callback ran while A's end was still parked on its thread";
   for (Future* future : {&first, &third}) {
@@ -533,9 +556,6 @@ TEST_F(Batch, ACallbackRunsOnlyAfterTheEndParkedOnItsThread) {
   }
   busy.release();
   for (const LargeRead* read : {&a, &b, &c}) EXPECT_TRUE(lands(*read, kRead));
-  ASSERT_EQ(api.cuStreamSynchronize(held), detail::CUDA_SUCCESS);
-  ASSERT_EQ(api.cuStreamDestroy_v2(held), detail::CUDA_SUCCESS);
-  ASSERT_EQ(api.cuMemFreeHost(word), detail::CUDA_SUCCESS);
   for (const LargeRead* read : {&a, &b, &c}) testing::fake_cuda_free(read->dev);
 }
 
