@@ -491,8 +491,8 @@ TEST_F(Batch, AWorkerReadsTheNextLargeReadWhileTheLastOnesCopiesAreHeldUp) {
   };
   testing::BusyPool busy;
   for (std::size_t k = 0; k < 3; ++k) futures[k] = f.pread(reads[k].dev + 4096, kRead, reads[k].offset);
-  // A, the first, is left to its submitter for a moment (kSubmitterRunsGrace) while B and C, sent while it was
-  // in flight, are not: once that is over, the worker takes them in the order they came.
+  // A, the first, is left to its submitter for a moment (kSubmitterRunsGrace, 50 us: the sleep must outlast it)
+  // while B and C, sent while it was in flight, are not: once that is over, the worker takes them in order.
   std::this_thread::sleep_for(std::chrono::milliseconds(2));
   busy.release_one();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
