@@ -175,8 +175,9 @@ class Batch : public ::testing::Test {
     std::memset(r.dev, kPoison, bytes + 2 * 4096);
     return r;
   }
-  // Whether `read` holds the pattern at its offset for `bytes` and its poison either side is untouched.
-  static ::testing::AssertionResult lands(const LargeRead& read, std::uint64_t bytes) {
+  // Whether `read` holds the pattern at its offset for its bytes and its poison either side is untouched.
+  static ::testing::AssertionResult lands(const LargeRead& read) {
+    const std::uint64_t bytes = read.bytes;
     for (std::uint64_t k = 0; k < bytes + 2 * 4096; ++k) {
       const bool inside = k >= 4096 && k < 4096 + bytes;
       const std::uint8_t want = inside ? testing::pattern_byte(read.offset + k - 4096) : kPoison;
@@ -508,7 +509,7 @@ TEST_F(Batch, AWorkerReadsTheNextLargeReadWhileTheLastOnesCopiesAreHeldUp) {
     EXPECT_EQ(r->bytes, kRead);
   }
   busy.release();
-  for (const auto& read : reads) EXPECT_TRUE(lands(read, kRead));
+  for (const auto& read : reads) EXPECT_TRUE(lands(read));
   for (const auto& read : reads) testing::fake_cuda_free(read.dev);
 }
 
@@ -555,7 +556,7 @@ TEST_F(Batch, ACallbackRunsOnlyAfterTheEndParkedOnItsThread) {
     ASSERT_TRUE(r.ok()) << r.status().to_string();
   }
   busy.release();
-  for (const LargeRead* read : {&a, &b, &c}) EXPECT_TRUE(lands(*read, kRead));
+  for (const LargeRead* read : {&a, &b, &c}) EXPECT_TRUE(lands(*read));
   for (const LargeRead* read : {&a, &b, &c}) testing::fake_cuda_free(read->dev);
 }
 
@@ -579,7 +580,7 @@ TEST_F(Batch, LargeReadsInFlightWhoseEndsWaitForTheirCopiesLandExactly) {
       for (std::size_t k = 0; k < kInFlight; ++k) {
         auto r = live[k].get();
         EXPECT_TRUE(r.ok()) << r.status().to_string();
-        EXPECT_TRUE(lands(reads[k], reads[k].bytes));
+        EXPECT_TRUE(lands(reads[k]));
         testing::fake_cuda_free(reads[k].dev);
       }
     }
