@@ -7,7 +7,8 @@
 set -euo pipefail
 dest=.device-deps/curl-closure
 rm -rf "$dest"; mkdir -p "$dest"
-curl_lib=$(ldconfig -p | awk '/libcurl\.so\.4 .*x86-64/ {print $NF; exit}')
+# awk reads the whole listing (no early exit): under pipefail, ldconfig killed by SIGPIPE would end the script.
+curl_lib=$(ldconfig -p | awk '/libcurl\.so\.4 .*x86-64/ && !found {print $NF; found = 1}')
 [ -n "$curl_lib" ] || { echo "libcurl.so.4 is not installed here (apt-get install libcurl4)" >&2; exit 1; }
 ldd "$curl_lib" | awk '$3 ~ /^\// {print $3}' | while read -r lib; do
   case "$(basename "$lib")" in

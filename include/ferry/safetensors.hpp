@@ -148,19 +148,30 @@ struct LoadOptions {
   std::chrono::milliseconds progress_interval{100};
 };
 
+/// Every tensor a load places starts where the framework's own allocator would put it: GPU kernels (cuBLAS,
+/// attention) choose their code by their operands' alignment, so a tensor at a lesser address computes other
+/// results, and slower ones (an 8-byte aligned Llama ran its forward pass 1.53x slower, with other logits, on
+/// the H200 machine). cudaMalloc gives 256 bytes (PyTorch's caching allocator 512); host allocators 64.
+inline constexpr std::uint64_t kDeviceTensorAlignment = 256;
+inline constexpr std::uint64_t kHostTensorAlignment = 64;
+
 /// Where a load would put each tensor, before any memory exists: for callers that allocate themselves
-/// (Python makes one torch/CuPy/NumPy buffer per region) and then call Checkpoint::load_into.
+/// (Python makes one torch/CuPy/NumPy buffer per region) and then call Checkpoint::load_into. Tensors follow
+/// one another in file order, each at the next aligned offset (docs/safetensors.md, "Where tensors are
+/// placed"): a region holds its tensors' bytes plus less than one alignment per tensor.
 struct LoadPlan {
   struct Region {
     int device = 0;                    // CUDA ordinal or kHostMemory
     std::uint64_t size_bytes = 0;
-    std::uint64_t alignment = 256;     // the base must be a multiple of this (4096 in host memory, for O_DIRECT)
+    std::uint64_t alignment = 256;     // the base must be a multiple of this (kDeviceTensorAlignment on a GPU,
+                                       // 4096 in host memory)
     int copy_of = -1;                  // a replica: index of the region it copies (same size and offsets)
   };
   struct Placement {
     std::size_t tensor = 0;            // index into Checkpoint::tensors()
     std::size_t region = 0;            // a region with copy_of == -1
-    std::uint64_t offset = 0;          // from the region's base; a multiple of the dtype's size
+    std::uint64_t offset = 0;          // from the region's base: a multiple of kDeviceTensorAlignment on a
+                                       // GPU, of kHostTensorAlignment in host memory
   };
   std::vector<Region> regions;         // primary regions by device, then one per replica device
   std::vector<Placement> placements;   // one per tensor, in Checkpoint::tensors() order

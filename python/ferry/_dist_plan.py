@@ -4,10 +4,10 @@ Every rank computes the same plan from the same headers, so that every rank issu
 the same order without asking the others:
 
 * **Exchanged tensors** (all of them without ``shard_rules``; those no rule slices with them) are laid out
-  in one *area* of the rank's buffer, in file order. A tensor that follows the previous one in the same file
-  stays adjacent to it; any other starts at an offset congruent to its file offset modulo 4096, so that the
-  reads' aligned bodies can use O_DIRECT (in host memory) and every tensor is aligned for its dtype as it is
-  in the file (a writer that does not align gets the next multiple of the element size instead).
+  in one *area* of the rank's buffer, in file order, each at the next multiple of ``alignment`` (256 bytes in
+  GPU memory, 64 in host memory: where the framework's own allocator would put it, the single-process
+  load's rule, ``ferry::safetensors::kDeviceTensorAlignment``). Tensors that follow one another in a file are
+  read together, scattered to their places.
 * The area is cut into **rounds**: round k covers ``world × part`` bytes, and rank r reads the tensor bytes
   of the k-th round's r-th part (pieces of tensors, each at its final place), then all ranks exchange the
   round with one all_gather in place. Parts are multiples of 4096 bytes; the last round's parts are what
@@ -15,7 +15,8 @@ the same order without asking the others:
   pieces of ``part`` bytes, while the previous round's exchange runs.
 * **Sliced tensors** (``shard_rules``): each rank reads only its own slice, as contiguous chunks (one per
   index of the dimensions before the last one the slice does not span in full: one chunk for a split along
-  dimension 0, one per row for a split along dimension 1 of a matrix), into its own buffer after the area.
+  dimension 0, one per row for a split along dimension 1 of a matrix), into its own buffer after the area,
+  each slice at the next multiple of ``alignment``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ import math
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 PAGE = 4096
+#: Where a tensor starts in GPU and in host memory (the single-process load's rule).
+DEVICE_ALIGNMENT = 256
+HOST_ALIGNMENT = 64
 
 #: A rule: None (the whole tensor on every rank), a dimension to split across the ranks (as
 #: ``torch.tensor_split(t, world_size, dim)[rank]``), or a callable ``(name, shape, rank, world_size)``
@@ -168,12 +172,14 @@ class Plan:
     """Where every byte goes on this rank and which bytes this rank reads (see the module's docstring).
 
     ``tensors``: the checkpoint's tensors (objects with ``name, dtype, shape, nbytes, shard, file_offset``)
-    in file order; ``element_bytes``: dtype -> bytes per element.
+    in file order; ``element_bytes``: dtype -> bytes per element; ``alignment``: where each tensor may start
+    (:data:`DEVICE_ALIGNMENT` or :data:`HOST_ALIGNMENT`).
     """
 
     def __init__(self, tensors: Sequence[Any], element_bytes: Mapping[str, int], shard_rules: ShardRules, rank: int,
-                 world: int, part_bytes: int) -> None:
+                 world: int, part_bytes: int, alignment: int = DEVICE_ALIGNMENT) -> None:
         self.rank, self.world = rank, world
+        self.alignment = alignment
         self.part_bytes = max(PAGE, part_bytes // PAGE * PAGE)
         self.exchanged: List[Any] = []
         boxes: List[Tuple[Any, Box]] = []
@@ -185,15 +191,14 @@ class Plan:
             else:
                 boxes.append((t, box))
         self.offsets: Dict[str, int] = {}
-        self.area_data_end = self._lay_out(element_bytes)
+        self.area_data_end = self._lay_out()
         self.rounds = self._rounds()
         self.area_bytes = self.rounds[-1][0] + world * self.rounds[-1][1] if self.rounds else 0
         self.slices: List[Slice] = []
         end = self.area_bytes
         for t, box in boxes:
             chunks = box_chunks(t.shape, box, element_bytes[t.dtype])
-            first = t.file_offset + (chunks[0][0] if chunks else 0)
-            at = end + (first - end) % PAGE if first % element_bytes[t.dtype] == 0 else align_up(end, element_bytes[t.dtype])
+            at = align_up(end, alignment)
             shape = tuple(stop - start for start, stop in box)
             self.slices.append(Slice(t, box, shape, at, chunks))
             end = at + sum(size for _, size in chunks)
@@ -202,26 +207,12 @@ class Plan:
         self._read = [t for t in self.exchanged if t.nbytes]  # in file order, which is also the area's
         self._starts = [self.offsets[t.name] for t in self._read]
 
-    def _lay_out(self, element_bytes: Mapping[str, int]) -> int:
-        end = last = 0
-        previous = None
+    def _lay_out(self) -> int:
+        end = 0
         for t in self.exchanged:
-            align = element_bytes[t.dtype]
-            if t.nbytes == 0:  # no bytes: an aligned address, neither starting nor breaking a run
-                self.offsets[t.name] = align_up(end, align)
-                last = max(last, self.offsets[t.name])
-                continue
-            if (previous is not None and previous.shard == t.shard and previous.file_offset + previous.nbytes == t.file_offset
-                    and end % align == 0):
-                at = end
-            elif t.file_offset % align == 0:
-                at = end + (t.file_offset - end) % PAGE
-            else:
-                at = align_up(end, align)
-            self.offsets[t.name] = at
-            end = at + t.nbytes
-            previous = t
-        return max(end, last)
+            self.offsets[t.name] = align_up(end, self.alignment)
+            end = self.offsets[t.name] + t.nbytes
+        return end
 
     def _rounds(self) -> List[Tuple[int, int]]:
         rounds = []

@@ -37,7 +37,7 @@ from typing import Any, Callable, Deque, Dict, List, Optional, Tuple, Union
 from . import _ferry
 from . import safetensors as _st
 from ._dist_group import DistributedLoadError, DistributedTimeoutError, Group, rank_list
-from ._dist_plan import PAGE, Piece, Plan, ShardRules, split_range
+from ._dist_plan import DEVICE_ALIGNMENT, HOST_ALIGNMENT, PAGE, Piece, Plan, ShardRules, split_range
 
 __all__ = ["load", "DistributedLoadError", "DistributedTimeoutError", "DEFAULT_TIMEOUT_S", "DEFAULT_PART_BYTES",
            "split_range"]
@@ -80,7 +80,8 @@ class _Load:
         self.group = group
         self.ckpt = ckpt
         self.device = device
-        self.plan = Plan(ckpt.tensors, _st.DTYPE_SIZES, shard_rules, group.rank, group.size, part_bytes)
+        alignment = HOST_ALIGNMENT if device == _st._HOST else DEVICE_ALIGNMENT
+        self.plan = Plan(ckpt.tensors, _st.DTYPE_SIZES, shard_rules, group.rank, group.size, part_bytes, alignment)
         if group.cuda_only and device == _st._HOST:
             raise ValueError(f"the group's backend is {group.backend}, which exchanges GPU memory only: load onto "
                              f"this rank's GPU (device='cuda:N') or use a gloo group for host memory")
@@ -94,7 +95,8 @@ class _Load:
         return out
 
     def allocate(self) -> None:
-        self.buffer, self.base = self.ckpt.buffer(self.plan.buffer_bytes, self.device, PAGE)
+        self.buffer, self.base = self.ckpt.buffer(self.plan.buffer_bytes, self.device,
+                                                  PAGE if self.device == _st._HOST else DEVICE_ALIGNMENT)
         self.ckpt.fw.synchronize(self.device)
 
     def facts(self) -> Dict[str, Any]:

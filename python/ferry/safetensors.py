@@ -10,10 +10,12 @@ A drop-in for ``safetensors.torch.load_file`` and ``safe_open``, at the speed of
         rows = f.get_slice("embed.weight")[1000:2000]                # reads only those rows
 
 How it is fast: the header is parsed and validated in C++; each device gets one buffer (a ``torch.uint8``
-tensor, a CuPy or NumPy array) holding every tensor placed on it, laid out so that tensors adjacent in the
-file stay adjacent, and each such run is read with one parallel ``File.pread``. The returned tensors are
-views of that buffer: it stays alive exactly as long as any of them does (``torch.save`` of one such
-tensor would save the whole buffer; ``.clone()`` it first).
+tensor, a CuPy or NumPy array) holding every tensor placed on it, each tensor where the framework's own
+allocator would put it (256-byte aligned on a GPU, 64 in host memory: GPU kernels choose by their operands'
+alignment), and each run of tensors adjacent in the file is read with one parallel request whose bytes are
+scattered to their places from the bounce buffers. The returned tensors are views of that buffer: it stays
+alive exactly as long as any of them does (``torch.save`` of one such tensor would save the whole buffer;
+``.clone()`` it first).
 
 Checkpoints: a ``.safetensors`` file, a sharded ``model.safetensors.index.json`` (shards read in parallel),
 or a directory holding either. ``device_map`` places tensors on several GPUs (and host memory);
@@ -38,7 +40,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 
 from . import _args, _ferry, _progress
 from ._config import _overrides
-from ._errors import invalid_argument
+from ._errors import UnavailableError, invalid_argument
 
 __all__ = [
     "load_file",
@@ -126,13 +128,25 @@ class _Torch(_Framework):
         except KeyError:
             raise TypeError(f"this PyTorch ({self.torch.__version__}) has no dtype for safetensors {st_dtype}") from None
 
+    def _require_cuda(self, asked: str, index: int = 0) -> None:
+        # torch itself answers a CUDA device on a CPU-only build with an AssertionError that names no fix.
+        if not self.torch.cuda.is_available():
+            raise UnavailableError(f"{asked} needs a CUDA device, and PyTorch {self.torch.__version__} sees none "
+                                   "(torch.cuda.is_available() is False): pass device=\"cpu\" to load into host memory")
+        count = self.torch.cuda.device_count()
+        if index >= count:
+            raise UnavailableError(f"{asked} does not exist: PyTorch sees {count} CUDA device(s), cuda:0 to cuda:{count - 1}")
+
     def default_cuda_device(self) -> int:
+        self._require_cuda("the default device (the current CUDA device)")
         return int(self.torch.cuda.current_device())
 
     def _device(self, device: int) -> Any:
         return self.torch.device("cpu") if device == _HOST else self.torch.device("cuda", device)
 
     def allocate(self, nbytes: int, device: int) -> Any:
+        if device != _HOST:
+            self._require_cuda(f"cuda:{device}", device)
         return self.torch.empty(nbytes, dtype=self.torch.uint8, device=self._device(device))
 
     def address(self, buf: Any) -> int:
@@ -241,14 +255,15 @@ def _device_index(device: Device, fw: _Framework) -> int:
         if device < 0:
             raise ValueError(f"device must be a CUDA ordinal (>= 0) or 'cpu', not {device}")
         return device
-    text = str(device)
-    if text == "cpu":
+    # A torch.device prints as its spelling: torch.device("cuda", 1) is "cuda:1", torch.device("cuda") "cuda".
+    text = device if isinstance(device, str) else str(device)
+    kind, _, index = text.partition(":")
+    if kind == "cpu" and index in ("", "0"):
         return _HOST
-    if text == "cuda":
-        index = getattr(device, "index", None)
-        return int(index) if index is not None else fw.default_cuda_device()
-    if text.startswith("cuda:") and text[5:].isdigit():
-        return int(text[5:])
+    if kind == "cuda" and not index:
+        return fw.default_cuda_device()
+    if kind == "cuda" and index.isdigit():
+        return int(index)
     raise ValueError(f"unknown device {device!r} (use 'cpu', 'cuda', 'cuda:N' or N)")
 
 
@@ -345,9 +360,15 @@ class _Checkpoint:
                                    f"{self.fw.name} array: {e}", path) from e
 
     def buffer(self, nbytes: int, device: int, alignment: int) -> Tuple[Any, int]:
-        """A buffer of ``nbytes`` at an address aligned to ``alignment``: (buffer view, address)."""
-        raw = self.fw.allocate(nbytes + alignment, device)
+        """A buffer of ``nbytes`` at an address aligned to ``alignment``: (buffer view, address). Exactly
+        ``nbytes`` where the allocator aligns as asked (PyTorch's and CuPy's GPU allocators give 512 bytes),
+        else ``alignment`` more, to start at an aligned address inside."""
+        raw = self.fw.allocate(nbytes, device)
         base = self.fw.address(raw)
+        if nbytes and base % alignment:
+            del raw
+            raw = self.fw.allocate(nbytes + alignment, device)
+            base = self.fw.address(raw)
         pad = (-base) % alignment if nbytes else 0
         return raw[pad:pad + nbytes], base + pad
 
@@ -468,7 +489,8 @@ def load_file(filename: PathLike, device: Device = None, *, framework: str = "pt
     The same result as safetensors' for the same ``device`` (names, dtypes, shapes, values, device); the
     tensors of one device share one buffer that lives as long as any of them. Unlike safetensors', whose
     ``device`` defaults to ``"cpu"``, the default here is the current CUDA device (``"cuda:0"``), since
-    reading into GPU memory is what Ferry is for; pass ``device="cpu"`` for host memory. Options as
+    reading into GPU memory is what Ferry is for; pass ``device="cpu"`` for host memory. Where PyTorch sees
+    no CUDA device, the default (and any GPU) raises :class:`ferry.UnavailableError` saying so. Options as
     :func:`load` (``device_map``, ``progress``, Ferry settings, ...).
     """
     return load(filename, device, framework=framework, **options).tensors

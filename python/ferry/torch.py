@@ -10,7 +10,20 @@ The recipe for a model that is ready to run without ever holding random weights:
 Parameters built on the meta device cost nothing to create (no memory, no initialisation); buffers that
 the model computes when it is built and that no checkpoint holds (rotary embeddings' ``inv_freq``) must be
 real, so ``meta_parameters`` builds them on ``buffers_device``. ``load_into_module`` then gives each meta
-parameter a tensor of the loaded checkpoint (no copy), and fills tensors that are already real in place.
+parameter a tensor of the loaded checkpoint (no copy), each at an address as aligned as PyTorch's own
+allocator gives (so the model computes what ``from_pretrained``'s does, as fast), and fills tensors that are
+already real in place. With ``strict=True`` (the default) a module that would keep a tensor on the meta
+device is refused before anything is read. The usual ways to build a model without weights:
+
+* ``with ferry.torch.meta_parameters(buffers_device="cuda:0"): model = ...`` (any module, and
+  ``transformers``' ``AutoModelForCausalLM.from_config(config)``): ready to load.
+* ``with torch.device("meta"): model = ...`` puts the buffers on meta too: computed buffers that no checkpoint
+  holds are lost, and the strict load says which. Use ``meta_parameters`` instead.
+* accelerate's ``init_empty_weights()`` keeps buffers real, on the CPU: load without ``device`` (the module's
+  tensors then all end up on the CPU) and move the model afterwards, or build it under ``meta_parameters``
+  to have the buffers on the GPU at once. ``init_empty_weights(include_buffers=True)`` is
+  ``torch.device("meta")``'s case.
+
 torch is imported when this module is.
 """
 
@@ -163,10 +176,14 @@ def load_into_module(module: Any, checkpoint: _st.PathLike, strict: bool = True,
 
     Tensors on the meta device get tensors of the loaded checkpoint on ``device`` (None: where the module's
     real tensors are, else the current GPU, else the CPU), assigned without a copy: the checkpoint is read
-    into one buffer per device by :func:`ferry.safetensors.load` (with ``strict=False``, tensors the module
-    does not take are read too). Tensors that are already real are filled in place: directly by the reads
-    when no tensor is on the meta device, else copied from the loaded buffer. Buffers the checkpoint does not
-    hold are left as they are (build them real: :func:`meta_parameters`).
+    into one buffer per device by :func:`ferry.safetensors.load`, each tensor at an aligned address of its
+    own (with ``strict=False``, tensors the module does not take are read too). Tensors that are already real
+    are filled in place: directly by the reads when no tensor is on the meta device, else copied from the
+    loaded buffer. Buffers the checkpoint does not hold are left as they are (build them real:
+    :func:`meta_parameters`): with ``strict=True``, a parameter or buffer that would still be on the meta
+    device afterwards (a non-persistent buffer of a model built under ``torch.device("meta")``) raises
+    ``RuntimeError`` naming it before anything is read; with ``strict=False`` the load goes on, warns, and the
+    result's ``meta`` lists them.
 
     ``process_group`` (every rank calls this alike): the checkpoint is loaded by
     :func:`ferry.distributed.load`, each byte read by one rank; with ``shard_rules`` the module's tensors
@@ -240,6 +257,8 @@ class _ModulePlan:
             raise ValueError(f"Could not load {path!r} into {what} (nothing was read): " + "; ".join(mismatches))
         self.on_meta = [(n, t) for n, t in sources if t.device.type == "meta"]
         self.real = [(n, t) for n, t in sources if t.device.type != "meta"]
+        if strict:
+            _refuse_meta_left(module, {id(t) for _, t in sources}, what, path)
 
     def install(self, module: Any, tensors: Dict[str, Any]) -> None:
         """Sets the loaded ``tensors`` in place of the meta ones (no copy) and copies into the real ones."""
@@ -255,14 +274,34 @@ class _ModulePlan:
                 t.copy_(tensors[source])
 
     def result(self, module: Any, path: str, stats: Dict[str, Any], report: Any, stacklevel: int = 3) -> ModuleLoadResult:
-        meta_left = [n for n, t in list(module.named_parameters()) + list(module.named_buffers())
-                     if t.device.type == "meta"]
+        meta_left = _meta_left(module, set())
         if meta_left:
             warnings.warn(f"{self.what}: {len(meta_left)} tensor(s) are still on the meta device after loading {path!r} "
                           f"(the module cannot run until they are set): {', '.join(meta_left[:5])}"
                           + (", ..." if len(meta_left) > 5 else ""), stacklevel=stacklevel)
         tied = [names for names in self.groups.values() if len(names) > 1]
         return ModuleLoadResult(self.missing, self.unexpected, stats, report, tied, meta_left)
+
+
+def _meta_left(module: Any, loaded: Any) -> List[str]:
+    """Names of the module's parameters and buffers (non-persistent ones too) on the meta device that no
+    checkpoint tensor fills (``loaded``: ids of the tensors that are filled)."""
+    named = list(module.named_parameters()) + list(module.named_buffers())
+    return [n for n, t in named if t.device.type == "meta" and id(t) not in loaded]
+
+
+def _refuse_meta_left(module: Any, loaded: Any, what: str, path: str) -> None:
+    """strict=True promises a module that runs: refuses, before any read, one that would keep meta tensors."""
+    left = _meta_left(module, loaded)
+    if not left:
+        return
+    shown = ", ".join(left[:8]) + (", ..." if len(left) > 8 else "")
+    raise RuntimeError(
+        f"Could not load {path!r} into {what} (nothing was read): {len(left)} tensor(s) are on the meta device and "
+        f"not in the checkpoint, so the module could not run after the load: {shown}. Build the model with "
+        f"ferry.torch.meta_parameters(buffers_device=...) (parameters on meta, buffers real) instead of "
+        f"torch.device(\"meta\") or init_empty_weights(include_buffers=True), or pass strict=False and set them "
+        f"yourself (the result's .meta lists them)")
 
 
 def _load_by_group(module: Any, checkpoint: _st.PathLike, path: str, strict: bool, device: Device, progress: Any,

@@ -65,19 +65,34 @@ def test_plan_every_byte_of_every_tensor_is_read_by_exactly_one_rank(world):
     assert max(reads) - min(reads) <= 2 * 4096 + 4096  # balanced within about a part
 
 
-def test_plan_keeps_file_alignment_and_adjacency():
+@pytest.mark.parametrize("alignment", [plan_mod.HOST_ALIGNMENT, plan_mod.DEVICE_ALIGNMENT])
+def test_plan_places_every_tensor_aligned_in_file_order(alignment):
+    # Where the framework's allocator would put each tensor, with less than one alignment of padding each.
     tensors = fake_tensors(SPEC)
-    p = plan_mod.Plan(tensors, DTYPE_SIZES, None, 0, 2, 1 << 20)
+    p = plan_mod.Plan(tensors, DTYPE_SIZES, None, 0, 2, 1 << 20, alignment)
+    end = 0
     for t in tensors:
-        assert p.offsets[t.name] % DTYPE_SIZES[t.dtype] == 0
-    # A shard's first tensor starts congruent to its file offset modulo 4096; its neighbours follow it.
-    for first in ("a", "d", "f"):
-        t = next(t for t in tensors if t.name == first)
-        assert p.offsets[first] % 4096 == t.file_offset % 4096
-    assert p.offsets["b"] == p.offsets["a"] + 4000
-    assert p.offsets["c"] == p.offsets["b"] + 42  # past the empty tensor, which takes no bytes
+        at = p.offsets[t.name]
+        assert at % alignment == 0 and end <= at < end + alignment, (t.name, at, end)
+        end = at + t.nbytes
+    assert p.area_data_end == end
     assert p.area_bytes >= p.area_data_end and p.area_bytes % 2 == 0
     assert p.rounds == [(0, plan_mod.align_up(-(-p.area_data_end // 2), 4096))]
+
+
+@pytest.mark.parametrize("device", [-1, 0])
+def test_plan_places_tensors_where_the_single_process_load_does(tmp_path, device):
+    # One layout rule: the exchanged area of a group's load is the single-process load's region.
+    odd = {f"t{i}": np.zeros(n, dtype) for i, (n, dtype) in enumerate(
+        [(3, np.uint8), (1000, np.float32), (0, np.float16), (77, np.int64), (5, np.int8), (4097, np.float16)])}
+    ferry.safetensors.save_sharded(odd, tmp_path / "ckpt", max_shard_size=5000)
+    impl = ferry.safetensors._open(tmp_path / "ckpt", ferry._ferry.SAFETENSORS_DEFAULT_MAX_HEADER_BYTES, 0, {})
+    ckpt = ferry.safetensors._Checkpoint(impl, ferry.safetensors._framework("numpy"))
+    alignment = plan_mod.HOST_ALIGNMENT if device < 0 else plan_mod.DEVICE_ALIGNMENT
+    group_plan = plan_mod.Plan(ckpt.tensors, DTYPE_SIZES, None, 0, 1, 1 << 20, alignment)
+    single = impl.plan(device, [], [])
+    assert len(single.regions) == 1 and len(ckpt.files) > 1
+    assert {ckpt.tensors[i].name: offset for i, _region, offset in single.placements} == group_plan.offsets
 
 
 @pytest.mark.parametrize("shape,box", [

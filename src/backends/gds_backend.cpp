@@ -61,6 +61,11 @@ class GdsBackend final : public RouteBackend {
                                   target_.driver->stats_status().ok() ? "cuFileGetStatsL3 failed"
                                                                       : target_.driver->stats_status().message()));
     }
+    if (target_.destination.is_scattered()) {
+      report.add_note(fmt::format("cuFile reads into one buffer at a time: each of the {} buffers of this read "
+                                  "was read on its own",
+                                  target_.destination.segments().size()));
+    }
     if (!status.ok() || target_.require != Requirement::gds) return status;
     const auto& posix = report.at(Route::cufile_posix);
     if (!after || !before_ || posix.ops > 0) {
@@ -88,13 +93,20 @@ class GdsBackend final : public RouteBackend {
         return edge_worker_->run(t, report);
       }
       const GdsTarget& g = s_.target_;
+      // The task's buffer, and the task's offset in it (cuFile takes a base and an offset from it).
+      void* base = reinterpret_cast<void*>(g.destination.address(0));
+      std::uint64_t task_offset = t.buffer_offset;
+      if (g.destination.is_scattered()) {
+        base = reinterpret_cast<void*>(g.destination.address(t.buffer_offset));
+        task_offset = 0;
+      }
       std::uint64_t done = 0;
       while (done < t.length) {
         off_t file_offset = static_cast<off_t>(t.file_offset + done);
-        off_t buffer_offset = static_cast<off_t>(t.buffer_offset + done);
+        off_t buffer_offset = static_cast<off_t>(task_offset + done);
         Result<std::size_t> n = is_read(s_.direction_)
-            ? g.driver->read(g.handle->get(), g.base, t.length - done, file_offset, buffer_offset, g.path)
-            : g.driver->write(g.handle->get(), g.base, t.length - done, file_offset, buffer_offset, g.path);
+            ? g.driver->read(g.handle->get(), base, t.length - done, file_offset, buffer_offset, g.path)
+            : g.driver->write(g.handle->get(), base, t.length - done, file_offset, buffer_offset, g.path);
         if (!n.ok()) return n.status();
         if (*n == 0) {
           if (is_read(s_.direction_)) break;  // EOF

@@ -10,6 +10,7 @@
 
 #include "base/direction.hpp"
 #include "backends/route_backend.hpp"
+#include "base/destination.hpp"
 #include "ferry/config.hpp"
 #include "platform/cuda/cuda_api.hpp"
 #include "platform/cufile/cufile_driver.hpp"
@@ -33,7 +34,9 @@ class GdsFileHandle {
 struct GdsTarget {
   const CudaApi* cuda = nullptr;
   int device = -1;
-  void* base = nullptr;  // the caller's device buffer
+  // The caller's device memory. A scattered read's tasks each lie in one of its buffers (cuFile reads into one
+  // buffer at a time): FileState::submit_scattered splits them so for this route.
+  Destination destination;
   const CuFileDriver* driver = nullptr;
   std::shared_ptr<GdsFileHandle> handle;
   Requirement require = Requirement::none;

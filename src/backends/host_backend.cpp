@@ -3,15 +3,16 @@
 #include "backends/host_backend.hpp"
 
 #include <algorithm>
+#include <vector>
 
 namespace ferry::detail {
 namespace {
 
 class HostBackend final : public RouteBackend {
  public:
-  HostBackend(std::shared_ptr<Source> source, const SourceRequest& request, void* buffer, Decision decision,
-              unsigned pack)
-      : source_(std::move(source)), request_(request), base_(reinterpret_cast<std::uintptr_t>(buffer)),
+  HostBackend(std::shared_ptr<Source> source, const SourceRequest& request, Destination destination,
+              Decision decision, unsigned pack)
+      : source_(std::move(source)), request_(request), destination_(std::move(destination)),
         decision_(std::move(decision)), pack_(pack) {}
 
   Result<std::unique_ptr<RouteWorker>> make_worker() override {
@@ -27,6 +28,13 @@ class HostBackend final : public RouteBackend {
    public:
     explicit Worker(HostBackend& backend) : b_(backend) {}
     Result<std::uint64_t> run(const Task& t, Report& report) override {
+      if (!b_.destination_.contiguous(t.buffer_offset, t.length)) {
+        parts_.clear();
+        b_.destination_.for_each_part(t.buffer_offset, t.length, [&](std::uintptr_t address, std::uint64_t n, std::uint64_t) {
+          parts_.push_back(MemoryPart{reinterpret_cast<void*>(address), n});
+        });
+        return b_.source_->read_parts(b_.request_, t, parts_, "host", report);
+      }
       char* at = b_.at(t);
       if (is_read(b_.request_.direction)) return b_.source_->read(b_.request_, t, at, "host", report);
       FERRY_RETURN_IF_ERROR(b_.source_->write(b_.request_, t, at, "host", report));
@@ -34,8 +42,10 @@ class HostBackend final : public RouteBackend {
     }
     void run_batch(std::span<const Task> tasks, std::span<Report> reports,
                    std::span<Result<std::uint64_t>> results) override {
-      if (reports.size() > 1) {  // gathered reads: each task's counters are its own request's
-        for (std::size_t i = 0; i < tasks.size(); ++i) results[i] = run(tasks[i], reports[i]);
+      // Gathered reads (each task's counters are its own request's), and scattered reads (a task may span
+      // several buffers): a task at a time.
+      if (reports.size() > 1 || b_.destination_.is_scattered()) {
+        for (std::size_t i = 0; i < tasks.size(); ++i) results[i] = run(tasks[i], report_of(reports, i));
         return;
       }
       std::vector<TaskRead> reads;
@@ -46,15 +56,15 @@ class HostBackend final : public RouteBackend {
 
    private:
     HostBackend& b_;
+    std::vector<MemoryPart> parts_;  // run()'s parts of a task that spans several buffers
   };
 
-  // Where a task's bytes go: its offset from the caller's buffer (from address 0 for a batch, whose tasks
-  // carry their pieces' addresses).
-  char* at(const Task& t) const { return reinterpret_cast<char*>(base_ + t.buffer_offset); }
+  // Where a task's bytes go (its own address for a batch's piece, whose destination has base 0).
+  char* at(const Task& t) const { return reinterpret_cast<char*>(destination_.address(t.buffer_offset)); }
 
   std::shared_ptr<Source> source_;
   SourceRequest request_;
-  std::uintptr_t base_;
+  Destination destination_;  // only scattered reads span several buffers
   Decision decision_;
   unsigned pack_;
 };
@@ -62,8 +72,8 @@ class HostBackend final : public RouteBackend {
 }  // namespace
 
 std::shared_ptr<RouteBackend> make_host_backend(std::shared_ptr<Source> source, const SourceRequest& request,
-                                                void* buffer, Decision decision, unsigned pack) {
-  return std::make_shared<HostBackend>(std::move(source), request, buffer, std::move(decision), pack);
+                                                Destination destination, Decision decision, unsigned pack) {
+  return std::make_shared<HostBackend>(std::move(source), request, std::move(destination), std::move(decision), pack);
 }
 
 }  // namespace ferry::detail

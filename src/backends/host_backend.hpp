@@ -4,13 +4,16 @@
 #include <memory>
 
 #include "backends/route_backend.hpp"
+#include "base/destination.hpp"
 #include "source/source.hpp"
 
 namespace ferry::detail {
 
-/// `buffer` is the caller's (read: destination, write: source); task buffer offsets index into it. A
-/// worker takes `pack` read tasks at a time (a batch's small pieces), or the source's queue depth if more.
+/// `destination`: the caller's memory (read: where the bytes go, write: where they come from); a task's
+/// buffer offset indexes into it. A worker takes `pack` read tasks at a time (a batch's small pieces), or the
+/// source's queue depth if more. A task of a scattered read that spans several buffers is read into each of
+/// them (Source::read_parts).
 std::shared_ptr<RouteBackend> make_host_backend(std::shared_ptr<Source> source, const SourceRequest& request,
-                                                void* buffer, Decision decision, unsigned pack = 1);
+                                                Destination destination, Decision decision, unsigned pack = 1);
 
 }  // namespace ferry::detail

@@ -159,20 +159,23 @@ class StagedWorker final : public RouteWorker {
   }
 
   Result<std::uint64_t> read_piece(const Task& piece, Report& report) {
-    const CudaApi& api = *s_.target_.api;
     FERRY_RETURN_IF_ERROR(mark_last_copy());
     std::size_t slot = next_slot_;
     next_slot_ = (next_slot_ + 1) % kit_->buffers.size();
     FERRY_RETURN_IF_ERROR(wait_slot(slot));
-    void* bounce = kit_->buffers[slot];
-    FERRY_ASSIGN_OR_RETURN(std::uint64_t n, s_.source_->read(s_.request_, piece, bounce, "staged", report));
+    const char* bounce = static_cast<const char*>(kit_->buffers[slot]);
+    FERRY_ASSIGN_OR_RETURN(std::uint64_t n, s_.source_->read(s_.request_, piece, kit_->buffers[slot], "staged", report));
     if (n == 0) return n;
-    CUdeviceptr dst = s_.target_.base + piece.buffer_offset;
-    FERRY_RETURN_IF_ERROR(cuda_check(api, api.cuMemcpyHtoDAsync_v2(dst, bounce, n, kit_->stream),
-                                     [&] {
-                                       return fmt::format("copying {} bytes from file offset {} to GPU {}", n,
-                                                          piece.file_offset, s_.target_.device);
-                                     }));
+    runs_.clear();
+    s_.target_.destination.for_each_part(piece.buffer_offset, n, [&](std::uintptr_t address, std::uint64_t bytes,
+                                                                     std::uint64_t offset) {
+      runs_.push_back(CopyRun{static_cast<CUdeviceptr>(address), bounce + (offset - piece.buffer_offset), bytes, 0, 0});
+    });
+    Status copied;
+    queue_runs([&](const CopyRun&, const Status& why) {
+      if (copied.ok()) copied = why;
+    }, [&] { return fmt::format("from file offset {}", piece.file_offset); });
+    FERRY_RETURN_IF_ERROR(copied);
     pending_[slot] = true;
     unmarked_slot_ = slot;
     return n;
@@ -181,7 +184,7 @@ class StagedWorker final : public RouteWorker {
   Result<std::uint64_t> write_piece(const Task& piece, Report& report) {
     const CudaApi& api = *s_.target_.api;
     void* bounce = kit_->buffers[0];
-    CUdeviceptr src = s_.target_.base + piece.buffer_offset;
+    const auto src = static_cast<CUdeviceptr>(s_.target_.destination.address(piece.buffer_offset));
     FERRY_RETURN_IF_ERROR(cuda_check(api, api.cuMemcpyDtoHAsync_v2(bounce, src, piece.length, kit_->stream),
                                      [&] {
                                        return fmt::format("copying {} bytes from GPU {} for file offset {}",
@@ -198,16 +201,18 @@ class StagedWorker final : public RouteWorker {
   // tasks of its run, a failed batched copy those of every run.
   void copy_runs(std::span<Result<std::uint64_t>> got) {
     runs_.clear();
+    const Destination& to = s_.target_.destination;
     std::size_t i = 0;
     while (i < reads_.size()) {
       if (!got[i].ok() || *got[i] == 0) {
         ++i;
         continue;
       }
-      CopyRun run{s_.target_.base + reads_[i].task.buffer_offset, static_cast<const char*>(reads_[i].dst), 0, i, i};
+      CopyRun run{static_cast<CUdeviceptr>(to.address(reads_[i].task.buffer_offset)),
+                  static_cast<const char*>(reads_[i].dst), 0, i, i};
       bool whole = true;
       while (i < reads_.size() && whole && got[i].ok() && *got[i] > 0 &&
-             s_.target_.base + reads_[i].task.buffer_offset == run.dst + run.bytes &&
+             to.address(reads_[i].task.buffer_offset) == run.dst + run.bytes &&
              static_cast<const char*>(reads_[i].dst) == run.src + run.bytes) {
         run.bytes += *got[i];
         whole = *got[i] == reads_[i].task.length;
@@ -216,31 +221,42 @@ class StagedWorker final : public RouteWorker {
       run.end = i;
       runs_.push_back(run);
     }
+    queue_runs([&](const CopyRun& run, const Status& why) { std::fill(got.begin() + run.begin, got.begin() + run.end, why); },
+               [&] {
+                 std::size_t pieces = 0;
+                 for (const CopyRun& run : runs_) pieces += run.end - run.begin;
+                 return fmt::format("of {} pieces", pieces);
+               });
+  }
+
+  // Queues runs_ on the stream: in one batched call where the driver takes them and there are several, else
+  // a copy each. `failed(run, why)` hears of each run whose copy could not be queued (every run, when the
+  // batched call failed); `what()` says what was copied, for messages.
+  template <typename Failed, typename What>
+  void queue_runs(Failed&& failed, What&& what) {
     const CudaApi& api = *s_.target_.api;
     if (runs_.size() > 1 && api.cuMemcpyBatchAsync_v2 != nullptr) {
-      Status copied = copy_batched(api);
+      Status copied = copy_batched(api, what);
       if (!copied.ok()) {
-        for (const CopyRun& run : runs_) std::fill(got.begin() + run.begin, got.begin() + run.end, copied);
+        for (const CopyRun& run : runs_) failed(run, copied);
       }
       return;
     }
     for (const CopyRun& run : runs_) {
       Status copied = cuda_check(api, api.cuMemcpyHtoDAsync_v2(run.dst, run.src, run.bytes, kit_->stream), [&] {
-        return fmt::format("copying {} bytes of {} pieces to GPU {}", run.bytes, run.end - run.begin,
-                           s_.target_.device);
+        return fmt::format("copying {} bytes {} to GPU {}", run.bytes, what(), s_.target_.device);
       });
-      if (!copied.ok()) std::fill(got.begin() + run.begin, got.begin() + run.end, copied);
+      if (!copied.ok()) failed(run, copied);
     }
   }
 
-  Status copy_batched(const CudaApi& api) {
+  template <typename What>
+  Status copy_batched(const CudaApi& api, What&& what) {
     batch_dsts_.clear();
     batch_srcs_.clear();
     batch_sizes_.clear();
     std::uint64_t bytes = 0;
-    std::size_t pieces = 0;
     for (const CopyRun& run : runs_) {
-      pieces += run.end - run.begin;
       batch_dsts_.push_back(run.dst);
       batch_srcs_.push_back(static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(run.src)));
       batch_sizes_.push_back(run.bytes);
@@ -254,14 +270,14 @@ class StagedWorker final : public RouteWorker {
                       api.cuMemcpyBatchAsync_v2(batch_dsts_.data(), batch_srcs_.data(), batch_sizes_.data(),
                                                 runs_.size(), &in_stream_order, &first_copy, 1, kit_->stream),
                       [&] {
-                        return fmt::format("copying {} bytes of {} pieces to GPU {} in {} batched copies", bytes,
-                                           pieces, s_.target_.device, runs_.size());
+                        return fmt::format("copying {} bytes {} to GPU {} in {} batched copies", bytes, what(),
+                                           s_.target_.device, runs_.size());
                       });
   }
 
   static constexpr std::uint64_t kFirstPieceBytes = 256 << 10;
   std::vector<TaskRead> reads_;  // run_batch's pieces in the bounce buffer being filled
-  // What copy_runs moves: pieces [begin, end) of reads_, `bytes` from `src` to `dst`.
+  // What queue_runs moves: `bytes` from `src` to `dst`; for copy_runs, pieces [begin, end) of reads_.
   struct CopyRun {
     CUdeviceptr dst;
     const char* src;

@@ -8,12 +8,15 @@
 // A worker with `pack` > 1 (a batch of small pieces) takes that many tasks at once, reads them back to back
 // into its bounce buffers, and copies each run of them whose destinations follow one another at once (a
 // buffer's runs in one batched copy where the driver has it).
+// A scattered read's piece that spans several destinations moves with a copy to each (one batched call where
+// the driver has it): the file is still read in large, aligned pieces.
 // Writes: each piece is copied device-to-host into a bounce buffer, then written to the file.
 #pragma once
 
 #include <memory>
 
 #include "backends/route_backend.hpp"
+#include "base/destination.hpp"
 #include "platform/cuda/cuda_api.hpp"
 #include "source/source.hpp"
 
@@ -27,7 +30,8 @@ inline constexpr std::uint64_t kRampFromBytes = 64ull << 20;
 struct StagedTarget {
   const CudaApi* api = nullptr;
   int device = -1;
-  CUdeviceptr base = 0;  // the caller's device buffer; task buffer offsets index into it (0 for a batch)
+  Destination destination;  // the caller's device memory; task buffer offsets index into it (base 0 for a
+                            // batch, whose tasks carry their addresses; segments for a scattered read)
   std::uint64_t bounce_buffer_size = 0;
   unsigned buffers_per_worker = 2;
   bool ramp = false;     // first pieces short, then growing (requests of kRampFromBytes and more)

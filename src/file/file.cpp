@@ -162,7 +162,7 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
         if (gathering) {
           return gather_read(*task, buffer, std::move(*plan), seen, /*size_asked=*/false, std::move(*in_use));
         }
-        return start(direction, buffer, offset, std::vector<Task>{*task}, Extent{true, seen},
+        return start(direction, Destination(buffer), offset, std::vector<Task>{*task}, Extent{true, seen},
                      /*short_task_ends_request=*/true, std::move(*plan), std::move(*in_use), setup_before, next);
       }
     }
@@ -193,21 +193,21 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
   if (gathering && extent.known && tasks.size() == 1 && ReadGather::gathers(plan->decision, plan->buffer)) {
     return gather_read(tasks[0], buffer, std::move(*plan), extent.bytes, /*size_asked=*/true, std::move(*in_use));
   }
-  return start(direction, buffer, offset, std::move(tasks), extent, /*short_task_ends_request=*/!extent.known,
+  return start(direction, Destination(buffer), offset, std::move(tasks), extent, /*short_task_ends_request=*/!extent.known,
                std::move(*plan), std::move(*in_use), setup_before, next);
 }
 
-Future FileState::start(Direction direction, void* buffer, std::uint64_t offset, std::vector<Task> tasks,
-                        Extent extent, bool short_task_ends_request, RoutePlanDetail plan, Use in_use,
+Future FileState::start(Direction direction, const Destination& destination, std::uint64_t offset,
+                        std::vector<Task> tasks, Extent extent, bool short_task_ends_request, RoutePlanDetail plan, Use in_use,
                         const SetupCosts& setup_before, RequestState::Submitter next) {
   const bool reading = is_read(direction);
   std::uint64_t size = 0;  // what the tasks cover: no further than the file's end
   for (const Task& t : tasks) size += t.length;
-  const BufferKind destination = plan.buffer;  // for the thread's next read (ReadGather::allocation_in_flight)
+  const BufferKind memory = plan.buffer;  // for the thread's next read (ReadGather::allocation_in_flight)
   const CudaApi* cuda = plan.cuda;
   auto stop = std::make_shared<std::atomic<bool>>(false);
   SourceRequest request{direction, extent, size, stop};
-  auto backend = make_route_backend(*this, request, std::move(plan), buffer, size);
+  auto backend = make_route_backend(*this, request, std::move(plan), destination, size);
   if (!backend.ok()) return Future(RequestState::failed(backend.status()));
   EndOfFileRule eof{short_task_ends_request, path, extent.bytes};
   const auto label = [&] {
@@ -217,7 +217,7 @@ Future FileState::start(Direction direction, void* buffer, std::uint64_t offset,
   const bool small_read = reading && extent.known && tasks.size() == 1;
   auto state = launch(std::move(tasks), std::move(*backend), std::move(eof), std::move(in_use), setup_before,
                       std::move(stop), [&label] { return label(); }, next);
-  if (small_read) ReadGather::note_small_read(state, destination, cuda);
+  if (small_read) ReadGather::note_small_read(state, memory, cuda);
   return Future(std::move(state));
 }
 

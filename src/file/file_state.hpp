@@ -15,6 +15,7 @@
 #include <string>
 #include <utility>
 
+#include "base/destination.hpp"
 #include "engine/request.hpp"
 #include "ferry/file.hpp"
 #include "file/open_options.hpp"
@@ -63,6 +64,15 @@ class FileState : public std::enable_shared_from_this<FileState> {
   Future submit(Direction direction, void* buffer, std::uint64_t size, std::uint64_t offset);
   /// File::pread_batch (file/batch.cpp).
   Future submit_batch(std::span<const Piece> pieces);
+  /// Reads `size` bytes at `offset` into several buffers (file/scattered_read.cpp): `segments` say where
+  /// each part of the request goes (Destination::scattered), all host memory or all device memory of one
+  /// GPU. The file is read in the tasks of a plain read of the range, aligned for O_DIRECT, and each task's
+  /// bytes are copied (staged: from the bounce buffer; host: from an aligned bounce buffer, or read in
+  /// place part by part where the page cache serves them) to the buffers it covers; cuFile, which reads into
+  /// one buffer at a time, gets tasks that each lie in one segment. One Future, as pread(). Errors as
+  /// pread's, and invalid_argument (naming the segment) for segments that do not follow one another from
+  /// offset 0, a null address, or memory of another kind or GPU than the first segment's.
+  Future submit_scattered(std::vector<Segment> segments, std::uint64_t offset);
   /// Queues a one-task read of a thread that reads ahead with the File's gathered reads. `file_bytes`: the
   /// size the read was planned by; `size_asked`: whether it was asked for this read (else it is the size the
   /// File saw last, and a short read is the end of the data rather than a file that shrank during the read).
@@ -72,7 +82,8 @@ class FileState : public std::enable_shared_from_this<FileState> {
   /// holding `in_use` until it completes. `short_task_ends_request`: a task that moves fewer bytes than asked
   /// is where the data ends (a file without a size, or a read planned by the size seen before), rather than a
   /// file that shrank during the read. `next`: whether the submitting thread reads ahead (RequestState::start).
-  Future start(Direction direction, void* buffer, std::uint64_t offset, std::vector<Task> tasks, Extent extent,
+  Future start(Direction direction, const Destination& destination, std::uint64_t offset, std::vector<Task> tasks,
+               Extent extent,
                bool short_task_ends_request, RoutePlanDetail plan, Use in_use, const SetupCosts& setup_before,
                RequestState::Submitter next);
   /// Starts a request's tasks on the backend (the request's state, for its Future), holding `in_use` until it

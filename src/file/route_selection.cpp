@@ -107,13 +107,13 @@ Result<RoutePlanDetail> route_for(FileState& file, Direction /*direction*/, cons
 
 namespace {
 
-StagedTarget staged_target(const FileState& file, const RoutePlanDetail& plan, const void* buffer,
+StagedTarget staged_target(const FileState& file, const RoutePlanDetail& plan, Destination destination,
                            std::uint64_t size) {
   StagedTarget target;
   target.ramp = size >= kRampFromBytes;
   target.api = plan.cuda;
   target.device = plan.buffer.device;
-  target.base = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(buffer));
+  target.destination = std::move(destination);
   target.bounce_buffer_size = file.config.bounce_buffer_size();
   target.buffers_per_worker = file.config.bounce_buffers_per_thread();
   return target;
@@ -122,23 +122,24 @@ StagedTarget staged_target(const FileState& file, const RoutePlanDetail& plan, c
 }  // namespace
 
 Result<std::shared_ptr<RouteBackend>> make_route_backend(FileState& file, const SourceRequest& request,
-                                                         RoutePlanDetail plan, void* buffer, std::uint64_t size) {
+                                                         RoutePlanDetail plan, const Destination& destination,
+                                                         std::uint64_t size) {
   Decision& decision = plan.decision;
-  if (decision.route == Route::host) return make_host_backend(file.source, request, buffer, std::move(decision));
+  if (decision.route == Route::host) return make_host_backend(file.source, request, destination, std::move(decision));
   if (decision.route == Route::staged) {
-    return make_staged_backend(file.source, request, staged_target(file, plan, buffer, size), std::move(decision));
+    return make_staged_backend(file.source, request, staged_target(file, plan, destination, size), std::move(decision));
   }
   GdsTarget target;
   target.cuda = plan.cuda;
   target.device = plan.buffer.device;
-  target.base = buffer;
+  target.destination = destination;
   target.driver = plan.gds->driver;
   target.handle = plan.gds->handle;
   target.require = file.config.require();
   target.path = file.path;
   std::shared_ptr<RouteBackend> edges;
   if (is_read(request.direction)) {
-    edges = make_staged_backend(file.source, request, staged_target(file, plan, buffer, 0),
+    edges = make_staged_backend(file.source, request, staged_target(file, plan, destination, 0),
                                 Decision{Route::staged, Reason::cufile_unaligned_edge, ""});
   }
   return make_gds_backend(request.direction, std::move(target), std::move(decision), std::move(edges));
@@ -147,9 +148,9 @@ Result<std::shared_ptr<RouteBackend>> make_route_backend(FileState& file, const 
 std::shared_ptr<RouteBackend> make_pieces_backend(FileState& file, const SourceRequest& request,
                                                   const RoutePlanDetail& plan, unsigned pack) {
   if (plan.decision.route == Route::host) {
-    return make_host_backend(file.source, request, nullptr, plan.decision, pack);
+    return make_host_backend(file.source, request, Destination(), plan.decision, pack);
   }
-  StagedTarget target = staged_target(file, plan, nullptr, 0);  // task buffer offsets are the addresses
+  StagedTarget target = staged_target(file, plan, Destination(), 0);  // task buffer offsets are the addresses
   target.pack = pack;
   return make_staged_backend(file.source, request, target, plan.decision);
 }
@@ -157,7 +158,7 @@ std::shared_ptr<RouteBackend> make_pieces_backend(FileState& file, const SourceR
 Result<std::shared_ptr<RouteBackend>> make_batch_backend(FileState& file, const SourceRequest& request,
                                                          RoutePlanDetail plan, unsigned pack) {
   if (plan.buffer.is_host()) {
-    return make_host_backend(file.source, request, nullptr, std::move(plan.decision), pack);
+    return make_host_backend(file.source, request, Destination(), std::move(plan.decision), pack);
   }
   if (plan.decision.route != Route::staged) {
     if (file.config.require() == Requirement::gds) {
@@ -176,7 +177,7 @@ Result<std::shared_ptr<RouteBackend>> make_batch_backend(FileState& file, const 
 Result<RoutePlanDetail> prepare_route(FileState& file, Direction direction, const void* buffer, std::uint64_t size) {
   FERRY_ASSIGN_OR_RETURN(RoutePlanDetail plan, route_for(file, direction, buffer, size));
   if (plan.decision.route == Route::staged) {
-    StagedTarget t = staged_target(file, plan, buffer, size);
+    StagedTarget t = staged_target(file, plan, Destination(buffer), size);
     ScopedDeviceContext context(*t.api, t.device);  // the caller's thread: leave its context as it was
     FERRY_RETURN_IF_ERROR(context.status());
     FERRY_RETURN_IF_ERROR(process_staging_pool().reserve(*t.api, t.device, t.bounce_buffer_size,

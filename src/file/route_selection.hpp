@@ -39,9 +39,11 @@ struct RoutePlanDetail {
 Result<RoutePlanDetail> route_for(FileState& file, Direction direction, const void* buffer, std::uint64_t size,
                                   BufferQuery query = BufferQuery::ask);
 
-/// The backend that carries out `request` into or out of `buffer` on the route `plan` (route_for()'s) picked.
+/// The backend that carries out `request` into or out of `destination` on the route `plan` (route_for()'s)
+/// picked.
 Result<std::shared_ptr<RouteBackend>> make_route_backend(FileState& file, const SourceRequest& request,
-                                                         RoutePlanDetail plan, void* buffer, std::uint64_t size);
+                                                         RoutePlanDetail plan, const Destination& destination,
+                                                         std::uint64_t size);
 
 /// The backend of tasks that carry their own destinations' addresses as their buffer offsets (a batch's
 /// pieces, gathered reads), on `plan`'s route, host or staged. A worker takes `pack` tasks at a time (on the

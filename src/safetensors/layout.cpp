@@ -1,15 +1,10 @@
 // make_plan: regions and offsets.
 //
-// Within a region, a run of tensors that follow each other in one file keeps the file's spacing, so that
-// it is read with one pread. The padding before a run is bounded by the run itself, so that a region holds
-// about the data placed in it (never twice as much), whatever the file's alignments:
-// - a run of at least kPageCongruentRun bytes starts at an offset congruent to its file offset modulo
-//   4096, so that in host memory the pread's aligned body can use O_DIRECT (the region base is
-//   4096-aligned there) and cuFile can read it direct: under 4096 bytes of padding, at most 1/16 of the run;
-// - a shorter run starts congruent to its file offset modulo its largest element size (8 at most), which
-//   keeps each of its tensors aligned for its dtype: fewer padding bytes than the run holds;
-// - a tensor whose file offset is not a multiple of its element size (a writer that does not align)
-//   starts a run at the next multiple of it: fewer padding bytes than the tensor holds.
+// Within a region, tensors follow one another in checkpoint order, each at the next multiple of the
+// region's tensor alignment (256 bytes on a GPU, 64 in host memory): the padding is less than one alignment
+// per tensor, and the region's base is aligned too (4096 in host memory). Tensors that follow one another in
+// a file are still read together: one request per run of them, scattered from the bounce buffers into their
+// places (loader.cpp, FileState::submit_scattered).
 #include "safetensors/layout.hpp"
 
 #include <algorithm>
@@ -22,10 +17,10 @@ namespace ferry::safetensors::detail {
 namespace {
 
 constexpr std::uint64_t kPage = 4096;
-constexpr std::uint64_t kRunAlignment = 256;  // device regions' base alignment
-constexpr std::uint64_t kPageCongruentRun = 64 << 10;
 
 std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
+
+std::uint64_t tensor_alignment(int device) { return device == kHostMemory ? kHostTensorAlignment : kDeviceTensorAlignment; }
 
 bool key_matches(const std::string& key, const std::string& name) {
   if (key.empty()) return true;
@@ -52,59 +47,6 @@ Status check_options(const LoadOptions& o) {
     }
   }
   return Status();
-}
-
-struct RegionCursor {
-  std::size_t region = 0;
-  std::uint64_t end = 0;          // bytes used so far
-  bool in_run = false;
-  std::size_t run_shard = 0;
-  std::uint64_t run_file_end = 0; // file offset just past the run's last tensor
-};
-
-// What a run starting with tensors[members[k]] would hold: the tensors of its region that follow it in the
-// same file without a gap, each aligned there for its dtype (zero-byte tensors take no part). The bytes are
-// counted only as far as kPageCongruentRun, so that every tensor is looked at about once.
-struct RunExtent {
-  std::uint64_t bytes = 0;
-  std::uint64_t max_element = 1;
-};
-RunExtent run_extent(const std::vector<TensorInfo>& tensors, const std::vector<std::size_t>& members, std::size_t k) {
-  const TensorInfo& first = tensors[members[k]];
-  RunExtent run{first.size_bytes(), dtype_size(first.dtype)};
-  std::uint64_t file_end = first.file_offset + first.size_bytes();
-  for (std::size_t j = k + 1; j < members.size() && run.bytes < kPageCongruentRun; ++j) {
-    const TensorInfo& t = tensors[members[j]];
-    if (t.size_bytes() == 0) continue;
-    if (t.shard != first.shard || t.file_offset != file_end || t.file_offset % dtype_size(t.dtype) != 0) break;
-    run.bytes += t.size_bytes();
-    run.max_element = std::max(run.max_element, dtype_size(t.dtype));
-    file_end += t.size_bytes();
-  }
-  return run;
-}
-
-// Where tensors[members[k]] goes in the region `c` describes.
-std::uint64_t place(const std::vector<TensorInfo>& tensors, const std::vector<std::size_t>& members, std::size_t k,
-                    RegionCursor& c) {
-  const TensorInfo& t = tensors[members[k]];
-  const std::uint64_t align = dtype_size(t.dtype);
-  if (t.size_bytes() == 0) return align_up(c.end, align);  // takes no bytes: neither starts nor breaks a run
-  std::uint64_t offset = 0;
-  if (c.in_run && c.run_shard == t.shard && c.run_file_end == t.file_offset && c.end % align == 0) {
-    offset = c.end;
-  } else if (t.file_offset % align == 0) {
-    const RunExtent run = run_extent(tensors, members, k);
-    const std::uint64_t modulus = run.bytes >= kPageCongruentRun ? kPage : run.max_element;  // powers of two
-    offset = c.end + (t.file_offset - c.end) % modulus;  // the file offset's remainder modulo `modulus`
-  } else {
-    offset = align_up(c.end, align);
-  }
-  c.in_run = true;
-  c.run_shard = t.shard;
-  c.run_file_end = t.file_offset + t.size_bytes();
-  c.end = offset + t.size_bytes();
-  return offset;
 }
 
 }  // namespace
@@ -134,24 +76,19 @@ Result<LoadPlan> make_plan(const std::vector<TensorInfo>& tensors, const LoadOpt
     used.insert(devices[i]);
   }
   // Regions in device order (host memory first), so that plans are the same from run to run.
-  std::map<int, RegionCursor> cursors;
-  std::map<int, std::vector<std::size_t>> members;  // per device: its tensors, in checkpoint order
+  std::map<int, std::size_t> region_of;
   for (int d : used) {
-    cursors[d].region = plan.regions.size();
-    plan.regions.push_back(LoadPlan::Region{d, 0, d == kHostMemory ? kPage : kRunAlignment, -1});
+    region_of[d] = plan.regions.size();
+    plan.regions.push_back(LoadPlan::Region{d, 0, d == kHostMemory ? kPage : kDeviceTensorAlignment, -1});
   }
-  for (std::size_t i = 0; i < tensors.size(); ++i) members[devices[i]].push_back(i);
   plan.placements.resize(tensors.size());
-  for (auto& [device, list] : members) {
-    RegionCursor& c = cursors[device];
-    LoadPlan::Region& region = plan.regions[c.region];
-    for (std::size_t k = 0; k < list.size(); ++k) {
-      const std::size_t i = list[k];
-      const std::uint64_t offset = place(tensors, list, k, c);
-      plan.read_bytes += tensors[i].size_bytes();
-      plan.placements[i] = LoadPlan::Placement{i, c.region, offset};
-      region.size_bytes = std::max(region.size_bytes, std::max(c.end, offset));
-    }
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const std::size_t r = region_of[devices[i]];
+    LoadPlan::Region& region = plan.regions[r];
+    const std::uint64_t offset = align_up(region.size_bytes, tensor_alignment(region.device));
+    plan.placements[i] = LoadPlan::Placement{i, r, offset};
+    region.size_bytes = offset + tensors[i].size_bytes();
+    plan.read_bytes += tensors[i].size_bytes();
   }
   const std::size_t primaries = plan.regions.size();
   for (int r : options.replicas) {

@@ -1,6 +1,6 @@
 // Where a load puts each tensor: the device map, the regions (one per device, plus replicas) and each
-// tensor's offset in its region, chosen so that tensors next to each other in a file stay next to each
-// other in memory (one pread moves a whole run) while every tensor stays aligned to its dtype.
+// tensor's offset in its region: in file order, each at the next offset aligned as the framework's own
+// allocator would align it (kDeviceTensorAlignment, kHostTensorAlignment).
 #pragma once
 
 #include <vector>

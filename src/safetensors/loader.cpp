@@ -85,7 +85,8 @@ Status check_files_unchanged(CheckpointState& st) {
   return Status();
 }
 
-// One op per run of tensors adjacent both in a file and in a region, in file order.
+// One op per run of tensors that follow one another in a file and go to one region, in file order: read
+// with one request, each tensor's bytes scattered to its aligned place.
 std::vector<ReadOp> ops_from_plan(const CheckpointState& st, const LoadPlan& plan, std::span<void* const> bases) {
   std::vector<std::size_t> order(plan.placements.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
@@ -100,12 +101,16 @@ std::vector<ReadOp> ops_from_plan(const CheckpointState& st, const LoadPlan& pla
     const LoadPlan::Placement& p = plan.placements[i];
     const TensorInfo& t = st.tensors[p.tensor];
     if (t.size_bytes() == 0) continue;
+    const auto address = reinterpret_cast<std::uintptr_t>(bases[p.region]) + p.offset;
     if (!ops.empty()) {
       ReadOp& last = ops.back();
+      // Empty tensors between two others of the run hold no bytes: the run goes on past them.
       if (last.region == p.region && last.shard == t.shard && last.file_offset + last.size == t.file_offset &&
-          last.region_offset + last.size == p.offset && last.first_tensor + last.tensor_count == p.tensor) {
+          last.first_tensor + last.tensor_count <= p.tensor && p.offset >= last.region_offset) {
+        last.places.push_back(ferry::detail::Segment{last.size, t.size_bytes(), address});
         last.size += t.size_bytes();
-        ++last.tensor_count;
+        last.region_span = p.offset + t.size_bytes() - last.region_offset;
+        last.tensor_count = p.tensor - last.first_tensor + 1;
         continue;
       }
     }
@@ -113,10 +118,11 @@ std::vector<ReadOp> ops_from_plan(const CheckpointState& st, const LoadPlan& pla
     op.shard = t.shard;
     op.file_offset = t.file_offset;
     op.size = t.size_bytes();
-    op.dst = static_cast<char*>(bases[p.region]) + p.offset;
+    op.places.push_back(ferry::detail::Segment{0, op.size, address});
     op.first_tensor = p.tensor;
     op.region = p.region;
     op.region_offset = p.offset;
+    op.region_span = op.size;
     ops.push_back(op);
   }
   return ops;
@@ -232,7 +238,7 @@ Result<LoadStats> Checkpoint::load_into(const LoadPlan& plan, std::span<void* co
   detail::ExecOptions exec = detail::exec_options(st, options);
   exec.on_done = [&replicators](const detail::ReadOp& op) {
     auto it = replicators.find(op.region);
-    return it == replicators.end() ? Status() : it->second->copy(op.region_offset, op.size);
+    return it == replicators.end() ? Status() : it->second->copy(op.region_offset, op.region_span);
   };
   Status status = detail::execute_reads(st, ops, exec, stats);
   auto waiting = tooling::now_ns();
@@ -277,7 +283,7 @@ Result<LoadStats> Checkpoint::read_into(std::span<const Destination> destination
     op.shard = t.shard;
     op.file_offset = t.file_offset + d.offset;
     op.size = size;
-    op.dst = d.data;
+    op.places.push_back(ferry::detail::Segment{0, size, reinterpret_cast<std::uintptr_t>(d.data)});
     op.first_tensor = it->second;
     ops.push_back(op);
   }

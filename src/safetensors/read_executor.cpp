@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "file/file_state.hpp"
 #include "safetensors/text.hpp"
 
 namespace ferry::safetensors::detail {
@@ -44,6 +45,8 @@ std::vector<ReadOp> split_ops(std::vector<ReadOp> ops, std::uint64_t max_bytes) 
   const std::uint64_t step = std::max(kPage, max_bytes / kPage * kPage);
   std::vector<ReadOp> out;
   for (const ReadOp& op : ops) {
+    const ferry::detail::Destination places = ferry::detail::Destination::scattered(op.places);
+    const std::uintptr_t first_address = places.address(0);
     std::uint64_t done = 0;
     while (done < op.size) {
       std::uint64_t at = op.file_offset + done;
@@ -53,9 +56,15 @@ std::vector<ReadOp> split_ops(std::vector<ReadOp> ops, std::uint64_t max_bytes) 
       ReadOp piece = op;
       piece.file_offset = at;
       piece.size = n;
-      piece.dst = static_cast<char*>(op.dst) + done;
-      piece.region_offset = op.region_offset + done;
-      out.push_back(piece);
+      piece.places.clear();
+      places.for_each_part(done, n, [&](std::uintptr_t address, std::uint64_t bytes, std::uint64_t offset) {
+        piece.places.push_back(ferry::detail::Segment{offset - done, bytes, address});
+      });
+      // Addresses of one op are in one region: their distances are region offsets.
+      const std::uintptr_t last_end = piece.places.back().address + piece.places.back().length;
+      piece.region_offset = op.region_offset + (piece.places.front().address - first_address);
+      piece.region_span = last_end - piece.places.front().address;
+      out.push_back(std::move(piece));
       done += n;
     }
   }
@@ -102,7 +111,10 @@ Status execute_reads(CheckpointState& state, const std::vector<ReadOp>& ops, con
       File& file = state.shards[op.shard].data;
       if (busy >= threads_of(file)) break;
       const unsigned workers = workers_kept_busy(file, op.size);
-      in_flight.push_back({next, file.pread(op.dst, op.size, op.file_offset), workers});
+      Future read = op.places.size() == 1
+                        ? file.pread(reinterpret_cast<void*>(op.places[0].address), op.size, op.file_offset)
+                        : ferry::detail::FileState::of(file).submit_scattered(op.places, op.file_offset);
+      in_flight.push_back({next, std::move(read), workers});
       busy += workers;
       ++stats.requests;
       ++next;

@@ -1,4 +1,4 @@
-// Running a load's reads: one File::pread per ReadOp, a new one only while those in flight leave a thread
+// Running a load's reads: one request per ReadOp (a File::pread, or a scattered read for a run of tensors), a new one only while those in flight leave a thread
 // without a task (and at most N in flight when N is set), progress on the calling thread, the first error
 // wins and every request in flight is waited for before returning (so that nothing writes into the caller's
 // memory afterwards). Errors name the file and the tensors.
@@ -9,6 +9,7 @@
 #include <functional>
 #include <vector>
 
+#include "base/destination.hpp"
 #include "ferry/safetensors.hpp"
 #include "safetensors/checkpoint_state.hpp"
 
@@ -16,15 +17,18 @@ namespace ferry::safetensors::detail {
 
 inline constexpr std::size_t kNoRegion = SIZE_MAX;
 
+/// One request of a load: `size` bytes of a shard from `file_offset`, placed in memory by `places` (offsets
+/// from the op's first byte, absolute addresses; several for a run of tensors, each at its aligned place).
 struct ReadOp {
   std::size_t shard = 0;
   std::uint64_t file_offset = 0;
   std::uint64_t size = 0;
-  void* dst = nullptr;
+  std::vector<ferry::detail::Segment> places;
   std::size_t first_tensor = 0;  // index into CheckpointState::tensors, for messages
   std::size_t tensor_count = 1;
   std::size_t region = kNoRegion;  // plan region written, for replication
-  std::uint64_t region_offset = 0;
+  std::uint64_t region_offset = 0;  // where the op's first byte is in its region
+  std::uint64_t region_span = 0;    // the region's bytes from there to the op's last byte (padding included)
 };
 
 struct ExecOptions {
@@ -40,7 +44,8 @@ struct ExecOptions {
 [[nodiscard]] Status execute_reads(CheckpointState& state, const std::vector<ReadOp>& ops, const ExecOptions& options,
                                    LoadStats& stats);
 
-/// `ops` split into pieces of at most `max_bytes` (0: unchanged), cut at 4 KiB file offsets where possible.
+/// `ops` split into pieces of at most `max_bytes` (0: unchanged), cut at 4 KiB file offsets where possible;
+/// each piece keeps the places of its own bytes.
 std::vector<ReadOp> split_ops(std::vector<ReadOp> ops, std::uint64_t max_bytes);
 
 /// What a request covering `op` is about, for messages: tensor "a" (or tensors "a" to "z" (5 tensors))

@@ -3,11 +3,15 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
+#include <optional>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "source/host_bounce.hpp"
 #include "source/transfer_loops.hpp"
 #include "source/uring_batch.hpp"
 
@@ -46,12 +50,14 @@ Status PosixSource::sync() {
   return Status();
 }
 
-bool PosixSource::direct_fits(std::uint64_t offset, std::uint64_t length, const void* mem) const {
+bool PosixSource::direct_fits_file(std::uint64_t offset, std::uint64_t length) const {
   if (!fds_.direct_available()) return false;
-  std::uint64_t oa = fds_.direct_offset_alignment();
-  std::uint64_t ma = fds_.direct_memory_alignment();
-  return is_aligned(offset, oa) && is_aligned(length, oa) &&
-         is_aligned(reinterpret_cast<std::uintptr_t>(mem), ma);
+  const std::uint64_t oa = fds_.direct_offset_alignment();
+  return is_aligned(offset, oa) && is_aligned(length, oa);
+}
+
+bool PosixSource::direct_fits_memory(const void* mem) const {
+  return is_aligned(reinterpret_cast<std::uintptr_t>(mem), fds_.direct_memory_alignment());
 }
 
 Status PosixSource::transfer_error(const char* verb, const char* prep, std::uint64_t length, std::uint64_t offset,
@@ -85,10 +91,10 @@ bool PosixSource::wholly_cached(const Task& t, Report& report) {
   return true;
 }
 
-bool PosixSource::read_direct(const SourceRequest& request, const Task& t, const void* dst, Report& report) {
+bool PosixSource::read_direct(const SourceRequest& request, const Task& t, Report& report) {
   // O_DIRECT only below the size seen at the start: past EOF a direct read could fill whole blocks.
   bool below_eof = t.file_offset + t.length <= request.extent.bytes;
-  bool direct = policy_ != DirectIo::off && below_eof && direct_fits(t.file_offset, t.length, dst);
+  bool direct = policy_ != DirectIo::off && below_eof && direct_fits_file(t.file_offset, t.length);
   if (direct && policy_ == DirectIo::automatic) {
     const bool cached = wholly_cached(t, report);
     note_cached(t, cached);
@@ -97,13 +103,107 @@ bool PosixSource::read_direct(const SourceRequest& request, const Task& t, const
   return direct;
 }
 
+namespace {
+
+// Where the next byte of a task read through a bounce buffer goes among its parts.
+class PartCursor {
+ public:
+  explicit PartCursor(std::span<const MemoryPart> parts) : parts_(parts) {}
+  // Copies `n` bytes from `from` to the parts, from the cursor on.
+  void copy(const char* from, std::uint64_t n) {
+    while (n > 0 && index_ < parts_.size()) {
+      const MemoryPart& part = parts_[index_];
+      const std::uint64_t take = std::min(n, part.length - within_);
+      std::memcpy(static_cast<char*>(part.dst) + within_, from, take);
+      from += take;
+      n -= take;
+      within_ += take;
+      if (within_ == part.length) {
+        ++index_;
+        within_ = 0;
+      }
+    }
+  }
+  // The parts' bytes not placed yet.
+  std::vector<MemoryPart> rest() const {
+    std::vector<MemoryPart> out;
+    for (std::size_t i = index_; i < parts_.size(); ++i) {
+      const std::uint64_t skip = i == index_ ? within_ : 0;
+      out.push_back(MemoryPart{static_cast<char*>(parts_[i].dst) + skip, parts_[i].length - skip});
+    }
+    return out;
+  }
+
+ private:
+  std::span<const MemoryPart> parts_;
+  std::size_t index_ = 0;
+  std::uint64_t within_ = 0;
+};
+
+}  // namespace
+
+std::optional<Result<std::uint64_t>> PosixSource::read_bounced(const SourceRequest& request, const Task& t,
+                                                               std::span<const MemoryPart> parts,
+                                                               const char* route_label, Report& report) {
+  HostBounce bounce;
+  if (bounce.data() == nullptr) return std::nullopt;
+  PartCursor cursor(parts);
+  std::uint64_t done = 0;
+  while (done < t.length) {
+    const std::uint64_t n = std::min(kHostBounceBytes, t.length - done);
+    const std::uint64_t at = t.file_offset + done;
+    LoopOutcome r = read_fully(sys_, fds_.direct_fd(), bounce.data(), n, at, report.io);
+    if (r.error == EINVAL && done == 0 && r.bytes == 0) {
+      // Some file systems accept the O_DIRECT open but refuse the read itself: the caller reads buffered.
+      report.add_note(fmt::format("O_DIRECT read refused (EINVAL) on \"{}\": buffered reads used", path_));
+      return std::nullopt;
+    }
+    if (r.error != 0 && r.error != EINVAL) {
+      ++report.io.direct_ops;
+      return transfer_error("read", "from", n - r.bytes, at + r.bytes, route_label, true, r.error);
+    }
+    cursor.copy(bounce.data(), r.bytes);
+    done += r.bytes;
+    if (r.error == EINVAL) {
+      // A short O_DIRECT read left a remainder O_DIRECT cannot take (unaligned): finish it buffered.
+      ++report.io.direct_ops;
+      Task rest{t.file_offset + done, t.length - done, t.buffer_offset + done, false};
+      std::vector<MemoryPart> places = cursor.rest();
+      FERRY_ASSIGN_OR_RETURN(std::uint64_t more, Source::read_parts(request, rest, places, route_label, report));
+      return done + more;
+    }
+    if (r.bytes < n) break;  // the file ended early (it shrank): the engine says so
+  }
+  ++report.io.direct_ops;
+  report.add_note(fmt::format("cold reads of \"{}\" into memory that O_DIRECT cannot reach (not {}-byte aligned, "
+                              "or split among several buffers) went through O_DIRECT into an aligned bounce buffer "
+                              "and were copied into place",
+                              path_, fds_.direct_memory_alignment()));
+  return done;
+}
+
+Result<std::uint64_t> PosixSource::read_parts(const SourceRequest& request, const Task& t,
+                                              std::span<const MemoryPart> parts, const char* route_label,
+                                              Report& report) {
+  if (parts.size() == 1) return read(request, t, parts[0].dst, route_label, report);
+  if (read_direct(request, t, report)) {
+    if (auto bounced = read_bounced(request, t, parts, route_label, report)) return std::move(*bounced);
+  }
+  return Source::read_parts(request, t, parts, route_label, report);
+}
+
 std::size_t PosixSource::queue_depth() const {
   return engine_ == IoEngine::io_uring && !uring_refused_.load(std::memory_order_relaxed) ? kUringDepth : 1;
 }
 
 void PosixSource::read_batch(const SourceRequest& request, std::span<const TaskRead> reads, const char* route_label,
                              Report& report, std::span<Result<std::uint64_t>> results) {
-  if (engine_ != IoEngine::io_uring || uring_refused_.load(std::memory_order_relaxed) || !request.extent.known) {
+  // Memory O_DIRECT cannot reach goes through read(), whose cold reads take a bounce buffer.
+  const bool unreachable = std::any_of(reads.begin(), reads.end(), [&](const TaskRead& r) {
+    return direct_fits_file(r.task.file_offset, r.task.length) && !direct_fits_memory(r.dst);
+  });
+  if (engine_ != IoEngine::io_uring || uring_refused_.load(std::memory_order_relaxed) || !request.extent.known ||
+      unreachable) {
     return Source::read_batch(request, reads, route_label, report, results);
   }
   std::vector<UringRead> batch(reads.size());
@@ -113,7 +213,7 @@ void PosixSource::read_batch(const SourceRequest& request, std::span<const TaskR
     // As read(): while the file's reads of this class find their pages cached, the read itself asks (without
     // waiting); otherwise the page cache is asked first (cachestat), for O_DIRECT where it would miss.
     const bool cached_first = reads_cached_first(request, t);
-    direct[i] = !cached_first && read_direct(request, t, reads[i].dst, report);
+    direct[i] = !cached_first && read_direct(request, t, report) && direct_fits_memory(reads[i].dst);
     batch[i] = UringRead{direct[i] ? fds_.direct_fd() : fds_.buffered_fd(), reads[i].dst,
                          static_cast<std::uint32_t>(t.length), t.file_offset, cached_first, 0};
   }
@@ -164,7 +264,12 @@ Result<std::uint64_t> PosixSource::read(const SourceRequest& request, const Task
   std::uint64_t offset = t.file_offset;
   std::uint64_t length = t.length;
   const bool cached_first = reads_cached_first(request, t);  // decided once: other readers move the score
-  bool direct = !cached_first && read_direct(request, t, out, report);
+  bool direct = !cached_first && read_direct(request, t, report);
+  if (direct && !direct_fits_memory(out)) {
+    const MemoryPart whole{out, length};
+    if (auto bounced = read_bounced(request, t, {&whole, 1}, route_label, report)) return std::move(*bounced);
+    direct = false;
+  }
   if (direct) {
     LoopOutcome r = read_fully(sys_, fds_.direct_fd(), out + done, length, offset, report.io);
     if (r.error == EINVAL && r.bytes == 0) {
@@ -223,7 +328,7 @@ Status PosixSource::write(const SourceRequest& request, const Task& t, const voi
   // Writes go through the page cache unless O_DIRECT is asked for, or in `auto` the write is large.
   const bool large = request.bytes >= kDirectWriteThreshold;
   const bool want_direct = policy_ == DirectIo::on || (policy_ == DirectIo::automatic && large);
-  bool direct = want_direct && direct_fits(t.file_offset, t.length, src);
+  bool direct = want_direct && direct_fits_file(t.file_offset, t.length) && direct_fits_memory(src);
   int fd = direct ? fds_.direct_fd() : fds_.buffered_fd();
   LoopOutcome w = write_fully(sys_, fd, src, t.length, t.file_offset, report.io);
   if (direct && w.error == EINVAL && w.bytes == 0) {

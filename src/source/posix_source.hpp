@@ -54,6 +54,10 @@ class PosixSource : public Source {
   std::uint64_t task_alignment() const override { return fds_.direct_offset_alignment(); }
   Result<std::uint64_t> read(const SourceRequest& request, const Task& t, void* dst, const char* route_label,
                              Report& report) override;
+  /// A task that O_DIRECT would read (in `auto`: not all cached) goes through an aligned bounce buffer
+  /// (host_bounce.hpp) and is copied to its parts; a cached one is read part by part.
+  Result<std::uint64_t> read_parts(const SourceRequest& request, const Task& t, std::span<const MemoryPart> parts,
+                                   const char* route_label, Report& report) override;
   Status write(const SourceRequest& request, const Task& t, const void* src, const char* route_label,
                Report& report) override;
   Status sync() override;
@@ -78,9 +82,17 @@ class PosixSource : public Source {
   Result<std::uint64_t> current_size() const;
 
  private:
-  bool direct_fits(std::uint64_t offset, std::uint64_t length, const void* mem) const;
-  // Whether read() of `t` into `dst` would use O_DIRECT (asks the page cache in `auto`).
-  bool read_direct(const SourceRequest& request, const Task& t, const void* dst, Report& report);
+  // Whether O_DIRECT can move [offset, offset + length) of the file, and to or from `mem`.
+  bool direct_fits_file(std::uint64_t offset, std::uint64_t length) const;
+  bool direct_fits_memory(const void* mem) const;
+  // Whether a read of `t` should use O_DIRECT, wherever its bytes go (asks the page cache in `auto`): then
+  // memory O_DIRECT cannot reach takes a bounce buffer.
+  bool read_direct(const SourceRequest& request, const Task& t, Report& report);
+  // Reads `t` with O_DIRECT into bounce buffers and copies each to `parts`. nullopt: nothing was read (no
+  // bounce memory, or the file system refused the O_DIRECT read): the caller reads buffered.
+  std::optional<Result<std::uint64_t>> read_bounced(const SourceRequest& request, const Task& t,
+                                                    std::span<const MemoryPart> parts, const char* route_label,
+                                                    Report& report);
   bool wholly_cached(const Task& t, Report& report);
   // In `auto`, the score of reads of `length`'s class (kSmallReadBytes, kMostGatheredBytes); none for larger
   // reads, which are always probed.

@@ -53,6 +53,12 @@ struct TaskRead {
   void* dst = nullptr;
 };
 
+/// Where some of a task's bytes go: `length` bytes at `dst` (a task of a scattered read spans several).
+struct MemoryPart {
+  void* dst = nullptr;
+  std::uint64_t length = 0;
+};
+
 class Source {
  public:
   virtual ~Source() = default;
@@ -68,6 +74,20 @@ class Source {
   /// data ends. I/O counters and notes go to `report`; errors name the source, the offset and `route_label`.
   virtual Result<std::uint64_t> read(const SourceRequest& request, const Task& t, void* dst, const char* route_label,
                                      Report& report) = 0;
+  /// Reads task `t` into host memory at several places: its first parts[0].length bytes to parts[0].dst, and
+  /// so on (the lengths add up to t.length). Answers as read(). The default reads each part on its own.
+  virtual Result<std::uint64_t> read_parts(const SourceRequest& request, const Task& t,
+                                           std::span<const MemoryPart> parts, const char* route_label,
+                                           Report& report) {
+    std::uint64_t done = 0;
+    for (const MemoryPart& part : parts) {
+      const Task piece{t.file_offset + done, part.length, t.buffer_offset + done, false};
+      FERRY_ASSIGN_OR_RETURN(std::uint64_t n, read(request, piece, part.dst, route_label, report));
+      done += n;
+      if (n < part.length) break;  // the data ends here
+    }
+    return done;
+  }
   /// Writes task `t` from host memory at `src`. Errors as read's (no_space for ENOSPC).
   virtual Status write(const SourceRequest& request, const Task& t, const void* src, const char* route_label,
                        Report& report) = 0;
