@@ -11,7 +11,8 @@
 #   test         GPU tests (C++: issue 9's failures, the stress run on every GPU, GPU 1 while GPU 0 is
 #                current) and the CPU unit tests (about 90 s on the H200 machine)
 #   pytest       the whole Python suite, GPU tests for real (more than 5 minutes on the H200 machine)
-#   pytest-gpu   only the Python tests that need a GPU (*_gpu.py, batches, models, buffer errors; ~2 min)
+#   pytest-gpu   only the Python tests that need a GPU (*_gpu.py, batches, models, buffer errors, placement,
+#                device spellings, safetensors; ~3 min)
 #   matrix       the forced-route matrix (scripts/gpu-route-matrix.sh)
 #   doctor       ferry doctor with and without the udev record
 #   reads        timed reads of an 8 GiB file, hot and cold
@@ -20,6 +21,10 @@
 #   sizes        hot reads of 256 MiB, 1 GiB, 4 GiB and 8 GiB against the copy ceiling at each size
 #   cold         cold 8 GiB reads (caches dropped before each): auto and staged against raw O_DIRECT
 #   safetensors  bench/safetensors_bench.py: Ferry against safetensors' loader, fresh processes, hot and cold
+#   models       bench/model_forward_bench.py (a Ferry-loaded transformers model's logits and forward pass
+#                against from_pretrained's, one process) and the fresh-process model loads of
+#                bench/safetensors_save_bench.py --skip-saves
+#   host-reads   bench/unaligned_host_read_bench.py: cold 4 GiB reads into np.empty / torch.empty / aligned
 #   sweep        bench/staging_sweep.sh: hot 8 GiB staged reads per staging shape against the copy ceiling
 #                (best of several chunk sizes and stream counts), and each shape's fresh-process first read
 #   write        8 GiB `ferry write --device 0` with default settings (fdatasync inside)
@@ -153,7 +158,9 @@ PY
     # rest run on every CI run.
     log "Python GPU tests"
     PYTHONPATH="$build/python" FERRY_CLI="$ferry" $python -m pytest python/tests/*_gpu.py python/tests/test_batch.py \
-      python/tests/test_torch_load_into_module.py python/tests/test_errors.py python/tests/test_gathered_reads.py -v -rfEs -p no:cacheprovider \
+      python/tests/test_torch_load_into_module.py python/tests/test_errors.py python/tests/test_gathered_reads.py \
+      python/tests/test_tensor_placement.py python/tests/test_device_spellings.py python/tests/test_safetensors.py \
+      -v -rfEs -p no:cacheprovider \
       --durations=10 --basetemp="$build/python/pytest-gpu-tmp" > "$out/pytest-gpu.log" 2>&1
     grep -E " FAILED| ERROR|passed|failed" "$out/pytest-gpu.log" | tail -15
     ;;
@@ -220,6 +227,21 @@ PY
     PYTHONPATH="$build/python" FERRY_BENCH_DATA=$data $python bench/safetensors_bench.py --ferry-cli "$ferry" \
       --out "$out" > "$out/safetensors-bench.log" 2>&1
     tail -4 "$out/safetensors-bench.log"
+    ;;
+  models)
+    log "models: what a Ferry-loaded model computes and how fast (one process), and fresh-process model loads"
+    PYTHONPATH="$build/python" $python bench/model_forward_bench.py --dir "$data" --out "$out" \
+      > "$out/model-forward-bench.log" 2>&1
+    tail -2 "$out/model-forward-bench.log"
+    PYTHONPATH="$build/python" $python bench/safetensors_save_bench.py --skip-saves --model-layers 8 --model-runs 3 \
+      --dir "$data" --out "$out" > "$out/model-load-bench.log" 2>&1
+    tail -1 "$out/model-load-bench.log"
+    ;;
+  host-reads)
+    log "cold reads into np.empty and torch.empty against an aligned buffer (4 GiB)"
+    PYTHONPATH="$build/python" $python bench/unaligned_host_read_bench.py --file "$data/host-read-4g.bin" \
+      --size 4GiB --rounds 3 --out "$out" > "$out/host-reads.log" 2>&1
+    tail -1 "$out/host-reads.log"
     ;;
   timeline)
     log "request fixed cost: thread and task-size sweep at 256 MiB and 1 GiB, and the default shape's timeline"

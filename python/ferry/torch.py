@@ -4,7 +4,7 @@ The recipe for a model that is ready to run without ever holding random weights:
 
     import torch, ferry.torch
     with ferry.torch.meta_parameters(buffers_device="cuda:0"):      # parameters on meta, buffers real
-        model = AutoModelForCausalLM.from_config(config, torch_dtype=torch.bfloat16)
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
     ferry.torch.load_into_module(model, "checkpoint_dir/")             # parameters land on cuda:0
 
 Parameters built on the meta device cost nothing to create (no memory, no initialisation); buffers that

@@ -6,6 +6,7 @@ read."""
 from __future__ import annotations
 
 import threading
+import warnings
 
 import pytest
 
@@ -122,6 +123,49 @@ def test_strict_reports_keys_as_load_state_dict_before_reading(tmp_path, saved):
     assert result.meta == ["norm.bias"]
     expected = Tiny().load_state_dict(state, strict=False)
     assert sorted(result.unexpected_keys) == sorted(expected.unexpected_keys)
+
+
+def built_on_meta() -> Tiny:
+    """Tiny as `with torch.device("meta")` builds it (torch >= 2.0), or the same by hand on torch 1.13."""
+    if hasattr(torch.device("meta"), "__enter__"):
+        with torch.device("meta"):
+            return Tiny()
+    with ft.meta_parameters():
+        model = Tiny()
+    for name in [n for n, _ in model.named_buffers()]:
+        model._buffers[name] = model._buffers[name].to("meta")
+    return model
+
+
+def test_strict_refuses_a_module_that_would_keep_meta_tensors_before_reading(saved, monkeypatch):
+    # Built as under torch.device("meta"): the computed, non-persistent buffer is on meta too, and no
+    # checkpoint holds it, so the module could not run after the load.
+    ckpt, _, logits = saved
+    fresh = built_on_meta()
+    loads = []
+    real_load = st.load
+    monkeypatch.setattr(st, "load", lambda *a, **k: loads.append(a) or real_load(*a, **k))
+    with pytest.raises(RuntimeError, match=r"nothing was read\): 1 tensor\(s\) are on the meta device and not in the "
+                                           r"checkpoint.*: inv_freq\. .*ferry\.torch\.meta_parameters") as e:
+        ft.load_into_module(fresh, ckpt, device="cpu")
+    assert "strict=False" in str(e.value)
+    assert loads == [], "something was read before the refusal"
+    assert all(p.device.type == "meta" for p in fresh.parameters())
+    # strict=False: loaded, with the warning and the names, as before.
+    with pytest.warns(UserWarning, match="1 tensor\\(s\\) are still on the meta device.*inv_freq") as caught:
+        result = ft.load_into_module(fresh, ckpt, device="cpu", strict=False)
+    assert len(caught) == 1
+    assert result.meta == ["inv_freq"] and loads
+    assert all(p.device.type == "cpu" for p in fresh.parameters())
+    # Built the documented way, the same module loads under strict=True without a warning, and runs.
+    with ft.meta_parameters(buffers_device="cpu"):
+        ready = Tiny()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = ft.load_into_module(ready, ckpt, device="cpu")
+    assert result.meta == []
+    with torch.no_grad():
+        assert torch.equal(ready(IDS), logits)
 
 
 def test_dtype_and_shape_mismatches_are_refused_before_any_read(saved):

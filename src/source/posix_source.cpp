@@ -1,6 +1,7 @@
 // PosixSource: a local file's size, and the per-task choice between the page cache and O_DIRECT.
 #include "source/posix_source.hpp"
 
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -114,6 +115,7 @@ class PartCursor {
     while (n > 0 && index_ < parts_.size()) {
       const MemoryPart& part = parts_[index_];
       const std::uint64_t take = std::min(n, part.length - within_);
+      populate(static_cast<char*>(part.dst) + within_, take);
       std::memcpy(static_cast<char*>(part.dst) + within_, from, take);
       from += take;
       n -= take;
@@ -135,6 +137,21 @@ class PartCursor {
   }
 
  private:
+  // Faults in the whole pages of [p, p + n) in one call where the kernel can (MADV_POPULATE_WRITE, Linux
+  // 5.14; it leaves their contents as they are): a fresh np.empty buffer otherwise takes a page fault every
+  // 4 KiB of the copy, which made it 0.81x of an O_DIRECT read into an aligned buffer on the 2-core machine.
+  static void populate(char* p, std::uint64_t n) {
+#ifdef MADV_POPULATE_WRITE
+    constexpr std::uint64_t kPage = 4096;
+    const auto begin = align_up(reinterpret_cast<std::uintptr_t>(p), kPage);
+    const auto end = align_down(reinterpret_cast<std::uintptr_t>(p) + n, kPage);
+    if (end > begin) (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+#else
+    (void)p;
+    (void)n;
+#endif
+  }
+
   std::span<const MemoryPart> parts_;
   std::size_t index_ = 0;
   std::uint64_t within_ = 0;

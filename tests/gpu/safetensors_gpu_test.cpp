@@ -71,6 +71,8 @@ void expect_loaded(const CudaApi& api, const SafetensorsBuilder& b, const std::v
     EXPECT_EQ(it->device, device) << spec.name;
     EXPECT_EQ(it->shape, spec.shape) << spec.name;
     EXPECT_EQ(to_host(api, device, it->data, it->size_bytes), b.tensor_bytes(i)) << spec.name;
+    // Where cudaMalloc would put it: GPU kernels choose their code by their operands' alignment.
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(it->data) % kDeviceTensorAlignment, 0u) << spec.name;
   }
 }
 
