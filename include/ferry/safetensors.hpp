@@ -440,6 +440,7 @@ class SaveHandle {
 /// Options of save_sharded. `save` applies to every shard and to the index (its metadata goes into
 /// every shard's header; the index holds only "total_size", as Hugging Face's writers put it there).
 struct ShardedSaveOptions {
+  /// Every shard's options; save.progress is told the whole save's progress (tensor bytes of every shard).
   SaveOptions save;
   /// No shard grows past this unless one tensor alone is larger (it then gets a shard of its own).
   std::uint64_t max_shard_bytes = 5'000'000'000;

@@ -36,6 +36,10 @@ def _on_a_terminal() -> bool:
     return bool(isatty and isatty())
 
 
+#: Checkpoint loads and saves of at least this many bytes get a progress bar on a terminal (progress=None).
+CHECKPOINT_BAR_MIN_BYTES = 256 << 20
+
+
 def callback(progress: Progress, total: int, label: str, *,
              automatic_from_bytes: Optional[int] = None) -> Optional[ProgressCallback]:
     """What ``progress=`` asks for, the same for every call that takes it: a callable is called itself; False

@@ -18,10 +18,11 @@ under no name in the target's directory, ``fdatasync``'ed, renamed over the targ
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
-from . import _args, _ferry
+from . import _args, _ferry, _progress
 from ._config import _overrides
 
 __all__ = ["save_file", "save_sharded", "SaveHandle", "SaveResult", "ShardedSaveResult"]
@@ -340,8 +341,11 @@ def save_file(tensors: Mapping[str, Any], filename: PathLike, metadata: Optional
     the whole file, at most a quarter of the machine's memory, so that the snapshot need not wait for the
     disk); pinned, and kept for the process, where a tensor is in GPU memory.
 
-    ``progress``: a callable ``(bytes_written, file_bytes)`` called about every 0.1 s (returning False cancels),
-    or None; foreground saves only. Other keyword arguments are Ferry settings for the writes (``threads=8``,
+    ``progress``: as for :func:`ferry.safetensors.load`, the package's one policy: None (a bar on stderr for
+    checkpoints of 256 MiB or more, when stderr is a terminal), True (a bar whenever stderr is a terminal: tqdm's
+    where it is importable), False, or a callable ``(bytes_written, file_bytes)`` called about every 0.1 s
+    (returning False cancels); foreground saves only (a background save is followed with
+    ``handle.bytes_written``). Other keyword arguments are Ferry settings for the writes (``threads=8``,
     ``direct_io="off"``, ...; ``direct_io="auto"`` means O_DIRECT for durable saves and the page cache
     otherwise).
 
@@ -356,14 +360,21 @@ def save_file(tensors: Mapping[str, Any], filename: PathLike, metadata: Optional
     path = _path(filename)
     rows = [t.row() for t in specs]
     if background:
-        if progress is not None:
+        if progress not in (None, False):
             raise ValueError("progress is for foreground saves; poll handle.bytes_written instead")
         impl = _ferry.safetensors_start_save(path, rows, meta, bool(durable), config, staging, refuse,
                                              [t.keep for t in specs])
         return SaveHandle(impl, os.fsdecode(path))
-    if progress is not None and not callable(progress):
-        raise TypeError(f"progress must be a callable (bytes_written, file_bytes) or None, not {type(progress).__name__}")
-    return SaveResult(_ferry.safetensors_save(path, rows, meta, bool(durable), config, staging, refuse, progress))
+    callback = _save_progress(progress, specs, f"saving {os.path.basename(os.fsdecode(path))}")
+    return SaveResult(_ferry.safetensors_save(path, rows, meta, bool(durable), config, staging, refuse, callback))
+
+
+def _save_progress(progress: Any, specs: Any, label: str) -> Any:
+    """The package's one progress policy (ferry._progress.callback), for a save of `specs`' bytes."""
+    from .safetensors import DTYPE_SIZES
+
+    total = sum(DTYPE_SIZES[t.dtype] * math.prod(t.shape) for t in specs)
+    return _progress.callback(progress, total, label, automatic_from_bytes=_progress.CHECKPOINT_BAR_MIN_BYTES)
 
 
 class ShardedSaveResult:
@@ -391,7 +402,8 @@ class ShardedSaveResult:
 def save_sharded(tensors: Mapping[str, Any], save_directory: PathLike, max_shard_size: Union[int, str] = "5GB",
                  metadata: Optional[Mapping[str, str]] = None, *, prefix: str = "model", remove_stale: bool = False,
                  durable: bool = True, max_staging_bytes: Optional[Union[int, str]] = None,
-                 dtypes: Optional[Mapping[str, str]] = None, **settings: Any) -> ShardedSaveResult:
+                 dtypes: Optional[Mapping[str, str]] = None, progress: Any = None,
+                 **settings: Any) -> ShardedSaveResult:
     """Saves ``tensors`` into ``save_directory`` the way Hugging Face's ``save_pretrained`` lays a checkpoint out:
     ``model.safetensors`` when it fits in one shard, else ``model-00001-of-0000N.safetensors`` shards and
     ``model.safetensors.index.json`` (``{"metadata": {"total_size": ...}, "weight_map": {name: shard}}``),
@@ -406,13 +418,14 @@ def save_sharded(tensors: Mapping[str, Any], save_directory: PathLike, max_shard
     Files of an earlier save that this one would not replace (other shard counts, a single file beside an
     index) would mislead readers: they are refused (``FileExistsError``, before anything is written), or
     removed once the new index is in place with ``remove_stale=True``. The directory is created if missing.
-    Other options as :func:`save_file`.
+    ``progress`` is the whole save's (every shard's tensor bytes). Other options as :func:`save_file`.
     """
     specs, meta, config, staging, refuse = _prepare(tensors, metadata, dtypes, max_staging_bytes, settings)
     if not isinstance(prefix, str):
         raise TypeError(f"prefix must be a str, not {type(prefix).__name__}")
     directory = _path(save_directory)
     limit = _parse_bytes("max_shard_size", max_shard_size)
+    callback = _save_progress(progress, specs, f"saving {os.path.basename(os.fsdecode(directory))}")
     d = _ferry.safetensors_save_sharded(directory, [t.row() for t in specs], meta, bool(durable), config, staging,
-                                        refuse, limit, prefix, bool(remove_stale))
+                                        refuse, limit, prefix, bool(remove_stale), callback)
     return ShardedSaveResult(d)

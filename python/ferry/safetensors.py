@@ -62,8 +62,8 @@ DTYPE_SIZES: Dict[str, int] = {
     "U32": 4, "I32": 4, "F32": 4, "U64": 8, "I64": 8, "F64": 8,
 }
 
-#: Checkpoints at least this large get a progress bar on a terminal (progress=None).
-PROGRESS_BAR_MIN_BYTES = 256 << 20
+#: Checkpoints at least this large get a progress bar on a terminal (progress=None), loading and saving.
+PROGRESS_BAR_MIN_BYTES = _progress.CHECKPOINT_BAR_MIN_BYTES
 _HOST = -1
 
 

@@ -157,18 +157,23 @@ std::unique_ptr<PySaveHandle> start_save(const std::string& path, const std::vec
 
 py::dict save_sharded(const std::string& directory, const std::vector<Row>& rows, Metadata metadata, bool durable,
                       std::optional<Config> config, std::uint64_t max_staging_bytes, bool refuse_overlapping,
-                      std::uint64_t max_shard_bytes, const std::string& prefix, bool remove_stale) {
+                      std::uint64_t max_shard_bytes, const std::string& prefix, bool remove_stale, py::object progress,
+                      double progress_interval_s) {
   std::vector<st::SaveTensor> tensors = save_tensors(rows);
   st::ShardedSaveOptions o;
   o.save = save_options(std::move(metadata), durable, std::move(config), max_staging_bytes, refuse_overlapping);
   o.max_shard_bytes = max_shard_bytes;
   o.prefix = prefix;
   o.remove_stale = remove_stale;
+  ProgressBridge bridge(std::move(progress));
+  o.save.progress = [&bridge](std::uint64_t done, std::uint64_t total) { return bridge(done, total); };
+  o.save.progress_interval = std::chrono::milliseconds(static_cast<long long>(progress_interval_s * 1000.0));
   std::optional<Result<st::ShardedSaveStats>> r;
   {
     py::gil_scoped_release release;
     r.emplace(st::save_sharded(directory, tensors, o));
   }
+  bridge.rethrow();
   st::ShardedSaveStats s = unwrap(std::move(*r));
   py::dict d;
   py::list files, shards, removed;
@@ -198,7 +203,8 @@ void register_safetensors_save(py::module_& m) {
         py::arg("keep"));
   m.def("safetensors_save_sharded", &save_sharded, py::arg("directory"), py::arg("tensors"), py::arg("metadata"),
         py::arg("durable"), py::arg("config"), py::arg("max_staging_bytes"), py::arg("refuse_overlapping"),
-        py::arg("max_shard_bytes"), py::arg("prefix"), py::arg("remove_stale"));
+        py::arg("max_shard_bytes"), py::arg("prefix"), py::arg("remove_stale"), py::arg("progress"),
+        py::arg("progress_interval") = 0.1);
   py::class_<PySaveHandle>(m, "SafetensorsSaveHandle", "A background save (ferry::safetensors::SaveHandle).")
       .def("snapshot", &PySaveHandle::snapshot, py::arg("timeout") = py::none())
       .def("result", &PySaveHandle::result, py::arg("timeout") = py::none())

@@ -217,6 +217,35 @@ def test_progress_is_called_and_returning_false_cancels(tmp_path):
         st.save_file(big, target, progress=5)
 
 
+# One progress policy for loads and saves (issue 48): True, False, None and callables are taken by save_file
+# and save_sharded as by load; before, save_file(progress=True) was refused while load drew a bar.
+def test_saves_take_progress_as_loads_do(tmp_path, monkeypatch):
+    from ferry import _progress
+
+    tensors = {"a": np.ones(3 << 20, dtype=np.uint8), "b": np.ones(5 << 20, dtype=np.uint8)}
+    for value in (True, False, None):
+        st.save_file(tensors, tmp_path / f"{value}.safetensors", progress=value, durable=False)
+        st.save_sharded(tensors, tmp_path / f"sharded-{value}", max_shard_size="4MB", progress=value, durable=False)
+    calls = []
+    result = st.save_sharded(tensors, tmp_path / "counted", max_shard_size="4MB", durable=False,
+                             progress=lambda done, total: calls.append((done, total)))
+    assert len(result.files) == 2
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls), "progress went backwards between shards"
+    assert {t for _, t in calls} == {8 << 20} and calls[-1][0] == 8 << 20
+    with pytest.raises(ferry.CancelledError):
+        st.save_sharded(tensors, tmp_path / "stopped", max_shard_size="4MB", durable=False, progress=lambda d, t: False)
+    # None is automatic: a bar on a terminal from CHECKPOINT_BAR_MIN_BYTES, as for loads.
+    monkeypatch.setattr(_progress, "_on_a_terminal", lambda: True)
+    drawn = []
+    monkeypatch.setattr(_progress.Bar, "__call__", lambda self, done, total: drawn.append(done))
+    st.save_file({"w": np.ones(_progress.CHECKPOINT_BAR_MIN_BYTES, dtype=np.uint8)}, tmp_path / "big.safetensors",
+                 durable=False)
+    assert drawn, "no bar for a large save on a terminal"
+    with pytest.raises(ValueError, match="foreground"):
+        st.save_file(tensors, tmp_path / "bg.safetensors", background=True, progress=True)
+    st.save_file(tensors, tmp_path / "bg.safetensors", background=True, progress=False).result()
+
+
 def test_settings_apply_to_the_writes(tmp_path):
     result = st.save_file(arrays(), tmp_path / "s.safetensors", threads=2, direct_io="off")
     assert result.report["io"]["direct_ops"] == 0

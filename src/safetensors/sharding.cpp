@@ -136,18 +136,30 @@ Result<ShardedSaveStats> save_sharded_with(const std::string& directory, std::sp
                   EEXIST, directory);
   }
 
-  // The shards, one after another; an empty checkpoint is one file with no tensors.
+  // The shards, one after another; an empty checkpoint is one file with no tensors. Progress is the whole
+  // save's: the tensor bytes of the shards written so far, and the share of this one's file written.
   nlohmann::json weight_map = nlohmann::json::object();
+  std::uint64_t bytes_before = 0;
   for (std::size_t s = 0; s < std::max<std::size_t>(shards.size(), 1); ++s) {
     std::vector<SaveTensor> part;
+    std::uint64_t part_bytes = 0;
     if (!shards.empty()) {
       for (std::size_t i : shards[s]) {
         part.push_back(kept[i]);
+        part_bytes += image->size_bytes[i];
         weight_map[kept[i].name] = names[s];
       }
     }
+    SaveOptions shard_options = options.save;
+    if (options.save.progress) {
+      shard_options.progress = [&, bytes_before, part_bytes](std::uint64_t done, std::uint64_t file_bytes) {
+        const std::uint64_t share = file_bytes == 0 ? part_bytes : part_bytes * std::min(done, file_bytes) / file_bytes;
+        return options.save.progress(bytes_before + share, stats.total_size);
+      };
+    }
     const std::string path = join_path(directory, names[s]);
-    FERRY_ASSIGN_OR_RETURN(SaveStats shard, save_with(path, part, options.save, seams));
+    FERRY_ASSIGN_OR_RETURN(SaveStats shard, save_with(path, part, shard_options, seams));
+    bytes_before += part_bytes;
     stats.files.push_back(path);
     stats.shards.push_back(std::move(shard));
   }
