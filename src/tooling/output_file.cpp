@@ -97,10 +97,19 @@ bool sticky_and_world_writable(const struct stat& dir) {
   return (dir.st_mode & S_ISVTX) && (dir.st_mode & S_IWOTH);
 }
 
+// The process's umask, read without changing it: umask() can only be read by setting it, and a save runs on
+// any thread, so setting it to 0 for a moment gave files other threads created meanwhile no umask (98 of
+// 224,831 in 15 s, the reliability review of 2026-12-04). Linux 4.7 and later show it in /proc/self/status;
+// without that, the usual 022.
 mode_t current_umask() {
-  mode_t m = ::umask(0);  // the only way to read it; put back at once (no other thread creates files here)
-  ::umask(m);
-  return m;
+  UniqueFd status(::open("/proc/self/status", O_RDONLY | O_CLOEXEC));
+  char text[4096];
+  ssize_t n = status.get() >= 0 ? ::read(status.get(), text, sizeof(text) - 1) : -1;
+  if (n > 0) {
+    text[n] = '\0';
+    if (const char* line = std::strstr(text, "\nUmask:")) return static_cast<mode_t>(std::strtoul(line + 7, nullptr, 8));
+  }
+  return 022;
 }
 
 // Follows the symlink at `path` through the kernel (which applies its own protections), or explains why not.
