@@ -1,5 +1,7 @@
 #include "futures.hpp"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <unordered_set>
 #include <utility>
@@ -107,18 +109,28 @@ std::optional<Clock::time_point> deadline_after(std::optional<double> seconds) {
 
 // ---- FileRequests
 
+void FileRequests::forget_parents() {
+  const pid_t now = ::getpid();
+  if (now == pid_) return;
+  running_ = 0;
+  pid_ = now;
+}
+
 void FileRequests::started() {
   std::lock_guard<std::mutex> lock(mutex_);
+  forget_parents();
   ++running_;
 }
 
 void FileRequests::finished() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (--running_ == 0) idle_.notify_all();
+  forget_parents();
+  if (running_ > 0 && --running_ == 0) idle_.notify_all();
 }
 
 bool FileRequests::wait_idle_for(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
+  forget_parents();
   return idle_.wait_for(lock, timeout, [this] { return running_ == 0; });
 }
 

@@ -28,6 +28,8 @@
 // then PyFuture::mutex_; nothing waits for the GIL while holding either.
 #pragma once
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -98,9 +100,14 @@ class FileRequests {
   bool wait_idle_for(std::chrono::milliseconds timeout);
 
  private:
+  // In a child forked since (a DataLoader worker), the parent's requests never end: they are not counted,
+  // so that the child's close() does not wait for them. Called with mutex_ held.
+  void forget_parents();
+
   std::mutex mutex_;
   std::condition_variable idle_;
   std::uint64_t running_ = 0;
+  pid_t pid_ = ::getpid();  // the process running_ counts the requests of
 };
 
 /// Asks the requests of every live future of `file` (of every file, when null) to stop. Does not wait.

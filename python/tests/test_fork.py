@@ -93,3 +93,48 @@ def test_a_torch_data_loader_with_forked_workers(tmp_path):
     run = subprocess.run([sys.executable, "-c", TORCH_SCRIPT, str(path), str(size)], capture_output=True,
                          text=True, timeout=45, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stdout + run.stderr
+
+
+# Regression (issue 49, 3): a child forked while the parent had reads in flight on a File hung for good in
+# that File's close(): close waited for the parent's requests, which never end in the child (4 of 4 children
+# on 189e30e). Now the child's close() waits only for the child's own requests: its reads work, then it
+# closes, within its alarm.
+CLOSE_SCRIPT = r"""
+import os, signal, sys, threading, time
+import numpy as np
+import ferry
+sys.path.insert(0, sys.argv[2])
+from slow_io import SLOW, aliased_buffer
+
+path = sys.argv[1]
+f = ferry.open(path, **SLOW)
+in_flight = [f.pread(aliased_buffer(1 << 30)) for _ in range(2)]  # slow: still running at the fork
+time.sleep(0.1)
+children = []
+for _ in range(3):
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(15)  # a hang is a failure, not a stuck test
+        buf = np.empty(4096, np.uint8)
+        ok = f.pread(buf, offset=0).result() == 4096
+        f.close()
+        os._exit(0 if ok else 3)
+    children.append(pid)
+codes = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children]
+for fut in in_flight:
+    fut.cancel()
+f.close()
+print("children", codes)
+"""
+
+
+def test_a_forked_child_closes_a_file_the_parent_is_still_reading(tmp_path):
+    from slow_io import make_sparse
+
+    path = tmp_path / "sparse.bin"
+    make_sparse(path)
+    tests = os.path.dirname(os.path.abspath(__file__))
+    run = subprocess.run([sys.executable, "-c", CLOSE_SCRIPT, str(path), tests], capture_output=True, text=True,
+                         timeout=50, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.strip().splitlines()[-1] == "children [0, 0, 0]", run.stdout + run.stderr

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "base/fork_guard.hpp"
 #include "base/setup_ledger.hpp"
 #include "engine/request.hpp"
 #include "engine/task_split.hpp"
@@ -32,7 +33,8 @@ FileState::FileState(std::string path_in, Config config_in, std::shared_ptr<Sour
       source(std::move(source_in)),
       flags(flags_in),
       append(append_in),
-      gpu(gpu_in) {
+      gpu(gpu_in),
+      uses_generation_(fork_generation()) {
   if (append) end_ = current_size().ok() ? *current_size() : 0;
   if (!source->open_note().empty()) report_.add_note(source->open_note());
 }
@@ -42,14 +44,22 @@ Result<FileState::Use> FileState::use() {
   if (closed_) {
     return Status(ErrorCode::failed_precondition, fmt::format("\"{}\" is closed", path), EBADF, path);
   }
+  forget_uses_of_parent();
   ++uses_;
-  return Use(this);
+  return Use(this, uses_generation_);
 }
 
-void FileState::end_use() { end_uses(1); }
+void FileState::forget_uses_of_parent() {
+  const std::uint64_t now = fork_generation();
+  if (now == uses_generation_) return;
+  uses_ = 0;
+  uses_generation_ = now;
+}
 
-void FileState::end_uses(unsigned n) {
+void FileState::end_uses(unsigned n, std::uint64_t generation) {
   std::lock_guard<std::mutex> lock(use_mutex_);
+  forget_uses_of_parent();
+  if (generation != uses_generation_) return;
   uses_ -= n;
   if (uses_ == 0) use_cv_.notify_all();
 }
@@ -59,6 +69,9 @@ Status FileState::close() {
     std::unique_lock<std::mutex> lock(use_mutex_);
     if (closed_) return Status();
     closed_ = true;
+    // A child forked while the parent had requests in flight: they never end here (a DataLoader worker whose
+    // Dataset closes the File it inherited hung for good).
+    forget_uses_of_parent();
     if (ThreadPool::on_worker_thread()) {
       // A close() inside a completion callback: the requests it waits for may be queued behind this very
       // worker, so run them instead of blocking it.

@@ -44,20 +44,23 @@ class FileState : public std::enable_shared_from_this<FileState> {
     return source->parallel_tasks() != 0 ? source->parallel_tasks() : config.threads();
   }
 
-  /// Keeps the descriptors open while held. Errors: failed_precondition once close() began.
+  /// Keeps the descriptors open while held. Errors: failed_precondition once close() began. A use belongs to
+  /// the process that took it: in a child forked meanwhile it was never counted (the parent's requests never
+  /// end there, and close() must not wait for them).
   class Use {
    public:
-    explicit Use(FileState* state) : state_(state) {}
-    Use(Use&& o) noexcept : state_(std::exchange(o.state_, nullptr)) {}
+    Use(FileState* state, std::uint64_t generation) : state_(state), generation_(generation) {}
+    Use(Use&& o) noexcept : state_(std::exchange(o.state_, nullptr)), generation_(o.generation_) {}
     Use& operator=(Use&&) = delete;
     ~Use() {
-      if (state_) state_->end_use();
+      if (state_) state_->end_uses(1, generation_);
     }
     /// The use goes on past this object, until end_uses() ends it (gathered reads end theirs together).
     void keep() { state_ = nullptr; }
 
    private:
     FileState* state_;
+    std::uint64_t generation_;  // fork_generation() when it was taken
   };
   [[nodiscard]] Result<Use> use();
 
@@ -137,17 +140,21 @@ class FileState : public std::enable_shared_from_this<FileState> {
  private:
   Status check_access(Direction direction) const;
 
-  void end_use();
+  // In a process forked since the uses were counted, none of them is this process's: forgets them. Called
+  // with use_mutex_ held.
+  void forget_uses_of_parent();
 
  public:
-  /// Ends `n` uses kept past their Use objects (Use::keep).
-  void end_uses(unsigned n);
+  /// Ends `n` uses kept past their Use objects (Use::keep), or held by Uses: those taken by an earlier
+  /// process (`generation`, fork_generation() when taken) were never counted here and are ignored.
+  void end_uses(unsigned n, std::uint64_t generation);
 
  private:
 
   std::mutex use_mutex_;
   std::condition_variable use_cv_;
   unsigned uses_ = 0;
+  std::uint64_t uses_generation_;  // the fork_generation() that uses_ counts the uses of
   bool closed_ = false;
   mutable std::mutex mutex_;
   Report report_;

@@ -226,7 +226,7 @@ void ReadGather::run_round(FileState& file, std::vector<GatheredRead>& round) {
   file.add_to_report(total);
   add_to_process_report(total);
   // Every use ends before any read is done: a callback of one may close the File, which waits for all.
-  file.end_uses(static_cast<unsigned>(round.size()));
+  file.end_uses(static_cast<unsigned>(round.size()), fork_generation());  // a round ends in its own process
   // Callbacks run next, on this thread, and may wait for reads still queued (a nested read's get(), a
   // close()): waiting on a worker runs the pool's queued jobs, so one drainer job must be there for them
   // rather than depend on this one coming back.

@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "ferry/ferry.hpp"
+#include "file/open_options.hpp"
 #include "support/busy_pool.hpp"
+#include "support/memory_source.hpp"
 #include "support/test_files.hpp"
 
 namespace ferry {
@@ -150,6 +152,39 @@ TEST(Fork, AChildReadsAheadOnAFileWhoseParentHadGatheredReadsQueued) {
   EXPECT_TRUE(a.get().ok());
   EXPECT_TRUE(b.get().ok());
   EXPECT_EQ(second, testing::pattern(4096, 4096));
+}
+
+// Regression (issue 49, 3): a child forked while its parent had a request in flight on a File hung for good
+// in that File's close(), which waited for the parent's request: it never ends in the child, whose copy of
+// the engine has none of the parent's threads. The child's close() waits only for its own requests now.
+TEST(Fork, AChildClosesAFileWhoseParentHasARequestInFlight) {
+  SKIP_UNDER_TSAN();
+  auto source = std::make_shared<testing::MemorySource>("held.bin", testing::pattern(0, kSize));
+  const pid_t parent = ::getpid();
+  std::atomic<bool> release{false};
+  std::atomic<bool> reading{false};
+  source->before_read = [&](const detail::Task&) {
+    if (::getpid() != parent) return;  // the child's own reads go on
+    reading = true;
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  auto f = detail::open_source(source, "r", config(), detail::OpenOptions{});
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  std::vector<std::uint8_t> held(kSize);
+  Future in_flight = f->pread(held.data(), kSize, 0);
+  while (!reading) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const int child = in_child([&] {
+    std::vector<std::uint8_t> buf(kTask);
+    auto r = f->pread(buf.data(), kTask, 0).get();
+    if (!r.ok() || r->bytes != kTask) return 3;
+    return f->close().ok() ? 0 : 4;
+  });
+  release = true;
+  EXPECT_EQ(child, 0) << "3, 4: the child's read or close failed; 142 (SIGALRM): its close() hung";
+  auto r = in_flight.get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->bytes, kSize);
+  EXPECT_TRUE(f->close().ok());
 }
 
 }  // namespace
