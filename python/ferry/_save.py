@@ -18,9 +18,12 @@ under no name in the target's directory, ``fdatasync``'ed, renamed over the targ
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
+import signal
+import threading
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 
 from . import _args, _ferry, _progress
 from ._config import _overrides
@@ -366,7 +369,31 @@ def save_file(tensors: Mapping[str, Any], filename: PathLike, metadata: Optional
                                              [t.keep for t in specs])
         return SaveHandle(impl, os.fsdecode(path))
     callback = _save_progress(progress, specs, f"saving {os.path.basename(os.fsdecode(path))}")
-    return SaveResult(_ferry.safetensors_save(path, rows, meta, bool(durable), config, staging, refuse, callback))
+    with _exit_cleanly_on_sigterm():
+        return SaveResult(_ferry.safetensors_save(path, rows, meta, bool(durable), config, staging, refuse, callback))
+
+
+@contextlib.contextmanager
+def _exit_cleanly_on_sigterm() -> Iterator[None]:
+    """A SIGTERM with its default action (a scheduler's preemption) kills the process at once, and a save's
+    named temporary file (file systems without O_TMPFILE: NFS, CIFS, FUSE) stays behind until the next save
+    into that directory removes it. During a foreground save on the main thread, a SIGTERM raises
+    ``SystemExit(143)`` instead: the save stops, removes its temporary, and the process exits with the status
+    the signal would have given. A program with a SIGTERM handler of its own keeps it (chained: untouched)."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
+        yield
+        return
+
+    def terminate(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        if signal.getsignal(signal.SIGTERM) is terminate:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _save_progress(progress: Any, specs: Any, label: str) -> Any:
@@ -426,6 +453,7 @@ def save_sharded(tensors: Mapping[str, Any], save_directory: PathLike, max_shard
     directory = _path(save_directory)
     limit = _parse_bytes("max_shard_size", max_shard_size)
     callback = _save_progress(progress, specs, f"saving {os.path.basename(os.fsdecode(directory))}")
-    d = _ferry.safetensors_save_sharded(directory, [t.row() for t in specs], meta, bool(durable), config, staging,
-                                        refuse, limit, prefix, bool(remove_stale), callback)
+    with _exit_cleanly_on_sigterm():
+        d = _ferry.safetensors_save_sharded(directory, [t.row() for t in specs], meta, bool(durable), config, staging,
+                                            refuse, limit, prefix, bool(remove_stale), callback)
     return ShardedSaveResult(d)

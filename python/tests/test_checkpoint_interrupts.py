@@ -111,3 +111,61 @@ def test_ctrl_c_stops_a_save_within_a_fifth_of_a_second_and_leaves_no_file(tmp_p
     assert report["latency"] < PROMPT_S, report
     assert not target.exists(), "a half-written file took the target's name"
     assert report["leftovers"] == [], report
+
+
+# Regression (issue 49, 4): where O_TMPFILE is missing (FERRY_CLI_TEST_NO_O_TMPFILE=1 forces that way), a
+# process killed during a save left its full-size hidden temporary for good (16 of 20 SIGKILLs on 189e30e).
+# A SIGTERM with its default action now ends the save cleanly (exit status 143, no temporary left), and what a
+# SIGKILL leaves is removed by the next save into the directory, which says so.
+_SAVER = r"""
+import sys
+import numpy as np
+import ferry.safetensors as fst
+from slow_io import SLOW_WRITE
+print("saving", flush=True)
+fst.save_file({"a": np.ones(256 << 20, np.uint8)}, sys.argv[1], **SLOW_WRITE)
+print("saved", flush=True)
+"""
+
+
+def _start_saver(target: Path) -> subprocess.Popen:
+    env = dict(_env(), FERRY_CLI_TEST_NO_O_TMPFILE="1")
+    proc = subprocess.Popen([sys.executable, "-c", _SAVER, str(target)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    assert proc.stdout.readline().strip() == "saving"
+    deadline = time.monotonic() + 20
+    while not any(n.startswith(".ferry-") for n in os.listdir(target.parent)):  # its temporary exists
+        assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()
+        time.sleep(0.01)
+    return proc
+
+
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGKILL"])
+def test_a_killed_save_leaves_no_temporary_for_good(tmp_path, signal_name):
+    import signal
+    target = tmp_path / "out" / "model.safetensors"
+    target.parent.mkdir()
+    proc = _start_saver(target)
+    proc.send_signal(getattr(signal, signal_name))
+    rc = proc.wait(timeout=20)
+    left = sorted(n for n in os.listdir(target.parent) if n.startswith(".ferry-"))
+    if signal_name == "SIGTERM":
+        assert rc == 143, proc.stderr.read()
+        assert left == [], "a SIGTERM left the temporary"
+    else:
+        assert rc == -9 and len(left) == 1
+        result = fst_save_small(target.parent / "next.safetensors")
+        assert os.listdir(target.parent) == ["next.safetensors"]
+        assert any("removed 1 temporary file(s) of earlier saves whose processes ended" in n for n in result.notes)
+    assert not target.exists()
+
+
+def fst_save_small(path: Path):
+    import numpy as np
+    from ferry import safetensors as fst
+
+    os.environ["FERRY_CLI_TEST_NO_O_TMPFILE"] = "1"
+    try:
+        return fst.save_file({"b": np.zeros(16, np.uint8)}, path)
+    finally:
+        del os.environ["FERRY_CLI_TEST_NO_O_TMPFILE"]

@@ -145,6 +145,11 @@ Result<std::unique_ptr<PreparedSave>> prepare(const std::string& path, std::span
 
   FERRY_ASSIGN_OR_RETURN(p->dest, tooling::inspect_destination(path));
   FERRY_ASSIGN_OR_RETURN(auto temp, tooling::TempFile::create(p->dest));
+  if (!temp.removed_stale().empty()) {
+    p->notes.push_back(fmt::format("removed {} temporary file(s) of earlier saves whose processes ended ({}, ...) "
+                                   "from \"{}\"",
+                                   temp.removed_stale().size(), temp.removed_stale().front(), p->dest.directory));
+  }
   p->temp.emplace(std::move(temp));
   // Refused at once where the file system cannot hold the file (the target's old blocks stay in use until
   // the rename), rather than after most of it was written.

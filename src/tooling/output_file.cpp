@@ -2,6 +2,7 @@
 #include "ferry_tooling/output_file.hpp"
 
 #include <fcntl.h>
+#include <dirent.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -47,9 +49,21 @@ extern "C" void on_fatal_signal(int sig) {
 
 // ---- names and messages ----
 
+// This machine, as 8 hex digits of a hash of its host name: temporaries of another machine sharing the
+// directory (NFS) are never taken for a dead process's.
+std::string host_tag() {
+  char host[256] = {};
+  (void)::gethostname(host, sizeof host - 1);
+  std::uint32_t h = 2166136261u;  // FNV-1a
+  for (const char* c = host; *c != '\0'; ++c) h = (h ^ static_cast<unsigned char>(*c)) * 16777619u;
+  return fmt::format("{:08x}", h);
+}
+
+// ".ferry-<pid>-<host tag>-<8 random characters>": a temporary's name says which process on which machine
+// writes it, so that the next save into the directory can remove those of processes that are gone.
 std::string random_name() {
   static const char kAlphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
-  unsigned char bytes[12];
+  unsigned char bytes[8];
   std::size_t got = 0;
   while (got < sizeof bytes) {
     ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
@@ -62,9 +76,20 @@ std::string random_name() {
                       reinterpret_cast<std::uintptr_t>(&got) ^ static_cast<std::uint64_t>(::clock());
     for (auto& b : bytes) b = static_cast<unsigned char>(x >>= 5);
   }
-  std::string name = ".ferry-";
+  std::string name = fmt::format("{}{}-{}-", kTemporaryPrefix, ::getpid(), host_tag());
   for (unsigned char b : bytes) name += kAlphabet[b % (sizeof kAlphabet - 1)];
   return name;
+}
+
+// The pid in a temporary's name written on this machine, or 0 for any other name.
+pid_t writer_of(const char* name, const std::string& host) {
+  const std::size_t prefix = std::strlen(kTemporaryPrefix);
+  if (std::strncmp(name, kTemporaryPrefix, prefix) != 0) return 0;
+  char* end = nullptr;
+  const long pid = std::strtol(name + prefix, &end, 10);
+  if (pid <= 0 || end == name + prefix || *end != '-') return 0;
+  if (std::strncmp(end + 1, host.c_str(), host.size()) != 0 || end[1 + host.size()] != '-') return 0;
+  return static_cast<pid_t>(pid);
 }
 
 const char* file_type_name(mode_t mode) {
@@ -216,10 +241,38 @@ Result<Destination> inspect_destination(const std::string& path) {
   return d;
 }
 
+namespace {
+
+// Removes the temporaries in `dir` of this machine's processes that no longer exist; returns their names.
+std::vector<std::string> remove_stale_temporaries(int dir) {
+  std::vector<std::string> removed;
+  const int listing = ::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (listing < 0) return removed;
+  DIR* entries = ::fdopendir(listing);
+  if (entries == nullptr) {
+    ::close(listing);
+    return removed;
+  }
+  const std::string host = host_tag();
+  while (const struct dirent* e = ::readdir(entries)) {
+    const pid_t writer = writer_of(e->d_name, host);
+    if (writer == 0 || writer == ::getpid()) continue;
+    if (::kill(writer, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to ask about: kept
+    struct stat st {};
+    if (::fstatat(listing, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (::unlinkat(listing, e->d_name, 0) == 0) removed.emplace_back(e->d_name);
+  }
+  ::closedir(entries);
+  return removed;
+}
+
+}  // namespace
+
 Result<TempFile> TempFile::create(const Destination& d) {
   TempFile t;
   t.dir_ = UniqueFd(::fcntl(d.dir.get(), F_DUPFD_CLOEXEC, 0));
   if (t.dir_.get() < 0) return write_error(errno, d.path);
+  t.removed_stale_ = remove_stale_temporaries(t.dir_.get());
   const std::string in_dir = fmt::format("creating a file in \"{}\"", d.directory);
   // An unnamed file first: nothing to plant, nothing to clean up. Tests can force the named way.
   const char* no_tmpfile = std::getenv("FERRY_CLI_TEST_NO_O_TMPFILE");
@@ -250,7 +303,11 @@ Result<TempFile> TempFile::create(const Destination& d) {
 }
 
 TempFile::TempFile(TempFile&& o) noexcept
-    : fd_(std::move(o.fd_)), dir_(std::move(o.dir_)), name_(std::move(o.name_)), committed_(o.committed_) {
+    : fd_(std::move(o.fd_)),
+      dir_(std::move(o.dir_)),
+      name_(std::move(o.name_)),
+      committed_(o.committed_),
+      removed_stale_(std::move(o.removed_stale_)) {
   o.name_.clear();  // the armed slot names the same descriptor number, which moved along
 }
 

@@ -7,9 +7,13 @@
 //   to): before that it is left exactly as it was, also when the process is interrupted or killed.
 // - The new data goes into a file nobody else can name: an unnamed O_TMPFILE file in the destination's
 //   directory where the file system supports that (it vanishes with the process), else a file created with
-//   O_CREAT|O_EXCL|O_NOFOLLOW under a short random name (".ferry-" + 12 random characters), mode 0600,
+//   O_CREAT|O_EXCL|O_NOFOLLOW under a hidden name that says who writes it (".ferry-<pid>-<host tag>-" + 8
+//   random characters; the host tag is 8 hex digits of a hash of the host name), mode 0600,
 //   which SIGINT, SIGTERM and SIGHUP remove (install_cleanup_signal_handlers; the environment variable
-//   FERRY_CLI_TEST_NO_O_TMPFILE=1 forces this way, for tests). A planted symlink or file is
+//   FERRY_CLI_TEST_NO_O_TMPFILE=1 forces this way, for tests). A process killed outright (SIGKILL, a
+//   preemption) cannot remove its own: the next TempFile::create in that directory removes the temporaries
+//   of this machine's processes that no longer exist (never another machine's, nor a live process's).
+//   Names of the older form (".ferry-" + 12 random characters) say no pid and are left alone. A planted symlink or file is
 //   never written through: O_TMPFILE has no name, O_EXCL|O_NOFOLLOW refuses existing names, and linkat
 //   never replaces.
 // - Only regular files are created or replaced: a directory, device, FIFO or socket is refused, never
@@ -31,6 +35,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ferry/config.hpp"
 #include "ferry/file.hpp"
@@ -64,8 +69,11 @@ struct Destination {
 /// A new, private file in the destination's directory (rules above). Removed unless committed.
 class TempFile {
  public:
-  /// Errors name the destination's path: permission_denied, no_space, ... for its directory.
+  /// Errors name the destination's path: permission_denied, no_space, ... for its directory. First removes
+  /// the directory's temporaries of this machine's processes that are gone (rules above).
   [[nodiscard]] static Result<TempFile> create(const Destination& d);
+  /// The names create() removed as a dead process's temporaries (for a note).
+  const std::vector<std::string>& removed_stale() const { return removed_stale_; }
   TempFile(TempFile&& o) noexcept;
   TempFile& operator=(TempFile&&) = delete;
   ~TempFile();
@@ -90,7 +98,11 @@ class TempFile {
   UniqueFd dir_;
   std::string name_;  // the name in dir_ while it has one and is not committed; "" for an unnamed file
   bool committed_ = false;
+  std::vector<std::string> removed_stale_;
 };
+
+/// How every temporary's name begins.
+inline constexpr char kTemporaryPrefix[] = ".ferry-";
 
 /// Creates or replaces `path` with `bytes` by the rules above: a temporary file, written, fdatasync'ed when
 /// `durable`, renamed over `path`, its directory fsync'ed when `durable`. For small files (an index);
