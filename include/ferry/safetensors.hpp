@@ -262,6 +262,15 @@ class Checkpoint {
   const std::map<std::string, std::string>& metadata() const;
   /// Facts found while opening: tensors outside the weight map, metadata conflicts.
   const std::vector<std::string>& notes() const;
+  /// Each shard's file as it was opened and validated, in files() order: its size, and its header's length
+  /// and "__metadata__". With tensors(), what two opens of one checkpoint share and two checkpoints of one
+  /// layout (another step's save, say) need not: ferry.distributed checks that every rank sees the same.
+  struct ShardFacts {
+    std::uint64_t file_bytes = 0;
+    std::uint64_t header_bytes = 0;
+    std::map<std::string, std::string> metadata;
+  };
+  std::vector<ShardFacts> shard_facts() const;
   /// Sum of the tensors' sizes.
   std::uint64_t data_bytes() const;
   /// The settings reads use (after OpenOptions' adjustments).

@@ -253,9 +253,13 @@ class Plan:
         """Bytes rank ``rank`` reads of the exchanged tensors (its slices come on top for this rank)."""
         return sum(p.size for k in range(len(self.rounds)) for p in self.pieces(k, rank))
 
-    def fingerprint(self, tensors: Sequence[Any], files: Sequence[str], device_kind: str) -> str:
-        """What every rank must agree on before any exchange: the checkpoint (tensors, shard names) and the
-        collectives the plan makes (world size, the exchanged tensors, the rounds, the kind of memory)."""
+    def fingerprint(self, tensors: Sequence[Any], files: Sequence[str], device_kind: str,
+                    shard_facts: Sequence[Tuple[int, int, Mapping[str, str]]] = ()) -> str:
+        """What every rank must agree on before any exchange: the checkpoint (tensors, shard names, and each
+        shard's size, header length and ``__metadata__``: two saves of one layout, another step's say, differ
+        there) and the collectives the plan makes (world size, the exchanged tensors, the rounds, the kind of
+        memory)."""
         table = [[t.name, t.dtype, list(t.shape), t.nbytes, t.shard, t.file_offset] for t in tensors]
+        shards = [[size, header, sorted(metadata.items())] for size, header, metadata in shard_facts]
         shared = [self.world, device_kind, [t.name for t in self.exchanged], self.rounds, [f.rsplit("/", 1)[-1] for f in files]]
-        return hashlib.sha256(json.dumps([table, shared]).encode("utf-8", "surrogateescape")).hexdigest()
+        return hashlib.sha256(json.dumps([table, shards, shared]).encode("utf-8", "surrogateescape")).hexdigest()

@@ -102,7 +102,7 @@ class _Load:
     def facts(self) -> Dict[str, Any]:
         impl = self.ckpt.impl
         kind = "host" if self.device == _st._HOST else "cuda"
-        return {"fingerprint": self.plan.fingerprint(self.ckpt.tensors, self.ckpt.files, kind),
+        return {"fingerprint": self.plan.fingerprint(self.ckpt.tensors, self.ckpt.files, kind, impl.shard_facts()),
                 "summary": (f"{len(self.ckpt.files)} file(s), {len(self.ckpt.tensors)} tensors, {impl.data_bytes()} "
                             f"bytes; {len(self.plan.exchanged)} tensors exchanged in {len(self.plan.rounds)} round(s), "
                             f"{kind} memory")}

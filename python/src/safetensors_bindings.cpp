@@ -120,6 +120,12 @@ class PyCheckpoint {
     return out;
   }
   std::map<std::string, std::string> metadata() const { return c_.metadata(); }
+  /// [(file_bytes, header_bytes, metadata)] per shard.
+  py::list shard_facts() const {
+    py::list out;
+    for (const auto& f : c_.shard_facts()) out.append(py::make_tuple(f.file_bytes, f.header_bytes, f.metadata));
+    return out;
+  }
   py::list notes() const { return message_list(c_.notes()); }
   std::uint64_t data_bytes() const { return c_.data_bytes(); }
   std::string config_value(const std::string& name) const { return c_.config().get(name); }
@@ -197,6 +203,7 @@ void register_safetensors(py::module_& m) {
       .def("files", &PyCheckpoint::files)
       .def("tensors", &PyCheckpoint::tensors)
       .def("metadata", &PyCheckpoint::metadata)
+      .def("shard_facts", &PyCheckpoint::shard_facts)
       .def("notes", &PyCheckpoint::notes)
       .def("data_bytes", &PyCheckpoint::data_bytes)
       .def("config_value", &PyCheckpoint::config_value, py::arg("name"))

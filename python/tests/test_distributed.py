@@ -394,3 +394,17 @@ def test_a_hung_rank_makes_the_others_time_out(tmp_path):
         assert r["code"] == "deadline_exceeded" and "timed out after 3 s waiting for its peers" in r["error"]
         assert "rank 2 is furthest behind: reading round 1 of" in r["error"]
         assert 3 <= r["seconds"] < 10
+
+
+# Regression (issue 49, 2): ranks given two checkpoints of one layout (another step's save: the same names,
+# dtypes, shapes and offsets, other __metadata__ and values) each returned success with every tensor half one
+# checkpoint and half the other (189e30e). The agreement now covers each shard's size, header length and
+# metadata: every rank fails before any data moves.
+def test_ranks_given_two_saves_of_one_layout_fail_before_any_exchange(tmp_path):
+    paths = []
+    for k in (1, 2):
+        ferry.safetensors.save_sharded({f"t{i}": np.full(1 << 16, k, np.int32) for i in range(4)}, tmp_path / f"ck{k}",
+                                       max_shard_size=600 << 10, metadata={"step": str(k)})
+        paths.append(str(tmp_path / f"ck{k}"))
+    records = run_ranks(tmp_path, 2, {"scenario": "load", "paths": paths, "load": {"timeout": 20, "part_bytes": 4096}})
+    assert_all_failed_with(records, {0, 1}, "do not see the same checkpoint", "nothing was exchanged")

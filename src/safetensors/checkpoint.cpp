@@ -286,6 +286,12 @@ const std::vector<TensorInfo>& Checkpoint::tensors() const { return state_->tens
 const std::map<std::string, std::string>& Checkpoint::metadata() const { return state_->metadata; }
 const std::vector<std::string>& Checkpoint::notes() const { return state_->notes; }
 std::uint64_t Checkpoint::data_bytes() const { return state_->data_bytes; }
+
+std::vector<Checkpoint::ShardFacts> Checkpoint::shard_facts() const {
+  std::vector<ShardFacts> out;
+  for (const detail::Shard& s : state_->shards) out.push_back({s.file_bytes, s.header.header_bytes, s.header.metadata});
+  return out;
+}
 const Config& Checkpoint::config() const { return state_->config; }
 
 const TensorInfo* Checkpoint::find(std::string_view name) const {
