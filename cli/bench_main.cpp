@@ -74,7 +74,7 @@ std::vector<std::string> split_list(const std::string& text) {
 bench::Plan make_plan(const BenchOptions& o) {
   bench::Plan p;
   auto base = default_config();
-  if (!base.ok()) throw UsageError{base.status().message()};
+  if (!base.ok()) throw SettingsError{base.status()};  // exit 1, as for ferry
   p.base_config = *base;
   p.bounce_from_environment = p.base_config.source("bounce_buffer_size") == SettingSource::environment;
 
@@ -205,7 +205,8 @@ int run_bench(const BenchOptions& o) {
 int main(int argc, char** argv) {
   using namespace ferry::cli;
   CLI::App app{"ferry-bench: measure reads (or writes) of a file into GPU or host memory against ceilings and "
-               "baselines measured in the same run"};
+               "baselines measured in the same run",
+               "ferry-bench"};
   BenchOptions options;
   add_bench_options(&app, options);
   return parse_and_run(app, argc, argv, "ferry-bench", "bench", [&] {

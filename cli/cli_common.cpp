@@ -1,18 +1,23 @@
 // Option handling shared by the command-line programs.
 #include "cli_common.hpp"
 
+#include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include <fmt/format.h>
 
+#include "ferry_tooling/output_file.hpp"
+
 namespace ferry::cli {
 
-CLI::Validator not_empty() {
+CLI::Validator not_empty(const std::string& instead) {
   return CLI::Validator(
-      [](std::string& value) -> std::string {
+      [instead](std::string& value) -> std::string {
         if (!value.empty()) return {};
-        return "cannot use \"\" (an empty value; leave the option out to get its default)";
+        return fmt::format("cannot use \"\" (an empty value; {})", instead);
       },
       "");
 }
@@ -60,18 +65,38 @@ void set_option(Config& config, const char* setting, const char* option, const s
 }
 
 Config build_config(const CommonOptions& o) {
-  auto base = default_config();
-  if (!base.ok()) throw UsageError{base.status().message()};
-  Config c = *base;
-  auto apply = [&](const char* setting, const char* option, const std::string& value) {
-    if (!value.empty()) set_option(c, setting, option, value);
+  struct Given {
+    const char* setting;
+    const char* option;
+    bool given;
+    std::string value;
   };
-  apply("threads", "--threads", o.threads);
-  apply("task_size", "--task-size", o.task_size);
-  apply("direct_io", "--direct-io", o.direct_io);
-  apply("compat_mode", "--compat", o.compat);
-  if (o.require_gds) c.set_require(Requirement::gds);
+  const Given given[] = {{"threads", "--threads", !o.threads.empty(), o.threads},
+                         {"task_size", "--task-size", !o.task_size.empty(), o.task_size},
+                         {"direct_io", "--direct-io", !o.direct_io.empty(), o.direct_io},
+                         {"compat_mode", "--compat", !o.compat.empty(), o.compat},
+                         {"require", "--require-gds", o.require_gds, "gds"}};
+  // Config::from_environment() with the variables of the settings given here left out, so that an option
+  // wins over its variable without the variable being parsed first.
+  Config c;
+  for (const SettingInfo& row : settings_table()) {
+    const bool overridden =
+        std::any_of(std::begin(given), std::end(given), [&](const Given& g) { return g.given && row.name == g.setting; });
+    const char* value = overridden ? nullptr : std::getenv(row.env.c_str());
+    if (value == nullptr) continue;
+    Status s = c.set(row.env, value, SettingSource::environment);
+    if (!s.ok()) throw SettingsError{s};
+  }
+  for (const Given& g : given) {
+    if (g.given) set_option(c, g.setting, g.option, g.value);
+  }
+  set_default_config(c);
   return c;
+}
+
+std::string count_of(std::uint64_t n, std::string_view singular, std::string_view plural) {
+  if (n == 1) return fmt::format("1 {}", singular);
+  return plural.empty() ? fmt::format("{} {}s", n, singular) : fmt::format("{} {}", n, plural);
 }
 
 bool asks_for_json(int argc, char** argv) {
@@ -81,22 +106,118 @@ bool asks_for_json(int argc, char** argv) {
   return false;
 }
 
+namespace {
+
+// Edit distance (insertions, deletions, substitutions) between two option names.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// Every spelling of `cmd`'s options: "--size", "-h", ...
+std::vector<std::string> option_spellings(const CLI::App& cmd) {
+  std::vector<std::string> out;
+  for (const CLI::Option* opt : cmd.get_options()) {
+    for (const std::string& n : opt->get_lnames()) out.push_back("--" + n);
+    for (const std::string& n : opt->get_snames()) out.push_back("-" + n);
+  }
+  return out;
+}
+
+// The first argument of `cmd`'s part of the command line that looks like an option and is none of its own
+// ("--sise" of "--sise=4M" too), or empty. `first` is the index of the first argument after the command's
+// name. Arguments after "--" are operands.
+std::string first_unknown_option(const CLI::App& cmd, int first, int argc, char** argv) {
+  for (int i = first; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg.size() < 2 || arg[0] != '-' || std::isdigit(static_cast<unsigned char>(arg[1]))) continue;
+    std::string name(arg.substr(0, arg.find('=')));
+    if (cmd.get_option_no_throw(name) == nullptr) return name;
+  }
+  return {};
+}
+
+// "unknown option --sise (did you mean --size?)"; without a close name, where to find the options.
+std::string unknown_option_message(const CLI::App& cmd, const std::string& name, const std::string& program,
+                                   const std::string& usage) {
+  std::string best;
+  std::size_t best_distance = std::string::npos;
+  for (const std::string& known : option_spellings(cmd)) {
+    std::size_t d = edit_distance(name, known);
+    if (d < best_distance) {
+      best = known;
+      best_distance = d;
+    }
+  }
+  // Close: a slip of one or two characters, and fewer than a third of the name.
+  if (best_distance <= 2 && best_distance * 3 < name.size()) {
+    return fmt::format("unknown option {} (did you mean {}?)", name, best);
+  }
+  // An option of another command of the same program ("ferry write --offset").
+  if (const CLI::App* parent = cmd.get_parent()) {
+    for (const CLI::App* other : parent->get_subcommands([](const CLI::App*) { return true; })) {
+      if (other != &cmd && other->get_option_no_throw(name) != nullptr) {
+        return fmt::format("unknown option {} ({} is an option of {} {}; {} --help lists this command's)", name,
+                           name, program, other->get_name(), usage);
+      }
+    }
+  }
+  return fmt::format("unknown option {} ({} --help lists the options)", name, usage);
+}
+
+}  // namespace
+
 int parse_and_run(CLI::App& app, int argc, char** argv, const std::string& program, const std::string& command,
                   const std::function<int()>& run) {
   const bool json = asks_for_json(argc, argv);
   tooling::set_command(program, json, command);
+  // Ctrl-C and the like: an error object with --json, a message on stderr, then the process dies of the
+  // signal (exit status 128 + N), removing a temporary file `ferry write` has made.
+  tooling::install_cleanup_signal_handlers();
+  // The app of the command that runs (a subcommand of `ferry`, or ferry-bench itself), and where its
+  // arguments start.
+  const CLI::App* cmd = &app;
+  int first = 1;
+  std::string usage = program;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (sub->get_name() != command) continue;
+    cmd = sub;
+    usage = program + " " + command;
+    while (first < argc && argv[first] != command) ++first;
+    ++first;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (app.exit(e) == 0) return kExitOk;  // --help, --version
-    // CLI11 has printed its message on stderr; with --json stdout gets the same as an error object.
-    if (json) tooling::print_json(tooling::error_json(Status(ErrorCode::invalid_argument, e.what()), kExitUsage, command));
-    return kExitUsage;
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help, --version
+    // CLI11 names unexpected arguments in reverse order and without a hint; name the first unknown option.
+    std::string unknown = dynamic_cast<const CLI::ExtrasError*>(&e) ? first_unknown_option(*cmd, first, argc, argv)
+                                                                     : std::string();
+    std::string message = e.what();
+    if (!unknown.empty()) {
+      message = unknown_option_message(*cmd, unknown, program, usage);
+    } else if (dynamic_cast<const CLI::ExtrasError*>(&e) || dynamic_cast<const CLI::RequiredError*>(&e)) {
+      message += fmt::format(" ({} --help shows the usage)", usage);
+    }
+    return fail(ErrorCode::invalid_argument, message, kExitUsage);
   }
   try {
     return run();
   } catch (const UsageError& e) {
     return fail(ErrorCode::invalid_argument, e.message, kExitUsage);
+  } catch (const SettingsError& e) {
+    return fail(e.status, kExitFailure);
   }
 }
 

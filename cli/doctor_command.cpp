@@ -39,7 +39,11 @@ int run_doctor_command(const DoctorCommandOptions& o) {
   if (!o.compat.empty()) {
     CommonOptions common;
     common.compat = o.compat;
-    options.config = build_config(common);  // throws UsageError for a bad value or environment
+    try {
+      options.config = build_config(common);  // throws UsageError for a bad --compat
+    } catch (const SettingsError&) {
+      // A bad FERRY_* variable: the report's settings section names it, and the doctor exits 1.
+    }
   }
   auto report = run_doctor(options);
   if (!report.ok()) return fail(report.status(), tooling::exit_status_for(report.status()));

@@ -1,6 +1,10 @@
 // `ferry load`: open (headers, validation), allocate, read, and tell what happened.
 #include "load_command.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <iostream>
 #include <map>
 
@@ -72,8 +76,34 @@ VerifyOutcome verify_all(const st::Checkpoint& c, const st::LoadedCheckpoint& lo
       bytes += t.size_bytes;
     }
   }
-  return {true, fmt::format("{} tensor copies, {} match the files", loaded.tensors.size() * copies.size(),
+  return {true, fmt::format("{}, {} match the files",
+                            count_of(loaded.tensors.size() * copies.size(), "tensor copy", "tensor copies"),
                             format_size(bytes))};
+}
+
+// Whether the local file `path` cannot be a safetensors file, judged from its first nine bytes: such a file
+// starts with the length of its header (8 bytes, little-endian), then the header, a JSON object ('{') that
+// fits in the file, within the header limit (st::kDefaultMaxHeaderBytes, which `ferry load` keeps). False
+// where it might be one (a header that only runs past the end: truncated, as the library's message says)
+// and for what is not a regular local file (a directory, an index is JSON, a URL): the message as it is.
+bool surely_not_safetensors(const std::string& path) {
+  struct stat st {};
+  if (remote::is_remote_url(path) || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      path.ends_with(".json")) {
+    return false;
+  }
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  if (size < 8) return true;
+  unsigned char head[9] = {};
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t got = ::pread(fd, head, sizeof head, 0);
+  ::close(fd);
+  if (got < 8) return false;
+  std::uint64_t header_bytes = 0;
+  for (int i = 7; i >= 0; --i) header_bytes = header_bytes << 8 | head[i];
+  if (header_bytes > st::kDefaultMaxHeaderBytes || header_bytes == 0) return true;
+  return header_bytes <= size - 8 && got == 9 && head[8] != '{';
 }
 
 }  // namespace
@@ -118,7 +148,15 @@ int run_load(const LoadCommandOptions& o) {
   double open_seconds = seconds_since(start);
   // A malformed checkpoint is invalid_argument, and a failure of the load (exit 1), not of its command line.
   auto exit_status = [&](const Status& s) { return exit_status_for(s, config.require(), InvalidArgument::failure); };
-  if (!checkpoint.ok()) return fail(checkpoint.status(), exit_status(checkpoint.status()));
+  if (!checkpoint.ok()) {
+    const Status& s = checkpoint.status();
+    if (s.code() == ErrorCode::invalid_argument && surely_not_safetensors(o.path)) {
+      // Said first, and in the words of a command line, whatever limit or check of the parser caught it.
+      Status said(s.code(), "not a safetensors file: " + s.message(), s.sys_errno(), s.path());
+      return fail(said, exit_status(said));
+    }
+    return fail(s, exit_status(s));
+  }
   auto loaded = checkpoint->load(options);
   double seconds = seconds_since(start);
   progress.clear();
@@ -173,12 +211,13 @@ int run_load(const LoadCommandOptions& o) {
   } else {
     std::string target = options.device == st::kHostMemory ? "host memory" : device_text(options.device);
     for (int r : options.replicas) target += fmt::format(" (+ a copy on GPU {})", r);
-    std::cout << fmt::format("loaded {} tensors, {} from {} file(s) of \"{}\" into {} in {:.3f} s: {:.2f} GiB/s "
+    std::cout << fmt::format("loaded {}, {} from {} of \"{}\" into {} in {:.3f} s: {:.2f} GiB/s "
                              "(reading {:.2f} GiB/s)\n",
-                             loaded->tensors.size(), format_size(stats.bytes_read), checkpoint->files().size(),
-                             remote::display_url(o.path), target, seconds, total_gib_s, read_gib_s);
-    std::cout << fmt::format("open {:.3f} s, allocate {:.3f} s, read {:.3f} s ({} requests{})\n", open_seconds,
-                             loaded->allocate_seconds, stats.seconds, stats.requests,
+                             count_of(loaded->tensors.size(), "tensor"), format_size(stats.bytes_read),
+                             count_of(checkpoint->files().size(), "file"), remote::display_url(o.path), target,
+                             seconds, total_gib_s, read_gib_s);
+    std::cout << fmt::format("open {:.3f} s, allocate {:.3f} s, read {:.3f} s ({}{})\n", open_seconds,
+                             loaded->allocate_seconds, stats.seconds, count_of(stats.requests, "request"),
                              stats.bytes_copied ? fmt::format(", {} copied GPU to GPU", format_size(stats.bytes_copied))
                                                 : std::string());
     std::size_t name_width = 4, shape_width = 5;

@@ -18,11 +18,14 @@
 namespace {
 
 constexpr const char* kFooter = R"(
-Exit status: 0 success; 1 the operation failed (missing file, permission denied, I/O error, no GPU);
-2 bad command line (unknown option, unparsable size); 3 --verify found different bytes;
-4 the required route (--require-gds) is not available; 128 + N killed by signal N (130: Ctrl-C).
+Exit status: 0 success; 1 the operation failed (missing file, permission denied, I/O error, no GPU, a
+FERRY_* variable that does not parse); 2 bad command line (unknown option, unparsable size); 3 --verify
+found different bytes; 4 the required route (--require-gds) is not available; 128 + N killed by signal N
+(130: Ctrl-C; with --json an error object with code "cancelled" is printed first).
 Sizes accept suffixes: 4096, 16k, 4MiB, 1G (binary) or 1GB (decimal).
-Settings also come from FERRY_* environment variables; see docs/settings.md. Benchmarks: ferry-bench --help.)";
+Settings also come from FERRY_* environment variables (an option wins over its variable); see
+docs/settings.md. Benchmarks: ferry-bench, a program of its own, built beside ferry by a full build
+(scripts/run.sh builds only ferry); see bench/README.md.)";
 
 constexpr const char* kWriteFooter = R"(
 FILE is replaced only when the new data is complete (and synced, unless --no-sync): until then it is left
@@ -49,7 +52,8 @@ const char* first_word(int argc, char** argv) {
 int main(int argc, char** argv) {
   using namespace ferry::cli;
   using ferry::ErrorCode;
-  CLI::App app{"ferry: file data into GPU or host memory at the speed the hardware allows, with proof of the route taken"};
+  CLI::App app{"ferry: file data into GPU or host memory at the speed the hardware allows, with proof of the route taken",
+               "ferry"};
   app.footer(kFooter);
   app.require_subcommand(1);
   // Only when asked: loads libcuda and libcufile to ask their versions, never cuFile's driver (see version_text.hpp).
@@ -76,7 +80,7 @@ int main(int argc, char** argv) {
   write->add_option("FILE", write_path, "Regular file to create or replace (through a symlink: the file it leads to); "
                                         "devices, FIFOs and files you may not write are refused")
       ->required();
-  write->add_option("--size", write_size, "Bytes to write, e.g. 1GiB")->required()->check(not_empty());
+  write->add_option("--size", write_size, "Bytes to write, e.g. 1GiB")->required()->check(not_empty("give a size, e.g. 1GiB"));
   write->add_flag("--no-sync", no_sync, "Skip fdatasync before the rename");
   write->footer(kWriteFooter);
   add_common_options(*write, write_opts);

@@ -91,10 +91,14 @@ struct DoctorReport {
   std::optional<DoctorProbe> probe;
   int exit_status = kDoctorExitOk;
   std::string exit_reason;       // one sentence: why exit_status is what it is
+  /// One line, first in the text, from the checks, the prediction and the exit status: "no GPU here: host
+  /// reads work (route host); nothing to fix for host memory", "GPU 0: reads take cuFile's direct route
+  /// (nvfs); nothing to fix", or what is wrong.
+  std::string verdict;
 
   const DoctorSection* section(const std::string& id) const;
-  /// For people: sections top to bottom, one line per check with a status tag, indented evidence, the
-  /// prediction in plain words, then the probe. Lines fit 100 columns.
+  /// For people: the verdict, then sections top to bottom, one line per check with a status tag, indented
+  /// evidence, the prediction in plain words, then the probe. Lines fit 100 columns.
   std::string to_text() const;
   /// Stable schema "ferry.doctor/1": see docs/doctor.md.
   std::string to_json() const;

@@ -84,9 +84,11 @@ nlohmann::json check_json(const DoctorCheck& k) {
 
 std::string DoctorReport::to_text() const {
   std::string out;
+  wrap(out, "verdict: " + verdict, "", "  ");
   wrap(out,
-       fmt::format("ferry doctor: {} into GPU {}{}", path.empty() ? std::string("(no PATH)") : "\"" + path + "\"",
-                   device, require_gds ? ", direct route required" : ""),
+       fmt::format("ferry doctor: {} into {}{}{}", path.empty() ? std::string("(no PATH)") : "\"" + path + "\"",
+                   prediction.target, prediction.device < 0 ? fmt::format(" (GPU {} is not usable)", device) : "",
+                   require_gds ? ", direct route required" : ""),
        "", "  ");
   for (const DoctorSection& s : sections) {
     out += "\n" + fmt::format("{} {}\n", tag(s.status), s.title);
@@ -170,6 +172,7 @@ std::string DoctorReport::to_json() const {
   }
   j["exit_status"] = exit_status;
   j["exit_reason"] = exit_reason;
+  j["verdict"] = verdict;
   return detail::json_dump(j);
 }
 
@@ -233,6 +236,40 @@ std::pair<int, std::string> decide_exit(const DoctorContext& c, const DoctorRepo
   return {kDoctorExitOk, reason};
 }
 
+// The verdict: the answer to "is anything wrong here?", from what the report found (decide_exit first).
+std::string decide_verdict(const DoctorContext& c, const DoctorReport& r) {
+  std::size_t warnings = 0;
+  for (const DoctorSection& s : r.sections) {
+    for (const DoctorCheck& k : s.checks) warnings += k.status == CheckStatus::warning ? 1 : 0;
+  }
+  const std::string more =
+      warnings == 0 ? "" : fmt::format("; {} below", warnings == 1 ? "1 warning" : fmt::format("{} warnings", warnings));
+  std::string gpu;  // what stands between this machine and a read into GPU N
+  if (c.gpu_usable()) {
+    gpu = fmt::format("GPU {}", c.options.device);
+  } else if (c.cuda != nullptr) {
+    gpu = fmt::format("no GPU {} (the driver reports {})", c.options.device,
+                      c.devices.size() == 1 ? std::string("1 GPU") : fmt::format("{} GPUs", c.devices.size()));
+  } else if (c.sysfs_gpus && !c.sysfs_gpus->gpus.empty()) {
+    gpu = "NVIDIA GPUs on the PCI bus, but no usable CUDA driver";
+  } else {
+    gpu = "no GPU here";
+  }
+  if (r.exit_status != kDoctorExitOk) return gpu + ": " + r.exit_reason;
+  const DoctorPrediction& p = r.prediction;
+  if (!c.gpu_usable()) {
+    // Exit 0 without a usable GPU: a read into host memory works, and nothing stands in its way.
+    return fmt::format("{}: host reads work (route {}); nothing to fix for host memory{}", gpu, route_name(*p.route),
+                       c.cuda == nullptr && gpu != "no GPU here" ? " (the CUDA section says what the GPUs need)"
+                                                                 : "") +
+           more;
+  }
+  if (p.direct) return fmt::format("{}: reads take cuFile's direct route ({}); nothing to fix{}", gpu, route_name(*p.route), more);
+  return fmt::format("{}: reads work (route {}); cuFile's direct route is not available (the prediction lists what "
+                     "it needs){}",
+                     gpu, route_name(*p.route), more);
+}
+
 }  // namespace
 
 Result<DoctorReport> run_doctor(const DoctorOptions& options, const DoctorEnvironment& env) {
@@ -269,6 +306,7 @@ Result<DoctorReport> run_doctor(const DoctorOptions& options, const DoctorEnviro
   r.prediction = predict(c);
   if (options.probe) r.probe = run_probe(c, r.prediction);
   std::tie(r.exit_status, r.exit_reason) = decide_exit(c, r);
+  r.verdict = decide_verdict(c, r);
   return r;
 }
 

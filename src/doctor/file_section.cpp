@@ -134,23 +134,26 @@ DoctorCheck udev_check(DoctorContext& c) {
   }
   c.udev = *u;
   k.evidence = u->evidence;
+  std::string what;  // what is wrong with the record
   switch (u->state) {
     case UdevRecordState::ok:
       k.summary = fmt::format("{}: ID_FS_USAGE={}, ID_FS_TYPE={}", u->record_path, u->id_fs_usage,
                               u->id_fs_type.empty() ? "(absent)" : u->id_fs_type);
       return k;
-    case UdevRecordState::no_udev_dir:
-      k.summary = "no /run/udev here: cuFile cannot register files (error 5027)";
-      break;
-    case UdevRecordState::no_record:
-      k.summary = fmt::format("{} is missing: cuFile cannot register this file (error 5027)", u->record_path);
-      break;
-    case UdevRecordState::missing_id_fs_usage:
-      k.summary = fmt::format("{} has no ID_FS_USAGE: cuFile cannot register this file (error 5027)",
-                              u->record_path);
-      break;
+    case UdevRecordState::no_udev_dir: what = "no /run/udev here"; break;
+    case UdevRecordState::no_record: what = fmt::format("{} is missing", u->record_path); break;
+    case UdevRecordState::missing_id_fs_usage: what = fmt::format("{} has no ID_FS_USAGE", u->record_path); break;
   }
-  k.status = c.cufile != nullptr ? CheckStatus::problem : CheckStatus::warning;
+  if (c.cufile == nullptr) {
+    // Only cuFile reads the record: without cuFile there is nothing to warn about or fix.
+    k.status = CheckStatus::not_applicable;
+    k.summary = what + " (only cuFile needs the record, and there is no cuFile library)";
+    k.evidence.clear();  // what the probe read says what cuFile would make of it
+    return k;
+  }
+  k.status = CheckStatus::problem;
+  k.summary = fmt::format("{}: cuFile cannot register {} (error 5027)", what,
+                          u->state == UdevRecordState::no_udev_dir ? "files" : "this file");
   k.advice = udev_fix_advice(c);
   return k;
 }

@@ -29,11 +29,13 @@ DoctorSection nvidia_fs_section(DoctorContext& c) {
   c.nvidia_fs = *probe;
   const NvidiaFsProbe& p = *probe;
   mod.evidence = p.evidence;
-  const bool gpu_relevant = c.cuda != nullptr;
+  // Only cuFile uses nvidia-fs: without a GPU or without cuFile, its absence is nothing to warn about (the
+  // prediction's steps to the direct route still name it, after those steps).
+  const bool gpu_relevant = c.cuda != nullptr && c.cufile != nullptr;
   if (!p.module_loaded) {
     mod.status = gpu_relevant ? CheckStatus::warning : CheckStatus::not_applicable;
     mod.summary = "not loaded: cuFile has no direct (nvfs) route here, only P2PDMA or its POSIX path";
-    mod.advice = nvidia_fs_advice();
+    if (gpu_relevant) mod.advice = nvidia_fs_advice();
   } else {
     mod.summary = fmt::format("loaded, version {}", p.version ? *p.version : std::string("unknown"));
   }

@@ -52,7 +52,8 @@ std::string because(const DoctorContext& c, const Decision& d) {
   switch (d.reason) {
     case Reason::buffer_is_host_memory:
       if (!c.gpu_usable()) {
-        std::string why = c.cuda == nullptr ? c.cuda_status.message()
+        // The loader's error is quoted once, in the CUDA section.
+        std::string why = c.cuda == nullptr ? "no usable CUDA driver: the CUDA section says why"
                                             : fmt::format("the driver reports no GPU {}", c.options.device);
         return fmt::format("no GPU is usable, so the data can only go to host memory ({})", why);
       }
@@ -105,8 +106,8 @@ std::vector<std::string> steps_to_direct(const DoctorContext& c, bool below_thre
   std::vector<std::string> steps;
   if (!c.gpu_usable()) {
     steps.push_back(c.cuda == nullptr
-                        ? "Make a GPU usable: " + c.cuda_status.message() +
-                              " (install the NVIDIA driver; in a container, pass the GPUs in)."
+                        ? "Make a GPU usable: install the NVIDIA driver (the CUDA section says what is missing); in "
+                          "a container, pass the GPUs in."
                         : fmt::format("Pick an existing GPU with --device (there is no GPU {}).", c.options.device));
   }
   if (c.config.compat_mode() == CompatMode::on) {

@@ -28,8 +28,8 @@ Result<HostMemory> HostMemory::allocate(std::uint64_t size_bytes, Touch touch) {
   const std::uint64_t bytes = mapped_bytes(size_bytes);
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
-    return Status(ErrorCode::no_space, fmt::format("Could not allocate {} of host memory", format_size(size_bytes)),
-                  errno);
+    // ENOMEM is unavailable, as everywhere in Ferry (Status::from_errno): memory, not disk space (no_space).
+    return Status::from_errno(errno, fmt::format("Could not allocate {} of host memory", format_size(size_bytes)));
   }
   (void)::madvise(p, bytes, MADV_HUGEPAGE);
   // Populated after the advice, so that the pages populated can be huge ones.

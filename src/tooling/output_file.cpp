@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "ferry_tooling/command_output.hpp"
 #include "file/open_options.hpp"
 #include "source/file_descriptors.hpp"
 #include "source/posix_source.hpp"
@@ -41,6 +42,7 @@ extern "C" void on_fatal_signal(int sig) {
   int saved = errno;
   if (g_armed) (void)::unlinkat(g_armed_dir, g_armed_name, 0);
   g_armed = 0;
+  report_signal(sig);  // "ferry: cancelled: interrupted by SIGINT", and the error object with --json
   // SA_RESETHAND restored the default action; the signal is blocked until this handler returns, and is then
   // delivered again: the process dies of it, and the shell reports 128 + sig.
   (void)::raise(sig);

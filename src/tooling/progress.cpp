@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <future>
 
 #include <fmt/format.h>
 
@@ -49,6 +50,16 @@ void wait_with_progress(const Future& future, const char* verb, std::uint64_t to
   TerminalProgress progress(true, 1.0);
   if (!progress.terminal()) return future.wait();
   while (!future.wait_for(std::chrono::milliseconds(250))) progress.transient(amount_text(verb, future.bytes_done(), total));
+}
+
+void run_with_progress(const std::function<void()>& work, const std::atomic<std::uint64_t>& done, const char* verb,
+                       std::uint64_t total) {
+  std::future<void> running = std::async(std::launch::async, work);
+  TerminalProgress progress(true, 1.0);
+  while (running.wait_for(std::chrono::milliseconds(250)) != std::future_status::ready) {
+    progress.transient(amount_text(verb, done.load(std::memory_order_relaxed), total));
+  }
+  running.get();
 }
 
 }  // namespace ferry::tooling

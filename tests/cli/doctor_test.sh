@@ -44,6 +44,19 @@ if [ "$gpu" = 0 ]; then
     'rc == 0 and d["prediction"]["route"] == "host" and d["prediction"]["reason"] == "buffer_is_host_memory" and d["sections"][0]["status"] == "problem"' \
     -- "$file"
   expect "no GPU: --require-gds exits 4" 4 "require=gds|direct route is not available" -- doctor --require-gds "$file"
+  # Issue 48 (B16): a verdict first, computed from the checks; the loader's error once; no warning about what
+  # only cuFile needs when cuFile is absent too.
+  out=$("$ferry" doctor "$file" 2>&1)
+  head -1 <<<"$out" | grep -qE '^verdict: (no GPU here|NVIDIA GPUs on the PCI bus, but no usable CUDA driver): host reads work \(route host\); nothing to fix for host memory' &&
+    pass "no GPU: the first line is the verdict" || fail "no GPU: first line: $(head -2 <<<"$out")"
+  n=$(grep -o "libcuda.so.1 not found" <<<"$out" | wc -l)
+  [ "$n" -le 1 ] && pass "no GPU: the loader's error is quoted once ($n)" || fail "no GPU: the loader's error $n times"
+  check "no GPU: JSON verdict" 'd["verdict"].endswith("nothing to fix for host memory") or "nothing to fix for host memory (" in d["verdict"]' -- "$file"
+  if ! "$py" -c 'import ctypes; ctypes.CDLL("libcufile.so.0")' 2>/dev/null; then
+    check "no cuFile: no warning about the udev record or nvidia-fs" \
+      'all(c["status"] != "warning" for s in d["sections"] if s["id"] in ("file", "nvidia_fs") for c in s["checks"] if c["name"] in ("udev record", "kernel module"))' \
+      -- "$file"
+  fi
   check "no GPU: --probe proves host" \
     'rc == 0 and d["probe"]["ran"] and d["probe"]["matches_prediction"] and d["probe"]["report"]["routes"]["host"]["ops"] == d["probe"]["report"]["total_ops"] > 0' \
     -- "$file" --probe
@@ -51,6 +64,7 @@ else
   check "GPU: predicts a device route" \
     'rc == 0 and d["prediction"]["target"] == "GPU 0" and d["prediction"]["route"] in ("staged","cufile-posix","nvfs","p2p") and d["sections"][0]["status"] != "problem"' \
     -- "$file"
+  expect "GPU: the first line is the verdict" 0 "^verdict: GPU 0: reads (work|take cuFile's direct route)" -- doctor "$file"
   check "GPU: --probe proves the prediction" \
     'rc == 0 and d["probe"]["ran"] and d["probe"]["matches_prediction"] and d["probe"]["report"]["routes"][d["prediction"]["route"]]["ops"] == d["probe"]["report"]["total_ops"] > 0' \
     -- "$file" --probe

@@ -35,7 +35,7 @@ expect "write into a missing directory" 1 "No such file or directory" -- write "
 expect "bad size suffix" 2 "--size: cannot use \"4XB\"" -- read "$file" --size 4XB
 expect "bad task size" 2 "--task-size: cannot use \"-1\"" -- read "$file" --task-size=-1
 expect "bad compat mode" 2 "--compat: cannot use \"sometimes\" \(expected one of auto, on, off\)" -- read "$file" --compat sometimes
-FERRY_TASK_SIZE=lots expect "bad environment variable" 2 "FERRY_TASK_SIZE: cannot use \"lots\"" -- read "$file"
+FERRY_TASK_SIZE=lots expect "bad environment variable" 1 "FERRY_TASK_SIZE: cannot use \"lots\"" -- read "$file"
 expect "unknown option" 2 "--frobnicate" -- read "$file" --frobnicate
 expect "no subcommand" 2 "subcommand" --
 expect "write needs --size" 2 "--size is required" -- write "$dir/x.bin"

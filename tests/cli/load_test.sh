@@ -44,7 +44,7 @@ mkdir -p "$dir/sharded"
 write_checkpoint "$dir/sharded/model-00001-of-00002.safetensors" "a.w:F32:10,10;a.b:F32:10"
 write_checkpoint "$dir/sharded/model-00002-of-00002.safetensors" "b.w:F16:7,7"
 "$py" -c 'import json,sys; json.dump({"metadata": {}, "weight_map": {"a.w": "model-00001-of-00002.safetensors", "a.b": "model-00001-of-00002.safetensors", "b.w": "model-00002-of-00002.safetensors"}}, open(sys.argv[1], "w"))' "$dir/sharded/model.safetensors.index.json"
-expect "sharded checkpoint" 0 "loaded 3 tensors, .* from 2 file\(s\) .* verify: OK" -- load "$dir/sharded" --verify
+expect "sharded checkpoint" 0 "loaded 3 tensors, .* from 2 files .* verify: OK" -- load "$dir/sharded" --verify
 
 # A GPU where there is one; otherwise a clear failure.
 out=$("$ferry" load "$ckpt" --device 0 --verify 2>&1)
@@ -66,6 +66,23 @@ head -c -5 "$ckpt" > "$dir/short-data.safetensors"
 expect "truncated data" 1 "tensor \"(empty|scale)\": data_offsets .* reach past the end of the data section" -- load "$dir/short-data.safetensors"
 printf 'not a checkpoint' > "$dir/text.safetensors"
 expect "not a checkpoint" 1 "Invalid safetensors header in \".*text.safetensors\"" -- load "$dir/text.safetensors"
+# Issue 48: a file that cannot be a checkpoint says so first, in words (not a C++ option's name), and keeps
+# the parser's detail after it; one that could be a truncated checkpoint is left to the parser's words.
+head -c 4096 /dev/urandom > "$dir/random.bin"
+printf '\x01\x00\x00\x00\x00\x00\x00\x00' | dd of="$dir/random.bin" bs=1 seek=7 count=1 conv=notrunc status=none
+expect "random data: not a safetensors file" 1 \
+  "^ferry: invalid_argument: not a safetensors file: Invalid safetensors header in \".*random.bin\": the header length" \
+  -- load "$dir/random.bin"
+printf 'abc' > "$dir/three.bin"
+expect "3 bytes: not a safetensors file" 1 "not a safetensors file: .*too short" -- load "$dir/three.bin"
+printf '\x08\x00\x00\x00\x00\x00\x00\x00[1]     ' > "$dir/array.safetensors"
+expect "a header that is no JSON object: not a safetensors file" 1 "not a safetensors file: " -- load "$dir/array.safetensors"
+out=$("$ferry" load "$dir/truncated.safetensors" 2>&1)
+grep -q "not a safetensors file: " <<<"$out" && fail "truncated: said not a safetensors file: $out" ||
+  pass "truncated: left to the parser's words"
+out=$("$ferry" load "$dir/random.bin" --json 2>/dev/null)
+"$py" -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["code"]=="invalid_argument" and d["message"].startswith("invalid_argument: not a safetensors file: "), d' "$out" \
+  && pass "random data: the error object says it too" || fail "random data --json: ${out:0:300}"
 expect "missing file" 1 "not_found: Could not open \".*nope.safetensors\"" -- load "$dir/nope.safetensors"
 expect "bad replicas" 2 "--replicas takes GPU ordinals" -- load "$ckpt" --replicas x
 expect "replicas into host memory are a usage error" 2 "--replicas needs --device N" -- load "$ckpt" --replicas 1
@@ -98,4 +115,8 @@ else
   fail "--verify of 5,000 tensors took $seconds s"
 fi
 expect "no checkpoint" 2 "CHECKPOINT is required" -- load
+# Counts of one are singular (issue 48).
+write_checkpoint "$dir/one.safetensors" "w:U8:4"
+expect "one tensor, one file, one request" 0 "loaded 1 tensor, 4 B from 1 file of .* \(1 request\)" -- load "$dir/one.safetensors"
+expect "one tensor copy verified" 0 "verify: OK, 1 tensor copy, 4 B match" -- load "$dir/one.safetensors" --verify
 finish

@@ -23,13 +23,47 @@ expect "write --device -1" 2 '--device: cannot use "-1"' -- write "$dir/x.bin" -
 expect "bench --device -1" 2 '--device: cannot use "-1" .*for GPU 0' -- bench "$file" --device -1
 expect "doctor --device -1" 2 '--device: cannot use "-1"' -- doctor --device -1
 
-# Settings have bounds, named with the variable or option.
-FERRY_THREADS=1024 expect "FERRY_THREADS=1024" 2 'FERRY_THREADS: cannot use "1024" \(expected a whole number from 1 to 256\)' -- read "$file"
+# Settings have bounds, named with the variable or option. A bad variable is a failure (exit 1, as
+# `ferry doctor --help` documents), a bad option a bad command line (exit 2).
+FERRY_THREADS=1024 expect "FERRY_THREADS=1024" 1 'FERRY_THREADS: cannot use "1024" \(expected a whole number from 1 to 256\)' -- read "$file"
 expect "--threads 1024" 2 '--threads: cannot use "1024" \(expected a whole number from 1 to 256\)' -- read "$file" --threads 1024
 expect "--task-size near 2^64" 2 '--task-size: cannot use "18446744073709551615" \(expected a size from 1 byte to 1.00 GiB' -- \
   read "$file" --task-size 18446744073709551615
-FERRY_BOUNCE_BUFFER_SIZE=64GiB expect "FERRY_BOUNCE_BUFFER_SIZE=64GiB" 2 'FERRY_BOUNCE_BUFFER_SIZE: cannot use "64GiB"' -- read "$file"
-FERRY_REQUIRE=always expect "FERRY_REQUIRE=always lists the choices" 2 'FERRY_REQUIRE: cannot use "always" \(expected one of none, gds\)' -- read "$file"
+FERRY_BOUNCE_BUFFER_SIZE=64GiB expect "FERRY_BOUNCE_BUFFER_SIZE=64GiB" 1 'FERRY_BOUNCE_BUFFER_SIZE: cannot use "64GiB"' -- read "$file"
+FERRY_REQUIRE=always expect "FERRY_REQUIRE=always lists the choices" 1 'FERRY_REQUIRE: cannot use "always" \(expected one of none, gds\)' -- read "$file"
+# Issue 48 (B23): an option wins over its variable, which is then not read; other bad variables still fail.
+FERRY_TASK_SIZE=8Mi expect "--task-size wins over a bad FERRY_TASK_SIZE" 0 '4.00 MiB tasks' -- read "$file" --task-size 4M
+FERRY_THREADS=lots expect "--threads wins over a bad FERRY_THREADS" 0 '^settings: 3 threads' -- read "$file" --threads 3
+FERRY_COMPAT_MODE=sometimes expect "--compat wins over a bad FERRY_COMPAT_MODE" 0 'compat on' -- read "$file" --compat on
+FERRY_REQUIRE=always expect "--require-gds wins over a bad FERRY_REQUIRE" 4 'require=gds: the direct GPUDirect Storage route' \
+  -- read "$file" --require-gds
+FERRY_TASK_SIZE=8Mi expect "a bad variable the options do not override still fails" 1 'FERRY_TASK_SIZE: cannot use "8Mi"' \
+  -- read "$file" --threads 2
+FERRY_TASK_SIZE=8Mi expect "FERRY_TASK_SIZE=8Mi in ferry write" 1 'FERRY_TASK_SIZE' -- write "$dir/env.bin" --size 4k
+FERRY_TASK_SIZE=8Mi expect "FERRY_TASK_SIZE=8Mi in ferry load" 1 'FERRY_TASK_SIZE' -- load "$dir/none.safetensors"
+FERRY_TASK_SIZE=8Mi expect "the doctor reports a bad variable with exit 1" 1 'FERRY_\* environment does not parse' -- doctor
+FERRY_TASK_SIZE=8Mi expect "... also with --compat" 1 'FERRY_\* environment does not parse' -- doctor --compat on
+fold_output=1  # help text wraps
+expect "doctor --help documents exit 1 for it" 0 '1 a read as configured would fail \(.*a FERRY_\* variable does not' -- doctor --help
+expect "ferry --help documents exit 1 for it" 0 '1 the operation failed \(.*FERRY_\* variable that does not parse' -- --help
+fold_output=0
+
+# Issue 48 (B17): an unknown option is named, with the closest known one, after "ferry:", exit 2.
+expect "--sise: did you mean --size?" 2 '^ferry: unknown option --sise \(did you mean --size\?\)$' -- read "$file" --sise 4M
+expect "--verfy=1: did you mean --verify?" 2 '^ferry: unknown option --verfy \(did you mean --verify\?\)$' -- read "$file" --verfy=1
+expect "--frobnicate: where the options are" 2 '^ferry: unknown option --frobnicate \(ferry read --help lists the options\)$' \
+  -- read "$file" --frobnicate
+expect "another command's option" 2 '^ferry: unknown option --offset \(--offset is an option of ferry read; ferry write --help' \
+  -- write "$dir/x.bin" --size 1k --offset 4
+expect "ferry-bench: did you mean --repeats?" 2 '^ferry-bench: unknown option --repeat \(did you mean --repeats\?\)$' \
+  -- bench "$file" --repeat 2
+expect "an extra operand: ferry: prefix" 2 '^ferry: The following argument was not expected: extra \(ferry read --help' \
+  -- read "$file" extra
+expect "write --size '' says what to give" 2 '^ferry: --size: cannot use "" \(an empty value; give a size, e.g. 1GiB\)$' \
+  -- write "$dir/x.bin" --size ''
+out=$("$ferry" read "$file" --sise 4M --json 2>/dev/null)
+"$py" -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["exit_status"]==2 and d["message"]=="invalid_argument: unknown option --sise (did you mean --size?)", d' "$out" \
+  && pass "--sise --json: the error object" || fail "--sise --json: ${out:0:300}"
 expect "bench --threads 1024" 2 '--threads: cannot use "1024" \(expected numbers from 1 to 256' -- bench "$file" --threads 1024
 
 # read --size is clamped to what the file holds from the offset.

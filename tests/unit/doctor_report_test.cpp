@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <set>
 #include <sstream>
 
@@ -83,12 +84,23 @@ class DoctorReportTest : public ::testing::Test {
     c.set_compat_mode(compat).set_task_size(1 << 20).set_bounce_buffer_size(1 << 20).set_threads(2);
     o.config = c;
     DoctorEnvironment env;
-    env.root = std::string(FERRY_TEST_FIXTURES) + "/doctor/" + scenario;
+    env.root = scenario.starts_with("/") ? scenario : std::string(FERRY_TEST_FIXTURES) + "/doctor/" + scenario;
     env.gpu = &gpu;
     env.cufile_env_path_json = "";
     auto r = detail::doctor::run_doctor(o, env);
     EXPECT_TRUE(r.ok()) << r.status().to_string();
     return r.ok() ? *r : DoctorReport{};
+  }
+
+  // A copy of fixture `scenario` (beside the test's data file) without the NVIDIA GPU on its PCI bus: a
+  // machine with no GPU at all. Passed to run() as the scenario.
+  std::string without_gpus(const std::string& scenario) {
+    namespace fs = std::filesystem;
+    fs::path to = fs::path(path_).parent_path() / (scenario + "-without-gpus");
+    fs::copy(std::string(FERRY_TEST_FIXTURES) + "/doctor/" + scenario, to,
+             fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+    EXPECT_TRUE(fs::remove(to / "sys/bus/pci/devices/0000:00:06.0"));
+    return to.string();
   }
 
   std::string path_;
@@ -101,13 +113,57 @@ TEST_F(DoctorReportTest, NoCudaPredictsHostAndQuotesWhy) {
   EXPECT_EQ(r.prediction.target, "host memory");
   EXPECT_TRUE(r.prediction.read_works);
   EXPECT_THAT(r.prediction.explanation, HasSubstr("no GPU is usable"));
-  EXPECT_THAT(r.prediction.explanation, HasSubstr("libcuda.so.1 not found"));
+  EXPECT_THAT(r.prediction.explanation, HasSubstr("the CUDA section says why"));
   EXPECT_EQ(r.exit_status, kDoctorExitOk);
   ASSERT_NE(r.section("cuda"), nullptr);
   EXPECT_EQ(r.section("cuda")->status, CheckStatus::problem);
+  EXPECT_THAT(joined(find_check(r, "cuda", "driver library")->evidence), HasSubstr("libcuda.so.1 not found"));
   EXPECT_EQ(find_check(r, "cufile", "driver")->status, CheckStatus::not_applicable);
   ASSERT_FALSE(r.prediction.how_to_get_direct.empty());
   EXPECT_THAT(r.prediction.how_to_get_direct.front(), HasSubstr("Make a GPU usable"));
+}
+
+// Issue 48 (B16): without a GPU the text leads with a verdict computed from the checks, quotes the loader's
+// error once, and warns about nothing that only cuFile needs (cuFile is absent too).
+TEST_F(DoctorReportTest, NoCudaLeadsWithAVerdictAndQuotesTheLoaderOnce) {
+  DoctorReport r = run(without_gpus("vm_no_udev_record"), kNoCudaPlatform, CompatMode::automatic, true);
+  EXPECT_EQ(r.verdict, "no GPU here: host reads work (route host); nothing to fix for host memory");
+  std::string text = r.to_text();
+  EXPECT_EQ(text.rfind("verdict: no GPU here: host reads work (route host); nothing to fix for host memory\n", 0), 0u)
+      << text.substr(0, 200);
+  std::size_t quoted = 0;
+  for (std::size_t at = text.find("libcuda.so.1 not found"); at != std::string::npos;
+       at = text.find("libcuda.so.1 not found", at + 1)) {
+    ++quoted;
+  }
+  EXPECT_EQ(quoted, 1u) << text;
+  const DoctorCheck* udev = find_check(r, "file", "udev record");
+  ASSERT_NE(udev, nullptr);
+  EXPECT_EQ(udev->status, CheckStatus::not_applicable);
+  EXPECT_THAT(udev->summary, HasSubstr("only cuFile needs the record"));
+  EXPECT_TRUE(udev->advice.empty());
+  EXPECT_EQ(find_check(r, "nvidia_fs", "kernel module")->status, CheckStatus::not_applicable);
+  EXPECT_TRUE(find_check(r, "nvidia_fs", "kernel module")->advice.empty());
+  for (const DoctorSection& s : r.sections) EXPECT_NE(s.status, CheckStatus::warning) << s.id;
+  EXPECT_EQ(nlohmann::json::parse(r.to_json())["verdict"], r.verdict);
+}
+
+TEST_F(DoctorReportTest, VerdictOfGpusWithoutADriverPointsAtTheCudaSection) {
+  DoctorReport r = run("vm_udev_ok", kNoCudaPlatform, CompatMode::automatic);
+  EXPECT_EQ(r.verdict, "NVIDIA GPUs on the PCI bus, but no usable CUDA driver: host reads work (route host); nothing "
+                       "to fix for host memory (the CUDA section says what the GPUs need)");
+}
+
+TEST_F(DoctorReportTest, VerdictOfAGpuWithoutTheDirectRoute) {
+  DoctorReport r = run("vm_udev_ok", kFakePlatform, CompatMode::automatic);
+  EXPECT_THAT(r.verdict, HasSubstr("GPU 0: reads work (route staged); cuFile's direct route is not available"));
+  EXPECT_EQ(r.to_text().rfind("verdict: GPU 0: reads work (route staged)", 0), 0u);
+}
+
+TEST_F(DoctorReportTest, VerdictOfAFailureSaysWhy) {
+  DoctorReport r = run(without_gpus("vm_udev_ok"), kNoCudaPlatform, CompatMode::automatic, false, false,
+                       path_ + ".missing");
+  EXPECT_THAT(r.verdict, HasSubstr("no GPU here: the file could not be opened"));
 }
 
 TEST_F(DoctorReportTest, NoCudaRequireGdsExitsRouteRefused) {
@@ -293,7 +349,7 @@ TEST_F(DoctorReportTest, JsonSchemaKeysAreStable) {
   std::set<std::string> top;
   for (auto& [k, v] : j.items()) top.insert(k);
   EXPECT_EQ(top, (std::set<std::string>{"schema", "path", "device", "require_gds", "sections", "prediction", "probe",
-                                        "exit_status", "exit_reason"}));
+                                        "exit_status", "exit_reason", "verdict"}));
   EXPECT_EQ(j["schema"], "ferry.doctor/1");
   std::vector<std::string> ids;
   for (auto& s : j["sections"]) {

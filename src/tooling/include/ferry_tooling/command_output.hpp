@@ -37,6 +37,12 @@ int fail(const Status& status, int exit_status);
 /// object's ("invalid_argument" for the command line).
 int fail(ErrorCode code, const std::string& message, int exit_status);
 
+/// For a handler of SIGINT, SIGTERM or SIGHUP that ends the command (install_cleanup_signal_handlers):
+/// "<program>: cancelled: interrupted by SIGINT" on stderr and, where the command line asked for --json and
+/// no document has been printed yet, the error object (code "cancelled", exit_status 128 + `sig`) on
+/// stdout. Async-signal-safe: it only write(2)s text set_command() prepared. Other signals: nothing.
+void report_signal(int sig) noexcept;
+
 /// {"schema": "ferry.error/1", "command", "code", "message", "path", "errno": {"name", "number"} | null,
 /// "exit_status"} for `status`; "message" is the text stderr shows (Status::to_string()); "command" and
 /// "path" are null when empty.

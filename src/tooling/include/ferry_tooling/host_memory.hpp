@@ -20,8 +20,8 @@ class HostMemory {
   /// (MADV_POPULATE_WRITE), so that a timed transfer measures I/O rather than first-touch page faults.
   enum class Touch { on_use, now };
 
-  /// `size_bytes` of page-aligned memory (see the top of this file). Errors: no_space (ENOMEM) with
-  /// "Could not allocate <size> of host memory".
+  /// `size_bytes` of page-aligned memory (see the top of this file). Errors: unavailable (ENOMEM, as
+  /// Status::from_errno maps it) with "Could not allocate <size> of host memory".
   [[nodiscard]] static Result<HostMemory> allocate(std::uint64_t size_bytes, Touch touch = Touch::on_use);
   /// `size_bytes` (at least one page) of pinned memory for GPU `device`, from cuMemHostAlloc (portable, so any
   /// context may copy from it) through the process's CUDA driver. Errors: unavailable ("cannot use GPU N:

@@ -110,8 +110,9 @@ inline constexpr char kTemporaryPrefix[] = ".ferry-";
 [[nodiscard]] Status replace_file_contents(const std::string& path, std::string_view bytes, bool durable);
 
 /// Handlers for SIGINT, SIGTERM and SIGHUP (each unless ignored when the process started): remove the
-/// temporary file that has a name at that moment, then die of the same signal, so that the shell sees
-/// 128 + N (130 for SIGINT, 143 for SIGTERM). Idempotent.
+/// temporary file that has a name at that moment, report the interruption (report_signal in
+/// command_output.hpp: a message, and with --json an error object), then die of the same signal, so that
+/// the shell sees 128 + N (130 for SIGINT, 143 for SIGTERM). Idempotent.
 /// For programs only (the CLI): a library must not take over a process's signals.
 void install_cleanup_signal_handlers();
 

@@ -3,12 +3,15 @@
 // Part of ferry_tooling (see device_memory.hpp for who may use it). On a terminal, a transient line is
 // rewritten in place ("\r" and erase to the end of the line), and cleared before anything else is printed
 // and at the end; elsewhere (a pipe, a log file) transient lines are not printed at all, so that logs hold
-// only finished steps. `ferry read`, `write` and `load` show the bytes done of a long request; the benchmark
+// only finished steps. `ferry read`, `write` and `load` show the bytes done of a long request (and `write`
+// those of the data it generates first); the benchmark
 // shows each run and prints each finished measurement.
 // Thread safety: one TerminalProgress per thread; the functions below wait on their own thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "ferry/config.hpp"
@@ -48,5 +51,10 @@ std::string amount_text(const char* verb, std::uint64_t done, std::uint64_t tota
 /// Waits for `future`, showing amount_text(verb, bytes done, total) on a terminal, four times a second, once
 /// the wait has lasted a second; the line is cleared when the request ends.
 void wait_with_progress(const Future& future, const char* verb, std::uint64_t total);
+
+/// Runs `work` on a thread of its own and waits for it, showing amount_text(verb, done, total) as
+/// wait_with_progress does; `work` counts its bytes in `done`.
+void run_with_progress(const std::function<void()>& work, const std::atomic<std::uint64_t>& done, const char* verb,
+                       std::uint64_t total);
 
 }  // namespace ferry::tooling
