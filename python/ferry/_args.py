@@ -132,6 +132,19 @@ def fs_path(value: Any) -> bytes:
     return raw
 
 
+def display(value: Any) -> str:
+    """A path or URL as every message and label shows it: a URL without its user name, password, query string
+    or fragment (where credentials and signatures travel), a path as ``os.fsdecode`` gives it. The one helper
+    for labels made from a caller's checkpoint, file or save argument."""
+    try:
+        shown = value if isinstance(value, str) else os.fsdecode(os.fspath(value))
+    except TypeError:
+        return repr(value)
+    from . import _ferry
+
+    return _ferry.remote_display_url(shown) if _ferry.is_remote_url(shown) else shown
+
+
 def text(name: str, value: Any) -> str:
     """A str argument without NUL characters (open modes, setting values)."""
     if not isinstance(value, str):

@@ -27,6 +27,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 from . import _args, _ferry, _progress
 from ._config import _overrides
+from ._errors import invalid_argument
 
 __all__ = ["save_file", "save_sharded", "SaveHandle", "SaveResult", "ShardedSaveResult"]
 
@@ -229,7 +230,13 @@ def _parse_bytes(what: str, value: Union[int, str]) -> int:
 
 
 def _path(filename: PathLike) -> bytes:
-    return os.fsencode(os.fspath(filename))
+    """Where a save goes, as the kernel gets it. A URL is refused (saves write local files; `ferry write` says
+    the same), shown without its credentials; a NUL byte raises ``ValueError`` (it would cut the path short:
+    ``"model\\0.bak"`` would replace ``model``)."""
+    if isinstance(filename, str) and _ferry.is_remote_url(filename):
+        raise invalid_argument(f"Could not save to {_args.display(filename)!r}: remote writes are not supported "
+                               "(save to a local file, then copy it)")
+    return _args.fs_path(filename)
 
 
 class SaveResult:
@@ -448,8 +455,7 @@ def save_sharded(tensors: Mapping[str, Any], save_directory: PathLike, max_shard
     ``progress`` is the whole save's (every shard's tensor bytes). Other options as :func:`save_file`.
     """
     specs, meta, config, staging, refuse = _prepare(tensors, metadata, dtypes, max_staging_bytes, settings)
-    if not isinstance(prefix, str):
-        raise TypeError(f"prefix must be a str, not {type(prefix).__name__}")
+    prefix = _args.text("prefix", prefix)
     directory = _path(save_directory)
     limit = _parse_bytes("max_shard_size", max_shard_size)
     callback = _save_progress(progress, specs, f"saving {os.path.basename(os.fsdecode(directory))}")

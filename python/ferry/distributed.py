@@ -29,12 +29,11 @@ bounded by ``timeout``.
 from __future__ import annotations
 
 import datetime
-import os
 import time
 from collections import deque
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple, Union
 
-from . import _ferry
+from . import _args, _ferry
 from . import safetensors as _st
 from ._dist_group import DistributedLoadError, DistributedTimeoutError, Group, rank_list
 from ._dist_plan import DEVICE_ALIGNMENT, HOST_ALIGNMENT, PAGE, Piece, Plan, ShardRules, split_range
@@ -191,7 +190,7 @@ def load(filename: _st.PathLike, device: _st.Device = None, *, process_group: An
     if process_group is None:
         raise TypeError("ferry.distributed.load needs a process_group (torch.distributed.group.WORLD, or a new_group)")
     group = Group(process_group, timeout_seconds(timeout),
-                  f"loading {os.fsdecode(os.fspath(filename))!r}")
+                  f"loading {_args.display(filename)!r}")
     fw = _st._framework(framework)
     if fw.name != "pt":
         raise ValueError(f"process_group exchanges PyTorch tensors: framework must be 'pt', not {framework!r}")

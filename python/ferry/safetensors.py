@@ -548,7 +548,7 @@ def load_into(filename: PathLike, tensors: Mapping[str, Any], *, progress: Progr
         keep.append(buf)
         items.append((name, int(buf.address), 0, nbytes))
         total += nbytes
-    label = f"loading {os.path.basename(os.fsdecode(os.fspath(filename)))}"
+    label = f"loading {os.path.basename(_args.display(filename))}"
     stats = dict(impl.read_into(items, int(max_request_bytes), int(max_requests_in_flight),
                                 _progress_callback(progress, total, label)))
     stats["report"] = _report(stats["report"])

@@ -30,14 +30,13 @@ torch is imported when this module is.
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import warnings
 from typing import Any, Dict, Iterator, List, Tuple, Union, cast
 
 import torch
 
-from . import _ferry
+from . import _args, _ferry
 from . import safetensors as _st
 from ._save import _dtype_names
 
@@ -195,7 +194,7 @@ def load_into_module(module: Any, checkpoint: _st.PathLike, strict: bool = True,
     """
     if not isinstance(module, torch.nn.Module):
         raise TypeError(f"module must be a torch.nn.Module, not {type(module).__name__}")
-    path = os.fsdecode(os.fspath(checkpoint))
+    path = _args.display(checkpoint)
     if process_group is not None or shard_rules is not None or timeout is not None:
         return _load_by_group(module, checkpoint, path, strict, device, progress, process_group, shard_rules, timeout,
                               settings)

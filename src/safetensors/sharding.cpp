@@ -104,7 +104,8 @@ Result<ShardedSaveStats> save_sharded_with(const std::string& directory, std::sp
     Status s = check_overlaps(kept, image->size_bytes);
     if (!s.ok()) return Status(s.code(), fmt::format("Could not save shards into \"{}\": {}", directory, s.message()));
   }
-  if (options.prefix.empty() || options.prefix.find('/') != std::string::npos) {
+  if (options.prefix.empty() || options.prefix.find('/') != std::string::npos ||
+      options.prefix.find('\0') != std::string::npos) {
     return Status(ErrorCode::invalid_argument,
                   fmt::format("the shard prefix {} must be a non-empty file name", quoted_text(options.prefix)));
   }

@@ -94,6 +94,13 @@ pid_t writer_of(const char* name, const std::string& host) {
   return static_cast<pid_t>(pid);
 }
 
+// `path` with NUL bytes shown as \0, for a message.
+std::string printable_path(const std::string& path) {
+  std::string out;
+  for (char c : path) out += c == '\0' ? std::string("\\0") : std::string(1, c);
+  return out;
+}
+
 const char* file_type_name(mode_t mode) {
   if (S_ISCHR(mode)) return "a character device";
   if (S_ISBLK(mode)) return "a block device";
@@ -186,6 +193,11 @@ Result<Destination> inspect_destination(const std::string& path) {
   d.path = path;
   d.target = path;
   if (path.empty()) return Status(ErrorCode::invalid_argument, "Could not write \"\": the file name is empty");
+  // A NUL ends the path the kernel sees: "model\0.bak" would replace "model".
+  if (path.find('\0') != std::string::npos) {
+    return Status(ErrorCode::invalid_argument,
+                  fmt::format("Could not write \"{}\": the name holds a NUL byte", printable_path(path)), EINVAL);
+  }
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0) {
     if (S_ISLNK(st.st_mode)) {
