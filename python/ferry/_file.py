@@ -7,7 +7,7 @@ import atexit
 import numbers
 import os
 import sys
-from typing import Any, Dict, Generator, List, Optional, Union
+from typing import Any, Dict, Generator, List, NoReturn, Optional, Tuple, Union
 
 from . import _args, _ferry, _progress
 from ._buffers import acquire as _acquire
@@ -190,7 +190,8 @@ class File:
         impl = self._impl.pread(b, n, at) if op == "read" else self._impl.pwrite(b, n, at)
         return Future(impl, "p" + op, n, at)
 
-    def read_async(self, buf: Any, offset: int = 0, size: Optional[int] = None, *, stream: Any) -> Future:
+    def read_async(self, buf: Any, *positional: NoReturn, offset: int = 0, size: Optional[int] = None,
+                   stream: Any) -> Future:
         """Reads ``size`` bytes (default: all of ``buf``) at ``offset`` into ``buf`` in a CUDA stream's
         order, without blocking: the read begins once the work already queued on ``stream`` has finished,
         and work queued on ``stream`` afterwards waits until the bytes are in ``buf``.
@@ -202,14 +203,19 @@ class File:
         read still releases the stream, so check the future: work queued after it then sees whatever the
         buffer held. The array's own producer stream is not waited for: order it with ``stream`` yourself
         (allocate and fill the array on ``stream``). Raises :class:`UnavailableError` through the future
-        without a CUDA driver. See python/README.md, "Stream-ordered reads and writes"."""
+        without a CUDA driver. See python/README.md, "Stream-ordered reads and writes".
+
+        ``offset``, ``size`` and ``stream`` are keywords only, as for :meth:`pread`."""
+        _refuse_positional("read_async", positional)
         return self._start("read", buf, offset, size, _stream_handle(stream))
 
-    def write_async(self, buf: Any, offset: int = 0, size: Optional[int] = None, *, stream: Any) -> Future:
+    def write_async(self, buf: Any, *positional: NoReturn, offset: int = 0, size: Optional[int] = None,
+                    stream: Any) -> Future:
         """Writes ``size`` bytes (default: all of ``buf``) from ``buf`` at ``offset`` in ``stream``'s order:
         the write begins once the work queued on ``stream`` before it (the kernels producing ``buf``) has
         finished, and later work on ``stream`` waits until the data is written (to the page cache, as
         :meth:`pwrite`). Otherwise as :meth:`read_async`."""
+        _refuse_positional("write_async", positional)
         return self._start("write", buf, offset, size, _stream_handle(stream))
 
     # -- position
@@ -260,14 +266,19 @@ class File:
     def writable(self) -> bool:
         return self._mode.replace("b", "") in ("w", "r+", "a")
 
-    def pread(self, buf: Any, offset: int = 0, size: Optional[int] = None) -> Future:
+    def pread(self, buf: Any, *positional: NoReturn, offset: int = 0, size: Optional[int] = None) -> Future:
         """Starts reading ``size`` bytes (default: all of ``buf``) at ``offset`` into ``buf``; returns a
         :class:`Future`. ``buf`` must stay unchanged until the future is done (Ferry keeps it alive).
+
+        ``offset`` and ``size`` are keywords only: ``f.pread(buf, offset=4096, size=100)``. KvikIO's
+        ``pread(buf, size, file_offset)`` takes them the other way round, so a positional call raises
+        ``TypeError`` rather than read the wrong bytes; :mod:`ferry.kvikio` takes KvikIO's order.
 
         ``offset`` and ``size`` are ints (or objects with ``__index__``; not bools): other types raise
         ``TypeError``, values past 2**63 - 1 ``OverflowError``, negative values and ranges that end past
         2**63 - 1 :class:`InvalidArgumentError` (a ``ValueError`` and an ``OSError`` with EINVAL), a size
         larger than ``buf`` :class:`InvalidBufferError`, all before any I/O."""
+        _refuse_positional("pread", positional)
         return self._start("read", buf, offset, size)
 
     def pread_batch(self, dst_or_pieces: Any, offsets: Any = None, size: Optional[int] = None) -> Future:
@@ -327,10 +338,11 @@ class File:
         impl = self._impl.pread_batch([b], starts, lengths, offsets_array)
         return Future(impl, "pread_batch", count * n, 0)
 
-    def pwrite(self, buf: Any, offset: int = 0, size: Optional[int] = None) -> Future:
+    def pwrite(self, buf: Any, *positional: NoReturn, offset: int = 0, size: Optional[int] = None) -> Future:
         """Starts writing ``size`` bytes (default: all of ``buf``) from ``buf`` at ``offset``; returns a
         :class:`Future`. The data is in the page cache when it completes: call :meth:`sync` for
-        durability. Arguments are checked as :meth:`pread` checks them."""
+        durability. ``offset`` and ``size`` are keywords only, and checked, as for :meth:`pread`."""
+        _refuse_positional("pwrite", positional)
         return self._start("write", buf, offset, size)
 
     def read(self, buf_or_size: Any = -1, size: Optional[int] = None, *, progress: _progress.Progress = None) -> Any:
@@ -472,6 +484,30 @@ def _stop_requests_after_ctrl_c() -> None:
     if isinstance(getattr(sys, "last_value", None), KeyboardInterrupt):
         _ferry.cancel_all_requests()
     _ferry.reap_parked(True)
+
+
+# KvikIO's spelling of each call whose offset and size are keywords only here (see _refuse_positional).
+_KVIKIO_ORDER = {
+    "pread": "CuFile.pread(buf, size, file_offset)",
+    "pwrite": "CuFile.pwrite(buf, size, file_offset)",
+    "read_async": "CuFile.raw_read_async(buf, stream, size, file_offset)",
+    "write_async": "CuFile.raw_write_async(buf, stream, size, file_offset)",
+}
+
+
+def _refuse_positional(method: str, extra: Tuple[Any, ...]) -> None:
+    """Raises the TypeError for ``File.<method>(buf, a, ...)``. Ferry once took ``(buf, offset, size)``
+    there and KvikIO takes ``(buf, size, file_offset)``: the same call meant different bytes, and a KvikIO
+    habit read nothing without a word (``f.pread(buf, 100, 0)`` was 0 bytes at offset 100)."""
+    if not extra:
+        return
+    shown = ", ".join(repr(a) for a in extra)
+    stream = ", stream=s" if method.endswith("_async") else ""
+    raise TypeError(
+        f"File.{method}() takes offset and size as keywords only: f.{method}(buf, offset=..., size=...{stream}), "
+        f"not {len(extra)} more positional argument{'s' if len(extra) > 1 else ''} ({shown}). KvikIO's order is "
+        f"(buf, size, file_offset), as in {_KVIKIO_ORDER[method]}: for KvikIO code, ferry.kvikio.CuFile takes "
+        "that order")
 
 
 def _stream_handle(stream: Any) -> int:
