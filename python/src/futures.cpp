@@ -1,5 +1,8 @@
 #include "futures.hpp"
 
+#include <pthread.h>
+
+#include <atomic>
 #include <cmath>
 #include <unordered_set>
 #include <utility>
@@ -35,6 +38,30 @@ auto* const g_parked = new std::vector<Parked>();
 thread_local bool t_dropped_by_interrupt = false;
 
 destructor g_base_dealloc = nullptr;
+
+// The tokens of announced futures whose requests completed (Completion::announce_as), for the one Python
+// thread that waits for them. A leaf lock: nothing else is locked while it is held.
+struct DoneQueue {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<std::uint64_t> tokens;
+  bool woken = false;
+};
+
+std::atomic<DoneQueue*> g_done{new DoneQueue()};
+
+// A forked child has none of the parent's threads, and a copy of the queue that one of them may have held
+// locked, or waited on, at the fork: the child starts a queue of its own (the old one is left, never freed).
+const int g_done_queue_forks = pthread_atfork(nullptr, nullptr, [] { g_done.store(new DoneQueue()); });
+
+void put_on_done_queue(std::uint64_t token) {
+  DoneQueue* q = g_done.load();
+  {
+    std::lock_guard<std::mutex> lock(q->mutex);
+    q->tokens.push_back(token);
+  }
+  q->cv.notify_one();
+}
 
 void future_dealloc(PyObject* self) {
   const bool saved = t_dropped_by_interrupt;
@@ -125,11 +152,53 @@ bool FileRequests::wait_idle_for(std::chrono::milliseconds timeout) {
 // ---- Completion
 
 void Completion::mark() {
+  std::optional<std::uint64_t> token;
   {
     std::lock_guard<std::mutex> lock(mutex);
     done = true;
+    token = announce;
   }
   cv.notify_all();
+  if (token) put_on_done_queue(*token);
+}
+
+void Completion::announce_as(std::uint64_t token) {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!done) {
+      announce = token;  // mark() announces it
+      return;
+    }
+  }
+  put_on_done_queue(token);
+}
+
+std::vector<std::uint64_t> wait_for_done_futures(std::optional<double> timeout) {
+  const std::optional<Clock::time_point> deadline = deadline_after(timeout);
+  std::vector<std::uint64_t> tokens;
+  {
+    py::gil_scoped_release release;
+    DoneQueue* q = g_done.load();
+    std::unique_lock<std::mutex> lock(q->mutex);
+    auto ready = [q] { return !q->tokens.empty() || q->woken; };
+    if (deadline) {
+      q->cv.wait_until(lock, *deadline, ready);
+    } else {
+      q->cv.wait(lock, ready);
+    }
+    q->woken = false;
+    tokens.swap(q->tokens);
+  }
+  return tokens;
+}
+
+void wake_done_waiter() {
+  DoneQueue* q = g_done.load();
+  {
+    std::lock_guard<std::mutex> lock(q->mutex);
+    q->woken = true;
+  }
+  q->cv.notify_all();
 }
 
 bool Completion::wait_for(std::chrono::milliseconds timeout) {
@@ -314,6 +383,11 @@ bool PyFuture::cancelled() {
 std::uint64_t PyFuture::bytes_done() {
   std::lock_guard<std::mutex> lock(mutex_);
   return outcome_ ? bytes_at_end_ : future_.bytes_done();
+}
+
+void PyFuture::notify_when_done(std::uint64_t token) {
+  hurry();  // nobody waits on this thread next: a worker takes a one-task request now
+  completion_->announce_as(token);
 }
 
 void PyFuture::request_stop() {

@@ -483,7 +483,12 @@ PYBIND11_MODULE(_ferry, m) {
       .def("exception", &PyFuture::exception)
       .def("cancel", &PyFuture::cancel, py::arg("wait") = true)
       .def("cancelled", &PyFuture::cancelled)
-      .def("bytes_done", &PyFuture::bytes_done);
+      .def("bytes_done", &PyFuture::bytes_done)
+      .def("notify_when_done", &PyFuture::notify_when_done, py::arg("token"));
+  m.def("wait_for_done_futures", &wait_for_done_futures, py::arg("timeout") = py::none(),
+        "Tokens of the futures given to notify_when_done() whose requests completed since the last call; waits "
+        "(GIL released) for at least one, at most `timeout` seconds, or until wake_done_waiter().");
+  m.def("wake_done_waiter", &wake_done_waiter, "Makes wait_for_done_futures() return now.");
 
   py::class_<PyFile>(m, "File", "An open file (ferry::File).")
       .def_static("open", &PyFile::open, py::arg("path"), py::arg("mode"), py::arg("config") = py::none(),
