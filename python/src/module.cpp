@@ -336,6 +336,12 @@ class PyFile {
   py::bytes path() const { return py::bytes(file_->path()); }
   Config config() const { return file_->config(); }
   py::tuple report() const { return report_parts(file_->report()); }
+  /// This File's report and `others'`, added up (ferry.kvikio: one CuFile over several Files).
+  py::tuple report_with(const std::vector<const PyFile*>& others) const {
+    Report sum = file_->report();
+    for (const PyFile* other : others) sum.merge(other->file_->report());
+    return report_parts(sum);
+  }
   bool direct_io_available() const { return file_->direct_io_available(); }
   std::string direct_io_note() const { return file_->direct_io_note(); }
 
@@ -516,6 +522,7 @@ PYBIND11_MODULE(_ferry, m) {
       .def_property_readonly("path", &PyFile::path)
       .def("config", &PyFile::config)
       .def("report", &PyFile::report)
+      .def("report_with", &PyFile::report_with, py::arg("others"))
       .def("direct_io_available", &PyFile::direct_io_available)
       .def("direct_io_note", &PyFile::direct_io_note);
 
