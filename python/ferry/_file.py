@@ -320,15 +320,15 @@ class _Watcher:
     done-callbacks, ``await``) when their requests complete. The engine's threads never take the GIL:
     each such request puts its token on a queue when it completes (python/src/futures.hpp, "Completion
     announcements"), and one daemon thread, ``ferry-futures``, started on first use, takes the tokens and
-    settles the futures. Futures are held weakly, except those with callbacks (kept until they ran); a
-    future dropped meanwhile is forgotten, and one dropped by a Ctrl-C is cancelled as any other."""
+    settles the futures. It serves until the interpreter ends it (atexit handlers can still wait). Futures
+    are held weakly, except those with callbacks (kept until they ran); a future dropped meanwhile is
+    forgotten, and one dropped by a Ctrl-C is cancelled as any other."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._futures: Dict[int, Callable[[], Optional[Future]]] = {}
         self._tokens = itertools.count(1)
         self._thread: Optional[threading.Thread] = None
-        self._stopping = False
 
     def watch(self, future: Future, keep: bool) -> int:
         with self._lock:
@@ -337,13 +337,12 @@ class _Watcher:
                 self._futures[token] = _Kept(future)
             else:
                 self._futures[token] = weakref.ref(future)
-            start = self._thread is None and not self._stopping
+            start = self._thread is None
             if start:
                 self._thread = threading.Thread(target=self._run, name="ferry-futures", daemon=True)
         if start:
             assert self._thread is not None
             self._thread.start()
-            atexit.register(self._stop)  # after ferry's own hook, so it runs first (atexit is last-in, first-out)
         future._impl.notify_when_done(token)  # announced at once when the request is over already
         return token
 
@@ -353,7 +352,7 @@ class _Watcher:
                 self._futures[token] = _Kept(future)
 
     def _run(self) -> None:
-        while not self._stopping:
+        while True:
             for token in _ferry.wait_for_done_futures(None):
                 with self._lock:
                     ref = self._futures.pop(token, None)
@@ -365,13 +364,6 @@ class _Watcher:
                 except Exception:  # a bug of Ferry's: say so, and keep serving the other futures
                     _log.exception("ferry-futures could not settle %r", future)
                 del future, ref  # a dropped future's request is over: its buffer goes here
-
-    def _stop(self) -> None:
-        """At exit: ends the thread while the interpreter still runs, so it is never stopped inside a wait."""
-        self._stopping = True
-        _ferry.wake_done_waiter()
-        if self._thread is not None:
-            self._thread.join(timeout=5.0)
 
 
 class _Kept:

@@ -45,7 +45,6 @@ struct DoneQueue {
   std::mutex mutex;
   std::condition_variable cv;
   std::vector<std::uint64_t> tokens;
-  bool woken = false;
 };
 
 std::atomic<DoneQueue*> g_done{new DoneQueue()};
@@ -176,29 +175,23 @@ void Completion::announce_as(std::uint64_t token) {
 std::vector<std::uint64_t> wait_for_done_futures(std::optional<double> timeout) {
   const std::optional<Clock::time_point> deadline = deadline_after(timeout);
   std::vector<std::uint64_t> tokens;
+  DoneQueue* q = g_done.load();
+  // Not py::gil_scoped_release: this runs on a daemon thread, and one that takes the GIL back while the
+  // interpreter finalizes is ended there (pthread_exit). The unwinding that ends it must not begin inside a
+  // destructor, which is noexcept (std::terminate: the process would abort at exit).
+  PyThreadState* released = PyEval_SaveThread();
   {
-    py::gil_scoped_release release;
-    DoneQueue* q = g_done.load();
     std::unique_lock<std::mutex> lock(q->mutex);
-    auto ready = [q] { return !q->tokens.empty() || q->woken; };
+    auto ready = [q] { return !q->tokens.empty(); };
     if (deadline) {
       q->cv.wait_until(lock, *deadline, ready);
     } else {
       q->cv.wait(lock, ready);
     }
-    q->woken = false;
     tokens.swap(q->tokens);
   }
+  PyEval_RestoreThread(released);
   return tokens;
-}
-
-void wake_done_waiter() {
-  DoneQueue* q = g_done.load();
-  {
-    std::lock_guard<std::mutex> lock(q->mutex);
-    q->woken = true;
-  }
-  q->cv.notify_all();
 }
 
 bool Completion::wait_for(std::chrono::milliseconds timeout) {

@@ -139,12 +139,10 @@ struct Completion {
 };
 
 /// Waits (GIL released) until some announced futures are done, or `timeout` seconds passed (None: no
-/// limit), or wake_done_waiter() was called; returns the tokens announced since the last call, in order
-/// of completion (maybe none). For one thread at a time. Call with the GIL held.
+/// limit); returns the tokens announced since the last call, in order of completion (maybe none). For one
+/// thread at a time, a daemon thread: at interpreter exit it may be ended inside, which is safe. Call with
+/// the GIL held.
 std::vector<std::uint64_t> wait_for_done_futures(std::optional<double> timeout);
-
-/// Makes the current or next wait_for_done_futures() return at once (for shutting its thread down).
-void wake_done_waiter();
 
 /// The extension's side of ferry.Future. Keeps the buffer's owner alive until the request is done; a
 /// PyFuture dropped before then waits for its request (or parks it, see above), so no task ever writes

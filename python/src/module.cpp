@@ -493,8 +493,7 @@ PYBIND11_MODULE(_ferry, m) {
       .def("notify_when_done", &PyFuture::notify_when_done, py::arg("token"));
   m.def("wait_for_done_futures", &wait_for_done_futures, py::arg("timeout") = py::none(),
         "Tokens of the futures given to notify_when_done() whose requests completed since the last call; waits "
-        "(GIL released) for at least one, at most `timeout` seconds, or until wake_done_waiter().");
-  m.def("wake_done_waiter", &wake_done_waiter, "Makes wait_for_done_futures() return now.");
+        "(GIL released) for at least one, at most `timeout` seconds.");
 
   py::class_<PyFile>(m, "File", "An open file (ferry::File).")
       .def_static("open", &PyFile::open, py::arg("path"), py::arg("mode"), py::arg("config") = py::none(),
