@@ -255,7 +255,9 @@ PyFuture::~PyFuture() {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!outcome_ && on_outcome_) on_outcome_(future_.get());
   };
-  if (PyGILState_Check()) {
+  // A request that is over needs no wait, so the GIL stays (the locks are never held by a thread waiting for
+  // it): a daemon thread dropping a done future at interpreter exit must not retake the GIL in a destructor.
+  if (PyGILState_Check() && !completion_->is_done()) {
     py::gil_scoped_release release;
     finish();
   } else {
@@ -285,17 +287,16 @@ void PyFuture::hurry() const {
 }
 
 bool PyFuture::wait_until(std::optional<Clock::time_point> deadline) {
-  if (!completion_->is_done()) {
-    if (deadline) {
-      hurry();  // a timed wait will not run the request here: a worker takes it now
-    } else if (waiter_runs_) {
-      // A wait without a limit runs a one-task request that no worker has begun on this thread: no hand-off
-      // to a worker and back (most of a small read's cost). One task of a local file: a Ctrl-C meanwhile
-      // waits no longer than it would for that task running on a worker.
-      py::gil_scoped_release release;
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (!outcome_) future_.try_run_here();
-    }
+  if (completion_->is_done()) return true;  // without giving the GIL away (see settle())
+  if (deadline) {
+    hurry();  // a timed wait will not run the request here: a worker takes it now
+  } else if (waiter_runs_) {
+    // A wait without a limit runs a one-task request that no worker has begun on this thread: no hand-off
+    // to a worker and back (most of a small read's cost). One task of a local file: a Ctrl-C meanwhile
+    // waits no longer than it would for that task running on a worker.
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!outcome_) future_.try_run_here();
   }
   return wait_interruptibly([this](std::chrono::milliseconds d) { return completion_->wait_for(d); }, deadline,
                             [this] { stop_after_interrupt(); });
@@ -314,21 +315,28 @@ bool PyFuture::wait(std::optional<double> timeout) { return wait_until(deadline_
 
 const Result<Transfer>& PyFuture::settle() {
   bool first = false;
-  {
-    py::gil_scoped_release release;
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!outcome_) {
-      bytes_at_end_ = future_.bytes_done();
-      Result<Transfer> r = future_.get();
-      if (!r.ok() && r.status().code() == ErrorCode::cancelled && r.status().path().empty()) {
-        // The engine's message knows nothing of the request: name it, as every other error does.
-        r = Status(ErrorCode::cancelled, "Could not " + what_ + ": the request was cancelled",
-                   r.status().sys_errno(), path_);
-      }
-      outcome_.emplace(std::move(r));
-      if (on_outcome_) std::exchange(on_outcome_, nullptr)(*outcome_);
-      first = true;
+  auto take = [this, &first] {  // with mutex_ held
+    if (outcome_) return;
+    bytes_at_end_ = future_.bytes_done();
+    Result<Transfer> r = future_.get();
+    if (!r.ok() && r.status().code() == ErrorCode::cancelled && r.status().path().empty()) {
+      // The engine's message knows nothing of the request: name it, as every other error does.
+      r = Status(ErrorCode::cancelled, "Could not " + what_ + ": the request was cancelled",
+                 r.status().sys_errno(), path_);
     }
+    outcome_.emplace(std::move(r));
+    if (on_outcome_) std::exchange(on_outcome_, nullptr)(*outcome_);
+    first = true;
+  };
+  // The request is done, so mutex_ is nearly always free: the outcome is taken with the GIL held, which
+  // saves a hand-over of the GIL, and keeps the ferry-futures thread (a daemon thread) from retaking it in a
+  // destructor, where being ended at interpreter exit would abort the process.
+  if (std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock); lock.owns_lock()) {
+    take();
+  } else {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> held(mutex_);
+    take();
   }
   if (first) keep_ = py::none();  // the request is over: let the buffer go
   return *outcome_;
