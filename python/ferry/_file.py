@@ -77,7 +77,7 @@ class Future(_FutureBase):
     _done_callbacks: List[Callable[[Any], object]]
 
     def __init__(self, impl: "_ferry.Future", op: str, size: int, offset: int) -> None:
-        # What concurrent.futures.Future.__init__ sets (Python 3.8 to 3.13; test_futures checks it), less
+        # What concurrent.futures.Future.__init__ sets (Python 3.8 to 3.13; test_concurrent_futures checks it), less
         # the Condition, made when first needed: a small read's pread().result() does without one.
         self._lazy_condition: Optional[threading.Condition] = None
         self._state = _cf.RUNNING  # the request is under way from the start; _settle() ends it

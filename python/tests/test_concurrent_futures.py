@@ -65,7 +65,9 @@ def test_a_ferry_future_is_a_concurrent_futures_future(make_file):
             assert hasattr(fut, name), name
         assert fut.result() == 4096
         assert fut.done() and not fut.running() and not fut.cancelled()
-        for call in (lambda: fut.set_result(1), lambda: fut.set_exception(ValueError()), fut.set_running_or_notify_cancel):
+        executor_calls = (lambda: fut.set_result(1), lambda: fut.set_exception(ValueError()),
+                          fut.set_running_or_notify_cancel)
+        for call in executor_calls:
             with pytest.raises(RuntimeError, match="executor"):
                 call()
         assert fut.result() == 4096

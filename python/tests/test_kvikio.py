@@ -123,7 +123,8 @@ def test_raw_reads_and_writes_take_a_buffer_offset(tmp_path):
     assert path.read_bytes()[100:4100] == data[2000:6000].tobytes()
 
 
-@pytest.mark.skipif(_ferry.cuda_driver_error() is None, reason="CUDA is usable here: the GPU tests cover raw_read_async")
+@pytest.mark.skipif(_ferry.cuda_driver_error() is None,
+                    reason="CUDA is usable here: the GPU tests cover raw_read_async")
 def test_stream_ordered_calls_without_cuda_raise_through_the_future(make_file):
     path, _ = make_file(4096)
     with kvikio.CuFile(path, "r") as f:
@@ -263,7 +264,8 @@ def test_defaults_are_ferry_config_under_kvikios_names():
     ferry.config.compat_mode = "off"
     assert kvikio.defaults.compat_mode() is kvikio.CompatMode.OFF
     kvikio.defaults.set({"gds_threshold": 4096, "bounce_buffer_size": 1 << 20, "compat_mode": kvikio.CompatMode.ON})
-    assert (ferry.config.gds_threshold, ferry.config.bounce_buffer_size, ferry.config.compat_mode) == (4096, 1 << 20, "on")
+    got = (ferry.config.gds_threshold, ferry.config.bounce_buffer_size, ferry.config.compat_mode)
+    assert got == (4096, 1 << 20, "on")
     assert kvikio.defaults.get("gds_threshold") == kvikio.defaults.gds_threshold() == 4096
     assert kvikio.defaults.bounce_buffer_size() == 1 << 20
 
