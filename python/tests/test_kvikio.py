@@ -34,26 +34,26 @@ def test_the_quickstart_writes_and_reads_back(tmp_path):
     path = tmp_path / "test-file"
     a = np.arange(100)
     f = kvikio.CuFile(path, "w")
-    assert f.write(a) == a.nbytes  # write the whole array to the file
+    assert f.write(a) == a.nbytes  # all of a
     f.close()
     assert path.read_bytes() == a.tobytes()
 
     b = np.empty_like(a)
     f = kvikio.CuFile(path, "r")
-    assert f.read(b) == a.nbytes  # read the whole array from the file
+    assert f.read(b) == a.nbytes  # into all of b
     assert all(a == b)
     f.close()
 
     c = np.empty_like(a)
-    with kvikio.CuFile(path, "r") as f:  # as a context manager
+    with kvikio.CuFile(path, "r") as f:  # closed by the with block
         f.read(c)
     assert all(a == c)
 
     d = np.empty_like(a)
-    with kvikio.CuFile(path, "r") as f:  # non-blocking reads
+    with kvikio.CuFile(path, "r") as f:  # two reads in flight
         future1 = f.pread(d[:50])
         future2 = f.pread(d[50:], file_offset=d[:50].nbytes)
-        assert future1.get() == future2.get() == d[:50].nbytes  # wait for both
+        assert future1.get() == future2.get() == d[:50].nbytes
     assert all(a == d)
 
 
