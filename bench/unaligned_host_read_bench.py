@@ -50,7 +50,7 @@ def main() -> int:
         with ferry.open(path, "w") as f:
             block = rng.integers(0, 256, 64 << 20, dtype=np.uint8)
             for at in range(0, size, block.size):
-                f.pwrite(block[: min(block.size, size - at)], at).result()
+                f.pwrite(block[: min(block.size, size - at)], offset=at).result()
             f.sync()
     try:
         import torch

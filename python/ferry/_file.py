@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures
+import itertools
+import logging
 import numbers
 import os
 import sys
-from typing import Any, Dict, Generator, List, Optional, Union
+import threading
+import weakref
+from concurrent.futures import _base as _cf
+from typing import TYPE_CHECKING, Any, Callable, Dict, Generator, Iterator, List, NoReturn, Optional, Tuple, Union
 
 from . import _args, _ferry, _progress
 from ._buffers import acquire as _acquire
@@ -19,40 +25,154 @@ from ._report import Report
 PathLike = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
 
-class Future:
-    """The pending result of :meth:`File.pread` or :meth:`File.pwrite`.
+if TYPE_CHECKING:
+    _FutureBase = concurrent.futures.Future[int]
+else:
+    _FutureBase = concurrent.futures.Future  # not subscriptable at run time before Python 3.9
+
+_DONE_STATES = (_cf.CANCELLED_AND_NOTIFIED, _cf.FINISHED)
+_conditions_made = threading.Lock()  # makes each Future's Condition once
+_log = logging.getLogger("ferry")
+
+
+class Future(_FutureBase):
+    """The pending result of :meth:`File.pread` or :meth:`File.pwrite`: a ``concurrent.futures.Future``.
 
     ``result()`` waits and returns the bytes transferred (fewer than asked only when a read reached the
     end of the file), or raises the request's error. ``report`` is the request's route report. The
     buffer stays referenced until the request is done; dropping a Future waits for its request, so a
-    buffer is never written after Python could free it. ``await future`` works in asyncio code (the wait
-    runs in the default executor; cancelling the awaiting task cancels the request). All waits release
-    the GIL.
+    buffer is never written after Python could free it. All waits release the GIL.
+
+    It works wherever a ``concurrent.futures.Future`` does: ``concurrent.futures.wait``, ``as_completed``,
+    ``add_done_callback``, ``asyncio.wrap_future``, and ``await future`` in asyncio code (cancelling the
+    awaiting task cancels the request without blocking the event loop). A request runs from the moment it
+    is made, so ``running()`` is True until it is done. Done-callbacks are called once, on the thread
+    that first sees the request done: the caller of ``result()``, ``done()`` and the like, or Ferry's
+    ``ferry-futures`` thread, which learns of completions from the engine for the futures that
+    ``wait``/``as_completed``, a callback or an ``await`` wait for. A callback that raises is logged (as
+    ``concurrent.futures`` logs it); one that blocks holds up the callbacks of other futures, and one that
+    waits for another Ferry future through ``concurrent.futures`` there never returns, so keep them short
+    (``asyncio.wrap_future``'s are). ``set_result`` and the other methods for executors raise
+    ``RuntimeError``: the request sets the outcome.
 
     Cancellation: :meth:`cancel` stops the request (no task starts after it; running tasks finish) and
-    ``result()`` then raises :class:`CancelledError`. Every wait runs Python's signal handlers while it
-    waits: a ``KeyboardInterrupt`` (Ctrl-C) or any other exception a handler raises cancels the request,
-    waits for its running tasks to stop, and then propagates.
+    ``result()`` then raises :class:`CancelledError` (a ``concurrent.futures.CancelledError``). Every wait
+    in Ferry's own methods runs Python's signal handlers while it waits: a ``KeyboardInterrupt`` (Ctrl-C)
+    or any other exception a handler raises cancels the request, waits for its running tasks to stop, and
+    then propagates. ``concurrent.futures.wait`` and ``as_completed`` wait in the standard library's way:
+    Ctrl-C interrupts the wait and leaves the requests running (cancel them, or leave a ``with
+    ferry.open(...)`` block, which does).
 
     Timeouts are taken as ``concurrent.futures`` takes them: seconds as an int or a float, ``None`` or
     infinity for no limit, zero or less for no wait at all.
     """
 
-    __slots__ = ("_impl", "_op", "_size", "_offset", "__weakref__")
+    __slots__ = ("_impl", "_op", "_size", "_offset", "_token", "_lazy_condition", "_waiter_list")
+
+    # concurrent.futures.Future's state, which its wait() and as_completed() read and change: _condition,
+    # _state, _waiters (the properties below), _result, _exception, _done_callbacks.
+    _state: str
+    _result: Any
+    _exception: Optional[BaseException]
+    _done_callbacks: List[Callable[[Any], object]]
 
     def __init__(self, impl: "_ferry.Future", op: str, size: int, offset: int) -> None:
+        # What concurrent.futures.Future.__init__ sets (Python 3.8 to 3.13; test_concurrent_futures checks it), less
+        # the Condition, made when first needed: a small read's pread().result() does without one.
+        self._lazy_condition: Optional[threading.Condition] = None
+        self._state = _cf.RUNNING  # the request is under way from the start; _settle() ends it
+        self._result = None
+        self._exception = None
+        self._waiter_list: List[Any] = []
+        self._done_callbacks = []
         self._impl = impl
         self._op = op
         self._size = size
         self._offset = offset
+        self._token: Optional[int] = None
+
+    @property
+    def _condition(self) -> threading.Condition:
+        condition = self._lazy_condition
+        if condition is None:
+            with _conditions_made:
+                condition = self._lazy_condition
+                if condition is None:
+                    condition = self._lazy_condition = threading.Condition()
+        return condition
+
+    # concurrent.futures.wait and as_completed add their waiters to `_waiters` and read `_state`: a waiter
+    # added here also asks the engine to announce the request's completion (see _Watcher).
+    @property
+    def _waiters(self) -> "_Waiters":
+        return _Waiters(self)
+
+    def _watch(self, keep: bool) -> None:
+        """Has the watcher settle this future when its request completes; ``keep``: hold it until then
+        (callbacks must run even if the caller drops it). Call with ``_condition`` held."""
+        if self._token is None:
+            self._token = _watcher.watch(self, keep)
+        elif keep:
+            _watcher.keep(self._token, self)
+
+    def _settle(self, nbytes: Optional[int] = None) -> None:
+        """Once the request is done: takes its outcome into the concurrent.futures state (once), tells the
+        waiters of wait() and as_completed(), then calls the done-callbacks. No-op while it runs.
+        ``nbytes``: the request's result, from a caller that has it (result() returned)."""
+        if self._state in _DONE_STATES or (nbytes is None and not self._impl.done()):
+            return
+        if self._lazy_condition is None:
+            with _conditions_made:
+                if self._lazy_condition is None:  # no Condition yet, so no waiter and no callback either
+                    if self._state not in _DONE_STATES:
+                        self._take_outcome(nbytes)
+                    return
+        with self._condition:
+            if self._state in _DONE_STATES:
+                return
+            self._take_outcome(nbytes)
+            for waiter in self._waiter_list:
+                if self._state == _cf.CANCELLED_AND_NOTIFIED:
+                    waiter.add_cancelled(self)
+                elif self._exception is not None:
+                    waiter.add_exception(self)
+                else:
+                    waiter.add_result(self)
+            self._condition.notify_all()
+            callbacks, self._done_callbacks = self._done_callbacks, []
+        for callback in callbacks:
+            try:
+                callback(self)
+            except Exception:
+                _cf.LOGGER.exception("exception calling callback for %r", self)
+
+    def _take_outcome(self, nbytes: Optional[int]) -> None:
+        if nbytes is not None:
+            self._result = nbytes
+        elif self._impl.cancelled():
+            self._state = _cf.CANCELLED_AND_NOTIFIED
+            return
+        else:
+            self._exception = self._impl.exception()
+            if self._exception is None:
+                self._result = int(self._impl.result())
+        self._state = _cf.FINISHED
 
     def done(self) -> bool:
         """True once every task of the request has stopped. Never blocks."""
-        return bool(self._impl.done())
+        if self._state in _DONE_STATES:
+            return True
+        self._settle()
+        return self._state in _DONE_STATES
+
+    def running(self) -> bool:
+        """True until the request is done (it runs from the moment it is made). Never blocks."""
+        return not self.done()
 
     def wait(self, timeout: Optional[float] = None) -> bool:
         """Waits until done, or at most ``timeout`` seconds; returns :meth:`done`."""
-        return bool(self._impl.wait(_args.timeout(timeout)))
+        self._impl.wait(_args.timeout(timeout))
+        return self.done()
 
     def _wait_or_raise(self, timeout: Any) -> None:
         seconds = _args.timeout(timeout)
@@ -65,12 +185,22 @@ class Future:
         :class:`CancelledError` when the request was cancelled, else the request's error (``OSError``
         subclasses, :class:`FerryError`)."""
         self._wait_or_raise(timeout)
-        return int(self._impl.result())
+        try:
+            nbytes = int(self._impl.result())
+        except BaseException:  # the request's error, or a Ctrl-C that cancelled it
+            self._settle()
+            raise
+        self._settle(nbytes)
+        return nbytes
 
     def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
-        """The request's error, or None when it succeeded (waits like :meth:`result`)."""
+        """The request's error (a :class:`CancelledError` for a cancelled one), or None when it succeeded
+        (waits like :meth:`result`)."""
         self._wait_or_raise(timeout)
-        return self._impl.exception()
+        try:
+            return self._impl.exception()
+        finally:
+            self._settle()
 
     def cancel(self) -> bool:
         """Stops the request: no task starts after this, and tasks already running finish (one
@@ -80,11 +210,40 @@ class Future:
         bytes moved by the finished tasks stay moved, and a read's buffer holds unspecified data), False
         when it had already completed or failed, as ``concurrent.futures.Future.cancel`` answers.
         """
-        return bool(self._impl.cancel(True))
+        try:
+            return bool(self._impl.cancel(True))
+        finally:
+            self._settle()
 
     def cancelled(self) -> bool:
         """True when the request is done and ended cancelled. Never blocks."""
-        return bool(self._impl.cancelled())
+        return self.done() and self._state == _cf.CANCELLED_AND_NOTIFIED
+
+    def add_done_callback(self, fn: Callable[[Any], object]) -> None:
+        """Calls ``fn(future)`` once the request is done: at once (on this thread) when it is, else on the
+        thread that first sees it done (see the class's documentation). The future is kept alive until then."""
+        self.done()  # a request over but not yet settled: settle it here, so fn runs at once
+        with self._condition:
+            if self._state not in _DONE_STATES:
+                self._done_callbacks.append(fn)
+                self._watch(keep=True)
+                return
+        try:
+            fn(self)
+        except Exception:
+            _cf.LOGGER.exception("exception calling callback for %r", self)
+
+    def _refuse(self, method: str) -> NoReturn:
+        raise RuntimeError(f"{method}() is for an executor's futures: a ferry.Future's outcome is its request's")
+
+    def set_running_or_notify_cancel(self) -> bool:
+        self._refuse("set_running_or_notify_cancel")
+
+    def set_result(self, result: int) -> None:
+        self._refuse("set_result")
+
+    def set_exception(self, exception: Optional[BaseException]) -> None:
+        self._refuse("set_exception")
 
     @property
     def bytes_done(self) -> int:
@@ -99,12 +258,20 @@ class Future:
 
     def __await__(self) -> Generator[Any, None, int]:
         loop = asyncio.get_running_loop()
-        waiter = loop.run_in_executor(None, self._impl.wait, None)
+        woken: "asyncio.Future[None]" = loop.create_future()
+
+        def wake(_: Any) -> None:
+            try:
+                loop.call_soon_threadsafe(_set_done, woken)
+            except RuntimeError:  # the loop closed meanwhile: nobody waits any more
+                pass
+
+        self.add_done_callback(wake)
         try:
-            yield from waiter.__await__()
+            yield from woken.__await__()
         except asyncio.CancelledError:
-            # The awaiting task was cancelled: stop the request too, without blocking the event loop (the
-            # executor's wait returns once the running tasks stopped).
+            # The awaiting task was cancelled: stop the request too, without blocking the event loop (it is
+            # done once its running tasks stopped; close() and result() wait for that).
             self._impl.cancel(False)
             raise
         return self.result()
@@ -115,6 +282,115 @@ class Future:
         else:
             state = "cancelled" if self.cancelled() else "done"
         return f"<ferry.Future {self._op} {self._size} bytes at offset {self._offset}: {state}>"
+
+
+def _set_done(woken: "asyncio.Future[None]") -> None:
+    if not woken.done():
+        woken.set_result(None)
+
+
+class _Waiters:
+    """A Future's ``_waiters`` as ``concurrent.futures.wait`` and ``as_completed`` use it: the list of
+    waiters, where adding one (to a future not yet settled) also has the watcher announce the request's
+    completion. Made on each access, so a Future holds no reference to itself."""
+
+    __slots__ = ("_future",)
+
+    def __init__(self, future: Future) -> None:
+        self._future = future
+
+    def append(self, waiter: Any) -> None:
+        future = self._future
+        future._waiter_list.append(waiter)
+        if future._state not in _DONE_STATES:
+            future._watch(keep=False)  # whoever waits holds the future meanwhile
+
+    def remove(self, waiter: Any) -> None:
+        self._future._waiter_list.remove(waiter)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._future._waiter_list)
+
+    def __len__(self) -> int:
+        return len(self._future._waiter_list)
+
+
+class _Watcher:
+    """Settles the futures that something waits for in Python's own way (concurrent.futures' waiters,
+    done-callbacks, ``await``) when their requests complete. The engine's threads never take the GIL:
+    each such request puts its token on a queue when it completes (python/src/futures.hpp, "Completion
+    announcements"), and one daemon thread, ``ferry-futures``, started on first use, takes the tokens and
+    settles the futures. It serves until the interpreter ends it (atexit handlers can still wait). Futures
+    are held weakly, except those with callbacks (kept until they ran); a future dropped meanwhile is
+    forgotten, and one dropped by a Ctrl-C is cancelled as any other."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._futures: Dict[int, Callable[[], Optional[Future]]] = {}
+        self._tokens = itertools.count(1)
+        self._thread: Optional[threading.Thread] = None
+
+    def watch(self, future: Future, keep: bool) -> int:
+        with self._lock:
+            token = next(self._tokens)
+            if keep:
+                self._futures[token] = _Kept(future)
+            else:
+                self._futures[token] = weakref.ref(future)
+            start = self._thread is None
+            if start:
+                self._thread = threading.Thread(target=self._run, name="ferry-futures", daemon=True)
+        if start:
+            assert self._thread is not None
+            self._thread.start()
+        future._impl.notify_when_done(token)  # announced at once when the request is over already
+        return token
+
+    def keep(self, token: int, future: Future) -> None:
+        with self._lock:
+            if token in self._futures:
+                self._futures[token] = _Kept(future)
+
+    def _run(self) -> None:
+        while True:
+            for token in _ferry.wait_for_done_futures(None):
+                with self._lock:
+                    ref = self._futures.pop(token, None)
+                future = ref() if ref is not None else None
+                if future is None:
+                    continue
+                try:
+                    future._settle()
+                except Exception:  # a bug of Ferry's: say so, and keep serving the other futures
+                    _log.exception("ferry-futures could not settle %r", future)
+                del future, ref  # a dropped future's request is over: its buffer goes here
+
+
+class _Kept:
+    """A strong reference with a weak reference's call: ``_Kept(x)() is x``."""
+
+    __slots__ = ("_future",)
+
+    def __init__(self, future: Future) -> None:
+        self._future = future
+
+    def __call__(self) -> Optional[Future]:
+        return self._future
+
+
+_watcher = _Watcher()
+_forked_away: List[_Watcher] = []
+
+
+def _watcher_for_forked_child() -> None:
+    # The child has no ferry-futures thread, and the requests of the parent's futures do not run in it: start
+    # afresh, and keep the old table (releasing its futures would wait for those requests for good).
+    global _watcher
+    _forked_away.append(_watcher)
+    _watcher = _Watcher()
+
+
+os.register_at_fork(after_in_child=_watcher_for_forked_child)
 
 
 class File:
@@ -190,7 +466,8 @@ class File:
         impl = self._impl.pread(b, n, at) if op == "read" else self._impl.pwrite(b, n, at)
         return Future(impl, "p" + op, n, at)
 
-    def read_async(self, buf: Any, offset: int = 0, size: Optional[int] = None, *, stream: Any) -> Future:
+    def read_async(self, buf: Any, *positional: NoReturn, offset: int = 0, size: Optional[int] = None,
+                   stream: Any) -> Future:
         """Reads ``size`` bytes (default: all of ``buf``) at ``offset`` into ``buf`` in a CUDA stream's
         order, without blocking: the read begins once the work already queued on ``stream`` has finished,
         and work queued on ``stream`` afterwards waits until the bytes are in ``buf``.
@@ -202,14 +479,19 @@ class File:
         read still releases the stream, so check the future: work queued after it then sees whatever the
         buffer held. The array's own producer stream is not waited for: order it with ``stream`` yourself
         (allocate and fill the array on ``stream``). Raises :class:`UnavailableError` through the future
-        without a CUDA driver. See python/README.md, "Stream-ordered reads and writes"."""
+        without a CUDA driver. See python/README.md, "Stream-ordered reads and writes".
+
+        ``offset``, ``size`` and ``stream`` are keywords only, as for :meth:`pread`."""
+        _refuse_positional("read_async", positional)
         return self._start("read", buf, offset, size, _stream_handle(stream))
 
-    def write_async(self, buf: Any, offset: int = 0, size: Optional[int] = None, *, stream: Any) -> Future:
+    def write_async(self, buf: Any, *positional: NoReturn, offset: int = 0, size: Optional[int] = None,
+                    stream: Any) -> Future:
         """Writes ``size`` bytes (default: all of ``buf``) from ``buf`` at ``offset`` in ``stream``'s order:
         the write begins once the work queued on ``stream`` before it (the kernels producing ``buf``) has
         finished, and later work on ``stream`` waits until the data is written (to the page cache, as
         :meth:`pwrite`). Otherwise as :meth:`read_async`."""
+        _refuse_positional("write_async", positional)
         return self._start("write", buf, offset, size, _stream_handle(stream))
 
     # -- position
@@ -260,14 +542,19 @@ class File:
     def writable(self) -> bool:
         return self._mode.replace("b", "") in ("w", "r+", "a")
 
-    def pread(self, buf: Any, offset: int = 0, size: Optional[int] = None) -> Future:
+    def pread(self, buf: Any, *positional: NoReturn, offset: int = 0, size: Optional[int] = None) -> Future:
         """Starts reading ``size`` bytes (default: all of ``buf``) at ``offset`` into ``buf``; returns a
         :class:`Future`. ``buf`` must stay unchanged until the future is done (Ferry keeps it alive).
+
+        ``offset`` and ``size`` are keywords only: ``f.pread(buf, offset=4096, size=100)``. KvikIO's
+        ``pread(buf, size, file_offset)`` takes them the other way round, so a positional call raises
+        ``TypeError`` rather than read the wrong bytes; :mod:`ferry.kvikio` takes KvikIO's order.
 
         ``offset`` and ``size`` are ints (or objects with ``__index__``; not bools): other types raise
         ``TypeError``, values past 2**63 - 1 ``OverflowError``, negative values and ranges that end past
         2**63 - 1 :class:`InvalidArgumentError` (a ``ValueError`` and an ``OSError`` with EINVAL), a size
         larger than ``buf`` :class:`InvalidBufferError`, all before any I/O."""
+        _refuse_positional("pread", positional)
         return self._start("read", buf, offset, size)
 
     def pread_batch(self, dst_or_pieces: Any, offsets: Any = None, size: Optional[int] = None) -> Future:
@@ -327,10 +614,11 @@ class File:
         impl = self._impl.pread_batch([b], starts, lengths, offsets_array)
         return Future(impl, "pread_batch", count * n, 0)
 
-    def pwrite(self, buf: Any, offset: int = 0, size: Optional[int] = None) -> Future:
+    def pwrite(self, buf: Any, *positional: NoReturn, offset: int = 0, size: Optional[int] = None) -> Future:
         """Starts writing ``size`` bytes (default: all of ``buf``) from ``buf`` at ``offset``; returns a
         :class:`Future`. The data is in the page cache when it completes: call :meth:`sync` for
-        durability. Arguments are checked as :meth:`pread` checks them."""
+        durability. ``offset`` and ``size`` are keywords only, and checked, as for :meth:`pread`."""
+        _refuse_positional("pwrite", positional)
         return self._start("write", buf, offset, size)
 
     def read(self, buf_or_size: Any = -1, size: Optional[int] = None, *, progress: _progress.Progress = None) -> Any:
@@ -472,6 +760,30 @@ def _stop_requests_after_ctrl_c() -> None:
     if isinstance(getattr(sys, "last_value", None), KeyboardInterrupt):
         _ferry.cancel_all_requests()
     _ferry.reap_parked(True)
+
+
+# KvikIO's spelling of each call whose offset and size are keywords only here (see _refuse_positional).
+_KVIKIO_ORDER = {
+    "pread": "CuFile.pread(buf, size, file_offset)",
+    "pwrite": "CuFile.pwrite(buf, size, file_offset)",
+    "read_async": "CuFile.raw_read_async(buf, stream, size, file_offset)",
+    "write_async": "CuFile.raw_write_async(buf, stream, size, file_offset)",
+}
+
+
+def _refuse_positional(method: str, extra: Tuple[Any, ...]) -> None:
+    """Raises the TypeError for ``File.<method>(buf, a, ...)``. Ferry once took ``(buf, offset, size)``
+    there and KvikIO takes ``(buf, size, file_offset)``: the same call meant different bytes, and a KvikIO
+    habit read nothing without a word (``f.pread(buf, 100, 0)`` was 0 bytes at offset 100)."""
+    if not extra:
+        return
+    shown = ", ".join(repr(a) for a in extra)
+    stream = ", stream=s" if method.endswith("_async") else ""
+    raise TypeError(
+        f"File.{method}() takes offset and size as keywords only: f.{method}(buf, offset=..., size=...{stream}), "
+        f"not {len(extra)} more positional argument{'s' if len(extra) > 1 else ''} ({shown}). KvikIO's order is "
+        f"(buf, size, file_offset), as in {_KVIKIO_ORDER[method]}: for KvikIO code, ferry.kvikio.CuFile takes "
+        "that order")
 
 
 def _stream_handle(stream: Any) -> int:

@@ -118,7 +118,7 @@ def read_shard(
     else:
         data = numpy.empty(nbytes, dtype=numpy.uint8)
     with ferry.open(shard.target, **_settings(settings)) as f:
-        fut = f.pread(data, offset, nbytes)
+        fut = f.pread(data, offset=offset, size=nbytes)
         got = fut.result()
         full = dict(fut.report)
     used = full.get("routes", {})

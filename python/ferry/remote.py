@@ -5,7 +5,7 @@
     import ferry, ferry.remote
 
     with ferry.open("s3://bucket/shard-000.bin", remote_connections=16) as f:   # any buffer, host or GPU
-        n = f.pread(buf, 0).result()
+        n = f.pread(buf).result()
         print(f.report())                       # route, and the object's HTTP requests, retries, connections
     data = ferry.remote.read("https://host/data.bin")                          # a NumPy uint8 array
 
@@ -87,4 +87,4 @@ def read(url: str, size: Optional[int] = None, offset: int = 0, **options: Any) 
 
     with ferry.open(url, **options) as f:
         out = numpy.empty(max(0, min(f.size() - offset, size if size is not None else f.size())), numpy.uint8)
-        return out[: f.pread(out, offset).result()]
+        return out[: f.pread(out, offset=offset).result()]

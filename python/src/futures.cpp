@@ -1,7 +1,9 @@
 #include "futures.hpp"
 
+#include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <unordered_set>
 #include <utility>
@@ -37,6 +39,29 @@ auto* const g_parked = new std::vector<Parked>();
 thread_local bool t_dropped_by_interrupt = false;
 
 destructor g_base_dealloc = nullptr;
+
+// The tokens of announced futures whose requests completed (Completion::announce_as), for the one Python
+// thread that waits for them. A leaf lock: nothing else is locked while it is held.
+struct DoneQueue {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<std::uint64_t> tokens;
+};
+
+std::atomic<DoneQueue*> g_done{new DoneQueue()};
+
+// A forked child has none of the parent's threads, and a copy of the queue that one of them may have held
+// locked, or waited on, at the fork: the child starts a queue of its own (the old one is left, never freed).
+const int g_done_queue_forks = pthread_atfork(nullptr, nullptr, [] { g_done.store(new DoneQueue()); });
+
+void put_on_done_queue(std::uint64_t token) {
+  DoneQueue* q = g_done.load();
+  {
+    std::lock_guard<std::mutex> lock(q->mutex);
+    q->tokens.push_back(token);
+  }
+  q->cv.notify_one();
+}
 
 void future_dealloc(PyObject* self) {
   const bool saved = t_dropped_by_interrupt;
@@ -137,11 +162,47 @@ bool FileRequests::wait_idle_for(std::chrono::milliseconds timeout) {
 // ---- Completion
 
 void Completion::mark() {
+  std::optional<std::uint64_t> token;
   {
     std::lock_guard<std::mutex> lock(mutex);
     done = true;
+    token = announce;
   }
   cv.notify_all();
+  if (token) put_on_done_queue(*token);
+}
+
+void Completion::announce_as(std::uint64_t token) {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!done) {
+      announce = token;  // mark() announces it
+      return;
+    }
+  }
+  put_on_done_queue(token);
+}
+
+std::vector<std::uint64_t> wait_for_done_futures(std::optional<double> timeout) {
+  const std::optional<Clock::time_point> deadline = deadline_after(timeout);
+  std::vector<std::uint64_t> tokens;
+  DoneQueue* q = g_done.load();
+  // Not py::gil_scoped_release: this runs on a daemon thread, and one that takes the GIL back while the
+  // interpreter finalizes is ended there (pthread_exit). The unwinding that ends it must not begin inside a
+  // destructor, which is noexcept (std::terminate: the process would abort at exit).
+  PyThreadState* released = PyEval_SaveThread();
+  {
+    std::unique_lock<std::mutex> lock(q->mutex);
+    auto ready = [q] { return !q->tokens.empty(); };
+    if (deadline) {
+      q->cv.wait_until(lock, *deadline, ready);
+    } else {
+      q->cv.wait(lock, ready);
+    }
+    tokens.swap(q->tokens);
+  }
+  PyEval_RestoreThread(released);
+  return tokens;
 }
 
 bool Completion::wait_for(std::chrono::milliseconds timeout) {
@@ -205,7 +266,9 @@ PyFuture::~PyFuture() {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!outcome_ && on_outcome_) on_outcome_(future_.get());
   };
-  if (PyGILState_Check()) {
+  // A request that is over needs no wait, so the GIL stays (the locks are never held by a thread waiting for
+  // it): a daemon thread dropping a done future at interpreter exit must not retake the GIL in a destructor.
+  if (PyGILState_Check() && !completion_->is_done()) {
     py::gil_scoped_release release;
     finish();
   } else {
@@ -235,17 +298,16 @@ void PyFuture::hurry() const {
 }
 
 bool PyFuture::wait_until(std::optional<Clock::time_point> deadline) {
-  if (!completion_->is_done()) {
-    if (deadline) {
-      hurry();  // a timed wait will not run the request here: a worker takes it now
-    } else if (waiter_runs_) {
-      // A wait without a limit runs a one-task request that no worker has begun on this thread: no hand-off
-      // to a worker and back (most of a small read's cost). One task of a local file: a Ctrl-C meanwhile
-      // waits no longer than it would for that task running on a worker.
-      py::gil_scoped_release release;
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (!outcome_) future_.try_run_here();
-    }
+  if (completion_->is_done()) return true;  // without giving the GIL away (see settle())
+  if (deadline) {
+    hurry();  // a timed wait will not run the request here: a worker takes it now
+  } else if (waiter_runs_) {
+    // A wait without a limit runs a one-task request that no worker has begun on this thread: no hand-off
+    // to a worker and back (most of a small read's cost). One task of a local file: a Ctrl-C meanwhile
+    // waits no longer than it would for that task running on a worker.
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!outcome_) future_.try_run_here();
   }
   return wait_interruptibly([this](std::chrono::milliseconds d) { return completion_->wait_for(d); }, deadline,
                             [this] { stop_after_interrupt(); });
@@ -264,21 +326,28 @@ bool PyFuture::wait(std::optional<double> timeout) { return wait_until(deadline_
 
 const Result<Transfer>& PyFuture::settle() {
   bool first = false;
-  {
-    py::gil_scoped_release release;
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!outcome_) {
-      bytes_at_end_ = future_.bytes_done();
-      Result<Transfer> r = future_.get();
-      if (!r.ok() && r.status().code() == ErrorCode::cancelled && r.status().path().empty()) {
-        // The engine's message knows nothing of the request: name it, as every other error does.
-        r = Status(ErrorCode::cancelled, "Could not " + what_ + ": the request was cancelled",
-                   r.status().sys_errno(), path_);
-      }
-      outcome_.emplace(std::move(r));
-      if (on_outcome_) std::exchange(on_outcome_, nullptr)(*outcome_);
-      first = true;
+  auto take = [this, &first] {  // with mutex_ held
+    if (outcome_) return;
+    bytes_at_end_ = future_.bytes_done();
+    Result<Transfer> r = future_.get();
+    if (!r.ok() && r.status().code() == ErrorCode::cancelled && r.status().path().empty()) {
+      // The engine's message knows nothing of the request: name it, as every other error does.
+      r = Status(ErrorCode::cancelled, "Could not " + what_ + ": the request was cancelled",
+                 r.status().sys_errno(), path_);
     }
+    outcome_.emplace(std::move(r));
+    if (on_outcome_) std::exchange(on_outcome_, nullptr)(*outcome_);
+    first = true;
+  };
+  // The request is done, so mutex_ is nearly always free: the outcome is taken with the GIL held, which
+  // saves a hand-over of the GIL, and keeps the ferry-futures thread (a daemon thread) from retaking it in a
+  // destructor, where being ended at interpreter exit would abort the process.
+  if (std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock); lock.owns_lock()) {
+    take();
+  } else {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> held(mutex_);
+    take();
   }
   if (first) keep_ = py::none();  // the request is over: let the buffer go
   return *outcome_;
@@ -326,6 +395,11 @@ bool PyFuture::cancelled() {
 std::uint64_t PyFuture::bytes_done() {
   std::lock_guard<std::mutex> lock(mutex_);
   return outcome_ ? bytes_at_end_ : future_.bytes_done();
+}
+
+void PyFuture::notify_when_done(std::uint64_t token) {
+  hurry();  // nobody waits on this thread next: a worker takes a one-task request now
+  completion_->announce_as(token);
 }
 
 void PyFuture::request_stop() {

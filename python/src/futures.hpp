@@ -23,6 +23,12 @@
 //   nullptr), from an atexit hook in ferry/__init__.py), so the futures the interpreter drops then wait
 //   for running tasks only.
 //
+// Completion announcements, for concurrent.futures.wait, as_completed, add_done_callback and asyncio, whose
+// waits are Python's own: a PyFuture asked to (notify_when_done(token)) puts its token on one process-wide
+// queue when its request completes, from whichever thread completes it, without the GIL. One Python thread
+// (ferry._file's watcher) takes the tokens (wait_for_done_futures) and sets the Python futures' states. The
+// engine's threads never take the GIL, so no completion waits for Python.
+//
 // Thread safety: a PyFuture may be used from several Python threads at once; FileRequests,
 // cancel_requests and reap_parked from any thread. Lock order: the registry of live and parked futures,
 // then PyFuture::mutex_; nothing waits for the GIL while holding either.
@@ -39,6 +45,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <pybind11/pybind11.h>
 
@@ -127,12 +134,22 @@ struct Completion {
   std::mutex mutex;
   std::condition_variable cv;
   bool done = false;
+  std::optional<std::uint64_t> announce;  // the token mark() puts on the queue of done futures, if any
 
+  /// Done: wakes the waiters, and announces the token given to announce_as(), if any.
   void mark();
   bool wait_for(std::chrono::milliseconds timeout);
   void wait();
   bool is_done();
+  /// Puts `token` on the queue of done futures once done (at once when it already is). Once per Completion.
+  void announce_as(std::uint64_t token);
 };
+
+/// Waits (GIL released) until some announced futures are done, or `timeout` seconds passed (None: no
+/// limit); returns the tokens announced since the last call, in order of completion (maybe none). For one
+/// thread at a time, a daemon thread: at interpreter exit it may be ended inside, which is safe. Call with
+/// the GIL held.
+std::vector<std::uint64_t> wait_for_done_futures(std::optional<double> timeout);
 
 /// The extension's side of ferry.Future. Keeps the buffer's owner alive until the request is done; a
 /// PyFuture dropped before then waits for its request (or parks it, see above), so no task ever writes
@@ -175,6 +192,9 @@ class PyFuture {
   std::uint64_t bytes_done();
   /// Future::cancel() without waiting (cancel_requests). Any thread, GIL or not.
   void request_stop();
+  /// Announces `token` (see wait_for_done_futures) once the request is done, at once if it is. Never
+  /// blocks; a one-task request kept for its waiter goes to a worker now, as for a poll. Once per future.
+  void notify_when_done(std::uint64_t token);
   const FileRequests* file() const { return requests_.get(); }
 
  private:

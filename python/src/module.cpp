@@ -336,6 +336,12 @@ class PyFile {
   py::bytes path() const { return py::bytes(file_->path()); }
   Config config() const { return file_->config(); }
   py::tuple report() const { return report_parts(file_->report()); }
+  /// This File's report and `others'`, added up (ferry.kvikio: one CuFile over several Files).
+  py::tuple report_with(const std::vector<const PyFile*>& others) const {
+    Report sum = file_->report();
+    for (const PyFile* other : others) sum.merge(other->file_->report());
+    return report_parts(sum);
+  }
   bool direct_io_available() const { return file_->direct_io_available(); }
   std::string direct_io_note() const { return file_->direct_io_note(); }
 
@@ -483,7 +489,11 @@ PYBIND11_MODULE(_ferry, m) {
       .def("exception", &PyFuture::exception)
       .def("cancel", &PyFuture::cancel, py::arg("wait") = true)
       .def("cancelled", &PyFuture::cancelled)
-      .def("bytes_done", &PyFuture::bytes_done);
+      .def("bytes_done", &PyFuture::bytes_done)
+      .def("notify_when_done", &PyFuture::notify_when_done, py::arg("token"));
+  m.def("wait_for_done_futures", &wait_for_done_futures, py::arg("timeout") = py::none(),
+        "Tokens of the futures given to notify_when_done() whose requests completed since the last call; waits "
+        "(GIL released) for at least one, at most `timeout` seconds.");
 
   py::class_<PyFile>(m, "File", "An open file (ferry::File).")
       .def_static("open", &PyFile::open, py::arg("path"), py::arg("mode"), py::arg("config") = py::none(),
@@ -511,6 +521,7 @@ PYBIND11_MODULE(_ferry, m) {
       .def_property_readonly("path", &PyFile::path)
       .def("config", &PyFile::config)
       .def("report", &PyFile::report)
+      .def("report_with", &PyFile::report_with, py::arg("others"))
       .def("direct_io_available", &PyFile::direct_io_available)
       .def("direct_io_note", &PyFile::direct_io_note);
 

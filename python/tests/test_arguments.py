@@ -71,19 +71,19 @@ TABLE = [
     Row("pwrite range past 2**63-1", lambda f, b: f.pwrite(b, offset=BIG - 5), ferry.InvalidArgumentError,
         lambda fd, io_: os.pwrite(fd, b"0123456789", BIG - 5), OSError),
     # -- sizes: os.pread's n
-    Row("pread size float", lambda f, b: f.pread(b, 0, 1.5), TypeError,
+    Row("pread size float", lambda f, b: f.pread(b, size=1.5), TypeError,
         lambda fd, io_: os.pread(fd, 1.5, 0), TypeError),
-    Row("pread size str", lambda f, b: f.pread(b, 0, "5"), TypeError,
+    Row("pread size str", lambda f, b: f.pread(b, size="5"), TypeError,
         lambda fd, io_: os.pread(fd, "5", 0), TypeError),
-    Row("pread size True", lambda f, b: f.pread(b, 0, True), TypeError,
+    Row("pread size True", lambda f, b: f.pread(b, size=True), TypeError,
         lambda fd, io_: os.pread(fd, True, 0), None, "bool as an int: refused on purpose"),
-    Row("pread size -1", lambda f, b: f.pread(b, 0, -1), ferry.InvalidArgumentError,
+    Row("pread size -1", lambda f, b: f.pread(b, size=-1), ferry.InvalidArgumentError,
         lambda fd, io_: os.pread(fd, -1, 0), OSError),
-    Row("pread size 2**63", lambda f, b: f.pread(b, 0, BIG), OverflowError,
+    Row("pread size 2**63", lambda f, b: f.pread(b, size=BIG), OverflowError,
         lambda fd, io_: os.pread(fd, BIG, 0), OverflowError),
-    Row("pread size 2**64", lambda f, b: f.pread(b, 0, HUGE), OverflowError,
+    Row("pread size 2**64", lambda f, b: f.pread(b, size=HUGE), OverflowError,
         lambda fd, io_: os.pread(fd, HUGE, 0), OverflowError),
-    Row("pread size past the buffer", lambda f, b: f.pread(b, 0, 11), ferry.InvalidBufferError, None, None,
+    Row("pread size past the buffer", lambda f, b: f.pread(b, size=11), ferry.InvalidBufferError, None, None,
         "readinto() has no size: the standard library cannot ask for more than the buffer holds"),
     Row("readinto size float", lambda f, b: f.readinto(b, 2.0), TypeError,
         lambda fd, io_: os.read(fd, 2.0), TypeError),
@@ -182,6 +182,29 @@ def test_numpy_integers_are_accepted_as_offsets_and_sizes(make_file):
         assert f.pread(out, offset=np.int64(5), size=np.uint8(10)).result() == 10
         assert bytes(out) == data[5:15].tobytes()
         assert f.read(np.int32(3)) == data[:3].tobytes()
+
+
+@pytest.mark.parametrize("call, kvikio_form", [
+    (lambda f, b: f.pread(b, 100, 0), "CuFile.pread(buf, size, file_offset)"),
+    (lambda f, b: f.pread(b, 4), "CuFile.pread(buf, size, file_offset)"),
+    (lambda f, b: f.pwrite(b, 4, 0), "CuFile.pwrite(buf, size, file_offset)"),
+    (lambda f, b: f.read_async(b, 4, stream=0), "CuFile.raw_read_async(buf, stream, size, file_offset)"),
+    (lambda f, b: f.write_async(b, 0, 4, stream=0), "CuFile.raw_write_async(buf, stream, size, file_offset)"),
+])
+def test_offset_and_size_are_keywords_only_and_the_error_names_kvikios_order(make_file, call, kvikio_form):
+    # Issue 48 (B7): `f.pread(buf, 100, 0)`, KvikIO's (buf, size, file_offset), read 0 bytes at offset 100
+    # without a word. Every positional form is refused before any I/O, the buffer untouched.
+    path, _ = make_file(200)
+    out = np.full(100, 0xEE, dtype=np.uint8)
+    with ferry.open(path, "r+") as f:
+        with pytest.raises(TypeError) as info:
+            call(f, out)
+        assert f.report()["total_ops"] == 0
+    message = str(info.value)
+    assert "offset=..., size=..." in message and "keywords only" in message
+    assert "KvikIO's order is (buf, size, file_offset)" in message and kvikio_form in message
+    assert "ferry.kvikio" in message
+    assert (out == 0xEE).all()
 
 
 # ---- paths: io.open / os.open

@@ -174,9 +174,9 @@ def test_negative_offset_and_size(make_file):
     path, _ = make_file(100)
     with ferry.open(path) as f:
         with pytest.raises(ValueError, match="offset"):
-            f.pread(bytearray(10), -1)
+            f.pread(bytearray(10), offset=-1)
         with pytest.raises(ValueError, match="size"):
-            f.pread(bytearray(10), 0, -5)
+            f.pread(bytearray(10), size=-5)
 
 
 class _FakeDLPack:

@@ -24,10 +24,10 @@ shared = ferry.open(path, task_size="64KiB", threads=4) if which == "parent's" e
 def read(offset):
     buf = np.full(size + 1, 0xA5, dtype=np.uint8)
     if shared is not None:  # a File the parent opened (a Dataset that opens its file in __init__)
-        n = shared.pread(buf[:size], offset).result()
+        n = shared.pread(buf[:size], offset=offset).result()
     else:
         with ferry.open(path, task_size="64KiB", threads=4) as f:
-            n = f.pread(buf[:size], offset).result()
+            n = f.pread(buf[:size], offset=offset).result()
     return n, bytes(buf[:size]), int(buf[size])
 
 if __name__ == "__main__":
@@ -67,7 +67,7 @@ class Samples(torch.utils.data.Dataset):
         return 8
     def __getitem__(self, i):
         out = torch.empty(size // 8, dtype=torch.uint8)
-        self.file.pread(out, i * (size // 8)).result()
+        self.file.pread(out, offset=i * (size // 8)).result()
         return out
 
 if __name__ == "__main__":
@@ -75,7 +75,7 @@ if __name__ == "__main__":
     first = data[0]  # the parent reads first
     if torch.cuda.is_available():  # a training process: Ferry read its checkpoint into the GPU before the fork
         on_gpu = torch.empty(size // 8, dtype=torch.uint8, device="cuda")
-        data.file.pread(on_gpu, 0).result()
+        data.file.pread(on_gpu).result()
         assert (on_gpu.cpu() == first).all(), "wrong bytes on the GPU"
     loader = torch.utils.data.DataLoader(data, batch_size=2, num_workers=2,
                                          multiprocessing_context="fork", timeout=20)

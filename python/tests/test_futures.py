@@ -35,7 +35,7 @@ def test_future_report_counts_the_request_only(make_file):
     path, _ = make_file(1 << 20)
     with ferry.open(path, task_size="64KiB") as f:
         f.pread(bytearray(1 << 20)).result()  # an earlier request must not appear in the next report
-        fut = f.pread(bytearray(256 * 1024), 0)
+        fut = f.pread(bytearray(256 * 1024))
         report = fut.report
     assert report["total_ops"] == 4
     assert report["total_bytes"] == 256 * 1024

@@ -69,7 +69,7 @@ def test_threads_without_a_context_read_into_cupy(cp, tmp_path, compat_mode):
             data = _write(tmp_path / f"t{i}.bin", size, seed=i)
             dst = cp.empty(size, dtype=cp.uint8)
             with ferry.open(tmp_path / f"t{i}.bin", compat_mode=compat_mode) as f:
-                assert f.pread(dst, 0).result() == size
+                assert f.pread(dst).result() == size
             assert np.array_equal(cp.asnumpy(dst), data)
         except BaseException as e:  # collected, then raised on the main thread
             errors.append(e)

@@ -126,20 +126,20 @@ def test_pwrite_at_offsets_and_pread_them_back(tmp_path):
     rng = np.random.default_rng(7)
     blocks = {offset: rng.integers(0, 256, 300_001, dtype=np.uint8) for offset in (0, 5_000_000, 1_234_567)}
     with ferry.open(path, "w", task_size="128KiB") as f:
-        futures = [f.pwrite(block, offset) for offset, block in blocks.items()]
+        futures = [f.pwrite(block, offset=offset) for offset, block in blocks.items()]
         assert [fu.result() for fu in futures] == [300_001] * 3
         assert f.size() == 5_300_001
     with ferry.open(path) as f:
         for offset, block in blocks.items():
             out = np.empty_like(block)
-            assert f.pread(out, offset).result() == block.size
+            assert f.pread(out, offset=offset).result() == block.size
             assert np.array_equal(out, block)
 
 
 def test_pwrite_with_size_writes_a_prefix(tmp_path):
     path = tmp_path / "p.bin"
     with ferry.open(path, "w") as f:
-        assert f.pwrite(b"abcdefgh", 0, size=3).result() == 3
+        assert f.pwrite(b"abcdefgh", size=3).result() == 3
     assert path.read_bytes() == b"abc"
 
 
@@ -155,9 +155,9 @@ def test_append_mode_appends(tmp_path):
 def test_r_plus_reads_and_writes_an_existing_file(make_file):
     path, data = make_file(8192)
     with ferry.open(path, "r+") as f:
-        f.pwrite(b"\x00" * 10, 100).result()
+        f.pwrite(b"\x00" * 10, offset=100).result()
         out = bytearray(20)
-        f.pread(out, 95).result()
+        f.pread(out, offset=95).result()
     assert bytes(out) == data[95:100].tobytes() + b"\x00" * 10 + data[110:115].tobytes()
 
 
@@ -197,7 +197,7 @@ def test_many_concurrent_requests_on_one_file(make_file):
     chunk = 64 * 1024
     with ferry.open(path, task_size="16KiB") as f:
         outs = [np.empty(chunk, dtype=np.uint8) for _ in range(64)]
-        futures = [f.pread(o, i * chunk) for i, o in enumerate(outs)]
+        futures = [f.pread(o, offset=i * chunk) for i, o in enumerate(outs)]
         assert all(fu.result() == chunk for fu in futures)
     assert np.array_equal(np.concatenate(outs), data)
 
@@ -209,7 +209,7 @@ def test_threads_share_a_file(make_file):
     with ferry.open(path) as f:
         def read_slice(i: int) -> bool:
             out = np.empty(256 * 1024, dtype=np.uint8)
-            f.pread(out, i * out.size).result()
+            f.pread(out, offset=i * out.size).result()
             return bool(np.array_equal(out, data[i * out.size:(i + 1) * out.size]))
 
         with cf.ThreadPoolExecutor(8) as pool:
@@ -238,7 +238,7 @@ def test_append_writes_land_after_bytes_added_since(tmp_path):
     path.write_bytes(b"head;")
     with ferry.open(path, "a") as f:
         f.write(b"one;")
-        f.pwrite(b"PW;", 9).result()  # bytes added past the end by another route
+        f.pwrite(b"PW;", offset=9).result()  # bytes added past the end by another route
         with open(path, "ab") as other:  # and by another writer
             other.write(b"OW;")
         f.write(b"two;")
@@ -274,5 +274,5 @@ def test_a_short_read_ends_the_position_where_the_data_did(make_file):
     with ferry.open(path, "r+") as f:
         assert f.readinto(bytearray(60)) == 60
         assert f.readinto(bytearray(60)) == 40
-        f.pwrite(b"more", 100).result()  # the file grows: the next read starts at 100, not 120
+        f.pwrite(b"more", offset=100).result()  # the file grows: the next read starts at 100, not 120
         assert f.read() == b"more"

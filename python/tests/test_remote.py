@@ -37,7 +37,7 @@ def test_read_into_typed_buffer_at_offset_and_report(served):
     with ferry.open(server.url("obj.bin"), remote_connections=3, task_size="64KiB") as f:
         assert f.size() == SIZE and f.path == server.url("obj.bin")
         out = np.zeros(1000, dtype=np.float32)
-        assert f.pread(out, 12345).result() == 4000
+        assert f.pread(out, offset=12345).result() == 4000
         assert out.tobytes() == data[12345:16345].tobytes()
         report = f.report()
     assert report.routes_used == {"host": 1}
@@ -83,7 +83,7 @@ def test_ferry_open_takes_a_url_like_a_path(served):
     server, data = served
     with ferry.open(server.url("obj.bin")) as f:
         buf = np.full(SIZE + 64, 0xA5, dtype=np.uint8)
-        n = f.pread(buf, 12345).result()
+        n = f.pread(buf, offset=12345).result()
         assert n == SIZE - 12345
         assert np.array_equal(buf[:n], data[12345:])
         assert (buf[n:] == 0xA5).all(), "bytes written past the count"
@@ -112,7 +112,7 @@ def test_url_into_gpu_memory(served, cp):
     server, data = served
     with ferry.open(server.url("obj.bin")) as f:
         dev = cp.full(SIZE + 64, 0xA5, dtype=cp.uint8)
-        n = f.pread(dev, 0, SIZE).result()
+        n = f.pread(dev, size=SIZE).result()
         assert n == SIZE
         got = cp.asnumpy(dev)
         assert np.array_equal(got[:SIZE], data)
