@@ -360,8 +360,8 @@ struct SaveOptions {
   /// fdatasync before the rename and fsync of the directory after it. false: the file may still be in the
   /// page cache when the save returns (a crash of the machine, not of the process, can lose it).
   bool durable = true;
-  /// Ferry's settings for the writes; nullopt: default_config(). direct_io=auto means O_DIRECT for durable
-  /// saves (the data goes to the disk anyway) and the page cache for durable = false.
+  /// Ferry's settings for the writes; nullopt: default_config(). direct_io=auto means O_DIRECT where aligned
+  /// (the data goes to the disk anyway), durable or not; direct_io=off writes through the page cache.
   std::optional<Config> config;
   /// Staging memory the save uses at once (rounded up to whole windows, at least two). 0: kDefaultSaveStaging
   /// for save(); for start_save() the whole file, at most a quarter of the machine's memory, so that
@@ -448,6 +448,13 @@ class SaveHandle {
 
 /// Options of save_sharded. `save` applies to every shard and to the index (its metadata goes into
 /// every shard's header; the index holds only "total_size", as Hugging Face's writers put it there).
+/// The "__metadata__" key of every shard of a sharded save, and the index's "metadata" key, that name the
+/// save they belong to (16 random hex digits); the index's kShardBytesKey maps each shard's file name to its
+/// size. A load that finds shards of another save than the index's (an interrupted save over an earlier one)
+/// refuses the set by name. Loads do not show the key in Checkpoint::metadata().
+inline constexpr char kSaveIdKey[] = "ferry.save_id";
+inline constexpr char kShardBytesKey[] = "ferry.shard_bytes";
+
 struct ShardedSaveOptions {
   /// Every shard's options; save.progress is told the whole save's progress (tensor bytes of every shard).
   SaveOptions save;

@@ -147,8 +147,21 @@ class Group:
                 self.store.wait([key], _STORE_GLANCE)
             except Exception:  # the key is not there (yet): that rank never began a load
                 return 0, "no step recorded"
-        load_id, steps, text = json.loads(self.store.get(key))
-        return (steps, text) if load_id == self.load_id else (0, "has not begun this load")
+        return self._parse_step(self.store.get(key))
+
+    def _parse_step(self, value: Any) -> Tuple[int, str]:
+        """A step as another rank recorded it: ``[load id, steps, text]``. Whoever can write the store is inside
+        the job, but a value of another shape (or a text with control characters) must not turn the error being
+        reported into another one: it reads as no step, and the text is shown escaped."""
+        try:
+            load_id, steps, text = json.loads(value)
+        except (TypeError, ValueError):
+            return 0, "recorded a step Ferry cannot read"
+        if isinstance(steps, bool) or not isinstance(steps, int) or not isinstance(text, str):
+            return 0, "recorded a step Ferry cannot read"
+        if load_id != self.load_id:
+            return 0, "has not begun this load"
+        return steps, "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
     def _peer_steps(self) -> str:
         """"; rank 1 is furthest behind: reading round 1 of 16 (rank 0: ..., rank 2: ...)", or ""."""

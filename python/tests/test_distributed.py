@@ -7,6 +7,7 @@ every rank with the tensors written. The GPU version (NCCL, one process per GPU)
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 from pathlib import Path
@@ -408,3 +409,42 @@ def test_ranks_given_two_saves_of_one_layout_fail_before_any_exchange(tmp_path):
         paths.append(str(tmp_path / f"ck{k}"))
     records = run_ranks(tmp_path, 2, {"scenario": "load", "paths": paths, "load": {"timeout": 20, "part_bytes": 4096}})
     assert_all_failed_with(records, {0, 1}, "do not see the same checkpoint", "nothing was exchanged")
+
+
+# Regression (issue 49, 9): a store value of an unexpected type ([0, "many", ...]) turned the timeout error
+# being reported into a TypeError ('<' between str and int) on 189e30e. Such a step reads as unreadable, and a
+# text with control characters is shown escaped.
+def test_a_step_of_another_shape_in_the_store_does_not_replace_the_error(tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+    code = textwrap.dedent(f"""
+        import json
+        import torch.distributed as dist
+        from ferry._dist_group import Group
+        dist.init_process_group("gloo", init_method="file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
+        group = Group(dist.group.WORLD, 5.0, 'loading "ckpt"')
+        group.step("reading round 1 of 2")
+        group.size = 2  # a peer, rank 1, whose key holds what each value says
+        mine = json.dumps([group.load_id, 1, "reading round 1 of 2"])
+        values = [json.dumps([group.load_id, "many", "x"]), 'not json', '{{"a": 1}}',
+                  json.dumps([group.load_id, 3, "\\x1b[2J round"])]
+
+        class Hostile:
+            def __init__(self, value):
+                self.value = value
+            def wait(self, keys, timeout):
+                pass
+            def get(self, key):
+                return (self.value if key.endswith("1") else mine).encode()
+
+        for value in values:
+            group.store = Hostile(value)
+            print(json.dumps(group._peer_steps()))
+        dist.destroy_process_group()
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    lines = [json.loads(line) for line in out.stdout.strip().splitlines()]
+    assert len(lines) == 4 and all(isinstance(line, str) for line in lines), out.stdout
+    assert "\x1b" not in "".join(lines)

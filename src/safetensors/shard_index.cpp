@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "ferry/safetensors.hpp"
 #include "safetensors/json_parse.hpp"
 #include "safetensors/text.hpp"
 
@@ -59,6 +60,15 @@ Result<ShardIndex> parse_shard_index(std::string_view text, std::string_view sou
     index.weight_map.emplace_back(name, it->second);
   }
   if (index.shards.empty()) return invalid(source, "\"weight_map\" names no tensors");
+  // What a Ferry save recorded about the set; other writers' indexes have none of it.
+  if (auto meta = root.find("metadata"); meta != root.end() && meta->is_object()) {
+    if (auto id = meta->find(kSaveIdKey); id != meta->end() && id->is_string()) index.save_id = id->get<std::string>();
+    if (auto sizes = meta->find(kShardBytesKey); sizes != meta->end() && sizes->is_object()) {
+      for (const auto& [name, size] : sizes->items()) {
+        if (size.is_number_unsigned()) index.shard_bytes[name] = size.get<std::uint64_t>();
+      }
+    }
+  }
   // Shards in name order ("model-00001-of-00003..." first), whatever order the tensor names gave.
   std::vector<std::size_t> order(index.shards.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -15,6 +17,9 @@ namespace ferry::safetensors::detail {
 struct ShardIndex {
   std::vector<std::string> shards;  // file names as the index writes them, sorted
   std::vector<std::pair<std::string, std::size_t>> weight_map;  // tensor name -> position in `shards`
+  // Written by Ferry's sharded saves (kSaveIdKey, kShardBytesKey in "metadata"); empty for other writers'.
+  std::string save_id;
+  std::map<std::string, std::uint64_t> shard_bytes;  // shard file name -> its size
 };
 
 /// Parses index JSON. `source` names the file in messages. Shard names must be relative paths that stay

@@ -1,8 +1,11 @@
 // save_sharded: Hugging Face's shard layout (model-00001-of-00003.safetensors and
 // model.safetensors.index.json), each file saved atomically, the index last.
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -87,6 +90,16 @@ Status make_directory(const std::string& directory) {
   return Status();
 }
 
+// 16 random hex digits naming one sharded save.
+std::string random_save_id() {
+  std::uint64_t bits = 0;
+  if (::getrandom(&bits, sizeof bits, 0) != static_cast<ssize_t>(sizeof bits)) {
+    bits = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+           (static_cast<std::uint64_t>(::getpid()) << 32);
+  }
+  return fmt::format("{:016x}", bits);
+}
+
 }  // namespace
 
 Result<ShardedSaveStats> save_sharded_with(const std::string& directory, std::span<const SaveTensor> tensors,
@@ -137,6 +150,7 @@ Result<ShardedSaveStats> save_sharded_with(const std::string& directory, std::sp
                   EEXIST, directory);
   }
 
+  const std::string save_id = random_save_id();
   // The shards, one after another; an empty checkpoint is one file with no tensors. Progress is the whole
   // save's: the tensor bytes of the shards written so far, and the share of this one's file written.
   nlohmann::json weight_map = nlohmann::json::object();
@@ -152,6 +166,10 @@ Result<ShardedSaveStats> save_sharded_with(const std::string& directory, std::sp
       }
     }
     SaveOptions shard_options = options.save;
+    if (shards.size() > 1) {
+      if (!shard_options.metadata) shard_options.metadata.emplace();
+      (*shard_options.metadata)[kSaveIdKey] = save_id;
+    }
     if (options.save.progress) {
       shard_options.progress = [&, bytes_before, part_bytes](std::uint64_t done, std::uint64_t file_bytes) {
         const std::uint64_t share = file_bytes == 0 ? part_bytes : part_bytes * std::min(done, file_bytes) / file_bytes;
@@ -166,7 +184,11 @@ Result<ShardedSaveStats> save_sharded_with(const std::string& directory, std::sp
   }
   if (shards.size() > 1) {
     // As transformers writes it: json.dumps(index, indent=2, sort_keys=True) + "\n" (ASCII, keys sorted).
-    nlohmann::json index = {{"metadata", {{"total_size", stats.total_size}}}, {"weight_map", weight_map}};
+    // What belongs together: a reader can tell a mix of two saves (an interrupted save over an earlier one).
+    nlohmann::json sizes = nlohmann::json::object();
+    for (std::size_t s = 0; s < names.size(); ++s) sizes[names[s]] = stats.shards[s].file_bytes;
+    nlohmann::json index = {{"metadata", {{"total_size", stats.total_size}, {kSaveIdKey, save_id}, {kShardBytesKey, sizes}}},
+                            {"weight_map", weight_map}};
     stats.index = join_path(directory, index_name);
     FERRY_RETURN_IF_ERROR(tooling::replace_file_contents(stats.index, index.dump(2, ' ', true) + "\n",
                                                          options.save.durable));

@@ -188,7 +188,29 @@ Status follow_symlink(Destination& d, const struct stat& link) {
 
 }  // namespace
 
+namespace {
+
+// One look at `path` (inspect_destination); `replaced` is set when the file changed between the look at its
+// name and the check of the file itself (another writer's rename landed in between).
+Result<Destination> inspect_once(const std::string& path, bool* replaced);
+
+}  // namespace
+
 Result<Destination> inspect_destination(const std::string& path) {
+  // A save replaces the name anyway: another save's rename landing during the checks is no reason to fail
+  // (two processes saving one path: one failed now and then with "it was replaced while being checked", the
+  // reliability review of 2026-12-04). Look again; the last writer wins.
+  constexpr int kLooks = 16;
+  for (int look = 1;; ++look) {
+    bool replaced = false;
+    auto d = inspect_once(path, &replaced);
+    if (!replaced || look == kLooks) return d;
+  }
+}
+
+namespace {
+
+Result<Destination> inspect_once(const std::string& path, bool* replaced) {
   Destination d;
   d.path = path;
   d.target = path;
@@ -237,9 +259,12 @@ Result<Destination> inspect_destination(const std::string& path) {
     if (probe.get() < 0) return write_error(errno, path);
     struct stat now {};
     if (::fstat(probe.get(), &now) != 0) return write_error(errno, path);
-    if (now.st_dev != d.st.st_dev || now.st_ino != d.st.st_ino || !S_ISREG(now.st_mode))
+    if (now.st_dev != d.st.st_dev || now.st_ino != d.st.st_ino || !S_ISREG(now.st_mode)) {
+      *replaced = true;
       return Status(ErrorCode::failed_precondition,
-                    fmt::format("Could not write \"{}\": it was replaced while being checked", path), 0, path);
+                    fmt::format("Could not write \"{}\": it was replaced while being checked, again and again", path),
+                    0, path);
+    }
     d.st = now;
     // In a sticky directory only the file's owner (or the directory's, or root) may replace it.
     struct stat dir {};
@@ -254,6 +279,8 @@ Result<Destination> inspect_destination(const std::string& path) {
   }
   return d;
 }
+
+}  // namespace
 
 namespace {
 
