@@ -142,7 +142,10 @@ def display(value: Any) -> str:
         return repr(value)
     from . import _ferry
 
-    return _ferry.remote_display_url(shown) if _ferry.is_remote_url(shown) else shown
+    try:
+        return _ferry.remote_display_url(shown) if _ferry.is_remote_url(shown) else shown
+    except TypeError:  # a path that is not UTF-8 (surrogate escapes): no URL either
+        return shown
 
 
 def text(name: str, value: Any) -> str:

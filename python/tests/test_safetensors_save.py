@@ -328,14 +328,18 @@ def test_sharded_saves_write_hugging_face_names_and_an_index(tmp_path):
     names = sorted(os.listdir(tmp_path / "ckpt"))
     assert names == [f"model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)] + ["model.safetensors.index.json"]
     index = json.loads((tmp_path / "ckpt" / "model.safetensors.index.json").read_text())
-    assert index == {"metadata": {"total_size": 20000},
+    save_id = index["metadata"]["ferry.save_id"]  # what ties the set together (a mix is refused)
+    assert len(save_id) == 16 and int(save_id, 16) >= 0
+    sizes = {n: (tmp_path / "ckpt" / n).stat().st_size for n in names[:3]}
+    assert index == {"metadata": {"total_size": 20000, "ferry.save_id": save_id, "ferry.shard_bytes": sizes},
                      "weight_map": {f"layers.{i}.w": f"model-0000{i // 2 + 1}-of-00003.safetensors" for i in range(5)}}
     assert result.total_size == 20000 and result.index.endswith("model.safetensors.index.json")
     assert [Path(f).name for f in result.files] == names[:3]
     for f in result.files:
-        assert header(f)["__metadata__"] == {"format": "np"}
+        assert header(f)["__metadata__"] == {"format": "np", "ferry.save_id": save_id}
     loaded = st.load(tmp_path / "ckpt", device="cpu", framework="numpy")
     assert_same(loaded.tensors, tensors)
+    assert loaded.metadata == {"format": "np"}
 
 
 def test_one_shard_is_one_file_and_sizes_parse_as_hugging_face_writes_them(tmp_path):

@@ -478,6 +478,17 @@ TEST(SafetensorsShardPlan, SplitsAsHuggingfaceHub) {
   EXPECT_EQ(plan({0, 0}, 0), (Shards{{0, 1}}));
 }
 
+// The save id a sharded save wrote: in the index `text` (or at the index's path).
+std::string save_id_in(std::string text_or_path) {
+  if (text_or_path.find('{') == std::string::npos) {
+    std::ifstream in(text_or_path);
+    text_or_path.assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+  return nlohmann::json::parse(text_or_path)["metadata"].value(kSaveIdKey, std::string());
+}
+
+std::string as_text(const std::vector<std::uint8_t>& bytes) { return std::string(bytes.begin(), bytes.end()); }
+
 TEST_F(SafetensorsSave, ShardedSavesWriteHuggingFaceNamesAndTheIndexLast) {
   std::vector<std::vector<std::uint8_t>> data;
   std::vector<SaveTensor> t;
@@ -497,8 +508,24 @@ TEST_F(SafetensorsSave, ShardedSavesWriteHuggingFaceNamesAndTheIndexLast) {
   EXPECT_THAT(stats->aliases, ElementsAre(std::make_pair(std::string("tied"), std::string("layers.0.w"))));
   std::ifstream in(dir_ / "model.safetensors.index.json");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // transformers' layout (json.dumps(indent=2, sort_keys=True)), with what ties the set together: the save's id
+  // (in every shard's __metadata__ too) and each shard's size.
+  const std::string id = save_id_in(text);
+  ASSERT_EQ(id.size(), 16u) << text;
+  for (const std::string& shard : {"model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors",
+                                   "model-00003-of-00003.safetensors"}) {
+    auto c = Checkpoint::open((dir_ / shard).string());
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    EXPECT_EQ(c->shard_facts()[0].metadata.at(kSaveIdKey), id) << shard;
+  }
   EXPECT_EQ(text, R"({
   "metadata": {
+    "ferry.save_id": ")" + id + R"(",
+    "ferry.shard_bytes": {
+      "model-00001-of-00003.safetensors": 8200,
+      "model-00002-of-00003.safetensors": 8200,
+      "model-00003-of-00003.safetensors": 4136
+    },
     "total_size": 20000
   },
   "weight_map": {
@@ -530,8 +557,15 @@ TEST_F(SafetensorsSave, ShardedSavesOfGpuTensorsMakeTheSameFilesAsOfHostTensors)
   ASSERT_TRUE(b.ok()) << b.status().to_string();
   ASSERT_EQ(a->files.size(), b->files.size());
   ASSERT_GT(a->files.size(), 1u);
+  // The same bytes, but for each save's own id (16 hex digits in every shard's header).
+  const std::string id_a = save_id_in(a->index), id_b = save_id_in(b->index);
+  ASSERT_EQ(id_a.size(), 16u);
   for (std::size_t i = 0; i < a->files.size(); ++i) {
-    EXPECT_EQ(testing::read_whole_file(a->files[i]), testing::read_whole_file(b->files[i])) << a->files[i];
+    std::string gpu_file = as_text(testing::read_whole_file(a->files[i]));
+    const std::size_t at = gpu_file.find(id_a);
+    ASSERT_NE(at, std::string::npos) << a->files[i];
+    gpu_file.replace(at, id_a.size(), id_b);
+    EXPECT_EQ(gpu_file, as_text(testing::read_whole_file(b->files[i]))) << a->files[i];
   }
 }
 
