@@ -1,0 +1,18 @@
+# Runs the README's C++ example (built from README.md by tests/CMakeLists.txt) on a 1 MiB file and checks that
+# it read it and printed the route report: "256 operations, ..." in the README, "1 operation, 1.00 MiB, ..." here.
+file(REMOVE_RECURSE ${WORK})
+file(MAKE_DIRECTORY ${WORK})
+string(REPEAT "0123456789abcdef" 65536 DATA)
+file(WRITE ${WORK}/shard.bin "${DATA}")
+execute_process(COMMAND ${EXAMPLE} ${WORK}/shard.bin RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "the README example failed (${rc}): ${out}${err}")
+endif()
+if(NOT out MATCHES "1\\.00 MiB, all host")
+  message(FATAL_ERROR "the README example printed no report of its 1 MiB read: ${out}")
+endif()
+execute_process(COMMAND ${EXAMPLE} ${WORK}/missing.bin RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT err MATCHES "missing.bin")
+  message(FATAL_ERROR "a missing file: exit ${rc}, message ${err}")
+endif()
+file(REMOVE_RECURSE ${WORK})
