@@ -171,11 +171,11 @@ std::string Report::table() const {
     for (const auto& rc : reasons) {
       if (rc.route != route) continue;
       if (first) {
-        out += fmt::format("{:<13} {:>10} {:>12} {:>10.2f}  {} ({} ops)\n", route_name(route), c.ops,
-                           format_size(c.bytes), rate, reason_phrase(rc), rc.ops);
+        out += fmt::format("{:<13} {:>10} {:>12} {:>10.2f}  {} ({} op{})\n", route_name(route), c.ops,
+                           format_size(c.bytes), rate, reason_phrase(rc), rc.ops, rc.ops == 1 ? "" : "s");
       } else {
-        out += fmt::format("{:<13} {:>10} {:>12} {:>10}  {} ({} ops)\n", "", "", "", "", reason_phrase(rc),
-                           rc.ops);
+        out += fmt::format("{:<13} {:>10} {:>12} {:>10}  {} ({} op{})\n", "", "", "", "", reason_phrase(rc),
+                           rc.ops, rc.ops == 1 ? "" : "s");
       }
       first = false;
     }

@@ -70,7 +70,7 @@ Result<std::string> read_index_file(const std::string& path, const Config& confi
   if (size > options.max_header_bytes) {
     return Status(ErrorCode::invalid_argument,
                   fmt::format("Invalid safetensors index \"{}\": {} bytes, more than the limit of {} bytes "
-                              "(OpenOptions::max_header_bytes)",
+                              "(max_header_bytes)",
                               file.path(), size, options.max_header_bytes),
                   0, file.path());
   }

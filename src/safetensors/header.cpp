@@ -222,7 +222,7 @@ Status detail::check_header_length(std::uint64_t header_bytes, std::uint64_t fil
   }
   if (header_bytes > options.max_header_bytes) {
     return invalid(source, fmt::format("the header length is {} bytes, more than the limit of {} bytes "
-                                       "(OpenOptions::max_header_bytes)",
+                                       "(max_header_bytes)",
                                        header_bytes, options.max_header_bytes));
   }
   if (header_bytes > file_bytes - kPrefixBytes) {
