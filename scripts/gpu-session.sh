@@ -12,7 +12,7 @@
 #                current) and the CPU unit tests (about 90 s on the H200 machine)
 #   pytest       the whole Python suite, GPU tests for real (more than 5 minutes on the H200 machine)
 #   pytest-gpu   only the Python tests that need a GPU (*_gpu.py, batches, models, buffer errors, placement,
-#                device spellings, safetensors; ~3 min)
+#                device spellings, safetensors, KvikIO's API, futures, the docs' snippets, the examples; ~4 min)
 #   matrix       the forced-route matrix (scripts/gpu-route-matrix.sh)
 #   doctor       ferry doctor with and without the udev record
 #   reads        timed reads of an 8 GiB file, hot and cold
@@ -25,6 +25,8 @@
 #                against from_pretrained's, one process) and the fresh-process model loads of
 #                bench/safetensors_save_bench.py --skip-saves
 #   host-reads   bench/unaligned_host_read_bench.py: cold 4 GiB reads into np.empty / torch.empty / aligned
+#   saves        bench/safetensors_save_bench.py --skip-models: saves from GPU memory (durable, durable=False,
+#                direct_io=off) against safetensors and raw O_DIRECT, and background snapshots
 #   sweep        bench/staging_sweep.sh: hot 8 GiB staged reads per staging shape against the copy ceiling
 #                (best of several chunk sizes and stream counts), and each shape's fresh-process first read
 #   write        8 GiB `ferry write --device 0` with default settings (fdatasync inside)
@@ -160,6 +162,8 @@ PY
     PYTHONPATH="$build/python" FERRY_CLI="$ferry" $python -m pytest python/tests/*_gpu.py python/tests/test_batch.py \
       python/tests/test_torch_load_into_module.py python/tests/test_errors.py python/tests/test_gathered_reads.py \
       python/tests/test_tensor_placement.py python/tests/test_device_spellings.py python/tests/test_safetensors.py \
+      python/tests/test_kvikio.py python/tests/test_concurrent_futures.py python/tests/test_doc_snippets.py \
+      python/tests/test_examples.py \
       -v -rfEs -p no:cacheprovider \
       --durations=10 --basetemp="$build/python/pytest-gpu-tmp" > "$out/pytest-gpu.log" 2>&1
     grep -E " FAILED| ERROR|passed|failed" "$out/pytest-gpu.log" | tail -15
@@ -236,6 +240,12 @@ PY
     PYTHONPATH="$build/python" $python bench/safetensors_save_bench.py --skip-saves --model-layers 8 --model-runs 3 \
       --dir "$data" --out "$out" > "$out/model-load-bench.log" 2>&1
     tail -1 "$out/model-load-bench.log"
+    ;;
+  saves)
+    log "saves: Ferry (durable, durable=False, the page cache) against safetensors' save_file and the disk"
+    PYTHONPATH="$build/python" $python bench/safetensors_save_bench.py --skip-models --dir "$data" --out "$out" \
+      > "$out/save-bench.log" 2>&1
+    tail -1 "$out/save-bench.log"
     ;;
   host-reads)
     log "cold reads into np.empty and torch.empty against an aligned buffer (4 GiB)"
