@@ -3,7 +3,8 @@ blocks in order, in one fresh process whose working directory holds the files th
 (shard.bin, tokens.bin, model.safetensors, checkpoint_dir/, llama/). A block's fence says what it needs
 beyond this machine: ``gpu`` (a CUDA device, and CuPy where it imports it), ``multi-gpu`` (two),
 ``transformers``, ``process-group`` (run as torchrun would start one rank: MASTER_ADDR, MASTER_PORT, RANK,
-WORLD_SIZE set), ``remote`` (an S3 bucket and an HTTPS server of your own: never run here). A block whose
+WORLD_SIZE set), ``remote`` (an S3 store: here the S3-compatible server of tests/remote/s3rver on loopback,
+named by AWS_ENDPOINT_URL as a user names such a store, with a bucket "bucket" of four shards). A block whose
 needs are not met is skipped and named; on the GPU machine the gpu blocks run. Signature listings are
 ```text, not ```python."""
 
@@ -65,8 +66,11 @@ def importable(name):
         return False
 
 def missing(tags, code):
-    if "remote" in tags:
-        return "needs an S3 bucket and an HTTPS server of your own"
+    import os
+    if "remote" in tags and not os.environ.get("AWS_ENDPOINT_URL"):
+        return "needs an S3 store: " + os.environ.get("FERRY_DOC_NO_S3", "none")
+    if "remote" in tags and not importable("dask"):
+        return "needs dask"
     if "multi-gpu" in tags and gpus() < 2:
         return "needs two GPUs"
     if "gpu" in tags and gpus() < 1:
@@ -113,6 +117,27 @@ def make_workspace(where: Path) -> None:
     transformers.LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(where / "llama", safe_serialization=True)
 
 
+def start_s3(where: Path):
+    """The S3-compatible test server with bucket "bucket" holding shard-000.bin to shard-003.bin (4 MiB of
+    float32 each): (process, endpoint), or (None, why not)."""
+    server = ROOT / "tests" / "remote" / "s3rver"
+    node = "/usr/bin/node" if os.access("/usr/bin/node", os.X_OK) else "/usr/local/bin/node"
+    if not os.access(node, os.X_OK) or not (server / "node_modules" / "@20minutes" / "s3rver").exists():
+        return None, "the S3 test server is not installed (scripts/install-deps.sh installs it)"
+    (where / "s3-src").mkdir()
+    (where / "s3-data").mkdir()
+    rng = np.random.default_rng(3)
+    for i in range(4):
+        rng.standard_normal((1024, 1024)).astype(np.float32).tofile(where / "s3-src" / f"shard-{i:03d}.bin")
+    proc = subprocess.Popen([node, str(server / "s3_server.js"), str(where / "s3-data"), "bucket", str(where / "s3-src")],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = proc.stdout.readline().split()
+    if not line or line[0] != "port":
+        proc.kill()
+        return None, "the S3 test server did not start"
+    return proc, f"http://127.0.0.1:{line[1]}"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -130,8 +155,22 @@ def test_every_python_snippet_runs_as_written(tmp_path, doc):
     (tmp_path / "blocks.json").write_text(json.dumps(blocks))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(ferry.__file__).resolve().parents[1])]),
                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), RANK="0", WORLD_SIZE="1", TQDM_DISABLE="1")
-    run = subprocess.run([sys.executable, "-c", _RUNNER, str(tmp_path / "blocks.json"), doc], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=220, env=env)
+    s3 = None
+    if any("remote" in tags for _, tags, _ in blocks):
+        s3, endpoint = start_s3(tmp_path)
+        if s3 is None:
+            env["FERRY_DOC_NO_S3"] = endpoint
+        else:
+            env.update(AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="S3RVER", AWS_SECRET_ACCESS_KEY="S3RVER",
+                       AWS_REGION="us-east-1", AWS_CONFIG_FILE=str(tmp_path / "none"),
+                       AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"))
+    try:
+        run = subprocess.run([sys.executable, "-c", _RUNNER, str(tmp_path / "blocks.json"), doc], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=220, env=env)
+    finally:
+        if s3 is not None:
+            s3.stdin.close()
+            s3.wait(10)
     results = [json.loads(l) for l in run.stdout.splitlines() if l.startswith('{"line"')]
     assert run.returncode == 0 and len(results) == len(blocks), run.stdout[-3000:] + run.stderr[-3000:]
     failed = [f"{doc}:{r['line']}\n{r['error']}" for r in results if r["status"] == "failed"]
