@@ -182,6 +182,22 @@ class ConfigContextManager:
         _set(self._before)
 
 
+def _older_style(name: str) -> Tuple[Any, Any, Any]:
+    """KvikIO's older functions for setting ``name``: its getter (a :class:`CompatMode` for "compat_mode", else
+    an int), ``<name>_reset(value)`` and ``set_<name>(value)``, as static methods."""
+
+    def getter() -> Any:
+        return _get(name)
+
+    def reset(value: Any) -> None:
+        _set({name: value})
+
+    def scoped(value: Any) -> ConfigContextManager:
+        return ConfigContextManager({name: value})
+
+    return staticmethod(getter), staticmethod(reset), staticmethod(scoped)
+
+
 class _Defaults:
     """``kvikio.defaults``: KvikIO's settings, read and written in :data:`ferry.config` (see the module's
     documentation for the names and defaults). Both of KvikIO's styles: ``get(name)`` and ``set(name,
@@ -224,67 +240,12 @@ class _Defaults:
 
     # The older style: a getter, name_reset(value) and set_name(value) (applied at once, and a context
     # manager), per setting; get_num_threads is the oldest getter's name.
-    @staticmethod
-    def compat_mode() -> CompatMode:
-        return CompatMode(_get("compat_mode"))
-
-    @staticmethod
-    def compat_mode_reset(mode: Union[CompatMode, bool, str]) -> None:
-        _set({"compat_mode": mode})
-
-    @staticmethod
-    def set_compat_mode(mode: Union[CompatMode, bool, str]) -> ConfigContextManager:
-        return ConfigContextManager({"compat_mode": mode})
-
-    @staticmethod
-    def num_threads() -> int:
-        return int(_get("num_threads"))
-
+    compat_mode, compat_mode_reset, set_compat_mode = _older_style("compat_mode")
+    num_threads, num_threads_reset, set_num_threads = _older_style("num_threads")
     get_num_threads = num_threads
-
-    @staticmethod
-    def num_threads_reset(nthreads: int) -> None:
-        _set({"num_threads": nthreads})
-
-    @staticmethod
-    def set_num_threads(nthreads: int) -> ConfigContextManager:
-        return ConfigContextManager({"num_threads": nthreads})
-
-    @staticmethod
-    def task_size() -> int:
-        return int(_get("task_size"))
-
-    @staticmethod
-    def task_size_reset(nbytes: int) -> None:
-        _set({"task_size": nbytes})
-
-    @staticmethod
-    def set_task_size(nbytes: int) -> ConfigContextManager:
-        return ConfigContextManager({"task_size": nbytes})
-
-    @staticmethod
-    def gds_threshold() -> int:
-        return int(_get("gds_threshold"))
-
-    @staticmethod
-    def gds_threshold_reset(nbytes: int) -> None:
-        _set({"gds_threshold": nbytes})
-
-    @staticmethod
-    def set_gds_threshold(nbytes: int) -> ConfigContextManager:
-        return ConfigContextManager({"gds_threshold": nbytes})
-
-    @staticmethod
-    def bounce_buffer_size() -> int:
-        return int(_get("bounce_buffer_size"))
-
-    @staticmethod
-    def bounce_buffer_size_reset(nbytes: int) -> None:
-        _set({"bounce_buffer_size": nbytes})
-
-    @staticmethod
-    def set_bounce_buffer_size(nbytes: int) -> ConfigContextManager:
-        return ConfigContextManager({"bounce_buffer_size": nbytes})
+    task_size, task_size_reset, set_task_size = _older_style("task_size")
+    gds_threshold, gds_threshold_reset, set_gds_threshold = _older_style("gds_threshold")
+    bounce_buffer_size, bounce_buffer_size_reset, set_bounce_buffer_size = _older_style("bounce_buffer_size")
 
     def __repr__(self) -> str:
         return "kvikio.defaults(" + ", ".join(f"{name}={_get(name)!r}" for name in _SETTINGS) + ")"

@@ -59,16 +59,10 @@ Future FileState::submit_batch(std::span<const Piece> pieces) {
   auto in_use = use();
   if (!in_use.ok()) return fail(in_use.status());
   const SetupCosts setup_before = process_setup_costs();
-  auto e = extent();
-  if (!e.ok()) return fail(e.status());
-  if (!e->known) {
-    return fail(Status(ErrorCode::invalid_argument,
-                       fmt::format("Could not read a batch from \"{}\": it has no size to read pieces of (a "
-                                   "/proc file or a character device); read it with pread",
-                                   path),
-                       EINVAL, path));
-  }
-  const std::uint64_t file_bytes = e->bytes;
+  auto sized = size_to_plan_by("a batch");
+  if (!sized.ok()) return fail(sized.status());
+  const std::uint64_t file_bytes = *sized;
+  const Extent e{true, file_bytes};
   // Pieces cover the file as it is now: a piece past its end reads what is there, or nothing.
   std::vector<Task> tasks;
   tasks.reserve(pieces.size());
@@ -107,7 +101,7 @@ Future FileState::submit_batch(std::span<const Piece> pieces) {
   const std::uint64_t share = (tasks.size() + threads - 1) / threads;
   const unsigned pack = static_cast<unsigned>(std::clamp<std::uint64_t>(std::min(per_fill, share), 1, 16384));
   auto stop = std::make_shared<std::atomic<bool>>(false);
-  SourceRequest request{Direction::read, *e, bytes, stop};
+  SourceRequest request{Direction::read, e, bytes, stop};
   auto backend = make_batch_backend(*this, request, std::move(*plan), pack);
   if (!backend.ok()) return fail(backend.status());
   const auto label = [&] {

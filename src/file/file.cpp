@@ -93,6 +93,16 @@ Status FileState::close() {
   return source->close();
 }
 
+Result<std::uint64_t> FileState::size_to_plan_by(std::string_view what) const {
+  FERRY_ASSIGN_OR_RETURN(Extent e, extent());
+  if (e.known) return e.bytes;
+  return Status(ErrorCode::invalid_argument,
+                fmt::format("Could not read {} from \"{}\": it has no size to plan by (a /proc file or a character "
+                            "device); read it with pread",
+                            what, path),
+                EINVAL, path);
+}
+
 Result<std::uint64_t> FileState::current_size() const {
   FERRY_ASSIGN_OR_RETURN(Extent e, source->extent());
   return e.bytes;

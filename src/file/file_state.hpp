@@ -39,6 +39,10 @@ class FileState : public std::enable_shared_from_this<FileState> {
 
   /// How far a read may go: the source's size now, when it has one Ferry can plan by.
   Result<Extent> extent() const { return source->extent(); }
+  /// The size now, for requests that must plan by one (batches, scattered reads): invalid_argument saying
+  /// "Could not read <what> from <path>: it has no size to plan by (...); read it with pread" for a /proc file
+  /// or a character device.
+  Result<std::uint64_t> size_to_plan_by(std::string_view what) const;
   /// Tasks one request may run at once: the source's own limit (a remote object's connections), else `threads`.
   unsigned parallel_tasks() const {
     return source->parallel_tasks() != 0 ? source->parallel_tasks() : config.threads();

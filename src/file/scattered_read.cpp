@@ -65,17 +65,10 @@ Future FileState::submit_scattered(std::vector<Segment> segments, std::uint64_t 
   auto in_use = use();
   if (!in_use.ok()) return fail(in_use.status());
   const SetupCosts setup_before = process_setup_costs();
-  auto e = extent();
-  if (!e.ok()) return fail(e.status());
-  if (!e->known) {
-    return fail(Status(ErrorCode::invalid_argument,
-                       fmt::format("Could not read \"{}\" into several buffers: it has no size to plan by (a /proc "
-                                   "file or a character device); read it with pread",
-                                   path),
-                       EINVAL, path));
-  }
+  auto file_bytes = size_to_plan_by("a range into several buffers");
+  if (!file_bytes.ok()) return fail(file_bytes.status());
   // As pread(): the file as it is now, and no further.
-  const std::uint64_t size = offset >= e->bytes ? 0 : std::min(asked, e->bytes - offset);
+  const std::uint64_t size = offset >= *file_bytes ? 0 : std::min(asked, *file_bytes - offset);
   auto plan = route_for(*this, Direction::read, first, size, BufferQuery::stand_in);
   if (!plan.ok()) return fail(plan.status());
   if (Status s = check_memory(*plan, segments, path); !s.ok()) return fail(s);
@@ -92,7 +85,8 @@ Future FileState::submit_scattered(std::vector<Segment> segments, std::uint64_t 
       }
     }
   }
-  return start(Direction::read, Destination::scattered(std::move(segments)), offset, std::move(tasks), *e,
+  return start(Direction::read, Destination::scattered(std::move(segments)), offset, std::move(tasks),
+               Extent{true, *file_bytes},
                /*short_task_ends_request=*/false, std::move(*plan), std::move(*in_use), setup_before,
                RequestState::Submitter::may_wait_next);
 }

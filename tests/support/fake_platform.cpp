@@ -28,4 +28,16 @@ const detail::GpuPlatform& fake_gpu_platform() {
   return platform;
 }
 
+const detail::GpuPlatform& fake_gpu_platform_without_batched_copies() {
+  static const detail::CudaApi api = [] {
+    detail::CudaApi a = fake_cuda_api();
+    a.cuMemcpyBatchAsync_v2 = nullptr;
+    return a;
+  }();
+  static const detail::GpuPlatform platform{[](Status*) -> const detail::CudaApi* { return &api; },
+                                            fake_gpu_platform().cufile, fake_gpu_platform().direct_route_hint,
+                                            nullptr};
+  return platform;
+}
+
 }  // namespace ferry::testing

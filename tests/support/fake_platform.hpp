@@ -7,5 +7,7 @@
 namespace ferry::testing {
 
 const detail::GpuPlatform& fake_gpu_platform();
+/// The same, with a driver older than CUDA 12.8: no batched copies (cuMemcpyBatchAsync), a copy each.
+const detail::GpuPlatform& fake_gpu_platform_without_batched_copies();
 
 }  // namespace ferry::testing

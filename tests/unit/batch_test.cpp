@@ -277,19 +277,9 @@ TEST_F(Batch, ScatteredDevicePiecesMoveInOneBatchedCopyAFill) {
 }
 
 // A driver older than CUDA 13 has no batched copy: the same pieces then move with a copy each, as exactly.
-const detail::CudaApi* driver_without_batched_copies(Status*) {
-  static const detail::CudaApi api = [] {
-    detail::CudaApi a = testing::fake_cuda_api();
-    a.cuMemcpyBatchAsync_v2 = nullptr;
-    return a;
-  }();
-  return &api;
-}
-
 TEST_F(Batch, WithoutBatchedCopiesScatteredPiecesMoveWithACopyEach) {
   constexpr std::size_t kPieces = 256;
-  const detail::GpuPlatform& fake = testing::fake_gpu_platform();
-  const detail::GpuPlatform older{driver_without_batched_copies, fake.cufile, fake.direct_route_hint, nullptr};
+  const detail::GpuPlatform& older = testing::fake_gpu_platform_without_batched_copies();
   File f = memory_file(kPieces, 4, 4 << 20, older);
   auto [dev, pieces] = device_pages(kPieces, [](std::size_t i) { return (i * 7) % kPieces; });
   std::reverse(pieces.begin(), pieces.end());

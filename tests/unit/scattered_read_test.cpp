@@ -244,18 +244,8 @@ TEST_F(ScatteredRead, IntoDeviceMemoryEachPieceMovesToItsBuffersInOneBatchedCopy
   }
 }
 
-const detail::CudaApi* driver_without_batched_copies(Status*) {
-  static const detail::CudaApi api = [] {
-    detail::CudaApi a = testing::fake_cuda_api();
-    a.cuMemcpyBatchAsync_v2 = nullptr;
-    return a;
-  }();
-  return &api;
-}
-
 TEST_F(ScatteredRead, WithoutBatchedCopiesEachBufferOfAPieceGetsACopy) {
-  const detail::GpuPlatform& fake = testing::fake_gpu_platform();
-  const detail::GpuPlatform older{driver_without_batched_copies, fake.cufile, fake.direct_route_hint, nullptr};
+  const detail::GpuPlatform& older = testing::fake_gpu_platform_without_batched_copies();
   File f = open(DirectIo::automatic, CompatMode::on, older);
   const std::uint64_t size = 8 * kTask;
   auto* dev = static_cast<std::uint8_t*>(testing::fake_cuda_alloc_device(2 * size + (1 << 20)));
