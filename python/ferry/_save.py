@@ -26,6 +26,7 @@ import threading
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 
 from . import _args, _ferry, _progress
+from ._checkpoint import DTYPE_SIZES, _ArrayLibrary, _TORCH_NAMES
 from ._config import _overrides
 from ._errors import invalid_argument
 
@@ -35,8 +36,7 @@ PathLike = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
 def _dtype_names(kind: str) -> Dict[str, str]:
     """A framework's dtype name -> the safetensors dtype: the loader's tables (ferry/safetensors.py), inverted,
-    with ml_dtypes' names for NumPy arrays of bfloat16 and float8. (Imported late: safetensors imports us.)"""
-    from .safetensors import _ArrayLibrary, _TORCH_NAMES
+    with ml_dtypes' names for NumPy arrays of bfloat16 and float8."""
 
     if kind == "torch":
         return {v: k for k, v in _TORCH_NAMES.items()}
@@ -71,8 +71,6 @@ class _Tensor:
 
 
 def _dtype_name(name: str, known: Mapping[str, str], have: str, override: Optional[str], itemsize: int) -> str:
-    from .safetensors import DTYPE_SIZES
-
     if override is not None:
         if override not in DTYPE_SIZES:
             raise ValueError(f"tensor {name!r}: dtypes[{name!r}] = {override!r} is not a safetensors dtype "
@@ -405,8 +403,6 @@ def _exit_cleanly_on_sigterm() -> Iterator[None]:
 
 def _save_progress(progress: Any, specs: Any, label: str) -> Any:
     """The package's one progress policy (ferry._progress.callback), for a save of `specs`' bytes."""
-    from .safetensors import DTYPE_SIZES
-
     total = sum(DTYPE_SIZES[t.dtype] * math.prod(t.shape) for t in specs)
     return _progress.callback(progress, total, label, automatic_from_bytes=_progress.CHECKPOINT_BAR_MIN_BYTES)
 

@@ -34,7 +34,7 @@ from collections import deque
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple, Union
 
 from . import _args, _ferry
-from . import safetensors as _st
+from . import _checkpoint
 from ._dist_group import DistributedLoadError, DistributedTimeoutError, Group, rank_list
 from ._dist_plan import DEVICE_ALIGNMENT, HOST_ALIGNMENT, PAGE, Piece, Plan, ShardRules, split_range
 
@@ -74,14 +74,14 @@ def _route_rows(report: Any) -> Tuple[Dict[str, List[int]], List[List[Any]]]:
 class _Load:
     """One rank's part of one load: opened checkpoint, plan, buffer, reads, exchange, views."""
 
-    def __init__(self, group: Group, ckpt: "_st._Checkpoint", device: int, shard_rules: ShardRules,
+    def __init__(self, group: Group, ckpt: "_checkpoint._Checkpoint", device: int, shard_rules: ShardRules,
                  part_bytes: int) -> None:
         self.group = group
         self.ckpt = ckpt
         self.device = device
-        alignment = HOST_ALIGNMENT if device == _st._HOST else DEVICE_ALIGNMENT
-        self.plan = Plan(ckpt.tensors, _st.DTYPE_SIZES, shard_rules, group.rank, group.size, part_bytes, alignment)
-        if group.cuda_only and device == _st._HOST:
+        alignment = HOST_ALIGNMENT if device == _checkpoint._HOST else DEVICE_ALIGNMENT
+        self.plan = Plan(ckpt.tensors, _checkpoint.DTYPE_SIZES, shard_rules, group.rank, group.size, part_bytes, alignment)
+        if group.cuda_only and device == _checkpoint._HOST:
             raise ValueError(f"the group's backend is {group.backend}, which exchanges GPU memory only: load onto "
                              f"this rank's GPU (device='cuda:N') or use a gloo group for host memory")
         self.buffer: Any = None
@@ -95,12 +95,12 @@ class _Load:
 
     def allocate(self) -> None:
         self.buffer, self.base = self.ckpt.buffer(self.plan.buffer_bytes, self.device,
-                                                  PAGE if self.device == _st._HOST else DEVICE_ALIGNMENT)
+                                                  PAGE if self.device == _checkpoint._HOST else DEVICE_ALIGNMENT)
         self.ckpt.fw.synchronize(self.device)
 
     def facts(self) -> Dict[str, Any]:
         impl = self.ckpt.impl
-        kind = "host" if self.device == _st._HOST else "cuda"
+        kind = "host" if self.device == _checkpoint._HOST else "cuda"
         return {"fingerprint": self.plan.fingerprint(self.ckpt.tensors, self.ckpt.files, kind, impl.shard_facts()),
                 "summary": (f"{len(self.ckpt.files)} file(s), {len(self.ckpt.tensors)} tensors, {impl.data_bytes()} "
                             f"bytes; {len(self.plan.exchanged)} tensors exchanged in {len(self.plan.rounds)} round(s), "
@@ -125,8 +125,8 @@ def _check_agreement(group: Group, facts: List[Dict[str, Any]]) -> None:
         group.rank, group.size)
 
 
-def _single(ckpt: "_st._Checkpoint", group: Group, device: int, progress: Any, max_request_bytes: int,
-            max_requests_in_flight: int, started: float) -> "_st.LoadResult":
+def _single(ckpt: "_checkpoint._Checkpoint", group: Group, device: int, progress: Any, max_request_bytes: int,
+            max_requests_in_flight: int, started: float) -> "_checkpoint.LoadResult":
     """A group of one without shard rules: the single-process load itself, and the report of a rank."""
     result = ckpt.load(device, [], [], progress, max_request_bytes, max_requests_in_flight, started)
     stats = result.stats
@@ -141,12 +141,12 @@ def _single(ckpt: "_st._Checkpoint", group: Group, device: int, progress: Any, m
     return result
 
 
-def load(filename: _st.PathLike, device: _st.Device = None, *, process_group: Any, shard_rules: ShardRules = None,
+def load(filename: _checkpoint.PathLike, device: _checkpoint.Device = None, *, process_group: Any, shard_rules: ShardRules = None,
          timeout: Timeout = None, part_bytes: int = DEFAULT_PART_BYTES, framework: str = "pt",
-         progress: _st.Progress = None, max_request_bytes: int = 0, max_requests_in_flight: int = 0,
+         progress: _checkpoint.Progress = None, max_request_bytes: int = 0, max_requests_in_flight: int = 0,
          max_staging_bytes: int = 0, max_header_bytes: int = _ferry.SAFETENSORS_DEFAULT_MAX_HEADER_BYTES,
          check: Optional[Callable[[Dict[str, Tuple[str, Tuple[int, ...]]]], Any]] = None,
-         **settings: Any) -> "_st.LoadResult":
+         **settings: Any) -> "_checkpoint.LoadResult":
     """Loads a checkpoint onto every rank of ``process_group``; each byte is read from storage by one rank.
 
     Every rank of the group must call it with the same checkpoint (the same files, as a shared or a copied
@@ -191,7 +191,7 @@ def load(filename: _st.PathLike, device: _st.Device = None, *, process_group: An
         raise TypeError("ferry.distributed.load needs a process_group (torch.distributed.group.WORLD, or a new_group)")
     group = Group(process_group, timeout_seconds(timeout),
                   f"loading {_args.display(filename)!r}")
-    fw = _st._framework(framework)
+    fw = _checkpoint._framework(framework)
     if fw.name != "pt":
         raise ValueError(f"process_group exchanges PyTorch tensors: framework must be 'pt', not {framework!r}")
     part = _ferry_size(part_bytes)
@@ -203,10 +203,10 @@ def load(filename: _st.PathLike, device: _st.Device = None, *, process_group: An
     ckpt = None
     opened = started
     try:
-        ckpt = _st._Checkpoint(_st._open(filename, max_header_bytes, max_staging_bytes, settings), fw)
+        ckpt = _checkpoint._Checkpoint(_checkpoint._open(filename, max_header_bytes, max_staging_bytes, settings), fw)
         opened = time.perf_counter()
-        dev = _st._device_index(device, fw)
-        if dev != _st._HOST:
+        dev = _checkpoint._device_index(device, fw)
+        if dev != _checkpoint._HOST:
             group.gpu = dev
         if group.size == 1 and shard_rules is None:
             if check is not None:
@@ -243,13 +243,13 @@ def _ferry_size(value: Union[int, str]) -> int:
     return n
 
 
-def _exchange(work: _Load, progress: _st.Progress, max_request_bytes: int, max_requests_in_flight: int,
-              times: Dict[str, float]) -> "_st.LoadResult":
+def _exchange(work: _Load, progress: _checkpoint.Progress, max_request_bytes: int, max_requests_in_flight: int,
+              times: Dict[str, float]) -> "_checkpoint.LoadResult":
     group, plan, ckpt = work.group, work.plan, work.ckpt
     mine = [plan.pieces(k) for k in range(len(plan.rounds))]
     slices = plan.slice_pieces()
     to_read = sum(p.size for pieces in mine for p in pieces) + sum(p.size for p in slices)
-    callback = _st._progress_callback(progress, to_read, ckpt.label())
+    callback = _checkpoint._progress_callback(progress, to_read, ckpt.label())
     report_sum = _ferry.SafetensorsReportSum()
     state: Dict[str, Any] = {"bytes": 0, "requests": 0, "seconds": 0.0, "notes": [], "error": None}
 
@@ -293,7 +293,7 @@ def _exchange(work: _Load, progress: _st.Progress, max_request_bytes: int, max_r
     exchanged = time.perf_counter()
     exchange_wait = group.waited_s - waited_before
 
-    report = _st._report(report_sum.parts())
+    report = _checkpoint._report(report_sum.parts())
     routes, reasons = _route_rows(report)
     received = plan.exchanged_bytes - sum(p.size for pieces in mine for p in pieces)
     me = {"rank": group.rank, "bytes_read": state["bytes"], "bytes_received": received,
@@ -325,4 +325,4 @@ def _exchange(work: _Load, progress: _st.Progress, max_request_bytes: int, max_r
         "group_bytes_read": sum(r["bytes_read"] for r in ranks),
     }
     metadata = dict(ckpt.impl.metadata()) or None
-    return _st.LoadResult(tensors, [], metadata, report, stats)
+    return _checkpoint.LoadResult(tensors, [], metadata, report, stats)

@@ -36,7 +36,7 @@ from typing import Any, Dict, Iterator, List, Tuple, Union, cast
 
 import torch
 
-from . import _args, _ferry
+from . import _args, _checkpoint, _ferry
 from . import safetensors as _st
 from ._save import _dtype_names
 
@@ -160,7 +160,7 @@ def _default_device(module: Any) -> str:
     return f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu"
 
 
-def load_into_module(module: Any, checkpoint: _st.PathLike, strict: bool = True, *, device: Device = None,
+def load_into_module(module: Any, checkpoint: _checkpoint.PathLike, strict: bool = True, *, device: Device = None,
                      progress: Any = None, process_group: Any = None, shard_rules: Any = None, timeout: Any = None,
                      **settings: Any) -> ModuleLoadResult:
     """Loads ``checkpoint`` (a ``.safetensors`` file, a ``model.safetensors.index.json`` or a directory) into
@@ -198,7 +198,7 @@ def load_into_module(module: Any, checkpoint: _st.PathLike, strict: bool = True,
     if process_group is not None or shard_rules is not None or timeout is not None:
         return _load_by_group(module, checkpoint, path, strict, device, progress, process_group, shard_rules, timeout,
                               settings)
-    impl = _st._open(checkpoint, _ferry.SAFETENSORS_DEFAULT_MAX_HEADER_BYTES, 0, settings)
+    impl = _checkpoint._open(checkpoint, _ferry.SAFETENSORS_DEFAULT_MAX_HEADER_BYTES, 0, settings)
     plan = _ModulePlan(module, {row[0]: (row[1], row[2]) for row in impl.tensors()}, strict, path)
     if plan.on_meta:
         target = _device_text(device) if device is not None else _default_device(module)
@@ -303,7 +303,7 @@ def _refuse_meta_left(module: Any, loaded: Any, what: str, path: str) -> None:
         f"yourself (the result's .meta lists them)")
 
 
-def _load_by_group(module: Any, checkpoint: _st.PathLike, path: str, strict: bool, device: Device, progress: Any,
+def _load_by_group(module: Any, checkpoint: _checkpoint.PathLike, path: str, strict: bool, device: Device, progress: Any,
                    process_group: Any, shard_rules: Any, timeout: Any, settings: Dict[str, Any]) -> ModuleLoadResult:
     from . import distributed
 
