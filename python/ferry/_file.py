@@ -643,6 +643,8 @@ class File:
             n = _args.read_length(buf_or_size)
             if n < 0:
                 n = int(self._impl.size())
+                if n == 0:
+                    return self._read_to_the_end()
             if progress is not None and progress is not False:
                 into = bytearray(n)
                 got = self.readinto(into, progress=progress)
@@ -653,6 +655,19 @@ class File:
         if _args.is_bool(buf_or_size) or isinstance(buf_or_size, numbers.Real):
             raise TypeError(f"read() takes an integer, None or a buffer, not {type(buf_or_size).__name__!r}")
         return self.readinto(buf_or_size, size, progress=progress)
+
+    def _read_to_the_end(self) -> bytes:
+        """``read()`` of a file that says it holds nothing: an empty file, or one without a size (a /proc or
+        /sys file, a character device), which is read in growing pieces until one comes back short."""
+        chunks = []
+        piece = 64 << 10
+        while True:
+            data, parts = self._impl.read_bytes(piece)
+            self.last_report = Report._from_parts(parts)
+            chunks.append(data)
+            if len(data) < piece:
+                return b"".join(chunks)
+            piece = min(piece * 8, 1 << 30)
 
     def readinto(self, buf: Any, size: Optional[int] = None, *, progress: _progress.Progress = None) -> int:
         """Blocking read at the file position into ``buf``; returns the bytes read. A Ctrl-C while it
