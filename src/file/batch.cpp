@@ -85,7 +85,8 @@ Future FileState::submit_batch(std::span<const Piece> pieces) {
     Use done = std::move(*in_use);
     return Future(RequestState::start({}, nullptr, 1, eof, nullptr));
   }
-  auto plan = route_for(*this, Direction::read, pieces[first_piece].buffer, pieces[first_piece].size);
+  auto plan = route_for(*this, Direction::read, pieces[first_piece].buffer, pieces[first_piece].size, BufferQuery::ask,
+                        /*pieces=*/true);
   if (!plan.ok()) return fail(piece_error(plan.status(), first_piece, pieces.size()));
   if (Status s = check_piece_memory(*plan, pieces.subspan(first_piece), path); !s.ok()) return fail(s);
   // A worker takes as many tasks as one bounce buffer holds, so that small pieces are packed, but no more
@@ -102,12 +103,11 @@ Future FileState::submit_batch(std::span<const Piece> pieces) {
   const unsigned pack = static_cast<unsigned>(std::clamp<std::uint64_t>(std::min(per_fill, share), 1, 16384));
   auto stop = std::make_shared<std::atomic<bool>>(false);
   SourceRequest request{Direction::read, e, bytes, stop};
-  auto backend = make_batch_backend(*this, request, std::move(*plan), pack);
-  if (!backend.ok()) return fail(backend.status());
+  auto backend = make_pieces_backend(*this, request, *plan, pack);
   const auto label = [&] {
     return fmt::format("ferry read_batch of {} pieces, {} from \"{}\"", pieces.size(), format_size(bytes), path);
   };
-  return Future(launch(std::move(tasks), std::move(*backend), std::move(eof), std::move(*in_use), setup_before,
+  return Future(launch(std::move(tasks), std::move(backend), std::move(eof), std::move(*in_use), setup_before,
                        std::move(stop), [&label] { return label(); }));
 }
 

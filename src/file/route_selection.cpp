@@ -57,7 +57,7 @@ std::shared_ptr<GdsFileState> cufile_state(FileState& file, const GpuPlatform& g
 }  // namespace
 
 Result<RoutePlanDetail> route_for(FileState& file, Direction /*direction*/, const void* buffer, std::uint64_t size,
-                                  BufferQuery query) {
+                                  BufferQuery query, bool pieces) {
   const GpuPlatform& gpu = file.gpu ? *file.gpu : process_gpu_platform();
   RoutePlanDetail plan;
   if (gpu.cuda_loaded && !gpu.cuda_loaded()) {
@@ -83,6 +83,7 @@ Result<RoutePlanDetail> route_for(FileState& file, Direction /*direction*/, cons
   q.gds_threshold = file.config.gds_threshold();
   q.require = file.config.require();
   q.path = file.path;
+  q.pieces = pieces;
   if (needs_cufile(q)) {
     // `auto` opens cuFile only where it could move data directly: elsewhere cuFile's driver start (the
     // bulk of a fresh process's first read) buys nothing, and the platform checks say so just as well.
@@ -153,25 +154,6 @@ std::shared_ptr<RouteBackend> make_pieces_backend(FileState& file, const SourceR
   StagedTarget target = staged_target(file, plan, Destination(), 0);  // task buffer offsets are the addresses
   target.pack = pack;
   return make_staged_backend(file.source, request, target, plan.decision);
-}
-
-Result<std::shared_ptr<RouteBackend>> make_batch_backend(FileState& file, const SourceRequest& request,
-                                                         RoutePlanDetail plan, unsigned pack) {
-  if (plan.buffer.is_host()) {
-    return make_host_backend(file.source, request, Destination(), std::move(plan.decision), pack);
-  }
-  if (plan.decision.route != Route::staged) {
-    if (file.config.require() == Requirement::gds) {
-      return Status(ErrorCode::failed_precondition,
-                    fmt::format("require=gds: a batch into GPU memory from \"{}\" takes the staged route (its "
-                                "pieces are packed into bounce buffers; cuFile reads one request at a time); "
-                                "no I/O was done",
-                                file.path),
-                    0, file.path);
-    }
-    plan.decision = Decision{Route::staged, Reason::batch_pieces, ""};
-  }
-  return make_pieces_backend(file, request, plan, pack);
 }
 
 Result<RoutePlanDetail> prepare_route(FileState& file, Direction direction, const void* buffer, std::uint64_t size) {

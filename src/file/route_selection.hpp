@@ -33,11 +33,11 @@ struct RoutePlanDetail {
   std::shared_ptr<GdsFileState> gds; // set when cufile_consulted
 };
 
-/// The decision a request of `size` bytes with `buffer` would get now. Errors: the router's refusals
-/// (compat off without cuFile, require=gds), a buffer the driver cannot classify, a device buffer whose
-/// allocation is smaller than `size` (unless BufferQuery::stand_in).
+/// The decision a request of `size` bytes with `buffer` would get now (`pieces`: the pieces of a batch, see
+/// RouteQuery). Errors: the router's refusals (compat off without cuFile, require=gds), a buffer the driver
+/// cannot classify, a device buffer whose allocation is smaller than `size` (unless BufferQuery::stand_in).
 Result<RoutePlanDetail> route_for(FileState& file, Direction direction, const void* buffer, std::uint64_t size,
-                                  BufferQuery query = BufferQuery::ask);
+                                  BufferQuery query = BufferQuery::ask, bool pieces = false);
 
 /// The backend that carries out `request` into or out of `destination` on the route `plan` (route_for()'s)
 /// picked.
@@ -50,14 +50,6 @@ Result<std::shared_ptr<RouteBackend>> make_route_backend(FileState& file, const 
 /// staged route: into one bounce buffer before copying).
 std::shared_ptr<RouteBackend> make_pieces_backend(FileState& file, const SourceRequest& request,
                                                   const RoutePlanDetail& plan, unsigned pack);
-
-/// The backend of a batch (File::pread_batch) whose tasks carry the pieces' own addresses as their buffer
-/// offsets, for the kind of memory `plan` found: host memory is read into place, device memory takes the
-/// staged route (reason batch_pieces where the router would have chosen cuFile). A worker takes `pack`
-/// tasks at a time (on the staged route: into one bounce buffer before copying). Errors:
-/// failed_precondition with require=gds into device memory.
-Result<std::shared_ptr<RouteBackend>> make_batch_backend(FileState& file, const SourceRequest& request,
-                                                         RoutePlanDetail plan, unsigned pack);
 
 /// Does the one-time work of the route a request would take: loads CUDA and cuFile, registers the file,
 /// and for the staged route pins bounce buffers for every worker. Returns the decision.

@@ -57,7 +57,28 @@ bool needs_cufile(const RouteQuery& q) {
   return q.size >= q.gds_threshold;
 }
 
+namespace {
+
+Result<Decision> decide_one_request(const RouteQuery& q, const CuFileFacts& f);
+
+}  // namespace
+
 Result<Decision> decide(const RouteQuery& q, const CuFileFacts& f) {
+  FERRY_ASSIGN_OR_RETURN(Decision d, decide_one_request(q, f));
+  if (!q.pieces || !is_cufile_route(d.route)) return d;
+  if (q.require == Requirement::gds) {
+    return Status(ErrorCode::failed_precondition,
+                  fmt::format("require=gds: a batch into GPU memory from \"{}\" takes the staged route (its pieces "
+                              "are packed into bounce buffers; cuFile reads one request at a time); no I/O was done",
+                              q.path),
+                  0, std::string(q.path));
+  }
+  return Decision{Route::staged, Reason::batch_pieces, ""};
+}
+
+namespace {
+
+Result<Decision> decide_one_request(const RouteQuery& q, const CuFileFacts& f) {
   const bool strict = q.require == Requirement::gds;
   if (q.buffer.is_host()) {
     if (strict) return refuse_strict(q, "the buffer is host memory");
@@ -100,5 +121,7 @@ Result<Decision> decide(const RouteQuery& q, const CuFileFacts& f) {
   return Decision{provisional_cufile_route(f), reason,
                   f.nvidia_fs_loaded ? "nvidia-fs loaded" : "PCI P2PDMA supported"};
 }
+
+}  // namespace
 
 }  // namespace ferry::detail

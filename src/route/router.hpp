@@ -21,6 +21,10 @@ struct RouteQuery {
   std::uint64_t gds_threshold = 0;
   Requirement require = Requirement::none;
   std::string_view path;  // for messages (decide() keeps no reference to it)
+  // The pieces of a batch (File::pread_batch): packed into bounce buffers, which cuFile (one request at a
+  // time) would not do; where cuFile would have taken them they take the staged route (batch_pieces), and
+  // require=gds refuses them.
+  bool pieces = false;
 };
 
 /// What the file layer found out about cuFile for this file. Each step is only meaningful when the

@@ -37,6 +37,30 @@ CuFileFacts registration_failed() {
   return f;
 }
 
+// A batch's pieces are packed into bounce buffers: where cuFile would have taken the request they take the
+// staged route (batch_pieces), other decisions stand, and require=gds refuses them. (Decided here since issue
+// 50; it was an override in the file layer.)
+TEST(Router, PiecesOfABatchTakeTheStagedRouteWhereCuFileWouldHaveTakenThem) {
+  RouteQuery q = device_query(CompatMode::off);
+  q.pieces = true;
+  auto d = decide(q, registered(/*nvfs=*/true));
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  EXPECT_EQ(d->route, Route::staged);
+  EXPECT_EQ(d->reason, Reason::batch_pieces);
+  q.compat = CompatMode::on;
+  EXPECT_EQ(decide(q, registered(true))->reason, Reason::compat_mode_on);
+  q.compat = CompatMode::automatic;
+  q.size = 4096;  // below the threshold: staged already, with that reason
+  EXPECT_EQ(decide(q, registered(true))->reason, Reason::below_gds_threshold);
+  q.buffer = BufferKind{MemoryKind::host_pageable, -1};
+  EXPECT_EQ(decide(q, registered(true))->route, Route::host);
+  RouteQuery strict = device_query(CompatMode::automatic);
+  strict.pieces = true;
+  strict.require = Requirement::gds;
+  EXPECT_THAT(decide(strict, registered(true)),
+              StatusIs(ErrorCode::failed_precondition, HasSubstr("a batch into GPU memory from \"/data/shard.bin\"")));
+}
+
 TEST(Router, HostBuffersTakeTheHostRoute) {
   RouteQuery q = device_query();
   q.buffer = BufferKind{MemoryKind::host_pageable, -1};
