@@ -274,17 +274,31 @@ _apply_environment(os.environ)
 # ---------------------------------------------------------------------------------------------- futures
 
 
-class IOFuture:
+class _RequestHandle:
+    """What both KvikIO future types share: the :class:`ferry.Future` under them and its route report."""
+
+    __slots__ = ("_future",)
+
+    def __init__(self, future: Future) -> None:
+        self._future = future
+
+    def report(self) -> Report:
+        """The request's route report (waits for the request; raises its error if it failed)."""
+        return self._future.report
+
+    @property
+    def future(self) -> Future:
+        return self._future
+
+
+class IOFuture(_RequestHandle):
     """What :meth:`CuFile.pread` and :meth:`CuFile.pwrite` return. ``get()`` waits and returns the bytes
     moved (fewer than asked only when a read reached the end of the file) or raises the request's error;
     ``done()`` does not wait. ``future`` is the :class:`ferry.Future` (``concurrent.futures.wait``,
     ``asyncio.wrap_future``, ``cancel()``); keep the IOFuture, or it, until the request is done: dropping
     both waits for it."""
 
-    __slots__ = ("_future",)
-
-    def __init__(self, future: Future) -> None:
-        self._future = future
+    __slots__ = ()
 
     def get(self) -> int:
         return self._future.result()
@@ -292,27 +306,19 @@ class IOFuture:
     def done(self) -> bool:
         return self._future.done()
 
-    def report(self) -> Report:
-        """The request's route report (waits for the request; raises its error if it failed)."""
-        return self._future.report
-
-    @property
-    def future(self) -> Future:
-        return self._future
-
     def __repr__(self) -> str:
         return f"<ferry.kvikio.IOFuture of {self._future!r}>"
 
 
-class IOFutureStream:
+class IOFutureStream(_RequestHandle):
     """What :meth:`CuFile.raw_read_async` and :meth:`CuFile.raw_write_async` return. ``check_bytes_done()``
     waits for the request, then synchronizes its stream (as KvikIO does: work queued after the request
     is waited for too), and returns the bytes moved, or raises the request's error."""
 
-    __slots__ = ("_future", "_stream", "_device")
+    __slots__ = ("_stream", "_device")
 
     def __init__(self, future: Future, stream: int, device: int) -> None:
-        self._future = future
+        super().__init__(future)
         self._stream = stream
         self._device = device
 
@@ -320,14 +326,6 @@ class IOFutureStream:
         n = self._future.result()
         _ferry.synchronize_stream(self._stream, self._device)
         return n
-
-    def report(self) -> Report:
-        """The request's route report (waits for the request; raises its error if it failed)."""
-        return self._future.report
-
-    @property
-    def future(self) -> Future:
-        return self._future
 
     def __repr__(self) -> str:
         return f"<ferry.kvikio.IOFutureStream of {self._future!r} on stream {self._stream:#x}>"

@@ -109,7 +109,6 @@ std::vector<ReadOp> ops_from_plan(const CheckpointState& st, const LoadPlan& pla
           last.first_tensor + last.tensor_count <= p.tensor && p.offset >= last.region_offset) {
         last.places.push_back(ferry::detail::Segment{last.size, t.size_bytes(), address});
         last.size += t.size_bytes();
-        last.region_span = p.offset + t.size_bytes() - last.region_offset;
         last.tensor_count = p.tensor - last.first_tensor + 1;
         continue;
       }
@@ -122,7 +121,6 @@ std::vector<ReadOp> ops_from_plan(const CheckpointState& st, const LoadPlan& pla
     op.first_tensor = p.tensor;
     op.region = p.region;
     op.region_offset = p.offset;
-    op.region_span = op.size;
     ops.push_back(op);
   }
   return ops;
@@ -238,7 +236,7 @@ Result<LoadStats> Checkpoint::load_into(const LoadPlan& plan, std::span<void* co
   detail::ExecOptions exec = detail::exec_options(st, options);
   exec.on_done = [&replicators](const detail::ReadOp& op) {
     auto it = replicators.find(op.region);
-    return it == replicators.end() ? Status() : it->second->copy(op.region_offset, op.region_span);
+    return it == replicators.end() ? Status() : it->second->copy(op.region_offset, op.region_span());
   };
   Status status = detail::execute_reads(st, ops, exec, stats);
   auto waiting = tooling::now_ns();

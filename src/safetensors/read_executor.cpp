@@ -61,9 +61,7 @@ std::vector<ReadOp> split_ops(std::vector<ReadOp> ops, std::uint64_t max_bytes) 
         piece.places.push_back(ferry::detail::Segment{offset - done, bytes, address});
       });
       // Addresses of one op are in one region: their distances are region offsets.
-      const std::uintptr_t last_end = piece.places.back().address + piece.places.back().length;
       piece.region_offset = op.region_offset + (piece.places.front().address - first_address);
-      piece.region_span = last_end - piece.places.front().address;
       out.push_back(std::move(piece));
       done += n;
     }

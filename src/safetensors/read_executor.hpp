@@ -28,7 +28,11 @@ struct ReadOp {
   std::size_t tensor_count = 1;
   std::size_t region = kNoRegion;  // plan region written, for replication
   std::uint64_t region_offset = 0;  // where the op's first byte is in its region
-  std::uint64_t region_span = 0;    // the region's bytes from there to the op's last byte (padding included)
+
+  /// The region's bytes from the op's first byte to its last (padding between its tensors included).
+  [[nodiscard]] std::uint64_t region_span() const {
+    return places.back().address + places.back().length - places.front().address;
+  }
 };
 
 struct ExecOptions {
