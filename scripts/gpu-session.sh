@@ -32,8 +32,8 @@
 #   write        8 GiB `ferry write --device 0` with default settings (fdatasync inside)
 #   remote       a 1 GiB object served on loopback (tests/remote/range_server.py) read into GPU 0 and
 #                into host memory with `ferry read URL --verify`
-#   timeline     bench/request_timeline.sh: where a hot request's fixed cost goes (256 MiB, 1 GiB)
-#   contention   bench/tools/copy_contention.cpp: copy rates alone and while 4-16 threads read the page cache
+#   timeline     lab/request_timeline.sh: where a hot request's fixed cost goes (256 MiB, 1 GiB)
+#   contention   lab/copy_contention.cpp: copy rates alone and while 4-16 threads read the page cache
 #   uring        the io_uring engine against psync: host route, and staged into GPU 0 hot and cold
 #   ab           staged reads ($AB_CACHE: hot or cold, default hot) of $AB_SIZES (default 256 MiB, 1 GiB
 #                and 8 GiB) with an older build's CLI ($OLD_FERRY; its ferry-bench beside it, or
@@ -41,12 +41,12 @@
 #                comparison of the two commits; this one's runs measure the copy ceiling too
 #   stream-order the stream-order GPU tests (C++ and Python), the randomized stress ($STRESS_REQUESTS, default
 #                2000; $STRESS_SEED), and bench/stream_order_bench.py (read_async against pread, overlap)
-#   small-reads  bench/tools/small_reads.cpp: random reads of 4 KiB to 16 MiB into GPU 0 from a 4 GiB file,
+#   small-reads  lab/small_reads.cpp: random reads of 4 KiB to 16 MiB into GPU 0 from a 4 GiB file,
 #                Ferry (in flight, one at a time, pread_batch) beside the plain loop, hot ($SMALL_CACHE: hot,
 #                cold or "hot cold"), every byte checked; then examples/token_windows.py
 #   small-reads-goals  issue 21's goals in one call: the copy ceiling, then ferry_small_reads hot (64 in
 #                flight, one at a time, batches of 32, 64 and 256 MiB two in flight, of 32 and 64 MiB four) and cold (4 KiB against raw O_DIRECT), in
-#                $GOALS_PASSES passes (default 1), judged on medians by bench/tools/small_reads_goals.py (goals.txt)
+#                $GOALS_PASSES passes (default 1), judged on medians by lab/small_reads_goals.py (goals.txt)
 #   golden       tests/fixtures/safetensors/make_golden.py with the reference package; the files come back
 #                in the archive (golden/)
 #   repro-old    issue 20's reports against d7cbac4's Python module (.old-tree, carried) and this one, each
@@ -255,13 +255,13 @@ PY
     ;;
   timeline)
     log "request fixed cost: thread and task-size sweep at 256 MiB and 1 GiB, and the default shape's timeline"
-    bash bench/request_timeline.sh "$ferry" "$PWD/$build/tests/libferry_nvtx_timeline.so" "$out/timeline" "$data" 2>&1 \
+    bash lab/request_timeline.sh "$ferry" "$PWD/$build/lab/libferry_nvtx_timeline.so" "$out/timeline" "$data" 2>&1 \
       | tee "$out/timeline.txt"
     ;;
   contention)
     log "host-to-device copies alone and while threads read the page cache (ferry_copy_contention)"
     f=$(big size-1GiB.bin 1GiB); cat "$f" > /dev/null
-    "$build/tests/ferry_copy_contention" "$f" 2>&1 | tee "$out/contention.txt"
+    "$build/lab/ferry_copy_contention" "$f" 2>&1 | tee "$out/contention.txt"
     ;;
   uring)
     log "io_uring against psync: host route (256 MiB, hot and cold), staged route into GPU 0 (hot 1 GiB, cold 8 GiB)"
@@ -342,18 +342,18 @@ PY
     f=$(big small-4GiB.bin 4GiB)
     for cache in ${SMALL_CACHE:-hot}; do
       [ "$cache" = hot ] && cat "$f" > /dev/null
-      "$build/tests/ferry_small_reads" "$f" --cache "$cache" ${SMALL_ARGS:-} --json-out "$out/small-reads-$cache.json" \
+      "$build/lab/ferry_small_reads" "$f" --cache "$cache" ${SMALL_ARGS:-} --json-out "$out/small-reads-$cache.json" \
         2>&1 | tee "$out/small-reads-$cache.txt"
     done
     PYTHONPATH="$build/python" $python examples/token_windows.py 2>&1 | tee "$out/token-windows.txt"
     ;;
   small-reads-goals)
-    # Everything issue 21's goals need, in one call, then the verdicts (bench/tools/small_reads_goals.py).
+    # Everything issue 21's goals need, in one call, then the verdicts (lab/small_reads_goals.py).
     log "issue 21's goals: copy ceiling, small reads hot (in flight, one at a time, batches) and cold"
     f=$(big small-4GiB.bin 4GiB)
-    sr="$build/tests/ferry_small_reads"
+    sr="$build/lab/ferry_small_reads"
     cat "$f" > /dev/null
-    "$build/tests/ferry_copy_contention" "$f" > "$out/goals-copy-ceiling.txt" 2>&1
+    "$build/lab/ferry_copy_contention" "$f" > "$out/goals-copy-ceiling.txt" 2>&1
     # GOALS_PASSES passes of the hot rows (default 1), all rows in turn so that a slow stretch of the machine
     # does not fall on one row's passes; the goals are judged on medians (a batch row moved 0.7-1.4x between
     # passes of one build in one call: bench/results/2026-12-03-h200-help-own).
@@ -379,7 +379,7 @@ PY
       # judged on that pass alone (2026-12-03-h200-one-at-a-time).
       run_goal cold --cache cold --sizes 4KiB --bytes-per-mode 64MiB --modes raw-host,batch,ferry-mt
     done
-    $python bench/tools/small_reads_goals.py --ceiling "$out/goals-copy-ceiling.txt" "$out"/goals-*.json | tee "$out/goals.txt"
+    $python lab/small_reads_goals.py --ceiling "$out/goals-copy-ceiling.txt" "$out"/goals-*.json | tee "$out/goals.txt"
     ;;
   golden)
     log "safetensors golden files from the reference package"
@@ -397,11 +397,11 @@ PY
     fi
     for which in old new; do
       pp=build-old/python; [ "$which" = new ] && pp=$build/python
-      PYTHONPATH=$pp $python bench/tools/stream_order_repro.py --dir "$data" --limit "${REPRO_LIMIT_S:-12}" \
+      PYTHONPATH=$pp $python lab/stream_order_repro.py --dir "$data" --limit "${REPRO_LIMIT_S:-12}" \
         > "$out/repro-$which.jsonl" 2>&1
       grep -vE '^\{' "$out/repro-$which.jsonl" | sed "s/^/$which: /"
     done
-    PYTHONPATH=build-old/python $python bench/tools/stream_order_repro.py --dir "$data" --limit "${REPRO_LIMIT_S:-12}" \
+    PYTHONPATH=build-old/python $python lab/stream_order_repro.py --dir "$data" --limit "${REPRO_LIMIT_S:-12}" \
       --modes off --env CUDA_DEVICE_MAX_CONNECTIONS=32 > "$out/repro-old-32-connections.jsonl" 2>&1
     grep -vE '^\{' "$out/repro-old-32-connections.jsonl" | sed 's/^/old: /'
     ;;

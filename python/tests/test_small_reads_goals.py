@@ -1,4 +1,4 @@
-"""bench/tools/small_reads_goals.py: issue 21's goals judged from ferry_small_reads' JSON (no GPU needed)."""
+"""lab/small_reads_goals.py: issue 21's goals judged from ferry_small_reads' JSON (no GPU needed)."""
 
 import importlib.util
 import json
@@ -6,7 +6,7 @@ import pathlib
 
 import pytest
 
-TOOL = pathlib.Path(__file__).resolve().parents[2] / "bench" / "tools" / "small_reads_goals.py"
+TOOL = pathlib.Path(__file__).resolve().parents[2] / "lab" / "small_reads_goals.py"
 KIB, MIB = 1024, 1024 * 1024
 
 

@@ -1,6 +1,6 @@
 // The tool's side of NVTX v3's injection protocol (as nvtx3/nvtxDetail/nvtxInit.h describes it), for the
 // tool libraries that stand in for Nsight Systems: tests/nvtx_tool/fake_nvtx_tool.cpp and
-// bench/tools/nvtx_timeline.cpp. A tool's InitializeInjectionNvtx2 hands its range functions to
+// lab/nvtx_timeline.cpp. A tool's InitializeInjectionNvtx2 hands its range functions to
 // take_core_ranges(), which writes them into the program's core-module table.
 #pragma once
 

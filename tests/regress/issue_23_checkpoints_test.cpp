@@ -90,7 +90,7 @@ TEST(Issue23, ExcerptsOfHugeValuesAreShort) {
 }
 
 // High 2: the duplicate-key check made parsing quadratic (80,000 tensors took 79 s). A header of 100,000
-// tensors opens in 0.4-0.7 s here (bench/tools/header_open_bench.cpp); the bound is generous for slow,
+// tensors opens in 0.4-0.7 s here (lab/header_open_bench.cpp); the bound is generous for slow,
 // shared or sanitized builds and still far below what quadratic parsing takes (minutes).
 TEST(Issue23, AHundredThousandTensorsOpenInLinearTime) {
   constexpr int kTensors = 100000;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Where a hot staged request's fixed cost goes: for each size, ferry-bench's thread and task-size sweep
-# against the copy ceiling at that size, then the default shape's timeline (bench/tools/nvtx_timeline.cpp)
-# broken down per request by bench/tools/timeline_summary.py.
-# Usage: bench/request_timeline.sh FERRY_CLI TIMELINE_LIB OUT_DIR DATA_DIR [SIZES]
+# against the copy ceiling at that size, then the default shape's timeline (lab/nvtx_timeline.cpp)
+# broken down per request by lab/timeline_summary.py.
+# Usage: lab/request_timeline.sh FERRY_CLI TIMELINE_LIB OUT_DIR DATA_DIR [SIZES]
 set -uo pipefail
 ferry=$1 lib=$2 out=$3 data=$4 sizes=${5:-"256MiB 1GiB"}
 bench=$(dirname "$ferry")/ferry-bench  # built beside ferry
@@ -27,5 +27,5 @@ PY
   FERRY_NVTX=1 NVTX_INJECTION64_PATH=$lib FERRY_TIMELINE_OUT="$out/timeline-$size.txt" \
     "$bench" "$f" --size "$size" --cache hot --repeats 20 --routes staged --baselines none --no-progress \
     --json-out "$out/timeline-$size.json" > /dev/null 2>&1
-  $python "$here/tools/timeline_summary.py" "$out/timeline-$size.txt" --skip 2
+  $python "$here/timeline_summary.py" "$out/timeline-$size.txt" --skip 2
 done

@@ -6,7 +6,7 @@
 # machine after `scripts/gpu-session.sh build`.
 # The older tree's ferry and ferry-bench are built too (build-old/cli), for the `ab` step of gpu-session.sh.
 #
-#   bench/small_reads_ab.sh OUT_DIR [ROUNDS] [COLD_ROUNDS]   (rounds of each, default 1 and ROUNDS)
+#   lab/small_reads_ab.sh OUT_DIR [ROUNDS] [COLD_ROUNDS]   (rounds of each, default 1 and ROUNDS)
 #     HOT_ARGS   ferry_small_reads arguments for the hot rounds (default: 4 KiB, 64 KiB and 1 MiB, 512 MiB a mode)
 #     COLD_ARGS  the same for the cold rounds (default: 4 KiB and 64 KiB, 64 MiB a mode; "" skips them)
 set -uo pipefail
@@ -15,13 +15,18 @@ rounds=${2:-1}
 cold_rounds=${3:-$rounds}
 build=${FERRY_BUILD_DIR:-build-gpu}
 mkdir -p "$out"
-new=$build/tests/ferry_small_reads
-old=build-old/tests/ferry_small_reads
-if [ ! -x "$old" ]; then
+new=$build/lab/ferry_small_reads
+# The older tree's binary is in build-old/lab/, or in build-old/tests/ for a tree from before lab/ existed.
+old_binary() {
+  for d in lab tests; do [ -x "build-old/$d/ferry_small_reads" ] && { echo "build-old/$d/ferry_small_reads"; return; }; done
+}
+old=$(old_binary)
+if [ -z "$old" ]; then
   [ -d .old-tree ] || { echo "no .old-tree to build the older ferry_small_reads from"; exit 1; }
   cmake -S .old-tree -B build-old -G Ninja -DCMAKE_BUILD_TYPE=Release -DFERRY_BUILD_PYTHON=OFF -DFERRY_REMOTE=OFF \
     > "$out/old-cmake.log" 2>&1 && cmake --build build-old -j "$(nproc)" --target ferry_small_reads ferry_cli ferry_bench \
     > "$out/old-build.log" 2>&1 || { tail -20 "$out/old-build.log"; exit 1; }
+  old=$(old_binary)
 fi
 file=$build/data/small-4GiB.bin
 [ -f "$file" ] || { "$build/cli/ferry" write "$file" --size 4GiB --no-sync > /dev/null && sync; }
@@ -41,4 +46,4 @@ passes() {
 }
 passes hot "$hot" "$rounds"
 [ -z "$cold" ] || passes cold "$cold" "$cold_rounds"
-python3 "$(dirname "$0")/tools/small_reads_ab_summary.py" "$out" | tee "$out/summary.txt"
+python3 "$(dirname "$0")/small_reads_ab_summary.py" "$out" | tee "$out/summary.txt"

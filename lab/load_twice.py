@@ -3,7 +3,7 @@
 ferry.safetensors.load of the same checkpoint twice in the process (the first pays Ferry's one-time set-up:
 pinned staging, threads), each line with the load's own timings and the bytes / the H2D copy ceiling.
 
-    PYTHONPATH=build-gpu/python python3 bench/tools/load_twice.py CHECKPOINT [--device cuda:0]
+    PYTHONPATH=build-gpu/python python3 lab/load_twice.py CHECKPOINT [--device cuda:0]
 """
 
 import argparse

@@ -4,7 +4,7 @@ build of the Python module (PYTHONPATH): says for each whether it ended or hung,
 thread of the process was doing (Python stacks from faulthandler; for every thread its name, the system
 call it sleeps in and the kernel's wait channel from /proc), so that an old build's hang has a cause.
 
-    PYTHONPATH=<build>/python python3 bench/tools/stream_order_repro.py --dir DIR [--limit 20] [--env K=V]
+    PYTHONPATH=<build>/python python3 lab/stream_order_repro.py --dir DIR [--limit 20] [--env K=V]
 
 Each case runs for compat_mode on and off; --env adds environment variables to the child (for example
 CUDA_DEVICE_MAX_CONNECTIONS=32, to see whether a hang needs streams to share hardware queues).

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Breaks requests down from a timeline written by bench/tools/nvtx_timeline.cpp.
+"""Breaks requests down from a timeline written by lab/nvtx_timeline.cpp.
 
     timeline_summary.py TIMELINE [--skip N] [--count N] [--threads] [--json]
 

@@ -11,7 +11,7 @@ of pinned slots into device memory on one stream, with nothing else running, in 
 
 No file is read: the difference between the shapes is the commands' own cost on the GPU.
 
-    python3 bench/tools/stream_command_cost.py [--total 8GiB] [--repeats 5] [--json-out F]
+    python3 lab/stream_command_cost.py [--total 8GiB] [--repeats 5] [--json-out F]
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 // maker's arena under its lock, so a submitting thread and the workers that finish its requests contend for
 // it). Run by hand on the CPU machine:
 //
-//   MCOUNT=1 LD_PRELOAD=build/tests/libferry_alloc_crossings.so build/tests/ferry_submit_profile 20000 64 16
+//   MCOUNT=1 LD_PRELOAD=build/lab/libferry_alloc_crossings.so build/lab/ferry_submit_profile 20000 64 16
 //
 // The program calls alloc_crossings_start() on its main thread when the measured part begins (allocations
 // before it are not tracked) and alloc_crossings_report(operations) at the end: per operation, the main thread's

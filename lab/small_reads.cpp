@@ -132,7 +132,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--seed") o.seed = static_cast<unsigned>(std::stoul(next()));
     else if (a == "--json-out") o.json_out = next();
     else if (o.path.empty() && a[0] != '-') o.path = a;
-    else die("unknown argument " + a + " (see the top of bench/tools/small_reads.cpp)");
+    else die("unknown argument " + a + " (see the top of lab/small_reads.cpp)");
   }
   if (o.path.empty()) die("usage: ferry_small_reads FILE [options]");
   return o;

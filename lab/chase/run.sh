@@ -3,7 +3,7 @@
 # with segv_backtrace preloaded, and turn the frames into functions and lines.
 set -uo pipefail
 source .device-deps/gpu-env.sh
-here=bench/tools/chase
+here=lab/chase
 python=$(command -v python3)
 log() { echo "== $(date +%T) $*"; }
 log build

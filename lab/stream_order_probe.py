@@ -2,7 +2,7 @@
 (start, end), read_async's return, whether the future was done then, and when it became done. A diagnosis
 aid for python/tests/test_issue_13_gpu.py on the GPU machine.
 
-    python3 bench/tools/stream_order_probe.py FILE [TRIES]
+    python3 lab/stream_order_probe.py FILE [TRIES]
 """
 
 import sys

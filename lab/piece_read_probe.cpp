@@ -1,7 +1,7 @@
 // piece_read_probe: hot random 4 KiB pieces of a file into a buffer per thread, T threads, three ways: a pread each;
 // process_vm_readv of the file mapped, 1,024 pieces a call (a fault past the end of the file is an error, not a
 // SIGBUS); memcpy from the mapping (the floor). M pieces/s over all threads. Not part of the build:
-//   g++ -O2 -pthread -o piece_read_probe bench/tools/piece_read_probe.cpp && ./piece_read_probe FILE THREADS PIECES_EACH
+//   g++ -O2 -pthread -o piece_read_probe lab/piece_read_probe.cpp && ./piece_read_probe FILE THREADS PIECES_EACH
 
 #include <errno.h>
 #include <fcntl.h>

@@ -8,7 +8,7 @@ fresh process, CUDA started and imports done first, and times the same bytes twi
 - ``load-warmed``: the same after ferry.warm_up ran on a thread for 80 ms (as ferry.torch.meta_parameters
   runs it while a model is built; constructions took 35-90 ms here).
 
-    PYTHONPATH=build-gpu/python python3 bench/tools/load_probe.py CHECKPOINT_DIR [--modes pread-seq,pread-both,load]
+    PYTHONPATH=build-gpu/python python3 lab/load_probe.py CHECKPOINT_DIR [--modes pread-seq,pread-both,load]
         [--out FILE]
 """
 

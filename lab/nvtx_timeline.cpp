@@ -3,7 +3,7 @@
 // range Ferry starts, ends, pushes and pops is kept in memory with its steady-clock time and thread, and
 // written at exit to $FERRY_TIMELINE_OUT (default: ferry-timeline.txt), one event per line:
 //     <ns> <thread> start <id> <message> | <ns> <thread> end <id> | <ns> <thread> push <message> | ... pop
-// bench/tools/timeline_summary.py turns it into a per-request breakdown.
+// lab/timeline_summary.py turns it into a per-request breakdown.
 #include <atomic>
 #include <chrono>
 #include <cstdint>

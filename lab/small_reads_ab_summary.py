@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""small_reads_ab_summary.py OUT_DIR: one line per (cache, size, mode) of bench/small_reads_ab.sh's rounds, the
+"""small_reads_ab_summary.py OUT_DIR: one line per (cache, size, mode) of lab/small_reads_ab.sh's rounds, the
 old tree's figures beside the new one's and their ratio as a speed (GB/s new / old; for the one-at-a-time
 `-1` modes, us old / new), and whether every byte was checked."""
 
