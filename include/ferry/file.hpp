@@ -42,7 +42,8 @@ class [[nodiscard]] Future {
   /// Blocks until done. Called from a Ferry worker (inside a completion callback), it runs queued tasks
   /// while it waits instead of blocking a worker, so nested reads cannot deadlock the pool.
   void wait() const;
-  /// Waits at most `timeout`; returns done().
+  /// Waits at most `timeout`; returns done(). A small request (one task) that no worker has begun runs on
+  /// the calling thread, as wait() runs it: it may then return after `timeout`, by at most that task's time.
   bool wait_for(std::chrono::milliseconds timeout) const;
   /// Bytes moved so far by the request's finished tasks (for progress displays); the total once done.
   std::uint64_t bytes_done() const;
@@ -53,21 +54,9 @@ class [[nodiscard]] Future {
   /// returns `cancelled` (unless the request had already completed or failed). Does not wait; the
   /// buffer is in use until done(). After a cancelled read the buffer's contents are unspecified.
   void cancel();
-  /// What the caller of then() does next (docs/engine.md, "One small request at a time").
-  enum class Caller {
-    leaves,  // nobody waits: a one-task request goes to a worker at once
-    waits,   // the caller waits for the request next (a front end's own completion hook): the request is
-             // left for that wait to run on the caller's thread (try_run_here(), wait(), get())
-  };
   /// Runs `callback` once the request is done (at once when it already is), on a Ferry worker thread or
   /// on the calling thread. The callback may issue and wait for further Ferry requests.
-  void then(std::function<void(const Result<Transfer>&)> callback, Caller caller = Caller::leaves);
-  /// Runs the request on the calling thread if it is a single task that no worker has begun, and returns
-  /// when it is done; otherwise returns at once. True if it ran it. For a caller that then waits its own
-  /// way (in slices, to handle signals) and so skips a hand-off to a worker and back, which costs a small
-  /// read as much again. (wait() and get() run any request of one job so, however many tasks it has.)
-  /// From inside a completion callback it does nothing.
-  bool try_run_here();
+  void then(std::function<void(const Result<Transfer>&)> callback);
 
  private:
   std::shared_ptr<detail::RequestState> state_;

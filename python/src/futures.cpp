@@ -236,16 +236,12 @@ PyFuture::PyFuture(Future future, py::object keep, std::shared_ptr<FileRequests>
     std::lock_guard<std::mutex> lock(g_registry_mutex);
     g_live->insert(this);
   }
-  // The callback may run at once, here, when the request failed before it started.
-  // Python waits for a request next (result(), a blocking read()) far more often than it leaves one: where
-  // that wait may run it, the hook keeps a one-task request for it (docs/engine.md); polls and timed waits
-  // hurry it instead (done(), wait_until). Other requests go to a worker at once.
-  future_.then(
-      [completion = completion_, requests = requests_](const Result<Transfer>&) {
-        completion->mark();
-        if (requests) requests->finished();
-      },
-      waiter_runs_ ? Future::Caller::waits : Future::Caller::leaves);
+  // The callback may run at once, here, when the request failed before it started. It leaves a one-task
+  // request to the waiter that Python usually is next (result(), a blocking read()): see wait_until.
+  future_.then([completion = completion_, requests = requests_](const Result<Transfer>&) {
+    completion->mark();
+    if (requests) requests->finished();
+  });
 }
 
 PyFuture::~PyFuture() {
@@ -307,7 +303,7 @@ bool PyFuture::wait_until(std::optional<Clock::time_point> deadline) {
     // waits no longer than it would for that task running on a worker.
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!outcome_) future_.try_run_here();
+    if (!outcome_) (void)future_.wait_for(std::chrono::milliseconds(0));
   }
   return wait_interruptibly([this](std::chrono::milliseconds d) { return completion_->wait_for(d); }, deadline,
                             [this] { stop_after_interrupt(); });

@@ -18,8 +18,12 @@ std::atomic<int> g_cufile_requests_in_flight{0};
 
 class GdsBackend final : public RouteBackend {
  public:
-  GdsBackend(Direction direction, GdsTarget target, Decision decision, std::shared_ptr<RouteBackend> edges)
-      : direction_(direction), target_(std::move(target)), decision_(std::move(decision)), edges_(std::move(edges)) {
+  GdsBackend(const SourceRequest& request, GdsTarget target, Decision decision, std::shared_ptr<RouteBackend> edges)
+      : RouteBackend(request, target.destination),
+        direction_(request.direction),
+        target_(std::move(target)),
+        decision_(std::move(decision)),
+        edges_(std::move(edges)) {
     // cuFile does not order its DMA after work the caller queued on the legacy default stream (a memset
     // of the destination, say); wait for that work first, as the staged route's blocking streams do.
     // This runs on the caller's thread: leave its current context as it was.
@@ -84,13 +88,24 @@ class GdsBackend final : public RouteBackend {
   class Worker final : public RouteWorker {
    public:
     explicit Worker(GdsBackend& s) : s_(s) {}
-    Status resume() override { return make_current(*s_.target_.cuda, s_.target_.device); }
-    Result<std::uint64_t> run(const Task& t, Report& report) override {
+    void run(std::span<const Op> ops, std::span<Report> reports, std::span<Result<std::uint64_t>> results) override {
+      for (std::size_t i = 0; i < ops.size(); ++i) results[i] = run_one(ops[i].task, report_of(reports, i));
+    }
+    std::uint64_t last_fill() const override { return edge_worker_ ? edge_worker_->last_fill() : 0; }
+    bool landed(std::uint64_t fill) override { return !edge_worker_ || edge_worker_->landed(fill); }
+    Status finish() override { return edge_worker_ ? edge_worker_->finish() : Status(); }
+
+   private:
+    Result<std::uint64_t> run_one(const Task& t, Report& report) {
       if (s_.edges_ && !t.aligned) {
         if (!edge_worker_) {
           FERRY_ASSIGN_OR_RETURN(edge_worker_, s_.edges_->make_worker());
         }
-        return edge_worker_->run(t, report);
+        const Op edge{t, s_.edges_.get()};
+        Result<std::uint64_t> got(std::uint64_t{0});
+        edge_worker_->run(std::span<const Op>(&edge, 1), std::span<Report>(&report, 1),
+                          std::span<Result<std::uint64_t>>(&got, 1));
+        return got;
       }
       const GdsTarget& g = s_.target_;
       // The task's buffer, and the task's offset in it (cuFile takes a base and an offset from it).
@@ -119,9 +134,6 @@ class GdsBackend final : public RouteBackend {
       return done;
     }
 
-    Status finish(Report& report) override { return edge_worker_ ? edge_worker_->finish(report) : Status(); }
-
-   private:
     GdsBackend& s_;
     std::unique_ptr<RouteWorker> edge_worker_;  // made on the first edge task this worker meets
   };
@@ -136,9 +148,9 @@ class GdsBackend final : public RouteBackend {
 
 }  // namespace
 
-std::shared_ptr<RouteBackend> make_gds_backend(Direction direction, GdsTarget target, Decision decision,
-                                            std::shared_ptr<RouteBackend> edges) {
-  return std::make_shared<GdsBackend>(direction, std::move(target), std::move(decision), std::move(edges));
+std::shared_ptr<RouteBackend> make_gds_backend(const SourceRequest& request, GdsTarget target, Decision decision,
+                                               std::shared_ptr<RouteBackend> edges) {
+  return std::make_shared<GdsBackend>(request, std::move(target), std::move(decision), std::move(edges));
 }
 
 }  // namespace ferry::detail

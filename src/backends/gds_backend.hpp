@@ -48,8 +48,9 @@ struct GdsTarget {
 /// moves whole blocks and has been seen to write zeros past the bytes it reports (at the end of a file),
 /// so those tasks go through a bounce buffer and only the bytes that exist reach the caller's memory.
 /// Null for writes.
-std::shared_ptr<RouteBackend> make_gds_backend(Direction direction, GdsTarget target, Decision decision,
-                                            std::shared_ptr<RouteBackend> edges);
+/// The request's ops are queued on their own (its cuFile statistics are read around them).
+std::shared_ptr<RouteBackend> make_gds_backend(const SourceRequest& request, GdsTarget target, Decision decision,
+                                               std::shared_ptr<RouteBackend> edges);
 
 
 }  // namespace ferry::detail

@@ -1,5 +1,5 @@
-// Host route workers: no per-thread resources; a task (or a batch of them, where the source keeps several
-// in flight) goes straight between the source and the caller's buffer.
+// Host route workers: no resources of their own; an op (or several, where the source keeps them in flight
+// together) goes straight between the source and the caller's buffer.
 #include "backends/host_backend.hpp"
 
 #include <algorithm>
@@ -11,69 +11,86 @@ namespace {
 class HostBackend final : public RouteBackend {
  public:
   HostBackend(std::shared_ptr<Source> source, const SourceRequest& request, Destination destination,
-              Decision decision, unsigned pack)
-      : source_(std::move(source)), request_(request), destination_(std::move(destination)),
-        decision_(std::move(decision)), pack_(pack) {}
+              Decision decision)
+      : RouteBackend(request, std::move(destination)), source_(std::move(source)), decision_(std::move(decision)) {}
 
   Result<std::unique_ptr<RouteWorker>> make_worker() override {
-    return std::unique_ptr<RouteWorker>(new Worker(*this));
+    return std::unique_ptr<RouteWorker>(new Worker(source_));
   }
   const Decision& decision() const override { return decision_; }
-  std::size_t tasks_per_take() const override {
-    return is_read(request_.direction) ? std::max<std::size_t>(source_->queue_depth(), pack_) : 1;
+  bool shares_workers() const override { return true; }
+  bool from_memory(const Task& t) const override { return source_->reads_from_memory(t.length); }
+  std::size_t ops_together() const override {
+    return is_read(source_request().direction) ? std::max<std::size_t>(1, source_->queue_depth()) : 1;
   }
 
  private:
   class Worker final : public RouteWorker {
    public:
-    explicit Worker(HostBackend& backend) : b_(backend) {}
-    Result<std::uint64_t> run(const Task& t, Report& report) override {
-      if (!b_.destination_.contiguous(t.buffer_offset, t.length)) {
-        parts_.clear();
-        b_.destination_.for_each_part(t.buffer_offset, t.length, [&](std::uintptr_t address, std::uint64_t n, std::uint64_t) {
-          parts_.push_back(MemoryPart{reinterpret_cast<void*>(address), n});
-        });
-        return b_.source_->read_parts(b_.request_, t, parts_, "host", report);
-      }
-      char* at = b_.at(t);
-      if (is_read(b_.request_.direction)) return b_.source_->read(b_.request_, t, at, "host", report);
-      FERRY_RETURN_IF_ERROR(b_.source_->write(b_.request_, t, at, "host", report));
-      return t.length;
-    }
-    void run_batch(std::span<const Task> tasks, std::span<Report> reports,
-                   std::span<Result<std::uint64_t>> results) override {
-      // Gathered reads (each task's counters are its own request's), and scattered reads (a task may span
-      // several buffers): a task at a time.
-      if (reports.size() > 1 || b_.destination_.is_scattered()) {
-        for (std::size_t i = 0; i < tasks.size(); ++i) results[i] = run(tasks[i], report_of(reports, i));
+    explicit Worker(std::shared_ptr<Source> source) : source_(std::move(source)) {}
+
+    void run(std::span<const Op> ops, std::span<Report> reports, std::span<Result<std::uint64_t>> results) override {
+      // Reads of one request into one buffer go to the source together (an io_uring source keeps them in
+      // flight at once); anything else an op at a time, with its own request's view and counters, and none
+      // of a request that was stopped or whose op failed just before.
+      const RouteBackend* request = ops.empty() ? nullptr : ops[0].request;
+      const bool together = ops.size() > 1 && reports.size() == 1 && is_read(request->source_request().direction) &&
+                            !request->destination().is_scattered() &&
+                            std::all_of(ops.begin(), ops.end(), [&](const Op& op) { return op.request == request; });
+      if (!together) {
+        const RouteBackend* failed = nullptr;
+        for (std::size_t i = 0; i < ops.size(); ++i) {
+          const auto& stop = ops[i].request->source_request().stop;
+          if (ops[i].request == failed || (stop && stop->load(std::memory_order_acquire))) {
+            results[i] = Status(ErrorCode::cancelled, "the request was cancelled");
+            continue;
+          }
+          results[i] = run_one(ops[i], report_of(reports, i));
+          if (!results[i].ok()) failed = ops[i].request;
+        }
         return;
       }
-      std::vector<TaskRead> reads;
-      reads.reserve(tasks.size());
-      for (const Task& t : tasks) reads.push_back({t, b_.at(t)});
-      b_.source_->read_batch(b_.request_, reads, "host", reports[0], results);
+      reads_.clear();
+      for (const Op& op : ops) reads_.push_back({op.task, at(op)});
+      source_->read_batch(request->source_request(), reads_, "host", reports[0], results);
     }
 
    private:
-    HostBackend& b_;
-    std::vector<MemoryPart> parts_;  // run()'s parts of a task that spans several buffers
+    // Where an op's bytes are (its own address for a batch's piece, whose destination has base 0).
+    static char* at(const Op& op) {
+      return reinterpret_cast<char*>(op.request->destination().address(op.task.buffer_offset));
+    }
+
+    Result<std::uint64_t> run_one(const Op& op, Report& report) {
+      const Task& t = op.task;
+      const SourceRequest& request = op.request->source_request();
+      const Destination& destination = op.request->destination();
+      if (!destination.contiguous(t.buffer_offset, t.length)) {
+        parts_.clear();
+        destination.for_each_part(t.buffer_offset, t.length, [&](std::uintptr_t address, std::uint64_t n, std::uint64_t) {
+          parts_.push_back(MemoryPart{reinterpret_cast<void*>(address), n});
+        });
+        return source_->read_parts(request, t, parts_, "host", report);
+      }
+      if (is_read(request.direction)) return source_->read(request, t, at(op), "host", report);
+      FERRY_RETURN_IF_ERROR(source_->write(request, t, at(op), "host", report));
+      return t.length;
+    }
+
+    std::shared_ptr<Source> source_;
+    std::vector<TaskRead> reads_;
+    std::vector<MemoryPart> parts_;  // the parts of an op that spans several buffers
   };
 
-  // Where a task's bytes go (its own address for a batch's piece, whose destination has base 0).
-  char* at(const Task& t) const { return reinterpret_cast<char*>(destination_.address(t.buffer_offset)); }
-
   std::shared_ptr<Source> source_;
-  SourceRequest request_;
-  Destination destination_;  // only scattered reads span several buffers
   Decision decision_;
-  unsigned pack_;
 };
 
 }  // namespace
 
 std::shared_ptr<RouteBackend> make_host_backend(std::shared_ptr<Source> source, const SourceRequest& request,
-                                                Destination destination, Decision decision, unsigned pack) {
-  return std::make_shared<HostBackend>(std::move(source), request, std::move(destination), std::move(decision), pack);
+                                                Destination destination, Decision decision) {
+  return std::make_shared<HostBackend>(std::move(source), request, std::move(destination), std::move(decision));
 }
 
 }  // namespace ferry::detail

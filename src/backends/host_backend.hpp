@@ -10,10 +10,9 @@
 namespace ferry::detail {
 
 /// `destination`: the caller's memory (read: where the bytes go, write: where they come from); a task's
-/// buffer offset indexes into it. A worker takes `pack` read tasks at a time (a batch's small pieces), or the
-/// source's queue depth if more. A task of a scattered read that spans several buffers is read into each of
-/// them (Source::read_parts).
+/// buffer offset indexes into it. The request's ops join those of the file's other host requests. A task of
+/// a scattered read that spans several buffers is read into each of them (Source::read_parts).
 std::shared_ptr<RouteBackend> make_host_backend(std::shared_ptr<Source> source, const SourceRequest& request,
-                                                Destination destination, Decision decision, unsigned pack = 1);
+                                                Destination destination, Decision decision);
 
 }  // namespace ferry::detail

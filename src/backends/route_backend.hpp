@@ -1,64 +1,93 @@
-// What every route backend (host, staged, cuFile) gives the engine: a worker per job that moves the bytes of
-// tasks, and the decision its operations are counted under. The engine (engine/request.hpp) runs requests
-// through it; defined here, beside the backends, so that the read path's includes run downward.
+// What every route backend (host, staged, cuFile) gives the engine: the request's side (its decision, how its
+// source sees it, where its bytes go) and workers that move the bytes of ops. The engine (engine/queue.hpp)
+// runs ops through them; defined here, beside the backends, so that the read path's includes run downward.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <span>
 
 #include "base/decision.hpp"
+#include "base/destination.hpp"
 #include "base/task.hpp"
 #include "ferry/route.hpp"
 #include "ferry/status.hpp"
+#include "source/source.hpp"
 
 namespace ferry::detail {
 
-/// Task `i`'s report among run_batch's `reports` (one for all, or one each).
+class RouteBackend;
+
+/// One op: a task of a request, and that request's backend.
+struct Op {
+  Task task;
+  RouteBackend* request = nullptr;
+};
+
+/// Op `i`'s report among run()'s `reports` (one for all, or one each).
 inline Report& report_of(std::span<Report> reports, std::size_t i) { return reports[reports.size() == 1 ? 0 : i]; }
 
-/// Moves the bytes of tasks, one worker per job (not shared between threads).
+/// Moves the bytes of ops, on one thread at a time. A worker made by one request's backend runs the ops of
+/// every request it is shared with (RouteBackend::shares_workers): what differs between them (the source's view,
+/// the destination) comes with each op.
 class RouteWorker {
  public:
   virtual ~RouteWorker() = default;
-  /// Bytes transferred: fewer than t.length only when a read reached EOF.
-  virtual Result<std::uint64_t> run(const Task& t, Report& report) = 0;
-  /// Runs several tasks; results[i] is what run() would answer for tasks[i]. `reports` holds one report
-  /// for all of them, or one per task (gathered reads, each its own request: file/read_gather.hpp).
-  /// Called only when the backend's tasks_per_take() > 1, or for gathered reads.
-  virtual void run_batch(std::span<const Task> tasks, std::span<Report> reports,
-                         std::span<Result<std::uint64_t>> results) {
-    for (std::size_t i = 0; i < tasks.size(); ++i) results[i] = run(tasks[i], report_of(reports, i));
-  }
-  /// Waits for the worker's outstanding asynchronous work (copies in flight).
-  virtual Status finish(Report& /*report*/) { return Status(); }
-  /// Whether finish() would wait now (copies still running): the engine then leaves the job's end for later
-  /// while other jobs wait (ThreadPool::park). Asked on the job's thread, perhaps in another job's context.
-  virtual bool finish_would_wait() { return false; }
-  /// The worker's job goes on, perhaps on another thread than before (jobs yield to queued work between
-  /// tasks): it makes that thread ready (the GPU's context current).
-  virtual Status resume() { return Status(); }
+  /// Runs `ops`: results[i] is op i's bytes (fewer than its length only where the data ends), and its I/O
+  /// counters go to report_of(reports, i). Copies to the GPU may still be in flight when it returns: the ops
+  /// have landed once landed(last_fill()) says so.
+  virtual void run(std::span<const Op> ops, std::span<Report> reports, std::span<Result<std::uint64_t>> results) = 0;
+  /// What run() queued last, for landed(); 0 when nothing it ran is in flight.
+  virtual std::uint64_t last_fill() const { return 0; }
+  /// Whether `fill` has landed, without waiting (a copy's error shows in finish()).
+  virtual bool landed(std::uint64_t /*fill*/) { return true; }
+  /// Waits for everything in flight and gives the worker's resources back. After an error, nothing that
+  /// was in flight may be taken as landed.
+  virtual Status finish() { return Status(); }
 };
 
-/// What a request needs from a route's backend.
+/// One request's side of a route.
 class RouteBackend {
  public:
   virtual ~RouteBackend() = default;
+  /// A worker for this request's ops, and for those of the requests it shares workers with.
   virtual Result<std::unique_ptr<RouteWorker>> make_worker() = 0;
   /// The decision the request's operations are counted under.
   virtual const Decision& decision() const = 0;
-  /// How many tasks a worker takes at once: several where the source keeps them in flight together or a
-  /// batch's small pieces are packed into one bounce buffer. A request makes no more jobs than its tasks
-  /// fill, so that no worker is set up (staging pinned, a stream synchronised) to find nothing left.
-  virtual std::size_t tasks_per_take() const { return 1; }
-  /// The decision task `t` is counted under: decision() unless the backend sends some tasks another way
-  /// (the cuFile route reads a request's unaligned edges through a bounce buffer).
+  /// The decision op `t` is counted under: decision() unless the backend sends some ops another way (the
+  /// cuFile route reads a request's unaligned edges through a bounce buffer).
   virtual const Decision& decision_for(const Task& /*t*/) const { return decision(); }
-  /// Runs once after every job stopped: may re-attribute operations (cuFile statistics) or fail a
-  /// request that succeeded (strict mode). Returns the request's final status.
+  /// Whether this request's ops are queued with those of the other requests of its file, route and GPU, to
+  /// be run by a worker made by any of them (one that keeps nothing of any one request). False: they are
+  /// queued on their own.
+  virtual bool shares_workers() const { return false; }
+  /// How many bytes of ops a worker takes at once (one bounce buffer), at most its share of the ops waiting;
+  /// ops longer than that go one a take. 0: ops_together() ops a take, whatever their size (a route that
+  /// moves each op on its own gains nothing from taking more, and would only run ops after a failure).
+  virtual std::uint64_t fill_bytes() const { return 0; }
+  /// Whether op `t` is a small one expected to come from memory, without waiting for a device
+  /// (Source::reads_from_memory): several such ops share a worker, while ops that wait for a disk each get one, to keep the disk busy.
+  virtual bool from_memory(const Task& /*t*/) const { return false; }
+  /// How many ops a worker takes at once at least, where there are that many: a source that keeps several in
+  /// flight together (io_uring) wants its queue's depth.
+  virtual std::size_t ops_together() const { return 1; }
+  /// Runs once after every op retired: may re-attribute operations (cuFile statistics) or fail a request
+  /// that succeeded (strict mode). Returns the request's final status.
   virtual Status finish_request(Report& /*report*/, Status status) { return status; }
-  /// Held while a job runs on a caller's thread (a waiter running a request itself): puts back what the
-  /// job changes of that thread (its current CUDA context) when released. Null when nothing changes.
+  /// Held while a worker runs on a caller's thread (a waiter running its request itself): puts back what
+  /// the worker changes of that thread (its current CUDA context) when released. Null when nothing changes.
   virtual std::shared_ptr<void> borrow_thread() { return nullptr; }
+
+  const SourceRequest& source_request() const { return source_request_; }
+  const Destination& destination() const { return destination_; }
+
+ protected:
+  RouteBackend(SourceRequest source_request, Destination destination)
+      : source_request_(std::move(source_request)), destination_(std::move(destination)) {}
+
+ private:
+  SourceRequest source_request_;
+  Destination destination_;  // task buffer offsets index into it (base 0: tasks carry their addresses)
 };
 
 }  // namespace ferry::detail

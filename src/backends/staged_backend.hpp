@@ -5,9 +5,10 @@
 // stream; while that copy runs, the worker reads the next piece into its other buffer. A buffer is reused
 // only after the event recorded behind its last copy has completed. finish() waits for every copy, so a
 // request completes only once its bytes are on the device.
-// A worker with `pack` > 1 (a batch of small pieces) takes that many tasks at once, reads them back to back
-// into its bounce buffers, and copies each run of them whose destinations follow one another at once (a
-// buffer's runs in one batched copy where the driver has it).
+// A worker serves every staged request of its file and GPU (RouteBackend::shares_workers): ops that fit
+// together in a bounce buffer (small reads in flight, a batch's pieces) are read back to back into it, and
+// each run of them whose destinations follow one another moves with one copy (a buffer's runs in one batched
+// copy where the driver has it). The engine retires ops as their buffers' copies land.
 // A scattered read's piece that spans several destinations moves with a copy to each (one batched call where
 // the driver has it): the file is still read in large, aligned pieces.
 // Writes: each piece is copied device-to-host into a bounce buffer, then written to the file.
@@ -35,11 +36,10 @@ struct StagedTarget {
   std::uint64_t bounce_buffer_size = 0;
   unsigned buffers_per_worker = 2;
   bool ramp = false;     // first pieces short, then growing (requests of kRampFromBytes and more)
-  unsigned pack = 1;     // reads: tasks a worker takes at once and reads back to back into a bounce buffer,
-                         // moving each run of them that lands contiguously with one copy (a batch's pieces)
 };
 
+/// `shared`: whether the request's ops join those of the file's other staged requests to the same GPU.
 std::shared_ptr<RouteBackend> make_staged_backend(std::shared_ptr<Source> source, const SourceRequest& request,
-                                                  const StagedTarget& target, Decision decision);
+                                                  const StagedTarget& target, Decision decision, bool shared = true);
 
 }  // namespace ferry::detail

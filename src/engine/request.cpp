@@ -1,4 +1,4 @@
-// RequestState: jobs pulling tasks, first-error-wins, completion and waiting.
+// RequestState: ops counted down as they retire, first-error-wins, completion and waiting.
 #include "engine/request.hpp"
 
 #include <algorithm>
@@ -13,72 +13,45 @@
 namespace ferry::detail {
 namespace {
 
-// How long the workers leave a one-job request to the thread that submitted it. Such a request's
-// submitter usually waits for it next, and then runs it itself (run_here_if_unclaimed): a worker woken
-// for it would cost the submitter a wake (a system call) and, if the worker won, the submitter a second
-// wait for the worker's wake. On the GPU machine each hand-off is several microseconds, as long as a hot
-// 4 KiB read. 50 us covers a Python caller's way from pread() to result(); a request nobody waits for
-// or asks about (done(), wait_for(), then() of a caller that leaves end the grace: expedite()) starts that
-// much later.
+// How long the workers leave a one-op request to the thread that submitted it. Such a request's submitter
+// usually waits for it next, and then runs it itself (run_here_if_unclaimed): a worker woken for it would
+// cost the submitter a wake (a system call) and, if the worker won, the submitter a second wait for the
+// worker's wake. On the GPU machine each hand-off is several microseconds, as long as a hot 4 KiB read. 50 us
+// covers a Python caller's way from pread() to result(); a request nobody waits for or asks about (done() and
+// wait_for() end the grace: expedite()) starts that much later.
 constexpr std::chrono::microseconds kSubmitterRunsGrace{50};
 
-// How long a job runs before it lets queued brief work go first. A hot 4 MiB task takes about this long on
-// the H200 machine with every worker busy, so a large request yields after about every task; smaller tasks
-// are taken many to a turn, because a turn costs a trip through the pool's queue (and often a wake). With
-// two batches of 4 KiB pieces in flight, yielding after every piece held the host route to a twentieth of
-// the page cache's rate there. Lasting jobs do not yield to one another: two 256 MiB batches in flight took
-// turns and ended together, 0.80x of the rate in the order they came (bench/results/2026-12-03-h200-copy-queue).
-constexpr std::chrono::milliseconds kTurn{1};
-
-// Runs a request's callbacks (user code). A job's end parked on this worker thread goes first: a callback that
-// blocked here until that request was done (on anything but a Ferry wait, which runs it) would never see it.
 void run_callbacks(const std::vector<RequestState::Callback>& callbacks, const Result<Transfer>& result) {
-  ThreadPool::run_parked(/*only_if_ready=*/false);
   for (const auto& cb : callbacks) cb(result);
 }
 
 }  // namespace
 
 std::shared_ptr<RequestState> RequestState::start(std::vector<Task> tasks, std::shared_ptr<RouteBackend> backend,
-                                                  unsigned threads, EndOfFileRule eof,
+                                                  std::shared_ptr<OpQueue> queue, unsigned threads, EndOfFileRule eof,
                                                   std::function<void(Report&)> on_complete, bool trace_tasks,
-                                                  std::shared_ptr<std::atomic<bool>> stop, Submitter next) {
+                                                  std::shared_ptr<std::atomic<bool>> stop) {
   auto state = std::make_shared<RequestState>();
   state->trace_tasks_ = trace_tasks;
   state->stop_ = std::move(stop);
-  state->tasks_ = std::move(tasks);
   state->eof_ = std::move(eof);
   state->backend_ = std::move(backend);
   state->on_complete_ = std::move(on_complete);
-  const std::size_t take = state->backend_ ? std::max<std::size_t>(1, state->backend_->tasks_per_take()) : 1;
-  const std::size_t takes = (state->tasks_.size() + take - 1) / take;
-  unsigned jobs = static_cast<unsigned>(std::min<std::size_t>(std::max(1u, threads), takes));
-  if (jobs == 0) {
-    state->complete(CallbacksOn::here);
+  state->ops_ = tasks.size();
+  state->ops_left_ = tasks.size();
+  if (tasks.empty()) {
+    state->complete(/*callbacks_here=*/true);
     return state;
   }
+  if (tasks.size() == 1) state->single_ = tasks[0];
+  if (!queue) queue = std::make_shared<OpQueue>(std::max(1u, threads));
+  state->queue_ = queue;
   state->self_ = state;
-  state->active_jobs_ = jobs;
-  state->jobs_ = jobs;
-  state->unclaimed_jobs_ = jobs;
-  state->single_job_ = jobs == 1;
-  // The pool grows while jobs wait for a worker, up to `threads`: a two-task read needs two workers, and
-  // 64 one-task reads in flight need as many as `threads` allows. A one-job request is left to its
-  // submitter for a moment (wait() runs it on the caller's thread) unless it came from a worker or from a
-  // thread that reads ahead: that one waits for an older request first, and a read from a disk held back
-  // for the grace period is that much less depth for the disk (cold 4 KiB reads from 16 threads).
-  ThreadPool& pool = shared_pool();
-  const auto grace = state->single_job_ && next == Submitter::may_wait_next && !ThreadPool::on_worker_thread()
-                         ? kSubmitterRunsGrace
-                         : std::chrono::microseconds(0);
-  // Jobs with more than one take each pull tasks until none are left: they let brief work go first, not
-  // each other (run_tasks).
-  const JobLength length = takes > jobs ? JobLength::lasting : JobLength::brief;
-  for (unsigned j = 0; j < jobs; ++j) {
-    const std::uint64_t ticket =
-        pool.submit(PoolJob(&RequestState::run_queued_job, state), std::max(1u, threads), grace, length);
-    if (grace.count() > 0) state->pool_ticket_ = ticket;
-  }
+  // A one-op request is left to its submitter for a moment (wait() runs it on the caller's thread), unless it
+  // came from a worker, which never waits for one.
+  const auto grace = tasks.size() == 1 && !ThreadPool::on_worker_thread() ? kSubmitterRunsGrace
+                                                                          : std::chrono::microseconds(0);
+  state->pool_ticket_.store(queue->push(*state, *state->backend_, tasks, grace), std::memory_order_release);
   return state;
 }
 
@@ -86,7 +59,7 @@ std::shared_ptr<RequestState> RequestState::failed(Status status) {
   auto state = std::make_shared<RequestState>();
   state->first_error_ = std::move(status);
   state->failed_ = true;
-  state->complete(CallbacksOn::here);
+  state->complete(/*callbacks_here=*/true);
   return state;
 }
 
@@ -101,7 +74,7 @@ void RequestState::set_progress(std::function<std::uint64_t()> progress) {
   progress_ = std::move(progress);
 }
 
-void RequestState::complete_deferred(Result<Transfer> result, CallbacksOn where) {
+void RequestState::complete_deferred(Result<Transfer> result) {
   std::vector<Callback> callbacks;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -119,10 +92,6 @@ void RequestState::complete_deferred(Result<Transfer> result, CallbacksOn where)
   }
   done_cv_.notify_all();
   if (callbacks.empty()) return;
-  if (where == CallbacksOn::here) {
-    run_callbacks(callbacks, result);
-    return;
-  }
   shared_pool().ensure_workers(1);  // a process that made only stream-ordered requests has no worker yet
   shared_pool().submit([callbacks = std::move(callbacks), result = std::move(result)] {
     run_callbacks(callbacks, result);
@@ -165,172 +134,57 @@ Status EndOfFileRule::shrank(const Task& t, std::uint64_t bytes) const {
                 0, path);
 }
 
-void RequestState::run_queued_job(void* state) {
-  auto* self = static_cast<RequestState*>(state);
-  if (self->claim_job()) self->run_job(std::make_shared<Job>());
+bool RequestState::claim() {
+  if (ops_ != 1) return true;
+  bool expected = false;
+  return claimed_.compare_exchange_strong(expected, true, std::memory_order_acq_rel);
 }
 
-bool RequestState::claim_job() {
-  unsigned left = unclaimed_jobs_.load(std::memory_order_acquire);
-  while (left > 0) {
-    if (unclaimed_jobs_.compare_exchange_weak(left, left - 1, std::memory_order_acq_rel)) return true;
-  }
-  return false;
-}
-
-void RequestState::run_job(std::shared_ptr<Job> job) {
-  if (work_on(*job, /*may_yield=*/true) == Continue::later) {
-    // Brief work is queued: this job goes behind it, keeping its worker, so that a small request never
-    // waits for a large one's tasks to drain.
-    shared_pool().submit([self = self_, job] { self->run_job(job); }, 0, std::chrono::microseconds(0),
-                         JobLength::lasting);
-    return;
-  }
-  // Its copies still running and more jobs waiting than this request has, a job of a large read leaves its end
-  // on this thread, which reads for the next job meanwhile and ends this one once the copies are done: a
-  // worker that waited for them here left the copy engine without the next data (16 MiB reads with 64 in
-  // flight 1.11-1.14x; bench/results/2026-12-04-h200-parked-ends). With less queued, the request is one a
-  // caller waits for next, and its end, later by up to a take, held back what the caller sends next. Batches
-  // (several tasks a take) end at once: parking them lost with two in flight (0.80-0.94x). A one-task request
-  // is a small read whose caller waits for it, behind a short copy.
-  if (job->worker && tasks_.size() > 1 && backend_->tasks_per_take() == 1 && ThreadPool::may_park() &&
-      !failed_.load(std::memory_order_acquire) && shared_pool().queued() > jobs_ && job->worker->finish_would_wait()) {
-    RouteWorker* worker = job->worker.get();
-    ThreadPool::park([self = self_, job] { self->end_parked_job(*job); },
-                     [worker] { return !worker->finish_would_wait(); });
-    return;
-  }
-  end_job(*job, CallbacksOn::here);
-}
-
-void RequestState::end_parked_job(Job& job) {
-  if (job.worker) {
-    if (Status resumed = job.worker->resume(); !resumed.ok()) record_error(resumed);
-  }
-  end_job(job, CallbacksOn::pool);  // this thread may be in the middle of another job: no user code here
-}
-
-RequestState::Continue RequestState::work_on(Job& job, bool may_yield) {
-  // A job of a request cancelled or failed before it began makes no worker (and pins nothing).
-  if (!job.started) {
-    job.started = true;
-    if (!failed_.load(std::memory_order_acquire)) {
-      if (trace_tasks_) nvtx::push("ferry worker set-up");
-      auto worker = backend_->make_worker();
-      if (trace_tasks_) nvtx::pop();
-      if (worker.ok()) {
-        job.worker = std::move(*worker);
-      } else {
-        record_error(worker.status());
-      }
+void RequestState::retire(std::span<const Op> ops, std::span<Result<std::uint64_t>> results, Report& report,
+                          std::uint64_t ns_each, bool gathered, bool callbacks_here) {
+  // Ops that share a decision are counted together, and the request's bytes grow once a take: with a batch's
+  // thousands of pieces on every worker, a shared counter touched per piece is contended.
+  std::uint64_t bytes = 0;
+  const Decision* counting = nullptr;
+  std::uint64_t run_ops = 0, run_bytes = 0;
+  auto count_run = [&] {
+    if (run_ops > 0) {
+      report.count(counting->route, counting->reason, counting->detail, run_bytes, ns_each * run_ops, run_ops);
     }
-  } else if (job.worker) {
-    if (Status resumed = job.worker->resume(); !resumed.ok()) record_error(resumed);
+    run_ops = run_bytes = 0;
+  };
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const Task& t = ops[i].task;
+    if (!results[i].ok()) {
+      record_error(results[i].status());
+      continue;
+    }
+    const std::uint64_t moved = *results[i];
+    if (moved < t.length && !eof_.short_task_ends_request) record_error(eof_.shrank(t, moved));
+    const Decision& decision = backend_->decision_for(t);
+    if (&decision != counting) {
+      count_run();
+      counting = &decision;
+    }
+    ++run_ops;
+    run_bytes += moved;
+    bytes += moved;
   }
-  return job.worker ? run_tasks(job, may_yield) : Continue::done;
-}
-
-void RequestState::end_job(Job& job, CallbacksOn callbacks) {
-  if (job.worker) {
-    if (trace_tasks_) nvtx::push("ferry worker finish");
-    Status finished = job.worker->finish(job.local);
-    if (trace_tasks_) nvtx::pop();
-    if (!finished.ok()) record_error(finished);
-    job.worker.reset();
-  }
+  count_run();
+  if (gathered) report.io.gathered_ops += ops.size();
+  bytes_done_.fetch_add(bytes, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (single_job_) {
-      outcome_.report = std::move(job.local);  // the only one: no copy of its reasons (an allocation each)
+    if (ops_ == 1) {
+      outcome_.report = std::move(report);  // the only one: no copy of its reasons (an allocation each)
     } else {
-      outcome_.report.merge(job.local);
+      outcome_.report.merge(report);
     }
   }
-  if (active_jobs_.fetch_sub(1, std::memory_order_acq_rel) == 1) complete(callbacks);
+  if (ops_left_.fetch_sub(ops.size(), std::memory_order_acq_rel) == ops.size()) complete(callbacks_here);
 }
 
-RequestState::Continue RequestState::run_tasks(Job& job, bool may_yield) {
-  RouteWorker& worker = *job.worker;
-  Report& local = job.local;
-  const std::size_t batch = std::max<std::size_t>(1, backend_->tasks_per_take());
-  Result<std::uint64_t> one_result(std::uint64_t{0});  // a take of one task needs no vector
-  std::span<Result<std::uint64_t>> results(&one_result, 1);
-  if (batch > 1) {
-    if (job.results.size() != batch) job.results.assign(batch, Result<std::uint64_t>(std::uint64_t{0}));
-    results = job.results;
-  }
-  const auto turn_ends = std::chrono::steady_clock::now() + kTurn;
-  while (!failed_.load(std::memory_order_acquire)) {
-    std::size_t first = next_task_.fetch_add(batch, std::memory_order_relaxed);
-    if (first >= tasks_.size()) break;
-    std::span<const Task> slice(tasks_.data() + first, std::min(batch, tasks_.size() - first));
-    auto started = std::chrono::steady_clock::now();
-    if (trace_tasks_) {
-      std::uint64_t bytes = 0;
-      for (const Task& t : slice) bytes += t.length;
-      std::string label = fmt::format("ferry task{} {} {} bytes at offset {}", slice.size() > 1 ? "s" : "",
-                                      route_name(backend_->decision_for(slice[0]).route), bytes, slice[0].file_offset);
-      nvtx::push(label.c_str());
-    }
-    if (batch == 1) {
-      results[0] = worker.run(slice[0], local);
-    } else {
-      worker.run_batch(slice, std::span<Report>(&local, 1), std::span(results.data(), slice.size()));
-    }
-    if (trace_tasks_) nvtx::pop();
-    // An earlier job's end parked on this thread goes as soon as its copies are done, not after this job.
-    if (ThreadPool::run_parked(/*only_if_ready=*/true)) {
-      if (Status resumed = worker.resume(); !resumed.ok()) record_error(resumed);
-    }
-    const auto ended = std::chrono::steady_clock::now();
-    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(ended - started);
-    const auto ns_each = static_cast<std::uint64_t>(ns.count()) / slice.size();
-    // Tasks that share a decision are counted together, and the request's bytes grow once a slice: with
-    // a batch's thousands of pieces on every worker, a shared counter touched per piece is contended.
-    std::uint64_t slice_bytes = 0;
-    const Decision* counting = nullptr;
-    std::uint64_t run_ops = 0, run_bytes = 0;
-    auto count_run = [&] {
-      if (run_ops > 0) {
-        local.count(counting->route, counting->reason, counting->detail, run_bytes, ns_each * run_ops, run_ops);
-      }
-      run_ops = run_bytes = 0;
-    };
-    bool failed = false;
-    for (std::size_t i = 0; i < slice.size(); ++i) {
-      const Task& t = slice[i];
-      if (!results[i].ok()) {
-        record_error(results[i].status());
-        failed = true;
-        break;
-      }
-      const std::uint64_t bytes = *results[i];
-      const Decision& decision = backend_->decision_for(t);
-      if (&decision != counting) {
-        count_run();
-        counting = &decision;
-      }
-      ++run_ops;
-      run_bytes += bytes;
-      slice_bytes += bytes;
-      if (bytes < t.length && !eof_.short_task_ends_request) {
-        record_error(eof_.shrank(t, bytes));
-        failed = true;
-        break;
-      }
-    }
-    count_run();
-    bytes_done_.fetch_add(slice_bytes, std::memory_order_relaxed);
-    if (failed) return Continue::done;
-    if (may_yield && ended >= turn_ends && next_task_.load(std::memory_order_relaxed) < tasks_.size() &&
-        shared_pool().queued_brief() > 0) {
-      return Continue::later;
-    }
-  }
-  return Continue::done;
-}
-
-void RequestState::complete(CallbacksOn where) {
+void RequestState::complete(bool callbacks_here) {
   std::vector<Callback> callbacks;
   Status status;
   {
@@ -360,7 +214,7 @@ void RequestState::complete(CallbacksOn where) {
     done_.store(true, std::memory_order_release);
   }
   done_cv_.notify_all();
-  if (where == CallbacksOn::pool && !callbacks.empty()) {
+  if (!callbacks_here && !callbacks.empty()) {
     shared_pool().submit([callbacks = std::move(callbacks), result = std::move(*for_callbacks)] {
       run_callbacks(callbacks, result);
     });
@@ -377,11 +231,6 @@ void RequestState::complete(CallbacksOn where) {
 
 bool RequestState::finished() const { return done_.load(std::memory_order_acquire); }
 
-bool RequestState::has_callbacks() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return !callbacks_.empty();
-}
-
 bool RequestState::done() const {
   if (done_.load(std::memory_order_acquire)) return true;
   expedite();
@@ -389,27 +238,44 @@ bool RequestState::done() const {
 }
 
 void RequestState::expedite() const {
-  if (pool_ticket_ == 0 || expedited_.load(std::memory_order_relaxed) || expedited_.exchange(true)) return;
-  shared_pool().expedite(pool_ticket_);
+  const std::uint64_t ticket = pool_ticket_.load(std::memory_order_acquire);
+  if (ticket == 0 || expedited_.load(std::memory_order_relaxed) || expedited_.exchange(true)) return;
+  shared_pool().expedite(ticket);
 }
 
-bool RequestState::run_here_if_unclaimed(std::size_t max_tasks) const {
-  // Only a request of one job: running it on the caller's thread saves two thread hand-offs (most of a
-  // small read's latency) and cannot keep the caller long.
-  if (!single_job_ || tasks_.size() > max_tasks || ThreadPool::on_worker_thread()) return false;
+bool RequestState::run_here_if_unclaimed() const {
+  // Only a request of one op: running it on the caller's thread saves two thread hand-offs (most of a small
+  // read's latency) and cannot keep the caller long.
+  if (ops_ != 1 || ThreadPool::on_worker_thread()) return false;
   auto* self = const_cast<RequestState*>(this);
-  if (!self->claim_job()) return false;
-  if (pool_ticket_ != 0) shared_pool().withdraw(pool_ticket_);  // its queued job would only find it taken
-  auto borrowed = self->backend_->borrow_thread();  // the caller's CUDA context comes back afterwards
-  Job job;  // never yields (it would keep the caller waiting longer), so never outlives this call
-  (void)self->work_on(job, /*may_yield=*/false);
-  self->end_job(job, CallbacksOn::here);
+  if (!self->claim()) return false;
+  queue_->withdraw(*this, pool_ticket_.load(std::memory_order_acquire));
+  const Op op{single_, backend_.get()};
+  Result<std::uint64_t> got(std::uint64_t{0});
+  Report report;
+  const auto started = std::chrono::steady_clock::now();
+  if (!stop_requested()) {
+    auto borrowed = backend_->borrow_thread();  // the caller's CUDA context comes back afterwards
+    auto worker = backend_->make_worker();
+    if (worker.ok()) {
+      (*worker)->run(std::span<const Op>(&op, 1), std::span<Report>(&report, 1),
+                     std::span<Result<std::uint64_t>>(&got, 1));
+      if (Status finished = (*worker)->finish(); !finished.ok()) got = finished;
+    } else {
+      got = worker.status();
+    }
+  } else {
+    got = Status(ErrorCode::cancelled, "the request was cancelled");
+  }
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started);
+  self->retire(std::span<const Op>(&op, 1), std::span<Result<std::uint64_t>>(&got, 1), report,
+               static_cast<std::uint64_t>(ns.count()), /*gathered=*/false, /*callbacks_here=*/true);
   return true;
 }
 
 void RequestState::wait() const {
   if (ThreadPool::on_worker_thread()) {
-    // Never block a worker: run queued jobs (perhaps this very request's) while waiting.
+    // Never block a worker: run queued jobs (perhaps a drainer of this very request's ops) while waiting.
     for (;;) {
       if (done()) return;
       if (shared_pool().help_one()) continue;
@@ -426,7 +292,7 @@ void RequestState::wait() const {
 bool RequestState::wait_for(std::chrono::milliseconds timeout) const {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   if (ThreadPool::on_worker_thread()) {
-    // As wait(): a worker blocked here could be the one the request's jobs are queued behind.
+    // As wait(): a worker blocked here could be the one the request's drainer is queued behind.
     for (;;) {
       if (done()) return true;
       if (std::chrono::steady_clock::now() >= deadline) return false;
@@ -436,7 +302,8 @@ bool RequestState::wait_for(std::chrono::milliseconds timeout) const {
                         [this] { return done_.load(std::memory_order_relaxed); });
     }
   }
-  expedite();  // (no running it here: that could outlast the timeout)
+  // A one-op request no worker took runs here, as in wait(): at most one op's time past the timeout.
+  if (!run_here_if_unclaimed()) expedite();
   std::unique_lock<std::mutex> lock(mutex_);
   return done_cv_.wait_until(lock, deadline, [this] { return done_.load(std::memory_order_relaxed); });
 }
@@ -453,7 +320,7 @@ Result<Transfer> RequestState::outcome() const {
   return outcome_;
 }
 
-void RequestState::then(Callback callback, bool hurry) {
+void RequestState::then(Callback callback) {
   bool queued = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -462,10 +329,7 @@ void RequestState::then(Callback callback, bool hurry) {
       queued = true;
     }
   }
-  if (queued) {
-    if (hurry) expedite();
-    return;
-  }
+  if (queued) return;
   callback(outcome());
 }
 

@@ -10,33 +10,8 @@
 
 namespace ferry::detail {
 namespace {
-thread_local bool t_on_worker = false;
-thread_local unsigned t_helping = 0;  // help_one() calls this thread is inside (jobs run for a waiter)
-
-// A job's end left on this thread (ThreadPool::park).
-struct ParkedEnd {
-  PoolJob end;
-  std::function<bool()> ready;
-};
-thread_local std::optional<ParkedEnd> t_parked;
+thread_local bool t_on_worker = false;  // the worker's identity: a thread of some ThreadPool
 }  // namespace
-
-bool ThreadPool::may_park() { return t_on_worker && t_helping == 0; }
-
-void ThreadPool::park(PoolJob end, std::function<bool()> ready) {
-  std::optional<ParkedEnd> before;
-  before.swap(t_parked);
-  t_parked.emplace(ParkedEnd{std::move(end), std::move(ready)});
-  if (before) before->end();  // after the new one is parked: whoever waits for its request finds it there
-}
-
-bool ThreadPool::run_parked(bool only_if_ready) {
-  if (!t_parked || (only_if_ready && !t_parked->ready())) return false;
-  std::optional<ParkedEnd> parked;
-  parked.swap(t_parked);
-  parked->end();
-  return true;
-}
 
 ThreadPool::~ThreadPool() {
   {
@@ -68,8 +43,7 @@ std::size_t ThreadPool::queued_with_grace() const {
   return waiting_out_grace_;
 }
 
-std::uint64_t ThreadPool::submit(PoolJob job, std::size_t grow_to, std::chrono::microseconds grace,
-                                 JobLength length) {
+std::uint64_t ThreadPool::submit(PoolJob job, std::size_t grow_to, std::chrono::microseconds grace) {
   bool wake = true;
   std::uint64_t ticket = 0;
   {
@@ -82,8 +56,7 @@ std::uint64_t ThreadPool::submit(PoolJob job, std::size_t grow_to, std::chrono::
       ++waiting_out_grace_;
     }
     ticket = ++last_ticket_;
-    queue_.push_back(Entry{std::move(job), ready_at, ticket, length});
-    if (length == JobLength::lasting) queued_lasting_.fetch_add(1, std::memory_order_relaxed);
+    queue_.push_back(Entry{std::move(job), ready_at, ticket});
     queued_.store(queue_.size(), std::memory_order_relaxed);
     if (queue_.size() > idle_ && threads_.size() < grow_to) add_workers_locked(1);
     // A job that may wait needs no wake while a worker watches the clock: that worker takes it in time
@@ -95,15 +68,16 @@ std::uint64_t ThreadPool::submit(PoolJob job, std::size_t grow_to, std::chrono::
   return ticket;
 }
 
-void ThreadPool::withdraw(std::uint64_t ticket) {
+bool ThreadPool::withdraw(std::uint64_t ticket) {
   std::optional<PoolJob> job;  // destroyed outside the lock: it may hold the last reference to its owner
   std::lock_guard<std::mutex> lock(mutex_);
   // From the back: the job withdrawn is most often the newest.
   for (auto it = queue_.rbegin(); it != queue_.rend(); ++it) {
     if (it->ticket != ticket) continue;
     job = take_locked(std::next(it).base());
-    return;
+    return true;
   }
+  return false;
 }
 
 void ThreadPool::expedite(std::uint64_t ticket) {
@@ -118,16 +92,13 @@ void ThreadPool::expedite(std::uint64_t ticket) {
 }
 
 bool ThreadPool::help_one() {
-  if (run_parked(/*only_if_ready=*/false)) return true;  // it may be the very end the helper waits for
   std::optional<PoolJob> job;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (queue_.empty()) return false;  // a helper takes any job, ready or not: it waits for progress
     job.emplace(take_locked(queue_.begin()));
   }
-  ++t_helping;
   (*job)();
-  --t_helping;
   return true;
 }
 
@@ -135,7 +106,6 @@ bool ThreadPool::on_worker_thread() { return t_on_worker; }
 
 PoolJob ThreadPool::take_locked(std::deque<Entry>::iterator it) {
   if (it->in_grace()) --waiting_out_grace_;
-  if (it->length == JobLength::lasting) queued_lasting_.fetch_sub(1, std::memory_order_relaxed);
   PoolJob job = std::move(it->job);
   queue_.erase(it);
   queued_.store(queue_.size(), std::memory_order_relaxed);
@@ -158,19 +128,8 @@ void ThreadPool::worker_loop() {
   t_on_worker = true;
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    if (t_parked) {  // a parked end that is done ends now (asked without the lock: it asks the driver)
-      lock.unlock();
-      run_parked(/*only_if_ready=*/true);
-      lock.lock();
-    }
     const Clock::time_point now = Clock::now();
     auto ready = first_ready_locked(now);
-    if (t_parked && ready == queue_.end()) {  // nothing else to do: wait for it here
-      lock.unlock();
-      run_parked(/*only_if_ready=*/false);
-      lock.lock();
-      continue;
-    }
     if (stopping_ && queue_.empty()) return;
     if (ready != queue_.end()) {
       {

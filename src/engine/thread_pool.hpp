@@ -44,11 +44,6 @@ class PoolJob {
   std::function<void()> callable_;
 };
 
-/// How long a job may run: `brief` ones end after one share of work (a small request, a callback), `lasting`
-/// ones pull task after task until their request has none left. A lasting job lets brief ones go first
-/// (RequestState's turns) but not other lasting ones, which wait their turn in the queue's order.
-enum class JobLength { brief, lasting };
-
 class ThreadPool {
  public:
   ThreadPool() = default;
@@ -67,11 +62,10 @@ class ThreadPool {
   /// one grace period: a job due sooner than those queued before it would wait for theirs.
   /// Returns the job's ticket, for withdraw() and expedite().
   std::uint64_t submit(PoolJob job, std::size_t grow_to = 0,
-                       std::chrono::microseconds grace = std::chrono::microseconds(0),
-                       JobLength length = JobLength::brief);
+                       std::chrono::microseconds grace = std::chrono::microseconds(0));
   /// Takes the job of `ticket` off the queue if no thread has begun it (one run by its submitter instead
-  /// need not wake a worker later only to find it done).
-  void withdraw(std::uint64_t ticket);
+  /// need not wake a worker later only to find it done). True if it did.
+  bool withdraw(std::uint64_t ticket);
   /// Ends the grace period of `ticket`'s job if it is still queued: a worker takes it now.
   void expedite(std::uint64_t ticket);
   /// Runs one queued job (ready or in its grace period) on the calling thread. Returns false when the
@@ -79,28 +73,8 @@ class ThreadPool {
   bool help_one();
   /// Jobs waiting for a worker now (a hint: it may change at once).
   std::size_t queued() const { return queued_.load(std::memory_order_relaxed); }
-  /// Of those, the brief ones (a hint too).
-  std::size_t queued_brief() const {
-    const std::size_t all = queued_.load(std::memory_order_relaxed);
-    const std::size_t lasting = queued_lasting_.load(std::memory_order_relaxed);
-    return all > lasting ? all - lasting : 0;
-  }
   /// Of those, the jobs still in their grace period or past it but not taken (the workers being busy).
   std::size_t queued_with_grace() const;
-  /// Leaves `end` on the calling worker thread, to run once `ready()` says it would no longer wait: the end
-  /// of a job whose copies still run (RequestState::run_job), so that the worker reads the next job's data
-  /// meanwhile instead of waiting for the copy engine. The thread asks between tasks and between jobs, and
-  /// runs it whatever `ready()` says before it waits for work or helps a waiter: nothing parked is left
-  /// behind. One a thread: a second parks in its place and the first runs at once (waiting as it must).
-  /// `end` must not run user code on the calling thread: it may run in the middle of another job.
-  /// Only where may_park() says so.
-  static void park(PoolJob end, std::function<bool()> ready);
-  /// True on a worker running a job of its own loop: not inside help_one(), whose caller (a wait, perhaps in
-  /// a callback) goes on with its own code once the job returns, and might then block on the end it parked.
-  static bool may_park();
-  /// Runs the calling thread's parked end if there is one and (only_if_ready) it would not wait. True if
-  /// one ran.
-  static bool run_parked(bool only_if_ready);
   /// True on a thread owned by any ThreadPool.
   static bool on_worker_thread();
 
@@ -110,7 +84,6 @@ class ThreadPool {
     PoolJob job;
     Clock::time_point ready_at;  // no worker takes it earlier (min(): at once)
     std::uint64_t ticket = 0;
-    JobLength length = JobLength::brief;
     bool in_grace() const { return ready_at != Clock::time_point::min(); }  // counted in waiting_out_grace_
   };
   void worker_loop();
@@ -123,7 +96,6 @@ class ThreadPool {
   std::condition_variable wake_;
   std::deque<Entry> queue_;
   std::atomic<std::size_t> queued_{0};  // queue_.size(), readable without the lock
-  std::atomic<std::size_t> queued_lasting_{0};  // of those, lasting jobs (changed with the lock held)
   std::vector<std::thread> threads_;
   // Guarded by mutex_:
   std::size_t idle_ = 0;        // workers waiting for a job

@@ -1,6 +1,6 @@
 // File::pread_batch: many pieces, one request. Every piece is checked before any I/O; the pieces become
-// tasks that carry their own addresses, and the route's workers take many of them at once (the staged
-// route packs them into bounce buffers, the host route reads each into place).
+// ops that carry their own addresses, which the engine's workers take as many at once as fill a bounce buffer
+// (the staged route packs them into it, the host route reads each into place).
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -66,7 +66,7 @@ Future FileState::submit_batch(std::span<const Piece> pieces) {
   // Pieces cover the file as it is now: a piece past its end reads what is there, or nothing.
   std::vector<Task> tasks;
   tasks.reserve(pieces.size());
-  std::uint64_t bytes = 0, largest = 0;
+  std::uint64_t bytes = 0;
   const std::uint64_t alignment = source->task_alignment();
   for (const Piece& p : pieces) {
     const std::uint64_t n = p.offset >= file_bytes ? 0 : std::min(p.size, file_bytes - p.offset);
@@ -75,7 +75,6 @@ Future FileState::submit_batch(std::span<const Piece> pieces) {
       const std::uint64_t len = std::min(config.task_size(), n - at);
       tasks.push_back(Task{p.offset + at, len, address + at,
                            is_aligned(p.offset + at, alignment) && is_aligned(len, alignment)});
-      largest = std::max(largest, len);
       at += len;
     }
     bytes += n;
@@ -83,31 +82,21 @@ Future FileState::submit_batch(std::span<const Piece> pieces) {
   EndOfFileRule eof{false, path, file_bytes};
   if (first_piece == pieces.size() || tasks.empty()) {  // nothing to read: done, with no route taken
     Use done = std::move(*in_use);
-    return Future(RequestState::start({}, nullptr, 1, eof, nullptr));
+    return Future(RequestState::start({}, nullptr, nullptr, 1, eof, nullptr));
   }
   auto plan = route_for(*this, Direction::read, pieces[first_piece].buffer, pieces[first_piece].size, BufferQuery::ask,
                         /*pieces=*/true);
   if (!plan.ok()) return fail(piece_error(plan.status(), first_piece, pieces.size()));
   if (Status s = check_piece_memory(*plan, pieces.subspan(first_piece), path); !s.ok()) return fail(s);
-  // A worker takes as many tasks as one bounce buffer holds, so that small pieces are packed, but no more
-  // than its share: 8,192 pieces of 4 KiB in 4 MiB fills kept 8 of 16 workers busy (2.4 M pieces/s on the
-  // H200 machine). Its share is one fill, copied once: splitting it into four fills, so that each copy
-  // overlapped the next reads, was slower there twice (64 KiB pieces 35.9 -> 26.8 GB/s, 1 MiB 39.3 -> 33.2 in
-  // one call): the copy engine pays for every copy, and more copies cost more than the overlap gained. Nor
-  // do whole fills on fewer workers help copy-bound pieces: 64 KiB and 1 MiB pieces in 4 MiB fills, a 32 MiB
-  // batch on 8 workers while the next batch took the other 8, ran at 0.80-0.99x of shares on all 16 (run 1 of
-  // bench/results/2026-12-02-h200-batch-fills): every worker's reads are needed to keep up with the copies.
-  const std::uint64_t per_fill = config.bounce_buffer_size() / largest;
-  const std::uint64_t threads = parallel_tasks();
-  const std::uint64_t share = (tasks.size() + threads - 1) / threads;
-  const unsigned pack = static_cast<unsigned>(std::clamp<std::uint64_t>(std::min(per_fill, share), 1, 16384));
+  const int device = plan->buffer.device;
   auto stop = std::make_shared<std::atomic<bool>>(false);
   SourceRequest request{Direction::read, e, bytes, stop};
-  auto backend = make_pieces_backend(*this, request, *plan, pack);
+  auto backend = make_route_backend(*this, request, std::move(*plan), Destination(), 0);  // tasks carry addresses
+  if (!backend.ok()) return fail(backend.status());
   const auto label = [&] {
     return fmt::format("ferry read_batch of {} pieces, {} from \"{}\"", pieces.size(), format_size(bytes), path);
   };
-  return Future(launch(std::move(tasks), std::move(backend), std::move(eof), std::move(*in_use), setup_before,
+  return Future(launch(std::move(tasks), std::move(*backend), device, std::move(eof), std::move(*in_use), setup_before,
                        std::move(stop), [&label] { return label(); }));
 }
 

@@ -16,6 +16,7 @@
 #include "engine/request.hpp"
 #include "engine/task_split.hpp"
 #include "engine/thread_pool.hpp"
+#include "engine/queue.hpp"
 #include "file/file_state.hpp"
 #include "file/route_selection.hpp"
 #include "file/stream_order.hpp"
@@ -34,7 +35,8 @@ FileState::FileState(std::string path_in, Config config_in, std::shared_ptr<Sour
       flags(flags_in),
       append(append_in),
       gpu(gpu_in),
-      uses_generation_(fork_generation()) {
+      uses_generation_(fork_generation()),
+      queues_(new Queues(fork_generation())) {
   if (append) end_ = current_size().ok() ? *current_size() : 0;
   if (!source->open_note().empty()) report_.add_note(source->open_note());
 }
@@ -164,29 +166,19 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
   if (!in_use.ok()) return fail(in_use.status());
   const SetupCosts setup_before = process_setup_costs();
   const bool reading = is_read(direction);
-  // A thread whose previous small read is still in flight reads ahead: it is not about to wait for this
-  // one. Its small reads that the page cache serves are gathered with the File's others (read_gather.hpp);
-  // the rest go to the workers at once (RequestState::Submitter).
-  const bool reads_ahead = reading && size > 0 && ReadGather::thread_reads_ahead();
-  const bool gathering = reads_ahead && !config.nvtx() && source->reads_from_memory(size);
-  const auto next = reads_ahead ? RequestState::Submitter::reads_ahead : RequestState::Submitter::may_wait_next;
   // A one-task read into GPU memory through bounce buffers, inside the size the File saw last, needs no size
   // of its own (no fstat): a short read is then where the data ends (one version of the file either way), and
   // the bounce buffers keep the destination clear of anything an O_DIRECT read brings in past that.
   std::optional<RoutePlanDetail> early_plan;  // the decision for `size`, made before the size was asked for
   const std::uint64_t early_size = size;
-  const BufferQuery query = reads_ahead ? BufferQuery::reading_ahead : BufferQuery::ask;
   if (const std::uint64_t seen = size_seen_.load(std::memory_order_relaxed);
       reading && size > 0 && offset < seen && size <= seen - offset) {
-    auto plan = route_for(*this, direction, buffer, size, query);
+    auto plan = route_for(*this, direction, buffer, size);
     if (!plan.ok()) return fail(plan.status());
     if (plan->decision.route == Route::staged && !plan->buffer.is_host()) {
       if (auto task = only_task(offset, size, config.task_size(), source->task_alignment())) {
-        if (gathering) {
-          return gather_read(*task, buffer, std::move(*plan), seen, /*size_asked=*/false, std::move(*in_use));
-        }
         return start(direction, Destination(buffer), offset, std::vector<Task>{*task}, Extent{true, seen},
-                     /*short_task_ends_request=*/true, std::move(*plan), std::move(*in_use), setup_before, next);
+                     /*short_task_ends_request=*/true, std::move(*plan), std::move(*in_use), setup_before);
       }
     }
     early_plan = std::move(*plan);
@@ -211,23 +203,19 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
     tasks.push_back(Task{offset, size, 0, false});
   }
   auto plan = early_plan && size == early_size ? Result<RoutePlanDetail>(std::move(*early_plan))
-                                               : route_for(*this, direction, buffer, size, query);
+                                               : route_for(*this, direction, buffer, size);
   if (!plan.ok()) return fail(plan.status());
-  if (gathering && extent.known && tasks.size() == 1 && ReadGather::gathers(plan->decision, plan->buffer)) {
-    return gather_read(tasks[0], buffer, std::move(*plan), extent.bytes, /*size_asked=*/true, std::move(*in_use));
-  }
   return start(direction, Destination(buffer), offset, std::move(tasks), extent, /*short_task_ends_request=*/!extent.known,
-               std::move(*plan), std::move(*in_use), setup_before, next);
+               std::move(*plan), std::move(*in_use), setup_before);
 }
 
 Future FileState::start(Direction direction, const Destination& destination, std::uint64_t offset,
                         std::vector<Task> tasks, Extent extent, bool short_task_ends_request, RoutePlanDetail plan, Use in_use,
-                        const SetupCosts& setup_before, RequestState::Submitter next) {
+                        const SetupCosts& setup_before) {
   const bool reading = is_read(direction);
   std::uint64_t size = 0;  // what the tasks cover: no further than the file's end
   for (const Task& t : tasks) size += t.length;
-  const BufferKind memory = plan.buffer;  // for the thread's next read (ReadGather::allocation_in_flight)
-  const CudaApi* cuda = plan.cuda;
+  const int device = plan.buffer.device;
   auto stop = std::make_shared<std::atomic<bool>>(false);
   SourceRequest request{direction, extent, size, stop};
   auto backend = make_route_backend(*this, request, std::move(plan), destination, size);
@@ -237,34 +225,36 @@ Future FileState::start(Direction direction, const Destination& destination, std
     return fmt::format("ferry {} {} at offset {} {} \"{}\"", reading ? "read" : "write", format_size(size), offset,
                        reading ? "from" : "to", path);
   };
-  const bool small_read = reading && extent.known && tasks.size() == 1;
-  auto state = launch(std::move(tasks), std::move(*backend), std::move(eof), std::move(in_use), setup_before,
-                      std::move(stop), [&label] { return label(); }, next);
-  if (small_read) ReadGather::note_small_read(state, memory, cuda);
-  return Future(std::move(state));
+  return Future(launch(std::move(tasks), std::move(*backend), device, std::move(eof), std::move(in_use), setup_before,
+                       std::move(stop), [&label] { return label(); }));
 }
 
-Future FileState::gather_read(const Task& task, void* buffer, RoutePlanDetail plan, std::uint64_t file_bytes,
-                               bool size_asked, Use in_use) {
-  GatheredRead read;
-  read.task = task;
-  read.task.buffer_offset += static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(buffer));
-  read.decision = std::move(plan.decision);
-  read.buffer = plan.buffer;
-  read.cuda = plan.cuda;
-  read.file_bytes = file_bytes;
-  read.size_asked = size_asked;
-  in_use.keep();  // until its round ends
-  read.state = RequestState::deferred(nullptr);
-  ReadGather::note_small_read(read.state, read.buffer, read.cuda);
-  return gather.add(*this, std::move(read));
+std::shared_ptr<OpQueue> FileState::queue_for(const RouteBackend& backend, int device) {
+  if (!backend.shares_workers()) return nullptr;
+  Queues* q = queues_.load(std::memory_order_acquire);
+  const std::uint64_t generation = fork_generation();
+  if (q->generation != generation) {
+    // A forked child's first request: new queues; the parent's (their ops, perhaps a lock held) are left alone.
+    auto* fresh = new Queues(generation);
+    if (queues_.compare_exchange_strong(q, fresh, std::memory_order_acq_rel)) {
+      q = fresh;
+    } else {
+      delete fresh;  // another thread of the child made them first
+    }
+  }
+  const Route route = backend.decision().route;
+  std::lock_guard<std::mutex> lock(q->mutex);
+  for (const auto& [key, queue] : q->by_target) {
+    if (key.first == route && key.second == device) return queue;
+  }
+  q->by_target.emplace_back(std::make_pair(route, device), std::make_shared<OpQueue>(parallel_tasks()));
+  return q->by_target.back().second;
 }
 
 std::shared_ptr<RequestState> FileState::launch(std::vector<Task> tasks, std::shared_ptr<RouteBackend> backend,
-                                               EndOfFileRule eof, Use in_use, const SetupCosts& setup_before,
+                                               int device, EndOfFileRule eof, Use in_use, const SetupCosts& setup_before,
                                                std::shared_ptr<std::atomic<bool>> stop,
-                                               const std::function<std::string()>& nvtx_label,
-                                               RequestState::Submitter next) {
+                                               const std::function<std::string()>& nvtx_label) {
   std::weak_ptr<FileState> weak = shared_from_this();
   // Failed requests count too: their operations, notes and I/O counters belong to the file's trail. The
   // Use ends here, before the future is done: close() may be called from the future's callbacks.
@@ -280,8 +270,9 @@ std::shared_ptr<RequestState> FileState::launch(std::vector<Task> tasks, std::sh
     if (auto self = weak.lock()) self->add_to_report(report);
     held->reset();
   };
-  return RequestState::start(std::move(tasks), std::move(backend), parallel_tasks(), std::move(eof),
-                             std::move(on_complete), nvtx_range != 0, std::move(stop), next);
+  auto queue = queue_for(*backend, device);
+  return RequestState::start(std::move(tasks), std::move(backend), std::move(queue), parallel_tasks(), std::move(eof),
+                             std::move(on_complete), nvtx_range != 0, std::move(stop));
 }
 
 std::uint64_t FileState::reserve(std::uint64_t size, Direction direction) {
@@ -378,12 +369,9 @@ void Future::cancel() {
   if (state_) state_->cancel();
 }
 
-void Future::then(std::function<void(const Result<Transfer>&)> callback, Caller caller) {
-  if (!state_) return;
-  state_->then(std::move(callback), caller == Caller::leaves);
+void Future::then(std::function<void(const Result<Transfer>&)> callback) {
+  if (state_) state_->then(std::move(callback));
 }
-
-bool Future::try_run_here() { return state_ && state_->run_here_if_unclaimed(/*max_tasks=*/1); }
 
 // ---- File ----
 

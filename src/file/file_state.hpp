@@ -16,10 +16,10 @@
 #include <utility>
 
 #include "base/destination.hpp"
+#include "engine/queue.hpp"
 #include "engine/request.hpp"
 #include "ferry/file.hpp"
 #include "file/open_options.hpp"
-#include "file/read_gather.hpp"
 #include "source/file_descriptors.hpp"
 #include "source/source.hpp"
 
@@ -32,6 +32,9 @@ class FileState : public std::enable_shared_from_this<FileState> {
  public:
   FileState(std::string path, Config config, std::shared_ptr<Source> source, OpenFlags flags, bool append,
             const GpuPlatform* gpu);
+  ~FileState() { delete queues_.load(); }
+  FileState(const FileState&) = delete;
+  FileState& operator=(const FileState&) = delete;
 
   static File make_file(std::shared_ptr<FileState> state) { return File(std::move(state)); }
   /// The state behind a File (for `ferry doctor`, which asks the router about an open file).
@@ -59,8 +62,6 @@ class FileState : public std::enable_shared_from_this<FileState> {
     ~Use() {
       if (state_) state_->end_uses(1, generation_);
     }
-    /// The use goes on past this object, until end_uses() ends it (gathered reads end theirs together).
-    void keep() { state_ = nullptr; }
 
    private:
     FileState* state_;
@@ -80,29 +81,27 @@ class FileState : public std::enable_shared_from_this<FileState> {
   /// pread's, and invalid_argument (naming the segment) for segments that do not follow one another from
   /// offset 0, a null address, or memory of another kind or GPU than the first segment's.
   Future submit_scattered(std::vector<Segment> segments, std::uint64_t offset);
-  /// Queues a one-task read of a thread that reads ahead with the File's gathered reads. `file_bytes`: the
-  /// size the read was planned by; `size_asked`: whether it was asked for this read (else it is the size the
-  /// File saw last, and a short read is the end of the data rather than a file that shrank during the read).
-  Future gather_read(const Task& task, void* buffer, RoutePlanDetail plan, std::uint64_t file_bytes, bool size_asked,
-                     Use in_use);
   /// Starts the tasks of a request at `offset` (covering the file as `extent` says) on the route `plan` chose,
   /// holding `in_use` until it completes. `short_task_ends_request`: a task that moves fewer bytes than asked
   /// is where the data ends (a file without a size, or a read planned by the size seen before), rather than a
-  /// file that shrank during the read. `next`: whether the submitting thread reads ahead (RequestState::start).
+  /// file that shrank during the read.
   Future start(Direction direction, const Destination& destination, std::uint64_t offset, std::vector<Task> tasks,
-               Extent extent,
-               bool short_task_ends_request, RoutePlanDetail plan, Use in_use, const SetupCosts& setup_before,
-               RequestState::Submitter next);
+               Extent extent, bool short_task_ends_request, RoutePlanDetail plan, Use in_use,
+               const SetupCosts& setup_before);
   /// Starts a request's tasks on the backend (the request's state, for its Future), holding `in_use` until it
-  /// completes, and accounts for it in the File's report (set-up costs and the source's activity noted).
+  /// completes, and accounts for it in the File's report (set-up costs and the source's activity noted). Its
+  /// ops join the file's queue for the backend's route to GPU `device` (-1: host memory) where the backend
+  /// shares workers (queue_for).
   /// `stop` is the request's SourceRequest::stop. `nvtx_label` is called only when an NVTX tool is attached;
   /// pass a lambda that holds one reference (to the one that formats the label), which std::function keeps
   /// inline: a wider capture is a heap allocation on every request.
-  std::shared_ptr<RequestState> launch(std::vector<Task> tasks, std::shared_ptr<RouteBackend> backend,
+  std::shared_ptr<RequestState> launch(std::vector<Task> tasks, std::shared_ptr<RouteBackend> backend, int device,
                                        EndOfFileRule eof, Use in_use, const SetupCosts& setup_before,
                                        std::shared_ptr<std::atomic<bool>> stop,
-                                       const std::function<std::string()>& nvtx_label,
-                                       RequestState::Submitter next = RequestState::Submitter::may_wait_next);
+                                       const std::function<std::string()>& nvtx_label);
+  /// The queue of this file's requests on `backend`'s route to GPU `device`, shared by every request whose
+  /// backend shares workers; null for one that does not (its ops get a queue of their own).
+  std::shared_ptr<OpQueue> queue_for(const RouteBackend& backend, int device);
   /// What submit() refuses before any I/O: the File's mode, a null buffer, a range past the largest offset.
   Status check_request(Direction direction, const void* buffer, std::uint64_t size, std::uint64_t offset) const;
   /// Adds a request's operations to the File's report (requests do this themselves as they complete).
@@ -134,9 +133,6 @@ class FileState : public std::enable_shared_from_this<FileState> {
 
   Report report() const;
 
-  // Small reads of threads that read ahead, waiting to be drained together.
-  ReadGather gather;
-
   // Filled by route selection on the first device request that may use cuFile; guarded by gds_mutex.
   std::mutex gds_mutex;
   std::shared_ptr<GdsFileState> gds;
@@ -148,12 +144,9 @@ class FileState : public std::enable_shared_from_this<FileState> {
   // with use_mutex_ held.
   void forget_uses_of_parent();
 
- public:
-  /// Ends `n` uses kept past their Use objects (Use::keep), or held by Uses: those taken by an earlier
-  /// process (`generation`, fork_generation() when taken) were never counted here and are ignored.
+  // Ends `n` uses held by Uses: those taken by an earlier process (`generation`, fork_generation() when taken)
+  // were never counted here and are ignored.
   void end_uses(unsigned n, std::uint64_t generation);
-
- private:
 
   std::mutex use_mutex_;
   std::condition_variable use_cv_;
@@ -165,6 +158,15 @@ class FileState : public std::enable_shared_from_this<FileState> {
   std::atomic<std::uint64_t> size_seen_{0};  // the source's size when a read last asked (0: not yet)
   std::uint64_t position_ = 0;
   std::uint64_t end_ = 0;  // append mode: where the next write() lands
+  // The queues of this process (a child of fork() has none of its parent's workers, and perhaps a copy of a
+  // lock held, so it starts new ones, leaving the parent's, as the engine leaves the parent's requests).
+  struct Queues {
+    explicit Queues(std::uint64_t g) : generation(g) {}
+    const std::uint64_t generation;
+    std::mutex mutex;
+    std::vector<std::pair<std::pair<Route, int>, std::shared_ptr<OpQueue>>> by_target;  // guarded by mutex
+  };
+  std::atomic<Queues*> queues_;
 };
 
 }  // namespace ferry::detail

@@ -67,14 +67,7 @@ Result<RoutePlanDetail> route_for(FileState& file, Direction /*direction*/, cons
   } else {
     plan.cuda = gpu.cuda(&plan.cuda_status);
   }
-  const BufferKind* known =
-      query == BufferQuery::reading_ahead ? ReadGather::allocation_in_flight(plan.cuda, buffer, size) : nullptr;
-  if (known != nullptr) {
-    plan.buffer = *known;
-  } else {
-    FERRY_ASSIGN_OR_RETURN(plan.buffer,
-                           classify_buffer(plan.cuda, buffer, query == BufferQuery::stand_in ? 0 : size));
-  }
+  FERRY_ASSIGN_OR_RETURN(plan.buffer, classify_buffer(plan.cuda, buffer, query == BufferQuery::stand_in ? 0 : size));
 
   RouteQuery q;
   q.buffer = plan.buffer;
@@ -141,19 +134,9 @@ Result<std::shared_ptr<RouteBackend>> make_route_backend(FileState& file, const 
   std::shared_ptr<RouteBackend> edges;
   if (is_read(request.direction)) {
     edges = make_staged_backend(file.source, request, staged_target(file, plan, destination, 0),
-                                Decision{Route::staged, Reason::cufile_unaligned_edge, ""});
+                                Decision{Route::staged, Reason::cufile_unaligned_edge, ""}, /*shared=*/false);
   }
-  return make_gds_backend(request.direction, std::move(target), std::move(decision), std::move(edges));
-}
-
-std::shared_ptr<RouteBackend> make_pieces_backend(FileState& file, const SourceRequest& request,
-                                                  const RoutePlanDetail& plan, unsigned pack) {
-  if (plan.decision.route == Route::host) {
-    return make_host_backend(file.source, request, Destination(), plan.decision, pack);
-  }
-  StagedTarget target = staged_target(file, plan, Destination(), 0);  // task buffer offsets are the addresses
-  target.pack = pack;
-  return make_staged_backend(file.source, request, target, plan.decision);
+  return make_gds_backend(request, std::move(target), std::move(decision), std::move(edges));
 }
 
 Result<RoutePlanDetail> prepare_route(FileState& file, Direction direction, const void* buffer, std::uint64_t size) {

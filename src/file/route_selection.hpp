@@ -18,9 +18,6 @@ enum class BufferQuery {
   ask,       // the driver says (cuPointerGetAttributes)
   stand_in,  // asks, for a small buffer of the right kind standing in for a larger read (the doctor's): its
              // allocation is not held to `size`
-  // A read of a thread that reads ahead: a buffer inside the GPU allocation its small read in flight lands in
-  // is what that one's was (ReadGather::allocation_in_flight), with no driver call; any other is asked about.
-  reading_ahead,
 };
 
 struct RoutePlanDetail {
@@ -40,16 +37,10 @@ Result<RoutePlanDetail> route_for(FileState& file, Direction direction, const vo
                                   BufferQuery query = BufferQuery::ask, bool pieces = false);
 
 /// The backend that carries out `request` into or out of `destination` on the route `plan` (route_for()'s)
-/// picked.
+/// picked. A batch's destination has base 0: its tasks carry their addresses.
 Result<std::shared_ptr<RouteBackend>> make_route_backend(FileState& file, const SourceRequest& request,
                                                          RoutePlanDetail plan, const Destination& destination,
                                                          std::uint64_t size);
-
-/// The backend of tasks that carry their own destinations' addresses as their buffer offsets (a batch's
-/// pieces, gathered reads), on `plan`'s route, host or staged. A worker takes `pack` tasks at a time (on the
-/// staged route: into one bounce buffer before copying).
-std::shared_ptr<RouteBackend> make_pieces_backend(FileState& file, const SourceRequest& request,
-                                                  const RoutePlanDetail& plan, unsigned pack);
 
 /// Does the one-time work of the route a request would take: loads CUDA and cuFile, registers the file,
 /// and for the staged route pins bounce buffers for every worker. Returns the decision.

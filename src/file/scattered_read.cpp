@@ -87,8 +87,7 @@ Future FileState::submit_scattered(std::vector<Segment> segments, std::uint64_t 
   }
   return start(Direction::read, Destination::scattered(std::move(segments)), offset, std::move(tasks),
                Extent{true, *file_bytes},
-               /*short_task_ends_request=*/false, std::move(*plan), std::move(*in_use), setup_before,
-               RequestState::Submitter::may_wait_next);
+               /*short_task_ends_request=*/false, std::move(*plan), std::move(*in_use), setup_before);
 }
 
 }  // namespace ferry::detail

@@ -37,7 +37,7 @@ inline constexpr std::uint64_t kDirectWriteThreshold = 256ull << 20;
 /// larger ones start out probed, and read the cache first once a probe of one found it cached.
 inline constexpr std::uint64_t kSmallReadBytes = 16 << 10;
 /// Reads of at most this size read the cache first while their class hits (above), and may be gathered
-/// (file/read_gather.hpp).
+/// (share a worker: engine/queue.hpp).
 inline constexpr std::uint64_t kMostGatheredBytes = 64 << 10;
 /// How far a file's run of small-read hits or misses is remembered: after this many hits in a row, misses
 /// in a row take as many reads to turn small reads to the probe (and the other way round).

@@ -105,9 +105,9 @@ class Source {
   }
 
   /// Whether a read of `length` bytes is expected to come from memory, without waiting for a device (a
-  /// small read of a local file whose small reads keep finding their pages cached). Such reads are gathered
-  /// and read back to back by one worker (file/read_gather.hpp); reads that wait for a disk or a network are
-  /// better kept apart, in flight together. False when the source cannot say.
+  /// small read of a local file whose small reads keep finding their pages cached). Several such reads share
+  /// a worker of the engine (engine/queue.hpp); reads that wait for a disk or a network are better kept
+  /// apart, in flight together. False when the source cannot say.
   virtual bool reads_from_memory(std::uint64_t /*length*/) const { return false; }
   /// Makes what was written durable.
   virtual Status sync() = 0;

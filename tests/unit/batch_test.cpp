@@ -460,38 +460,40 @@ class HeldCopies {
   bool holding_ = false;
 };
 
-// A worker whose copies of a large read still run while more jobs wait than its request has goes on to the
-// next job and ends its own once they are done (ThreadPool::park). One free worker; three two-task reads of
-// one job each; a GPU whose copies queue behind another stream's unmet wait: the worker reads B while A's
-// copies are held up, and all land exactly once they are let go. (A worker that waited for A's copies would
-// never read B meanwhile.)
-TEST_F(Batch, AWorkerReadsTheNextLargeReadWhileTheLastOnesCopiesAreHeldUp) {
+// A worker keeps its staging between ops: while the copy of one read is held up it reads the next into its
+// other bounce buffer. One worker; three one-task reads; a GPU whose copies queue behind another stream's unmet
+// wait: the worker reads B while A's copy is held up (and, both buffers in use, waits for A's before C), and
+// all land exactly once they are let go.
+TEST_F(Batch, AWorkerReadsTheNextReadWhileTheLastOnesCopyIsHeldUp) {
   HeldCopies held;
   ASSERT_TRUE(held.holding());
 
-  constexpr std::uint64_t kRead = 2 * kTask;  // two tasks: both bounce buffers of one kit, no buffer reused
+  constexpr std::uint64_t kRead = kTask;  // one op: one bounce buffer of the worker's two
   File f = large_read_file(3 * kRead / 4096, /*threads=*/1);
   std::vector<LargeRead> reads;
   for (std::uint64_t k = 0; k < 3; ++k) reads.push_back(large_read(kRead, k * kRead));
   std::array<Future, 3> futures;
-  std::atomic<bool> b_read{false}, a_done_when_b_read{false};
+  std::atomic<bool> b_read{false}, a_done_when_b_read{false}, c_read{false};
   memory_->before_read = [&](const detail::Task& t) {
+    if (t.file_offset >= 2 * kRead) c_read = true;
     if (t.file_offset < kRead || b_read.load()) return;
     a_done_when_b_read = futures[0].done();
     b_read = true;
   };
   testing::BusyPool busy;
   for (std::size_t k = 0; k < 3; ++k) futures[k] = f.pread(reads[k].dev + 4096, kRead, reads[k].offset);
-  // A, the first, is left to its submitter for a moment (kSubmitterRunsGrace, 50 us: the sleep must outlast it)
-  // while B and C, sent while it was in flight, are not: once that is over, the worker takes them in order.
+  // A is left to its submitter for a moment (kSubmitterRunsGrace, 50 us: the sleep must outlast it); once that
+  // is over, the worker takes the three in order.
   std::this_thread::sleep_for(std::chrono::milliseconds(2));
   busy.release_one();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (!b_read.load() && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  EXPECT_TRUE(b_read.load()) << "the worker waited for A's copies before reading B";
-  EXPECT_FALSE(a_done_when_b_read.load()) << "A was done before its copies ran";
+  EXPECT_TRUE(b_read.load()) << "the worker waited for A's copy before reading B";
+  EXPECT_FALSE(a_done_when_b_read.load()) << "A was done before its copy ran";
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_FALSE(c_read.load()) << "C was read into a bounce buffer whose copy had not run";
   held.let_go();
   for (auto& future : futures) {
     auto r = future.get();
@@ -501,53 +503,6 @@ TEST_F(Batch, AWorkerReadsTheNextLargeReadWhileTheLastOnesCopiesAreHeldUp) {
   busy.release();
   for (const auto& read : reads) EXPECT_TRUE(lands(read));
   for (const auto& read : reads) testing::fake_cuda_free(read.dev);
-}
-
-// User code never runs on a thread that holds a parked end: a callback there that blocked until that request
-// was done (on anything but a Ferry wait) would never see it. One free worker; copies held up; three two-task
-// reads of one job each: A parks its end and the worker reads B, whose end (no more jobs queued than its one)
-// waits for its copies; once they are let go, B's callback runs on that worker, and A is already done then.
-TEST_F(Batch, ACallbackRunsOnlyAfterTheEndParkedOnItsThread) {
-  HeldCopies held;
-  ASSERT_TRUE(held.holding());
-
-  constexpr std::uint64_t kRead = 2 * kTask;
-  File f = large_read_file(3 * kRead / 4096, /*threads=*/1);
-  LargeRead a = large_read(kRead, 0), b = large_read(kRead, kRead), c = large_read(kRead, 2 * kRead);
-  Future first, second, third;
-  std::atomic<bool> b_read{false};
-  memory_->before_read = [&](const detail::Task& t) {
-    if (t.file_offset >= kRead && t.file_offset < 2 * kRead) b_read = true;
-  };
-  std::atomic<int> a_done_in_callback{-1};
-  std::latch called(1);
-  testing::BusyPool busy;
-  first = f.pread(a.dev + 4096, kRead, a.offset);
-  second = f.pread(b.dev + 4096, kRead, b.offset);
-  third = f.pread(c.dev + 4096, kRead, c.offset);
-  second.then([&](const Result<Transfer>& r) {
-    EXPECT_TRUE(r.ok()) << r.status().to_string();
-    a_done_in_callback = first.done() ? 1 : 0;
-    called.count_down();
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(2));  // A's moment for its submitter over (as above)
-  busy.release_one();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!b_read.load() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  ASSERT_TRUE(b_read.load()) << "the worker waited for A's copies before reading B";
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // B's reads done, its end waiting for its copies
-  held.let_go();
-  called.wait();
-  EXPECT_EQ(a_done_in_callback.load(), 1) << "B's callback ran while A's end was still parked on its thread";
-  for (Future* future : {&first, &third}) {
-    auto r = future->get();
-    ASSERT_TRUE(r.ok()) << r.status().to_string();
-  }
-  busy.release();
-  for (const LargeRead* read : {&a, &b, &c}) EXPECT_TRUE(lands(*read));
-  for (const LargeRead* read : {&a, &b, &c}) testing::fake_cuda_free(read->dev);
 }
 
 // Large reads in flight from two threads, each copy done only once asked about, so that jobs end while their
@@ -643,8 +598,8 @@ class OrderedSource final : public FillingSource {
   std::vector<std::uint64_t> begun_;
 };
 
-// Lasting jobs (more than one take each) let brief work go first, not one another: two large requests that
-// need every worker run in the order they came, so the first is not held back by the second's turns.
+// Ops are taken in the order they came: two large requests that need every worker run one after the other, so
+// the first is not held back by the second.
 TEST(EngineSharing, LargeRequestsThatNeedEveryWorkerRunInTheOrderTheyCame) {
   // As many threads as the pool has workers (it never shrinks, and earlier tests may have grown it): the first
   // request's jobs take every worker, and each runs 16 reads of 200 us, several turns of 1 ms.
@@ -705,10 +660,10 @@ TEST_F(Batch, AWaiterRunsAOneTaskRequestItselfWhenThePoolIsBusy) {
   EXPECT_EQ(out, testing::pattern(8192, 4096));
 }
 
-// A front end that waits its own way (Python's interruptible waits) registers its completion hook as a
-// caller that waits next, then runs a one-task request on its own thread: every worker is busy here, so
-// nobody else could have run it.
-TEST_F(Batch, TryRunHereRunsAOneTaskRequestOnTheCallersThreadAndOnlySuch) {
+// A front end that waits its own way (Python's interruptible waits) calls wait_for(0) first, which runs a one-task
+// request on its own thread: every worker is busy here, so nobody else could have run it. A larger one is left
+// to the workers.
+TEST_F(Batch, WaitForRunsAOneTaskRequestOnTheCallersThreadAndOnlySuch) {
   Config c;
   c.set_threads(1).set_task_size(4096);
   auto f = detail::open_file(path_, "r", c, detail::OpenOptions{});
@@ -717,13 +672,11 @@ TEST_F(Batch, TryRunHereRunsAOneTaskRequestOnTheCallersThreadAndOnlySuch) {
   std::vector<std::uint8_t> one(4096), three(3 * 4096);
   std::atomic<int> hooks{0};
   Future small = f->pread(one.data(), one.size(), 8192);
-  small.then([&hooks](const Result<Transfer>&) { ++hooks; }, Future::Caller::waits);
-  EXPECT_TRUE(small.try_run_here()) << "the one-task request was not run here";
-  EXPECT_TRUE(small.done());
-  EXPECT_EQ(hooks.load(), 1);
-  EXPECT_FALSE(small.try_run_here()) << "a done request ran again";
-  Future large = f->pread(three.data(), three.size(), 0);  // one job of three tasks: left to the pool
-  EXPECT_FALSE(large.try_run_here());
+  small.then([&hooks](const Result<Transfer>&) { ++hooks; });
+  EXPECT_TRUE(small.wait_for(std::chrono::milliseconds(0))) << "the one-task request was not run here";
+  EXPECT_EQ(hooks.load(), 1) << "its callback runs on the thread that ran it";
+  Future large = f->pread(three.data(), three.size(), 0);  // three tasks: left to the pool
+  EXPECT_FALSE(large.wait_for(std::chrono::milliseconds(0)));
   busy.release();
   ASSERT_THAT(small.get().status(), StatusIs(ErrorCode::ok));
   ASSERT_THAT(large.get().status(), StatusIs(ErrorCode::ok));

@@ -1,7 +1,5 @@
 // ThreadPool: growing (on demand, up to a limit), jobs with a grace period, expedited and withdrawn jobs, jobs of a function
-// and its object, running jobs, helping from the calling thread, draining on destruction; ends parked on a
-// worker (a job's end waiting for its copies) run once ready, between jobs, and always before the worker waits;
-// only a job of a worker's own loop parks.
+// and its object, running jobs, helping from the calling thread, draining on destruction.
 #include "engine/thread_pool.hpp"
 
 #include <gtest/gtest.h>
@@ -153,29 +151,12 @@ TEST(ThreadPool, AWithdrawnJobNeverRunsAndHelpersTakeWaitingJobs) {
   std::atomic<int> ran{0};
   const std::uint64_t withdrawn = pool.submit([&] { ran += 100; }, 0, seconds(10));
   pool.submit([&] { ran += 1; }, 0, seconds(10));
-  pool.withdraw(withdrawn);
-  pool.withdraw(withdrawn);  // twice, or after it ran: nothing happens
+  EXPECT_TRUE(pool.withdraw(withdrawn));
+  EXPECT_FALSE(pool.withdraw(withdrawn)) << "twice, or after it ran: nothing happens";
   EXPECT_EQ(pool.queued(), 1u);
   EXPECT_TRUE(pool.help_one()) << "a helper takes a job in its grace period";
   EXPECT_FALSE(pool.help_one());
   EXPECT_EQ(ran.load(), 1);
-}
-
-TEST(ThreadPool, CountsTheBriefJobsQueuedApartFromTheLastingOnes) {
-  using namespace std::chrono;
-  ThreadPool pool;  // no workers: jobs stay queued until helped or withdrawn
-  pool.submit([] {}, 0, microseconds(0), JobLength::lasting);
-  const std::uint64_t brief = pool.submit([] {}, 0, seconds(10));
-  pool.submit([] {}, 0, microseconds(0), JobLength::lasting);
-  EXPECT_EQ(pool.queued(), 3u);
-  EXPECT_EQ(pool.queued_brief(), 1u);
-  pool.withdraw(brief);
-  EXPECT_EQ(pool.queued_brief(), 0u) << "only lasting jobs are left";
-  EXPECT_TRUE(pool.help_one());
-  EXPECT_EQ(pool.queued(), 1u);
-  EXPECT_EQ(pool.queued_brief(), 0u);
-  EXPECT_TRUE(pool.help_one());
-  EXPECT_EQ(pool.queued(), 0u);
 }
 
 // A job given as a function and its object: the pool keeps the object alive while the job waits, passes it
@@ -248,101 +229,6 @@ TEST(ThreadPool, JobsMaySubmitJobs) {
     while (ran.load() < 20 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
   }
   EXPECT_EQ(ran.load(), 20);
-}
-
-// ---- Ends parked on a worker ----
-
-// One worker, its jobs queued behind a gate: A parks an end that is not ready, B runs meanwhile and makes
-// it ready, and the end runs before C, on the worker that parked it.
-TEST(ThreadPool, AParkedEndWaitsWhileOtherJobsRunAndGoesOnceReady) {
-  std::mutex mutex;
-  std::vector<std::string> order;
-  auto note = [&](const char* what) {
-    std::lock_guard<std::mutex> lock(mutex);
-    order.emplace_back(what);
-  };
-  std::atomic<bool> ready{false};
-  std::thread::id parked_on, ended_on;
-  {
-    ThreadPool pool;
-    pool.ensure_workers(1);
-    std::latch gate(1);
-    pool.submit([&] { gate.wait(); });
-    pool.submit([&] {
-      note("A");
-      parked_on = std::this_thread::get_id();
-      ThreadPool::park(
-          [&] {
-            ended_on = std::this_thread::get_id();
-            note("end of A");
-          },
-          [&] { return ready.load(); });
-    });
-    pool.submit([&] {
-      note("B");
-      ready = true;
-    });
-    pool.submit([&] { note("C"); });
-    gate.count_down();
-  }
-  EXPECT_EQ(order, (std::vector<std::string>{"A", "B", "end of A", "C"}));
-  EXPECT_EQ(ended_on, parked_on);
-}
-
-// A parked end that never says it is ready still runs once the worker has nothing else to do.
-TEST(ThreadPool, AWorkerWithNothingElseToDoRunsItsParkedEndAnyway) {
-  ThreadPool pool;
-  pool.ensure_workers(1);
-  std::latch ended(1);
-  pool.submit([&] { ThreadPool::park([&] { ended.count_down(); }, [] { return false; }); });
-  ended.wait();  // the per-test watchdog fails a worker that went to sleep with it
-}
-
-// A second end parked on a thread runs the first at once (one a thread); a helper runs the parked end before
-// any queued job (it may be the end the helper waits for).
-TEST(ThreadPool, OneEndParksAThreadAndAHelperRunsItFirst) {
-  std::vector<std::string> order;
-  {
-    ThreadPool pool;
-    pool.ensure_workers(1);
-    std::latch done(1);
-    pool.submit([&] {
-      ThreadPool::park([&] { order.emplace_back("first end"); }, [] { return false; });
-      ThreadPool::park([&] { order.emplace_back("second end"); }, [] { return false; });
-      order.emplace_back("after parking twice");
-      pool.submit([&] { order.emplace_back("queued job"); });
-      EXPECT_TRUE(pool.help_one());
-      EXPECT_TRUE(pool.help_one());
-      EXPECT_FALSE(pool.help_one());
-      done.count_down();
-    });
-    done.wait();
-  }
-  EXPECT_EQ(order, (std::vector<std::string>{"first end", "after parking twice", "second end", "queued job"}));
-}
-
-TEST(ThreadPool, NothingIsParkedOffTheWorkers) {
-  EXPECT_FALSE(ThreadPool::may_park());
-  EXPECT_FALSE(ThreadPool::run_parked(/*only_if_ready=*/false));
-}
-
-// A job a worker runs for a waiter (help_one) may not park: the waiter's own code goes on once it returns.
-TEST(ThreadPool, OnlyAJobOfTheWorkersOwnLoopMayPark) {
-  std::atomic<int> own{-1}, helped{-1};
-  {
-    ThreadPool pool;
-    pool.ensure_workers(1);
-    std::latch done(1);
-    pool.submit([&] {
-      own = ThreadPool::may_park() ? 1 : 0;
-      pool.submit([&] { helped = ThreadPool::may_park() ? 1 : 0; });
-      EXPECT_TRUE(pool.help_one());
-      done.count_down();
-    });
-    done.wait();
-  }
-  EXPECT_EQ(own.load(), 1);
-  EXPECT_EQ(helped.load(), 0);
 }
 
 }  // namespace

@@ -1,0 +1,239 @@
+// OpQueue: ops in the order they came, drained by pool workers a take at a time, retired as they land.
+#include "engine/queue.hpp"
+
+#include <algorithm>
+#include <deque>
+
+#include "engine/request.hpp"
+#include "engine/thread_pool.hpp"
+
+namespace ferry::detail {
+namespace {
+
+// Small ops that come from memory (RouteBackend::from_memory) share a drainer, this many to one: one drainer for
+// a few small reads saves the wakes, more keep every core reading when many are in flight.
+constexpr std::size_t kSmallOpsPerDrainer = 4;
+
+}  // namespace
+
+std::uint64_t OpQueue::push(RequestState& request, RouteBackend& route, std::span<const Task> tasks,
+                            std::chrono::microseconds grace) {
+  unsigned start = 0;
+  bool idle = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    idle = draining_ == 0;
+    for (const Task& t : tasks) queued_.push_back(Queued{Op{t, &route}, &request});
+    start = more_wanted_locked();
+  }
+  if (start == 0) return 0;
+  // Only a queue with no drainer waits for a one-op request's waiter: with drainers at work, its op is theirs.
+  return start_drainers(start, start == 1 && idle ? grace : std::chrono::microseconds(0));
+}
+
+void OpQueue::withdraw(const RequestState& request, std::uint64_t ticket) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // From the back: the op withdrawn is most often the newest.
+    for (std::size_t i = queued_.size(); i > head_; --i) {
+      if (queued_[i - 1].request == &request) {
+        queued_[i - 1].request = nullptr;
+        break;
+      }
+    }
+  }
+  if (ticket == 0 || !shared_pool().withdraw(ticket)) return;
+  unsigned start = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    --draining_;
+    start = more_wanted_locked();
+  }
+  if (start > 0) start_drainers(start, std::chrono::microseconds(0));
+}
+
+std::size_t OpQueue::take_size_locked(const Op& front, std::size_t waiting, unsigned free) const {
+  const RouteBackend& route = *front.request;
+  const std::uint64_t fill = route.fill_bytes();
+  if (fill == 0) return route.ops_together();
+  const std::size_t share = (waiting + free - 1) / free;
+  const std::size_t fits = static_cast<std::size_t>(std::max<std::uint64_t>(1, fill / std::max<std::uint64_t>(1, front.task.length)));
+  return std::max(route.ops_together(), std::min(share, fits));
+}
+
+unsigned OpQueue::more_wanted_locked() {
+  while (head_ < queued_.size() && queued_[head_].request == nullptr) ++head_;  // ops their waiters took
+  const std::size_t waiting = queued_.size() - head_;
+  waiting_.store(waiting, std::memory_order_relaxed);
+  if (waiting == 0 || draining_ >= limit_) return 0;
+  const Op& front = queued_[head_].op;
+  const bool quick = front.request->from_memory(front.task);
+  const std::size_t each = std::max(take_size_locked(front, waiting, limit_), quick ? kSmallOpsPerDrainer : std::size_t{1});
+  const std::size_t needed = std::min<std::size_t>(limit_, (waiting + each - 1) / each);
+  const std::size_t free = draining_ - busy_;
+  if (needed <= free) return 0;
+  const auto start = static_cast<unsigned>(std::min<std::size_t>(needed - free, limit_ - draining_));
+  draining_ += start;
+  return start;
+}
+
+std::uint64_t OpQueue::start_drainers(unsigned n, std::chrono::microseconds grace) {
+  std::uint64_t ticket = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    ticket = shared_pool().submit(PoolJob(&OpQueue::drain_job, shared_from_this()), limit_, grace);
+  }
+  return ticket;
+}
+
+void OpQueue::drain_job(void* queue) { static_cast<OpQueue*>(queue)->drain(); }
+
+bool OpQueue::take_next(Take& take, bool& busy, bool stop_if_empty) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (busy) --busy_;
+  busy = false;
+  // A fair share of what waits among the drainers free to take it, so that they all have ops; at least what
+  // the source keeps in flight together; no more than one bounce buffer holds. Ops whose one-op request its
+  // waiter runs itself are passed over; ops of stopped requests are taken, to be retired unrun.
+  const std::size_t waiting = queued_.size() - head_;
+  const unsigned free = std::max(1u, draining_ - busy_);
+  std::size_t size = 1;
+  std::uint64_t fill = 0, bytes = 0;
+  while (head_ < queued_.size() && take.ops.size() < size) {
+    const Queued& q = queued_[head_];
+    if (!take.ops.empty() && fill != 0 && bytes + q.op.task.length > fill) break;
+    ++head_;
+    if (q.request == nullptr || !q.request->claim()) continue;
+    if (take.ops.empty()) {
+      fill = q.op.request->fill_bytes();
+      size = take_size_locked(q.op, waiting, free);
+    }
+    take.ops.push_back(q.op);
+    take.requests.push_back(q.request);
+    bytes += q.op.task.length;
+  }
+  if (head_ == queued_.size()) {  // the usual case: drained to the end, the memory kept
+    queued_.clear();
+    head_ = 0;
+  } else if (head_ >= 1024 && head_ * 2 >= queued_.size()) {  // never empty: drop the front half
+    queued_.erase(queued_.begin(), queued_.begin() + static_cast<std::ptrdiff_t>(head_));
+    head_ = 0;
+  }
+  waiting_.store(queued_.size() - head_, std::memory_order_relaxed);
+  if (!take.ops.empty()) {
+    busy = true;
+    ++busy_;
+    return true;
+  }
+  if (stop_if_empty) --draining_;
+  return false;
+}
+
+void OpQueue::run(Take& take, std::unique_ptr<RouteWorker>& worker) {
+  const std::size_t n = take.ops.size();
+  take.started = std::chrono::steady_clock::now();
+  take.results.assign(n, Result<std::uint64_t>(std::uint64_t{0}));
+  const bool one_request = std::all_of(take.requests.begin(), take.requests.end(),
+                                       [&](const RequestState* r) { return r == take.requests[0]; });
+  take.reports.assign(one_request ? 1 : n, Report());
+  take.fill = 0;
+  if (n == 0) return;
+  // A request that was cancelled or failed moves no more bytes: its ops are retired unrun.
+  std::vector<Op> running;
+  std::vector<std::size_t> index;  // running[j] is take.ops[index[j]]
+  const bool any_stopped =
+      std::any_of(take.requests.begin(), take.requests.end(), [](const RequestState* r) { return r->stop_requested(); });
+  if (!worker) {
+    auto made = take.ops[0].request->make_worker();
+    if (!made.ok()) {
+      std::fill(take.results.begin(), take.results.end(), Result<std::uint64_t>(made.status()));
+      return;
+    }
+    worker = std::move(*made);
+  }
+  if (!any_stopped) {
+    worker->run(take.ops, take.reports, take.results);
+  } else {
+    std::vector<Result<std::uint64_t>> got;
+    std::vector<Report> reports;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (take.requests[i]->stop_requested()) {
+        take.results[i] = Status(ErrorCode::cancelled, "the request was cancelled");
+        continue;
+      }
+      running.push_back(take.ops[i]);
+      index.push_back(i);
+    }
+    got.assign(running.size(), Result<std::uint64_t>(std::uint64_t{0}));
+    reports.assign(one_request ? 1 : running.size(), Report());
+    if (!running.empty()) worker->run(running, reports, got);
+    for (std::size_t j = 0; j < running.size(); ++j) {
+      take.results[index[j]] = std::move(got[j]);
+      if (!one_request) take.reports[index[j]] = std::move(reports[j]);
+    }
+    if (one_request) take.reports[0] = std::move(reports[0]);
+  }
+  take.fill = worker->last_fill();
+}
+
+void OpQueue::retire(Take& take, const Status& failed) {
+  const std::size_t n = take.ops.size();
+  if (n == 0) return;
+  // Without its copies done, no op may say its bytes landed.
+  if (!failed.ok()) std::fill(take.results.begin(), take.results.end(), Result<std::uint64_t>(failed));
+  const auto elapsed = std::chrono::steady_clock::now() - take.started;
+  const auto ns_each =
+      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count()) / n;
+  if (take.reports.size() == 1) {
+    take.requests[0]->retire(take.ops, take.results, take.reports[0], ns_each, /*gathered=*/false);
+  } else {
+    for (std::size_t i = 0; i < n; ++i) {
+      take.requests[i]->retire(std::span<const Op>(&take.ops[i], 1), std::span(&take.results[i], 1), take.reports[i],
+                               ns_each, /*gathered=*/true);
+    }
+  }
+  take.ops.clear();
+  take.requests.clear();
+}
+
+void OpQueue::drain() {
+  // Keep the queue alive while this drains it, whoever lets go of it meanwhile.
+  std::shared_ptr<OpQueue> keep = shared_from_this();
+  std::unique_ptr<RouteWorker> worker;
+  std::deque<Take> pending;  // ran, oldest first, not yet retired
+  std::vector<Take> spare;   // retired, kept for their vectors' memory
+  bool busy = false;
+  for (;;) {
+    Take take;
+    if (!spare.empty()) {
+      take = std::move(spare.back());
+      spare.pop_back();
+    }
+    if (!take_next(take, busy, /*stop_if_empty=*/!worker && pending.empty())) {
+      if (!worker && pending.empty()) return;
+      // Nothing waits: wait for what is in flight, give the worker's staging back, then retire (so that a
+      // request seen done holds no staging any more), and look again.
+      const Status finished = worker ? worker->finish() : Status();
+      worker.reset();
+      for (Take& t : pending) retire(t, finished);
+      pending.clear();
+      continue;
+    }
+    run(take, worker);
+    pending.push_back(std::move(take));
+    if (!worker) {  // it could not be made: every op taken failed with it
+      for (Take& t : pending) retire(t, Status());
+      pending.clear();
+      continue;
+    }
+    // More ops wait: retire what landed and go on with the same staging. (Otherwise the loop ends the worker
+    // first.)
+    if (waiting_.load(std::memory_order_relaxed) == 0) continue;
+    while (!pending.empty() && worker->landed(pending.front().fill)) {
+      retire(pending.front(), Status());
+      spare.push_back(std::move(pending.front()));
+      pending.pop_front();
+    }
+  }
+}
+
+}  // namespace ferry::detail
