@@ -39,11 +39,11 @@ class [[nodiscard]] Future {
   bool valid() const noexcept { return state_ != nullptr; }
   /// True once every task has stopped.
   bool done() const;
-  /// Blocks until done. Called from a Ferry worker (inside a completion callback), it runs queued tasks
-  /// while it waits instead of blocking a worker, so nested reads cannot deadlock the pool.
+  /// Blocks until done. A small request (one task) that no worker has begun runs on the calling thread, which
+  /// saves two thread hand-offs. Called from a Ferry worker (inside a completion callback), it runs queued
+  /// work while it waits instead of blocking a worker, so nested reads cannot deadlock the pool.
   void wait() const;
-  /// Waits at most `timeout`; returns done(). A small request (one task) that no worker has begun runs on
-  /// the calling thread, as wait() runs it: it may then return after `timeout`, by at most that task's time.
+  /// Waits at most `timeout`; returns done().
   bool wait_for(std::chrono::milliseconds timeout) const;
   /// Bytes moved so far by the request's finished tasks (for progress displays); the total once done.
   std::uint64_t bytes_done() const;

@@ -298,12 +298,12 @@ bool PyFuture::wait_until(std::optional<Clock::time_point> deadline) {
   if (deadline) {
     hurry();  // a timed wait will not run the request here: a worker takes it now
   } else if (waiter_runs_) {
-    // A wait without a limit runs a one-task request that no worker has begun on this thread: no hand-off
-    // to a worker and back (most of a small read's cost). One task of a local file: a Ctrl-C meanwhile
-    // waits no longer than it would for that task running on a worker.
+    // A wait without a limit for a small request of a local file waits in one piece, which runs a one-task
+    // request that no worker has begun on this thread: no hand-off to a worker and back (most of a small
+    // read's cost). A Ctrl-C meanwhile waits no longer than it would for that task running on a worker.
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!outcome_) (void)future_.wait_for(std::chrono::milliseconds(0));
+    if (!outcome_) future_.wait();
   }
   return wait_interruptibly([this](std::chrono::milliseconds d) { return completion_->wait_for(d); }, deadline,
                             [this] { stop_after_interrupt(); });

@@ -163,8 +163,9 @@ class PyFuture {
   /// `future` must be valid. `keep`: what owns the buffer (dropped once the outcome is taken). `what`
   /// ("read 4096 bytes at offset 0 from \"/d/x.bin\"") and `path` name the request in the message of a
   /// cancelled one. `requests` (may be null) learns when the request completes. `waiter_runs`: a wait
-  /// without a limit runs a single-task request on its own thread (see wait_until); only for local files,
-  /// whose running task a Ctrl-C waits for anyway (a remote task watches for cancellation mid-task).
+  /// without a limit waits in one piece, running a one-task request on its own thread (see wait_until); only
+  /// for small requests of local files, whose running task a Ctrl-C waits for anyway (a remote task watches
+  /// for cancellation mid-task).
   PyFuture(Future future, pybind11::object keep, std::shared_ptr<FileRequests> requests, std::string what,
            std::string path, OutcomeHook on_outcome = {}, bool waiter_runs = false);
   PyFuture(const PyFuture&) = delete;

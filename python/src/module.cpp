@@ -405,8 +405,9 @@ class PyFile {
     std::string what = std::string(is_read ? "read " : "write ") + std::to_string(size) + " bytes at offset " +
                        std::to_string(offset) + (is_read ? " from \"" : " to \"") + f.path() + "\"";
     const bool local_file = f.fileno() >= 0;  // a remote object's task must stay interruptible mid-way
+    const bool small = size <= f.config().task_size();  // a task or two, however it is aligned
     return std::make_unique<PyFuture>(std::move(future), std::move(keep), requests_, std::move(what), f.path(),
-                                      std::move(settle), /*waiter_runs=*/local_file && !stream);
+                                      std::move(settle), /*waiter_runs=*/local_file && !stream && small);
   }
 
   std::unique_ptr<File> file_;

@@ -70,11 +70,12 @@ class StagedWorker final : public RouteWorker {
         continue;
       }
       const std::size_t first = next;
-      const std::size_t slot = start_fill();
-      if (Status ready = wait_slot(slot); !ready.ok()) {
-        for (std::size_t i = first; i < ops.size(); ++i) results[i] = ready;
+      auto begun = begin_fill();
+      if (!begun.ok()) {
+        for (std::size_t i = first; i < ops.size(); ++i) results[i] = begun.status();
         return;
       }
+      const std::size_t slot = *begun;
       char* bounce = static_cast<char*>(kit_->buffers[slot]);
       reads_.clear();
       dsts_.clear();
@@ -128,8 +129,14 @@ class StagedWorker final : public RouteWorker {
   }
 
  private:
-  // The bounce buffer of the next fill (fills take the buffers in turn).
-  std::size_t start_fill() { return static_cast<std::size_t>(fills_++ % kit_->buffers.size()); }
+  // The bounce buffer of the next fill (fills take the buffers in turn), once no copy uses it. The newest
+  // copy's event is recorded first, before anything else is queued on the stream.
+  Result<std::size_t> begin_fill() {
+    FERRY_RETURN_IF_ERROR(mark_last_copy());
+    const auto slot = static_cast<std::size_t>(fills_++ % kit_->buffers.size());
+    FERRY_RETURN_IF_ERROR(wait_slot(slot));
+    return slot;
+  }
 
   Result<std::uint64_t> run_in_pieces(const Op& op, Report& report) {
     const Task& t = op.task;
@@ -157,7 +164,6 @@ class StagedWorker final : public RouteWorker {
   // Waits until bounce buffer `slot` is no longer the source or target of a copy in flight.
   Status wait_slot(std::size_t slot) {
     if (!pending_[slot]) return Status();
-    FERRY_RETURN_IF_ERROR(mark_last_copy());
     FERRY_RETURN_IF_ERROR(cuda_check(api_, api_.cuEventSynchronize(kit_->events[slot]), "cuEventSynchronize"));
     pending_[slot] = false;
     return Status();
@@ -174,8 +180,7 @@ class StagedWorker final : public RouteWorker {
   }
 
   Result<std::uint64_t> read_piece(const Op& op, const Task& piece, Report& report) {
-    const std::size_t slot = start_fill();
-    FERRY_RETURN_IF_ERROR(wait_slot(slot));
+    FERRY_ASSIGN_OR_RETURN(const std::size_t slot, begin_fill());
     const char* bounce = static_cast<const char*>(kit_->buffers[slot]);
     FERRY_ASSIGN_OR_RETURN(std::uint64_t n, source_->read(op.request->source_request(), piece, kit_->buffers[slot],
                                                          "staged", report));

@@ -4,8 +4,11 @@
 #include <algorithm>
 #include <deque>
 
+#include <fmt/format.h>
+
 #include "engine/request.hpp"
 #include "engine/thread_pool.hpp"
+#include "platform/nvtx/nvtx.hpp"
 
 namespace ferry::detail {
 namespace {
@@ -52,12 +55,16 @@ void OpQueue::withdraw(const RequestState& request, std::uint64_t ticket) {
   if (start > 0) start_drainers(start, std::chrono::microseconds(0));
 }
 
-std::size_t OpQueue::take_size_locked(const Op& front, std::size_t waiting, unsigned free) const {
-  const RouteBackend& route = *front.request;
+std::size_t OpQueue::take_size_locked(const Queued& front, std::size_t waiting, unsigned free) const {
+  const RouteBackend& route = *front.op.request;
   const std::uint64_t fill = route.fill_bytes();
   if (fill == 0) return route.ops_together();
-  const std::size_t share = (waiting + free - 1) / free;
-  const std::size_t fits = static_cast<std::size_t>(std::max<std::uint64_t>(1, fill / std::max<std::uint64_t>(1, front.task.length)));
+  // A request's share of every drainer (a batch's pieces spread evenly, whenever the drainers come), or of
+  // the ops waiting among the drainers free now (small reads in flight).
+  const std::size_t ops = front.request->ops();
+  const std::size_t share = std::max((ops + limit_ - 1) / limit_, (waiting + free - 1) / free);
+  const std::size_t fits =
+      static_cast<std::size_t>(std::max<std::uint64_t>(1, fill / std::max<std::uint64_t>(1, front.op.task.length)));
   return std::max(route.ops_together(), std::min(share, fits));
 }
 
@@ -66,8 +73,8 @@ unsigned OpQueue::more_wanted_locked() {
   const std::size_t waiting = queued_.size() - head_;
   waiting_.store(waiting, std::memory_order_relaxed);
   if (waiting == 0 || draining_ >= limit_) return 0;
-  const Op& front = queued_[head_].op;
-  const bool quick = front.request->from_memory(front.task);
+  const Queued& front = queued_[head_];
+  const bool quick = front.op.request->from_memory(front.op.task);
   const std::size_t each = std::max(take_size_locked(front, waiting, limit_), quick ? kSmallOpsPerDrainer : std::size_t{1});
   const std::size_t needed = std::min<std::size_t>(limit_, (waiting + each - 1) / each);
   const std::size_t free = draining_ - busy_;
@@ -105,7 +112,7 @@ bool OpQueue::take_next(Take& take, bool& busy, bool stop_if_empty) {
     if (q.request == nullptr || !q.request->claim()) continue;
     if (take.ops.empty()) {
       fill = q.op.request->fill_bytes();
-      size = take_size_locked(q.op, waiting, free);
+      size = take_size_locked(q, waiting, free);
     }
     take.ops.push_back(q.op);
     take.requests.push_back(q.request);
@@ -142,13 +149,25 @@ void OpQueue::run(Take& take, std::unique_ptr<RouteWorker>& worker) {
   std::vector<std::size_t> index;  // running[j] is take.ops[index[j]]
   const bool any_stopped =
       std::any_of(take.requests.begin(), take.requests.end(), [](const RequestState* r) { return r->stop_requested(); });
+  const bool traced = take.requests[0]->traced();
   if (!worker) {
+    if (traced) nvtx::push("ferry worker set-up");
     auto made = take.ops[0].request->make_worker();
+    if (traced) nvtx::pop();
     if (!made.ok()) {
       std::fill(take.results.begin(), take.results.end(), Result<std::uint64_t>(made.status()));
       return;
     }
     worker = std::move(*made);
+  }
+  if (traced) {
+    std::uint64_t bytes = 0;
+    for (const Op& op : take.ops) bytes += op.task.length;
+    const std::string label =
+        fmt::format("ferry task{} {} {} bytes at offset {}", n > 1 ? "s" : "",
+                    route_name(take.ops[0].request->decision_for(take.ops[0].task).route), bytes,
+                    take.ops[0].task.file_offset);
+    nvtx::push(label.c_str());
   }
   if (!any_stopped) {
     worker->run(take.ops, take.reports, take.results);
@@ -173,6 +192,7 @@ void OpQueue::run(Take& take, std::unique_ptr<RouteWorker>& worker) {
     if (one_request) take.reports[0] = std::move(reports[0]);
   }
   take.fill = worker->last_fill();
+  if (traced) nvtx::pop();
 }
 
 void OpQueue::retire(Take& take, const Status& failed) {
@@ -212,7 +232,10 @@ void OpQueue::drain() {
       if (!worker && pending.empty()) return;
       // Nothing waits: wait for what is in flight, give the worker's staging back, then retire (so that a
       // request seen done holds no staging any more), and look again.
+      const bool traced = !pending.empty() && !pending.front().requests.empty() && pending.front().requests[0]->traced();
+      if (traced) nvtx::push("ferry worker finish");
       const Status finished = worker ? worker->finish() : Status();
+      if (traced) nvtx::pop();
       worker.reset();
       for (Take& t : pending) retire(t, finished);
       pending.clear();

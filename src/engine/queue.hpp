@@ -64,7 +64,7 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   // Starts `n` more drainers (mutex_ not held).
   std::uint64_t start_drainers(unsigned n, std::chrono::microseconds grace);
   // How many ops a take that begins with `front` holds, with `waiting` ops shared among `free` drainers.
-  std::size_t take_size_locked(const Op& front, std::size_t waiting, unsigned free) const;
+  std::size_t take_size_locked(const Queued& front, std::size_t waiting, unsigned free) const;
   // How many more drainers the ops waiting want (counted in draining_ already): one a take, small ops from
   // memory at least a few a drainer, none beyond the drainers free to take them or beyond the limit.
   unsigned more_wanted_locked();

@@ -302,8 +302,7 @@ bool RequestState::wait_for(std::chrono::milliseconds timeout) const {
                         [this] { return done_.load(std::memory_order_relaxed); });
     }
   }
-  // A one-op request no worker took runs here, as in wait(): at most one op's time past the timeout.
-  if (!run_here_if_unclaimed()) expedite();
+  expedite();  // (no running it here: that could outlast the timeout)
   std::unique_lock<std::mutex> lock(mutex_);
   return done_cv_.wait_until(lock, deadline, [this] { return done_.load(std::memory_order_relaxed); });
 }

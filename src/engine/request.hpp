@@ -85,6 +85,8 @@ class RequestState {
   void then(Callback callback);
   /// A waiting caller runs a one-op request itself if no worker has taken it; true if it did.
   bool run_here_if_unclaimed() const;
+  /// How many ops it has.
+  std::size_t ops() const { return ops_; }
   /// Whether the whole request was asked to be traced (Config::nvtx): its ops get NVTX ranges.
   bool traced() const { return trace_tasks_; }
 

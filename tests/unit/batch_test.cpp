@@ -307,9 +307,9 @@ TEST_F(Batch, AFailedBatchedCopyFailsTheBatchSayingWhatItCopied) {
   testing::fake_cuda_free(dev);
 }
 
-// A request makes no more jobs than its takes fill: 17 pieces over 16 threads are shares of 2, 9 takes,
-// so 9 workers, each setting up staging and waiting for its stream once; 16 were made before, 7 of them
-// to find nothing left.
+// A request starts no more workers than its takes fill: 17 pieces over 16 threads are shares of 2, 9 takes,
+// so at most 9 workers, each setting up staging and waiting for its stream once (a worker that comes back
+// for a second take keeps its staging); 16 were made once, 7 of them to find nothing left.
 TEST_F(Batch, OnlyTheWorkersTheTakesFillAreSetUp) {
   constexpr std::size_t kPieces = 17;
   File f = memory_file(kPieces, 16, 1 << 20);
@@ -321,7 +321,8 @@ TEST_F(Batch, OnlyTheWorkersTheTakesFillAreSetUp) {
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ(r->report.total_ops(), kPieces) << "every piece counted";
   EXPECT_LE(memory_->largest_batch, 2u) << "a share of 17 pieces over 16 threads";
-  EXPECT_EQ(finishes() - finishes_before, 9u) << "one worker (and one finish) a take";
+  EXPECT_LE(finishes() - finishes_before, 9u) << "at most one worker (and one finish) a take";
+  EXPECT_GE(finishes() - finishes_before, 1u);
   EXPECT_TRUE(holds(pieces, dev, (kPieces + 1) * 4096, kPieces * 4096));
   testing::fake_cuda_free(dev);
 }
@@ -660,10 +661,9 @@ TEST_F(Batch, AWaiterRunsAOneTaskRequestItselfWhenThePoolIsBusy) {
   EXPECT_EQ(out, testing::pattern(8192, 4096));
 }
 
-// A front end that waits its own way (Python's interruptible waits) calls wait_for(0) first, which runs a one-task
-// request on its own thread: every worker is busy here, so nobody else could have run it. A larger one is left
-// to the workers.
-TEST_F(Batch, WaitForRunsAOneTaskRequestOnTheCallersThreadAndOnlySuch) {
+// wait() runs a one-task request on the caller's thread: every worker is busy here, so nobody else could have
+// run it; its callback runs there too. A larger one is left to the workers.
+TEST_F(Batch, WaitRunsAOneTaskRequestOnTheCallersThreadAndOnlySuch) {
   Config c;
   c.set_threads(1).set_task_size(4096);
   auto f = detail::open_file(path_, "r", c, detail::OpenOptions{});
@@ -673,10 +673,10 @@ TEST_F(Batch, WaitForRunsAOneTaskRequestOnTheCallersThreadAndOnlySuch) {
   std::atomic<int> hooks{0};
   Future small = f->pread(one.data(), one.size(), 8192);
   small.then([&hooks](const Result<Transfer>&) { ++hooks; });
-  EXPECT_TRUE(small.wait_for(std::chrono::milliseconds(0))) << "the one-task request was not run here";
+  small.wait();
   EXPECT_EQ(hooks.load(), 1) << "its callback runs on the thread that ran it";
   Future large = f->pread(three.data(), three.size(), 0);  // three tasks: left to the pool
-  EXPECT_FALSE(large.wait_for(std::chrono::milliseconds(0)));
+  EXPECT_FALSE(large.wait_for(std::chrono::milliseconds(20)));
   busy.release();
   ASSERT_THAT(small.get().status(), StatusIs(ErrorCode::ok));
   ASSERT_THAT(large.get().status(), StatusIs(ErrorCode::ok));
