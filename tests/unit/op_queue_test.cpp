@@ -1,8 +1,8 @@
-// Gathered small reads (file/read_gather.hpp): a thread that keeps small reads in flight has them drained
-// together by the pool's workers, each read still its own request with its own Future and report. Every
-// byte checked, and the bytes around each destination; host memory (host route) and fake device memory
-// (staged route); cancelled, shrinking-file and closing cases; a thread that waits for each read is not
-// gathered.
+// The engine's queue (engine/queue.hpp) seen from a File: small reads in flight are taken together by the
+// pool's workers (into GPU memory through one bounce buffer), each read still its own request with its own
+// Future and report. Every byte checked, and the bytes around each destination; host memory (host route) and
+// fake device memory (staged route); cancelled, shrinking-file and closing cases; a thread that waits for each
+// read runs it itself.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -37,7 +37,7 @@ constexpr std::uint64_t kPage = 4096;
 constexpr std::uint64_t kFile = 512 * kPage + 777;  // not a whole number of pages
 constexpr std::uint8_t kPoison = 0xA5;
 
-class Gather : public ::testing::Test {
+class Queue : public ::testing::Test {
  protected:
   void SetUp() override {
     detail::process_staging_pool().clear();
@@ -87,10 +87,7 @@ class Gather : public ::testing::Test {
       EXPECT_EQ(r->bytes, want) << "read " << i;
       EXPECT_GE(r->report.at(route).ops, 1u) << "read " << i;
       EXPECT_EQ(r->report.total_ops(), r->report.at(route).ops) << "read " << i;
-      EXPECT_LE(r->report.io.gathered_ops, 1u);
-      if (r->report.io.gathered_ops == 1) {
-        EXPECT_EQ(r->report.total_ops(), 1u) << "read " << i;
-      }
+      EXPECT_LE(r->report.io.gathered_ops, r->report.total_ops()) << "read " << i;
       ops += r->report.total_ops();
       gathered += r->report.io.gathered_ops;
       const std::uint8_t* at = memory + i * slot;
@@ -116,36 +113,33 @@ class Gather : public ::testing::Test {
   std::string path_;
 };
 
-TEST_F(Gather, HostReadsInFlightFromOneThreadAreGatheredAndEachLandsWhole) {
+// Host reads go straight into place, an op a take: nothing is gained by taking them together.
+TEST_F(Queue, HostReadsInFlightFromOneThreadEachLandWhole) {
   File f = open();
   constexpr std::size_t kReads = 400;
   std::vector<std::uint8_t> memory(kReads * (kPage + kPage));
-  const std::uint64_t gathered = read_ahead(f, memory.data(), kReads, kPage, Route::host);
-  EXPECT_GT(gathered, 0u) << "no read was gathered, though the thread kept " << kReads << " in flight";
-  EXPECT_LT(gathered, kReads) << "the thread's first read had nothing in flight before it";
+  EXPECT_EQ(read_ahead(f, memory.data(), kReads, kPage, Route::host), 0u);
 }
 
-TEST_F(Gather, DeviceReadsAreGatheredThroughTheStagedRoute) {
+TEST_F(Queue, DeviceReadsAreGatheredThroughTheStagedRoute) {
   File f = open();
   EXPECT_GT(read_ahead(f, device_slots(300, 3 * kPage), 300, 3 * kPage, Route::staged), 0u);
 }
 
-// Reads larger than 16 KiB are gathered once the page cache probe of one found its pages cached (on a file
-// system without O_DIRECT nothing is probed, and they never are).
-TEST_F(Gather, LargerDeviceReadsAreGatheredOnceOneWasFoundCached) {
+// Larger reads are taken together too, as many as a bounce buffer holds.
+TEST_F(Queue, LargerDeviceReadsAreGathered) {
   File f = open();
   if (!f.direct_io_available()) GTEST_SKIP() << "no O_DIRECT on this file system: " << f.direct_io_note();
   std::uint8_t* dev = device_slots(200, 16 * kPage);
   auto first = f.pread(dev, 16 * kPage, 0).get();  // one at a time: probed, not gathered
   ASSERT_TRUE(first.ok()) << first.status().to_string();
-  EXPECT_EQ(first->report.io.cached_ops, 1u) << "the probe did not find the pages cached";
   EXPECT_EQ(first->report.io.gathered_ops, 0u);
   EXPECT_GT(read_ahead(f, dev, 200, 16 * kPage, Route::staged), 0u);
 }
 
-// Reads that wait for the disk are kept apart, in flight together: gathered, one worker would read them one
-// after another. Here the page cache holds nothing the file's reads ask for (as the kernel says it).
-TEST_F(Gather, ReadsOfAFileWhosePagesAreNotCachedAreNotGathered) {
+// Reads that wait for the disk get a worker each, up to the File's threads. Here the page cache holds nothing
+// the file's reads ask for (as the kernel says it).
+TEST_F(Queue, ReadsOfAFileWhosePagesAreNotCachedLandExactly) {
   testing::ScriptedSyscalls sys;
   sys.add(testing::Rule::on(testing::Op::pread).only_nowait().fail(EAGAIN));
   sys.add(testing::Rule::on(testing::Op::cached_pages).reports_cached(false));
@@ -159,16 +153,15 @@ TEST_F(Gather, ReadsOfAFileWhosePagesAreNotCachedAreNotGathered) {
     for (std::uint64_t i = 0; i < 64; ++i) {
       auto r = live[i].get();
       ASSERT_TRUE(r.ok()) << r.status().to_string();
-      EXPECT_EQ(r->report.io.gathered_ops, 0u) << size << " bytes, read " << i;
       EXPECT_EQ(std::vector<std::uint8_t>(dev + i * size, dev + (i + 1) * size), testing::pattern(offset(i), size));
     }
   }
 }
 
-// A read the disk serves, from a thread whose previous read is still in flight, is not left to that thread
-// for the grace period (engine.md): the thread waits for the older read first, and a cold read held back is
-// depth the disk does not get. The thread's first read is left to it.
-TEST_F(Gather, ColdReadsOfAThreadThatReadsAheadGoToTheWorkersAtOnce) {
+// Only a queue with no worker at it leaves a read to its thread for a moment (engine.md): a read sent while
+// another is in flight goes to a worker at once (its thread waits for the older read first, and a cold read
+// held back is depth the disk does not get).
+TEST_F(Queue, AReadSentWhileAnotherIsInFlightGoesToTheWorkersAtOnce) {
   testing::ScriptedSyscalls sys;
   sys.add(testing::Rule::on(testing::Op::pread).only_nowait().fail(EAGAIN));
   sys.add(testing::Rule::on(testing::Op::cached_pages).reports_cached(false));
@@ -182,20 +175,19 @@ TEST_F(Gather, ColdReadsOfAThreadThatReadsAheadGoToTheWorkersAtOnce) {
   Future first = f.pread(dev, kPage, 8 * kPage);
   EXPECT_EQ(pool.queued_with_grace(), held_before + 1) << "a thread's only read is left to it for a moment";
   Future second = f.pread(dev + 2 * kPage, kPage, 20 * kPage);
-  EXPECT_EQ(pool.queued_with_grace(), held_before + 1) << "the read ahead was held for a grace period";
+  EXPECT_EQ(pool.queued_with_grace(), held_before + 1) << "the second read was held for a grace period";
   busy.release();
   for (auto* fut : {&first, &second}) {
     auto r = fut->get();
     ASSERT_TRUE(r.ok()) << r.status().to_string();
     EXPECT_EQ(r->bytes, kPage);
-    EXPECT_EQ(r->report.io.gathered_ops, 0u) << "cold reads are not gathered";
   }
   EXPECT_EQ(std::vector<std::uint8_t>(dev, dev + kPage), testing::pattern(8 * kPage, kPage));
   EXPECT_EQ(std::vector<std::uint8_t>(dev + 2 * kPage, dev + 3 * kPage), testing::pattern(20 * kPage, kPage));
   for (std::uint64_t k : {kPage, 2 * kPage - 1, 3 * kPage, 4 * kPage - 1}) EXPECT_EQ(dev[k], kPoison) << k;
 }
 
-TEST_F(Gather, AThreadThatWaitsForEachReadIsNotGathered) {
+TEST_F(Queue, AThreadThatWaitsForEachReadRunsItItself) {
   File f = open();
   std::vector<std::uint8_t> out(kPage);
   for (int i = 0; i < 50; ++i) {
@@ -206,7 +198,7 @@ TEST_F(Gather, AThreadThatWaitsForEachReadIsNotGathered) {
   EXPECT_EQ(f.report().io.gathered_ops, 0u) << "one read at a time runs on its own (the waiter runs it)";
 }
 
-TEST_F(Gather, ReadsFromManyThreadsEachKeepingSeveralInFlight) {
+TEST_F(Queue, ReadsFromManyThreadsEachKeepingSeveralInFlight) {
   File f = open(6);
   constexpr int kThreads = 6, kRounds = 40, kDepth = 4;
   std::atomic<int> wrong{0};
@@ -236,42 +228,39 @@ TEST_F(Gather, ReadsFromManyThreadsEachKeepingSeveralInFlight) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(wrong.load(), 0);
   EXPECT_EQ(f.report().at(Route::host).ops, static_cast<std::uint64_t>(kThreads * kRounds * kDepth));
-  EXPECT_GT(f.report().io.gathered_ops, 0u);
 }
 
-// With every worker busy nothing is drained: what happens to the queued reads meanwhile is up to the test.
-TEST_F(Gather, AReadCancelledBeforeItsRoundDoesNoIo) {
+// With every worker busy nothing is taken: what happens to the queued reads meanwhile is up to the test.
+TEST_F(Queue, AReadCancelledBeforeItIsTakenDoesNoIo) {
   File f = open();
   std::vector<std::uint8_t> first(kPage), second(kPage, kPoison), third(kPage);
-  testing::BusyPool busy(4);  // as many as the File's threads: no worker is started for its drainer
+  testing::BusyPool busy(4);  // as many as the File's threads: no worker is started for its queue
   Future a = f.pread(first.data(), kPage, 0);
-  Future b = f.pread(second.data(), kPage, kPage);  // a is in flight: b is gathered
-  Future c = f.pread(third.data(), kPage, 2 * kPage);  // and c, which shows that they were
+  Future b = f.pread(second.data(), kPage, kPage);
+  Future c = f.pread(third.data(), kPage, 2 * kPage);
   b.cancel();
   busy.release();
   EXPECT_THAT(b.get().status(), StatusIs(ErrorCode::cancelled));
   EXPECT_EQ(second, std::vector<std::uint8_t>(kPage, kPoison)) << "a cancelled read wrote its destination";
   auto rc = c.get();
   ASSERT_TRUE(rc.ok()) << rc.status().to_string();
-  EXPECT_EQ(rc->report.io.gathered_ops, 1u);
   EXPECT_EQ(third, testing::pattern(2 * kPage, kPage));
   auto r = a.get();
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ(first, testing::pattern(0, kPage));
 }
 
-TEST_F(Gather, AFileThatShrankBeforeTheRoundFailsTheReadNamingIt) {
+TEST_F(Queue, AFileThatShrankBeforeTheReadWasTakenFailsItNamingIt) {
   File f = open();
   std::vector<std::uint8_t> first(kPage), last(kPage, kPoison);
-  testing::BusyPool busy(4);  // as many as the File's threads: no worker is started for its drainer
+  testing::BusyPool busy(4);  // as many as the File's threads: no worker is started for its queue
   Future a = f.pread(first.data(), kPage, 0);
   Future b = f.pread(last.data(), kPage, 500 * kPage);
-  Future c = f.pread(first.data(), kPage, kPage);  // gathered with b: shows that b was
+  Future c = f.pread(first.data(), kPage, kPage);
   ASSERT_EQ(::truncate(path_.c_str(), 500 * kPage + 100), 0);
   busy.release();
   auto rc = c.get();
   ASSERT_TRUE(rc.ok()) << rc.status().to_string();
-  EXPECT_EQ(rc->report.io.gathered_ops, 1u);
   auto r = b.get();
   EXPECT_THAT(r.status(), StatusIs(ErrorCode::io_error));
   EXPECT_THAT(r.status().message(), HasSubstr("shrank during the read"));
@@ -281,25 +270,24 @@ TEST_F(Gather, AFileThatShrankBeforeTheRoundFailsTheReadNamingIt) {
   EXPECT_TRUE(a.get().ok());
 }
 
-// Into GPU memory, inside the size the File saw last, a gathered read asks for no size of its own: a file that
-// shrank before its round ends it where the data does, and nothing past that is written.
-TEST_F(Gather, ADeviceReadInsideTheSizeSeenLastNeedsNoSizeOfItsOwn) {
+// Into GPU memory, inside the size the File saw last, a one-task read asks for no size of its own: a file that
+// shrank before it was taken ends it where the data does, and nothing past that is written.
+TEST_F(Queue, ADeviceReadInsideTheSizeSeenLastNeedsNoSizeOfItsOwn) {
   testing::ScriptedSyscalls sys;
   File f = open(4, &sys);
   auto* dev = device_slots(2, kPage);
   std::memset(dev, kPoison, 2 * (kPage + kPage));
   ASSERT_TRUE(f.pread(dev, kPage, 0).get().ok());  // asks for the size
   const int sizes_asked = sys.count(testing::Op::fstat);
-  testing::BusyPool busy(4);  // as many as the File's threads: no worker is started for its drainer
-  Future a = f.pread(dev, kPage, kPage);  // a request of its own: nothing in flight before it
-  Future b = f.pread(dev + 2 * kPage, kPage, 500 * kPage);  // gathered
+  testing::BusyPool busy(4);  // as many as the File's threads: no worker is started for its queue
+  Future a = f.pread(dev, kPage, kPage);
+  Future b = f.pread(dev + 2 * kPage, kPage, 500 * kPage);
   EXPECT_EQ(sys.count(testing::Op::fstat), sizes_asked) << "a or b asked for the size again";
   ASSERT_EQ(::truncate(path_.c_str(), 500 * kPage + 100), 0);
   busy.release();
   auto r = b.get();
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ(r->bytes, 100u) << "the read ends where the data does";
-  EXPECT_EQ(r->report.io.gathered_ops, 1u);
   EXPECT_EQ(std::vector<std::uint8_t>(dev + 2 * kPage, dev + 2 * kPage + 100), testing::pattern(500 * kPage, 100));
   EXPECT_EQ(std::vector<std::uint8_t>(dev + 2 * kPage + 100, dev + 4 * kPage),
             std::vector<std::uint8_t>(2 * kPage - 100, kPoison))
@@ -307,37 +295,7 @@ TEST_F(Gather, ADeviceReadInsideTheSizeSeenLastNeedsNoSizeOfItsOwn) {
   EXPECT_TRUE(a.get().ok());
 }
 
-// While a thread's small read lands in a GPU allocation, that allocation cannot have been freed: the thread's
-// next reads into it are classified as that one was, with no driver call. A destination elsewhere, or one
-// that runs past the allocation, is asked about (and the latter refused, as always).
-TEST_F(Gather, ReadsAheadIntoTheAllocationInFlightAskTheDriverNothing) {
-  File f = open();
-  auto* dev = device_slots(8, kPage);  // one allocation: 8 slots of a page and a page's gap
-  auto* other = device_slots(1, kPage);
-  ASSERT_TRUE(f.pread(dev, kPage, 0).get().ok());
-  const std::uint64_t asked = testing::fake_cuda_counters().pointer_queries;
-  std::vector<Future> live;
-  {
-    testing::BusyPool busy(4);  // as many as the File's threads: the reads stay in flight
-    live.push_back(f.pread(dev, kPage, kPage));  // nothing in flight before it: asks
-    for (int i = 1; i < 8; ++i) live.push_back(f.pread(dev + i * 2 * kPage, kPage, (i + 1) * kPage));
-    EXPECT_EQ(testing::fake_cuda_counters().pointer_queries, asked + 1) << "reads into the allocation in flight asked";
-    live.push_back(f.pread(other, kPage, 20 * kPage));  // another allocation
-    EXPECT_EQ(testing::fake_cuda_counters().pointer_queries, asked + 2);
-    live.push_back(f.pread(other + kPage, 2 * kPage, 0));  // back in other's, but running past its end
-    EXPECT_THAT(live.back().get().status(), StatusIs(ErrorCode::invalid_argument, HasSubstr("does not fit")));
-    live.pop_back();
-  }
-  for (int i = 0; i < 8; ++i) {
-    auto r = live[i].get();
-    ASSERT_TRUE(r.ok()) << r.status().to_string();
-    EXPECT_EQ(std::vector<std::uint8_t>(dev + i * 2 * kPage, dev + i * 2 * kPage + kPage), testing::pattern((i + 1) * kPage, kPage));
-  }
-  ASSERT_TRUE(live[8].get().ok());
-  EXPECT_EQ(std::vector<std::uint8_t>(other, other + kPage), testing::pattern(20 * kPage, kPage));
-}
-
-TEST_F(Gather, ACallbackOfAGatheredReadMayCloseTheFile) {
+TEST_F(Queue, ACallbackOfAReadInFlightMayCloseTheFile) {
   File f = open();
   std::vector<std::uint8_t> memory(8 * kPage);
   std::vector<Future> live;
@@ -355,10 +313,9 @@ TEST_F(Gather, ACallbackOfAGatheredReadMayCloseTheFile) {
   }
 }
 
-// close() returns once no read of the File does I/O any more: every gathered read's bytes are in place then
-// (its Future may be marked done a moment later, as a request's is: its use ends first, so that a callback
-// may close the File).
-TEST_F(Gather, CloseWaitsForTheIoOfGatheredReadsInFlight) {
+// close() returns once no read of the File does I/O any more: every read's bytes are in place then (its
+// Future may be marked done a moment later: its use ends first, so that a callback may close the File).
+TEST_F(Queue, CloseWaitsForTheIoOfReadsInFlight) {
   File f = open();
   std::vector<std::uint8_t> memory(32 * kPage, kPoison);
   std::vector<Future> live;
