@@ -107,7 +107,7 @@ struct IoCounters {
   std::uint64_t cached_ops = 0;     // of buffered reads: served whole from the page cache (RWF_NOWAIT)
   std::uint64_t eintr_retries = 0;  // system calls restarted after EINTR/EAGAIN
   std::uint64_t short_transfers = 0;// partial transfers that were continued
-  std::uint64_t gathered_ops = 0;   // small reads in flight together, read back to back by one worker
+  std::uint64_t gathered_ops = 0;   // ops a worker took together with other requests' ops (small reads in flight)
 };
 
 /// cuFile's own counters (statistics level 3), as a delta over the operations of a report.

@@ -107,6 +107,12 @@ bool OpQueue::take_next(Take& take, bool& busy, bool stop_if_empty) {
   std::uint64_t fill = 0, bytes = 0;
   while (head_ < queued_.size() && take.ops.size() < size) {
     const Queued& q = queued_[head_];
+    if (q.request != nullptr && q.request->stop_requested()) {  // retired unrun, however many: a cancelled load's
+      if (take.dropped.empty() || take.dropped.back().first != q.request) take.dropped.emplace_back(q.request, 0);
+      ++take.dropped.back().second;
+      ++head_;
+      continue;
+    }
     if (!take.ops.empty() && fill != 0 && bytes + q.op.task.length > fill) break;
     ++head_;
     if (q.request == nullptr || !q.request->claim()) continue;
@@ -131,6 +137,7 @@ bool OpQueue::take_next(Take& take, bool& busy, bool stop_if_empty) {
     ++busy_;
     return true;
   }
+  if (!take.dropped.empty()) return true;
   if (stop_if_empty) --draining_;
   return false;
 }
@@ -241,6 +248,9 @@ void OpQueue::drain() {
       pending.clear();
       continue;
     }
+    for (const auto& [request, n] : take.dropped) request->drop(n);
+    take.dropped.clear();
+    if (take.ops.empty()) continue;
     run(take, worker);
     pending.push_back(std::move(take));
     if (!worker) {  // it could not be made: every op taken failed with it

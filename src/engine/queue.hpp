@@ -50,12 +50,13 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
     std::vector<Result<std::uint64_t>> results;
     std::vector<Report> reports;  // one for all (one request), or one per op (gathered from several)
     std::uint64_t fill = 0;       // RouteWorker::last_fill() after it ran
+    std::vector<std::pair<RequestState*, std::size_t>> dropped;  // ops of stopped requests passed over
     std::chrono::steady_clock::time_point started;
   };
 
   static void drain_job(void* queue);
   void drain();
-  // Takes the next ops into `take`; false when none wait (with `stop_if_empty`, the drainer is then counted
+  // Takes the next ops into `take` (and drops those of stopped requests on the way); false when none wait (with `stop_if_empty`, the drainer is then counted
   // out). `busy`: whether the drainer is running a take (counted in busy_), kept up to date.
   bool take_next(Take& take, bool& busy, bool stop_if_empty);
   // Runs `take` on `worker` (made on first need): ops of requests that stopped are retired unrun.

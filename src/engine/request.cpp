@@ -140,6 +140,10 @@ bool RequestState::claim() {
   return claimed_.compare_exchange_strong(expected, true, std::memory_order_acq_rel);
 }
 
+void RequestState::drop(std::size_t n) {
+  if (ops_left_.fetch_sub(n, std::memory_order_acq_rel) == n) complete(/*callbacks_here=*/false);
+}
+
 void RequestState::retire(std::span<const Op> ops, std::span<Result<std::uint64_t>> results, Report& report,
                           std::uint64_t ns_each, bool gathered, bool callbacks_here) {
   // Ops that share a decision are counted together, and the request's bytes grow once a take: with a batch's

@@ -94,6 +94,8 @@ class RequestState {
   /// Whether a worker may run this op: always for a request of several ops; for one of one op, only if its
   /// waiter has not taken it (and then nobody else may).
   bool claim();
+  /// Retires `n` ops of this request that were not run (it was stopped).
+  void drop(std::size_t n);
   /// Retires `ops` of this request that moved `results` (counted in `report`, `ns_each` nanoseconds each;
   /// `gathered`: run together with other requests' ops). The last op's retirement completes the request,
   /// its callbacks running on a worker of the shared pool (a worker holds its staging meanwhile), or here

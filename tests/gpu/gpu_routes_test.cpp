@@ -190,7 +190,7 @@ TEST(GpuRoutes, OneGibibyteReadIs256OperationsWithDefaults) {
   std::cout << r->report.summary() << "\n";
 }
 
-// Small reads kept in flight from one thread are gathered (file/read_gather.hpp) on the staged route: every
+// Small reads kept in flight from one thread are taken together on the staged route (engine/queue.hpp): every
 // read's bytes, the bytes between the destinations, and each read's own report, in real device memory.
 TEST(GpuRoutes, SmallReadsInFlightAreGatheredByteExact) {
   REQUIRE_GPU();
@@ -207,7 +207,7 @@ TEST(GpuRoutes, SmallReadsInFlightAreGatheredByteExact) {
       offsets.push_back((i * 7919 % (kFile / 65536)) * 65536 + (size % 4096 != 0 ? i % 3 : 0));
     }
     offsets.back() = kFile + 333 - size / 2;  // the last one crosses the end of the file
-    // One read first, waited for: the larger sizes are gathered once a read of theirs was found cached.
+    // One read first, waited for (its pages found cached).
     ASSERT_TRUE(file->pread(dev.get(), size, 0).get().ok());
     std::vector<Future> live;
     for (std::size_t i = 0; i < kReads; ++i) {

@@ -3,9 +3,9 @@
 // copy (or a copy each without one); unaligned pieces, pieces across
 // task boundaries and past the end of the file, duplicates, empty pieces, thousands of pieces; bad pieces
 // refused before any I/O with their index. Every byte checked, and the bytes around each destination.
-// Also the engine's sharing: a small request does not wait for a large one's tasks to drain, and a waiter
-// runs a one-task request itself when the pool is busy, one-task requests in flight together run on as many
-// workers, and a large read's worker goes on to the next job while its copies still run (its end parked).
+// Also the engine's sharing: a waiter runs a one-task request itself when the pool is busy, one-task requests
+// in flight together run on as many workers, large requests run in the order they came, and a worker reads
+// the next op into its other bounce buffer while the last one's copy still runs.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -603,7 +603,7 @@ class OrderedSource final : public FillingSource {
 // the first is not held back by the second.
 TEST(EngineSharing, LargeRequestsThatNeedEveryWorkerRunInTheOrderTheyCame) {
   // As many threads as the pool has workers (it never shrinks, and earlier tests may have grown it): the first
-  // request's jobs take every worker, and each runs 16 reads of 200 us, several turns of 1 ms.
+  // request's ops take every worker, and each runs 16 reads of 200 us.
   const auto workers = static_cast<unsigned>(std::max<std::size_t>(2, detail::shared_pool().workers()));
   constexpr std::uint64_t kTask = 4096;
   const std::uint64_t bytes = 16ull * workers * kTask;
