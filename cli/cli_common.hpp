@@ -9,13 +9,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/support/command_output.hpp"
 #include "ferry/ferry.hpp"
-#include "ferry_tooling/command_output.hpp"
 #include "ferry_tooling/exit_status.hpp"
 
 namespace ferry::cli {
 
-using tooling::fail;
 using tooling::kExitFailure;
 using tooling::kExitMismatch;
 using tooling::kExitOk;

@@ -12,12 +12,12 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/support/file_compare.hpp"
+#include "cli/support/json_text.hpp"
+#include "cli/support/progress.hpp"
 #include "ferry/remote.hpp"
 #include "ferry/safetensors.hpp"
 #include "ferry_tooling/device_memory.hpp"
-#include "ferry_tooling/file_compare.hpp"
-#include "ferry_tooling/json_text.hpp"
-#include "ferry_tooling/progress.hpp"
 #include "ferry_tooling/timing.hpp"
 
 namespace ferry::cli {

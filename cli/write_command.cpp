@@ -6,13 +6,13 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/support/generated_data.hpp"
+#include "cli/support/json_text.hpp"
+#include "cli/support/pieces.hpp"
+#include "cli/support/progress.hpp"
 #include "ferry_tooling/device_memory.hpp"
-#include "ferry_tooling/generated_data.hpp"
 #include "ferry_tooling/host_memory.hpp"
-#include "ferry_tooling/json_text.hpp"
 #include "ferry_tooling/output_file.hpp"
-#include "ferry_tooling/pieces.hpp"
-#include "ferry_tooling/progress.hpp"
 #include "ferry_tooling/timing.hpp"
 #include "io_commands.hpp"
 

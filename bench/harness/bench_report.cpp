@@ -14,7 +14,7 @@
 
 #include <fmt/format.h>
 
-#include "ferry_tooling/json_text.hpp"
+#include "cli/support/json_text.hpp"
 #include "ferry_tooling/timing.hpp"
 #include "platform/cuda/cuda_api.hpp"
 #include "platform/cuda/primary_context.hpp"
@@ -320,7 +320,7 @@ nlohmann::json to_json(const Outcome& o) {
     r["setup_route"] = m.setup_plan.empty() ? json(nullptr) : json(m.setup_plan);
     r["ratios"] = m.ratios;
     r["route_summary"] = m.report ? json(m.report->summary()) : json(nullptr);
-    r["report"] = m.report ? tooling::report_json(*m.report) : json(nullptr);
+    r["report"] = m.report ? report_json(*m.report) : json(nullptr);
     r["verify"] = m.verify ? json{{"ok", m.verify->ok}, {"detail", m.verify->detail}} : json(nullptr);
     r["notes"] = m.notes;
     results.push_back(std::move(r));

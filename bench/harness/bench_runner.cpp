@@ -23,14 +23,14 @@
 #include <fmt/ranges.h>
 
 #include "bench_first_read.hpp"
+#include "cli/support/command_output.hpp"
+#include "cli/support/generated_data.hpp"
+#include "cli/support/pieces.hpp"
+#include "cli/support/progress.hpp"
 #include "ferry/page_cache.hpp"
-#include "ferry_tooling/command_output.hpp"
 #include "ferry_tooling/device_memory.hpp"
-#include "ferry_tooling/generated_data.hpp"
 #include "ferry_tooling/host_memory.hpp"
 #include "ferry_tooling/output_file.hpp"
-#include "ferry_tooling/pieces.hpp"
-#include "ferry_tooling/progress.hpp"
 #include "ferry_tooling/timing.hpp"
 #include "platform/cuda/cuda_api.hpp"
 
@@ -41,7 +41,6 @@ using tooling::gib_per_s;
 using tooling::HostMemory;
 using tooling::now_ns;
 using tooling::seconds_since;
-using tooling::TerminalProgress;
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
@@ -121,7 +120,7 @@ std::string make_hot(const std::string& path, std::uint64_t size, unsigned threa
       (void)::pread(fd->get(), buffer.data(), length, static_cast<off_t>(at));
       return Status();
     };
-    (void)tooling::for_each_piece(size, tooling::kPieceBytes, threads, warm);
+    (void)for_each_piece(size, kPieceBytes, threads, warm);
   }
   return percent_text(probe_residency(path, size));
 }
@@ -137,7 +136,7 @@ Status fill_generated_file(int fd, const std::string& path, std::uint64_t size, 
   std::atomic<std::uint64_t> written{0};
   auto write_piece = [&](std::uint64_t at, std::uint64_t length, std::vector<std::uint8_t>& buffer) {
     buffer.resize(length);
-    tooling::fill_generated(buffer.data(), length, at);
+    fill_generated(buffer.data(), length, at);
     for (std::uint64_t done = 0; done < length;) {
       ssize_t w = ::pwrite(fd, buffer.data() + done, length - done, static_cast<off_t>(at + done));
       if (w < 0 && errno == EINTR) continue;
@@ -152,7 +151,7 @@ Status fill_generated_file(int fd, const std::string& path, std::uint64_t size, 
   Status wrote;
   std::atomic<bool> finished{false};
   std::thread writer([&] {
-    wrote = tooling::for_each_piece(size, tooling::kPieceBytes, threads, write_piece);
+    wrote = for_each_piece(size, kPieceBytes, threads, write_piece);
     finished = true;
   });
   while (!finished) {
@@ -216,7 +215,7 @@ Result<bool> prepare_file(Plan& plan, Outcome& out, TerminalProgress& progress) 
                                    format_size(plan.size), plan.path, holds,
                                    plan.verify ? fmt::format(", and --verify truncates it to {}", format_size(plan.size))
                                                : "");
-    tooling::print_error(what);  // said even with --no-progress: it destroys data
+    print_error(what);  // said even with --no-progress: it destroys data
     out.notes.push_back(what);
   }
   if (have >= plan.size) return false;
@@ -225,7 +224,7 @@ Result<bool> prepare_file(Plan& plan, Outcome& out, TerminalProgress& progress) 
     if (!write) {
       std::string what = fmt::format("--overwrite: \"{}\" ({}) is filled to {} with generated data, replacing its "
                                      "contents", plan.path, holds, format_size(plan.size));
-      tooling::print_error(what);
+      print_error(what);
       out.notes.push_back(what);
     }
     // In place: no O_CREAT, no O_TRUNC.
@@ -709,7 +708,7 @@ void Runner::measure_ferry(const std::string& route, const std::string& conditio
         }
         got = host_->data();
       }
-      if (!m.verify) m.verify = tooling::compare_with_file(p_.path, got, 0, m.runs.back().bytes, 8);
+      if (!m.verify) m.verify = compare_with_file(p_.path, got, 0, m.runs.back().bytes, 8);
     } else {
       // Writes: one more (untimed) run into the emptied file, so that old contents cannot pass for new ones.
       if (auto fd = tooling::open_fd(p_.path, O_WRONLY, "writing"); fd.ok()) {
@@ -721,7 +720,7 @@ void Runner::measure_ferry(const std::string& route, const std::string& conditio
       if (!r.ok() || !synced.ok()) {
         m.verify = VerifyOutcome{false, "the verification run failed: " + (!r.ok() ? r.status() : synced).to_string()};
       } else {
-        m.verify = tooling::compare_with_file(p_.path, nullptr, 0, p_.size, 8);
+        m.verify = compare_with_file(p_.path, nullptr, 0, p_.size, 8);
         m.verify->detail += " (an extra untimed run into the truncated file, read back)";
       }
     }

@@ -15,6 +15,7 @@ allowed() {  # allowed HEADER: may a file of cli/ include HEADER?
     ../* | */../* | /*) return 1 ;;  # a way around the include path
     ferry/*) [ -f "$root/include/$header" ] ;;
     ferry_tooling/*) [ -f "$root/src/tooling/include/$header" ] ;;
+    cli/support/*) [ -f "$root/$header" ] ;;
     ferry_bench/harness.hpp) return 0 ;;
     */*) [ ! -e "$root/src/$header" ] && [ ! -e "$root/src/tooling/include/$header" ] ;;
     *) [ -f "$root/cli/$header" ] || [ ! -e "$root/src/$header" ] ;;

@@ -8,9 +8,9 @@
 // - The new data goes into a file nobody else can name: an unnamed O_TMPFILE file in the destination's
 //   directory where the file system supports that (it vanishes with the process), else a file created with
 //   O_CREAT|O_EXCL|O_NOFOLLOW under a hidden name that says who writes it (".ferry-<pid>-<host tag>-" + 8
-//   random characters; the host tag is 8 hex digits of a hash of the host name), mode 0600,
-//   which SIGINT, SIGTERM and SIGHUP remove (install_cleanup_signal_handlers; the environment variable
-//   FERRY_CLI_TEST_NO_O_TMPFILE=1 forces this way, for tests). A process killed outright (SIGKILL, a
+//   random characters; the host tag is 8 hex digits of a hash of the host name), mode 0600, which a
+//   program's handlers of SIGINT, SIGTERM and SIGHUP remove (remove_named_temporary; the environment
+//   variable FERRY_CLI_TEST_NO_O_TMPFILE=1 forces this way, for tests). A process killed outright (SIGKILL, a
 //   preemption) cannot remove its own: the next TempFile::create in that directory removes the temporaries
 //   of this machine's processes that no longer exist (never another machine's, nor a live process's).
 //   Names of the older form (".ferry-" + 12 random characters) say no pid and are left alone. A planted symlink or file is
@@ -109,11 +109,9 @@ inline constexpr char kTemporaryPrefix[] = ".ferry-";
 /// errors name `path`, which is then as it was.
 [[nodiscard]] Status replace_file_contents(const std::string& path, std::string_view bytes, bool durable);
 
-/// Handlers for SIGINT, SIGTERM and SIGHUP (each unless ignored when the process started): remove the
-/// temporary file that has a name at that moment, report the interruption (report_signal in
-/// command_output.hpp: a message, and with --json an error object), then die of the same signal, so that
-/// the shell sees 128 + N (130 for SIGINT, 143 for SIGTERM). Idempotent.
-/// For programs only (the CLI): a library must not take over a process's signals.
-void install_cleanup_signal_handlers();
+/// Removes the temporary file that has a name at this moment (a TempFile not yet committed), if any; then
+/// none has. Async-signal-safe, and keeps errno: for a program's handler of SIGINT, SIGTERM and SIGHUP
+/// (cli/support/cleanup_signals.hpp). The library itself never takes over a process's signals.
+void remove_named_temporary() noexcept;
 
 }  // namespace ferry::tooling
