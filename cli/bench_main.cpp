@@ -182,7 +182,7 @@ int run_bench(const BenchOptions& o) {
   bench::Plan plan = make_plan(o);
   install_cleanup_signal_handlers();  // a FILE being created is removed when bench is interrupted
   auto results = bench::run_benchmark(plan);
-  if (!results.ok()) return fail(results.status(), tooling::exit_status_for(results.status()));
+  if (!results.ok()) return fail(results.status(), exit_status_for(results.status()));
   if (!o.json_out.empty()) {
     std::ofstream out(o.json_out);
     out << json_dump(results->document, 2) << "\n";

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/timing.hpp"
 #include "cli/support/file_compare.hpp"
 #include "cli/support/json_text.hpp"
 #include "cli/support/progress.hpp"
@@ -16,12 +17,14 @@
 #include "ferry/remote.hpp"
 #include "ferry_tooling/device_memory.hpp"
 #include "ferry_tooling/host_memory.hpp"
-#include "ferry_tooling/timing.hpp"
 #include "io_commands.hpp"
 
 namespace ferry::cli {
 
 using namespace ferry::tooling;
+using detail::gib_per_s;
+using detail::now_ns;
+using detail::seconds_since;
 
 namespace {
 

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/timing.hpp"
 #include "cli/support/generated_data.hpp"
 #include "cli/support/json_text.hpp"
 #include "cli/support/pieces.hpp"
@@ -13,12 +14,14 @@
 #include "ferry_tooling/device_memory.hpp"
 #include "ferry_tooling/host_memory.hpp"
 #include "ferry_tooling/output_file.hpp"
-#include "ferry_tooling/timing.hpp"
 #include "io_commands.hpp"
 
 namespace ferry::cli {
 
 using namespace ferry::tooling;
+using detail::gib_per_s;
+using detail::now_ns;
+using detail::seconds_since;
 
 int run_write(const std::string& path, const std::string& size_text, bool no_sync, const CommonOptions& o) {
   const std::uint64_t command_start = now_ns();

@@ -62,7 +62,7 @@
 #include "ferry/file.hpp"
 #include "ferry/page_cache.hpp"
 #include "ferry_tooling/host_memory.hpp"
-#include "ferry_tooling/unique_fd.hpp"
+#include "base/unique_fd.hpp"
 #include "platform/cuda/buffer_kind.hpp"
 #include "platform/cuda/cuda_api.hpp"
 #include "platform/cuda/primary_context.hpp"
@@ -743,7 +743,7 @@ int main(int argc, char** argv) {
       std::vector<std::thread> pool;
       for (unsigned t = 0; t < o.threads; ++t) {
         pool.emplace_back([&] {
-          tooling::UniqueFd fd(::open(o.path.c_str(), O_RDONLY | (o.cold ? O_DIRECT : 0)));
+          detail::UniqueFd fd(::open(o.path.c_str(), O_RDONLY | (o.cold ? O_DIRECT : 0)));
           tooling::HostMemory buf = tooling::HostMemory::allocate(pl.size).value();
           for (std::size_t i; (i = next.fetch_add(1)) < first + count;) {
             (void)!::pread(fd.get(), buf.data(), pl.size, static_cast<off_t>(pl.offsets[i]));

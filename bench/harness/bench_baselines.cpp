@@ -24,8 +24,8 @@ namespace ferry::cli::bench {
 using detail::cuda_check;
 using detail::process_cuda_api;
 
-Result<tooling::UniqueFd> open_file(const std::string& path, bool write, bool direct) {
-  return tooling::open_fd(path, (write ? O_WRONLY : O_RDONLY) | (direct ? O_DIRECT : 0),
+Result<detail::UniqueFd> open_file(const std::string& path, bool write, bool direct) {
+  return detail::open_fd(path, (write ? O_WRONLY : O_RDONLY) | (direct ? O_DIRECT : 0),
                           fmt::format("{}{}", write ? "writing" : "reading", direct ? " with O_DIRECT" : ""));
 }
 

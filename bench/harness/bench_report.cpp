@@ -14,8 +14,8 @@
 
 #include <fmt/format.h>
 
+#include "base/timing.hpp"
 #include "cli/support/json_text.hpp"
-#include "ferry_tooling/timing.hpp"
 #include "platform/cuda/cuda_api.hpp"
 #include "platform/cuda/primary_context.hpp"
 #include "platform/cufile/cufile_api.hpp"
@@ -31,7 +31,7 @@ std::string short_size(std::uint64_t bytes) {
 
 namespace {
 
-using tooling::gib_per_s;
+using detail::gib_per_s;
 
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");

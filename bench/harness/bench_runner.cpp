@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "base/timing.hpp"
 #include "bench_first_read.hpp"
 #include "cli/support/command_output.hpp"
 #include "cli/support/generated_data.hpp"
@@ -31,16 +32,15 @@
 #include "ferry_tooling/device_memory.hpp"
 #include "ferry_tooling/host_memory.hpp"
 #include "ferry_tooling/output_file.hpp"
-#include "ferry_tooling/timing.hpp"
 #include "platform/cuda/cuda_api.hpp"
 
 namespace ferry::cli::bench {
 namespace {
 
-using tooling::gib_per_s;
+using detail::gib_per_s;
 using tooling::HostMemory;
-using tooling::now_ns;
-using tooling::seconds_since;
+using detail::now_ns;
+using detail::seconds_since;
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
@@ -228,7 +228,7 @@ Result<bool> prepare_file(Plan& plan, Outcome& out, TerminalProgress& progress) 
       out.notes.push_back(what);
     }
     // In place: no O_CREAT, no O_TRUNC.
-    FERRY_ASSIGN_OR_RETURN(tooling::UniqueFd fd, tooling::open_fd(plan.path, O_WRONLY | O_NOCTTY, "writing"));
+    FERRY_ASSIGN_OR_RETURN(detail::UniqueFd fd, detail::open_fd(plan.path, O_WRONLY | O_NOCTTY, "writing"));
     FERRY_RETURN_IF_ERROR(fill_generated_file(fd.get(), plan.path, plan.size, progress, "filling"));
     progress.line(fmt::format("filled \"{}\" to {} with generated data", plan.path, format_size(plan.size)));
     return false;
@@ -711,7 +711,7 @@ void Runner::measure_ferry(const std::string& route, const std::string& conditio
       if (!m.verify) m.verify = compare_with_file(p_.path, got, 0, m.runs.back().bytes, 8);
     } else {
       // Writes: one more (untimed) run into the emptied file, so that old contents cannot pass for new ones.
-      if (auto fd = tooling::open_fd(p_.path, O_WRONLY, "writing"); fd.ok()) {
+      if (auto fd = detail::open_fd(p_.path, O_WRONLY, "writing"); fd.ok()) {
         (void)::ftruncate(fd->get(), 0);
         (void)::fdatasync(fd->get());
       }

@@ -13,11 +13,11 @@
 
 #include <fmt/format.h>
 
+#include "base/unique_fd.hpp"
 #include "cli/support/generated_data.hpp"
 #include "cli/support/pieces.hpp"
 #include "ferry/file.hpp"
 #include "ferry/remote.hpp"
-#include "ferry_tooling/unique_fd.hpp"
 
 namespace ferry::cli {
 namespace {
@@ -44,7 +44,7 @@ VerifyOutcome compare_with_file(const std::string& path, const std::uint8_t* got
     object.emplace(std::move(*opened));
     threads = 1;
   }
-  tooling::UniqueFd fd(remote_object ? -1 : ::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  detail::UniqueFd fd(remote_object ? -1 : ::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!remote_object && !fd.valid()) {
     return {false, fmt::format("could not reopen \"{}\" for verification: {}", path, std::strerror(errno)), true};
   }

@@ -37,16 +37,18 @@
 #include <string_view>
 #include <vector>
 
+#include "base/unique_fd.hpp"
 #include "ferry/config.hpp"
 #include "ferry/file.hpp"
 #include "ferry/status.hpp"
-#include "ferry_tooling/unique_fd.hpp"
 
 namespace ferry::detail {
 struct OpenOptions;
 }
 
 namespace ferry::tooling {
+
+using detail::UniqueFd;
 
 /// What a command will create or replace, learned without changing anything.
 struct Destination {
