@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/host_memory.hpp"
 #include "base/timing.hpp"
 #include "cli/support/file_compare.hpp"
 #include "cli/support/json_text.hpp"
@@ -16,13 +17,13 @@
 #include "cli_common.hpp"
 #include "ferry/remote.hpp"
 #include "ferry_tooling/device_memory.hpp"
-#include "ferry_tooling/host_memory.hpp"
 #include "io_commands.hpp"
 
 namespace ferry::cli {
 
 using namespace ferry::tooling;
 using detail::gib_per_s;
+using detail::HostMemory;
 using detail::now_ns;
 using detail::seconds_since;
 

@@ -6,13 +6,13 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/host_memory.hpp"
 #include "base/timing.hpp"
 #include "cli/support/generated_data.hpp"
 #include "cli/support/json_text.hpp"
 #include "cli/support/pieces.hpp"
 #include "cli/support/progress.hpp"
 #include "ferry_tooling/device_memory.hpp"
-#include "ferry_tooling/host_memory.hpp"
 #include "ferry_tooling/output_file.hpp"
 #include "io_commands.hpp"
 
@@ -20,6 +20,7 @@ namespace ferry::cli {
 
 using namespace ferry::tooling;
 using detail::gib_per_s;
+using detail::HostMemory;
 using detail::now_ns;
 using detail::seconds_since;
 

@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "base/host_memory.hpp"
 #include "base/timing.hpp"
 #include "bench_first_read.hpp"
 #include "cli/support/command_output.hpp"
@@ -30,15 +31,15 @@
 #include "cli/support/progress.hpp"
 #include "ferry/page_cache.hpp"
 #include "ferry_tooling/device_memory.hpp"
-#include "ferry_tooling/host_memory.hpp"
 #include "ferry_tooling/output_file.hpp"
 #include "platform/cuda/cuda_api.hpp"
+#include "platform/cuda/pinned_memory.hpp"
 
 namespace ferry::cli::bench {
 namespace {
 
 using detail::gib_per_s;
-using tooling::HostMemory;
+using detail::HostMemory;
 using detail::now_ns;
 using detail::seconds_since;
 
@@ -319,7 +320,10 @@ class Runner {
   TerminalProgress& progress_;
   std::size_t total_ = 0, done_ = 0;
   std::string gpu_reason_;  // empty when the GPU is usable
-  std::optional<HostMemory> host_;
+  // The host buffer (run()): pinned for the GPU where one is usable, else a page-aligned mapping.
+  std::optional<detail::PinnedMemory> pinned_host_;
+  std::optional<HostMemory> pageable_host_;
+  std::uint8_t* host_ = nullptr;  // the data of whichever of the two was allocated
   std::optional<tooling::DeviceMemory> device_;
   std::string hot_detail_;
   ColdState cold_;       // at the start of the cold condition
@@ -429,7 +433,7 @@ void Runner::measure_copy() {
   m.name = "copy";
   m.kind = "baseline";
   m.target = "gpu";
-  if (!device_ || !host_->pinned()) {
+  if (!device_ || !pinned_host_) {
     return end(std::move(m), "skipped", gpu_reason_.empty() ? "host memory is not pinned" : gpu_reason_);
   }
   // Every shape is measured with the same repeats; the one with the best median is the ceiling, and the
@@ -444,7 +448,7 @@ void Runner::measure_copy() {
       return end(std::move(m), "failed", engine.status().to_string());
     }
     // One untimed copy first: the driver's first use of a stream and of the memory costs extra.
-    Status warm = engine->run(host_->data(), device_->pointer(), std::min<std::uint64_t>(p_.size, 256ull << 20),
+    Status warm = engine->run(host_, device_->pointer(), std::min<std::uint64_t>(p_.size, 256ull << 20),
                               is_read(), shape.chunk);
     if (!warm.ok()) {
       return end(std::move(m), "failed", warm.to_string());
@@ -452,7 +456,7 @@ void Runner::measure_copy() {
     Measurement trial = m;
     trial.task_size = shape.chunk;
     bool ok = repeat(trial, p_.repeats, nullptr, [&]() -> Result<Sample> {
-      FERRY_RETURN_IF_ERROR(engine->run(host_->data(), device_->pointer(), p_.size, is_read(), shape.chunk));
+      FERRY_RETURN_IF_ERROR(engine->run(host_, device_->pointer(), p_.size, is_read(), shape.chunk));
       Sample s;
       s.bytes = p_.size;
       return s;
@@ -487,7 +491,7 @@ void Runner::measure_io(const std::string& condition, unsigned threads, std::uin
   m.direct_io = direct ? "on" : "off";
   m.notes.push_back(fmt::format("{} {} threads {} one {} host buffer, {}{}", is_read() ? "pread" : "pwrite", threads,
                                 is_read() ? "into" : "from",
-                                host_->pinned() ? "pinned" : "page-aligned (not pinned: no GPU)",
+                                pinned_host_ ? "pinned" : "page-aligned (not pinned: no GPU)",
                                 direct ? "O_DIRECT" : "buffered",
                                 !is_read() && p_.sync == SyncPolicy::end ? ", then fdatasync" : ""));
   auto offsets = chunk_offsets(p_.size, task_size, p_.pattern == Pattern::random, p_.seed);
@@ -498,7 +502,7 @@ void Runner::measure_io(const std::string& condition, unsigned threads, std::uin
   }
   if (condition == "hot") m.condition_detail = hot_detail_;
   repeat(m, repeats_for(condition), [&] { prepare_run(condition); }, [&]() -> Result<Sample> {
-    FileIo job{fd->get(), !is_read(), direct, host_->data(), p_.size, task_size, threads, &offsets};
+    FileIo job{fd->get(), !is_read(), direct, host_, p_.size, task_size, threads, &offsets};
     FERRY_ASSIGN_OR_RETURN(std::uint64_t n, parallel_file_io(job));
     Sample s;
     s.bytes = n;
@@ -605,7 +609,7 @@ void Runner::measure_ferry(const std::string& route, const std::string& conditio
   if (!file.ok()) {
     return end(std::move(m), "failed", file.status().to_string());
   }
-  std::uint8_t* buffer = m.target == "gpu" ? static_cast<std::uint8_t*>(device_->pointer()) : host_->data();
+  std::uint8_t* buffer = m.target == "gpu" ? static_cast<std::uint8_t*>(device_->pointer()) : host_;
   {
     // The route's one-time work (cuFile registration, pinned bounce buffers) before anything is timed.
     std::uint64_t t0 = now_ns();
@@ -702,11 +706,11 @@ void Runner::measure_ferry(const std::string& route, const std::string& conditio
     if (is_read()) {
       const std::uint8_t* got = buffer;
       if (m.target == "gpu") {
-        Status s = device_->copy_to_host(host_->data(), p_.size);
+        Status s = device_->copy_to_host(host_, p_.size);
         if (!s.ok()) {
           m.verify = VerifyOutcome{false, "copying the device buffer back failed: " + s.to_string()};
         }
-        got = host_->data();
+        got = host_;
       }
       if (!m.verify) m.verify = compare_with_file(p_.path, got, 0, m.runs.back().bytes, 8);
     } else {
@@ -734,18 +738,23 @@ Status Runner::run() {
   // Host memory: pinned when a GPU is usable, so that the raw I/O baseline lands where the staged route's
   // bounce buffers would.
   std::uint64_t start = now_ns();
-  auto host = device_ ? HostMemory::allocate_pinned(p_.device, p_.size)
-                      : HostMemory::allocate(p_.size, HostMemory::Touch::now);
-  if (!host.ok()) return host.status();
-  host_.emplace(std::move(*host));
-  out_.notes.push_back(fmt::format("host buffer: {} {} in {:.2f} s", format_size(host_->size_bytes()),
-                                   host_->pinned() ? "pinned with cuMemHostAlloc" : "page-aligned, not pinned (no GPU)",
+  if (device_) {
+    auto pinned = detail::PinnedMemory::allocate(p_.device, p_.size);
+    if (!pinned.ok()) return pinned.status();
+    host_ = pinned_host_.emplace(std::move(*pinned)).data();
+  } else {
+    auto pageable = HostMemory::allocate(p_.size, HostMemory::Touch::now);
+    if (!pageable.ok()) return pageable.status();
+    host_ = pageable_host_.emplace(std::move(*pageable)).data();
+  }
+  out_.notes.push_back(fmt::format("host buffer: {} {} in {:.2f} s", format_size(p_.size),
+                                   pinned_host_ ? "pinned with cuMemHostAlloc" : "page-aligned, not pinned (no GPU)",
                                    seconds_since(start)));
   if (!is_read()) {
     // Writes write the generated data, so the file stays what `ferry-bench` reads (and --verify can check it).
-    fill_generated_parallel(host_->data(), p_.size, std::max(1u, std::thread::hardware_concurrency()));
+    fill_generated_parallel(host_, p_.size, std::max(1u, std::thread::hardware_concurrency()));
     if (device_) {
-      Status s = device_->copy_from_host(host_->data(), p_.size);
+      Status s = device_->copy_from_host(host_, p_.size);
       if (!s.ok()) return s;
     }
   }

@@ -10,10 +10,10 @@
 
 #include "platform/cufile/cufile_env.hpp"
 
+#include "base/host_memory.hpp"
 #include "base/timing.hpp"
 #include "doctor/doctor_internal.hpp"
 #include "ferry_tooling/device_memory.hpp"
-#include "ferry_tooling/host_memory.hpp"
 #include "file/file_state.hpp"
 #include "file/open_options.hpp"
 #include "file/route_selection.hpp"
@@ -24,7 +24,7 @@ namespace ferry::detail::doctor {
 namespace {
 
 using tooling::DeviceMemory;
-using tooling::HostMemory;
+using detail::HostMemory;
 
 constexpr std::uint64_t kProbeBytes = 16ull << 20;
 
