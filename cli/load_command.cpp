@@ -18,12 +18,12 @@
 #include "cli/support/progress.hpp"
 #include "ferry/remote.hpp"
 #include "ferry/safetensors.hpp"
-#include "ferry_tooling/device_memory.hpp"
+#include "platform/cuda/device_memory.hpp"
 
 namespace ferry::cli {
 namespace {
 
-using namespace ferry::tooling;
+using detail::copy_device_to_host;
 using detail::gib_per_s;
 using detail::now_ns;
 using detail::seconds_since;

@@ -16,12 +16,12 @@
 #include "cli/support/progress.hpp"
 #include "cli_common.hpp"
 #include "ferry/remote.hpp"
-#include "ferry_tooling/device_memory.hpp"
 #include "io_commands.hpp"
+#include "platform/cuda/device_memory.hpp"
 
 namespace ferry::cli {
 
-using namespace ferry::tooling;
+using detail::DeviceMemory;
 using detail::gib_per_s;
 using detail::HostMemory;
 using detail::now_ns;

@@ -12,13 +12,14 @@
 #include "cli/support/json_text.hpp"
 #include "cli/support/pieces.hpp"
 #include "cli/support/progress.hpp"
-#include "ferry_tooling/device_memory.hpp"
 #include "ferry_tooling/output_file.hpp"
 #include "io_commands.hpp"
+#include "platform/cuda/device_memory.hpp"
 
 namespace ferry::cli {
 
 using namespace ferry::tooling;
+using detail::DeviceMemory;
 using detail::gib_per_s;
 using detail::HostMemory;
 using detail::now_ns;

@@ -30,9 +30,9 @@
 #include "cli/support/pieces.hpp"
 #include "cli/support/progress.hpp"
 #include "ferry/page_cache.hpp"
-#include "ferry_tooling/device_memory.hpp"
 #include "ferry_tooling/output_file.hpp"
 #include "platform/cuda/cuda_api.hpp"
+#include "platform/cuda/device_memory.hpp"
 #include "platform/cuda/pinned_memory.hpp"
 
 namespace ferry::cli::bench {
@@ -324,7 +324,7 @@ class Runner {
   std::optional<detail::PinnedMemory> pinned_host_;
   std::optional<HostMemory> pageable_host_;
   std::uint8_t* host_ = nullptr;  // the data of whichever of the two was allocated
-  std::optional<tooling::DeviceMemory> device_;
+  std::optional<detail::DeviceMemory> device_;
   std::string hot_detail_;
   ColdState cold_;       // at the start of the cold condition
   ColdState last_cold_;  // before the latest run
@@ -347,7 +347,7 @@ void Runner::setup_gpu() {
     return;
   }
   std::uint64_t start = now_ns();
-  auto d = tooling::DeviceMemory::allocate(p_.device, round_up_4k(p_.size));
+  auto d = detail::DeviceMemory::allocate(p_.device, round_up_4k(p_.size));
   if (!d.ok()) {
     gpu_reason_ = fmt::format("no usable GPU {}: {}", p_.device, d.status().to_string());
     return;

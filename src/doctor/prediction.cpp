@@ -13,18 +13,15 @@
 #include "base/host_memory.hpp"
 #include "base/timing.hpp"
 #include "doctor/doctor_internal.hpp"
-#include "ferry_tooling/device_memory.hpp"
 #include "file/file_state.hpp"
 #include "file/open_options.hpp"
 #include "file/route_selection.hpp"
 #include "platform/cuda/cuda_api.hpp"
+#include "platform/cuda/device_memory.hpp"
 #include "platform/cufile/cufile_errors.hpp"
 
 namespace ferry::detail::doctor {
 namespace {
-
-using tooling::DeviceMemory;
-using detail::HostMemory;
 
 constexpr std::uint64_t kProbeBytes = 16ull << 20;
 
