@@ -30,7 +30,7 @@
 #include "cli/support/pieces.hpp"
 #include "cli/support/progress.hpp"
 #include "ferry/page_cache.hpp"
-#include "ferry_tooling/output_file.hpp"
+#include "file/output_file.hpp"
 #include "platform/cuda/cuda_api.hpp"
 #include "platform/cuda/device_memory.hpp"
 #include "platform/cuda/pinned_memory.hpp"
@@ -171,10 +171,10 @@ Status fill_generated_file(int fd, const std::string& path, std::uint64_t size, 
 }
 
 // A missing FILE: made in a private temporary file and given its name only when complete, and only if the
-// name is still free (ferry_tooling/output_file.hpp).
+// name is still free (file/output_file.hpp).
 Status create_generated_file(const Plan& plan, TerminalProgress& progress) {
-  FERRY_ASSIGN_OR_RETURN(tooling::Destination dest, tooling::inspect_destination(plan.path));
-  FERRY_ASSIGN_OR_RETURN(tooling::TempFile temp, tooling::TempFile::create(dest));
+  FERRY_ASSIGN_OR_RETURN(detail::Destination dest, detail::inspect_destination(plan.path));
+  FERRY_ASSIGN_OR_RETURN(detail::TempFile temp, detail::TempFile::create(dest));
   std::uint64_t start = now_ns();
   FERRY_RETURN_IF_ERROR(fill_generated_file(temp.fd(), plan.path, plan.size, progress, "creating"));
   FERRY_RETURN_IF_ERROR(temp.commit(dest, /*replace=*/false, /*sync_directory=*/true));

@@ -5,14 +5,14 @@
 #include <csignal>
 
 #include "cli/support/command_output.hpp"
-#include "ferry_tooling/output_file.hpp"
+#include "file/output_file.hpp"
 
 namespace ferry::cli {
 namespace {
 
 extern "C" void on_fatal_signal(int sig) {
   const int saved = errno;
-  tooling::remove_named_temporary();
+  detail::remove_named_temporary();
   report_signal(sig);  // "ferry: cancelled: interrupted by SIGINT", and the error object with --json
   // SA_RESETHAND restored the default action; the signal is blocked until this handler returns, and is then
   // delivered again: the process dies of it, and the shell reports 128 + sig.

@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 
 #include "base/timing.hpp"
-#include "ferry_tooling/output_file.hpp"
+#include "file/output_file.hpp"
 #include "platform/cuda/buffer_kind.hpp"
 #include "platform/gpu_platform.hpp"
 #include "safetensors/image_writer.hpp"
@@ -43,8 +43,8 @@ struct PreparedSave {
   int staging_device = -1;
   std::size_t windows = 0;
   Config config;
-  tooling::Destination dest;
-  std::optional<tooling::TempFile> temp;
+  ferry::detail::Destination dest;
+  std::optional<ferry::detail::TempFile> temp;
   std::optional<File> file;
   std::uint64_t started_ns = 0;  // ferry::detail::now_ns()
   std::vector<std::string> notes;
@@ -143,8 +143,8 @@ Result<std::unique_ptr<PreparedSave>> prepare(const std::string& path, std::span
                                        : "direct_io=auto: O_DIRECT where aligned, without the syncs (durable=false)");
   }
 
-  FERRY_ASSIGN_OR_RETURN(p->dest, tooling::inspect_destination(path));
-  FERRY_ASSIGN_OR_RETURN(auto temp, tooling::TempFile::create(p->dest));
+  FERRY_ASSIGN_OR_RETURN(p->dest, ferry::detail::inspect_destination(path));
+  FERRY_ASSIGN_OR_RETURN(auto temp, ferry::detail::TempFile::create(p->dest));
   if (!temp.removed_stale().empty()) {
     p->notes.push_back(fmt::format("removed {} temporary file(s) of earlier saves whose processes ended ({}, ...) "
                                    "from \"{}\"",

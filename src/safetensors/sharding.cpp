@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/timing.hpp"
-#include "ferry_tooling/output_file.hpp"
+#include "file/output_file.hpp"
 #include "safetensors/saver.hpp"
 #include "safetensors/text.hpp"
 
@@ -190,7 +190,7 @@ Result<ShardedSaveStats> save_sharded_with(const std::string& directory, std::sp
     nlohmann::json index = {{"metadata", {{"total_size", stats.total_size}, {kSaveIdKey, save_id}, {kShardBytesKey, sizes}}},
                             {"weight_map", weight_map}};
     stats.index = join_path(directory, index_name);
-    FERRY_RETURN_IF_ERROR(tooling::replace_file_contents(stats.index, index.dump(2, ' ', true) + "\n",
+    FERRY_RETURN_IF_ERROR(ferry::detail::replace_file_contents(stats.index, index.dump(2, ' ', true) + "\n",
                                                          options.save.durable));
   }
   for (const std::string& name : stale) {

@@ -13,7 +13,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 # The headers of src/ that the library shares with its tools: what the library itself needs too, so it cannot
 # live in cli/support. Each says at its top that the tools may include it.
 shared_with_tools=" base/exit_status.hpp base/host_memory.hpp base/timing.hpp base/unique_fd.hpp
-  platform/cuda/device_memory.hpp "
+  file/output_file.hpp platform/cuda/device_memory.hpp "
 
 allowed() {  # allowed HEADER: may a file of cli/ include HEADER?
   local header=$1

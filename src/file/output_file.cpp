@@ -1,5 +1,5 @@
-// Creating or replacing a file safely: see ferry_tooling/output_file.hpp for the rules.
-#include "ferry_tooling/output_file.hpp"
+// Creating or replacing a file safely: see file/output_file.hpp for the rules.
+#include "file/output_file.hpp"
 
 #include <fcntl.h>
 #include <dirent.h>
@@ -19,7 +19,7 @@
 #include "source/file_descriptors.hpp"
 #include "source/posix_source.hpp"
 
-namespace ferry::tooling {
+namespace ferry::detail {
 namespace {
 
 // ---- the signal handlers' one slot: the temporary name to remove, if any ----
@@ -348,16 +348,15 @@ TempFile::~TempFile() {
 
 std::string TempFile::reopen_path() const { return fmt::format("/proc/self/fd/{}", fd_.get()); }
 
-Result<File> TempFile::open_file(const Destination& d, const Config& config, const detail::OpenOptions* seams) const {
-  detail::OpenOptions options = seams ? *seams : detail::OpenOptions{};
+Result<File> TempFile::open_file(const Destination& d, const Config& config, const OpenOptions* seams) const {
+  OpenOptions options = seams ? *seams : OpenOptions{};
   // Opened through /proc/self/fd (the one path an unnamed file has), but named after the destination, so
   // that every message and report speaks of the file the caller asked for.
-  FERRY_ASSIGN_OR_RETURN(auto fds, detail::FileDescriptors::open(
-                                        *options.syscalls, reopen_path(),
-                                        detail::OpenFlags{detail::AccessMode::read_write, false, false}, d.path));
-  auto source = std::make_shared<detail::PosixSource>(*options.syscalls, std::move(fds), d.path, config.direct_io(),
-                                                      config.io_engine());
-  return detail::open_source(std::move(source), "r+", config, options);
+  FERRY_ASSIGN_OR_RETURN(auto fds, FileDescriptors::open(*options.syscalls, reopen_path(),
+                                                         OpenFlags{AccessMode::read_write, false, false}, d.path));
+  auto source =
+      std::make_shared<PosixSource>(*options.syscalls, std::move(fds), d.path, config.direct_io(), config.io_engine());
+  return open_source(std::move(source), "r+", config, options);
 }
 
 Status TempFile::commit(const Destination& d, bool replace, bool sync_directory) {
@@ -437,4 +436,4 @@ void remove_named_temporary() noexcept {
   errno = saved;
 }
 
-}  // namespace ferry::tooling
+}  // namespace ferry::detail

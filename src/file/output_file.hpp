@@ -1,6 +1,6 @@
-// ferry_tooling/output_file.hpp: creating or replacing a file safely, for `ferry write`, `ferry-bench` and
-// the library's own writers (ferry::safetensors::save). Part of ferry_tooling (see device_memory.hpp); the
-// code is in the engine, so the library and the tools share one copy of these rules.
+// Creating or replacing a file safely, for the library's own writers (ferry::safetensors::save and its
+// index) and for `ferry write` and `ferry-bench` (one of the headers of src/ the tools may include), so that
+// the library and the tools share one copy of these rules.
 //
 // The rules (README, "Command line"; docs/safetensors.md, "Saving"):
 // - The destination is replaced only once the new data is complete (written, and synced unless told not
@@ -43,12 +43,8 @@
 #include "ferry/status.hpp"
 
 namespace ferry::detail {
+
 struct OpenOptions;
-}
-
-namespace ferry::tooling {
-
-using detail::UniqueFd;
 
 /// What a command will create or replace, learned without changing anything.
 struct Destination {
@@ -87,7 +83,7 @@ class TempFile {
   /// asked for, rather than the temporary one. `seams`: system calls and GPU platform (tests); nullptr:
   /// the real ones. Errors: File::open's, naming d.path.
   [[nodiscard]] Result<File> open_file(const Destination& d, const Config& config,
-                                       const detail::OpenOptions* seams = nullptr) const;
+                                       const OpenOptions* seams = nullptr) const;
   /// Gives the file the destination's name. `replace`: atomically replaces an existing target (rename),
   /// carrying its mode (and owner where allowed) over; otherwise fails with already_exists if the name was
   /// taken meanwhile (linkat never replaces). `sync_directory`: fsync the directory afterwards.
@@ -116,4 +112,4 @@ inline constexpr char kTemporaryPrefix[] = ".ferry-";
 /// (cli/support/cleanup_signals.hpp). The library itself never takes over a process's signals.
 void remove_named_temporary() noexcept;
 
-}  // namespace ferry::tooling
+}  // namespace ferry::detail
