@@ -20,7 +20,6 @@ allowed() {  # allowed HEADER: may a file of cli/ include HEADER?
   case "$header" in
     ../* | */../* | /*) return 1 ;;  # a way around the include path
     ferry/*) [ -f "$root/include/$header" ] ;;
-    ferry_tooling/*) [ -f "$root/src/tooling/include/$header" ] ;;
     cli/support/*) [ -f "$root/$header" ] ;;
     ferry_bench/harness.hpp) return 0 ;;
     *)
