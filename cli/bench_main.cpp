@@ -1,16 +1,16 @@
 // `ferry-bench`: the benchmark harness's program (bench/README.md): options -> plan -> runner -> report. It is a
-// program of its own, beside `ferry`, so that the product binary holds only the public API and ferry_tooling.
+// program of its own, beside `ferry`, so that the product binary holds none of the harness.
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include <fmt/format.h>
 
+#include "cli/support/cleanup_signals.hpp"
+#include "cli/support/json_text.hpp"
 #include "cli_common.hpp"
 #include "ferry/remote.hpp"
 #include "ferry_bench/harness.hpp"
-#include "ferry_tooling/json_text.hpp"
-#include "ferry_tooling/output_file.hpp"
 
 namespace ferry::cli {
 namespace {
@@ -180,18 +180,18 @@ void add_bench_options(CLI::App* b, BenchOptions& o) {
 
 int run_bench(const BenchOptions& o) {
   bench::Plan plan = make_plan(o);
-  tooling::install_cleanup_signal_handlers();  // a FILE being created is removed when bench is interrupted
+  install_cleanup_signal_handlers();  // a FILE being created is removed when bench is interrupted
   auto results = bench::run_benchmark(plan);
-  if (!results.ok()) return fail(results.status(), tooling::exit_status_for(results.status()));
+  if (!results.ok()) return fail(results.status(), exit_status_for(results.status()));
   if (!o.json_out.empty()) {
     std::ofstream out(o.json_out);
-    out << tooling::json_dump(results->document, 2) << "\n";
+    out << json_dump(results->document, 2) << "\n";
     if (!out) {
       return fail(ErrorCode::io_error, fmt::format("could not write \"{}\"", o.json_out), kExitFailure);
     }
   }
   if (o.json) {
-    tooling::print_json(results->document);
+    print_json(results->document);
   } else {
     std::cout << results->table;
   }

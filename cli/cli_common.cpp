@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "ferry_tooling/output_file.hpp"
+#include "cli/support/cleanup_signals.hpp"
 
 namespace ferry::cli {
 
@@ -181,10 +181,10 @@ std::string unknown_option_message(const CLI::App& cmd, const std::string& name,
 int parse_and_run(CLI::App& app, int argc, char** argv, const std::string& program, const std::string& command,
                   const std::function<int()>& run) {
   const bool json = asks_for_json(argc, argv);
-  tooling::set_command(program, json, command);
+  set_command(program, json, command);
   // Ctrl-C and the like: an error object with --json, a message on stderr, then the process dies of the
   // signal (exit status 128 + N), removing a temporary file `ferry write` has made.
-  tooling::install_cleanup_signal_handlers();
+  install_cleanup_signal_handlers();
   // The app of the command that runs (a subcommand of `ferry`, or ferry-bench itself), and where its
   // arguments start.
   const CLI::App* cmd = &app;

@@ -9,17 +9,18 @@
 
 #include <CLI/CLI.hpp>
 
+#include "base/exit_status.hpp"
+#include "cli/support/command_output.hpp"
 #include "ferry/ferry.hpp"
-#include "ferry_tooling/command_output.hpp"
-#include "ferry_tooling/exit_status.hpp"
 
 namespace ferry::cli {
 
-using tooling::fail;
-using tooling::kExitFailure;
-using tooling::kExitMismatch;
-using tooling::kExitOk;
-using tooling::kExitUsage;
+using detail::exit_status_for;
+using detail::InvalidArgument;
+using detail::kExitFailure;
+using detail::kExitMismatch;
+using detail::kExitOk;
+using detail::kExitUsage;
 
 /// A usage error raised while interpreting options (exit 2).
 struct UsageError {

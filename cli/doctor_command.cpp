@@ -46,10 +46,10 @@ int run_doctor_command(const DoctorCommandOptions& o) {
     }
   }
   auto report = run_doctor(options);
-  if (!report.ok()) return fail(report.status(), tooling::exit_status_for(report.status()));
-  // The report's JSON comes from the library's writer (ferry_tooling/json_text.hpp), as every command's.
+  if (!report.ok()) return fail(report.status(), exit_status_for(report.status()));
+  // The report's JSON comes from the library's writer (cli/support/json_text.hpp), as every command's.
   std::cout << (o.json ? report->to_json() + "\n" : report->to_text());
-  if (!o.json && report->exit_status != kDoctorExitOk) tooling::print_error(report->exit_reason);
+  if (!o.json && report->exit_status != kDoctorExitOk) print_error(report->exit_reason);
   return report->exit_status;
 }
 

@@ -12,18 +12,21 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "base/timing.hpp"
+#include "cli/support/file_compare.hpp"
+#include "cli/support/json_text.hpp"
+#include "cli/support/progress.hpp"
 #include "ferry/remote.hpp"
 #include "ferry/safetensors.hpp"
-#include "ferry_tooling/device_memory.hpp"
-#include "ferry_tooling/file_compare.hpp"
-#include "ferry_tooling/json_text.hpp"
-#include "ferry_tooling/progress.hpp"
-#include "ferry_tooling/timing.hpp"
+#include "platform/cuda/device_memory.hpp"
 
 namespace ferry::cli {
 namespace {
 
-using namespace ferry::tooling;
+using detail::copy_device_to_host;
+using detail::gib_per_s;
+using detail::now_ns;
+using detail::seconds_since;
 namespace st = ferry::safetensors;
 
 constexpr const char* kLoadFooter = R"(

@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
   }
   const char* word = first_word(argc, argv);
   if (word != nullptr && std::find(commands.begin(), commands.end(), word) == commands.end()) {
-    ferry::tooling::set_command("ferry", asks_for_json(argc, argv), "");
+    ferry::cli::set_command("ferry", asks_for_json(argc, argv), "");
     return fail(ErrorCode::invalid_argument,
                 fmt::format("unknown command \"{}\"; the commands are: {} (ferry --help describes them)", word,
                             fmt::join(commands, ", ")),

@@ -9,19 +9,23 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/host_memory.hpp"
+#include "base/timing.hpp"
+#include "cli/support/file_compare.hpp"
+#include "cli/support/json_text.hpp"
+#include "cli/support/progress.hpp"
 #include "cli_common.hpp"
 #include "ferry/remote.hpp"
-#include "ferry_tooling/device_memory.hpp"
-#include "ferry_tooling/file_compare.hpp"
-#include "ferry_tooling/host_memory.hpp"
-#include "ferry_tooling/json_text.hpp"
-#include "ferry_tooling/progress.hpp"
-#include "ferry_tooling/timing.hpp"
 #include "io_commands.hpp"
+#include "platform/cuda/device_memory.hpp"
 
 namespace ferry::cli {
 
-using namespace ferry::tooling;
+using detail::DeviceMemory;
+using detail::gib_per_s;
+using detail::HostMemory;
+using detail::now_ns;
+using detail::seconds_since;
 
 namespace {
 

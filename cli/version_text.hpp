@@ -10,7 +10,7 @@ namespace ferry::cli {
 ///   ferry 0.1.0
 ///   CUDA driver: 12.4 (cuDriverGetVersion 12040, libcuda.so.1)
 ///   cuFile: 1150 (cuFileGetVersion, libcufile.so.0)
-/// Cheap: see ferry_tooling/gpu_library_versions.hpp.
+/// Cheap: see cli/support/gpu_library_versions.hpp.
 std::string version_text(const std::string& ferry_version);
 
 }  // namespace ferry::cli

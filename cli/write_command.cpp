@@ -6,19 +6,25 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "ferry_tooling/device_memory.hpp"
-#include "ferry_tooling/generated_data.hpp"
-#include "ferry_tooling/host_memory.hpp"
-#include "ferry_tooling/json_text.hpp"
-#include "ferry_tooling/output_file.hpp"
-#include "ferry_tooling/pieces.hpp"
-#include "ferry_tooling/progress.hpp"
-#include "ferry_tooling/timing.hpp"
+#include "base/host_memory.hpp"
+#include "base/timing.hpp"
+#include "cli/support/generated_data.hpp"
+#include "cli/support/json_text.hpp"
+#include "cli/support/pieces.hpp"
+#include "cli/support/progress.hpp"
+#include "file/output_file.hpp"
 #include "io_commands.hpp"
+#include "platform/cuda/device_memory.hpp"
 
 namespace ferry::cli {
 
-using namespace ferry::tooling;
+using detail::DeviceMemory;
+using detail::gib_per_s;
+using detail::HostMemory;
+using detail::inspect_destination;
+using detail::now_ns;
+using detail::seconds_since;
+using detail::TempFile;
 
 int run_write(const std::string& path, const std::string& size_text, bool no_sync, const CommonOptions& o) {
   const std::uint64_t command_start = now_ns();
@@ -61,7 +67,7 @@ int run_write(const std::string& path, const std::string& size_text, bool no_syn
   const double prepare_seconds = seconds_since(prepare_start);
 
   // Write into a new file beside the target and rename it over the target at the end: readers never see a
-  // half-written file, and an interrupted write leaves the target as it was (ferry_tooling/output_file.hpp).
+  // half-written file, and an interrupted write leaves the target as it was (file/output_file.hpp).
   auto temp = TempFile::create(*dest);
   if (!temp.ok()) return fail(temp.status(), kExitFailure);
   // The File names FILE in its messages and reports, not the temporary file.

@@ -27,9 +27,9 @@
 #include <thread>
 #include <vector>
 
+#include "base/host_memory.hpp"
 #include "ferry/file.hpp"
 #include "ferry/page_cache.hpp"
-#include "ferry_tooling/host_memory.hpp"
 
 namespace {
 
@@ -93,11 +93,11 @@ int main(int argc, char** argv) {
   // Each request lands in its own slot, so that every byte can be checked against pread's afterwards (page
   // aligned, as O_DIRECT wants).
   const std::size_t bytes = offsets.size() * o.size;
-  auto got = ferry::tooling::HostMemory::allocate(bytes).value();
-  auto want = ferry::tooling::HostMemory::allocate(bytes).value();
+  auto got = ferry::detail::HostMemory::allocate(bytes).value();
+  auto want = ferry::detail::HostMemory::allocate(bytes).value();
   const int fd = ::open(path.c_str(), O_RDONLY | (o.cold ? O_DIRECT : 0));
   if (fd < 0) fail("cannot open " + path);
-  auto slot = [&](ferry::tooling::HostMemory& m, int i) {
+  auto slot = [&](ferry::detail::HostMemory& m, int i) {
     return reinterpret_cast<char*>(m.data()) + static_cast<std::size_t>(i) * o.size;
   };
   auto drop = [&] {

@@ -58,11 +58,11 @@
 
 #include <fmt/format.h>
 
+#include "base/host_memory.hpp"
+#include "base/unique_fd.hpp"
 #include "ferry/config.hpp"
 #include "ferry/file.hpp"
 #include "ferry/page_cache.hpp"
-#include "ferry_tooling/host_memory.hpp"
-#include "ferry_tooling/unique_fd.hpp"
 #include "platform/cuda/buffer_kind.hpp"
 #include "platform/cuda/cuda_api.hpp"
 #include "platform/cuda/primary_context.hpp"
@@ -531,7 +531,7 @@ int main(int argc, char** argv) {
     // window and kept (a Ferry batch's are pooled too).
     struct Lane {
       const CudaApi* api = nullptr;
-      std::optional<tooling::HostMemory> memory;
+      std::optional<detail::HostMemory> memory;
       CUstream stream = nullptr;
       std::vector<CUevent> copied;
       ~Lane() {
@@ -548,7 +548,7 @@ int main(int argc, char** argv) {
         lane.reset();
         lane = std::make_unique<Lane>();
         lane->api = api;
-        lane->memory.emplace(tooling::HostMemory::allocate(fill * buffers, tooling::HostMemory::Touch::now).value());
+        lane->memory.emplace(detail::HostMemory::allocate(fill * buffers, detail::HostMemory::Touch::now).value());
         if (api->cuMemHostRegister_v2(lane->memory->data(), fill * buffers, 0) != CUDA_SUCCESS) die("cuMemHostRegister");
         (void)api->cuStreamCreate(&lane->stream, CU_STREAM_NON_BLOCKING);
         lane->copied.assign(buffers, nullptr);
@@ -743,8 +743,8 @@ int main(int argc, char** argv) {
       std::vector<std::thread> pool;
       for (unsigned t = 0; t < o.threads; ++t) {
         pool.emplace_back([&] {
-          tooling::UniqueFd fd(::open(o.path.c_str(), O_RDONLY | (o.cold ? O_DIRECT : 0)));
-          tooling::HostMemory buf = tooling::HostMemory::allocate(pl.size).value();
+          detail::UniqueFd fd(::open(o.path.c_str(), O_RDONLY | (o.cold ? O_DIRECT : 0)));
+          detail::HostMemory buf = detail::HostMemory::allocate(pl.size).value();
           for (std::size_t i; (i = next.fetch_add(1)) < first + count;) {
             (void)!::pread(fd.get(), buf.data(), pl.size, static_cast<off_t>(pl.offsets[i]));
           }

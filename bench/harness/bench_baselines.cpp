@@ -14,8 +14,8 @@
 
 #include <fmt/format.h>
 
-#include "ferry_tooling/generated_data.hpp"
-#include "ferry_tooling/pieces.hpp"
+#include "cli/support/generated_data.hpp"
+#include "cli/support/pieces.hpp"
 #include "platform/cuda/cuda_api.hpp"
 #include "platform/cuda/primary_context.hpp"
 
@@ -24,8 +24,8 @@ namespace ferry::cli::bench {
 using detail::cuda_check;
 using detail::process_cuda_api;
 
-Result<tooling::UniqueFd> open_file(const std::string& path, bool write, bool direct) {
-  return tooling::open_fd(path, (write ? O_WRONLY : O_RDONLY) | (direct ? O_DIRECT : 0),
+Result<detail::UniqueFd> open_file(const std::string& path, bool write, bool direct) {
+  return detail::open_fd(path, (write ? O_WRONLY : O_RDONLY) | (direct ? O_DIRECT : 0),
                           fmt::format("{}{}", write ? "writing" : "reading", direct ? " with O_DIRECT" : ""));
 }
 
@@ -77,7 +77,7 @@ Result<std::uint64_t> parallel_file_io(const FileIo& job) {
     moved += n;
     return Status();
   };
-  FERRY_RETURN_IF_ERROR(tooling::for_each_piece(job.offsets->size(), 1, job.threads, transfer));
+  FERRY_RETURN_IF_ERROR(for_each_piece(job.offsets->size(), 1, job.threads, transfer));
   return moved.load();
 }
 
@@ -171,10 +171,10 @@ Status naive_write(int fd, std::uint8_t* pageable, std::uint64_t size, int devic
 
 void fill_generated_parallel(std::uint8_t* dst, std::uint64_t size, unsigned threads) {
   auto fill = [&](std::uint64_t at, std::uint64_t length, std::vector<std::uint8_t>&) {
-    tooling::fill_generated(dst + at, length, at);
+    fill_generated(dst + at, length, at);
     return Status();
   };
-  (void)tooling::for_each_piece(size, tooling::kPieceBytes, threads, fill);
+  (void)for_each_piece(size, kPieceBytes, threads, fill);
 }
 
 }  // namespace ferry::cli::bench

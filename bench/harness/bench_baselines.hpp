@@ -9,15 +9,15 @@
 #include <string>
 #include <vector>
 
+#include "base/unique_fd.hpp"
 #include "ferry/status.hpp"
 #include "ferry_bench/harness.hpp"  // round_up_4k
-#include "ferry_tooling/unique_fd.hpp"
 
 namespace ferry::cli::bench {
 
 /// Opens `path` for reading or writing (never creating or truncating), with O_DIRECT when `direct`.
-/// Errors: open_fd's (ferry_tooling/unique_fd.hpp).
-[[nodiscard]] Result<tooling::UniqueFd> open_file(const std::string& path, bool write, bool direct);
+/// Errors: open_fd's (base/unique_fd.hpp).
+[[nodiscard]] Result<detail::UniqueFd> open_file(const std::string& path, bool write, bool direct);
 
 /// Chunk start offsets covering [0, size) in steps of `task_size`: in order, or shuffled with `seed`.
 std::vector<std::uint64_t> chunk_offsets(std::uint64_t size, std::uint64_t task_size, bool shuffled,

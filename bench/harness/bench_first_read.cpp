@@ -12,13 +12,13 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "ferry_tooling/timing.hpp"
+#include "base/timing.hpp"
 
 namespace ferry::cli::bench {
 namespace {
 
-using tooling::now_ns;
-using tooling::seconds_since;
+using detail::now_ns;
+using detail::seconds_since;
 
 // The `ferry` in this program's own directory.
 std::string ferry_beside_this_program() {

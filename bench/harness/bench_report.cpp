@@ -14,8 +14,8 @@
 
 #include <fmt/format.h>
 
-#include "ferry_tooling/json_text.hpp"
-#include "ferry_tooling/timing.hpp"
+#include "base/timing.hpp"
+#include "cli/support/json_text.hpp"
 #include "platform/cuda/cuda_api.hpp"
 #include "platform/cuda/primary_context.hpp"
 #include "platform/cufile/cufile_api.hpp"
@@ -31,7 +31,7 @@ std::string short_size(std::uint64_t bytes) {
 
 namespace {
 
-using tooling::gib_per_s;
+using detail::gib_per_s;
 
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");
@@ -320,7 +320,7 @@ nlohmann::json to_json(const Outcome& o) {
     r["setup_route"] = m.setup_plan.empty() ? json(nullptr) : json(m.setup_plan);
     r["ratios"] = m.ratios;
     r["route_summary"] = m.report ? json(m.report->summary()) : json(nullptr);
-    r["report"] = m.report ? tooling::report_json(*m.report) : json(nullptr);
+    r["report"] = m.report ? report_json(*m.report) : json(nullptr);
     r["verify"] = m.verify ? json{{"ok", m.verify->ok}, {"detail", m.verify->detail}} : json(nullptr);
     r["notes"] = m.notes;
     results.push_back(std::move(r));

@@ -22,26 +22,26 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "base/host_memory.hpp"
+#include "base/timing.hpp"
 #include "bench_first_read.hpp"
+#include "cli/support/command_output.hpp"
+#include "cli/support/generated_data.hpp"
+#include "cli/support/pieces.hpp"
+#include "cli/support/progress.hpp"
 #include "ferry/page_cache.hpp"
-#include "ferry_tooling/command_output.hpp"
-#include "ferry_tooling/device_memory.hpp"
-#include "ferry_tooling/generated_data.hpp"
-#include "ferry_tooling/host_memory.hpp"
-#include "ferry_tooling/output_file.hpp"
-#include "ferry_tooling/pieces.hpp"
-#include "ferry_tooling/progress.hpp"
-#include "ferry_tooling/timing.hpp"
+#include "file/output_file.hpp"
 #include "platform/cuda/cuda_api.hpp"
+#include "platform/cuda/device_memory.hpp"
+#include "platform/cuda/pinned_memory.hpp"
 
 namespace ferry::cli::bench {
 namespace {
 
-using tooling::gib_per_s;
-using tooling::HostMemory;
-using tooling::now_ns;
-using tooling::seconds_since;
-using tooling::TerminalProgress;
+using detail::gib_per_s;
+using detail::HostMemory;
+using detail::now_ns;
+using detail::seconds_since;
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
@@ -121,7 +121,7 @@ std::string make_hot(const std::string& path, std::uint64_t size, unsigned threa
       (void)::pread(fd->get(), buffer.data(), length, static_cast<off_t>(at));
       return Status();
     };
-    (void)tooling::for_each_piece(size, tooling::kPieceBytes, threads, warm);
+    (void)for_each_piece(size, kPieceBytes, threads, warm);
   }
   return percent_text(probe_residency(path, size));
 }
@@ -137,7 +137,7 @@ Status fill_generated_file(int fd, const std::string& path, std::uint64_t size, 
   std::atomic<std::uint64_t> written{0};
   auto write_piece = [&](std::uint64_t at, std::uint64_t length, std::vector<std::uint8_t>& buffer) {
     buffer.resize(length);
-    tooling::fill_generated(buffer.data(), length, at);
+    fill_generated(buffer.data(), length, at);
     for (std::uint64_t done = 0; done < length;) {
       ssize_t w = ::pwrite(fd, buffer.data() + done, length - done, static_cast<off_t>(at + done));
       if (w < 0 && errno == EINTR) continue;
@@ -152,7 +152,7 @@ Status fill_generated_file(int fd, const std::string& path, std::uint64_t size, 
   Status wrote;
   std::atomic<bool> finished{false};
   std::thread writer([&] {
-    wrote = tooling::for_each_piece(size, tooling::kPieceBytes, threads, write_piece);
+    wrote = for_each_piece(size, kPieceBytes, threads, write_piece);
     finished = true;
   });
   while (!finished) {
@@ -171,10 +171,10 @@ Status fill_generated_file(int fd, const std::string& path, std::uint64_t size, 
 }
 
 // A missing FILE: made in a private temporary file and given its name only when complete, and only if the
-// name is still free (ferry_tooling/output_file.hpp).
+// name is still free (file/output_file.hpp).
 Status create_generated_file(const Plan& plan, TerminalProgress& progress) {
-  FERRY_ASSIGN_OR_RETURN(tooling::Destination dest, tooling::inspect_destination(plan.path));
-  FERRY_ASSIGN_OR_RETURN(tooling::TempFile temp, tooling::TempFile::create(dest));
+  FERRY_ASSIGN_OR_RETURN(detail::Destination dest, detail::inspect_destination(plan.path));
+  FERRY_ASSIGN_OR_RETURN(detail::TempFile temp, detail::TempFile::create(dest));
   std::uint64_t start = now_ns();
   FERRY_RETURN_IF_ERROR(fill_generated_file(temp.fd(), plan.path, plan.size, progress, "creating"));
   FERRY_RETURN_IF_ERROR(temp.commit(dest, /*replace=*/false, /*sync_directory=*/true));
@@ -216,7 +216,7 @@ Result<bool> prepare_file(Plan& plan, Outcome& out, TerminalProgress& progress) 
                                    format_size(plan.size), plan.path, holds,
                                    plan.verify ? fmt::format(", and --verify truncates it to {}", format_size(plan.size))
                                                : "");
-    tooling::print_error(what);  // said even with --no-progress: it destroys data
+    print_error(what);  // said even with --no-progress: it destroys data
     out.notes.push_back(what);
   }
   if (have >= plan.size) return false;
@@ -225,11 +225,11 @@ Result<bool> prepare_file(Plan& plan, Outcome& out, TerminalProgress& progress) 
     if (!write) {
       std::string what = fmt::format("--overwrite: \"{}\" ({}) is filled to {} with generated data, replacing its "
                                      "contents", plan.path, holds, format_size(plan.size));
-      tooling::print_error(what);
+      print_error(what);
       out.notes.push_back(what);
     }
     // In place: no O_CREAT, no O_TRUNC.
-    FERRY_ASSIGN_OR_RETURN(tooling::UniqueFd fd, tooling::open_fd(plan.path, O_WRONLY | O_NOCTTY, "writing"));
+    FERRY_ASSIGN_OR_RETURN(detail::UniqueFd fd, detail::open_fd(plan.path, O_WRONLY | O_NOCTTY, "writing"));
     FERRY_RETURN_IF_ERROR(fill_generated_file(fd.get(), plan.path, plan.size, progress, "filling"));
     progress.line(fmt::format("filled \"{}\" to {} with generated data", plan.path, format_size(plan.size)));
     return false;
@@ -320,8 +320,11 @@ class Runner {
   TerminalProgress& progress_;
   std::size_t total_ = 0, done_ = 0;
   std::string gpu_reason_;  // empty when the GPU is usable
-  std::optional<HostMemory> host_;
-  std::optional<tooling::DeviceMemory> device_;
+  // The host buffer (run()): pinned for the GPU where one is usable, else a page-aligned mapping.
+  std::optional<detail::PinnedMemory> pinned_host_;
+  std::optional<HostMemory> pageable_host_;
+  std::uint8_t* host_ = nullptr;  // the data of whichever of the two was allocated
+  std::optional<detail::DeviceMemory> device_;
   std::string hot_detail_;
   ColdState cold_;       // at the start of the cold condition
   ColdState last_cold_;  // before the latest run
@@ -344,7 +347,7 @@ void Runner::setup_gpu() {
     return;
   }
   std::uint64_t start = now_ns();
-  auto d = tooling::DeviceMemory::allocate(p_.device, round_up_4k(p_.size));
+  auto d = detail::DeviceMemory::allocate(p_.device, round_up_4k(p_.size));
   if (!d.ok()) {
     gpu_reason_ = fmt::format("no usable GPU {}: {}", p_.device, d.status().to_string());
     return;
@@ -430,7 +433,7 @@ void Runner::measure_copy() {
   m.name = "copy";
   m.kind = "baseline";
   m.target = "gpu";
-  if (!device_ || !host_->pinned()) {
+  if (!device_ || !pinned_host_) {
     return end(std::move(m), "skipped", gpu_reason_.empty() ? "host memory is not pinned" : gpu_reason_);
   }
   // Every shape is measured with the same repeats; the one with the best median is the ceiling, and the
@@ -445,7 +448,7 @@ void Runner::measure_copy() {
       return end(std::move(m), "failed", engine.status().to_string());
     }
     // One untimed copy first: the driver's first use of a stream and of the memory costs extra.
-    Status warm = engine->run(host_->data(), device_->pointer(), std::min<std::uint64_t>(p_.size, 256ull << 20),
+    Status warm = engine->run(host_, device_->pointer(), std::min<std::uint64_t>(p_.size, 256ull << 20),
                               is_read(), shape.chunk);
     if (!warm.ok()) {
       return end(std::move(m), "failed", warm.to_string());
@@ -453,7 +456,7 @@ void Runner::measure_copy() {
     Measurement trial = m;
     trial.task_size = shape.chunk;
     bool ok = repeat(trial, p_.repeats, nullptr, [&]() -> Result<Sample> {
-      FERRY_RETURN_IF_ERROR(engine->run(host_->data(), device_->pointer(), p_.size, is_read(), shape.chunk));
+      FERRY_RETURN_IF_ERROR(engine->run(host_, device_->pointer(), p_.size, is_read(), shape.chunk));
       Sample s;
       s.bytes = p_.size;
       return s;
@@ -488,7 +491,7 @@ void Runner::measure_io(const std::string& condition, unsigned threads, std::uin
   m.direct_io = direct ? "on" : "off";
   m.notes.push_back(fmt::format("{} {} threads {} one {} host buffer, {}{}", is_read() ? "pread" : "pwrite", threads,
                                 is_read() ? "into" : "from",
-                                host_->pinned() ? "pinned" : "page-aligned (not pinned: no GPU)",
+                                pinned_host_ ? "pinned" : "page-aligned (not pinned: no GPU)",
                                 direct ? "O_DIRECT" : "buffered",
                                 !is_read() && p_.sync == SyncPolicy::end ? ", then fdatasync" : ""));
   auto offsets = chunk_offsets(p_.size, task_size, p_.pattern == Pattern::random, p_.seed);
@@ -499,7 +502,7 @@ void Runner::measure_io(const std::string& condition, unsigned threads, std::uin
   }
   if (condition == "hot") m.condition_detail = hot_detail_;
   repeat(m, repeats_for(condition), [&] { prepare_run(condition); }, [&]() -> Result<Sample> {
-    FileIo job{fd->get(), !is_read(), direct, host_->data(), p_.size, task_size, threads, &offsets};
+    FileIo job{fd->get(), !is_read(), direct, host_, p_.size, task_size, threads, &offsets};
     FERRY_ASSIGN_OR_RETURN(std::uint64_t n, parallel_file_io(job));
     Sample s;
     s.bytes = n;
@@ -606,7 +609,7 @@ void Runner::measure_ferry(const std::string& route, const std::string& conditio
   if (!file.ok()) {
     return end(std::move(m), "failed", file.status().to_string());
   }
-  std::uint8_t* buffer = m.target == "gpu" ? static_cast<std::uint8_t*>(device_->pointer()) : host_->data();
+  std::uint8_t* buffer = m.target == "gpu" ? static_cast<std::uint8_t*>(device_->pointer()) : host_;
   {
     // The route's one-time work (cuFile registration, pinned bounce buffers) before anything is timed.
     std::uint64_t t0 = now_ns();
@@ -703,16 +706,16 @@ void Runner::measure_ferry(const std::string& route, const std::string& conditio
     if (is_read()) {
       const std::uint8_t* got = buffer;
       if (m.target == "gpu") {
-        Status s = device_->copy_to_host(host_->data(), p_.size);
+        Status s = device_->copy_to_host(host_, p_.size);
         if (!s.ok()) {
           m.verify = VerifyOutcome{false, "copying the device buffer back failed: " + s.to_string()};
         }
-        got = host_->data();
+        got = host_;
       }
-      if (!m.verify) m.verify = tooling::compare_with_file(p_.path, got, 0, m.runs.back().bytes, 8);
+      if (!m.verify) m.verify = compare_with_file(p_.path, got, 0, m.runs.back().bytes, 8);
     } else {
       // Writes: one more (untimed) run into the emptied file, so that old contents cannot pass for new ones.
-      if (auto fd = tooling::open_fd(p_.path, O_WRONLY, "writing"); fd.ok()) {
+      if (auto fd = detail::open_fd(p_.path, O_WRONLY, "writing"); fd.ok()) {
         (void)::ftruncate(fd->get(), 0);
         (void)::fdatasync(fd->get());
       }
@@ -721,7 +724,7 @@ void Runner::measure_ferry(const std::string& route, const std::string& conditio
       if (!r.ok() || !synced.ok()) {
         m.verify = VerifyOutcome{false, "the verification run failed: " + (!r.ok() ? r.status() : synced).to_string()};
       } else {
-        m.verify = tooling::compare_with_file(p_.path, nullptr, 0, p_.size, 8);
+        m.verify = compare_with_file(p_.path, nullptr, 0, p_.size, 8);
         m.verify->detail += " (an extra untimed run into the truncated file, read back)";
       }
     }
@@ -735,18 +738,23 @@ Status Runner::run() {
   // Host memory: pinned when a GPU is usable, so that the raw I/O baseline lands where the staged route's
   // bounce buffers would.
   std::uint64_t start = now_ns();
-  auto host = device_ ? HostMemory::allocate_pinned(p_.device, p_.size)
-                      : HostMemory::allocate(p_.size, HostMemory::Touch::now);
-  if (!host.ok()) return host.status();
-  host_.emplace(std::move(*host));
-  out_.notes.push_back(fmt::format("host buffer: {} {} in {:.2f} s", format_size(host_->size_bytes()),
-                                   host_->pinned() ? "pinned with cuMemHostAlloc" : "page-aligned, not pinned (no GPU)",
+  if (device_) {
+    auto pinned = detail::PinnedMemory::allocate(p_.device, p_.size);
+    if (!pinned.ok()) return pinned.status();
+    host_ = pinned_host_.emplace(std::move(*pinned)).data();
+  } else {
+    auto pageable = HostMemory::allocate(p_.size, HostMemory::Touch::now);
+    if (!pageable.ok()) return pageable.status();
+    host_ = pageable_host_.emplace(std::move(*pageable)).data();
+  }
+  out_.notes.push_back(fmt::format("host buffer: {} {} in {:.2f} s", format_size(p_.size),
+                                   pinned_host_ ? "pinned with cuMemHostAlloc" : "page-aligned, not pinned (no GPU)",
                                    seconds_since(start)));
   if (!is_read()) {
     // Writes write the generated data, so the file stays what `ferry-bench` reads (and --verify can check it).
-    fill_generated_parallel(host_->data(), p_.size, std::max(1u, std::thread::hardware_concurrency()));
+    fill_generated_parallel(host_, p_.size, std::max(1u, std::thread::hardware_concurrency()));
     if (device_) {
-      Status s = device_->copy_from_host(host_->data(), p_.size);
+      Status s = device_->copy_from_host(host_, p_.size);
       if (!s.ok()) return s;
     }
   }

@@ -16,13 +16,12 @@
 
 #include "bench_baselines.hpp"
 #include "bench_stats.hpp"
+#include "cli/support/file_compare.hpp"
 #include "ferry/ferry.hpp"
 #include "ferry_bench/harness.hpp"
-#include "ferry_tooling/file_compare.hpp"
 
 namespace ferry::cli::bench {
 
-using tooling::VerifyOutcome;
 
 /// One timed run.
 struct Sample {

@@ -320,7 +320,7 @@ class Checkpoint {
 // cuMemcpyDtoHAsync, and plain host memory otherwise, filled with memcpy; each full window is written
 // with one File::pwrite (O_DIRECT where aligned, for durable saves). The new file is made under no name in
 // the target's directory, fdatasync'ed, renamed over the target, and the directory fsync'ed (durable =
-// false skips both syncs), with the rules of ferry_tooling/output_file.hpp: a process killed at any moment
+// false skips both syncs), with the rules of src/file/output_file.hpp: a process killed at any moment
 // leaves the old file or the new one under the target's name, never a torn one.
 //
 // Errors: invalid_argument for tensors or metadata the format cannot hold (naming the tensor); the

@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/exit_status.hpp"
 #include "doctor/doctor_internal.hpp"
-#include "ferry_tooling/exit_status.hpp"
 #include "report/json_text.hpp"
 
 namespace ferry {
@@ -326,7 +326,7 @@ std::string doctor_json(const std::string& path, int device, bool probe) {
   nlohmann::json j;
   j["schema"] = kSchema;
   j["error"] = {{"code", error_code_name(r.status().code())}, {"message", r.status().message()}};
-  j["exit_status"] = tooling::exit_status_for(r.status());
+  j["exit_status"] = detail::exit_status_for(r.status());
   return detail::json_dump(j);
 }
 

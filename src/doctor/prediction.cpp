@@ -10,21 +10,18 @@
 
 #include "platform/cufile/cufile_env.hpp"
 
+#include "base/host_memory.hpp"
+#include "base/timing.hpp"
 #include "doctor/doctor_internal.hpp"
-#include "ferry_tooling/device_memory.hpp"
-#include "ferry_tooling/host_memory.hpp"
-#include "ferry_tooling/timing.hpp"
 #include "file/file_state.hpp"
 #include "file/open_options.hpp"
 #include "file/route_selection.hpp"
 #include "platform/cuda/cuda_api.hpp"
+#include "platform/cuda/device_memory.hpp"
 #include "platform/cufile/cufile_errors.hpp"
 
 namespace ferry::detail::doctor {
 namespace {
-
-using tooling::DeviceMemory;
-using tooling::HostMemory;
 
 constexpr std::uint64_t kProbeBytes = 16ull << 20;
 
@@ -275,9 +272,9 @@ DoctorProbe run_probe(DoctorContext& c, const DoctorPrediction& prediction) {
     return r;
   }
   r.ran = true;
-  auto start = tooling::now_ns();
+  auto start = detail::now_ns();
   auto result = c.file->pread(buffer, r.requested_bytes, 0).get();
-  r.seconds = tooling::seconds_since(start);
+  r.seconds = detail::seconds_since(start);
   if (!result.ok()) {
     r.error = result.status().to_string();
     r.matches_prediction = !prediction.read_works;

@@ -1,9 +1,9 @@
-// Allocation: device memory through the CUDA table, host memory from ferry_tooling/host_memory.hpp.
+// Allocation: device memory through the CUDA table, host memory from base/host_memory.hpp.
 #include "safetensors/allocation.hpp"
 
 #include <fmt/format.h>
 
-#include "ferry_tooling/host_memory.hpp"
+#include "base/host_memory.hpp"
 #include "platform/cuda/cuda_api.hpp"
 #include "platform/cuda/primary_context.hpp"
 
@@ -19,7 +19,7 @@ Result<std::shared_ptr<Allocation>> AllocationAccess::allocate(const ferry::deta
   a->device_ = device;
   a->size_ = size_bytes;
   if (device == kHostMemory) {
-    FERRY_ASSIGN_OR_RETURN(tooling::HostMemory host, tooling::HostMemory::allocate(size_bytes));
+    FERRY_ASSIGN_OR_RETURN(ferry::detail::HostMemory host, ferry::detail::HostMemory::allocate(size_bytes));
     a->data_ = host.release();  // freed by release() below
     return a;
   }
@@ -44,7 +44,7 @@ Result<std::shared_ptr<Allocation>> AllocationAccess::allocate(const ferry::deta
 void AllocationAccess::release(Allocation& a) noexcept {
   if (a.data_ == nullptr) return;
   if (a.device_ == kHostMemory) {
-    tooling::HostMemory::free_released(a.data_, a.size_);
+    ferry::detail::HostMemory::free_released(a.data_, a.size_);
   } else if (a.api_ != nullptr) {
     const auto& api = *static_cast<const CudaApi*>(a.api_);
     ferry::detail::ScopedDeviceContext context(api, a.device_);

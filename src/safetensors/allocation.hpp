@@ -1,5 +1,5 @@
 // Allocation's way in: blocks of device memory (cuMemAlloc in the device's primary context) or host
-// memory (page-aligned, for O_DIRECT: ferry_tooling/host_memory.hpp), and their release.
+// memory (page-aligned, for O_DIRECT: base/host_memory.hpp), and their release.
 #pragma once
 
 #include <memory>

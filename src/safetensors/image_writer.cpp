@@ -9,8 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "base/timing.hpp"
 #include "ferry/safetensors.hpp"
-#include "ferry_tooling/timing.hpp"
 #include "platform/cuda/primary_context.hpp"
 #include "safetensors/text.hpp"
 
@@ -154,9 +154,9 @@ Status write_image(File& file, std::span<const ImagePiece> pieces, std::uint64_t
   std::size_t next_piece = 0;
   for (std::uint64_t from = 0; from < file_bytes && first.ok() && !cancelled(); from += kSaveWindowBytes) {
     if (free_slots.empty()) {
-      auto waiting = tooling::now_ns();
+      auto waiting = ferry::detail::now_ns();
       while (free_slots.empty()) harvest();
-      out.snapshot_wait_seconds += tooling::seconds_since(waiting);
+      out.snapshot_wait_seconds += ferry::detail::seconds_since(waiting);
       if (!first.ok() || cancelled()) break;
     }
     Window w;

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "ferry_tooling/timing.hpp"
+#include "base/timing.hpp"
 #include "platform/cuda/cuda_api.hpp"
 #include "platform/gpu_platform.hpp"
 #include "safetensors/allocation.hpp"
@@ -207,9 +207,9 @@ std::vector<LoadedTensor> tensors_in(const CheckpointState& st, const LoadPlan& 
 
 Result<LoadedCheckpoint> load_checkpoint(const std::string& path, const LoadOptions& options,
                                          const OpenOptions& open_options, const Seams& seams) {
-  auto start = tooling::now_ns();
+  auto start = ferry::detail::now_ns();
   FERRY_ASSIGN_OR_RETURN(Checkpoint checkpoint, open_checkpoint(path, open_options, seams));
-  double open_seconds = tooling::seconds_since(start);
+  double open_seconds = ferry::detail::seconds_since(start);
   FERRY_ASSIGN_OR_RETURN(LoadedCheckpoint loaded, checkpoint.load(options));
   loaded.open_seconds = open_seconds;
   return loaded;
@@ -224,7 +224,7 @@ Result<LoadPlan> Checkpoint::plan(const LoadOptions& options) const {
 Result<LoadStats> Checkpoint::load_into(const LoadPlan& plan, std::span<void* const> bases,
                                         const LoadOptions& options) const {
   detail::CheckpointState& st = *state_;
-  auto start = tooling::now_ns();
+  auto start = ferry::detail::now_ns();
   FERRY_RETURN_IF_ERROR(detail::check_plan(st, plan, bases));
   FERRY_RETURN_IF_ERROR(detail::check_files_unchanged(st));
   LoadStats stats;
@@ -239,14 +239,14 @@ Result<LoadStats> Checkpoint::load_into(const LoadPlan& plan, std::span<void* co
     return it == replicators.end() ? Status() : it->second->copy(op.region_offset, op.region_span());
   };
   Status status = detail::execute_reads(st, ops, exec, stats);
-  auto waiting = tooling::now_ns();
+  auto waiting = ferry::detail::now_ns();
   for (auto& [region, replicator] : replicators) {
     Status s = replicator->finish();
     stats.bytes_copied += replicator->bytes_copied();
     if (status.ok() && !s.ok()) status = s;
   }
-  stats.replicate_wait_seconds = replicators.empty() ? 0.0 : tooling::seconds_since(waiting);
-  stats.seconds = tooling::seconds_since(start);
+  stats.replicate_wait_seconds = replicators.empty() ? 0.0 : ferry::detail::seconds_since(waiting);
+  stats.seconds = ferry::detail::seconds_since(start);
   detail::add_settings_notes(st, stats);
   FERRY_RETURN_IF_ERROR(status);
   return stats;
@@ -254,7 +254,7 @@ Result<LoadStats> Checkpoint::load_into(const LoadPlan& plan, std::span<void* co
 
 Result<LoadStats> Checkpoint::read_into(std::span<const Destination> destinations, const LoadOptions& options) const {
   detail::CheckpointState& st = *state_;
-  auto start = tooling::now_ns();
+  auto start = ferry::detail::now_ns();
   std::vector<detail::ReadOp> ops;
   for (const Destination& d : destinations) {
     auto it = st.index.find(d.name);
@@ -289,7 +289,7 @@ Result<LoadStats> Checkpoint::read_into(std::span<const Destination> destination
   LoadStats stats;
   Status status = detail::execute_reads(st, detail::split_ops(std::move(ops), options.max_request_bytes),
                                         detail::exec_options(st, options), stats);
-  stats.seconds = tooling::seconds_since(start);
+  stats.seconds = ferry::detail::seconds_since(start);
   detail::add_settings_notes(st, stats);
   FERRY_RETURN_IF_ERROR(status);
   return stats;
@@ -300,7 +300,7 @@ Result<LoadedCheckpoint> Checkpoint::load(const LoadOptions& options) const {
   FERRY_ASSIGN_OR_RETURN(LoadPlan plan, this->plan(options));
   LoadedCheckpoint out;
   out.metadata = st.metadata;
-  auto start = tooling::now_ns();
+  auto start = ferry::detail::now_ns();
   std::vector<void*> bases;
   for (const LoadPlan::Region& region : plan.regions) {
     FERRY_ASSIGN_OR_RETURN(auto block, detail::AllocationAccess::allocate(detail::platform_of(st), region.device,
@@ -308,7 +308,7 @@ Result<LoadedCheckpoint> Checkpoint::load(const LoadOptions& options) const {
     bases.push_back(block->data());
     out.allocations.push_back(std::move(block));
   }
-  out.allocate_seconds = tooling::seconds_since(start);
+  out.allocate_seconds = ferry::detail::seconds_since(start);
   FERRY_ASSIGN_OR_RETURN(out.stats, load_into(plan, bases, options));
 
   std::vector<std::size_t> identity(plan.regions.size());

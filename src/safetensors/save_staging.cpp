@@ -16,7 +16,7 @@ using ferry::detail::CUstream;
 Result<SaveStaging> SaveStaging::make(const CudaApi* api, int device, std::size_t windows) {
   SaveStaging s;
   if (api == nullptr) {
-    FERRY_ASSIGN_OR_RETURN(tooling::HostMemory host, tooling::HostMemory::allocate(windows * kSaveWindowBytes));
+    FERRY_ASSIGN_OR_RETURN(ferry::detail::HostMemory host, ferry::detail::HostMemory::allocate(windows * kSaveWindowBytes));
     s.host_.emplace(std::move(host));
     char* base = reinterpret_cast<char*>(s.host_->data());
     for (std::size_t i = 0; i < windows; ++i) s.windows_.push_back(base + i * kSaveWindowBytes);

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "backends/staging_pool.hpp"
+#include "base/host_memory.hpp"
 #include "ferry/status.hpp"
-#include "ferry_tooling/host_memory.hpp"
 #include "platform/cuda/cuda_api.hpp"
 
 namespace ferry::safetensors::detail {
@@ -46,7 +46,7 @@ class SaveStaging {
   const ferry::detail::CudaApi* api_ = nullptr;
   int device_ = -1;
   std::vector<std::unique_ptr<ferry::detail::StagingKit>> kits_;
-  std::optional<tooling::HostMemory> host_;
+  std::optional<ferry::detail::HostMemory> host_;
   std::vector<char*> windows_;
   std::map<int, ferry::detail::CUstream> own_streams_;  // devices other than device_
 };

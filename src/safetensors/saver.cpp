@@ -12,8 +12,8 @@
 
 #include <fmt/format.h>
 
-#include "ferry_tooling/output_file.hpp"
-#include "ferry_tooling/timing.hpp"
+#include "base/timing.hpp"
+#include "file/output_file.hpp"
 #include "platform/cuda/buffer_kind.hpp"
 #include "platform/gpu_platform.hpp"
 #include "safetensors/image_writer.hpp"
@@ -43,10 +43,10 @@ struct PreparedSave {
   int staging_device = -1;
   std::size_t windows = 0;
   Config config;
-  tooling::Destination dest;
-  std::optional<tooling::TempFile> temp;
+  ferry::detail::Destination dest;
+  std::optional<ferry::detail::TempFile> temp;
   std::optional<File> file;
-  std::uint64_t started_ns = 0;  // tooling::now_ns()
+  std::uint64_t started_ns = 0;  // ferry::detail::now_ns()
   std::vector<std::string> notes;
 };
 
@@ -91,7 +91,7 @@ Result<std::unique_ptr<PreparedSave>> prepare(const std::string& path, std::span
                                               const SaveOptions& options, const ferry::detail::OpenOptions& seams,
                                               bool background) {
   auto p = std::make_unique<PreparedSave>();
-  p->started_ns = tooling::now_ns();
+  p->started_ns = ferry::detail::now_ns();
   p->path = path;
   p->options = options;
   p->options.progress = background ? nullptr : options.progress;
@@ -143,8 +143,8 @@ Result<std::unique_ptr<PreparedSave>> prepare(const std::string& path, std::span
                                        : "direct_io=auto: O_DIRECT where aligned, without the syncs (durable=false)");
   }
 
-  FERRY_ASSIGN_OR_RETURN(p->dest, tooling::inspect_destination(path));
-  FERRY_ASSIGN_OR_RETURN(auto temp, tooling::TempFile::create(p->dest));
+  FERRY_ASSIGN_OR_RETURN(p->dest, ferry::detail::inspect_destination(path));
+  FERRY_ASSIGN_OR_RETURN(auto temp, ferry::detail::TempFile::create(p->dest));
   if (!temp.removed_stale().empty()) {
     p->notes.push_back(fmt::format("removed {} temporary file(s) of earlier saves whose processes ended ({}, ...) "
                                    "from \"{}\"",
@@ -207,7 +207,7 @@ Result<SaveStats> run(PreparedSave& p, ImageSignals& signals, const std::functio
   io.progress = p.options.progress;
   io.progress_interval = p.options.progress_interval;
   io.on_snapshot = [&] {
-    stats.snapshot_seconds = tooling::seconds_since(p.started_ns);
+    stats.snapshot_seconds = ferry::detail::seconds_since(p.started_ns);
     if (on_snapshot) on_snapshot();
   };
   ImageOutcome outcome;
@@ -220,20 +220,20 @@ Result<SaveStats> run(PreparedSave& p, ImageSignals& signals, const std::functio
   FERRY_RETURN_IF_ERROR(written);
 
   if (p.options.durable) {
-    auto t = tooling::now_ns();
+    auto t = ferry::detail::now_ns();
     Status synced = p.file->sync();
     if (!synced.ok()) return refusal(p.path, synced);
-    stats.sync_seconds = tooling::seconds_since(t);
+    stats.sync_seconds = ferry::detail::seconds_since(t);
   }
   Status closed = p.file->close();
   if (!closed.ok()) return refusal(p.path, closed);
   if (signals.cancel) {
     return Status(ErrorCode::cancelled, fmt::format("Saving \"{}\" was cancelled; \"{}\" is as it was", p.path, p.path));
   }
-  auto t = tooling::now_ns();
+  auto t = ferry::detail::now_ns();
   FERRY_RETURN_IF_ERROR(p.temp->commit(p.dest, /*replace=*/true, /*sync_directory=*/p.options.durable));
-  stats.commit_seconds = tooling::seconds_since(t);
-  stats.seconds = tooling::seconds_since(p.started_ns);
+  stats.commit_seconds = ferry::detail::seconds_since(t);
+  stats.seconds = ferry::detail::seconds_since(p.started_ns);
   return stats;
 }
 
@@ -327,7 +327,7 @@ Result<SaveStats> save_with(const std::string& path, std::span<const SaveTensor>
   FERRY_ASSIGN_OR_RETURN(auto prepared, prepare(path, tensors, options, seams, /*background=*/false));
   ImageSignals signals;
   auto r = run(*prepared, signals, nullptr);
-  if (r.ok()) r->seconds = tooling::seconds_since(prepared->started_ns);
+  if (r.ok()) r->seconds = ferry::detail::seconds_since(prepared->started_ns);
   return r;
 }
 

@@ -14,8 +14,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "ferry_tooling/output_file.hpp"
-#include "ferry_tooling/timing.hpp"
+#include "base/timing.hpp"
+#include "file/output_file.hpp"
 #include "safetensors/saver.hpp"
 #include "safetensors/text.hpp"
 
@@ -104,7 +104,7 @@ std::string random_save_id() {
 
 Result<ShardedSaveStats> save_sharded_with(const std::string& directory, std::span<const SaveTensor> tensors,
                                            const ShardedSaveOptions& options, const ferry::detail::OpenOptions& seams) {
-  auto started = tooling::now_ns();
+  auto started = ferry::detail::now_ns();
   ShardedSaveStats stats;
   std::vector<SaveTensor> kept = without_aliases(tensors, stats.aliases);
   // Everything is checked before the first file is written: names and metadata, and overlaps across shards.
@@ -190,7 +190,7 @@ Result<ShardedSaveStats> save_sharded_with(const std::string& directory, std::sp
     nlohmann::json index = {{"metadata", {{"total_size", stats.total_size}, {kSaveIdKey, save_id}, {kShardBytesKey, sizes}}},
                             {"weight_map", weight_map}};
     stats.index = join_path(directory, index_name);
-    FERRY_RETURN_IF_ERROR(tooling::replace_file_contents(stats.index, index.dump(2, ' ', true) + "\n",
+    FERRY_RETURN_IF_ERROR(ferry::detail::replace_file_contents(stats.index, index.dump(2, ' ', true) + "\n",
                                                          options.save.durable));
   }
   for (const std::string& name : stale) {
@@ -200,7 +200,7 @@ Result<ShardedSaveStats> save_sharded_with(const std::string& directory, std::sp
     }
     stats.removed.push_back(path);
   }
-  stats.seconds = tooling::seconds_since(started);
+  stats.seconds = ferry::detail::seconds_since(started);
   return stats;
 }
 

@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "ferry_tooling/unique_fd.hpp"
+#include "base/unique_fd.hpp"
 #include "source/syscalls.hpp"
 
 namespace ferry::page_cache {
@@ -17,11 +17,11 @@ namespace {
 
 constexpr std::uint64_t kPage = 4096;  // the unit Syscalls::cached_pages counts in
 
-using tooling::UniqueFd;
+using detail::UniqueFd;
 
 Result<UniqueFd> open_for_probe(const std::string& path) {
   // O_NONBLOCK: opening a FIFO must not hang; it is refused below.
-  return tooling::open_fd(path, O_RDONLY | O_NONBLOCK, "reading");
+  return detail::open_fd(path, O_RDONLY | O_NONBLOCK, "reading");
 }
 
 Result<Residency> probe(int fd, const std::string& path, std::uint64_t offset, std::uint64_t length) {

@@ -19,8 +19,8 @@
 #include <string>
 #include <string_view>
 
+#include "base/host_memory.hpp"
 #include "ferry/ferry.hpp"
-#include "ferry_tooling/host_memory.hpp"
 #include "file/open_options.hpp"
 #include "support/scripted_syscalls.hpp"
 #include "support/test_files.hpp"
@@ -53,7 +53,7 @@ class SentinelBuffer {
  public:
   static constexpr std::uint8_t kSentinel = 0x5A;
 
-  explicit SentinelBuffer(std::uint64_t size) : size_(size), memory_(tooling::HostMemory::allocate(size).value()) {
+  explicit SentinelBuffer(std::uint64_t size) : size_(size), memory_(detail::HostMemory::allocate(size).value()) {
     std::memset(memory_.data(), kSentinel, size);
   }
   std::uint8_t* data() { return memory_.data(); }
@@ -74,7 +74,7 @@ class SentinelBuffer {
 
  private:
   std::uint64_t size_;
-  tooling::HostMemory memory_;
+  detail::HostMemory memory_;
 };
 
 }  // namespace ferry::testing

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The read path's folders of src/ include only downward (issue 24): each folder's level is below, and no
 file includes a folder at a higher level. file -> route -> engine -> backends -> sources -> platform, with
-the vocabulary (base, config, report) beneath everything, and the loaders and tools (safetensors, doctor,
-tooling) on top. ferry_tooling's headers and the public ferry/ headers may be included anywhere.
+the vocabulary (base, config, report) beneath everything, and the loaders (safetensors, doctor) on top. The
+public ferry/ headers may be included anywhere. The programs' support library (cli/support) is outside src/
+and not checked here (tests/cli/include_rule_test.sh checks what cli/ includes).
 
     python3 tests/layers/check_layers.py [SOURCE_ROOT]
 """
@@ -21,7 +22,7 @@ LEVELS = {
     "engine": 5,
     "route": 6,
     "file": 7,
-    "safetensors": 8, "doctor": 8, "tooling": 8,
+    "safetensors": 8, "doctor": 8,
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([a-z_]+)/')
 
@@ -38,7 +39,7 @@ def main() -> int:
             continue
         for number, line in enumerate(path.read_text().splitlines(), 1):
             m = INCLUDE.match(line)
-            if not m or m.group(1) in ("ferry", "ferry_tooling"):
+            if not m or m.group(1) == "ferry":
                 continue
             checked += 1
             target = m.group(1)

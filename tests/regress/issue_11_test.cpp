@@ -8,9 +8,9 @@
 #include <memory>
 #include <vector>
 
-#include "ferry/ferry.hpp"
 #include "backends/staging_pool.hpp"
-#include "ferry_tooling/host_memory.hpp"
+#include "base/host_memory.hpp"
+#include "ferry/ferry.hpp"
 #include "file/open_options.hpp"
 #include "source/posix_source.hpp"
 #include "support/fake_cuda.hpp"
@@ -26,7 +26,7 @@ using ::testing::HasSubstr;
 TEST(Issue11, LargeWritesUseODirectByDefaultAndSmallOnesStayBuffered) {
   auto dir = testing::test_dir();
   const std::uint64_t big = detail::kDirectWriteThreshold, small = 4 << 20;
-  tooling::HostMemory data = tooling::HostMemory::allocate(big).value();
+  detail::HostMemory data = detail::HostMemory::allocate(big).value();
   std::memset(data.data(), 0x3C, big);
   for (std::uint64_t size : {big, small}) {
     auto file = File::open((dir / "w.bin").string(), "w");

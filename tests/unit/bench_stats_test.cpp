@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "../../bench/harness/bench_stats.hpp"
-#include "ferry_tooling/timing.hpp"
+#include "base/timing.hpp"
 
 namespace ferry::cli::bench {
 namespace {
@@ -48,8 +48,8 @@ TEST(BenchStats, ZeroMedianGivesZeroSpread) {
 }
 
 TEST(BenchStats, RateIsGibibytesPerSecond) {
-  EXPECT_DOUBLE_EQ(tooling::gib_per_s(8ull << 30, 2.0), 4.0);
-  EXPECT_EQ(tooling::gib_per_s(1, 0.0), 0.0);
+  EXPECT_DOUBLE_EQ(detail::gib_per_s(8ull << 30, 2.0), 4.0);
+  EXPECT_EQ(detail::gib_per_s(1, 0.0), 0.0);
 }
 
 TEST(BenchStats, RatioWithoutAReferenceIsZeroNotAPass) {

@@ -12,9 +12,9 @@
 #include <memory>
 #include <string>
 
-#include "ferry/ferry.hpp"
+#include "base/host_memory.hpp"
 #include "engine/task_split.hpp"
-#include "ferry_tooling/host_memory.hpp"
+#include "ferry/ferry.hpp"
 #include "support/status_matchers.hpp"
 #include "support/test_files.hpp"
 
@@ -40,7 +40,7 @@ Config small_config(DirectIo policy) {
 class HostBuffer {
  public:
   HostBuffer(std::uint64_t size, bool page_aligned)
-      : size_(size), mem_(tooling::HostMemory::allocate(size + kGuard + 1).value()) {
+      : size_(size), mem_(detail::HostMemory::allocate(size + kGuard + 1).value()) {
     data_ = mem_.data() + (page_aligned ? 0 : 1);
     std::memset(data_, kSentinel, size + kGuard);
   }
@@ -65,7 +65,7 @@ class HostBuffer {
 
  private:
   std::uint64_t size_;
-  tooling::HostMemory mem_;
+  detail::HostMemory mem_;
   std::uint8_t* data_;
 };
 

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "ferry_tooling/host_memory.hpp"
+#include "base/host_memory.hpp"
 
 namespace ferry::detail {
 namespace {
@@ -26,7 +26,7 @@ TEST(NumaPlacement, PlacesOnlyWhereThereIsAChoice) {
 
 TEST(NumaPlacement, PreferringNodeZeroIsAccepted) {
   std::size_t bytes = 2u << 20;
-  auto memory = tooling::HostMemory::allocate(bytes);  // a mapping of its own, as the staging pool's
+  auto memory = HostMemory::allocate(bytes);  // a mapping of its own, as the staging pool's
   ASSERT_TRUE(memory.ok()) << memory.status().to_string();
   EXPECT_TRUE(prefer_node(memory->data(), bytes, 0));  // node 0 exists on every Linux machine
   EXPECT_FALSE(prefer_node(memory->data(), bytes, -1));

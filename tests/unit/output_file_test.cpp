@@ -1,4 +1,4 @@
-// The safe output file of saves and `ferry write` (ferry_tooling/output_file.hpp): what it must not do to
+// The safe output file of saves and `ferry write` (file/output_file.hpp): what it must not do to
 // the rest of the process.
 //
 // Regressions (issue 49, 1 and 4).
@@ -25,7 +25,7 @@
 #include <set>
 #include <string>
 
-#include "ferry_tooling/output_file.hpp"
+#include "file/output_file.hpp"
 #include "support/test_files.hpp"
 
 namespace {
@@ -39,7 +39,7 @@ extern "C" mode_t umask(mode_t mask) {
   return real(mask);
 }
 
-namespace ferry::tooling {
+namespace ferry::detail {
 namespace {
 
 TEST(OutputFile, ANewFileGetsTheUmaskWithoutTheProcessUmaskBeingTouched) {
@@ -118,4 +118,4 @@ TEST(OutputFile, ANewTemporaryRemovesThoseOfDeadProcessesOnly) {
 }
 
 }  // namespace
-}  // namespace ferry::tooling
+}  // namespace ferry::detail

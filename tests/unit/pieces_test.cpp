@@ -1,5 +1,5 @@
-// for_each_piece (ferry_tooling/pieces.hpp): the tools' pieces of a range, taken in turn by a few threads.
-#include "ferry_tooling/pieces.hpp"
+// for_each_piece (cli/support/pieces.hpp): the tools' pieces of a range, taken in turn by a few threads.
+#include "cli/support/pieces.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -15,7 +15,7 @@
 
 #include "support/status_matchers.hpp"
 
-namespace ferry::tooling {
+namespace ferry::cli {
 namespace {
 
 using ::ferry::testing::StatusIs;
@@ -85,4 +85,4 @@ TEST(ForEachPiece, FailuresOnSeveralThreadsAtOnceReturnOneOfThem) {
 }
 
 }  // namespace
-}  // namespace ferry::tooling
+}  // namespace ferry::cli

@@ -17,8 +17,8 @@
 
 #include <fmt/format.h>
 
+#include "base/host_memory.hpp"
 #include "ferry/ferry.hpp"
-#include "ferry_tooling/host_memory.hpp"
 #include "support/test_files.hpp"
 
 namespace ferry {
@@ -32,8 +32,8 @@ std::uint64_t env_or(const char* name, std::uint64_t fallback) {
 }
 
 // Page-aligned host memory of `n` bytes, each kSentinel.
-tooling::HostMemory sentinel_buffer(std::uint64_t n) {
-  tooling::HostMemory m = tooling::HostMemory::allocate(n).value();
+detail::HostMemory sentinel_buffer(std::uint64_t n) {
+  detail::HostMemory m = detail::HostMemory::allocate(n).value();
   std::memset(m.data(), kSentinel, n);
   return m;
 }
@@ -64,7 +64,7 @@ std::string run_case(std::uint64_t seed, const std::filesystem::path& dir) {
       const bool at_position = kind == 8;
       const std::uint64_t from = at_position ? position : offset;
       const std::uint64_t pad = pick(64);
-      tooling::HostMemory buf = sentinel_buffer(pad + size + 4096);
+      detail::HostMemory buf = sentinel_buffer(pad + size + 4096);
       Result<Transfer> r = at_position ? file->read(buf.data() + pad, size)
                                        : file->pread(buf.data() + pad, size, from).get();
       if (!r.ok()) return what + ": " + r.status().to_string();
@@ -79,7 +79,7 @@ std::string run_case(std::uint64_t seed, const std::filesystem::path& dir) {
     } else if (kind < 7 || kind == 9) {  // pwrite, or write() at the position
       const bool at_position = kind == 9;
       const std::uint64_t to = at_position ? position : offset;
-      tooling::HostMemory buf = sentinel_buffer(size + 1);
+      detail::HostMemory buf = sentinel_buffer(size + 1);
       for (std::uint64_t i = 0; i < size; ++i) buf.data()[i] = static_cast<std::uint8_t>(rng());
       std::vector<std::uint8_t> data(buf.data(), buf.data() + size);
       Result<Transfer> r = at_position ? file->write(buf.data(), size) : file->pwrite(buf.data(), size, to).get();

@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/staging_pool.hpp"
-#include "ferry_tooling/host_memory.hpp"
+#include "base/host_memory.hpp"
 #include "platform/cuda/buffer_kind.hpp"
 #include "safetensors/checkpoint_state.hpp"
 #include "safetensors/layout.hpp"
@@ -40,7 +40,7 @@ using testing::SafetensorsBuilder;
 using testing::ScriptedSyscalls;
 
 // Page-aligned host memory, freed with the test.
-tooling::HostMemory page_aligned(std::uint64_t size) { return tooling::HostMemory::allocate(size).value(); }
+ferry::detail::HostMemory page_aligned(std::uint64_t size) { return ferry::detail::HostMemory::allocate(size).value(); }
 
 std::vector<std::uint8_t> bytes_at(const void* p, std::uint64_t n) {
   const auto* b = static_cast<const std::uint8_t*>(p);
@@ -257,7 +257,7 @@ TEST_F(SafetensorsLoad, LoadIntoWritesNothingOutsideTheTensors) {
     std::vector<std::uint8_t> host;
     void* base = nullptr;
     const std::uint64_t guard = 4096;
-    std::optional<tooling::HostMemory> host_memory;
+    std::optional<ferry::detail::HostMemory> host_memory;
     if (device == kHostMemory) {
       base = host_memory.emplace(page_aligned(region.size_bytes + 2 * guard)).data();
     } else {
@@ -306,7 +306,7 @@ TEST_F(SafetensorsLoad, LoadIntoRefusesBasesThatDoNotFitThePlan) {
   EXPECT_THAT(r.status().message(), HasSubstr("is not aligned to 4096 bytes"));
   LoadPlan shrunk = *plan;
   shrunk.regions[0].size_bytes = 16;
-  tooling::HostMemory aligned = page_aligned(4096);
+  ferry::detail::HostMemory aligned = page_aligned(4096);
   bases[0] = aligned.data();
   r = c.load_into(shrunk, bases, o);
   EXPECT_THAT(r.status().message(), HasSubstr("which holds 16 bytes"));
@@ -796,7 +796,7 @@ TEST_F(SafetensorsLoad, TruncatedAfterOpenFailsBeforeWritingAnything) {
   o.device = kHostMemory;
   auto plan = c.plan(o);
   ASSERT_TRUE(plan.ok());
-  tooling::HostMemory memory = page_aligned(plan->regions[0].size_bytes + 4096);
+  ferry::detail::HostMemory memory = page_aligned(plan->regions[0].size_bytes + 4096);
   void* base = memory.data();
   std::memset(base, 0xA5, plan->regions[0].size_bytes);
   std::vector<void*> bases{base};

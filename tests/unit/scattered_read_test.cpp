@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "backends/staging_pool.hpp"
+#include "base/host_memory.hpp"
 #include "ferry/ferry.hpp"
-#include "ferry_tooling/host_memory.hpp"
 #include "file/file_state.hpp"
 #include "file/open_options.hpp"
 #include "support/fake_cuda.hpp"
@@ -137,7 +137,7 @@ TEST_F(ScatteredRead, IntoHostMemoryFromThePageCacheEachPartLandsInPlace) {
   File f = open(DirectIo::automatic);
   for (std::uint64_t offset : {std::uint64_t{0}, std::uint64_t{8}, std::uint64_t{4097}}) {
     const std::uint64_t size = kFile - offset - 500;
-    auto memory = tooling::HostMemory::allocate(2 * size + (1 << 20)).value();
+    auto memory = detail::HostMemory::allocate(2 * size + (1 << 20)).value();
     auto segments = place(memory.data(), awkward_lengths(size), 64);
     const std::uint64_t bytes = span_of(segments, memory.data());
     std::memset(memory.data(), kPoison, bytes);
@@ -156,7 +156,7 @@ TEST_F(ScatteredRead, ColdHostTasksAreOneODirectReadEachThroughABounceBuffer) {
   File f = open(DirectIo::automatic);
   ASSERT_TRUE(f.direct_io_available()) << f.direct_io_note();
   const std::uint64_t size = 20 * kTask;  // aligned: every task can use O_DIRECT
-  auto memory = tooling::HostMemory::allocate(2 * size + (1 << 20)).value();
+  auto memory = detail::HostMemory::allocate(2 * size + (1 << 20)).value();
   auto segments = place(memory.data(), awkward_lengths(size), 64);
   const std::uint64_t bytes = span_of(segments, memory.data());
   std::memset(memory.data(), kPoison, bytes);
@@ -178,7 +178,7 @@ TEST_F(ScatteredRead, AColdReadIntoMemoryODirectCannotReachStillUsesODirect) {
   File f = open(DirectIo::automatic);
   ASSERT_TRUE(f.direct_io_available()) << f.direct_io_note();
   const std::uint64_t size = 9 * kTask + 100;  // its last task is not aligned: that one is read buffered
-  auto memory = tooling::HostMemory::allocate(size + 8192).value();
+  auto memory = detail::HostMemory::allocate(size + 8192).value();
   std::memset(memory.data(), kPoison, size + 8192);
   std::uint8_t* dst = memory.data() + 16;
   auto r = f.pread(dst, size, 0).get();
@@ -196,7 +196,7 @@ TEST_F(ScatteredRead, AnODirectReadTheFileSystemRefusesFallsBackToBufferedReads)
   File f = open(DirectIo::automatic);
   ASSERT_TRUE(f.direct_io_available()) << f.direct_io_note();
   const std::uint64_t size = 6 * kTask;
-  auto memory = tooling::HostMemory::allocate(2 * size + (1 << 20)).value();
+  auto memory = detail::HostMemory::allocate(2 * size + (1 << 20)).value();
   auto segments = place(memory.data(), awkward_lengths(size), 64);
   const std::uint64_t bytes = span_of(segments, memory.data());
   std::memset(memory.data(), kPoison, bytes);
@@ -211,7 +211,7 @@ TEST_F(ScatteredRead, AnIoErrorNamesTheFileAndTheOffset) {
   sys_.add(Rule::on(Op::cached_pages).reports_cached(false));
   sys_.add(Rule::on_io().covering(3 * kTask + 10).fail(EIO));
   File f = open(DirectIo::automatic);
-  auto memory = tooling::HostMemory::allocate(16 * kTask).value();
+  auto memory = detail::HostMemory::allocate(16 * kTask).value();
   auto segments = place(memory.data(), awkward_lengths(6 * kTask), 64);
   auto r = read(f, segments, 0);
   EXPECT_THAT(r, StatusIs(ErrorCode::io_error, HasSubstr("at offset " + std::to_string(3 * kTask))));
@@ -301,7 +301,7 @@ TEST_F(ScatteredRead, SegmentsThatDoNotFollowOneAnotherAreRefusedByIndex) {
 TEST_F(ScatteredRead, PastTheEndOfTheFileNothingIsWritten) {
   File f = open(DirectIo::automatic);
   const std::uint64_t offset = kFile - 5000;
-  auto memory = tooling::HostMemory::allocate(64 * 1024).value();
+  auto memory = detail::HostMemory::allocate(64 * 1024).value();
   auto segments = place(memory.data(), {3000, 1000, 4000, 500}, 64);
   const std::uint64_t bytes = span_of(segments, memory.data());
   std::memset(memory.data(), kPoison, bytes);

@@ -1,5 +1,5 @@
-// Creating or replacing a file safely: see ferry_tooling/output_file.hpp for the rules.
-#include "ferry_tooling/output_file.hpp"
+// Creating or replacing a file safely: see file/output_file.hpp for the rules.
+#include "file/output_file.hpp"
 
 #include <fcntl.h>
 #include <dirent.h>
@@ -15,16 +15,16 @@
 
 #include <fmt/format.h>
 
-#include "ferry_tooling/command_output.hpp"
 #include "file/open_options.hpp"
 #include "source/file_descriptors.hpp"
 #include "source/posix_source.hpp"
 
-namespace ferry::tooling {
+namespace ferry::detail {
 namespace {
 
 // ---- the signal handlers' one slot: the temporary name to remove, if any ----
-// Written only by the main thread while the name is not armed; read by the handler (async-signal-safe).
+// Written only by the main thread while the name is not armed; read by remove_named_temporary, which a
+// signal handler may call (async-signal-safe).
 volatile std::sig_atomic_t g_armed = 0;
 int g_armed_dir = -1;
 char g_armed_name[64] = {};
@@ -37,17 +37,6 @@ void arm(int dir, const std::string& name) {
 }
 
 void disarm() { g_armed = 0; }
-
-extern "C" void on_fatal_signal(int sig) {
-  int saved = errno;
-  if (g_armed) (void)::unlinkat(g_armed_dir, g_armed_name, 0);
-  g_armed = 0;
-  report_signal(sig);  // "ferry: cancelled: interrupted by SIGINT", and the error object with --json
-  // SA_RESETHAND restored the default action; the signal is blocked until this handler returns, and is then
-  // delivered again: the process dies of it, and the shell reports 128 + sig.
-  (void)::raise(sig);
-  errno = saved;
-}
 
 // ---- names and messages ----
 
@@ -359,16 +348,15 @@ TempFile::~TempFile() {
 
 std::string TempFile::reopen_path() const { return fmt::format("/proc/self/fd/{}", fd_.get()); }
 
-Result<File> TempFile::open_file(const Destination& d, const Config& config, const detail::OpenOptions* seams) const {
-  detail::OpenOptions options = seams ? *seams : detail::OpenOptions{};
+Result<File> TempFile::open_file(const Destination& d, const Config& config, const OpenOptions* seams) const {
+  OpenOptions options = seams ? *seams : OpenOptions{};
   // Opened through /proc/self/fd (the one path an unnamed file has), but named after the destination, so
   // that every message and report speaks of the file the caller asked for.
-  FERRY_ASSIGN_OR_RETURN(auto fds, detail::FileDescriptors::open(
-                                        *options.syscalls, reopen_path(),
-                                        detail::OpenFlags{detail::AccessMode::read_write, false, false}, d.path));
-  auto source = std::make_shared<detail::PosixSource>(*options.syscalls, std::move(fds), d.path, config.direct_io(),
-                                                      config.io_engine());
-  return detail::open_source(std::move(source), "r+", config, options);
+  FERRY_ASSIGN_OR_RETURN(auto fds, FileDescriptors::open(*options.syscalls, reopen_path(),
+                                                         OpenFlags{AccessMode::read_write, false, false}, d.path));
+  auto source =
+      std::make_shared<PosixSource>(*options.syscalls, std::move(fds), d.path, config.direct_io(), config.io_engine());
+  return open_source(std::move(source), "r+", config, options);
 }
 
 Status TempFile::commit(const Destination& d, bool replace, bool sync_directory) {
@@ -441,19 +429,11 @@ Status replace_file_contents(const std::string& path, std::string_view bytes, bo
   return temp.commit(d, /*replace=*/true, durable);
 }
 
-void install_cleanup_signal_handlers() {
-  static bool installed = false;
-  if (installed) return;
-  installed = true;
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
-    struct sigaction old {};
-    if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler == SIG_IGN) continue;  // nohup, `cmd &`: keep
-    struct sigaction sa {};
-    sa.sa_handler = on_fatal_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESETHAND;
-    (void)::sigaction(sig, &sa, nullptr);
-  }
+void remove_named_temporary() noexcept {
+  const int saved = errno;
+  if (g_armed) (void)::unlinkat(g_armed_dir, g_armed_name, 0);
+  g_armed = 0;
+  errno = saved;
 }
 
-}  // namespace ferry::tooling
+}  // namespace ferry::detail

@@ -1,9 +1,9 @@
-// From a failure to the command's exit status: see ferry_tooling/exit_status.hpp.
-#include "ferry_tooling/exit_status.hpp"
+// From a failure to the command's exit status: see base/exit_status.hpp.
+#include "base/exit_status.hpp"
 
 #include "ferry/doctor.hpp"
 
-namespace ferry::tooling {
+namespace ferry::detail {
 
 static_assert(kExitOk == kDoctorExitOk && kExitFailure == kDoctorExitFailure &&
                   kExitRouteRefused == kDoctorExitRouteRefused,
@@ -16,4 +16,4 @@ int exit_status_for(const Status& failure, Requirement required, InvalidArgument
   return kExitFailure;
 }
 
-}  // namespace ferry::tooling
+}  // namespace ferry::detail

@@ -1,7 +1,7 @@
-// ferry_tooling/command_output.hpp: how Ferry's commands (`ferry`, `ferry-bench`) print their JSON documents
+// cli/support/command_output.hpp: how Ferry's commands (`ferry`, `ferry-bench`) print their JSON documents
 // and report failures, so that every command does both the same way.
 //
-// Part of ferry_tooling (see device_memory.hpp for who may use it). Documents go through the library's JSON
+// Part of cli/support (its CMakeLists.txt says who links it). Documents go through the library's JSON
 // writer (json_text.hpp), which encodes names that are not UTF-8 instead of aborting. A failure is always
 // "<program>: <message>" on stderr; where the command line asked for --json it is also one JSON object on
 // stdout (schema ferry.error/1, README "Command line"), so that a script reading stdout gets a document
@@ -15,7 +15,7 @@
 
 #include "ferry/status.hpp"
 
-namespace ferry::tooling {
+namespace ferry::cli {
 
 inline constexpr const char* kErrorSchema = "ferry.error/1";
 
@@ -37,7 +37,7 @@ int fail(const Status& status, int exit_status);
 /// object's ("invalid_argument" for the command line).
 int fail(ErrorCode code, const std::string& message, int exit_status);
 
-/// For a handler of SIGINT, SIGTERM or SIGHUP that ends the command (install_cleanup_signal_handlers):
+/// For a handler of SIGINT, SIGTERM or SIGHUP that ends the command (cleanup_signals.hpp):
 /// "<program>: cancelled: interrupted by SIGINT" on stderr and, where the command line asked for --json and
 /// no document has been printed yet, the error object (code "cancelled", exit_status 128 + `sig`) on
 /// stdout. Async-signal-safe: it only write(2)s text set_command() prepared. Other signals: nothing.
@@ -48,4 +48,4 @@ void report_signal(int sig) noexcept;
 /// "path" are null when empty.
 nlohmann::json error_json(const Status& status, int exit_status, const std::string& command);
 
-}  // namespace ferry::tooling
+}  // namespace ferry::cli

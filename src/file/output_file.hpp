@@ -1,6 +1,6 @@
-// ferry_tooling/output_file.hpp: creating or replacing a file safely, for `ferry write`, `ferry-bench` and
-// the library's own writers (ferry::safetensors::save). Part of ferry_tooling (see device_memory.hpp); the
-// code is in the engine, so the library and the tools share one copy of these rules.
+// Creating or replacing a file safely, for the library's own writers (ferry::safetensors::save and its
+// index) and for `ferry write` and `ferry-bench` (one of the headers of src/ the tools may include), so that
+// the library and the tools share one copy of these rules.
 //
 // The rules (README, "Command line"; docs/safetensors.md, "Saving"):
 // - The destination is replaced only once the new data is complete (written, and synced unless told not
@@ -8,9 +8,9 @@
 // - The new data goes into a file nobody else can name: an unnamed O_TMPFILE file in the destination's
 //   directory where the file system supports that (it vanishes with the process), else a file created with
 //   O_CREAT|O_EXCL|O_NOFOLLOW under a hidden name that says who writes it (".ferry-<pid>-<host tag>-" + 8
-//   random characters; the host tag is 8 hex digits of a hash of the host name), mode 0600,
-//   which SIGINT, SIGTERM and SIGHUP remove (install_cleanup_signal_handlers; the environment variable
-//   FERRY_CLI_TEST_NO_O_TMPFILE=1 forces this way, for tests). A process killed outright (SIGKILL, a
+//   random characters; the host tag is 8 hex digits of a hash of the host name), mode 0600, which a
+//   program's handlers of SIGINT, SIGTERM and SIGHUP remove (remove_named_temporary; the environment
+//   variable FERRY_CLI_TEST_NO_O_TMPFILE=1 forces this way, for tests). A process killed outright (SIGKILL, a
 //   preemption) cannot remove its own: the next TempFile::create in that directory removes the temporaries
 //   of this machine's processes that no longer exist (never another machine's, nor a live process's).
 //   Names of the older form (".ferry-" + 12 random characters) say no pid and are left alone. A planted symlink or file is
@@ -37,16 +37,14 @@
 #include <string_view>
 #include <vector>
 
+#include "base/unique_fd.hpp"
 #include "ferry/config.hpp"
 #include "ferry/file.hpp"
 #include "ferry/status.hpp"
-#include "ferry_tooling/unique_fd.hpp"
 
 namespace ferry::detail {
-struct OpenOptions;
-}
 
-namespace ferry::tooling {
+struct OpenOptions;
 
 /// What a command will create or replace, learned without changing anything.
 struct Destination {
@@ -85,7 +83,7 @@ class TempFile {
   /// asked for, rather than the temporary one. `seams`: system calls and GPU platform (tests); nullptr:
   /// the real ones. Errors: File::open's, naming d.path.
   [[nodiscard]] Result<File> open_file(const Destination& d, const Config& config,
-                                       const detail::OpenOptions* seams = nullptr) const;
+                                       const OpenOptions* seams = nullptr) const;
   /// Gives the file the destination's name. `replace`: atomically replaces an existing target (rename),
   /// carrying its mode (and owner where allowed) over; otherwise fails with already_exists if the name was
   /// taken meanwhile (linkat never replaces). `sync_directory`: fsync the directory afterwards.
@@ -109,11 +107,9 @@ inline constexpr char kTemporaryPrefix[] = ".ferry-";
 /// errors name `path`, which is then as it was.
 [[nodiscard]] Status replace_file_contents(const std::string& path, std::string_view bytes, bool durable);
 
-/// Handlers for SIGINT, SIGTERM and SIGHUP (each unless ignored when the process started): remove the
-/// temporary file that has a name at that moment, report the interruption (report_signal in
-/// command_output.hpp: a message, and with --json an error object), then die of the same signal, so that
-/// the shell sees 128 + N (130 for SIGINT, 143 for SIGTERM). Idempotent.
-/// For programs only (the CLI): a library must not take over a process's signals.
-void install_cleanup_signal_handlers();
+/// Removes the temporary file that has a name at this moment (a TempFile not yet committed), if any; then
+/// none has. Async-signal-safe, and keeps errno: for a program's handler of SIGINT, SIGTERM and SIGHUP
+/// (cli/support/cleanup_signals.hpp). The library itself never takes over a process's signals.
+void remove_named_temporary() noexcept;
 
-}  // namespace ferry::tooling
+}  // namespace ferry::detail

@@ -1,12 +1,12 @@
-// The CUDA driver's and cuFile's versions in words: see ferry_tooling/gpu_library_versions.hpp.
-#include "ferry_tooling/gpu_library_versions.hpp"
+// The CUDA driver's and cuFile's versions in words: see cli/support/gpu_library_versions.hpp.
+#include "cli/support/gpu_library_versions.hpp"
 
 #include <fmt/format.h>
 
 #include "platform/cuda/cuda_api.hpp"
 #include "platform/cufile/cufile_api.hpp"
 
-namespace ferry::tooling {
+namespace ferry::cli {
 
 std::string cuda_driver_version_line() {
   // CudaApi::load opens libcuda and resolves its symbols without cuInit; cuDriverGetVersion needs no cuInit.
@@ -38,4 +38,4 @@ std::string cufile_version_line() {
   return fmt::format("cuFile: {} (cuFileGetVersion, {})", version, api->library);
 }
 
-}  // namespace ferry::tooling
+}  // namespace ferry::cli

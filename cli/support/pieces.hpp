@@ -1,6 +1,6 @@
-// ferry_tooling/pieces.hpp: a range cut into pieces that a few threads take in turn, for the tools' parallel
+// cli/support/pieces.hpp: a range cut into pieces that a few threads take in turn, for the tools' parallel
 // work on plain memory and descriptors (generated data, warming the page cache, raw preads, --verify).
-// Part of ferry_tooling (see device_memory.hpp for who may use it).
+// Part of cli/support (its CMakeLists.txt says who links it).
 // Thread safety: for_each_piece starts and joins its own threads; `fn` runs on several at once.
 #pragma once
 
@@ -10,7 +10,7 @@
 
 #include "ferry/status.hpp"
 
-namespace ferry::tooling {
+namespace ferry::cli {
 
 /// The piece the tools' untimed work is cut into.
 inline constexpr std::uint64_t kPieceBytes = 16ull << 20;
@@ -24,4 +24,4 @@ using PieceFn = std::function<Status(std::uint64_t at, std::uint64_t length, std
 /// one is enough. After a failure no thread starts another piece. Returns the first failure, else OK.
 [[nodiscard]] Status for_each_piece(std::uint64_t total, std::uint64_t piece, unsigned threads, const PieceFn& fn);
 
-}  // namespace ferry::tooling
+}  // namespace ferry::cli

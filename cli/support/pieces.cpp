@@ -1,11 +1,11 @@
-// Pieces of a range taken in turn by a few threads: see ferry_tooling/pieces.hpp.
-#include "ferry_tooling/pieces.hpp"
+// Pieces of a range taken in turn by a few threads: see cli/support/pieces.hpp.
+#include "cli/support/pieces.hpp"
 
 #include <algorithm>
 #include <atomic>
 #include <thread>
 
-namespace ferry::tooling {
+namespace ferry::cli {
 
 Status for_each_piece(std::uint64_t total, std::uint64_t piece, unsigned threads, const PieceFn& fn) {
   std::atomic<std::uint64_t> next{0};
@@ -34,4 +34,4 @@ Status for_each_piece(std::uint64_t total, std::uint64_t piece, unsigned threads
   return first_error;
 }
 
-}  // namespace ferry::tooling
+}  // namespace ferry::cli

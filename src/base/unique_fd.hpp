@@ -1,8 +1,6 @@
-// ferry_tooling/unique_fd.hpp: a file descriptor that closes itself, for Ferry's tools and writers.
-//
-// Part of ferry_tooling (see device_memory.hpp for who may use it). The engine's own descriptors live in
-// src/source (FileDescriptors); this is for everything else: the CLI's and the benchmark's plain reads and
-// writes, output files, directories.
+// A file descriptor that closes itself, for everything but the engine's own descriptors (those live in
+// src/source, FileDescriptors): output files and their directories, the page-cache probe, the CLI's and the
+// benchmark's plain reads and writes (one of the headers of src/ the tools may include).
 // Thread safety: one UniqueFd per owner; the descriptor itself may be used from any thread.
 #pragma once
 
@@ -10,7 +8,7 @@
 
 #include "ferry/status.hpp"
 
-namespace ferry::tooling {
+namespace ferry::detail {
 
 class UniqueFd {
  public:
@@ -42,4 +40,4 @@ class UniqueFd {
 /// saying so where O_DIRECT was asked for and the file system refused it (EINVAL).
 [[nodiscard]] Result<UniqueFd> open_fd(const std::string& path, int flags, const std::string& what);
 
-}  // namespace ferry::tooling
+}  // namespace ferry::detail

@@ -1,6 +1,6 @@
-// ferry_tooling/progress.hpp: the one progress display of Ferry's tools, on stderr.
+// cli/support/progress.hpp: the one progress display of Ferry's tools, on stderr.
 //
-// Part of ferry_tooling (see device_memory.hpp for who may use it). On a terminal, a transient line is
+// Part of cli/support (its CMakeLists.txt says who links it). On a terminal, a transient line is
 // rewritten in place ("\r" and erase to the end of the line), and cleared before anything else is printed
 // and at the end; elsewhere (a pipe, a log file) transient lines are not printed at all, so that logs hold
 // only finished steps. `ferry read`, `write` and `load` show the bytes done of a long request (and `write`
@@ -17,7 +17,7 @@
 #include "ferry/config.hpp"
 #include "ferry/file.hpp"
 
-namespace ferry::tooling {
+namespace ferry::cli {
 
 class TerminalProgress {
  public:
@@ -57,4 +57,4 @@ void wait_with_progress(const Future& future, const char* verb, std::uint64_t to
 void run_with_progress(const std::function<void()>& work, const std::atomic<std::uint64_t>& done, const char* verb,
                        std::uint64_t total);
 
-}  // namespace ferry::tooling
+}  // namespace ferry::cli

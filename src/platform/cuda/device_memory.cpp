@@ -1,5 +1,5 @@
-// Device memory for Ferry's tools: see ferry_tooling/device_memory.hpp.
-#include "ferry_tooling/device_memory.hpp"
+// Device memory for Ferry's tools: see platform/cuda/device_memory.hpp.
+#include "platform/cuda/device_memory.hpp"
 
 #include <algorithm>
 
@@ -8,23 +8,20 @@
 #include "platform/cuda/cuda_api.hpp"
 #include "platform/cuda/primary_context.hpp"
 
-namespace ferry::tooling {
+namespace ferry::detail {
 namespace {
 
-using detail::CudaApi;
-using detail::cuda_check;
-
 Result<const CudaApi*> process_cuda(int device) {
-  const CudaApi* cuda = detail::process_cuda_api();
+  const CudaApi* cuda = process_cuda_api();
   if (cuda == nullptr) {
     return Status(ErrorCode::unavailable,
-                  fmt::format("cannot use GPU {}: {}", device, detail::process_cuda_status().message()));
+                  fmt::format("cannot use GPU {}: {}", device, process_cuda_status().message()));
   }
   return cuda;
 }
 
-detail::CUdeviceptr address_of(const void* p) {
-  return static_cast<detail::CUdeviceptr>(reinterpret_cast<std::uintptr_t>(p));
+CUdeviceptr address_of(const void* p) {
+  return static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(p));
 }
 
 }  // namespace
@@ -35,9 +32,9 @@ Result<DeviceMemory> DeviceMemory::allocate(int device, std::uint64_t size_bytes
 }
 
 Result<DeviceMemory> DeviceMemory::allocate(const CudaApi& cuda, int device, std::uint64_t size_bytes) {
-  detail::ScopedDeviceContext context(cuda, device);
+  ScopedDeviceContext context(cuda, device);
   FERRY_RETURN_IF_ERROR(context.status());
-  detail::CUdeviceptr address = 0;
+  CUdeviceptr address = 0;
   FERRY_RETURN_IF_ERROR(cuda_check(cuda, cuda.cuMemAlloc_v2(&address, std::max<std::uint64_t>(size_bytes, 1)),
                                    fmt::format("cuMemAlloc of {} bytes on GPU {}", size_bytes, device)));
   return DeviceMemory(&cuda, device, address, size_bytes);
@@ -50,24 +47,24 @@ DeviceMemory::DeviceMemory(DeviceMemory&& other) noexcept
 
 DeviceMemory::~DeviceMemory() {
   if (address_ == 0) return;
-  detail::ScopedDeviceContext context(*cuda_, device_);
+  ScopedDeviceContext context(*cuda_, device_);
   if (context.status().ok()) (void)cuda_->cuMemFree_v2(address_);
 }
 
 Status DeviceMemory::copy_to_host(void* dst, std::uint64_t size) const {
-  detail::ScopedDeviceContext context(*cuda_, device_);
+  ScopedDeviceContext context(*cuda_, device_);
   FERRY_RETURN_IF_ERROR(context.status());
   return cuda_check(*cuda_, cuda_->cuMemcpyDtoH_v2(dst, address_, size), "cuMemcpyDtoH");
 }
 
 Status DeviceMemory::copy_from_host(const void* src, std::uint64_t size) {
-  detail::ScopedDeviceContext context(*cuda_, device_);
+  ScopedDeviceContext context(*cuda_, device_);
   FERRY_RETURN_IF_ERROR(context.status());
   return cuda_check(*cuda_, cuda_->cuMemcpyHtoD_v2(address_, src, size), "cuMemcpyHtoD");
 }
 
 Status DeviceMemory::fill(std::uint8_t value, std::uint64_t size) {
-  detail::ScopedDeviceContext context(*cuda_, device_);
+  ScopedDeviceContext context(*cuda_, device_);
   FERRY_RETURN_IF_ERROR(context.status());
   FERRY_RETURN_IF_ERROR(cuda_check(*cuda_, cuda_->cuMemsetD8_v2(address_, value, size), "cuMemsetD8"));
   // cuMemsetD8 may return before the bytes are set; the caller is promised they are.
@@ -76,9 +73,9 @@ Status DeviceMemory::fill(std::uint8_t value, std::uint64_t size) {
 
 Status copy_device_to_host(int device, const void* src, void* dst, std::uint64_t size) {
   FERRY_ASSIGN_OR_RETURN(const CudaApi* cuda, process_cuda(device));
-  detail::ScopedDeviceContext context(*cuda, device);
+  ScopedDeviceContext context(*cuda, device);
   FERRY_RETURN_IF_ERROR(context.status());
   return cuda_check(*cuda, cuda->cuMemcpyDtoH_v2(dst, address_of(src), size), "cuMemcpyDtoH");
 }
 
-}  // namespace ferry::tooling
+}  // namespace ferry::detail

@@ -1,5 +1,5 @@
-// The tools' progress display: see ferry_tooling/progress.hpp.
-#include "ferry_tooling/progress.hpp"
+// The tools' progress display: see cli/support/progress.hpp.
+#include "cli/support/progress.hpp"
 
 #include <unistd.h>
 
@@ -9,19 +9,19 @@
 
 #include <fmt/format.h>
 
-#include "ferry_tooling/timing.hpp"
+#include "base/timing.hpp"
 
-namespace ferry::tooling {
+namespace ferry::cli {
 
 TerminalProgress::TerminalProgress(bool enabled, double delay_seconds)
     : enabled_(enabled),
       terminal_(::isatty(STDERR_FILENO) == 1),
-      show_after_ns_(now_ns() + static_cast<std::uint64_t>(delay_seconds * 1e9)) {}
+      show_after_ns_(detail::now_ns() + static_cast<std::uint64_t>(delay_seconds * 1e9)) {}
 
 TerminalProgress::~TerminalProgress() { clear(); }
 
 void TerminalProgress::transient(const std::string& line) {
-  if (!enabled_ || !terminal_ || now_ns() < show_after_ns_) return;
+  if (!enabled_ || !terminal_ || detail::now_ns() < show_after_ns_) return;
   std::fprintf(stderr, "\r\033[K%s", line.c_str());
   std::fflush(stderr);
   shown_ = true;
@@ -62,4 +62,4 @@ void run_with_progress(const std::function<void()>& work, const std::atomic<std:
   running.get();
 }
 
-}  // namespace ferry::tooling
+}  // namespace ferry::cli

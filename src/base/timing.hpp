@@ -1,13 +1,12 @@
-// ferry_tooling/timing.hpp: wall time on the steady clock and throughput, for the tools' timings and the
-// safetensors loads' and saves' own.
-// Part of ferry_tooling (see device_memory.hpp for who may use it).
+// Wall time on the steady clock and throughput, for the safetensors loads' and saves' timings, the doctor's
+// and the tools' (one of the headers of src/ the tools may include).
 // Thread safety: pure functions (of the clock).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 
-namespace ferry::tooling {
+namespace ferry::detail {
 
 /// Nanoseconds on the steady clock (an arbitrary origin: only differences mean anything).
 inline std::uint64_t now_ns() {
@@ -24,4 +23,4 @@ inline double gib_per_s(std::uint64_t bytes, double seconds) {
   return seconds > 0 ? static_cast<double>(bytes) / seconds / (1024.0 * 1024.0 * 1024.0) : 0.0;
 }
 
-}  // namespace ferry::tooling
+}  // namespace ferry::detail

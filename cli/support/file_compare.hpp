@@ -1,14 +1,14 @@
-// ferry_tooling/file_compare.hpp: bytes in memory against the file itself, read with plain preads on a
+// cli/support/file_compare.hpp: bytes in memory against the file itself, read with plain preads on a
 // descriptor of its own and nothing of Ferry's engine, for `ferry read --verify`, `ferry load --verify` and
 // `ferry-bench --verify`. A URL has no descriptor: it is read back with one range request at a time (one
 // connection, the FERRY_REMOTE_* and FERRY_S3_* settings), so the parallel read's assembly is what is checked.
-// Part of ferry_tooling (see device_memory.hpp for who may use it).
+// Part of cli/support (its CMakeLists.txt says who links it).
 #pragma once
 
 #include <cstdint>
 #include <string>
 
-namespace ferry::tooling {
+namespace ferry::cli {
 
 struct VerifyOutcome {
   bool ok = true;
@@ -22,4 +22,4 @@ struct VerifyOutcome {
 VerifyOutcome compare_with_file(const std::string& path, const std::uint8_t* got, std::uint64_t offset,
                                 std::uint64_t size, unsigned threads);
 
-}  // namespace ferry::tooling
+}  // namespace ferry::cli

@@ -1,10 +1,10 @@
-// Generated file contents: see ferry_tooling/generated_data.hpp.
-#include "ferry_tooling/generated_data.hpp"
+// Generated file contents: see cli/support/generated_data.hpp.
+#include "cli/support/generated_data.hpp"
 
 #include <algorithm>
 #include <cstring>
 
-namespace ferry::tooling {
+namespace ferry::cli {
 
 void fill_generated(std::uint8_t* dst, std::uint64_t size, std::uint64_t file_offset) {
   // One 64-bit mix per 8-byte word of the file: position-dependent, so misplaced data cannot match.
@@ -23,4 +23,4 @@ void fill_generated(std::uint8_t* dst, std::uint64_t size, std::uint64_t file_of
   }
 }
 
-}  // namespace ferry::tooling
+}  // namespace ferry::cli

@@ -1,5 +1,5 @@
-// A descriptor that closes itself: see ferry_tooling/unique_fd.hpp.
-#include "ferry_tooling/unique_fd.hpp"
+// A descriptor that closes itself: see base/unique_fd.hpp.
+#include "base/unique_fd.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-namespace ferry::tooling {
+namespace ferry::detail {
 
 UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {
   if (this != &o) {
@@ -32,4 +32,4 @@ Result<UniqueFd> open_fd(const std::string& path, int flags, const std::string& 
                             path);
 }
 
-}  // namespace ferry::tooling
+}  // namespace ferry::detail

@@ -1,5 +1,5 @@
 // compare_with_file: pieces of the file against memory, first difference wins.
-#include "ferry_tooling/file_compare.hpp"
+#include "cli/support/file_compare.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -13,13 +13,13 @@
 
 #include <fmt/format.h>
 
+#include "base/unique_fd.hpp"
+#include "cli/support/generated_data.hpp"
+#include "cli/support/pieces.hpp"
 #include "ferry/file.hpp"
 #include "ferry/remote.hpp"
-#include "ferry_tooling/generated_data.hpp"
-#include "ferry_tooling/pieces.hpp"
-#include "ferry_tooling/unique_fd.hpp"
 
-namespace ferry::tooling {
+namespace ferry::cli {
 namespace {
 
 // The object once more, on one connection, with the settings of the environment (FERRY_REMOTE_*,
@@ -44,7 +44,7 @@ VerifyOutcome compare_with_file(const std::string& path, const std::uint8_t* got
     object.emplace(std::move(*opened));
     threads = 1;
   }
-  UniqueFd fd(remote_object ? -1 : ::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  detail::UniqueFd fd(remote_object ? -1 : ::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!remote_object && !fd.valid()) {
     return {false, fmt::format("could not reopen \"{}\" for verification: {}", path, std::strerror(errno)), true};
   }
@@ -107,4 +107,4 @@ VerifyOutcome compare_with_file(const std::string& path, const std::uint8_t* got
                             !got ? "the generated data" : threads <= 1 ? "a sequential read" : "the file")};
 }
 
-}  // namespace ferry::tooling
+}  // namespace ferry::cli

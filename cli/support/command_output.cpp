@@ -1,5 +1,5 @@
-// Documents and failures of Ferry's commands: see ferry_tooling/command_output.hpp.
-#include "ferry_tooling/command_output.hpp"
+// Documents and failures of Ferry's commands: see cli/support/command_output.hpp.
+#include "cli/support/command_output.hpp"
 
 #include <unistd.h>
 
@@ -7,9 +7,9 @@
 #include <csignal>
 #include <iostream>
 
-#include "ferry_tooling/json_text.hpp"
+#include "cli/support/json_text.hpp"
 
-namespace ferry::tooling {
+namespace ferry::cli {
 namespace {
 
 std::string g_program = "ferry";
@@ -107,4 +107,4 @@ nlohmann::json error_json(const Status& status, int exit_status, const std::stri
   return j;
 }
 
-}  // namespace ferry::tooling
+}  // namespace ferry::cli

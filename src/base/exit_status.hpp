@@ -1,14 +1,14 @@
-// ferry_tooling/exit_status.hpp: the exit statuses of Ferry's commands, and the one mapping from a failure
-// to its status. Part of ferry_tooling (see device_memory.hpp for who may use it). `ferry --help`, the
-// README ("Command line") and docs/doctor.md document them; ferry::kDoctorExit* (ferry/doctor.hpp) are the
-// same numbers, for the doctor's report.
+// The exit statuses of Ferry's commands, and the one mapping from a failure to its status: the doctor's report
+// gives it, and the commands exit with it (one of the headers of src/ the tools may include). `ferry --help`,
+// the README ("Command line") and docs/doctor.md document them; ferry::kDoctorExit* (ferry/doctor.hpp) are
+// the same numbers, for the doctor's report.
 // Thread safety: constants and a pure function.
 #pragma once
 
 #include "ferry/config.hpp"
 #include "ferry/status.hpp"
 
-namespace ferry::tooling {
+namespace ferry::detail {
 
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;       // the operation failed: missing file, permission, I/O error, no GPU, ...
@@ -29,4 +29,4 @@ enum class InvalidArgument { usage, failure };
 int exit_status_for(const Status& failure, Requirement required = Requirement::none,
                     InvalidArgument invalid = InvalidArgument::usage);
 
-}  // namespace ferry::tooling
+}  // namespace ferry::detail

@@ -1,11 +1,8 @@
-// ferry_tooling/device_memory.hpp: device memory on one GPU, for Ferry's own tools.
-//
-// Part of ferry_tooling, the one internal interface that Ferry's tools may use besides the public API
-// (include/ferry): the `ferry` and `ferry-bench` programs (cli/), the benchmark harness (bench/harness/), the
-// doctor (src/doctor) and the tests; the library's own loaders and writers use some of it too (host memory,
-// output files, descriptors). A program that uses Ferry brings its own device memory (cudaMalloc, PyTorch, ...); Ferry's
-// tools have none, so they get it here rather than each reaching into the CUDA driver table. Its headers
-// name no CUDA type, so a tool includes nothing else from src/. Not installed; not for users of Ferry.
+// Device memory on one GPU, for Ferry's own tools: the doctor's probe, the `ferry` and `ferry-bench` programs
+// (one of the headers of src/ they may include) and the tests. A program that uses Ferry brings its own device
+// memory (cudaMalloc, PyTorch, ...); Ferry's tools have none, so they get it here rather than each reaching
+// into the CUDA driver table. This header names no CUDA type, so a tool includes nothing else from src/ for it.
+// Not installed; not for users of Ferry.
 //
 // Every call makes the device's primary context (the one Ferry's reads and the CUDA runtime use) current for
 // its own duration and restores what was current before, so a tool's thread is left as it was.
@@ -17,10 +14,8 @@
 #include "ferry/status.hpp"
 
 namespace ferry::detail {
-struct CudaApi;
-}
 
-namespace ferry::tooling {
+struct CudaApi;
 
 class DeviceMemory {
  public:
@@ -31,7 +26,7 @@ class DeviceMemory {
   [[nodiscard]] static Result<DeviceMemory> allocate(int device, std::uint64_t size_bytes);
   /// The same through `cuda`, which must outlive the memory (the doctor passes its platform's table, tests a
   /// fake one).
-  [[nodiscard]] static Result<DeviceMemory> allocate(const detail::CudaApi& cuda, int device,
+  [[nodiscard]] static Result<DeviceMemory> allocate(const CudaApi& cuda, int device,
                                                      std::uint64_t size_bytes);
 
   DeviceMemory(DeviceMemory&& other) noexcept;
@@ -54,9 +49,9 @@ class DeviceMemory {
   [[nodiscard]] Status fill(std::uint8_t value, std::uint64_t size);
 
  private:
-  DeviceMemory(const detail::CudaApi* cuda, int device, unsigned long long address, std::uint64_t size_bytes)
+  DeviceMemory(const CudaApi* cuda, int device, unsigned long long address, std::uint64_t size_bytes)
       : cuda_(cuda), device_(device), address_(address), size_bytes_(size_bytes) {}
-  const detail::CudaApi* cuda_;
+  const CudaApi* cuda_;
   int device_;
   unsigned long long address_;  // CUdeviceptr; 0 once moved from
   std::uint64_t size_bytes_;
@@ -67,4 +62,4 @@ class DeviceMemory {
 /// DeviceMemory::allocate for a missing driver or GPU, then the driver's.
 [[nodiscard]] Status copy_device_to_host(int device, const void* src, void* dst, std::uint64_t size);
 
-}  // namespace ferry::tooling
+}  // namespace ferry::detail
