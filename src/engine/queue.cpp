@@ -237,8 +237,8 @@ void OpQueue::drain() {
     }
     if (!take_next(take, busy, /*stop_if_empty=*/!worker && pending.empty())) {
       if (!worker && pending.empty()) return;
-      // Nothing waits: wait for what is in flight, give the worker's staging back, then retire (so that a
-      // request seen done holds no staging any more), and look again.
+      // Nothing waits: wait for what is in flight, give the worker's staging back, then retire (so that the
+      // last request this worker served holds none of its staging once done), and look again.
       const bool traced = !pending.empty() && !pending.front().requests.empty() && pending.front().requests[0]->traced();
       if (traced) nvtx::push("ferry worker finish");
       const Status finished = worker ? worker->finish() : Status();

@@ -4,8 +4,10 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <string_view>
+#include <thread>
 
 #include "backends/staging_pool.hpp"
 #include "platform/cuda/cuda_api.hpp"
@@ -67,8 +69,15 @@ void LeakCheck::OnTestEnd(const ::testing::TestInfo&) {
                     << "still open";
     }
   }
-  // Idle kits are the pool's cache, kept for the process on purpose; a kit still in use is a leak.
-  detail::process_staging_pool().clear();
+  // Idle kits are the pool's cache, kept for the process on purpose; a kit still in use is a leak. A worker
+  // of the engine gives its kit back once it finds nothing more to do, which may be a moment after the
+  // request it last served was seen done: the check gives it a second.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  for (;;) {
+    detail::process_staging_pool().clear();
+    if (detail::StagingPool::pinned_bytes() == 0 || std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   if (std::uint64_t pinned = detail::StagingPool::pinned_bytes(); pinned != 0) {
     ADD_FAILURE() << "leak check: " << pinned << " bytes of staging kits are still pinned after the test (a kit "
                   << "was never given back)";
