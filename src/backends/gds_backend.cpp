@@ -93,6 +93,7 @@ class GdsBackend final : public RouteBackend {
     }
     std::uint64_t last_fill() const override { return edge_worker_ ? edge_worker_->last_fill() : 0; }
     bool landed(std::uint64_t fill) override { return !edge_worker_ || edge_worker_->landed(fill); }
+    Status wait_landed(std::uint64_t fill) override { return edge_worker_ ? edge_worker_->wait_landed(fill) : Status(); }
     Status finish() override { return edge_worker_ ? edge_worker_->finish() : Status(); }
 
    private:

@@ -41,6 +41,8 @@ class RouteWorker {
   virtual std::uint64_t last_fill() const { return 0; }
   /// Whether `fill` has landed, without waiting (a copy's error shows in finish()).
   virtual bool landed(std::uint64_t /*fill*/) { return true; }
+  /// Waits until `fill` (and everything before it) has landed, yielding the core meanwhile.
+  virtual Status wait_landed(std::uint64_t /*fill*/) { return Status(); }
   /// Waits for everything in flight and gives the worker's resources back. After an error, nothing that
   /// was in flight may be taken as landed.
   virtual Status finish() { return Status(); }

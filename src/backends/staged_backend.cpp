@@ -119,6 +119,11 @@ class StagedWorker final : public RouteWorker {
     return true;
   }
 
+  Status wait_landed(std::uint64_t fill) override {
+    if (landed(fill)) return Status();
+    return wait_slot(static_cast<std::size_t>((fill - 1) % kit_->buffers.size()));
+  }
+
   Status finish() override {
     FERRY_RETURN_IF_ERROR(cuda_check(api_, wait_for_stream(api_, kit_->stream),
                                      [&] { return fmt::format("waiting for copies to GPU {}", device_); }));

@@ -62,6 +62,8 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   // Runs `take` on `worker` (made on first need): ops of requests that stopped are retired unrun.
   void run(Take& take, std::unique_ptr<RouteWorker>& worker);
   static void retire(Take& take, const Status& failed);
+  // Whether retiring `take` would end one of its requests (no other op of it left).
+  static bool ends_requests(const Take& take);
   // Starts `n` more drainers (mutex_ not held).
   std::uint64_t start_drainers(unsigned n, std::chrono::microseconds grace);
   // How many ops a take that begins with `front` holds, with `waiting` ops shared among `free` drainers.

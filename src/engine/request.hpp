@@ -85,8 +85,9 @@ class RequestState {
   void then(Callback callback);
   /// A waiting caller runs a one-op request itself if no worker has taken it; true if it did.
   bool run_here_if_unclaimed() const;
-  /// How many ops it has.
+  /// How many ops it has, and how many of them are still to retire (a hint while workers retire them).
   std::size_t ops() const { return ops_; }
+  std::size_t ops_left() const { return ops_left_.load(std::memory_order_acquire); }
   /// Whether the whole request was asked to be traced (Config::nvtx): its ops get NVTX ranges.
   bool traced() const { return trace_tasks_; }
 

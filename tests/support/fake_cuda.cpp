@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "backends/staging_pool.hpp"
 #include "file/stream_order.hpp"
 #include "platform/cuda/primary_context.hpp"
 
@@ -880,6 +881,13 @@ LivePinned live_pinned(const State& s) {
 }  // namespace
 
 void reset_fake_cuda() {
+  // A worker of the engine gives its staging back once it finds nothing more to do, which may be a moment
+  // after the request it last served was seen done: the fake driver is reset under no kit still in use.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (detail::StagingPool::pinned_bytes() != 0 && std::chrono::steady_clock::now() < deadline) {
+    detail::process_staging_pool().clear();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   release_primary_contexts_for_testing(fake_cuda_api());
   release_stream_words_for_testing(fake_cuda_api());  // pinned words the reset below frees
   State& s = state();

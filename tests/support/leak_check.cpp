@@ -75,7 +75,8 @@ void LeakCheck::OnTestEnd(const ::testing::TestInfo&) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   for (;;) {
     detail::process_staging_pool().clear();
-    if (detail::StagingPool::pinned_bytes() == 0 || std::chrono::steady_clock::now() >= deadline) break;
+    const bool freed = detail::StagingPool::pinned_bytes() == 0 && fake_cuda_pinned_bytes_not_freed() <= fake_pinned_bytes_;
+    if (freed || std::chrono::steady_clock::now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   if (std::uint64_t pinned = detail::StagingPool::pinned_bytes(); pinned != 0) {
