@@ -59,10 +59,12 @@ std::size_t OpQueue::take_size_locked(const Queued& front, std::size_t waiting, 
   const RouteBackend& route = *front.op.request;
   const std::uint64_t fill = route.fill_bytes();
   if (fill == 0) return route.ops_together();
-  // A request's share of every drainer (a batch's pieces spread evenly, whenever the drainers come), or of
-  // the ops waiting among the drainers free now (small reads in flight).
+  // A request of several ops: its share of every drainer (a batch's pieces spread evenly over all of them,
+  // whenever they come; a share of what waits made takes of whole fills on half the drainers when two batches
+  // were queued, 0.7x). Requests of one op: a share of the ops waiting among the drainers free now (small
+  // reads in flight, taken together).
   const std::size_t ops = front.request->ops();
-  const std::size_t share = std::max((ops + limit_ - 1) / limit_, (waiting + free - 1) / free);
+  const std::size_t share = ops > 1 ? (ops + limit_ - 1) / limit_ : (waiting + free - 1) / free;
   const std::size_t fits =
       static_cast<std::size_t>(std::max<std::uint64_t>(1, fill / std::max<std::uint64_t>(1, front.op.task.length)));
   return std::max(route.ops_together(), std::min(share, fits));
