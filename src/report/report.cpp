@@ -187,7 +187,7 @@ std::string Report::table() const {
   out += fmt::format("total         {:>10} {:>12}\n", total_ops(), format_size(total_bytes()));
   out += "* per worker: bytes over the summed time of that route's tasks\n";
   out += fmt::format("I/O: {} O_DIRECT, {} buffered ({} served from the page cache), {} EINTR/EAGAIN retries, "
-                     "{} short transfers continued, {} small reads gathered\n",
+                     "{} short transfers continued, {} taken with other requests\n",
                      io.direct_ops, io.buffered_ops, io.cached_ops, io.eintr_retries, io.short_transfers,
                      io.gathered_ops);
   if (cufile) {
