@@ -60,9 +60,9 @@ std::size_t OpQueue::take_size_locked(const Queued& front, std::size_t waiting, 
   const std::uint64_t fill = route.fill_bytes();
   if (fill == 0) return route.ops_together();
   // A request of several ops: its share of every drainer (a batch's pieces spread evenly over all of them,
-  // whenever they come; a share of what waits made takes of whole fills on half the drainers when two batches
-  // were queued, 0.7x). Requests of one op: a share of the ops waiting among the drainers free now (small
-  // reads in flight, taken together).
+  // whenever they come: a share of what waits made whole-fill takes on half the drainers when two batches
+  // were queued). Requests of one op: a share of the ops waiting among the drainers free now (small reads in
+  // flight, taken together).
   const std::size_t ops = front.request->ops();
   const std::size_t share = ops > 1 ? (ops + limit_ - 1) / limit_ : (waiting + free - 1) / free;
   const std::size_t fits =
@@ -272,9 +272,10 @@ void OpQueue::drain() {
       continue;
     }
     // A take that ends requests is waited for at once, so that they complete without waiting for this
-    // worker's next read (with two batches of 32 MiB in flight, each batch's end waited a take longer, and
-    // they moved at 0.7x). Not a lone op that fills a bounce buffer (a large read's last task): its copy is
-    // long, and the worker reads the next op meanwhile (16 MiB reads in flight at 0.95 of the copy ceiling).
+    // worker's next read. (Meant for two batches in flight, whose ends otherwise wait a take longer; on the
+    // H200 it did not move their rate: bench/results/2026-12-04-h200-op-queue, calls 2-3.) Not a lone op that
+    // fills a bounce buffer (a large read's last task): its copy is long, and the worker reads the next op
+    // meanwhile (16 MiB reads in flight at 0.92-0.95 of the copy ceiling).
     const Take& ran = pending.back();
     const bool lone_fill = ran.ops.size() == 1 && ran.ops[0].task.length >= ran.ops[0].request->fill_bytes();
     if (!lone_fill && ends_requests(ran)) {
