@@ -102,7 +102,7 @@ bool OpQueue::take_next(Take& take, bool& busy, bool stop_if_empty) {
   busy = false;
   // A fair share of what waits among the drainers free to take it, so that they all have ops; at least what
   // the source keeps in flight together; no more than one bounce buffer holds. Ops whose one-op request its
-  // waiter runs itself are passed over; ops of stopped requests are taken, to be retired unrun.
+  // waiter runs itself are passed over; ops of stopped requests are dropped (retired unrun), however many.
   const std::size_t waiting = queued_.size() - head_;
   const unsigned free = std::max(1u, draining_ - busy_);
   std::size_t size = 1;
@@ -154,8 +154,6 @@ void OpQueue::run(Take& take, std::unique_ptr<RouteWorker>& worker) {
   take.fill = 0;
   if (n == 0) return;
   // A request that was cancelled or failed moves no more bytes: its ops are retired unrun.
-  std::vector<Op> running;
-  std::vector<std::size_t> index;  // running[j] is take.ops[index[j]]
   const bool any_stopped =
       std::any_of(take.requests.begin(), take.requests.end(), [](const RequestState* r) { return r->stop_requested(); });
   const bool traced = take.requests[0]->traced();
@@ -181,6 +179,8 @@ void OpQueue::run(Take& take, std::unique_ptr<RouteWorker>& worker) {
   if (!any_stopped) {
     worker->run(take.ops, take.reports, take.results);
   } else {
+    std::vector<Op> running;
+    std::vector<std::size_t> index;  // running[j] is take.ops[index[j]]
     std::vector<Result<std::uint64_t>> got;
     std::vector<Report> reports;
     for (std::size_t i = 0; i < n; ++i) {

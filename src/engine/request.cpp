@@ -233,8 +233,6 @@ void RequestState::complete(bool callbacks_here) {
   }
 }
 
-bool RequestState::finished() const { return done_.load(std::memory_order_acquire); }
-
 bool RequestState::done() const {
   if (done_.load(std::memory_order_acquire)) return true;
   expedite();

@@ -70,8 +70,6 @@ class RequestState {
 
   /// True once cancel() was called or an op failed.
   bool stop_requested() const { return failed_.load(std::memory_order_acquire); }
-  /// done() without its side effect (a one-op request's grace period is left alone).
-  bool finished() const;
   bool done() const;
   /// Stops the request: no op starts after this, ops already running finish, and the request fails with
   /// `cancelled` (unless it had completed or failed already).
