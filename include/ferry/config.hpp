@@ -126,6 +126,11 @@ class Config {
   // Pinned bounce buffers per worker (2..64: at least 2, so that reading and copying overlap). Default 2.
   unsigned bounce_buffers_per_thread() const { return bounce_buffers_per_thread_; }
   Config& set_bounce_buffers_per_thread(unsigned n);
+  // The most pinned host memory the process's staging holds at once (64 MiB..64 TiB, rounded up to 4 KiB).
+  // Default: a quarter of physical memory. Process-wide: only the default configuration's value counts
+  // (pinned_budget_in_force()); a File's own Config does not change it.
+  std::uint64_t pinned_budget() const { return pinned_budget_; }
+  Config& set_pinned_budget(std::uint64_t bytes);
   Requirement require() const { return require_; }
   Config& set_require(Requirement r);
   // How the host route reads local files (psync or io_uring). Default psync.
@@ -149,6 +154,7 @@ class Config {
   std::uint64_t gds_threshold_;
   std::uint64_t bounce_buffer_size_;
   unsigned bounce_buffers_per_thread_;
+  std::uint64_t pinned_budget_;
   Requirement require_;
   IoEngine io_engine_;
   bool nvtx_ = false;
@@ -160,5 +166,20 @@ class Config {
 /// set_default_config() replaced it. Errors: the environment's parse error.
 [[nodiscard]] Result<Config> default_config();
 void set_default_config(const Config& config);
+/// The pinned budget the process's staging keeps to: the default configuration's pinned_budget (its
+/// environment's on first use, if it cannot be read: the built-in default).
+std::uint64_t pinned_budget_in_force();
+
+/// The pinned staging memory of this process (bounce buffers, stream-ordered slots, save windows) against
+/// its budget.
+struct PinnedMemoryUse {
+  std::uint64_t budget = 0;        // pinned_budget_in_force()
+  std::uint64_t pinned_bytes = 0;  // held now, idle or in use
+  std::uint64_t peak_bytes = 0;    // the most held at once, since the process started
+  std::uint64_t waits = 0;         // times work waited for room in the budget
+  double waited_seconds = 0;       // how long callers waited in all (a pool worker's wait is not on a caller:
+                                   // its requests' reports carry it)
+};
+PinnedMemoryUse pinned_memory_use();
 
 }  // namespace ferry

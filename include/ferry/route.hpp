@@ -108,6 +108,7 @@ struct IoCounters {
   std::uint64_t eintr_retries = 0;  // system calls restarted after EINTR/EAGAIN
   std::uint64_t short_transfers = 0;// partial transfers that were continued
   std::uint64_t gathered_ops = 0;   // ops a worker took together with other requests' ops (small reads in flight)
+  std::uint64_t pinned_wait_ns = 0; // time the work waited for room in the pinned budget (pinned_budget)
 };
 
 /// cuFile's own counters (statistics level 3), as a delta over the operations of a report.

@@ -52,6 +52,7 @@ __all__ = [
     "reset_stats",
     "doctor",
     "warm_up",
+    "pinned_memory",
     "parse_size",
     "format_size",
     "FerryError",
@@ -102,6 +103,14 @@ def warm_up(device: int = 0, **settings: SettingValue) -> None:
 
     Raises :class:`UnavailableError` without a usable CUDA driver or when pinned memory runs out."""
     _ferry.warm_up(_device_ordinal(device), _overrides(settings, "ferry.warm_up() got an unknown setting"))
+
+
+def pinned_memory() -> Dict[str, Any]:
+    """The pinned host memory Ferry's staging holds (bounce buffers, stream-ordered slots, save windows),
+    against :data:`ferry.config`'s ``pinned_budget``: ``budget``, ``pinned_bytes`` (now, idle or in use),
+    ``peak_bytes`` (the most at once since the process started), ``waits`` (times work waited for room) and
+    ``waited_seconds`` (how long callers waited; a pool worker's waits show in its requests' reports)."""
+    return dict(_ferry.pinned_memory())
 
 
 # ferry.safetensors imports nothing beyond the extension and the standard library (torch and CuPy only

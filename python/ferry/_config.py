@@ -13,6 +13,9 @@ from ._errors import invalid_argument as _errors_invalid_argument
 
 SettingValue = Union[int, str, bool]
 
+# The one setting that only the process-wide table may carry: a File's own config does not change it.
+PROCESS_WIDE = "pinned_budget"
+
 
 class Setting(NamedTuple):
     """One row of Ferry's settings table."""
@@ -71,6 +74,9 @@ def _overrides(settings: Dict[str, SettingValue], refusal: str) -> Optional["_fe
     unknown = [n for n in settings if n not in _setting_names()]
     if unknown:
         raise TypeError(f"{refusal} {unknown[0]!r} (settings: {', '.join(_setting_names())})")
+    if PROCESS_WIDE in settings:
+        raise TypeError(f"{PROCESS_WIDE!r} is process-wide, not a setting of one file or call: set "
+                        f"ferry.config.{PROCESS_WIDE} (or FERRY_PINNED_BUDGET) instead")
     return _apply(_ferry.default_config(), settings)
 
 
@@ -94,6 +100,7 @@ class _Config:
     gds_threshold: int
     bounce_buffer_size: int
     bounce_buffers_per_thread: int
+    pinned_budget: int
     require: str
 
     def __getattr__(self, name: str) -> SettingValue:

@@ -454,6 +454,16 @@ PYBIND11_MODULE(_ferry, m) {
 
   m.def("default_config", &current_default_config, "A copy of the configuration File.open uses by default.");
   m.def("set_default_config", &set_default_config, py::arg("config"));
+  m.def("pinned_memory", [] {
+    const PinnedMemoryUse use = pinned_memory_use();
+    py::dict d;
+    d["budget"] = use.budget;
+    d["pinned_bytes"] = use.pinned_bytes;
+    d["peak_bytes"] = use.peak_bytes;
+    d["waits"] = use.waits;
+    d["waited_seconds"] = use.waited_seconds;
+    return d;
+  });
   m.def("warm_up", [](int device, std::optional<Config> config) {
     const Config c = config ? *config : current_default_config();
     Status s;

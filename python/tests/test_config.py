@@ -7,7 +7,7 @@ import pytest
 import ferry
 
 EXPECTED = ["threads", "task_size", "direct_io", "compat_mode", "gds_threshold", "bounce_buffer_size",
-            "bounce_buffers_per_thread", "require", "nvtx", "io_engine", "remote_connections", "remote_max_retries",
+            "bounce_buffers_per_thread", "pinned_budget", "require", "nvtx", "io_engine", "remote_connections", "remote_max_retries",
             "remote_retry_delay_ms", "remote_retry_max_delay_ms", "remote_connect_timeout_ms",
             "remote_stall_timeout_ms", "remote_min_rate", "remote_verify_tls", "s3_region", "s3_endpoint",
             "s3_profile", "s3_addressing", "s3_anonymous"]
@@ -131,3 +131,30 @@ def test_parse_and_format_size():
     with pytest.raises(ValueError):
         ferry.parse_size("4 bananas")
     assert ferry.format_size(1 << 30) == "1.00 GiB"
+
+
+# pinned_budget is process-wide (issue 50): the process's table carries it, a file's or a call's refuses it.
+def test_pinned_budget_is_a_process_setting_and_not_one_of_a_file(tmp_path):
+    path = tmp_path / "f.bin"
+    path.write_bytes(b"x" * 4096)
+    before = ferry.config.pinned_budget
+    assert before >= 64 << 20
+    with pytest.raises(TypeError, match="process-wide.*ferry.config.pinned_budget"):
+        ferry.open(path, pinned_budget="1GiB")
+    with pytest.raises(TypeError, match="process-wide"):
+        ferry.warm_up(0, pinned_budget="1GiB")
+    with ferry.config.override(pinned_budget="96MiB"):
+        assert ferry.config.pinned_budget == 96 << 20
+        assert ferry.pinned_memory()["budget"] == 96 << 20
+    assert ferry.pinned_memory()["budget"] == before
+    with pytest.raises(ferry.InvalidArgumentError, match="pinned_budget"):
+        ferry.config.pinned_budget = "1MiB"
+
+
+def test_pinned_memory_says_what_staging_holds():
+    use = ferry.pinned_memory()
+    assert set(use) == {"budget", "pinned_bytes", "peak_bytes", "waits", "waited_seconds"}
+    assert use["budget"] == ferry.config.pinned_budget
+    assert 0 <= use["pinned_bytes"] <= use["peak_bytes"] or use["peak_bytes"] == 0
+    assert isinstance(use["waited_seconds"], float) and use["waits"] >= 0
+

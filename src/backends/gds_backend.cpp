@@ -34,13 +34,20 @@ class GdsBackend final : public RouteBackend {
     max_concurrent_.store(now);
   }
 
-  Result<std::unique_ptr<RouteWorker>> make_worker() override {
+  Result<std::unique_ptr<RouteWorker>> make_worker(const WorkerWait& wait) override {
     FERRY_RETURN_IF_ERROR(make_current(*target_.cuda, target_.device));
+    // The unaligned edges' bounce buffers are taken now, never in the middle of a take: a worker that waited
+    // for pinned memory there would hold a pool thread (and its ops) meanwhile.
+    std::unique_ptr<RouteWorker> edges;
+    if (edges_) {
+      FERRY_ASSIGN_OR_RETURN(edges, edges_->make_worker(wait));
+      if (!edges) return std::unique_ptr<RouteWorker>();
+    }
     int now = g_cufile_requests_in_flight.load();
     int seen = max_concurrent_.load();
     while (now > seen && !max_concurrent_.compare_exchange_weak(seen, now)) {
     }
-    return std::unique_ptr<RouteWorker>(new Worker(*this));
+    return std::unique_ptr<RouteWorker>(new Worker(*this, std::move(edges)));
   }
   const Decision& decision() const override { return decision_; }
   std::shared_ptr<void> borrow_thread() override {
@@ -87,21 +94,24 @@ class GdsBackend final : public RouteBackend {
  private:
   class Worker final : public RouteWorker {
    public:
-    explicit Worker(GdsBackend& s) : s_(s) {}
+    Worker(GdsBackend& s, std::unique_ptr<RouteWorker> edges) : s_(s), edge_worker_(std::move(edges)) {}
     void run(std::span<const Op> ops, std::span<Report> reports, std::span<Result<std::uint64_t>> results) override {
       for (std::size_t i = 0; i < ops.size(); ++i) results[i] = run_one(ops[i].task, report_of(reports, i));
     }
     std::uint64_t last_fill() const override { return edge_worker_ ? edge_worker_->last_fill() : 0; }
     bool landed(std::uint64_t fill) override { return !edge_worker_ || edge_worker_->landed(fill); }
     Status wait_landed(std::uint64_t fill) override { return edge_worker_ ? edge_worker_->wait_landed(fill) : Status(); }
-    Status finish() override { return edge_worker_ ? edge_worker_->finish() : Status(); }
+    Status finish() override {
+      Status finished = edge_worker_ ? edge_worker_->finish() : Status();
+      edge_worker_.reset();  // its staging went back: a worker used again takes it again
+      return finished;
+    }
+    bool holds_pinned() const override { return edge_worker_ != nullptr; }
 
    private:
     Result<std::uint64_t> run_one(const Task& t, Report& report) {
       if (s_.edges_ && !t.aligned) {
-        if (!edge_worker_) {
-          FERRY_ASSIGN_OR_RETURN(edge_worker_, s_.edges_->make_worker());
-        }
+        if (!edge_worker_) return Status(ErrorCode::internal, "a cuFile worker lost its edges' staging");
         const Op edge{t, s_.edges_.get()};
         Result<std::uint64_t> got(std::uint64_t{0});
         edge_worker_->run(std::span<const Op>(&edge, 1), std::span<Report>(&report, 1),
@@ -136,7 +146,7 @@ class GdsBackend final : public RouteBackend {
     }
 
     GdsBackend& s_;
-    std::unique_ptr<RouteWorker> edge_worker_;  // made on the first edge task this worker meets
+    std::unique_ptr<RouteWorker> edge_worker_;  // for the unaligned edges, when the request has them
   };
 
   Direction direction_;

@@ -14,7 +14,7 @@ class HostBackend final : public RouteBackend {
               Decision decision)
       : RouteBackend(request, std::move(destination)), source_(std::move(source)), decision_(std::move(decision)) {}
 
-  Result<std::unique_ptr<RouteWorker>> make_worker() override {
+  Result<std::unique_ptr<RouteWorker>> make_worker(const WorkerWait& /*wait*/) override {
     return std::unique_ptr<RouteWorker>(new Worker(source_));
   }
   const Decision& decision() const override { return decision_; }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 
@@ -46,14 +47,23 @@ class RouteWorker {
   /// Waits for everything in flight and gives the worker's resources back. After an error, nothing that
   /// was in flight may be taken as landed.
   virtual Status finish() { return Status(); }
+  /// Whether it holds pinned staging (a kit of the pinned budget), which it gives back when others wait.
+  virtual bool holds_pinned() const { return false; }
+};
+
+/// Who asks for a worker, and what happens when the pinned budget has no room for its staging now.
+struct WorkerWait {
+  const void* owner = nullptr;      // the queue asking: its own other workers do not give way to it
+  std::function<void()> when_room;  // empty: wait for room; else: no worker now, and this runs once later
 };
 
 /// One request's side of a route.
 class RouteBackend {
  public:
   virtual ~RouteBackend() = default;
-  /// A worker for this request's ops, and for those of the requests it shares workers with.
-  virtual Result<std::unique_ptr<RouteWorker>> make_worker() = 0;
+  /// A worker for this request's ops, and for those of the requests it shares workers with. Null (with
+  /// `wait.when_room` set) when the pinned budget has no room for its staging now.
+  virtual Result<std::unique_ptr<RouteWorker>> make_worker(const WorkerWait& wait) = 0;
   /// The decision the request's operations are counted under.
   virtual const Decision& decision() const = 0;
   /// The decision op `t` is counted under: decision() unless the backend sends some ops another way (the

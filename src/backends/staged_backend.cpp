@@ -25,7 +25,7 @@ class StagedBackend final : public RouteBackend {
         decision_(std::move(decision)),
         shared_(shared) {}
 
-  Result<std::unique_ptr<RouteWorker>> make_worker() override;
+  Result<std::unique_ptr<RouteWorker>> make_worker(const WorkerWait& wait) override;
   const Decision& decision() const override { return decision_; }
   bool shares_workers() const override { return shared_; }
   std::uint64_t fill_bytes() const override { return target_.bounce_buffer_size; }
@@ -132,6 +132,8 @@ class StagedWorker final : public RouteWorker {
     process_staging_pool().release(std::move(kit_));
     return Status();
   }
+
+  bool holds_pinned() const override { return kit_ != nullptr; }
 
  private:
   // The bounce buffer of the next fill (fills take the buffers in turn), once no copy uses it. The newest
@@ -323,11 +325,15 @@ class StagedWorker final : public RouteWorker {
   std::uint64_t ramp_bytes_ = kFirstPieceBytes;  // the size of the next piece while the pipeline fills
 };
 
-Result<std::unique_ptr<RouteWorker>> StagedBackend::make_worker() {
+Result<std::unique_ptr<RouteWorker>> StagedBackend::make_worker(const WorkerWait& wait) {
   const CudaApi& api = *target_.api;
   FERRY_RETURN_IF_ERROR(make_current(api, target_.device));
-  FERRY_ASSIGN_OR_RETURN(auto kit, process_staging_pool().acquire(api, target_.device, target_.bounce_buffer_size,
-                                                                  target_.buffers_per_worker));
+  auto& pool = process_staging_pool();
+  FERRY_ASSIGN_OR_RETURN(auto kit, wait.when_room ? pool.try_acquire(api, target_.device, target_.bounce_buffer_size,
+                                                                     target_.buffers_per_worker, wait.owner, wait.when_room)
+                                                  : pool.acquire(api, target_.device, target_.bounce_buffer_size,
+                                                                 target_.buffers_per_worker));
+  if (!kit) return std::unique_ptr<RouteWorker>();
   return std::unique_ptr<RouteWorker>(new StagedWorker(*this, std::move(kit)));
 }
 

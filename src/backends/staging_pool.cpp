@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <iterator>
 
 #include "backends/numa_placement.hpp"
 #include "base/setup_ledger.hpp"
+#include "ferry/config.hpp"
 #include "platform/cuda/primary_context.hpp"
 
 #include <fmt/format.h>
@@ -20,6 +22,14 @@ namespace {
 constexpr std::size_t kHugePage = 2u << 20;
 
 std::atomic<std::uint64_t> g_pinned_bytes{0};  // every kit's buffers, from creation to destroy_kit
+std::atomic<std::uint64_t> g_peak_pinned_bytes{0};
+std::atomic<std::uint64_t> g_waits{0}, g_waited_ns{0};
+
+// What a kit takes from the budget before it is made: its buffers on whole huge pages (a kit that ends up
+// with cuMemHostAlloc's pages pins less, and gives the difference back once made).
+std::uint64_t kit_charge(std::uint64_t buffer_size, unsigned count) {
+  return (buffer_size * count + kHugePage - 1) / kHugePage * kHugePage;
+}
 
 // Maps `bytes` (a multiple of 2 MiB) aligned to 2 MiB, on `node` when it is not -1, asks for huge pages,
 // and faults them in.
@@ -94,24 +104,6 @@ void destroy_kit(StagingKit& kit) {
   kit.buffers.clear();
 }
 
-std::unique_ptr<StagingKit> StagingPool::take_idle(const CudaApi& api, int device, std::uint64_t buffer_size,
-                                                   unsigned count) {
-  // The kit released last: release() adds at the back, and taking the oldest instead made every small
-  // request meet the kit that had been idle longest, its stream and buffers out of the caches (H200 machine,
-  // two alternating rounds: 64 KiB reads with 64 in flight from 16 threads 1.03-1.08x, 1 MiB ones from one
-  // thread 1.05-1.10x, one 1 MiB read at a time 0.83-0.88x of the time; bench/results/2026-12-03-h200-copy-wait).
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (auto it = idle_.rbegin(); it != idle_.rend(); ++it) {
-    if (has_shape(**it, api, device, buffer_size, count)) {
-      auto kit = std::move(*it);
-      idle_.erase(std::next(it).base());
-      ++in_use_;
-      return kit;
-    }
-  }
-  return nullptr;
-}
-
 // A new kit: a stream, `count` pinned buffers and their events. Counted nowhere yet.
 Result<std::unique_ptr<StagingKit>> StagingPool::make_kit(const CudaApi& api, int device, std::uint64_t buffer_size,
                                                           unsigned count) {
@@ -146,29 +138,241 @@ Result<std::unique_ptr<StagingKit>> StagingPool::make_kit(const CudaApi& api, in
     kit->events.push_back(event);
   }
   kit->pinned_bytes = huge ? kit->region_bytes : buffer_size * count;
-  g_pinned_bytes += kit->pinned_bytes;
+  const std::uint64_t now = g_pinned_bytes += kit->pinned_bytes;
+  std::uint64_t peak = g_peak_pinned_bytes.load();
+  while (now > peak && !g_peak_pinned_bytes.compare_exchange_weak(peak, now)) {
+  }
   timer.set(1, kit->pinned_bytes);
   return kit;
 }
 
-Result<std::unique_ptr<StagingKit>> StagingPool::acquire(const CudaApi& api, int device,
-                                                         std::uint64_t buffer_size, unsigned count) {
-  if (auto kit = take_idle(api, device, buffer_size, count)) return kit;
+std::uint64_t StagingPool::budget() const { return fixed_budget_ != 0 ? fixed_budget_ : pinned_budget_in_force(); }
+
+std::uint64_t StagingPool::kits_that_fit(std::uint64_t buffer_size, unsigned count) const {
+  return budget() / kit_charge(buffer_size, count);
+}
+
+StagingPool::Plan StagingPool::plan_locked(const CudaApi& api, int device, std::uint64_t buffer_size,
+                                            std::span<const unsigned> counts) const {
+  // Idle kits of the shapes asked for, the kit released last first: taking the oldest instead made every
+  // small request meet the kit that had been idle longest, its stream and buffers out of the caches (H200
+  // machine, two alternating rounds: 64 KiB reads with 64 in flight from 16 threads 1.03-1.08x, 1 MiB ones
+  // from one thread 1.05-1.10x, one 1 MiB read at a time 0.83-0.88x of the time;
+  // bench/results/2026-12-03-h200-copy-wait).
+  Plan plan;
+  auto chosen = [&](std::size_t i) {
+    return std::find(plan.taken.begin(), plan.taken.end(), i) != plan.taken.end() ||
+           std::find(plan.evicted.begin(), plan.evicted.end(), i) != plan.evicted.end();
+  };
+  for (unsigned count : counts) {
+    std::size_t i = idle_.size();
+    while (i-- > 0 && (chosen(i) || !has_shape(*idle_[i], api, device, buffer_size, count))) {
+    }
+    if (i < idle_.size()) {
+      plan.taken.push_back(i);
+    } else {
+      plan.to_make.push_back(count);
+      plan.charge += kit_charge(buffer_size, count);
+    }
+  }
+  // Room for the rest: what the budget has left, then idle kits of other shapes, the oldest first.
+  const std::uint64_t limit = budget();
+  for (std::size_t i = 0; i < idle_.size() && held_ + plan.charge > limit + plan.freed; ++i) {
+    if (chosen(i)) continue;
+    plan.evicted.push_back(i);
+    plan.freed += idle_[i]->pinned_bytes;
+  }
+  plan.fits = held_ + plan.charge <= limit + plan.freed;
+  return plan;
+}
+
+bool StagingPool::grant_locked(const CudaApi& api, int device, std::uint64_t buffer_size,
+                               std::span<const unsigned> counts, Grant& grant) {
+  Plan plan = plan_locked(api, device, buffer_size, counts);
+  if (!plan.fits) return false;
+  std::vector<std::pair<std::size_t, bool>> leaving;  // (index, evicted), taken out from the back
+  for (std::size_t i : plan.taken) leaving.emplace_back(i, false);
+  for (std::size_t i : plan.evicted) leaving.emplace_back(i, true);
+  std::sort(leaving.rbegin(), leaving.rend());
+  for (const auto& [i, evicted] : leaving) {
+    (evicted ? grant.evicted : grant.kits).push_back(std::move(idle_[i]));
+    idle_.erase(idle_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+  grant.to_make = std::move(plan.to_make);
+  held_ = held_ + plan.charge - plan.freed;
+  in_use_ += static_cast<unsigned>(counts.size());
+  return true;
+}
+
+struct StagingPool::Waiter {
+  const void* owner = nullptr;
+  const CudaApi* api = nullptr;
+  int device = -1;
+  std::uint64_t buffer_size = 0;
+  std::vector<unsigned> counts;
+  std::function<void()> when_room;  // a worker's: called once there may be room, not served
+  bool served = false;
+  Grant grant;
+};
+
+void StagingPool::update_first_waiter_locked() {
+  first_waiter_.store(waiters_.empty() ? nullptr : waiters_.front()->owner, std::memory_order_relaxed);
+}
+
+void StagingPool::serve_locked(std::vector<std::function<void()>>& calls) {
+  bool served = false;
+  while (!waiters_.empty()) {
+    Waiter& w = *waiters_.front();
+    if (w.when_room) {
+      // A worker is called back, not served: it asks again (and its ops wait in their queue meanwhile).
+      if (!plan_locked(*w.api, w.device, w.buffer_size, w.counts).fits) break;
+      // Its next try_acquire keeps this place in the line, ahead of those who waited behind it.
+      if (std::find(passes_.begin(), passes_.end(), w.owner) == passes_.end()) passes_.push_back(w.owner);
+      calls.push_back(std::move(w.when_room));
+    } else {
+      if (!grant_locked(*w.api, w.device, w.buffer_size, w.counts, w.grant)) break;
+      w.served = served = true;
+    }
+    waiters_.pop_front();
+  }
+  update_first_waiter_locked();
+  if (served) served_.notify_all();
+}
+
+void StagingPool::room_came() {
+  std::vector<std::function<void()>> calls;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    serve_locked(calls);
+  }
+  for (auto& call : calls) call();
+}
+
+Result<Kits> StagingPool::complete(const CudaApi& api, int device, std::uint64_t buffer_size, Grant grant) {
+  for (auto& kit : grant.evicted) destroy_kit(*kit);
+  Kits kits = std::move(grant.kits);
   // Kits are made one at a time. Measured on the GPU machine (bench/results/2026-11-30-h200-pinning): the
   // 16 workers of a first request pinning their 8 MiB each at once took 40 ms before any of them could
   // start, one after another 31 ms, the first ready after 2 ms: first-touching the memory does not get faster
   // with threads, and the registrations contend. So a worker starts as soon as its own kit is made, while
-  // later workers still wait, and a kit released meanwhile is taken instead of making another.
-  std::lock_guard<std::mutex> making(making_mutex_);
-  if (auto kit = take_idle(api, device, buffer_size, count)) return kit;
-  FERRY_ASSIGN_OR_RETURN(auto kit, make_kit(api, device, buffer_size, count));
-  std::lock_guard<std::mutex> lock(mutex_);
-  ++in_use_;
-  return kit;
+  // later workers still wait.
+  Status failed;
+  for (unsigned count : grant.to_make) {
+    const std::uint64_t charge = kit_charge(buffer_size, count);
+    Result<std::unique_ptr<StagingKit>> made = Status(ErrorCode::internal, "not made: an earlier kit failed");
+    if (failed.ok()) {
+      std::lock_guard<std::mutex> making(making_mutex_);
+      made = make_kit(api, device, buffer_size, count);
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (made.ok()) {
+      held_ = held_ - charge + (*made)->pinned_bytes;  // a kit off huge pages pins less than it was charged
+      kits.push_back(std::move(*made));
+    } else {
+      if (failed.ok()) failed = made.status();
+      held_ -= charge;
+      --in_use_;
+    }
+  }
+  if (!failed.ok()) {
+    for (auto& kit : kits) release(std::move(kit));  // good kits, back for others
+    room_came();
+    return failed;
+  }
+  if (!grant.evicted.empty() || !grant.to_make.empty()) room_came();  // a made kit may have pinned less
+  return kits;
 }
 
-bool StagingPool::holds(const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count, unsigned kits) {
-  std::lock_guard<std::mutex> lock(mutex_);
+Result<Kits> StagingPool::acquire(const CudaApi& api, int device, std::uint64_t buffer_size,
+                                  std::span<const unsigned> counts, std::uint64_t* waited_ns) {
+  if (waited_ns) *waited_ns = 0;
+  std::uint64_t need = 0;
+  for (unsigned count : counts) need += kit_charge(buffer_size, count);
+  const std::uint64_t limit = budget();
+  if (need > limit) {
+    return Status(ErrorCode::invalid_argument,
+                  fmt::format("{} staging kit(s) of {} pinned buffer(s) of {} need {} at once, more than the whole "
+                              "pinned_budget ({})",
+                              counts.size(), counts.empty() ? 0 : counts[0], format_size(buffer_size),
+                              format_size(need), format_size(limit)));
+  }
+  auto w = std::make_shared<Waiter>();
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!waiters_.empty() || !grant_locked(api, device, buffer_size, counts, w->grant)) {
+    // Wait in turn. A budget raised meanwhile (ferry.config) is seen at the next look, within 50 ms.
+    w->owner = w.get();
+    w->api = &api;
+    w->device = device;
+    w->buffer_size = buffer_size;
+    w->counts.assign(counts.begin(), counts.end());
+    waiters_.push_back(w);
+    update_first_waiter_locked();
+    const auto started = std::chrono::steady_clock::now();
+    while (!w->served) {
+      served_.wait_for(lock, std::chrono::milliseconds(50));
+      if (!w->served && waiters_.front() == w) {
+        std::vector<std::function<void()>> calls;
+        serve_locked(calls);
+        if (!calls.empty()) {
+          lock.unlock();
+          for (auto& call : calls) call();
+          lock.lock();
+        }
+      }
+    }
+    const auto waited = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started);
+    if (waited_ns) *waited_ns = static_cast<std::uint64_t>(waited.count());
+    g_waits.fetch_add(1);
+    g_waited_ns.fetch_add(static_cast<std::uint64_t>(waited.count()));
+  }
+  lock.unlock();
+  return complete(api, device, buffer_size, std::move(w->grant));
+}
+
+Result<std::unique_ptr<StagingKit>> StagingPool::acquire(const CudaApi& api, int device, std::uint64_t buffer_size,
+                                                         unsigned count) {
+  FERRY_ASSIGN_OR_RETURN(Kits kits, acquire(api, device, buffer_size, std::span<const unsigned>(&count, 1)));
+  return std::move(kits.front());
+}
+
+Result<std::unique_ptr<StagingKit>> StagingPool::try_acquire(const CudaApi& api, int device, std::uint64_t buffer_size,
+                                                             unsigned count, const void* owner,
+                                                             std::function<void()> when_room) {
+  const std::span<const unsigned> counts(&count, 1);
+  Grant grant;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto pass = std::find(passes_.begin(), passes_.end(), owner);
+    const bool first = waiters_.empty() || pass != passes_.end();
+    if (pass != passes_.end()) passes_.erase(pass);
+    if (first && grant_locked(api, device, buffer_size, counts, grant)) {
+      // made below, outside the lock
+    } else if (kit_charge(buffer_size, count) > budget()) {
+      return Status(ErrorCode::invalid_argument,
+                    fmt::format("a staging kit of {} pinned buffer(s) of {} needs {}, more than the whole "
+                                "pinned_budget ({}): lower bounce_buffer_size or bounce_buffers_per_thread",
+                                count, format_size(buffer_size), format_size(kit_charge(buffer_size, count)),
+                                format_size(budget())));
+    } else {
+      auto w = std::make_shared<Waiter>();
+      w->owner = owner;
+      w->api = &api;
+      w->device = device;
+      w->buffer_size = buffer_size;
+      w->counts.assign(1, count);
+      w->when_room = std::move(when_room);
+      waiters_.push_back(std::move(w));
+      update_first_waiter_locked();
+      g_waits.fetch_add(1);
+      return std::unique_ptr<StagingKit>();
+    }
+  }
+  FERRY_ASSIGN_OR_RETURN(Kits kits, complete(api, device, buffer_size, std::move(grant)));
+  return std::move(kits.front());
+}
+
+bool StagingPool::holds_locked(const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count,
+                               unsigned kits) {
   const auto idle = std::count_if(idle_.begin(), idle_.end(),
                                   [&](const auto& k) { return has_shape(*k, api, device, buffer_size, count); });
   return static_cast<unsigned>(idle) + in_use_ >= kits;
@@ -176,38 +380,66 @@ bool StagingPool::holds(const CudaApi& api, int device, std::uint64_t buffer_siz
 
 Status StagingPool::reserve(const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count,
                             unsigned kits) {
-  while (!holds(api, device, buffer_size, count, kits)) {
+  const std::uint64_t charge = kit_charge(buffer_size, count);
+  for (;;) {
     std::lock_guard<std::mutex> making(making_mutex_);
-    if (holds(api, device, buffer_size, count, kits)) break;  // workers made some meanwhile
-    FERRY_ASSIGN_OR_RETURN(auto kit, make_kit(api, device, buffer_size, count));
+    {
+      // Only into free room: a warm-up frees nothing and waits for nothing.
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (holds_locked(api, device, buffer_size, count, kits) || !waiters_.empty() || held_ + charge > budget()) {
+        return Status();
+      }
+      held_ += charge;
+    }
+    auto made = make_kit(api, device, buffer_size, count);
     std::lock_guard<std::mutex> lock(mutex_);
-    idle_.push_back(std::move(kit));
+    if (!made.ok()) {
+      held_ -= charge;
+      return made.status();
+    }
+    held_ = held_ - charge + (*made)->pinned_bytes;
+    idle_.push_back(std::move(*made));
   }
-  return Status();
 }
 
 void StagingPool::release(std::unique_ptr<StagingKit> kit) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  --in_use_;
-  idle_.push_back(std::move(kit));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    --in_use_;
+    idle_.push_back(std::move(kit));
+    if (waiters_.empty()) return;
+  }
+  room_came();
 }
 
 void StagingPool::discard(std::unique_ptr<StagingKit> kit) {
+  const std::uint64_t bytes = kit->pinned_bytes;
   destroy_kit(*kit);
-  std::lock_guard<std::mutex> lock(mutex_);
-  --in_use_;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    --in_use_;
+    held_ -= bytes;
+    if (waiters_.empty()) return;
+  }
+  room_came();
 }
 
 void StagingPool::clear() {
-  std::vector<std::unique_ptr<StagingKit>> idle;
+  Kits idle;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     idle.swap(idle_);
+    for (const auto& k : idle) held_ -= k->pinned_bytes;
   }
   for (auto& k : idle) destroy_kit(*k);
+  room_came();
 }
 
 std::uint64_t StagingPool::pinned_bytes() { return g_pinned_bytes.load(); }
+std::uint64_t StagingPool::peak_pinned_bytes() { return g_peak_pinned_bytes.load(); }
+void StagingPool::reset_peak_pinned_bytes() { g_peak_pinned_bytes.store(g_pinned_bytes.load()); }
+std::uint64_t StagingPool::waits() { return g_waits.load(); }
+std::uint64_t StagingPool::waited_ns() { return g_waited_ns.load(); }
 
 StagingPool& process_staging_pool() {
   // Leaked on purpose: freeing pinned memory during static destruction races the driver's own teardown.
@@ -216,3 +448,18 @@ StagingPool& process_staging_pool() {
 }
 
 }  // namespace ferry::detail
+
+namespace ferry {
+
+PinnedMemoryUse pinned_memory_use() {
+  using detail::StagingPool;
+  PinnedMemoryUse use;
+  use.budget = detail::process_staging_pool().budget();
+  use.pinned_bytes = StagingPool::pinned_bytes();
+  use.peak_bytes = StagingPool::peak_pinned_bytes();
+  use.waits = StagingPool::waits();
+  use.waited_seconds = static_cast<double>(StagingPool::waited_ns()) / 1e9;
+  return use;
+}
+
+}  // namespace ferry

@@ -7,12 +7,23 @@
 // reaches the disk in requests of at most max_segments pages (measured on a virtio disk with 254
 // segments: 1.4 GiB/s into 4 KiB pages, 2.4 GiB/s into huge pages, same reads). On a machine with several
 // NUMA nodes the region is placed on the node nearest the GPU (numa_placement.hpp).
-// Thread safety: acquire/release may be called from any thread.
+//
+// Every kit of the process counts against one budget (the pinned_budget setting): a kit that would not fit
+// is made only once idle kits of other shapes were freed or kits in use came back. Callers wait their turn
+// in the order they came, and a caller that needs several kits gets all of them at once, so that no two
+// callers each hold part of what they need. Pool workers do not wait (a worker blocked on memory could be
+// the one a save's writes need): try_acquire says "not now" and calls them back.
+// Thread safety: every member may be called from any thread.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include "ferry/status.hpp"
@@ -33,38 +44,101 @@ struct StagingKit {
   std::uint64_t pinned_bytes = 0;  // counted in StagingPool::pinned_bytes() until destroy_kit
 };
 
+using Kits = std::vector<std::unique_ptr<StagingKit>>;
+
 class StagingPool {
  public:
-  /// A kit for `device` with `count` buffers of `buffer_size` bytes. The caller's thread must have the
-  /// device's context current. Errors: the driver's (pinned memory exhausted, ...).
+  /// `budget`: the most pinned bytes its kits may hold at once; 0 follows the process's pinned_budget.
+  explicit StagingPool(std::uint64_t budget = 0) : fixed_budget_(budget) {}
+
+  /// Kits for `device` with counts[i] buffers of `buffer_size` bytes each, all at once, waiting for room in
+  /// the budget as long as it takes; `waited_ns` (if given) gets how long that was. The caller's thread must
+  /// have the device's context current. Errors: invalid_argument when the kits need more than the whole
+  /// budget (size the request with kits_that_fit first), the driver's (pinned memory exhausted, ...).
+  Result<Kits> acquire(const CudaApi& api, int device, std::uint64_t buffer_size, std::span<const unsigned> counts,
+                       std::uint64_t* waited_ns = nullptr);
   Result<std::unique_ptr<StagingKit>> acquire(const CudaApi& api, int device, std::uint64_t buffer_size,
                                               unsigned count);
+  /// As acquire(), one kit, without waiting: null when the budget has no room for it now (or others wait
+  /// for room first), and then `when_room` runs once, on the thread that gives memory back, when there may
+  /// be. `owner` says whose wait it is (room_wanted_by_other).
+  Result<std::unique_ptr<StagingKit>> try_acquire(const CudaApi& api, int device, std::uint64_t buffer_size,
+                                                  unsigned count, const void* owner, std::function<void()> when_room);
+  /// Whether a caller other than `owner` waits for room: a worker that keeps a kit between takes gives it
+  /// back at its next one.
+  bool room_wanted_by_other(const void* owner) const {
+    const void* first = first_waiter_.load(std::memory_order_relaxed);
+    return first != nullptr && first != owner;
+  }
   /// Gives a kit back. The kit's stream must be idle (synchronised).
   void release(std::unique_ptr<StagingKit> kit);
   /// Frees an acquired kit that cannot go back (its stream could not be synchronised): destroy_kit.
   void discard(std::unique_ptr<StagingKit> kit);
   /// Makes kits of this shape, one at a time and each into the pool as soon as it is made, until `kits`
-  /// kits are idle in the pool or in use: a request of that many workers then pins nothing, and workers
-  /// that start meanwhile (a load begun during a warm-up) take each kit as it comes instead of making
-  /// their own. The caller's thread must have the device's context current.
+  /// kits are idle in the pool or in use, or the budget has no room for more: a request of that many
+  /// workers then pins nothing, and workers that start meanwhile (a load begun during a warm-up) take each
+  /// kit as it comes instead of making their own. The caller's thread must have the device's context current.
   Status reserve(const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count, unsigned kits);
   /// Frees every idle kit (tests use it for leak checks).
   void clear();
+
+  /// The budget in force, in bytes.
+  std::uint64_t budget() const;
+  /// How many kits of `count` buffers of `buffer_size` the whole budget holds (0: not one).
+  std::uint64_t kits_that_fit(std::uint64_t buffer_size, unsigned count) const;
   /// Pinned bytes held by every kit that exists now, idle or in use (the soak watches it stay flat).
   static std::uint64_t pinned_bytes();
+  /// The most pinned bytes kits held at once since the process started (or reset_peak_pinned_bytes()).
+  static std::uint64_t peak_pinned_bytes();
+  static void reset_peak_pinned_bytes();
+  /// Waits for room in a budget (a caller's or a worker's), and their time summed.
+  static std::uint64_t waits();
+  static std::uint64_t waited_ns();
 
  private:
-  std::unique_ptr<StagingKit> take_idle(const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count);
+  struct Waiter;
+  // What a caller got: kits taken from the idle ones, how many to make (counts), idle kits to free first.
+  struct Grant {
+    Kits kits;
+    std::vector<unsigned> to_make;
+    Kits evicted;
+  };
+
+  // Which idle kits `counts` would take, which it would free to make room, what the rest would be charged.
+  struct Plan {
+    std::vector<std::size_t> taken, evicted;  // indices into idle_
+    std::vector<unsigned> to_make;
+    std::uint64_t charge = 0, freed = 0;
+    bool fits = false;
+  };
+  Plan plan_locked(const CudaApi& api, int device, std::uint64_t buffer_size, std::span<const unsigned> counts) const;
+  // Takes what `counts` needs if the budget has room (freeing idle kits of other shapes where that makes
+  // room); false, and nothing changed, otherwise.
+  bool grant_locked(const CudaApi& api, int device, std::uint64_t buffer_size, std::span<const unsigned> counts,
+                    Grant& grant);
+  // Serves the callers waiting for room, first come first: fills their grants, or collects a worker's call.
+  void serve_locked(std::vector<std::function<void()>>& calls);
+  // Frees the evicted kits and makes the rest of a grant (outside the lock).
+  Result<Kits> complete(const CudaApi& api, int device, std::uint64_t buffer_size, Grant grant);
+  // After memory came back: serves the waiters and runs the workers' calls (mutex_ not held).
+  void room_came();
+  void update_first_waiter_locked();
 
   Result<std::unique_ptr<StagingKit>> make_kit(const CudaApi& api, int device, std::uint64_t buffer_size,
                                                unsigned count);
   // Whether `kits` kits of this shape are idle, counting every kit in use (of any shape) as one.
-  bool holds(const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count, unsigned kits);
+  bool holds_locked(const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count, unsigned kits);
 
-  std::mutex mutex_;         // guards idle_ and in_use_
-  std::mutex making_mutex_;  // one kit is made at a time (see acquire)
-  std::vector<std::unique_ptr<StagingKit>> idle_;
-  unsigned in_use_ = 0;      // kits acquired and not yet released or discarded (of any shape)
+  const std::uint64_t fixed_budget_;
+  mutable std::mutex mutex_;  // guards everything below
+  std::mutex making_mutex_;   // one kit is made at a time (see complete)
+  Kits idle_;                 // oldest first
+  unsigned in_use_ = 0;       // kits acquired and not yet released or discarded (of any shape)
+  std::uint64_t held_ = 0;    // pinned bytes of every kit of this pool, plus those charged for kits being made
+  std::deque<std::shared_ptr<Waiter>> waiters_;
+  std::vector<const void*> passes_;  // workers called back: their next try_acquire goes first
+  std::condition_variable served_;
+  std::atomic<const void*> first_waiter_{nullptr};  // waiters_.front()'s owner, read without the lock
 };
 
 StagingPool& process_staging_pool();

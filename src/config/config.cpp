@@ -2,10 +2,13 @@
 #include "ferry/config.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <optional>
 #include <thread>
+
+#include <unistd.h>
 #include <type_traits>
 #include <utility>
 
@@ -34,11 +37,23 @@ constexpr unsigned kMinBounceBuffers = 2, kMaxBounceBuffers = 64;
 constexpr unsigned kMaxConnections = 256, kMaxRetries = 100;
 constexpr unsigned kMaxMilliseconds = 3600 * 1000;
 constexpr std::uint64_t kMaxMinRate = kTiB;
+// The smallest budget holds what one piece of work needs at once: a save's two 32 MiB windows, a worker's
+// bounce buffers at the defaults (2 x 4 MiB) many times over.
+constexpr std::uint64_t kMinPinnedBudget = 64 * kMiB, kMaxPinnedBudget = 64 * kTiB;
 
 // Rounds up to whole pages within [kPage, max] (max is a multiple of kPage), without wrapping near 2^64.
 std::uint64_t page_round_clamped(std::uint64_t bytes, std::uint64_t max) {
   if (bytes >= max) return max;
   return std::max(kPage, (bytes + kPage - 1) / kPage * kPage);
+}
+
+// A quarter of the machine's memory: the most background saves staged before there was a budget, and room
+// for every worker's bounce buffers many times over. (Pinning half the memory has starved the kernel.)
+std::uint64_t default_pinned_budget() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  const std::uint64_t memory = pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page)
+                                                     : 4 * kGiB;
+  return std::clamp(memory / 4 / kPage * kPage, kMinPinnedBudget, kMaxPinnedBudget);
 }
 
 unsigned default_threads() {
@@ -326,6 +341,13 @@ const SettingRow kSettingRows[] = {
      "another).",
      parse_count_into<&Config::set_bounce_buffers_per_thread, kMinBounceBuffers, kMaxBounceBuffers>,
      number<&Config::bounce_buffers_per_thread>},
+    {"pinned_budget", "FERRY_PINNED_BUDGET", "a quarter of memory",
+     "The most pinned host memory Ferry's staging may hold at once, in the whole process (64 MiB to 64 TiB, "
+     "rounded up to 4 KiB): bounce buffers, stream-ordered requests, save windows. Work beyond it waits for "
+     "memory to come back (the report says how long); process-wide, so only the default configuration's value "
+     "counts (FERRY_PINNED_BUDGET, ferry.config).",
+     parse_size_into<&Config::set_pinned_budget, kMinPinnedBudget, kMaxPinnedBudget, kRoundedToPages>,
+     number<&Config::pinned_budget>},
     {"require", "FERRY_REQUIRE", "none",
      "gds = fail before I/O when cuFile's direct route is impossible, and after I/O when cuFile's "
      "statistics show any operation took another way.",
@@ -445,6 +467,7 @@ Config::Config()
       gds_threshold_(16 * 1024),
       bounce_buffer_size_(4 * kMiB),
       bounce_buffers_per_thread_(2),
+      pinned_budget_(default_pinned_budget()),
       require_(Requirement::none),
       io_engine_(IoEngine::psync) {}
 
@@ -498,6 +521,11 @@ Config& Config::set_bounce_buffer_size(std::uint64_t bytes) {
 Config& Config::set_bounce_buffers_per_thread(unsigned n) {
   bounce_buffers_per_thread_ = std::clamp(n, kMinBounceBuffers, kMaxBounceBuffers);
   mark("bounce_buffers_per_thread", SettingSource::api);
+  return *this;
+}
+Config& Config::set_pinned_budget(std::uint64_t bytes) {
+  pinned_budget_ = std::clamp(page_round_clamped(bytes, kMaxPinnedBudget), kMinPinnedBudget, kMaxPinnedBudget);
+  mark("pinned_budget", SettingSource::api);
   return *this;
 }
 Config& Config::set_nvtx(bool on) {
@@ -566,6 +594,7 @@ Result<Config> Config::from_environment() {
 namespace {
 std::mutex g_default_mutex;
 std::optional<Config> g_default_config;
+std::atomic<std::uint64_t> g_pinned_budget{0};  // g_default_config's pinned_budget; 0 until it is read
 const bool g_default_mutex_forks = (detail::hold_across_fork(g_default_mutex), true);  // File::open takes it
 }  // namespace
 
@@ -574,12 +603,20 @@ Result<Config> default_config() {
   if (g_default_config) return *g_default_config;
   FERRY_ASSIGN_OR_RETURN(Config config, Config::from_environment());
   g_default_config = config;
+  g_pinned_budget.store(config.pinned_budget());
   return config;
 }
 
 void set_default_config(const Config& config) {
   std::lock_guard<std::mutex> lock(g_default_mutex);
   g_default_config = config;
+  g_pinned_budget.store(config.pinned_budget());
+}
+
+std::uint64_t pinned_budget_in_force() {
+  if (const std::uint64_t budget = g_pinned_budget.load(); budget != 0) return budget;
+  auto config = default_config();  // reads the environment once
+  return config.ok() ? config->pinned_budget() : Config().pinned_budget();
 }
 
 }  // namespace ferry

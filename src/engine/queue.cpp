@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "backends/staging_pool.hpp"
 #include "engine/request.hpp"
 #include "engine/thread_pool.hpp"
 #include "platform/nvtx/nvtx.hpp"
@@ -117,13 +118,14 @@ bool OpQueue::take_next(Take& take, bool& busy, bool stop_if_empty) {
     }
     if (!take.ops.empty() && fill != 0 && bytes + q.op.task.length > fill) break;
     ++head_;
-    if (q.request == nullptr || !q.request->claim()) continue;
+    if (q.request == nullptr || (!q.claimed && !q.request->claim())) continue;
     if (take.ops.empty()) {
       fill = q.op.request->fill_bytes();
       size = take_size_locked(q, waiting, free);
     }
     take.ops.push_back(q.op);
     take.requests.push_back(q.request);
+    take.put_back.push_back(q.put_back);
     bytes += q.op.task.length;
   }
   if (head_ == queued_.size()) {  // the usual case: drained to the end, the memory kept
@@ -144,28 +146,38 @@ bool OpQueue::take_next(Take& take, bool& busy, bool stop_if_empty) {
   return false;
 }
 
-void OpQueue::run(Take& take, std::unique_ptr<RouteWorker>& worker) {
+bool OpQueue::run(Take& take, std::unique_ptr<RouteWorker>& worker) {
   const std::size_t n = take.ops.size();
-  take.started = std::chrono::steady_clock::now();
+  take.started = Clock::now();
   take.results.assign(n, Result<std::uint64_t>(std::uint64_t{0}));
   const bool one_request = std::all_of(take.requests.begin(), take.requests.end(),
                                        [&](const RequestState* r) { return r == take.requests[0]; });
   take.reports.assign(one_request ? 1 : n, Report());
   take.fill = 0;
-  if (n == 0) return;
+  if (n == 0) return true;
   // A request that was cancelled or failed moves no more bytes: its ops are retired unrun.
   const bool any_stopped =
       std::any_of(take.requests.begin(), take.requests.end(), [](const RequestState* r) { return r->stop_requested(); });
   const bool traced = take.requests[0]->traced();
   if (!worker) {
     if (traced) nvtx::push("ferry worker set-up");
-    auto made = take.ops[0].request->make_worker();
+    auto made = take.ops[0].request->make_worker(
+        WorkerWait{this, [queue = shared_from_this()] { queue->room_came(); }});
     if (traced) nvtx::pop();
     if (!made.ok()) {
       std::fill(take.results.begin(), take.results.end(), Result<std::uint64_t>(made.status()));
-      return;
+      return true;
     }
+    if (!*made) return false;
     worker = std::move(*made);
+  }
+  // Ops that waited for room in the pinned budget: their reports say how long (a request's longest wait).
+  for (std::size_t i = 0; i < n; ++i) {
+    if (take.put_back[i] == Clock::time_point{}) continue;
+    const auto waited = static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(take.started - take.put_back[i]).count());
+    std::uint64_t& field = report_of(take.reports, i).io.pinned_wait_ns;
+    field = std::max(field, waited);
   }
   if (traced) {
     std::uint64_t bytes = 0;
@@ -202,6 +214,42 @@ void OpQueue::run(Take& take, std::unique_ptr<RouteWorker>& worker) {
   }
   take.fill = worker->last_fill();
   if (traced) nvtx::pop();
+  return true;
+}
+
+bool OpQueue::put_back(Take& take, std::uint64_t room_generation) {
+  const auto now = Clock::now();
+  std::lock_guard<std::mutex> lock(mutex_);
+  --busy_;
+  std::vector<Queued> back;
+  back.reserve(take.ops.size());
+  for (std::size_t i = 0; i < take.ops.size(); ++i) {
+    const auto since = take.put_back[i] == Clock::time_point{} ? now : take.put_back[i];
+    back.push_back(Queued{take.ops[i], take.requests[i], /*claimed=*/true, since});
+  }
+  if (head_ >= back.size()) {
+    head_ -= back.size();
+    std::move(back.begin(), back.end(), queued_.begin() + static_cast<std::ptrdiff_t>(head_));
+  } else {
+    queued_.insert(queued_.begin() + static_cast<std::ptrdiff_t>(head_), back.begin(), back.end());
+  }
+  waiting_.store(queued_.size() - head_, std::memory_order_relaxed);
+  take.ops.clear();
+  take.requests.clear();
+  take.put_back.clear();
+  if (room_generation_.load() != room_generation) return true;  // room came before it was put back
+  --draining_;
+  return false;
+}
+
+void OpQueue::room_came() {
+  unsigned start = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    room_generation_.fetch_add(1);
+    start = more_wanted_locked();
+  }
+  if (start > 0) start_drainers(start, std::chrono::microseconds(0));
 }
 
 void OpQueue::retire(Take& take, const Status& failed) {
@@ -222,6 +270,7 @@ void OpQueue::retire(Take& take, const Status& failed) {
   }
   take.ops.clear();
   take.requests.clear();
+  take.put_back.clear();
 }
 
 bool OpQueue::ends_requests(const Take& take) {
@@ -242,16 +291,21 @@ void OpQueue::drain() {
   std::deque<Take> pending;  // ran, oldest first, not yet retired
   std::vector<Take> spare;   // retired, kept for their vectors' memory
   bool busy = false;
+  auto& staging = process_staging_pool();
   for (;;) {
     Take take;
     if (!spare.empty()) {
       take = std::move(spare.back());
       spare.pop_back();
     }
-    if (!take_next(take, busy, /*stop_if_empty=*/!worker && pending.empty())) {
+    // Others wait for room in the pinned budget: this worker's staging goes back to them (below) before
+    // it takes more, and it asks for staging again behind them.
+    const bool give_way = worker && worker->holds_pinned() && staging.room_wanted_by_other(this);
+    if (give_way || !take_next(take, busy, /*stop_if_empty=*/!worker && pending.empty())) {
       if (!worker && pending.empty()) return;
-      // Nothing waits: wait for what is in flight, give the worker's staging back, then retire (so that the
-      // last request this worker served holds none of its staging once done), and look again.
+      // Nothing waits (or others want the staging): wait for what is in flight, give the worker's staging
+      // back, then retire (so that the last request this worker served holds none of its staging once
+      // done), and look again.
       const bool traced = !pending.empty() && !pending.front().requests.empty() && pending.front().requests[0]->traced();
       if (traced) nvtx::push("ferry worker finish");
       const Status finished = worker ? worker->finish() : Status();
@@ -264,7 +318,12 @@ void OpQueue::drain() {
     for (const auto& [request, n] : take.dropped) request->drop(n);
     take.dropped.clear();
     if (take.ops.empty()) continue;
-    run(take, worker);
+    const std::uint64_t room_generation = room_generation_.load();
+    if (!run(take, worker)) {  // no room for a worker's staging: the ops wait in the queue, not on this thread
+      busy = false;
+      if (!put_back(take, room_generation)) return;
+      continue;
+    }
     pending.push_back(std::move(take));
     if (!worker) {  // it could not be made: every op taken failed with it
       for (Take& t : pending) retire(t, Status());

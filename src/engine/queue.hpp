@@ -39,9 +39,12 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   void withdraw(const RequestState& request, std::uint64_t ticket);
 
  private:
+  using Clock = std::chrono::steady_clock;
   struct Queued {
     Op op;
     RequestState* request;  // alive until its last op retires; null once its waiter took it (withdraw)
+    bool claimed = false;   // taken before and put back (no room for a worker): claimed already
+    Clock::time_point put_back{};  // when it was put back, or never
   };
   // Ops taken together, and what became of them.
   struct Take {
@@ -50,8 +53,9 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
     std::vector<Result<std::uint64_t>> results;
     std::vector<Report> reports;  // one for all (one request), or one per op (gathered from several)
     std::uint64_t fill = 0;       // RouteWorker::last_fill() after it ran
+    std::vector<Clock::time_point> put_back;  // per op, as Queued::put_back
     std::vector<std::pair<RequestState*, std::size_t>> dropped;  // ops of stopped requests passed over
-    std::chrono::steady_clock::time_point started;
+    Clock::time_point started;
   };
 
   static void drain_job(void* queue);
@@ -59,8 +63,14 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   // Takes the next ops into `take` (and drops those of stopped requests on the way); false when none wait (with `stop_if_empty`, the drainer is then counted
   // out). `busy`: whether the drainer is running a take (counted in busy_), kept up to date.
   bool take_next(Take& take, bool& busy, bool stop_if_empty);
-  // Runs `take` on `worker` (made on first need): ops of requests that stopped are retired unrun.
-  void run(Take& take, std::unique_ptr<RouteWorker>& worker);
+  // Runs `take` on `worker` (made on first need): ops of requests that stopped are retired unrun. False,
+  // and nothing ran, when the pinned budget had no room for a worker (room_came() follows).
+  bool run(Take& take, std::unique_ptr<RouteWorker>& worker);
+  // Puts a take that could not run back at the front. False when the drainer is counted out (room_came()
+  // will start another), true when room came meanwhile and it should look again.
+  bool put_back(Take& take, std::uint64_t room_generation);
+  // The pinned budget may have room again: starts the drainers the ops waiting want.
+  void room_came();
   static void retire(Take& take, const Status& failed);
   // Whether retiring `take` would end one of its requests (no other op of it left).
   static bool ends_requests(const Take& take);
@@ -80,6 +90,7 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   unsigned draining_ = 0;  // drainer jobs running or in the pool's queue
   unsigned busy_ = 0;      // of those, running a take
   std::atomic<std::size_t> waiting_{0};  // queued_.size() - head_, read without the lock (a hint)
+  std::atomic<std::uint64_t> room_generation_{0};  // room_came() calls so far
 };
 
 }  // namespace ferry::detail

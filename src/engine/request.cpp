@@ -258,7 +258,7 @@ bool RequestState::run_here_if_unclaimed() const {
   const auto started = std::chrono::steady_clock::now();
   if (!stop_requested()) {
     auto borrowed = backend_->borrow_thread();  // the caller's CUDA context comes back afterwards
-    auto worker = backend_->make_worker();
+    auto worker = backend_->make_worker(WorkerWait{});  // the caller's own thread may wait for pinned memory
     if (worker.ok()) {
       (*worker)->run(std::span<const Op>(&op, 1), std::span<Report>(&report, 1),
                      std::span<Result<std::uint64_t>>(&got, 1));

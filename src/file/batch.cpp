@@ -91,7 +91,7 @@ Future FileState::submit_batch(std::span<const Piece> pieces) {
   const int device = plan->buffer.device;
   auto stop = std::make_shared<std::atomic<bool>>(false);
   SourceRequest request{Direction::read, e, bytes, stop};
-  auto backend = make_route_backend(*this, request, std::move(*plan), Destination(), 0);  // tasks carry addresses
+  auto backend = make_route_backend(*this, request, std::move(*plan), Destination(), 0, tasks);  // tasks carry addresses
   if (!backend.ok()) return fail(backend.status());
   const auto label = [&] {
     return fmt::format("ferry read_batch of {} pieces, {} from \"{}\"", pieces.size(), format_size(bytes), path);

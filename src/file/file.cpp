@@ -218,7 +218,7 @@ Future FileState::start(Direction direction, const Destination& destination, std
   const int device = plan.buffer.device;
   auto stop = std::make_shared<std::atomic<bool>>(false);
   SourceRequest request{direction, extent, size, stop};
-  auto backend = make_route_backend(*this, request, std::move(plan), destination, size);
+  auto backend = make_route_backend(*this, request, std::move(plan), destination, size, tasks);
   if (!backend.ok()) return Future(RequestState::failed(backend.status()));
   EndOfFileRule eof{short_task_ends_request, path, extent.bytes};
   const auto label = [&] {

@@ -2,6 +2,8 @@
 // the router, and build the backend for the decision.
 #include "file/route_selection.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "backends/gds_backend.hpp"
@@ -117,7 +119,7 @@ StagedTarget staged_target(const FileState& file, const RoutePlanDetail& plan, D
 
 Result<std::shared_ptr<RouteBackend>> make_route_backend(FileState& file, const SourceRequest& request,
                                                          RoutePlanDetail plan, const Destination& destination,
-                                                         std::uint64_t size) {
+                                                         std::uint64_t size, std::span<const Task> tasks) {
   Decision& decision = plan.decision;
   if (decision.route == Route::host) return make_host_backend(file.source, request, destination, std::move(decision));
   if (decision.route == Route::staged) {
@@ -132,7 +134,9 @@ Result<std::shared_ptr<RouteBackend>> make_route_backend(FileState& file, const 
   target.require = file.config.require();
   target.path = file.path;
   std::shared_ptr<RouteBackend> edges;
-  if (is_read(request.direction)) {
+  // Unaligned edges go through a bounce buffer, which a worker takes when it is made (a read without them
+  // keeps the pinned budget free).
+  if (is_read(request.direction) && std::any_of(tasks.begin(), tasks.end(), [](const Task& t) { return !t.aligned; })) {
     edges = make_staged_backend(file.source, request, staged_target(file, plan, destination, 0),
                                 Decision{Route::staged, Reason::cufile_unaligned_edge, ""}, /*shared=*/false);
   }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 
 #include "engine/request.hpp"
 #include "file/file_state.hpp"
@@ -37,10 +38,11 @@ Result<RoutePlanDetail> route_for(FileState& file, Direction direction, const vo
                                   BufferQuery query = BufferQuery::ask, bool pieces = false);
 
 /// The backend that carries out `request` into or out of `destination` on the route `plan` (route_for()'s)
-/// picked. A batch's destination has base 0: its tasks carry their addresses.
+/// picked, for `tasks` (`size` bytes, or 0 for a batch's pieces). A batch's destination has base 0: its tasks
+/// carry their addresses.
 Result<std::shared_ptr<RouteBackend>> make_route_backend(FileState& file, const SourceRequest& request,
                                                          RoutePlanDetail plan, const Destination& destination,
-                                                         std::uint64_t size);
+                                                         std::uint64_t size, std::span<const Task> tasks);
 
 /// Does the one-time work of the route a request would take: loads CUDA and cuFile, registers the file,
 /// and for the staged route pins bounce buffers for every worker. Returns the decision.

@@ -224,6 +224,7 @@ struct OrderedRequest {
   std::vector<Task> tasks;
   char* buffer = nullptr;                        // the caller's (host memory: stream_wait)
   std::vector<std::unique_ptr<StagingKit>> kits;  // bounce slots (stream_copies)
+  std::uint64_t pinned_wait_ns = 0;                // how long the submission waited for them
   std::vector<void*> slots;
   StreamWords* words = nullptr;
   StreamWords::Word gpu, cpu;
@@ -273,6 +274,7 @@ struct OrderedRequest {
     words->release(cpu);
     Report& report = outcome.report;
     report.stream_order[static_cast<std::size_t>(mechanism)] = 1;
+    report.io.pinned_wait_ns += pinned_wait_ns;
     file->add_to_report(report);
     add_to_process_report(report);
     Result<Transfer> result = outcome.status;
@@ -438,19 +440,22 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
   const std::uint64_t chunk = copies ? std::min(config.task_size(), config.bounce_buffer_size()) : config.task_size();
   r->tasks = split_request(offset, size, chunk, file.source->task_alignment());
   if (copies) {
-    // Two slots per thread keep every thread reading while the stream copies; never more than the steps.
+    // Two slots per thread keep every thread reading while the stream copies; never more than the steps,
+    // nor than half the pinned budget (a second request, or the staged route's workers, find room too). The
+    // kits come all at once: a request holding some while it waited for the rest could wait for another that
+    // holds the rest.
+    auto& pool = process_staging_pool();
     const unsigned per_kit = config.bounce_buffers_per_thread();
-    const std::size_t window = std::min<std::size_t>(r->tasks.size(), 2 * std::max(1u, config.threads()));
-    while (r->slots.size() < window) {
-      auto kit = process_staging_pool().acquire(*api, plan->buffer.device, config.bounce_buffer_size(), per_kit);
-      if (!kit.ok()) {
-        for (auto& k : r->kits) process_staging_pool().release(std::move(k));
-        return fail(kit.status());
+    const std::size_t wanted = std::min<std::size_t>(r->tasks.size(), 2 * std::max(1u, config.threads()));
+    const std::uint64_t fit = std::max<std::uint64_t>(1, pool.kits_that_fit(config.bounce_buffer_size(), per_kit) / 2);
+    const std::vector<unsigned> counts(std::min<std::uint64_t>((wanted + per_kit - 1) / per_kit, fit), per_kit);
+    auto kits = pool.acquire(*api, plan->buffer.device, config.bounce_buffer_size(), counts, &r->pinned_wait_ns);
+    if (!kits.ok()) return fail(kits.status());
+    r->kits = std::move(*kits);
+    for (const auto& kit : r->kits) {
+      for (void* b : kit->buffers) {
+        if (r->slots.size() < wanted) r->slots.push_back(b);
       }
-      for (void* b : (*kit)->buffers) {
-        if (r->slots.size() < window) r->slots.push_back(b);
-      }
-      r->kits.push_back(std::move(*kit));
     }
   }
   if (r->tasks.empty()) {  // nothing to move: the request is over before the stream gets there

@@ -108,6 +108,7 @@ void Report::merge(const Report& other) {
   io.eintr_retries += other.io.eintr_retries;
   io.short_transfers += other.io.short_transfers;
   io.gathered_ops += other.io.gathered_ops;
+  io.pinned_wait_ns += other.io.pinned_wait_ns;
   if (other.cufile) {
     CuFileCounters& c = cufile ? *cufile : cufile.emplace();
     const CuFileCounters& o = *other.cufile;
@@ -118,6 +119,12 @@ void Report::merge(const Report& other) {
 }
 
 namespace {
+
+// "12.3 ms", "1.52 s".
+std::string wait_text(std::uint64_t ns) {
+  return ns >= 1000000000 ? fmt::format("{:.2f} s", static_cast<double>(ns) / 1e9)
+                          : fmt::format("{:.1f} ms", static_cast<double>(ns) / 1e6);
+}
 
 std::string reason_phrase(const ReasonCount& rc) {
   std::string text = reason_text(rc.reason);
@@ -149,6 +156,7 @@ std::string Report::summary() const {
     for (std::size_t i = 0; i < why.size(); ++i) out += (i ? "; " : "") + why[i];
     out += ")";
   }
+  if (io.pinned_wait_ns > 0) out += fmt::format(" (waited {} for pinned memory)", wait_text(io.pinned_wait_ns));
   if (cufile) {
     out += fmt::format(" [cuFile: nvfs={} p2p={} posix={}]", cufile->nvfs_reads + cufile->nvfs_writes,
                        cufile->p2p_reads + cufile->p2p_writes, cufile->posix_reads + cufile->posix_writes);
@@ -190,6 +198,7 @@ std::string Report::table() const {
                      "{} short transfers continued, {} taken with other requests\n",
                      io.direct_ops, io.buffered_ops, io.cached_ops, io.eintr_retries, io.short_transfers,
                      io.gathered_ops);
+  if (io.pinned_wait_ns > 0) out += fmt::format("pinned memory: waited {} for room in pinned_budget\n", wait_text(io.pinned_wait_ns));
   if (cufile) {
     out += fmt::format("cuFile statistics: reads nvfs={} p2p={} posix={}; writes nvfs={} p2p={} posix={}; "
                        "errors read={} write={}\n",
@@ -231,7 +240,8 @@ nlohmann::json detail::report_json(const Report& report) {
              {"cached_ops", io.cached_ops},
              {"eintr_retries", io.eintr_retries},
              {"short_transfers", io.short_transfers},
-             {"gathered_ops", io.gathered_ops}};
+             {"gathered_ops", io.gathered_ops},
+             {"pinned_wait_ns", io.pinned_wait_ns}};
   if (cufile) {
     auto& counters = j["cufile"] = nlohmann::json::object();
     for (const auto& f : kCuFileCounterFields) counters[f.name] = (*cufile).*f.member;

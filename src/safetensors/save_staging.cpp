@@ -26,12 +26,17 @@ Result<SaveStaging> SaveStaging::make(const CudaApi* api, int device, std::size_
   s.device_ = device;
   ferry::detail::ScopedDeviceContext context(*api, device);
   FERRY_RETURN_IF_ERROR(context.status());
+  // Kits of at most kWindowsPerKit windows, taken all at once (a save holding some while it waited for
+  // the rest could wait for another that holds the rest).
+  std::vector<unsigned> counts;
   for (std::size_t left = windows; left > 0;) {
-    auto count = static_cast<unsigned>(std::min<std::size_t>(left, kWindowsPerKit));
-    FERRY_ASSIGN_OR_RETURN(auto kit, ferry::detail::process_staging_pool().acquire(*api, device, kSaveWindowBytes, count));
+    counts.push_back(static_cast<unsigned>(std::min<std::size_t>(left, kWindowsPerKit)));
+    left -= counts.back();
+  }
+  FERRY_ASSIGN_OR_RETURN(s.kits_, ferry::detail::process_staging_pool().acquire(*api, device, kSaveWindowBytes, counts,
+                                                                               &s.pinned_wait_ns_));
+  for (const auto& kit : s.kits_) {
     for (void* b : kit->buffers) s.windows_.push_back(static_cast<char*>(b));
-    s.kits_.push_back(std::move(kit));
-    left -= count;
   }
   return s;
 }
@@ -42,7 +47,8 @@ SaveStaging::SaveStaging(SaveStaging&& o) noexcept
       kits_(std::move(o.kits_)),
       host_(std::move(o.host_)),
       windows_(std::move(o.windows_)),
-      own_streams_(std::move(o.own_streams_)) {}
+      own_streams_(std::move(o.own_streams_)),
+      pinned_wait_ns_(o.pinned_wait_ns_) {}
 
 SaveStaging::~SaveStaging() {
   if (api_ == nullptr) return;

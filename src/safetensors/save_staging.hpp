@@ -26,7 +26,8 @@ inline constexpr unsigned kWindowsPerKit = 8;
 class SaveStaging {
  public:
   /// `windows` windows; pinned for `device` (the GPU whose context and stream the first kit uses) when
-  /// `api` is given, else host memory. Errors: the driver's (pinned memory exhausted), no_space for host memory.
+  /// `api` is given (waiting for room in the pinned budget: staging_windows() sizes them to fit), else host
+  /// memory. Errors: the driver's (pinned memory exhausted), no_space for host memory.
   [[nodiscard]] static Result<SaveStaging> make(const ferry::detail::CudaApi* api, int device, std::size_t windows);
   SaveStaging(SaveStaging&& o) noexcept;
   SaveStaging& operator=(SaveStaging&&) = delete;
@@ -36,6 +37,8 @@ class SaveStaging {
   char* window(std::size_t i) const { return windows_[i]; }
   bool pinned() const { return api_ != nullptr; }
   std::uint64_t bytes() const;
+  /// How long make() waited for room in the pinned budget.
+  std::uint64_t pinned_wait_ns() const { return pinned_wait_ns_; }
 
   /// A stream for copies from `device`'s memory (the device's primary context must be current): a kit's
   /// own stream for the staging device, one made for the save otherwise (destroyed with it).
@@ -49,6 +52,7 @@ class SaveStaging {
   std::optional<ferry::detail::HostMemory> host_;
   std::vector<char*> windows_;
   std::map<int, ferry::detail::CUstream> own_streams_;  // devices other than device_
+  std::uint64_t pinned_wait_ns_ = 0;
 };
 
 }  // namespace ferry::safetensors::detail

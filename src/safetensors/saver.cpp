@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "backends/staging_pool.hpp"
 #include "base/timing.hpp"
 #include "file/output_file.hpp"
 #include "platform/cuda/buffer_kind.hpp"
@@ -80,11 +81,25 @@ std::uint64_t physical_memory() {
   return pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) : 0;
 }
 
-std::size_t staging_windows(const SaveOptions& options, std::uint64_t file_bytes, bool background) {
+// Background saves stage the whole file where they can, so that the snapshot is over soon. Pinned staging
+// takes at most half the pinned budget (two windows at least: the smallest budget holds them), leaving room
+// for the reads that run meanwhile.
+std::size_t staging_windows(const SaveOptions& options, std::uint64_t file_bytes, bool background, bool pinned,
+                            std::vector<std::string>& notes) {
   std::uint64_t want = options.max_staging_bytes;
   if (want == 0) want = background ? std::min(file_bytes, physical_memory() / 4) : kDefaultSaveStaging;
   std::uint64_t windows = std::max<std::uint64_t>(2, (want + kSaveWindowBytes - 1) / kSaveWindowBytes);
-  return static_cast<std::size_t>(std::min(windows, (file_bytes + kSaveWindowBytes - 1) / kSaveWindowBytes));
+  windows = std::min(windows, (file_bytes + kSaveWindowBytes - 1) / kSaveWindowBytes);
+  if (pinned) {
+    const std::uint64_t budget = ferry::detail::process_staging_pool().budget();
+    const std::uint64_t most = std::max<std::uint64_t>(2, budget / 2 / kSaveWindowBytes);
+    if (windows > most) {
+      notes.push_back(fmt::format("staging: {} window(s), half of pinned_budget ({}), not the {} asked for", most,
+                                  format_size(budget), windows));
+      windows = most;
+    }
+  }
+  return static_cast<std::size_t>(windows);
 }
 
 Result<std::unique_ptr<PreparedSave>> prepare(const std::string& path, std::span<const SaveTensor> tensors,
@@ -123,7 +138,7 @@ Result<std::unique_ptr<PreparedSave>> prepare(const std::string& path, std::span
                                    tensors[i].data, (*devices)[i], &p->names[i]});
     if ((*devices)[i] >= 0 && p->staging_device < 0) p->staging_device = (*devices)[i];
   }
-  p->windows = staging_windows(options, p->image.file_bytes(), background);
+  p->windows = staging_windows(options, p->image.file_bytes(), background, p->api != nullptr, p->notes);
 
   if (options.config) {
     p->config = *options.config;
@@ -173,6 +188,9 @@ std::string staging_note(const PreparedSave& p, const SaveStaging& staging, cons
   std::string note = fmt::format("staging: {} window(s) of {} in {}", staging.windows(), format_size(kSaveWindowBytes),
                                  staging.pinned() ? "pinned memory (GPU data copied with cuMemcpyDtoHAsync)"
                                                   : "host memory");
+  if (staging.pinned_wait_ns() > 0) {
+    note += fmt::format("; it waited {:.3f} s for room in pinned_budget", static_cast<double>(staging.pinned_wait_ns()) / 1e9);
+  }
   if (o.snapshot_wait_seconds > 0) {
     note += fmt::format("; it holds less than the file ({}), so the snapshot waited {:.3f} s for writes to free "
                         "windows (max_staging_bytes sets it)",
@@ -213,6 +231,7 @@ Result<SaveStats> run(PreparedSave& p, ImageSignals& signals, const std::functio
   ImageOutcome outcome;
   Status written = write_image(*p.file, p.pieces, stats.file_bytes, *staging, signals, io, outcome);
   stats.report = std::move(outcome.report);
+  stats.report.io.pinned_wait_ns += staging->pinned_wait_ns();
   stats.requests = outcome.requests;
   stats.device_bytes = outcome.device_bytes;
   stats.snapshot_wait_seconds = outcome.snapshot_wait_seconds;

@@ -230,7 +230,8 @@ StressOutcome run_stress(const StressOptions& o) {
     sh.files.emplace_back();
     for (CompatMode policy : o.policies) {
       Config c;
-      c.set_compat_mode(policy).set_task_size(o.task_size).set_bounce_buffer_size(o.task_size).set_threads(o.ferry_threads);
+      c.set_compat_mode(policy).set_task_size(o.task_size).set_threads(o.ferry_threads);
+      c.set_bounce_buffer_size(o.bounce_buffer_size != 0 ? o.bounce_buffer_size : o.task_size);
       detail::OpenOptions opts;
       opts.gpu = o.gpu;
       auto file = detail::open_file(path, "r+", c, opts);

@@ -27,6 +27,7 @@ struct StressOptions {
   unsigned files = 3;
   std::uint64_t region_bytes = (1 << 20) + 4099;  // per thread per file; the last region holds the end
   std::uint64_t task_size = 64 * 1024;
+  std::uint64_t bounce_buffer_size = 0;            // 0: task_size
   unsigned ferry_threads = 8;                      // Config::threads of every File
   std::vector<CompatMode> policies = {CompatMode::on, CompatMode::automatic, CompatMode::off};
   std::uint64_t max_requests = 20000;              // in all; the run also stops at max_time

@@ -1,6 +1,8 @@
 #include "ferry/config.hpp"
 
 #include <gmock/gmock.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include "support/status_matchers.hpp"
@@ -135,7 +137,19 @@ TEST(Config, EveryDocumentedDefaultIsTheBuiltInOne) {
     EXPECT_EQ(c.get(row.name), built_in.get(row.name)) << row.name << " documents \"" << row.default_text << "\"";
     ++checked;
   }
-  EXPECT_GE(checked, settings_table().size() - 1) << "only the thread count's default is in words";
+  EXPECT_GE(checked, settings_table().size() - 2) << "only the thread count's and the pinned budget's defaults are in words";
+}
+
+TEST(Config, PinnedBudgetIsAQuarterOfMemoryWithinItsBounds) {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  ASSERT_GT(pages, 0);
+  const std::uint64_t quarter = static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) / 4 / 4096 * 4096;
+  EXPECT_EQ(Config().pinned_budget(), std::max<std::uint64_t>(quarter, 64ull << 20));
+  Config c;
+  EXPECT_FALSE(c.set("pinned_budget", "32MiB").ok()) << "below the least a save's two windows need";
+  ASSERT_TRUE(c.set("FERRY_PINNED_BUDGET", "100MB").ok());
+  EXPECT_EQ(c.pinned_budget(), 100000000ull / 4096 * 4096 + 4096) << "rounded up to 4 KiB";
+  EXPECT_EQ(c.set_pinned_budget(1).pinned_budget(), 64ull << 20) << "the setter clamps";
 }
 
 }  // namespace

@@ -1,11 +1,19 @@
 // StagingPool hands out the kit released last: a small request then meets a stream and buffers that were
-// just in use, not the ones idle longest.
+// just in use, not the ones idle longest. And it keeps to its budget (issue 50): a kit beyond it waits for
+// one to come back or frees idle kits of other shapes, callers are served in turn and get all their kits at
+// once, a worker is told "not now" and called back.
 #include "backends/staging_pool.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <thread>
 
 #include <gtest/gtest.h>
 
 #include "platform/cuda/primary_context.hpp"
 #include "support/fake_cuda.hpp"
+#include "support/status_matchers.hpp"
 
 namespace ferry {
 namespace {
@@ -44,6 +52,150 @@ TEST(StagingPool, TheKitReleasedLastIsTakenFirst) {
   }
   EXPECT_EQ(ft::fake_cuda_counters().streams_created, ft::fake_cuda_counters().streams_destroyed);
   ft::reset_fake_cuda();
+}
+
+constexpr std::uint64_t kMiB = 1 << 20;
+
+class Budget : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fd::process_staging_pool().clear();  // kits of earlier tests would count as pinned bytes here
+    ft::reset_fake_cuda();
+    ASSERT_TRUE(fd::make_current(api, 0).ok());
+    fd::StagingPool::reset_peak_pinned_bytes();
+  }
+  void TearDown() override {
+    EXPECT_EQ(ft::fake_cuda_counters().streams_created, ft::fake_cuda_counters().streams_destroyed);
+    ft::reset_fake_cuda();
+  }
+  // A kit of two 4 MiB buffers: 8 MiB of the budget.
+  Result<std::unique_ptr<fd::StagingKit>> kit(fd::StagingPool& pool) { return pool.acquire(api, 0, 4 * kMiB, 2); }
+  // Whether `f` is still waiting after a while (it should be).
+  template <typename F>
+  static bool still_waiting(F& f) {
+    return f.wait_for(std::chrono::milliseconds(100)) == std::future_status::timeout;
+  }
+  const fd::CudaApi& api = ft::fake_cuda_api();
+};
+
+TEST_F(Budget, AKitBeyondTheBudgetWaitsUntilOneComesBack) {
+  fd::StagingPool pool(16 * kMiB);
+  auto a = kit(pool), b = kit(pool);
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::uint64_t waited = 0;
+  auto third = std::async(std::launch::async, [&] {
+    EXPECT_TRUE(fd::make_current(api, 0).ok());
+    const unsigned two = 2;
+    return pool.acquire(api, 0, 4 * kMiB, std::span<const unsigned>(&two, 1), &waited);
+  });
+  EXPECT_TRUE(still_waiting(third)) << "a third kit was made beyond the budget";
+  const fd::CUstream a_stream = (*a)->stream;
+  pool.release(std::move(*a));
+  auto got = third.get();
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(got->front()->stream, a_stream) << "the kit given back, not a new one";
+  EXPECT_GE(waited, 90'000'000u) << "the wait is reported";
+  EXPECT_EQ(ft::fake_cuda_counters().streams_created, 2u);
+  pool.release(std::move(*b));
+  pool.release(std::move(got->front()));
+  pool.clear();
+}
+
+TEST_F(Budget, IdleKitsOfOtherShapesAreFreedToMakeRoom) {
+  fd::StagingPool pool(16 * kMiB);
+  auto small = pool.acquire(api, 0, 2 * kMiB, 2);
+  auto other = pool.acquire(api, 0, 2 * kMiB, 4);
+  ASSERT_TRUE(small.ok() && other.ok());
+  pool.release(std::move(*small));
+  pool.release(std::move(*other));
+  auto big = pool.acquire(api, 0, 8 * kMiB, 2);  // 16 MiB: both idle kits must go
+  ASSERT_TRUE(big.ok()) << big.status().to_string();
+  EXPECT_EQ(ft::fake_cuda_counters().streams_destroyed, 2u);
+  EXPECT_LE(pool.kits_that_fit(8 * kMiB, 2), 1u);
+  pool.release(std::move(*big));
+  pool.clear();
+}
+
+TEST_F(Budget, CallersAreServedInTurnAndGetAllTheirKitsAtOnce) {
+  fd::StagingPool pool(32 * kMiB);  // four kits
+  auto held = kit(pool);
+  ASSERT_TRUE(held.ok());
+  // Four kits at once wait for the one held; a single kit asked for afterwards waits behind them, although
+  // it would fit now: nobody holds part of what they need while others wait.
+  std::atomic<int> order{0};
+  int four_served = 0, one_served = 0;
+  auto four = std::async(std::launch::async, [&] {
+    EXPECT_TRUE(fd::make_current(api, 0).ok());
+    const unsigned counts[] = {2, 2, 2, 2};
+    auto got = pool.acquire(api, 0, 4 * kMiB, counts);
+    four_served = ++order;
+    return got;
+  });
+  ASSERT_TRUE(still_waiting(four));
+  auto one = std::async(std::launch::async, [&] {
+    EXPECT_TRUE(fd::make_current(api, 0).ok());
+    auto got = pool.acquire(api, 0, 4 * kMiB, 2);
+    one_served = ++order;
+    return got;
+  });
+  EXPECT_TRUE(still_waiting(one)) << "a later caller went before an earlier one";
+  EXPECT_EQ(fd::StagingPool::pinned_bytes(), 8 * kMiB) << "the waiting caller holds part of its kits";
+  pool.release(std::move(*held));
+  auto kits = four.get();
+  ASSERT_TRUE(kits.ok()) << kits.status().to_string();
+  EXPECT_EQ(kits->size(), 4u);
+  EXPECT_TRUE(still_waiting(one));
+  for (auto& k : *kits) pool.release(std::move(k));
+  auto last = one.get();
+  ASSERT_TRUE(last.ok());
+  EXPECT_EQ(four_served, 1);
+  EXPECT_EQ(one_served, 2);
+  EXPECT_LE(fd::StagingPool::peak_pinned_bytes(), 32 * kMiB);
+  pool.release(std::move(*last));
+  pool.clear();
+}
+
+TEST_F(Budget, AWorkerIsToldNotNowAndCalledBackWhenAKitComesBack) {
+  fd::StagingPool pool(16 * kMiB);
+  auto a = kit(pool), b = kit(pool);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const int owner = 0;
+  std::atomic<int> calls{0};
+  auto none = pool.try_acquire(api, 0, 4 * kMiB, 2, &owner, [&] { ++calls; });
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(*none, nullptr);
+  EXPECT_TRUE(pool.room_wanted_by_other(&a)) << "holders are not told that someone waits";
+  EXPECT_FALSE(pool.room_wanted_by_other(&owner)) << "a worker gives way to its own queue";
+  EXPECT_EQ(calls.load(), 0);
+  pool.release(std::move(*a));
+  EXPECT_EQ(calls.load(), 1);
+  EXPECT_FALSE(pool.room_wanted_by_other(nullptr));
+  auto now = pool.try_acquire(api, 0, 4 * kMiB, 2, &owner, [&] { ++calls; });
+  ASSERT_TRUE(now.ok() && *now != nullptr) << "called back, and still no kit";
+  pool.release(std::move(*b));
+  pool.release(std::move(*now));
+  EXPECT_EQ(calls.load(), 1);
+  pool.clear();
+}
+
+TEST_F(Budget, MoreThanTheWholeBudgetAtOnceIsRefusedNotWaitedFor) {
+  fd::StagingPool pool(16 * kMiB);
+  const unsigned counts[] = {2, 2, 2};
+  auto too_many = pool.acquire(api, 0, 4 * kMiB, counts);
+  EXPECT_THAT(too_many.status(), ft::StatusIs(ErrorCode::invalid_argument));
+  EXPECT_NE(too_many.status().message().find("pinned_budget"), std::string::npos) << too_many.status().to_string();
+  const int owner = 0;
+  auto too_big = pool.try_acquire(api, 0, 32 * kMiB, 2, &owner, [] {});
+  EXPECT_THAT(too_big.status(), ft::StatusIs(ErrorCode::invalid_argument));
+  EXPECT_NE(too_big.status().message().find("bounce_buffer_size"), std::string::npos);
+  EXPECT_EQ(ft::fake_cuda_counters().streams_created, 0u);
+}
+
+TEST_F(Budget, AWarmUpReservesOnlyWhatFits) {
+  fd::StagingPool pool(16 * kMiB);
+  ASSERT_TRUE(pool.reserve(api, 0, 4 * kMiB, 2, 16).ok());
+  EXPECT_EQ(ft::fake_cuda_counters().streams_created, 2u) << "a warm-up went past the budget";
+  pool.clear();
 }
 
 }  // namespace

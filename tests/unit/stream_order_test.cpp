@@ -484,6 +484,72 @@ TEST_P(HiddenDependencies, SixteenStreamsEachReadingASliceAndCopyingItOut) {
   testing::fake_cuda_free(dev);
 }
 
+// Issue 50: the same within the smallest pinned budget, which the sixteen requests' slots (three kits of 2 MiB
+// each) would overrun, while the GPU is busy with earlier work for 300 ms (a wait on a word another thread
+// writes, in front of every request): the eleventh request waits on its caller's thread for all its kits at
+// once, until those queued before it end. Every request ends, every byte is right, the wait is reported, and
+// the pinned bytes never went past the budget.
+class OneHardwareQueue : public StreamOrderBase {
+ protected:
+  void SetUp() override {
+    set_up(FakeDeviceMode::autonomous);
+    testing::fake_cuda_script().hardware_queues = 1;
+    testing::fake_cuda_script().implicit_sync_blocks_driver = true;
+  }
+};
+
+TEST_F(OneHardwareQueue, SixteenStreamsWithinTheSmallestPinnedBudget) {
+  constexpr int kStreams = 16;
+  const std::uint64_t slice = 6 * kTask;
+  use_file_of(kStreams * slice);
+  const Config before = default_config().value();
+  Config budgeted = before;
+  set_default_config(budgeted.set_pinned_budget(64 << 20));
+  detail::StagingPool::reset_peak_pinned_bytes();
+  const std::uint64_t waits_before = detail::StagingPool::waits();
+  File f = open("r");  // the staged route (cuFile's synchronise the stream: no slots)
+  // The kits and streams are made now: making one later would wait for the busy GPU
+  // (implicit_sync_blocks_driver).
+  ASSERT_TRUE(detail::process_staging_pool().reserve(api(), 0, kTask, 2, 64).ok());
+  std::vector<CUstream> streams(kStreams);
+  for (CUstream& s : streams) ASSERT_EQ(api().cuStreamCreate(&s, detail::CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  void* dev = testing::fake_cuda_alloc_device(kStreams * slice);
+  ASSERT_THAT(f.read_async(dev, slice, 0, streams[0]).get().status(), StatusIs(ErrorCode::ok));  // the words exist
+  void* word = nullptr;
+  ASSERT_EQ(api().cuMemHostAlloc(&word, 4096, detail::kMemHostAllocDeviceMap), CUDA_SUCCESS);
+  auto* flag = static_cast<std::atomic<std::uint32_t>*>(word);
+  flag->store(0);
+  std::thread earlier_work([flag] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    flag->store(1);
+  });
+  std::vector<std::uint8_t> out(kStreams * slice, 0);
+  std::vector<Future> futures;
+  for (int i = 0; i < kStreams; ++i) {
+    ASSERT_EQ(api().cuStreamWaitValue32_v2(streams[i], reinterpret_cast<CUdeviceptr>(word), 1, 0), CUDA_SUCCESS);
+    futures.push_back(f.read_async(static_cast<char*>(dev) + i * slice, slice, i * slice, streams[i]));
+    ASSERT_EQ(api().cuMemcpyDtoHAsync_v2(out.data() + i * slice, reinterpret_cast<CUdeviceptr>(dev) + i * slice, slice,
+                                         streams[i]),
+              CUDA_SUCCESS);
+  }
+  earlier_work.join();
+  for (CUstream s : streams) ASSERT_EQ(api().cuStreamSynchronize(s), CUDA_SUCCESS);
+  std::uint64_t waited_ns = 0;
+  for (auto& fut : futures) {
+    auto r = fut.get();
+    ASSERT_THAT(r.status(), StatusIs(ErrorCode::ok));
+    waited_ns += r->report.io.pinned_wait_ns;
+  }
+  EXPECT_TRUE(std::equal(expected_.begin(), expected_.end(), out.begin()));
+  EXPECT_LE(detail::StagingPool::peak_pinned_bytes(), 64u << 20);
+  EXPECT_GT(detail::StagingPool::waits(), waits_before) << "the budget never held a request back";
+  EXPECT_GT(waited_ns, 0u) << "no report says it waited";
+  for (CUstream s : streams) ASSERT_EQ(api().cuStreamDestroy_v2(s), CUDA_SUCCESS);
+  ASSERT_EQ(api().cuMemFreeHost(word), CUDA_SUCCESS);
+  testing::fake_cuda_free(dev);
+  set_default_config(before);
+}
+
 // Many pieces behind one hardware queue, with an allocation (an implicit synchronisation) while the stream
 // waits: every slot is reused many times.
 TEST_P(HiddenDependencies, ManyPiecesBehindOneHardwareQueue) {

@@ -49,5 +49,43 @@ TEST(Stress, EveryByteRightWithManyThreadsFilesPoliciesAndTwoFakeGpus) {
   testing::reset_fake_cufile();
 }
 
+// Issue 50: the same run with the process's pinned staging capped at the smallest budget, which the run's
+// workers (three Files, two GPUs, four threads each, 16 MiB a kit) would overrun without it. Every byte is
+// still right, nothing hangs, and the pinned bytes never went past the budget.
+TEST(Stress, EveryByteRightWithinTheSmallestPinnedBudget) {
+  detail::process_staging_pool().clear();
+  testing::reset_fake_cuda();
+  testing::reset_fake_cufile();
+  testing::fake_cuda_script().device_count = 2;
+  const Config before = default_config().value();
+  Config budgeted = before;
+  budgeted.set_pinned_budget(64 << 20);
+  set_default_config(budgeted);
+  detail::StagingPool::reset_peak_pinned_bytes();
+  const std::uint64_t waits_before = detail::StagingPool::waits();
+  testing::StressOptions o;
+  o.seed = env_or("FERRY_STRESS_SEED", 20261204);
+  o.max_requests = env_or("FERRY_STRESS_REQUESTS", 3000);
+  o.threads = 6;
+  o.region_bytes = (1 << 20) + 4099;
+  o.task_size = 64 << 10;
+  o.bounce_buffer_size = 8 << 20;
+  o.ferry_threads = 4;
+  o.devices = {0, 1};
+  o.gpu = &testing::fake_gpu_platform();
+  o.dir = testing::test_dir();
+  auto out = testing::run_stress(o);
+  EXPECT_TRUE(out.ok()) << out.summary();
+  EXPECT_GE(out.requests, o.max_requests);
+  EXPECT_LE(detail::StagingPool::peak_pinned_bytes(), 64u << 20);
+  EXPECT_GT(detail::StagingPool::waits(), waits_before) << "the budget never held anything back: the test proves nothing";
+  std::cout << "stress within 64 MiB of pinned memory: seed " << o.seed << ": " << out.summary() << "; "
+            << detail::StagingPool::waits() - waits_before << " waits for room\n";
+  set_default_config(before);
+  detail::process_staging_pool().clear();
+  testing::reset_fake_cuda();
+  testing::reset_fake_cufile();
+}
+
 }  // namespace
 }  // namespace ferry
