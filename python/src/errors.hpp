@@ -41,4 +41,12 @@ T unwrap(Result<T>&& result) {
   return std::move(result).value();
 }
 
+/// Runs `call()` with the GIL released (a call that may block: other Python threads run meanwhile); its
+/// result is made before the GIL is taken back, and is the caller's to unwrap or check with it held.
+template <typename Call>
+auto without_gil(Call&& call) {
+  pybind11::gil_scoped_release release;
+  return call();
+}
+
 }  // namespace ferry::python

@@ -311,10 +311,7 @@ bool PyFuture::wait_until(std::optional<Clock::time_point> deadline) {
 
 void PyFuture::stop_after_interrupt() {
   request_stop();
-  {
-    py::gil_scoped_release release;
-    completion_->wait();
-  }
+  without_gil([this] { completion_->wait(); });
   settle();
 }
 
@@ -374,10 +371,7 @@ bool PyFuture::cancel(bool wait) {
   const bool was_running = !done();
   request_stop();
   if (!wait) return was_running;
-  {
-    py::gil_scoped_release release;
-    completion_->wait();
-  }
+  without_gil([this] { completion_->wait(); });
   const Result<Transfer>& r = settle();
   return !r.ok() && r.status().code() == ErrorCode::cancelled;
 }

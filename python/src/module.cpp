@@ -3,7 +3,6 @@
 // Python layer in ferry/__init__.py gives it its Pythonic shape (keyword arguments, buffers from any
 // producer, dict reports, exceptions, argument checks). Nothing here includes Ferry's internals.
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -20,10 +19,8 @@
 #include <pybind11/stl.h>
 
 #include "buffers.hpp"
-#include "cuda_bindings.hpp"
+#include "bindings.hpp"
 #include "errors.hpp"
-#include "safetensors_bindings.hpp"
-#include "save_bindings.hpp"
 #include "ferry/doctor.hpp"
 #include "ferry/ferry.hpp"
 #include "ferry/remote.hpp"
@@ -66,10 +63,6 @@ class PendingReport {
   };
   std::shared_ptr<State> state_;
 };
-
-}  // namespace
-
-namespace {
 
 Buffer& checked_buffer(py::handle obj, std::uint64_t size, Direction direction) {
   Buffer& b = obj.cast<Buffer&>();
@@ -151,29 +144,37 @@ class PyFile {
   static std::unique_ptr<PyFile> open(const std::string& path, const std::string& mode, std::optional<Config> config,
                                       std::optional<std::tuple<std::string, std::string, std::string>> credentials) {
     const bool append = mode == "a";
-    std::optional<Result<File>> r;
-    std::uint64_t end = 0;
     std::optional<remote::Credentials> given;
     if (credentials) given = remote::Credentials{std::get<0>(*credentials), std::get<1>(*credentials), std::get<2>(*credentials)};
     if (given && !config) config = current_default_config();
-    {
-      py::gil_scoped_release release;
-      if (given) {
-        r.emplace(remote::open(path, *given, *config, mode));
-      } else {
-        r.emplace(config ? File::open(path, mode, *config) : File::open(path, mode));
-      }
-      if (append && r->ok()) {
-        auto size = (*r)->size();  // as FileState does: appends start at the end the file had at open
+    std::uint64_t end = 0;
+    auto r = without_gil([&] {
+      Result<File> f = given ? remote::open(path, *given, *config, mode)
+                             : (config ? File::open(path, mode, *config) : File::open(path, mode));
+      if (append && f.ok()) {
+        auto size = f->size();  // as FileState does: appends start at the end the file had at open
         if (size.ok()) end = *size;
       }
-    }
-    return std::make_unique<PyFile>(unwrap(std::move(*r)), append, end);
+      return f;
+    });
+    return std::make_unique<PyFile>(unwrap(std::move(r)), append, end);
   }
 
-  std::unique_ptr<PyFuture> pread(py::object buffer, std::uint64_t size, std::uint64_t offset) {
-    Buffer& b = checked_buffer(buffer, size, Direction::read);
-    return start(Direction::read, Where::at_offset, std::move(buffer), reinterpret_cast<void*>(b.address), size, offset);
+  /// pread/pwrite: a request at `offset`.
+  template <Direction D>
+  std::unique_ptr<PyFuture> at_offset(py::object buffer, std::uint64_t size, std::uint64_t offset) {
+    return request(D, std::move(buffer), size, offset);
+  }
+  /// Stream-ordered pread/pwrite (File::read_async / write_async) on the CUstream `stream`.
+  template <Direction D>
+  std::unique_ptr<PyFuture> on_stream(py::object buffer, std::uint64_t size, std::uint64_t offset,
+                                      std::uintptr_t stream) {
+    return request(D, std::move(buffer), size, offset, stream);
+  }
+  /// A read or write at the file position (read(), readinto() and write(), which wait for it).
+  template <Direction D>
+  std::unique_ptr<PyFuture> at_position(py::object buffer, std::uint64_t size) {
+    return request(D, std::move(buffer), size, std::nullopt);
   }
 
   /// File::pread_batch: piece i is sizes[i] bytes at offsets[i] into addresses[i], which lie in the
@@ -197,44 +198,10 @@ class PyFile {
     File& f = open_file();
     reap_parked(false);
     requests_->started();
-    Future future;
-    {
-      py::gil_scoped_release release;
-      future = f.pread_batch(pieces);
-    }
+    Future future = without_gil([&] { return f.pread_batch(pieces); });
     std::string what = "read a batch of " + std::to_string(n) + " pieces (" + std::to_string(total) +
                        " bytes) from \"" + f.path() + "\"";
-    return std::make_unique<PyFuture>(std::move(future), std::move(keep), requests_, std::move(what), f.path(),
-                                      PyFuture::OutcomeHook{});
-  }
-
-  std::unique_ptr<PyFuture> pwrite(py::object buffer, std::uint64_t size, std::uint64_t offset) {
-    Buffer& b = checked_buffer(buffer, size, Direction::write);
-    return start(Direction::write, Where::at_offset, std::move(buffer), reinterpret_cast<void*>(b.address), size, offset);
-  }
-
-  /// Stream-ordered pread/pwrite (File::read_async / write_async) on the CUstream `stream`.
-  std::unique_ptr<PyFuture> read_async(py::object buffer, std::uint64_t size, std::uint64_t offset,
-                                       std::uintptr_t stream) {
-    Buffer& b = checked_buffer(buffer, size, Direction::read);
-    return start(Direction::read, Where::at_offset, std::move(buffer), reinterpret_cast<void*>(b.address), size, offset, stream);
-  }
-  std::unique_ptr<PyFuture> write_async(py::object buffer, std::uint64_t size, std::uint64_t offset,
-                                        std::uintptr_t stream) {
-    Buffer& b = checked_buffer(buffer, size, Direction::write);
-    return start(Direction::write, Where::at_offset, std::move(buffer), reinterpret_cast<void*>(b.address), size, offset, stream);
-  }
-
-  /// A read or write at the file position that the caller waits for itself (read() and write() with
-  /// progress).
-  std::unique_ptr<PyFuture> read_at_position(py::object buffer, std::uint64_t size) {
-    Buffer& b = checked_buffer(buffer, size, Direction::read);
-    return start(Direction::read, Where::at_position, std::move(buffer), reinterpret_cast<void*>(b.address), size, 0);
-  }
-  std::unique_ptr<PyFuture> write_at_position(py::object buffer, std::uint64_t size) {
-    Buffer& b = checked_buffer(buffer, size, Direction::write);
-    return start(Direction::write, Where::at_position, std::move(buffer), reinterpret_cast<void*>(b.address), size,
-                 0);
+    return std::make_unique<PyFuture>(std::move(future), std::move(keep), requests_, std::move(what), f.path());
   }
 
   std::uint64_t tell() {
@@ -246,14 +213,6 @@ class PyFile {
     cursor_->seek(to);
   }
   int fileno() { return open_file().fileno(); }
-
-  /// Blocking read at the file position into `buffer`: (bytes, (json, table)).
-  py::tuple read_into(py::object buffer, std::uint64_t size) {
-    Buffer& b = checked_buffer(buffer, size, Direction::read);
-    auto future = start(Direction::read, Where::at_position, std::move(buffer), reinterpret_cast<void*>(b.address), size, 0);
-    std::uint64_t n = future->result();
-    return py::make_tuple(n, future->report());
-  }
 
   /// Blocking read at the file position into a new bytes object: (bytes object, (json, table)).
   py::tuple read_bytes(std::uint64_t size) {
@@ -270,7 +229,7 @@ class PyFile {
     {
       // Nobody else sees the new bytes object, so it is filled without the GIL; the future goes before
       // it, also when result() raises, so the request is over before the memory is freed.
-      auto future = start(Direction::read, Where::at_position, py::none(), PyBytes_AS_STRING(raw), size, 0);
+      auto future = start(Direction::read, py::none(), PyBytes_AS_STRING(raw), size, std::nullopt);
       n = future->result();
       parts = future->report();
     }
@@ -282,32 +241,14 @@ class PyFile {
     return py::make_tuple(data, parts);
   }
 
-  /// Blocking write at the file position (or the end, in mode "a"): (bytes, (json, table)).
-  py::tuple write(py::object buffer, std::uint64_t size) {
-    Buffer& b = checked_buffer(buffer, size, Direction::write);
-    auto future = start(Direction::write, Where::at_position, std::move(buffer), reinterpret_cast<void*>(b.address), size, 0);
-    std::uint64_t n = future->result();
-    return py::make_tuple(n, future->report());
-  }
-
   std::uint64_t size() {
     File& f = open_file();
-    std::optional<Result<std::uint64_t>> r;
-    {
-      py::gil_scoped_release release;
-      r.emplace(f.size());
-    }
-    return unwrap(std::move(*r));
+    return unwrap(without_gil([&] { return f.size(); }));
   }
 
   void sync() {
     File& f = open_file();
-    Status s;
-    {
-      py::gil_scoped_release release;
-      s = f.sync();
-    }
-    check(s);
+    check(without_gil([&] { return f.sync(); }));
   }
 
   /// Refuses new requests, waits for those in flight, then closes the File. A signal handler's exception
@@ -353,57 +294,51 @@ class PyFile {
 
   Status close_now() {
     if (closed_) return Status();
-    Status s;
-    {
-      py::gil_scoped_release release;
-      s = file_->close();
-    }
+    Status s = without_gil([this] { return file_->close(); });
     closed_ = true;
     return s;
   }
 
-  // Where start() puts a request: at the offset given, or at the file position.
-  enum class Where { at_offset, at_position };
+  std::unique_ptr<PyFuture> request(Direction direction, py::object buffer, std::uint64_t size,
+                                    std::optional<std::uint64_t> offset,
+                                    std::optional<std::uintptr_t> stream = std::nullopt) {
+    Buffer& b = checked_buffer(buffer, size, direction);
+    return start(direction, std::move(buffer), reinterpret_cast<void*>(b.address), size, offset, stream);
+  }
 
-  // Starts a read or write of `size` bytes at `offset`, or (Where::at_position) at the file position,
-  // which it reserves and the outcome settles, as File::read/write do.
-  std::unique_ptr<PyFuture> start(Direction direction, Where where, py::object keep, void* address,
-                                  std::uint64_t size, std::uint64_t offset,
+  // Starts a read or write of `size` bytes at `offset`, or (none) at the file position, which it reserves
+  // and the outcome settles, as File::read/write do.
+  std::unique_ptr<PyFuture> start(Direction direction, py::object keep, void* address, std::uint64_t size,
+                                  std::optional<std::uint64_t> offset,
                                   std::optional<std::uintptr_t> stream = std::nullopt) {
     const bool is_read = direction == Direction::read;
     File& f = open_file();
     reap_parked(false);
     requests_->started();  // with the GIL still held: a close() from now on waits for this request
-    Future future;
     PyFuture::OutcomeHook settle;
-    {
-      py::gil_scoped_release release;
-      if (where == Where::at_position) {
+    Future future = without_gil([&] {
+      if (!offset) {
         std::uint64_t size_now = 0;
         if (!is_read && append_) {
           auto s = f.size();
           if (s.ok()) size_now = *s;
         }
         offset = cursor_->reserve(size, direction, size_now);
-        settle = [cursor = cursor_, at = offset, size, direction](const Result<Transfer>& r) {
-          // File::read settles every outcome (a short read ends where the data did); File::write only a
-          // failed one (a write that succeeds moved every byte).
-          if (direction == Direction::read) {
-            cursor->settle(at, size, r.ok() ? r->bytes : 0, direction);
-          } else if (!r.ok()) {
-            cursor->settle(at, size, 0, direction);
-          }
+        settle = [cursor = cursor_, at = *offset, size, direction](const Result<Transfer>& r) {
+          // A short read ends where the data did; a write that succeeds moved every byte; a failed or
+          // cancelled request leaves the position where it began.
+          const std::uint64_t bytes = r.ok() ? (direction == Direction::read ? r->bytes : size) : 0;
+          cursor->settle(at, size, bytes, direction);
         };
       }
       if (stream) {
         auto* s = reinterpret_cast<void*>(*stream);
-        future = is_read ? f.read_async(address, size, offset, s) : f.write_async(address, size, offset, s);
-      } else {
-        future = is_read ? f.pread(address, size, offset) : f.pwrite(address, size, offset);
+        return is_read ? f.read_async(address, size, *offset, s) : f.write_async(address, size, *offset, s);
       }
-    }
+      return is_read ? f.pread(address, size, *offset) : f.pwrite(address, size, *offset);
+    });
     std::string what = std::string(is_read ? "read " : "write ") + std::to_string(size) + " bytes at offset " +
-                       std::to_string(offset) + (is_read ? " from \"" : " to \"") + f.path() + "\"";
+                       std::to_string(*offset) + (is_read ? " from \"" : " to \"") + f.path() + "\"";
     const bool local_file = f.fileno() >= 0;  // a remote object's task must stay interruptible mid-way
     const bool small = size <= f.config().task_size();  // a task or two, however it is aligned
     return std::make_unique<PyFuture>(std::move(future), std::move(keep), requests_, std::move(what), f.path(),
@@ -456,12 +391,7 @@ PYBIND11_MODULE(_ferry, m) {
   m.def("set_default_config", &set_default_config, py::arg("config"));
   m.def("warm_up", [](int device, std::optional<Config> config) {
     const Config c = config ? *config : current_default_config();
-    Status s;
-    {
-      py::gil_scoped_release release;  // it pins for tens of ms: the caller's other threads go on meanwhile
-      s = warm_up(device, c);
-    }
-    check(s);
+    check(without_gil([&] { return warm_up(device, c); }));  // it pins for tens of ms
   }, py::arg("device"), py::arg("config") = py::none());
   m.def("environment_config", [] { return unwrap(Config::from_environment()); },
         "Built-in defaults overridden by FERRY_* environment variables.");
@@ -499,18 +429,17 @@ PYBIND11_MODULE(_ferry, m) {
   py::class_<PyFile>(m, "File", "An open file (ferry::File).")
       .def_static("open", &PyFile::open, py::arg("path"), py::arg("mode"), py::arg("config") = py::none(),
                   py::arg("credentials") = py::none())
-      .def("pread", &PyFile::pread, py::arg("buffer"), py::arg("size"), py::arg("offset"))
+      .def("pread", &PyFile::at_offset<Direction::read>, py::arg("buffer"), py::arg("size"), py::arg("offset"))
       .def("pread_batch", &PyFile::pread_batch, py::arg("keep"), py::arg("addresses"), py::arg("sizes"),
            py::arg("offsets"))
-      .def("pwrite", &PyFile::pwrite, py::arg("buffer"), py::arg("size"), py::arg("offset"))
-      .def("read_into", &PyFile::read_into, py::arg("buffer"), py::arg("size"))
+      .def("pwrite", &PyFile::at_offset<Direction::write>, py::arg("buffer"), py::arg("size"), py::arg("offset"))
       .def("read_bytes", &PyFile::read_bytes, py::arg("size"))
-      .def("write", &PyFile::write, py::arg("buffer"), py::arg("size"))
-      .def("read_async", &PyFile::read_async, py::arg("buffer"), py::arg("size"), py::arg("offset"), py::arg("stream"))
-      .def("write_async", &PyFile::write_async, py::arg("buffer"), py::arg("size"), py::arg("offset"),
+      .def("read_async", &PyFile::on_stream<Direction::read>, py::arg("buffer"), py::arg("size"), py::arg("offset"),
            py::arg("stream"))
-      .def("read_at_position", &PyFile::read_at_position, py::arg("buffer"), py::arg("size"))
-      .def("write_at_position", &PyFile::write_at_position, py::arg("buffer"), py::arg("size"))
+      .def("write_async", &PyFile::on_stream<Direction::write>, py::arg("buffer"), py::arg("size"), py::arg("offset"),
+           py::arg("stream"))
+      .def("read_at_position", &PyFile::at_position<Direction::read>, py::arg("buffer"), py::arg("size"))
+      .def("write_at_position", &PyFile::at_position<Direction::write>, py::arg("buffer"), py::arg("size"))
       .def("tell", &PyFile::tell)
       .def("seek", &PyFile::seek, py::arg("position"))
       .def("fileno", &PyFile::fileno)
@@ -543,20 +472,10 @@ PYBIND11_MODULE(_ferry, m) {
     return py::make_tuple(r.cached_bytes, r.range_bytes, r.page_bytes, r.method);
   };
   m.def("page_cache_residency", [residency_tuple](const std::string& path, std::uint64_t offset, std::uint64_t length) {
-    std::optional<Result<page_cache::Residency>> r;
-    {
-      py::gil_scoped_release release;
-      r.emplace(page_cache::residency(path, offset, length));
-    }
-    return residency_tuple(unwrap(std::move(*r)));
+    return residency_tuple(unwrap(without_gil([&] { return page_cache::residency(path, offset, length); })));
   }, py::arg("path"), py::arg("offset"), py::arg("length"));
   m.def("page_cache_evict", [residency_tuple](const std::string& path, bool write_back_first) {
-    std::optional<Result<page_cache::Residency>> r;
-    {
-      py::gil_scoped_release release;
-      r.emplace(page_cache::evict(path, write_back_first));
-    }
-    return residency_tuple(unwrap(std::move(*r)));
+    return residency_tuple(unwrap(without_gil([&] { return page_cache::evict(path, write_back_first); })));
   }, py::arg("path"), py::arg("write_back_first"));
   m.def("reset_process_report", [] { reset_process_report(); });
   m.def("error_code_names", [] {
@@ -585,7 +504,6 @@ PYBIND11_MODULE(_ferry, m) {
   m.def("is_remote_url", [](const std::string& url) { return remote::is_remote_url(url); });
 
   m.def("doctor_json", [](const std::string& path, int device, bool probe) {
-    py::gil_scoped_release release;
-    return ferry::doctor_json(path, device, probe);
+    return without_gil([&] { return ferry::doctor_json(path, device, probe); });
   }, py::arg("path"), py::arg("device"), py::arg("probe"));
 }
