@@ -276,9 +276,8 @@ class PyFile {
   bool closed() const { return closing_; }
   py::bytes path() const { return py::bytes(file_->path()); }
   Config config() const { return file_->config(); }
-  py::tuple report() const { return report_parts(file_->report()); }
-  /// This File's report and `others'`, added up (ferry.kvikio: one CuFile over several Files).
-  py::tuple report_with(const std::vector<const PyFile*>& others) const {
+  /// This File's report, and `others'` added to it (ferry.kvikio: one CuFile over several Files).
+  py::tuple report(const std::vector<const PyFile*>& others) const {
     Report sum = file_->report();
     for (const PyFile* other : others) sum.merge(other->file_->report());
     return report_parts(sum);
@@ -450,8 +449,7 @@ PYBIND11_MODULE(_ferry, m) {
       .def_property_readonly("closed", &PyFile::closed)
       .def_property_readonly("path", &PyFile::path)
       .def("config", &PyFile::config)
-      .def("report", &PyFile::report)
-      .def("report_with", &PyFile::report_with, py::arg("others"))
+      .def("report", &PyFile::report, py::arg("others") = std::vector<const PyFile*>())
       .def("direct_io_available", &PyFile::direct_io_available)
       .def("direct_io_note", &PyFile::direct_io_note);
 
