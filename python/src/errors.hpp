@@ -21,6 +21,9 @@ pybind11::object status_exception(const Status& status);
 /// it through unchanged.
 [[noreturn]] void throw_status(const Status& status);
 
+/// Owns `o`, a new reference from the C API, or raises the exception the call set when `o` is null.
+pybind11::object steal_or_throw(PyObject* o);
+
 /// `s` as a str for people to read (messages, notes, report tables): UTF-8, any byte that is not becomes
 /// U+FFFD, so that a file name that is not UTF-8 never makes the text fail to decode.
 pybind11::str message_text(const std::string& s);

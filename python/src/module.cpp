@@ -76,7 +76,7 @@ Buffer& checked_buffer(py::handle obj, std::uint64_t size, Direction direction) 
 }
 
 // The position of blocking read() and write(), and in mode "a" the end of the file that write() appends
-// at, kept exactly as ferry::File keeps its own (FileState::reserve and settle_position in
+// at, kept exactly as ferry::File keeps its own (FileState::reserve and at_position in
 // src/file/file.cpp). The blocking calls run on pread/pwrite futures, so that a wait can be interrupted
 // and the request cancelled, and therefore keep the position here: File::read/write block in C++.
 class Cursor {
@@ -109,10 +109,11 @@ class Cursor {
     (append_ ? end_ : position_) = to;
   }
 
-  /// After a request of `reserved` bytes at `at` moved `bytes`: pulls the cursor back to `at + bytes`,
-  /// unless another call moved it since (a short read ends where the data did; a failed or cancelled
-  /// read or write leaves it where it began).
-  void settle(std::uint64_t at, std::uint64_t reserved, std::uint64_t bytes, Direction direction) {
+  /// After a request of `reserved` bytes at `at` ended with `r`: pulls the cursor back to where the bytes
+  /// moved end, unless another call moved it since (a short read ends where the data did; a write that
+  /// succeeds moved every byte; a failed or cancelled read or write leaves it where it began).
+  void settle(std::uint64_t at, std::uint64_t reserved, const Result<Transfer>& r, Direction direction) {
+    const std::uint64_t bytes = r.ok() ? (direction == Direction::read ? r->bytes : reserved) : 0;
     if (bytes == reserved) return;
     std::lock_guard<std::mutex> lock(mutex_);
     std::uint64_t& cursor = (direction == Direction::write && append_) ? end_ : position_;
@@ -221,20 +222,18 @@ class PyFile {
       throw py::error_already_set();
     }
     open_file();  // a closed file allocates nothing
-    PyObject* raw = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(size));
-    if (raw == nullptr) throw py::error_already_set();
-    py::object data = py::reinterpret_steal<py::object>(raw);
+    py::object data = steal_or_throw(PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(size)));
     std::uint64_t n = 0;
     py::object parts;
     {
       // Nobody else sees the new bytes object, so it is filled without the GIL; the future goes before
       // it, also when result() raises, so the request is over before the memory is freed.
-      auto future = start(Direction::read, py::none(), PyBytes_AS_STRING(raw), size, std::nullopt);
+      auto future = start(Direction::read, py::none(), PyBytes_AS_STRING(data.ptr()), size, std::nullopt);
       n = future->result();
       parts = future->report();
     }
     if (n < size) {
-      raw = data.release().ptr();
+      PyObject* raw = data.release().ptr();
       if (_PyBytes_Resize(&raw, static_cast<Py_ssize_t>(n)) != 0) throw py::error_already_set();  // freed raw
       data = py::reinterpret_steal<py::object>(raw);
     }
@@ -259,11 +258,10 @@ class PyFile {
     auto idle = [this](std::chrono::milliseconds d) { return requests_->wait_idle_for(d); };
     wait_interruptibly(idle, std::nullopt, [this] {
       cancel_requests(requests_.get());
-      {
-        py::gil_scoped_release release;
+      without_gil([this] {
         while (!requests_->wait_idle_for(std::chrono::seconds(1))) {
         }
-      }
+      });
       (void)close_now();  // the interrupt is what the caller sees
     });
     reap_parked(false);
@@ -324,10 +322,7 @@ class PyFile {
         }
         offset = cursor_->reserve(size, direction, size_now);
         settle = [cursor = cursor_, at = *offset, size, direction](const Result<Transfer>& r) {
-          // A short read ends where the data did; a write that succeeds moved every byte; a failed or
-          // cancelled request leaves the position where it began.
-          const std::uint64_t bytes = r.ok() ? (direction == Direction::read ? r->bytes : size) : 0;
-          cursor->settle(at, size, bytes, direction);
+          cursor->settle(at, size, r, direction);
         };
       }
       if (stream) {
@@ -377,7 +372,6 @@ PYBIND11_MODULE(_ferry, m) {
 
   py::class_<Config>(m, "Config", "A copy of Ferry's settings (ferry::Config).")
       .def(py::init<>())
-      .def("copy", [](const Config& c) { return Config(c); })
       .def("get", &Config::get, py::arg("name"))
       .def("set", [](Config& c, const std::string& name, const std::string& value) {
              check(c.set(name, value, SettingSource::api));
@@ -458,8 +452,6 @@ PYBIND11_MODULE(_ferry, m) {
   m.def("reap_parked", &reap_parked, py::arg("wait"),
         "Lets go of the buffers of futures dropped by an interrupt once their requests are over.");
   m.def("process_report", [] { return report_parts(process_report()); });
-  m.def("pending_stream_requests", &pending_stream_requests,
-        "One line per stream-ordered request whose stream has not passed it yet.");
   py::class_<PendingReport>(m, "_PendingReport",
                             "Prints the pending stream-ordered requests to stderr after `seconds`, from a thread "
                             "of its own (so a hang with the GIL held still gets it), unless cancelled first.")

@@ -120,7 +120,6 @@ class PyCheckpoint {
   }
   py::list notes() const { return message_list(c_.notes()); }
   std::uint64_t data_bytes() const { return c_.data_bytes(); }
-  std::string config_value(const std::string& name) const { return c_.config().get(name); }
 
   PyPlan plan(int device, std::vector<std::pair<std::string, int>> device_map, std::vector<int> replicas) const {
     st::LoadOptions o;
@@ -186,7 +185,6 @@ void register_safetensors(py::module_& m) {
       .def("shard_facts", &PyCheckpoint::shard_facts)
       .def("notes", &PyCheckpoint::notes)
       .def("data_bytes", &PyCheckpoint::data_bytes)
-      .def("config_value", &PyCheckpoint::config_value, py::arg("name"))
       .def("plan", &PyCheckpoint::plan, py::arg("device"), py::arg("device_map"), py::arg("replicas"))
       .def("load_into", &PyCheckpoint::load_into, py::arg("plan"), py::arg("bases"), py::arg("max_request_bytes") = 0,
            py::arg("max_requests_in_flight") = 0, py::arg("progress") = py::none(),
