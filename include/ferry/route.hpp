@@ -204,13 +204,13 @@ struct SetupCosts {
 };
 SetupCosts process_setup_costs();
 
-/// Everything this process transferred through Ferry so far.
 /// The outcome of a successful request (File::pread, File::pwrite, ...).
 struct Transfer {
   std::uint64_t bytes = 0;  // bytes transferred: fewer than asked only when a read reaches EOF
   Report report;            // routes and reasons of this request's operations
 };
 
+/// Everything this process transferred through Ferry so far.
 Report process_report();
 void reset_process_report();
 

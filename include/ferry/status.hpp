@@ -71,10 +71,12 @@ class [[nodiscard]] Status {
   std::shared_ptr<const Rep> rep_;
 };
 
-inline Status ok_status() noexcept { return Status(); }
-
 /// The symbolic name of an errno value ("EIO", "ENOSPC"), or "errno N" when unknown.
 std::string errno_name(int sys_errno);
+
+namespace detail {
+[[noreturn]] void abort_with_status(const Status& s);
+}  // namespace detail
 
 /// A value or an error. Accessing value() of an error Result is a bug (it aborts with the status).
 template <typename T>
@@ -103,20 +105,10 @@ class [[nodiscard]] Result {
 
  private:
   void check() const {
-    if (!ok()) detail_abort_on_error(std::get<Status>(v_));
+    if (!ok()) detail::abort_with_status(std::get<Status>(v_));
   }
-  [[noreturn]] static void detail_abort_on_error(const Status& s);
   std::variant<T, Status> v_;
 };
-
-namespace detail {
-[[noreturn]] void abort_with_status(const Status& s);
-}  // namespace detail
-
-template <typename T>
-void Result<T>::detail_abort_on_error(const Status& s) {
-  detail::abort_with_status(s);
-}
 
 }  // namespace ferry
 

@@ -676,7 +676,7 @@ class File:
         self._check_open()
         b = _acquire(buf, for_read=True)
         n = _args.size(size, b.nbytes, self.path)
-        return self._at_position(b, n, progress, "reading", self._impl.read_at_position, self._impl.read_into)
+        return self._at_position(b, n, progress, "reading", self._impl.read_at_position)
 
     def write(self, buf: Any, size: Optional[int] = None, *, progress: _progress.Progress = None) -> int:
         """Blocking write of ``size`` bytes (default: all of ``buf``) at the file position (at the end in
@@ -686,22 +686,18 @@ class File:
         self._check_open()
         b = _acquire(buf, for_read=False)
         n = _args.size(size, b.nbytes, self.path)
-        return self._at_position(b, n, progress, "writing", self._impl.write_at_position, self._impl.write)
+        return self._at_position(b, n, progress, "writing", self._impl.write_at_position)
 
-    def _at_position(self, b: Any, n: int, progress: _progress.Progress, verb: str, with_future: Any,
-                     blocking: Any) -> int:
-        """A blocking read or write of ``n`` bytes at the file position: through a future the progress
-        display polls when there is one (``with_future``), else in one call (``blocking``)."""
+    def _at_position(self, b: Any, n: int, progress: _progress.Progress, verb: str, start: Any) -> int:
+        """A blocking read or write of ``n`` bytes at the file position, through the future ``start``
+        returns, which the progress display polls when there is one."""
         report = _progress.callback(progress, n, f"{verb} {os.path.basename(self.path)}")
+        impl = start(b, n)
         if report is not None:
-            impl = with_future(b, n)
             _progress.wait_with_progress(impl, report, n)
-            got = int(impl.result())
-            self.last_report = Report._from_parts(impl.report())
-            return got
-        got, parts = blocking(b, n)
-        self.last_report = Report._from_parts(parts)
-        return int(got)
+        got = int(impl.result())
+        self.last_report = Report._from_parts(impl.report())
+        return got
 
     def sync(self) -> None:
         """fdatasync: what was written is on the device when this returns."""

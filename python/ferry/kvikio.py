@@ -397,10 +397,7 @@ class CuFile:
 
     def report(self) -> Report:
         """Ferry's route report of every operation of this CuFile so far."""
-        others = self._handles()[1:]
-        if not others:
-            return self._file.report()
-        return Report._from_parts(self._file._impl.report_with([f._impl for f in others]))
+        return Report._from_parts(self._file._impl.report([f._impl for f in self._handles()[1:]]))
 
     def _handles(self) -> Tuple[File, ...]:
         with self._lock:

@@ -46,9 +46,11 @@ struct DlManagedTensorVersioned {  // capsule name "dltensor_versioned" (DLPack 
 };
 constexpr std::uint64_t kDlFlagReadOnly = 1ull << 0;
 
-std::string join(const std::int64_t* values, std::int32_t n) {
+// A shape or strides as Python writes a tuple: "(4, 4)", "(8,)".
+template <typename T>
+std::string join(const T* values, int n) {
   std::string out = "(";
-  for (std::int32_t i = 0; i < n; ++i) {
+  for (int i = 0; i < n; ++i) {
     if (i) out += ", ";
     out += std::to_string(values[i]);
   }
@@ -96,13 +98,8 @@ std::unique_ptr<Buffer> Buffer::from_buffer_protocol(py::handle obj) {
   b->readonly = b->view_.readonly != 0;
   b->contiguous = PyBuffer_IsContiguous(&b->view_, 'A') != 0;
   if (!b->contiguous) {
-    std::string shape = "(", strides = "(";
-    for (int i = 0; i < b->view_.ndim; ++i) {
-      if (i) shape += ", ", strides += ", ";
-      shape += std::to_string(b->view_.shape[i]);
-      strides += std::to_string(b->view_.strides[i]);
-    }
-    b->layout_note = "strides " + strides + ") (in bytes) for shape " + shape + ")";
+    const int n = b->view_.ndim;
+    b->layout_note = "strides " + join(b->view_.strides, n) + " (in bytes) for shape " + join(b->view_.shape, n);
   }
   return b;
 }
@@ -156,21 +153,9 @@ std::unique_ptr<Buffer> Buffer::from_pointer(std::uintptr_t address, std::uint64
   return b;
 }
 
-void Buffer::release() {
-  if (has_view_) {
-    PyBuffer_Release(&view_);
-    has_view_ = false;
-  }
-  if (dlpack_release_) {
-    auto release = std::move(dlpack_release_);
-    dlpack_release_ = nullptr;
-    release();
-  }
-  owner_ = py::object();
-  address = 0;
-  nbytes = 0;
+Buffer::~Buffer() {
+  if (has_view_) PyBuffer_Release(&view_);
+  if (dlpack_release_) dlpack_release_();
 }
-
-Buffer::~Buffer() { release(); }
 
 }  // namespace ferry::python

@@ -18,9 +18,6 @@
 
 namespace ferry::python {
 
-/// DLPack device types that Ferry understands (values from dlpack.h's DLDeviceType).
-enum DlDeviceType : int { kDlCpu = 1, kDlCuda = 2, kDlCudaHost = 3, kDlCudaManaged = 13 };
-
 class Buffer {
  public:
   /// Takes a view of `obj` through the buffer protocol (PyBUF_STRIDES, so that read-only and strided
@@ -40,16 +37,13 @@ class Buffer {
 
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
-  ~Buffer();
-
-  /// Releases the memory now (view or DLPack tensor); later use sees an empty buffer. Idempotent.
-  void release();
+  ~Buffer();  // releases the view, or hands the DLPack tensor back to its deleter
 
   std::uintptr_t address = 0;
   std::uint64_t nbytes = 0;
   bool readonly = false;
   bool contiguous = true;
-  int device_type = kDlCpu;
+  int device_type = 1;       // dlpack.h's DLDeviceType: kDLCPU (1), kDLCUDA (2), kDLCUDAHost (3), ...
   int device_id = 0;
   std::string origin;        // "buffer protocol", "dlpack", "cuda array interface"
   std::string layout_note;   // set when the layout cannot be used: "strides (8, 2) for shape (4, 4)", ...

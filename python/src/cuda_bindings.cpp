@@ -1,4 +1,5 @@
-#include "cuda_bindings.hpp"
+// describe_memory, synchronize_stream and cuda_driver_error (bindings.hpp).
+#include "bindings.hpp"
 
 #include <cstdint>
 #include <string>
@@ -21,12 +22,7 @@ void register_cuda(py::module_& m) {
   m.def(
       "synchronize_stream",
       [](std::uintptr_t stream, int device) {
-        Status waited;
-        {
-          py::gil_scoped_release unlocked;  // other Python threads run while the stream drains
-          waited = synchronize_stream(reinterpret_cast<void*>(stream), device);
-        }
-        check(waited);
+        check(without_gil([&] { return synchronize_stream(reinterpret_cast<void*>(stream), device); }));
       },
       py::arg("stream"), py::arg("device"), "Waits for the work queued on a CUDA stream of the device.");
   m.def(

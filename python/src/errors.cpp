@@ -19,10 +19,6 @@ std::string python_message(const Status& status) {
 
 // Paths are bytes on Linux: decode them as os.fsdecode() does, so odd names round-trip; messages are for
 // people and must never fail to decode.
-py::object steal_or_throw(PyObject* o) {
-  if (o == nullptr) throw py::error_already_set();
-  return py::reinterpret_steal<py::object>(o);
-}
 py::object fs_path(const std::string& path) {
   return steal_or_throw(PyUnicode_DecodeFSDefaultAndSize(path.data(), static_cast<Py_ssize_t>(path.size())));
 }
@@ -33,6 +29,11 @@ py::object fs_path(const std::string& path) {
 }
 
 }  // namespace
+
+py::object steal_or_throw(PyObject* o) {
+  if (o == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(o);
+}
 
 py::str message_text(const std::string& s) {
   return py::reinterpret_borrow<py::str>(
@@ -55,9 +56,7 @@ py::object status_exception(const Status& status) {
   py::object make = errors_attr("status_error");
   if (make.is_none()) {
     // Still say what failed, as an OSError: the mapping is not available.
-    PyObject* exc = PyObject_CallFunction(PyExc_OSError, "is", status.sys_errno(), status.to_string().c_str());
-    if (exc == nullptr) throw py::error_already_set();
-    return py::reinterpret_steal<py::object>(exc);
+    return steal_or_throw(PyObject_CallFunction(PyExc_OSError, "is", status.sys_errno(), status.to_string().c_str()));
   }
   return make(error_code_name(status.code()), message_text(python_message(status)), status.sys_errno(),
               status.path().empty() ? py::object(py::none()) : fs_path(status.path()));

@@ -21,6 +21,9 @@ pybind11::object status_exception(const Status& status);
 /// it through unchanged.
 [[noreturn]] void throw_status(const Status& status);
 
+/// Owns `o`, a new reference from the C API, or raises the exception the call set when `o` is null.
+pybind11::object steal_or_throw(PyObject* o);
+
 /// `s` as a str for people to read (messages, notes, report tables): UTF-8, any byte that is not becomes
 /// U+FFFD, so that a file name that is not UTF-8 never makes the text fail to decode.
 pybind11::str message_text(const std::string& s);
@@ -39,6 +42,14 @@ template <typename T>
 T unwrap(Result<T>&& result) {
   if (!result.ok()) throw_status(result.status());
   return std::move(result).value();
+}
+
+/// Runs `call()` with the GIL released (a call that may block: other Python threads run meanwhile); its
+/// result is made before the GIL is taken back, and is the caller's to unwrap or check with it held.
+template <typename Call>
+auto without_gil(Call&& call) {
+  pybind11::gil_scoped_release release;
+  return call();
 }
 
 }  // namespace ferry::python

@@ -120,10 +120,9 @@ void reap_parked(bool wait) {
 py::tuple report_parts(const Report& report) {
   // The table holds what the JSON holds (paths, a server's ETag): bytes that are not UTF-8 are decoded as
   // the JSON encodes them, with surrogate escapes.
-  const std::string table = report.table();
-  PyObject* text = PyUnicode_DecodeUTF8(table.data(), static_cast<Py_ssize_t>(table.size()), "surrogateescape");
-  if (text == nullptr) throw py::error_already_set();
-  return py::make_tuple(report.to_json(), py::reinterpret_steal<py::object>(text));
+  const std::string t = report.table();
+  auto text = steal_or_throw(PyUnicode_DecodeUTF8(t.data(), static_cast<Py_ssize_t>(t.size()), "surrogateescape"));
+  return py::make_tuple(report.to_json(), text);
 }
 
 std::optional<Clock::time_point> deadline_after(std::optional<double> seconds) {
@@ -311,10 +310,7 @@ bool PyFuture::wait_until(std::optional<Clock::time_point> deadline) {
 
 void PyFuture::stop_after_interrupt() {
   request_stop();
-  {
-    py::gil_scoped_release release;
-    completion_->wait();
-  }
+  without_gil([this] { completion_->wait(); });
   settle();
 }
 
@@ -374,10 +370,7 @@ bool PyFuture::cancel(bool wait) {
   const bool was_running = !done();
   request_stop();
   if (!wait) return was_running;
-  {
-    py::gil_scoped_release release;
-    completion_->wait();
-  }
+  without_gil([this] { completion_->wait(); });
   const Result<Transfer>& r = settle();
   return !r.ok() && r.status().code() == ErrorCode::cancelled;
 }

@@ -3,7 +3,6 @@
 // Python layer in ferry/__init__.py gives it its Pythonic shape (keyword arguments, buffers from any
 // producer, dict reports, exceptions, argument checks). Nothing here includes Ferry's internals.
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -20,10 +19,8 @@
 #include <pybind11/stl.h>
 
 #include "buffers.hpp"
-#include "cuda_bindings.hpp"
+#include "bindings.hpp"
 #include "errors.hpp"
-#include "safetensors_bindings.hpp"
-#include "save_bindings.hpp"
 #include "ferry/doctor.hpp"
 #include "ferry/ferry.hpp"
 #include "ferry/remote.hpp"
@@ -67,10 +64,6 @@ class PendingReport {
   std::shared_ptr<State> state_;
 };
 
-}  // namespace
-
-namespace {
-
 Buffer& checked_buffer(py::handle obj, std::uint64_t size, Direction direction) {
   Buffer& b = obj.cast<Buffer&>();
   if (size > b.nbytes) {
@@ -83,7 +76,7 @@ Buffer& checked_buffer(py::handle obj, std::uint64_t size, Direction direction) 
 }
 
 // The position of blocking read() and write(), and in mode "a" the end of the file that write() appends
-// at, kept exactly as ferry::File keeps its own (FileState::reserve and settle_position in
+// at, kept exactly as ferry::File keeps its own (FileState::reserve and at_position in
 // src/file/file.cpp). The blocking calls run on pread/pwrite futures, so that a wait can be interrupted
 // and the request cancelled, and therefore keep the position here: File::read/write block in C++.
 class Cursor {
@@ -116,10 +109,11 @@ class Cursor {
     (append_ ? end_ : position_) = to;
   }
 
-  /// After a request of `reserved` bytes at `at` moved `bytes`: pulls the cursor back to `at + bytes`,
-  /// unless another call moved it since (a short read ends where the data did; a failed or cancelled
-  /// read or write leaves it where it began).
-  void settle(std::uint64_t at, std::uint64_t reserved, std::uint64_t bytes, Direction direction) {
+  /// After a request of `reserved` bytes at `at` ended with `r`: pulls the cursor back to where the bytes
+  /// moved end, unless another call moved it since (a short read ends where the data did; a write that
+  /// succeeds moved every byte; a failed or cancelled read or write leaves it where it began).
+  void settle(std::uint64_t at, std::uint64_t reserved, const Result<Transfer>& r, Direction direction) {
+    const std::uint64_t bytes = r.ok() ? (direction == Direction::read ? r->bytes : reserved) : 0;
     if (bytes == reserved) return;
     std::lock_guard<std::mutex> lock(mutex_);
     std::uint64_t& cursor = (direction == Direction::write && append_) ? end_ : position_;
@@ -151,29 +145,37 @@ class PyFile {
   static std::unique_ptr<PyFile> open(const std::string& path, const std::string& mode, std::optional<Config> config,
                                       std::optional<std::tuple<std::string, std::string, std::string>> credentials) {
     const bool append = mode == "a";
-    std::optional<Result<File>> r;
-    std::uint64_t end = 0;
     std::optional<remote::Credentials> given;
     if (credentials) given = remote::Credentials{std::get<0>(*credentials), std::get<1>(*credentials), std::get<2>(*credentials)};
     if (given && !config) config = current_default_config();
-    {
-      py::gil_scoped_release release;
-      if (given) {
-        r.emplace(remote::open(path, *given, *config, mode));
-      } else {
-        r.emplace(config ? File::open(path, mode, *config) : File::open(path, mode));
-      }
-      if (append && r->ok()) {
-        auto size = (*r)->size();  // as FileState does: appends start at the end the file had at open
+    std::uint64_t end = 0;
+    auto r = without_gil([&] {
+      Result<File> f = given ? remote::open(path, *given, *config, mode)
+                             : (config ? File::open(path, mode, *config) : File::open(path, mode));
+      if (append && f.ok()) {
+        auto size = f->size();  // as FileState does: appends start at the end the file had at open
         if (size.ok()) end = *size;
       }
-    }
-    return std::make_unique<PyFile>(unwrap(std::move(*r)), append, end);
+      return f;
+    });
+    return std::make_unique<PyFile>(unwrap(std::move(r)), append, end);
   }
 
-  std::unique_ptr<PyFuture> pread(py::object buffer, std::uint64_t size, std::uint64_t offset) {
-    Buffer& b = checked_buffer(buffer, size, Direction::read);
-    return start(Direction::read, Where::at_offset, std::move(buffer), reinterpret_cast<void*>(b.address), size, offset);
+  /// pread/pwrite: a request at `offset`.
+  template <Direction D>
+  std::unique_ptr<PyFuture> at_offset(py::object buffer, std::uint64_t size, std::uint64_t offset) {
+    return request(D, std::move(buffer), size, offset);
+  }
+  /// Stream-ordered pread/pwrite (File::read_async / write_async) on the CUstream `stream`.
+  template <Direction D>
+  std::unique_ptr<PyFuture> on_stream(py::object buffer, std::uint64_t size, std::uint64_t offset,
+                                      std::uintptr_t stream) {
+    return request(D, std::move(buffer), size, offset, stream);
+  }
+  /// A read or write at the file position (read(), readinto() and write(), which wait for it).
+  template <Direction D>
+  std::unique_ptr<PyFuture> at_position(py::object buffer, std::uint64_t size) {
+    return request(D, std::move(buffer), size, std::nullopt);
   }
 
   /// File::pread_batch: piece i is sizes[i] bytes at offsets[i] into addresses[i], which lie in the
@@ -197,44 +199,10 @@ class PyFile {
     File& f = open_file();
     reap_parked(false);
     requests_->started();
-    Future future;
-    {
-      py::gil_scoped_release release;
-      future = f.pread_batch(pieces);
-    }
+    Future future = without_gil([&] { return f.pread_batch(pieces); });
     std::string what = "read a batch of " + std::to_string(n) + " pieces (" + std::to_string(total) +
                        " bytes) from \"" + f.path() + "\"";
-    return std::make_unique<PyFuture>(std::move(future), std::move(keep), requests_, std::move(what), f.path(),
-                                      PyFuture::OutcomeHook{});
-  }
-
-  std::unique_ptr<PyFuture> pwrite(py::object buffer, std::uint64_t size, std::uint64_t offset) {
-    Buffer& b = checked_buffer(buffer, size, Direction::write);
-    return start(Direction::write, Where::at_offset, std::move(buffer), reinterpret_cast<void*>(b.address), size, offset);
-  }
-
-  /// Stream-ordered pread/pwrite (File::read_async / write_async) on the CUstream `stream`.
-  std::unique_ptr<PyFuture> read_async(py::object buffer, std::uint64_t size, std::uint64_t offset,
-                                       std::uintptr_t stream) {
-    Buffer& b = checked_buffer(buffer, size, Direction::read);
-    return start(Direction::read, Where::at_offset, std::move(buffer), reinterpret_cast<void*>(b.address), size, offset, stream);
-  }
-  std::unique_ptr<PyFuture> write_async(py::object buffer, std::uint64_t size, std::uint64_t offset,
-                                        std::uintptr_t stream) {
-    Buffer& b = checked_buffer(buffer, size, Direction::write);
-    return start(Direction::write, Where::at_offset, std::move(buffer), reinterpret_cast<void*>(b.address), size, offset, stream);
-  }
-
-  /// A read or write at the file position that the caller waits for itself (read() and write() with
-  /// progress).
-  std::unique_ptr<PyFuture> read_at_position(py::object buffer, std::uint64_t size) {
-    Buffer& b = checked_buffer(buffer, size, Direction::read);
-    return start(Direction::read, Where::at_position, std::move(buffer), reinterpret_cast<void*>(b.address), size, 0);
-  }
-  std::unique_ptr<PyFuture> write_at_position(py::object buffer, std::uint64_t size) {
-    Buffer& b = checked_buffer(buffer, size, Direction::write);
-    return start(Direction::write, Where::at_position, std::move(buffer), reinterpret_cast<void*>(b.address), size,
-                 0);
+    return std::make_unique<PyFuture>(std::move(future), std::move(keep), requests_, std::move(what), f.path());
   }
 
   std::uint64_t tell() {
@@ -247,14 +215,6 @@ class PyFile {
   }
   int fileno() { return open_file().fileno(); }
 
-  /// Blocking read at the file position into `buffer`: (bytes, (json, table)).
-  py::tuple read_into(py::object buffer, std::uint64_t size) {
-    Buffer& b = checked_buffer(buffer, size, Direction::read);
-    auto future = start(Direction::read, Where::at_position, std::move(buffer), reinterpret_cast<void*>(b.address), size, 0);
-    std::uint64_t n = future->result();
-    return py::make_tuple(n, future->report());
-  }
-
   /// Blocking read at the file position into a new bytes object: (bytes object, (json, table)).
   py::tuple read_bytes(std::uint64_t size) {
     if (size > static_cast<std::uint64_t>(PY_SSIZE_T_MAX)) {
@@ -262,52 +222,32 @@ class PyFile {
       throw py::error_already_set();
     }
     open_file();  // a closed file allocates nothing
-    PyObject* raw = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(size));
-    if (raw == nullptr) throw py::error_already_set();
-    py::object data = py::reinterpret_steal<py::object>(raw);
+    py::object data = steal_or_throw(PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(size)));
     std::uint64_t n = 0;
     py::object parts;
     {
       // Nobody else sees the new bytes object, so it is filled without the GIL; the future goes before
       // it, also when result() raises, so the request is over before the memory is freed.
-      auto future = start(Direction::read, Where::at_position, py::none(), PyBytes_AS_STRING(raw), size, 0);
+      auto future = start(Direction::read, py::none(), PyBytes_AS_STRING(data.ptr()), size, std::nullopt);
       n = future->result();
       parts = future->report();
     }
     if (n < size) {
-      raw = data.release().ptr();
+      PyObject* raw = data.release().ptr();
       if (_PyBytes_Resize(&raw, static_cast<Py_ssize_t>(n)) != 0) throw py::error_already_set();  // freed raw
       data = py::reinterpret_steal<py::object>(raw);
     }
     return py::make_tuple(data, parts);
   }
 
-  /// Blocking write at the file position (or the end, in mode "a"): (bytes, (json, table)).
-  py::tuple write(py::object buffer, std::uint64_t size) {
-    Buffer& b = checked_buffer(buffer, size, Direction::write);
-    auto future = start(Direction::write, Where::at_position, std::move(buffer), reinterpret_cast<void*>(b.address), size, 0);
-    std::uint64_t n = future->result();
-    return py::make_tuple(n, future->report());
-  }
-
   std::uint64_t size() {
     File& f = open_file();
-    std::optional<Result<std::uint64_t>> r;
-    {
-      py::gil_scoped_release release;
-      r.emplace(f.size());
-    }
-    return unwrap(std::move(*r));
+    return unwrap(without_gil([&] { return f.size(); }));
   }
 
   void sync() {
     File& f = open_file();
-    Status s;
-    {
-      py::gil_scoped_release release;
-      s = f.sync();
-    }
-    check(s);
+    check(without_gil([&] { return f.sync(); }));
   }
 
   /// Refuses new requests, waits for those in flight, then closes the File. A signal handler's exception
@@ -318,11 +258,10 @@ class PyFile {
     auto idle = [this](std::chrono::milliseconds d) { return requests_->wait_idle_for(d); };
     wait_interruptibly(idle, std::nullopt, [this] {
       cancel_requests(requests_.get());
-      {
-        py::gil_scoped_release release;
+      without_gil([this] {
         while (!requests_->wait_idle_for(std::chrono::seconds(1))) {
         }
-      }
+      });
       (void)close_now();  // the interrupt is what the caller sees
     });
     reap_parked(false);
@@ -335,9 +274,8 @@ class PyFile {
   bool closed() const { return closing_; }
   py::bytes path() const { return py::bytes(file_->path()); }
   Config config() const { return file_->config(); }
-  py::tuple report() const { return report_parts(file_->report()); }
-  /// This File's report and `others'`, added up (ferry.kvikio: one CuFile over several Files).
-  py::tuple report_with(const std::vector<const PyFile*>& others) const {
+  /// This File's report, and `others'` added to it (ferry.kvikio: one CuFile over several Files).
+  py::tuple report(const std::vector<const PyFile*>& others) const {
     Report sum = file_->report();
     for (const PyFile* other : others) sum.merge(other->file_->report());
     return report_parts(sum);
@@ -353,57 +291,48 @@ class PyFile {
 
   Status close_now() {
     if (closed_) return Status();
-    Status s;
-    {
-      py::gil_scoped_release release;
-      s = file_->close();
-    }
+    Status s = without_gil([this] { return file_->close(); });
     closed_ = true;
     return s;
   }
 
-  // Where start() puts a request: at the offset given, or at the file position.
-  enum class Where { at_offset, at_position };
+  std::unique_ptr<PyFuture> request(Direction direction, py::object buffer, std::uint64_t size,
+                                    std::optional<std::uint64_t> offset,
+                                    std::optional<std::uintptr_t> stream = std::nullopt) {
+    Buffer& b = checked_buffer(buffer, size, direction);
+    return start(direction, std::move(buffer), reinterpret_cast<void*>(b.address), size, offset, stream);
+  }
 
-  // Starts a read or write of `size` bytes at `offset`, or (Where::at_position) at the file position,
-  // which it reserves and the outcome settles, as File::read/write do.
-  std::unique_ptr<PyFuture> start(Direction direction, Where where, py::object keep, void* address,
-                                  std::uint64_t size, std::uint64_t offset,
+  // Starts a read or write of `size` bytes at `offset`, or (none) at the file position, which it reserves
+  // and the outcome settles, as File::read/write do.
+  std::unique_ptr<PyFuture> start(Direction direction, py::object keep, void* address, std::uint64_t size,
+                                  std::optional<std::uint64_t> offset,
                                   std::optional<std::uintptr_t> stream = std::nullopt) {
     const bool is_read = direction == Direction::read;
     File& f = open_file();
     reap_parked(false);
     requests_->started();  // with the GIL still held: a close() from now on waits for this request
-    Future future;
     PyFuture::OutcomeHook settle;
-    {
-      py::gil_scoped_release release;
-      if (where == Where::at_position) {
+    Future future = without_gil([&] {
+      if (!offset) {
         std::uint64_t size_now = 0;
         if (!is_read && append_) {
           auto s = f.size();
           if (s.ok()) size_now = *s;
         }
         offset = cursor_->reserve(size, direction, size_now);
-        settle = [cursor = cursor_, at = offset, size, direction](const Result<Transfer>& r) {
-          // File::read settles every outcome (a short read ends where the data did); File::write only a
-          // failed one (a write that succeeds moved every byte).
-          if (direction == Direction::read) {
-            cursor->settle(at, size, r.ok() ? r->bytes : 0, direction);
-          } else if (!r.ok()) {
-            cursor->settle(at, size, 0, direction);
-          }
+        settle = [cursor = cursor_, at = *offset, size, direction](const Result<Transfer>& r) {
+          cursor->settle(at, size, r, direction);
         };
       }
       if (stream) {
         auto* s = reinterpret_cast<void*>(*stream);
-        future = is_read ? f.read_async(address, size, offset, s) : f.write_async(address, size, offset, s);
-      } else {
-        future = is_read ? f.pread(address, size, offset) : f.pwrite(address, size, offset);
+        return is_read ? f.read_async(address, size, *offset, s) : f.write_async(address, size, *offset, s);
       }
-    }
+      return is_read ? f.pread(address, size, *offset) : f.pwrite(address, size, *offset);
+    });
     std::string what = std::string(is_read ? "read " : "write ") + std::to_string(size) + " bytes at offset " +
-                       std::to_string(offset) + (is_read ? " from \"" : " to \"") + f.path() + "\"";
+                       std::to_string(*offset) + (is_read ? " from \"" : " to \"") + f.path() + "\"";
     const bool local_file = f.fileno() >= 0;  // a remote object's task must stay interruptible mid-way
     const bool small = size <= f.config().task_size();  // a task or two, however it is aligned
     return std::make_unique<PyFuture>(std::move(future), std::move(keep), requests_, std::move(what), f.path(),
@@ -443,7 +372,6 @@ PYBIND11_MODULE(_ferry, m) {
 
   py::class_<Config>(m, "Config", "A copy of Ferry's settings (ferry::Config).")
       .def(py::init<>())
-      .def("copy", [](const Config& c) { return Config(c); })
       .def("get", &Config::get, py::arg("name"))
       .def("set", [](Config& c, const std::string& name, const std::string& value) {
              check(c.set(name, value, SettingSource::api));
@@ -466,12 +394,7 @@ PYBIND11_MODULE(_ferry, m) {
   });
   m.def("warm_up", [](int device, std::optional<Config> config) {
     const Config c = config ? *config : current_default_config();
-    Status s;
-    {
-      py::gil_scoped_release release;  // it pins for tens of ms: the caller's other threads go on meanwhile
-      s = warm_up(device, c);
-    }
-    check(s);
+    check(without_gil([&] { return warm_up(device, c); }));  // it pins for tens of ms
   }, py::arg("device"), py::arg("config") = py::none());
   m.def("environment_config", [] { return unwrap(Config::from_environment()); },
         "Built-in defaults overridden by FERRY_* environment variables.");
@@ -509,18 +432,17 @@ PYBIND11_MODULE(_ferry, m) {
   py::class_<PyFile>(m, "File", "An open file (ferry::File).")
       .def_static("open", &PyFile::open, py::arg("path"), py::arg("mode"), py::arg("config") = py::none(),
                   py::arg("credentials") = py::none())
-      .def("pread", &PyFile::pread, py::arg("buffer"), py::arg("size"), py::arg("offset"))
+      .def("pread", &PyFile::at_offset<Direction::read>, py::arg("buffer"), py::arg("size"), py::arg("offset"))
       .def("pread_batch", &PyFile::pread_batch, py::arg("keep"), py::arg("addresses"), py::arg("sizes"),
            py::arg("offsets"))
-      .def("pwrite", &PyFile::pwrite, py::arg("buffer"), py::arg("size"), py::arg("offset"))
-      .def("read_into", &PyFile::read_into, py::arg("buffer"), py::arg("size"))
+      .def("pwrite", &PyFile::at_offset<Direction::write>, py::arg("buffer"), py::arg("size"), py::arg("offset"))
       .def("read_bytes", &PyFile::read_bytes, py::arg("size"))
-      .def("write", &PyFile::write, py::arg("buffer"), py::arg("size"))
-      .def("read_async", &PyFile::read_async, py::arg("buffer"), py::arg("size"), py::arg("offset"), py::arg("stream"))
-      .def("write_async", &PyFile::write_async, py::arg("buffer"), py::arg("size"), py::arg("offset"),
+      .def("read_async", &PyFile::on_stream<Direction::read>, py::arg("buffer"), py::arg("size"), py::arg("offset"),
            py::arg("stream"))
-      .def("read_at_position", &PyFile::read_at_position, py::arg("buffer"), py::arg("size"))
-      .def("write_at_position", &PyFile::write_at_position, py::arg("buffer"), py::arg("size"))
+      .def("write_async", &PyFile::on_stream<Direction::write>, py::arg("buffer"), py::arg("size"), py::arg("offset"),
+           py::arg("stream"))
+      .def("read_at_position", &PyFile::at_position<Direction::read>, py::arg("buffer"), py::arg("size"))
+      .def("write_at_position", &PyFile::at_position<Direction::write>, py::arg("buffer"), py::arg("size"))
       .def("tell", &PyFile::tell)
       .def("seek", &PyFile::seek, py::arg("position"))
       .def("fileno", &PyFile::fileno)
@@ -531,8 +453,7 @@ PYBIND11_MODULE(_ferry, m) {
       .def_property_readonly("closed", &PyFile::closed)
       .def_property_readonly("path", &PyFile::path)
       .def("config", &PyFile::config)
-      .def("report", &PyFile::report)
-      .def("report_with", &PyFile::report_with, py::arg("others"))
+      .def("report", &PyFile::report, py::arg("others") = std::vector<const PyFile*>())
       .def("direct_io_available", &PyFile::direct_io_available)
       .def("direct_io_note", &PyFile::direct_io_note);
 
@@ -541,8 +462,6 @@ PYBIND11_MODULE(_ferry, m) {
   m.def("reap_parked", &reap_parked, py::arg("wait"),
         "Lets go of the buffers of futures dropped by an interrupt once their requests are over.");
   m.def("process_report", [] { return report_parts(process_report()); });
-  m.def("pending_stream_requests", &pending_stream_requests,
-        "One line per stream-ordered request whose stream has not passed it yet.");
   py::class_<PendingReport>(m, "_PendingReport",
                             "Prints the pending stream-ordered requests to stderr after `seconds`, from a thread "
                             "of its own (so a hang with the GIL held still gets it), unless cancelled first.")
@@ -553,20 +472,10 @@ PYBIND11_MODULE(_ferry, m) {
     return py::make_tuple(r.cached_bytes, r.range_bytes, r.page_bytes, r.method);
   };
   m.def("page_cache_residency", [residency_tuple](const std::string& path, std::uint64_t offset, std::uint64_t length) {
-    std::optional<Result<page_cache::Residency>> r;
-    {
-      py::gil_scoped_release release;
-      r.emplace(page_cache::residency(path, offset, length));
-    }
-    return residency_tuple(unwrap(std::move(*r)));
+    return residency_tuple(unwrap(without_gil([&] { return page_cache::residency(path, offset, length); })));
   }, py::arg("path"), py::arg("offset"), py::arg("length"));
   m.def("page_cache_evict", [residency_tuple](const std::string& path, bool write_back_first) {
-    std::optional<Result<page_cache::Residency>> r;
-    {
-      py::gil_scoped_release release;
-      r.emplace(page_cache::evict(path, write_back_first));
-    }
-    return residency_tuple(unwrap(std::move(*r)));
+    return residency_tuple(unwrap(without_gil([&] { return page_cache::evict(path, write_back_first); })));
   }, py::arg("path"), py::arg("write_back_first"));
   m.def("reset_process_report", [] { reset_process_report(); });
   m.def("error_code_names", [] {
@@ -595,7 +504,6 @@ PYBIND11_MODULE(_ferry, m) {
   m.def("is_remote_url", [](const std::string& url) { return remote::is_remote_url(url); });
 
   m.def("doctor_json", [](const std::string& path, int device, bool probe) {
-    py::gil_scoped_release release;
-    return ferry::doctor_json(path, device, probe);
+    return without_gil([&] { return ferry::doctor_json(path, device, probe); });
   }, py::arg("path"), py::arg("device"), py::arg("probe"));
 }

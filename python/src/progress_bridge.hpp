@@ -3,11 +3,14 @@
 // the operation; the exception is raised once the operation returned (rethrow, with the GIL held).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <utility>
 
 #include <pybind11/pybind11.h>
+
+#include "errors.hpp"
 
 namespace ferry::python {
 
@@ -44,5 +47,18 @@ class ProgressBridge {
   pybind11::object callback_;
   std::exception_ptr error_;
 };
+
+/// Runs `call()` without the GIL, with `options.progress` calling `progress` (a Python callable or None)
+/// at most every `interval_s` seconds; raises what the callback raised, else returns call()'s value
+/// unwrapped. `options` is the one `call` passes on; its callback is not to be used after this returns.
+template <typename Options, typename Call>
+auto with_progress(pybind11::object progress, double interval_s, Options& options, Call&& call) {
+  ProgressBridge bridge(std::move(progress));
+  options.progress = [&bridge](std::uint64_t done, std::uint64_t total) { return bridge(done, total); };
+  options.progress_interval = std::chrono::milliseconds(static_cast<long long>(interval_s * 1000.0));
+  auto r = without_gil(call);
+  bridge.rethrow();
+  return unwrap(std::move(r));
+}
 
 }  // namespace ferry::python

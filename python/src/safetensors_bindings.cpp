@@ -2,9 +2,8 @@
 // LoadPlan) and builds the tensor views; C++ parses, validates, plans and reads. Every call that may block
 // releases the GIL; progress comes back on the calling thread with the GIL re-acquired, which is also where
 // Ctrl-C is noticed: a pending signal cancels the load (requests in flight finish first) and is raised.
-#include "safetensors_bindings.hpp"
+#include "bindings.hpp"
 
-#include <exception>
 #include <optional>
 #include <string>
 #include <utility>
@@ -43,12 +42,10 @@ py::dict stats_dict(const st::LoadStats& s) {
   return d;
 }
 
-st::LoadOptions request_options(std::uint64_t max_request_bytes, unsigned max_requests_in_flight,
-                                double progress_interval_s) {
+st::LoadOptions request_options(std::uint64_t max_request_bytes, unsigned max_requests_in_flight) {
   st::LoadOptions o;
   o.max_request_bytes = max_request_bytes;
   o.max_requests_in_flight = max_requests_in_flight;
-  o.progress_interval = std::chrono::milliseconds(static_cast<long long>(progress_interval_s * 1000.0));
   return o;
 }
 
@@ -78,7 +75,7 @@ class PyPlan {
 class PyReportSum {
  public:
   void add(const Report& r) { sum_.merge(r); }
-  py::tuple parts() const { return py::make_tuple(sum_.to_json(), message_text(sum_.table())); }
+  py::tuple parts() const { return report_parts(sum_); }
 
  private:
   Report sum_;
@@ -95,12 +92,7 @@ class PyCheckpoint {
     o.config = std::move(config);
     o.max_header_bytes = max_header_bytes;
     o.max_staging_bytes = max_staging_bytes;
-    std::optional<Result<st::Checkpoint>> r;
-    {
-      py::gil_scoped_release release;
-      r.emplace(st::Checkpoint::open(path, o));
-    }
-    return std::make_unique<PyCheckpoint>(unwrap(std::move(*r)));
+    return std::make_unique<PyCheckpoint>(unwrap(without_gil([&] { return st::Checkpoint::open(path, o); })));
   }
 
   /// The shard paths as bytes (Python decodes them with os.fsdecode, as File.path).
@@ -128,7 +120,6 @@ class PyCheckpoint {
   }
   py::list notes() const { return message_list(c_.notes()); }
   std::uint64_t data_bytes() const { return c_.data_bytes(); }
-  std::string config_value(const std::string& name) const { return c_.config().get(name); }
 
   PyPlan plan(int device, std::vector<std::pair<std::string, int>> device_map, std::vector<int> replicas) const {
     st::LoadOptions o;
@@ -143,16 +134,10 @@ class PyCheckpoint {
                      unsigned max_requests_in_flight, py::object progress, double progress_interval_s) {
     std::vector<void*> pointers;
     for (std::uintptr_t b : bases) pointers.push_back(reinterpret_cast<void*>(b));
-    st::LoadOptions o = request_options(max_request_bytes, max_requests_in_flight, progress_interval_s);
-    ProgressBridge bridge(std::move(progress));
-    o.progress = [&bridge](std::uint64_t done, std::uint64_t total) { return bridge(done, total); };
-    std::optional<Result<st::LoadStats>> r;
-    {
-      py::gil_scoped_release release;
-      r.emplace(c_.load_into(plan.plan(), pointers, o));
-    }
-    bridge.rethrow();
-    return stats_dict(unwrap(std::move(*r)));
+    st::LoadOptions o = request_options(max_request_bytes, max_requests_in_flight);
+    return stats_dict(with_progress(std::move(progress), progress_interval_s, o, [&] {
+      return c_.load_into(plan.plan(), pointers, o);
+    }));
   }
 
   /// Reads [(name, address, offset, size)] into caller memory: the stats as a dict. With `report_sum`,
@@ -165,16 +150,10 @@ class PyCheckpoint {
     for (const auto& [name, address, offset, size] : items) {
       destinations.push_back(st::Destination{name, reinterpret_cast<void*>(address), offset, size});
     }
-    st::LoadOptions o = request_options(max_request_bytes, max_requests_in_flight, progress_interval_s);
-    ProgressBridge bridge(std::move(progress));
-    o.progress = [&bridge](std::uint64_t done, std::uint64_t total) { return bridge(done, total); };
-    std::optional<Result<st::LoadStats>> r;
-    {
-      py::gil_scoped_release release;
-      r.emplace(c_.read_into(destinations, o));
-    }
-    bridge.rethrow();
-    st::LoadStats stats = unwrap(std::move(*r));
+    st::LoadOptions o = request_options(max_request_bytes, max_requests_in_flight);
+    st::LoadStats stats = with_progress(std::move(progress), progress_interval_s, o, [&] {
+      return c_.read_into(destinations, o);
+    });
     if (report_sum != nullptr) report_sum->add(stats.report);
     return stats_dict(stats);
   }
@@ -206,7 +185,6 @@ void register_safetensors(py::module_& m) {
       .def("shard_facts", &PyCheckpoint::shard_facts)
       .def("notes", &PyCheckpoint::notes)
       .def("data_bytes", &PyCheckpoint::data_bytes)
-      .def("config_value", &PyCheckpoint::config_value, py::arg("name"))
       .def("plan", &PyCheckpoint::plan, py::arg("device"), py::arg("device_map"), py::arg("replicas"))
       .def("load_into", &PyCheckpoint::load_into, py::arg("plan"), py::arg("bases"), py::arg("max_request_bytes") = 0,
            py::arg("max_requests_in_flight") = 0, py::arg("progress") = py::none(),

@@ -2,7 +2,7 @@
 // checked them the way its framework's reference refuses them; C++ serialises, stages and writes. Every
 // call that may block releases the GIL; waits on a background save wake every kWaitSlice to run signal
 // handlers, and a KeyboardInterrupt there cancels the save (the target is then left as it was).
-#include "save_bindings.hpp"
+#include "bindings.hpp"
 
 #include <map>
 #include <optional>
@@ -77,16 +77,9 @@ py::dict save(const std::string& path, const std::vector<Row>& rows, Metadata me
   std::vector<st::SaveTensor> tensors = save_tensors(rows);
   st::SaveOptions o = save_options(std::move(metadata), durable, std::move(config), max_staging_bytes,
                                    refuse_overlapping);
-  ProgressBridge bridge(std::move(progress));
-  o.progress = [&bridge](std::uint64_t done, std::uint64_t total) { return bridge(done, total); };
-  o.progress_interval = std::chrono::milliseconds(static_cast<long long>(progress_interval_s * 1000.0));
-  std::optional<Result<st::SaveStats>> r;
-  {
-    py::gil_scoped_release release;
-    r.emplace(st::save(path, tensors, o));
-  }
-  bridge.rethrow();
-  return stats_dict(unwrap(std::move(*r)));
+  return stats_dict(with_progress(std::move(progress), progress_interval_s, o, [&] {
+    return st::save(path, tensors, o);
+  }));
 }
 
 // A background save as Python holds it: the handle, and the Python objects whose memory the save reads,
@@ -95,10 +88,7 @@ class PySaveHandle {
  public:
   PySaveHandle(st::SaveHandle handle, py::object keep) : handle_(std::move(handle)), keep_(std::move(keep)) {}
   ~PySaveHandle() {
-    {
-      py::gil_scoped_release release;
-      handle_.reset();
-    }
+    without_gil([this] { handle_.reset(); });
     keep_ = py::none();
   }
 
@@ -107,11 +97,7 @@ class PySaveHandle {
     bool taken = wait_interruptibly([this](std::chrono::milliseconds d) { return handle_->wait_snapshot_for(d); },
                                     deadline_after(timeout), [this] { handle_->cancel(); });
     if (!taken) return false;
-    Status s;
-    {
-      py::gil_scoped_release release;
-      s = handle_->snapshot();
-    }
+    Status s = without_gil([this] { return handle_->snapshot(); });
     keep_ = py::none();  // no tensor is read any more
     check(s);
     return true;
@@ -122,13 +108,9 @@ class PySaveHandle {
     bool ended = wait_interruptibly([this](std::chrono::milliseconds d) { return handle_->wait_for(d); },
                                     deadline_after(timeout), [this] { handle_->cancel(); });
     if (!ended) return std::nullopt;
-    std::optional<Result<st::SaveStats>> r;
-    {
-      py::gil_scoped_release release;
-      r.emplace(handle_->result());
-    }
+    auto r = without_gil([this] { return handle_->result(); });
     keep_ = py::none();
-    return stats_dict(unwrap(std::move(*r)));
+    return stats_dict(unwrap(std::move(r)));
   }
 
   bool done() const { return handle_->done(); }
@@ -147,12 +129,8 @@ std::unique_ptr<PySaveHandle> start_save(const std::string& path, const std::vec
   std::vector<st::SaveTensor> tensors = save_tensors(rows);
   st::SaveOptions o = save_options(std::move(metadata), durable, std::move(config), max_staging_bytes,
                                    refuse_overlapping);
-  std::optional<Result<st::SaveHandle>> r;
-  {
-    py::gil_scoped_release release;
-    r.emplace(st::start_save(path, tensors, o));
-  }
-  return std::make_unique<PySaveHandle>(unwrap(std::move(*r)), std::move(keep));
+  auto handle = unwrap(without_gil([&] { return st::start_save(path, tensors, o); }));
+  return std::make_unique<PySaveHandle>(std::move(handle), std::move(keep));
 }
 
 py::dict save_sharded(const std::string& directory, const std::vector<Row>& rows, Metadata metadata, bool durable,
@@ -165,16 +143,9 @@ py::dict save_sharded(const std::string& directory, const std::vector<Row>& rows
   o.max_shard_bytes = max_shard_bytes;
   o.prefix = prefix;
   o.remove_stale = remove_stale;
-  ProgressBridge bridge(std::move(progress));
-  o.save.progress = [&bridge](std::uint64_t done, std::uint64_t total) { return bridge(done, total); };
-  o.save.progress_interval = std::chrono::milliseconds(static_cast<long long>(progress_interval_s * 1000.0));
-  std::optional<Result<st::ShardedSaveStats>> r;
-  {
-    py::gil_scoped_release release;
-    r.emplace(st::save_sharded(directory, tensors, o));
-  }
-  bridge.rethrow();
-  st::ShardedSaveStats s = unwrap(std::move(*r));
+  st::ShardedSaveStats s = with_progress(std::move(progress), progress_interval_s, o.save, [&] {
+    return st::save_sharded(directory, tensors, o);
+  });
   py::dict d;
   py::list files, shards, removed;
   for (const auto& f : s.files) files.append(py::bytes(f));

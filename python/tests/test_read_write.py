@@ -230,7 +230,7 @@ def test_file_properties_and_repr(make_file):
 
 
 # ---- the file position of blocking read()/write(): kept as ferry::File keeps it (FileState::reserve and
-# settle_position), now that the blocking calls run on futures
+# at_position), now that the blocking calls run on futures
 
 
 def test_append_writes_land_after_bytes_added_since(tmp_path):

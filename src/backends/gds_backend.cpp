@@ -20,7 +20,6 @@ class GdsBackend final : public RouteBackend {
  public:
   GdsBackend(const SourceRequest& request, GdsTarget target, Decision decision, std::shared_ptr<RouteBackend> edges)
       : RouteBackend(request, target.destination),
-        direction_(request.direction),
         target_(std::move(target)),
         decision_(std::move(decision)),
         edges_(std::move(edges)) {
@@ -61,7 +60,7 @@ class GdsBackend final : public RouteBackend {
     g_cufile_requests_in_flight.fetch_sub(1);
     auto after = target_.driver->stats_snapshot(target_.device);
     if (before_ && after) {
-      attribute_by_cufile_stats(report, cufile_counters_delta(*before_, *after), direction_);
+      attribute_by_cufile_stats(report, cufile_counters_delta(*before_, *after), source_request().direction);
       if (max_concurrent_.load() > 1) {
         report.add_note("other cuFile requests ran at the same time: cuFile's statistics are per process, so "
                         "the split between nvfs, p2p and cufile-posix is shared with them");
@@ -126,16 +125,17 @@ class GdsBackend final : public RouteBackend {
         base = reinterpret_cast<void*>(g.destination.address(t.buffer_offset));
         task_offset = 0;
       }
+      const bool reading = is_read(s_.source_request().direction);
       std::uint64_t done = 0;
       while (done < t.length) {
         off_t file_offset = static_cast<off_t>(t.file_offset + done);
         off_t buffer_offset = static_cast<off_t>(task_offset + done);
-        Result<std::size_t> n = is_read(s_.direction_)
+        Result<std::size_t> n = reading
             ? g.driver->read(g.handle->get(), base, t.length - done, file_offset, buffer_offset, g.path)
             : g.driver->write(g.handle->get(), base, t.length - done, file_offset, buffer_offset, g.path);
         if (!n.ok()) return n.status();
         if (*n == 0) {
-          if (is_read(s_.direction_)) break;  // EOF
+          if (reading) break;  // EOF
           return Status(ErrorCode::io_error,
                         fmt::format("cuFileWrite wrote nothing at offset {} of \"{}\"", file_offset, g.path), EIO,
                         g.path);
@@ -149,7 +149,6 @@ class GdsBackend final : public RouteBackend {
     std::unique_ptr<RouteWorker> edge_worker_;  // for the unaligned edges, when the request has them
   };
 
-  Direction direction_;
   GdsTarget target_;
   Decision decision_;
   std::shared_ptr<RouteBackend> edges_;

@@ -204,6 +204,19 @@ bool StagingPool::grant_locked(const CudaApi& api, int device, std::uint64_t buf
   return true;
 }
 
+std::unique_ptr<StagingKit> StagingPool::take_idle(const CudaApi& api, int device, std::uint64_t buffer_size,
+                                                   unsigned count, std::uint64_t charge) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (std::size_t i = idle_.size(); i-- > 0;) {
+    if (!has_shape(*idle_[i], api, device, buffer_size, count)) continue;
+    auto kit = std::move(idle_[i]);
+    idle_.erase(idle_.begin() + static_cast<std::ptrdiff_t>(i));
+    held_ -= charge;  // counted already
+    return kit;
+  }
+  return nullptr;
+}
+
 struct StagingPool::Waiter {
   const void* owner = nullptr;
   const CudaApi* api = nullptr;
@@ -262,6 +275,10 @@ Result<Kits> StagingPool::complete(const CudaApi& api, int device, std::uint64_t
     Result<std::unique_ptr<StagingKit>> made = Status(ErrorCode::internal, "not made: an earlier kit failed");
     if (failed.ok()) {
       std::lock_guard<std::mutex> making(making_mutex_);
+      if (auto kit = take_idle(api, device, buffer_size, count, charge)) {  // a warm-up made one meanwhile
+        kits.push_back(std::move(kit));
+        continue;
+      }
       made = make_kit(api, device, buffer_size, count);
     }
     std::lock_guard<std::mutex> lock(mutex_);

@@ -118,6 +118,9 @@ class StagingPool {
                     Grant& grant);
   // Serves the callers waiting for room, first come first: fills their grants, or collects a worker's call.
   void serve_locked(std::vector<std::function<void()>>& calls);
+  // An idle kit of this shape for a grant that charged `charge` for making it (the charge goes back).
+  std::unique_ptr<StagingKit> take_idle(const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count,
+                                        std::uint64_t charge);
   // Frees the evicted kits and makes the rest of a grant (outside the lock).
   Result<Kits> complete(const CudaApi& api, int device, std::uint64_t buffer_size, Grant grant);
   // After memory came back: serves the waiters and runs the workers' calls (mutex_ not held).

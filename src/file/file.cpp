@@ -130,6 +130,11 @@ Status FileState::check_access(Direction direction) const {
 
 namespace {
 
+// Why `name` could not be opened: a bad mode or setting.
+Status open_error(const std::string& name, const Status& why) {
+  return Status(ErrorCode::invalid_argument, fmt::format("Could not open \"{}\": {}", name, why.message()), 0, name);
+}
+
 // Every offset Ferry hands the kernel is an off_t: a range must end at or below its largest value.
 Status check_range(Direction direction, std::uint64_t size, std::uint64_t offset, const std::string& path) {
   constexpr std::uint64_t kMaxOffset = static_cast<std::uint64_t>(std::numeric_limits<off_t>::max());
@@ -292,24 +297,27 @@ std::uint64_t FileState::reserve(std::uint64_t size, Direction direction) {
   return at;
 }
 
-void FileState::settle_position(std::uint64_t reserved_offset, std::uint64_t reserved_size, std::uint64_t bytes,
-                                Direction direction) {
-  if (bytes == reserved_size) return;
-  std::lock_guard<std::mutex> lock(mutex_);
-  std::uint64_t& cursor = (!is_read(direction) && append) ? end_ : position_;
-  // Only pull the cursor back if nobody moved it since: a short read ends where the data ended, a failed
-  // write leaves the cursor where the write began.
-  if (cursor == reserved_offset + reserved_size) cursor = reserved_offset + bytes;
+Result<Transfer> FileState::at_position(Direction direction, void* buffer, std::uint64_t size) {
+  FERRY_ASSIGN_OR_RETURN(auto in_use, use());
+  const std::uint64_t at = reserve(size, direction);
+  auto r = submit(direction, buffer, size, at).get();
+  // A write that succeeds moved every byte; a read may end early, where the data did.
+  const std::uint64_t bytes = r.ok() ? (is_read(direction) ? r->bytes : size) : 0;
+  if (bytes != size) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::uint64_t& cursor = (!is_read(direction) && append) ? end_ : position_;
+    // Only pull the cursor back if nobody moved it since: a short read ends where the data ended, a failed
+    // request leaves the cursor where it began.
+    if (cursor == at + size) cursor = at + bytes;
+  }
+  return r;
 }
 
 Result<File> open_file(const std::string& path, std::string_view mode, const Config& config,
                        const OpenOptions& options) {
   bool append = false;
   auto flags = parse_open_mode(mode, &append);
-  if (!flags.ok()) {
-    return Status(ErrorCode::invalid_argument, fmt::format("Could not open \"{}\": {}", path,
-                                                           flags.status().message()), 0, path);
-  }
+  if (!flags.ok()) return open_error(path, flags.status());
   if (remote::is_remote_url(path)) {
     FERRY_ASSIGN_OR_RETURN(std::shared_ptr<Source> remote, open_remote_source(path, mode, config.remote()));
     return open_source(std::move(remote), mode, config, options);
@@ -325,11 +333,7 @@ Result<File> open_source(std::shared_ptr<Source> source, std::string_view mode, 
                          const OpenOptions& options) {
   bool append = false;
   auto flags = parse_open_mode(mode, &append);
-  if (!flags.ok()) {
-    return Status(ErrorCode::invalid_argument,
-                  fmt::format("Could not open \"{}\": {}", source->name(), flags.status().message()), 0,
-                  source->name());
-  }
+  if (!flags.ok()) return open_error(source->name(), flags.status());
   std::string name = source->name();
   auto state = std::make_shared<FileState>(std::move(name), config, std::move(source), *flags, append, options.gpu);
   return FileState::make_file(std::move(state));
@@ -392,10 +396,7 @@ File::~File() {
 
 Result<File> File::open(const std::string& path, std::string_view mode) {
   auto config = default_config();
-  if (!config.ok()) {
-    return Status(ErrorCode::invalid_argument,
-                  fmt::format("Could not open \"{}\": {}", path, config.status().message()), 0, path);
-  }
+  if (!config.ok()) return detail::open_error(path, config.status());
   return open(path, mode, *config);
 }
 
@@ -427,19 +428,11 @@ Future File::write_async(const void* buffer, std::uint64_t size, std::uint64_t o
 }
 
 Result<Transfer> File::read(void* buffer, std::uint64_t size) {
-  FERRY_ASSIGN_OR_RETURN(auto in_use, state_->use());
-  std::uint64_t at = state_->reserve(size, detail::Direction::read);
-  auto r = state_->submit(detail::Direction::read, buffer, size, at).get();
-  state_->settle_position(at, size, r.ok() ? r->bytes : 0, detail::Direction::read);
-  return r;
+  return state_->at_position(detail::Direction::read, buffer, size);
 }
 
 Result<Transfer> File::write(const void* buffer, std::uint64_t size) {
-  FERRY_ASSIGN_OR_RETURN(auto in_use, state_->use());
-  std::uint64_t at = state_->reserve(size, detail::Direction::write);
-  auto r = state_->submit(detail::Direction::write, const_cast<void*>(buffer), size, at).get();
-  if (!r.ok()) state_->settle_position(at, size, 0, detail::Direction::write);
-  return r;
+  return state_->at_position(detail::Direction::write, const_cast<void*>(buffer), size);
 }
 
 Result<RoutePlan> File::prepare(const void* buffer, std::uint64_t size, Direction direction) {

@@ -117,12 +117,9 @@ class FileState : public std::enable_shared_from_this<FileState> {
   }
   /// The source's size now (0 for sources without one).
   Result<std::uint64_t> current_size() const;
-  /// Reserves [offset, offset + size) at the position (or the end, in append mode) and advances it.
-  std::uint64_t reserve(std::uint64_t size, Direction direction);
-  /// After a read() or write() of `reserved_size` bytes at `reserved_offset` moved `bytes`: pulls the cursor
-  /// reserve() advanced back to reserved_offset + bytes, unless another call moved it since.
-  void settle_position(std::uint64_t reserved_offset, std::uint64_t reserved_size, std::uint64_t bytes,
-                       Direction direction);
+  /// File::read and File::write: a blocking request at the position (or the end, in append mode), which
+  /// it reserves and advances, and pulls back to where the bytes moved end unless another call moved it since.
+  Result<Transfer> at_position(Direction direction, void* buffer, std::uint64_t size);
 
   const std::string path;
   const Config config;
@@ -139,6 +136,8 @@ class FileState : public std::enable_shared_from_this<FileState> {
 
  private:
   Status check_access(Direction direction) const;
+  // Reserves [offset, offset + size) at the position (or the end, in append mode) and advances it.
+  std::uint64_t reserve(std::uint64_t size, Direction direction);
 
   // In a process forked since the uses were counted, none of them is this process's: forgets them. Called
   // with use_mutex_ held.

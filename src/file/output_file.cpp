@@ -175,30 +175,8 @@ Status follow_symlink(Destination& d, const struct stat& link) {
   return Status();
 }
 
-}  // namespace
-
-namespace {
-
 // One look at `path` (inspect_destination); `replaced` is set when the file changed between the look at its
 // name and the check of the file itself (another writer's rename landed in between).
-Result<Destination> inspect_once(const std::string& path, bool* replaced);
-
-}  // namespace
-
-Result<Destination> inspect_destination(const std::string& path) {
-  // A save replaces the name anyway: another save's rename landing during the checks is no reason to fail
-  // (two processes saving one path: one failed now and then with "it was replaced while being checked", the
-  // reliability review of 2026-12-04). Look again; the last writer wins.
-  constexpr int kLooks = 16;
-  for (int look = 1;; ++look) {
-    bool replaced = false;
-    auto d = inspect_once(path, &replaced);
-    if (!replaced || look == kLooks) return d;
-  }
-}
-
-namespace {
-
 Result<Destination> inspect_once(const std::string& path, bool* replaced) {
   Destination d;
   d.path = path;
@@ -269,10 +247,6 @@ Result<Destination> inspect_once(const std::string& path, bool* replaced) {
   return d;
 }
 
-}  // namespace
-
-namespace {
-
 // Removes the temporaries in `dir` of this machine's processes that no longer exist; returns their names.
 std::vector<std::string> remove_stale_temporaries(int dir) {
   std::vector<std::string> removed;
@@ -296,7 +270,35 @@ std::vector<std::string> remove_stale_temporaries(int dir) {
   return removed;
 }
 
+// Gives a new file a hidden name of its own in `dir` (random_name()): `make(name)` makes it under that name and
+// returns 0 or an errno. A name taken already is tried again with another. The name is armed for the signal
+// handlers before the file exists, so that a signal right after it is made still removes it. Errors name `path`.
+template <typename Make>
+Result<std::string> name_new_file(int dir, Make&& make, const std::string& path, const std::string& doing) {
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    std::string name = random_name();
+    arm(dir, name);
+    const int e = make(name);
+    if (e == 0) return name;
+    disarm();
+    if (e != EEXIST) return write_error(e, path, doing);
+  }
+  return write_error(EEXIST, path, doing);
+}
+
 }  // namespace
+
+Result<Destination> inspect_destination(const std::string& path) {
+  // A save replaces the name anyway: another save's rename landing during the checks is no reason to fail
+  // (two processes saving one path: one failed now and then with "it was replaced while being checked", the
+  // reliability review of 2026-12-04). Look again; the last writer wins.
+  constexpr int kLooks = 16;
+  for (int look = 1;; ++look) {
+    bool replaced = false;
+    auto d = inspect_once(path, &replaced);
+    if (!replaced || look == kLooks) return d;
+  }
+}
 
 Result<TempFile> TempFile::create(const Destination& d) {
   TempFile t;
@@ -316,20 +318,14 @@ Result<TempFile> TempFile::create(const Destination& d) {
     if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL && errno != ENOENT)
       return write_error(errno, d.path, in_dir);
   }
-  for (int attempt = 0; attempt < 16; ++attempt) {
-    std::string name = random_name();
-    arm(t.dir_.get(), name);  // before the file exists: a signal right after creation still removes it
-    int fd = ::openat(t.dir_.get(), name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd >= 0) {
-      t.fd_ = UniqueFd(fd);
-      t.name_ = name;
-      return t;
-    }
-    int e = errno;
-    disarm();
-    if (e != EEXIST) return write_error(e, d.path, in_dir);
-  }
-  return write_error(EEXIST, d.path, in_dir);
+  int fd = -1;
+  auto create_named = [&](const std::string& name) {
+    fd = ::openat(t.dir_.get(), name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    return fd >= 0 ? 0 : errno;
+  };
+  FERRY_ASSIGN_OR_RETURN(t.name_, name_new_file(t.dir_.get(), create_named, d.path, in_dir));
+  t.fd_ = UniqueFd(fd);
+  return t;
 }
 
 TempFile::TempFile(TempFile&& o) noexcept
@@ -370,6 +366,7 @@ Status TempFile::commit(const Destination& d, bool replace, bool sync_directory)
   }
   if (::fchmod(fd_.get(), mode) != 0) return write_error(errno, d.path, fmt::format("setting its mode {:o}", mode));
 
+  const std::string naming = fmt::format("naming the new file in \"{}\"", d.directory);
   // Give the file a name of its own first where it has none (linkat from /proc/self/fd needs no privilege;
   // AT_EMPTY_PATH is the fallback without /proc), then move it over the target in one step.
   auto link_to = [&](const std::string& to) -> int {
@@ -385,21 +382,10 @@ Status TempFile::commit(const Destination& d, bool replace, bool sync_directory)
                     fmt::format("Could not create \"{}\": a file of that name appeared meanwhile; it was left alone",
                                 d.path),
                     0, d.path);
-    if (e != 0) return write_error(e, d.path, fmt::format("naming the new file in \"{}\"", d.directory));
+    if (e != 0) return write_error(e, d.path, naming);
   } else {
     if (name_.empty()) {
-      for (int attempt = 0; attempt < 16 && name_.empty(); ++attempt) {
-        std::string name = random_name();
-        arm(dir_.get(), name);
-        int e = link_to(name);
-        if (e == 0) {
-          name_ = name;
-        } else {
-          disarm();
-          if (e != EEXIST) return write_error(e, d.path, fmt::format("naming the new file in \"{}\"", d.directory));
-        }
-      }
-      if (name_.empty()) return write_error(EEXIST, d.path, "naming the new file");
+      FERRY_ASSIGN_OR_RETURN(name_, name_new_file(dir_.get(), link_to, d.path, naming));
     }
     if (::renameat(dir_.get(), name_.c_str(), dir_.get(), d.name.c_str()) != 0)
       return write_error(errno, d.path, fmt::format("renaming the new file over it in \"{}\"", d.directory));

@@ -1,0 +1,20 @@
+// The parts of ferry._ferry that module.cpp adds from files of their own.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+namespace ferry::python {
+
+/// describe_memory, synchronize_stream and cuda_driver_error: the CUDA checks ferry/_buffers.py makes before
+/// it hands a producer's pointer to C++ (through Ferry's own driver table, never ctypes).
+void register_cuda(pybind11::module_& m);
+
+/// SafetensorsCheckpoint and friends: the private binding of ferry::safetensors that ferry/safetensors.py
+/// builds the public ferry.safetensors module on.
+void register_safetensors(pybind11::module_& m);
+
+/// safetensors_save and friends, and the SafetensorsSaveHandle class: the private binding of
+/// ferry::safetensors' saving, which ferry/_save.py builds save_file and save_sharded on.
+void register_safetensors_save(pybind11::module_& m);
+
+}  // namespace ferry::python
