@@ -330,5 +330,56 @@ TEST_F(Queue, CloseWaitsForTheIoOfReadsInFlight) {
   }
 }
 
+// Issue 50: with the pinned budget held by others, the staged route's workers are told "not now": the reads'
+// ops wait in the queue, not on a pool thread (a host read goes through meanwhile), and once a kit comes back
+// a worker is called back and every byte lands. The reports say how long the reads waited.
+TEST_F(Queue, WithThePinnedBudgetFullReadsWaitInTheQueueNotOnAPoolThread) {
+  const Config before = default_config().value();
+  Config budgeted = before;
+  set_default_config(budgeted.set_pinned_budget(64 << 20));
+  const detail::CudaApi& api = testing::fake_cuda_api();
+  ASSERT_TRUE(detail::make_current(api, 0).ok());
+  std::vector<std::unique_ptr<detail::StagingKit>> others;  // the whole budget, in another shape
+  for (int i = 0; i < 8; ++i) {
+    auto kit = detail::process_staging_pool().acquire(api, 0, 4 << 20, 2);
+    ASSERT_TRUE(kit.ok()) << kit.status().to_string();
+    others.push_back(std::move(*kit));
+  }
+  File f = open();
+  constexpr std::size_t kReads = 24;
+  constexpr std::uint64_t kSize = 3 * kPage;
+  std::uint8_t* memory = device_slots(kReads, kSize);
+  std::memset(memory, kPoison, kReads * (kSize + kPage));
+  std::vector<Future> live;
+  for (std::size_t i = 0; i < kReads; ++i) live.push_back(f.pread(memory + i * (kSize + kPage), kSize, i * 5 * kPage));
+  EXPECT_FALSE(live[0].wait_for(std::chrono::milliseconds(100))) << "a read got staging beyond the budget";
+  // The pool's threads are free: a host read (no staging) goes through while the device reads wait (on a
+  // pool thread: wait_for() leaves it to the pool, where get() would run it here).
+  std::vector<std::uint8_t> host(kPage);
+  Future host_read = f.pread(host.data(), kPage, 0);
+  ASSERT_TRUE(host_read.wait_for(std::chrono::seconds(10))) << "no pool thread took a host read";
+  auto h = host_read.get();
+  ASSERT_TRUE(h.ok()) << h.status().to_string();
+  EXPECT_EQ(host, testing::pattern(0, kPage));
+  detail::process_staging_pool().release(std::move(others.back()));  // room for one worker's kit
+  others.pop_back();
+  for (std::size_t i = 0; i < kReads; ++i) {
+    auto r = live[i].get();
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->bytes, kSize);
+    const std::uint8_t* at = memory + i * (kSize + kPage);
+    EXPECT_EQ(std::vector<std::uint8_t>(at, at + kSize), testing::pattern(i * 5 * kPage, kSize)) << "read " << i;
+    EXPECT_EQ(at[kSize], kPoison) << "read " << i << " wrote past its destination";
+    if (i == 0) {
+      EXPECT_GE(r->report.io.pinned_wait_ns, 90'000'000u) << "the first read's report does not say it waited";
+      EXPECT_THAT(r->report.summary(), HasSubstr("for pinned memory"));
+    }
+  }
+  EXPECT_LE(detail::StagingPool::pinned_bytes(), 64u << 20);
+  for (auto& kit : others) detail::process_staging_pool().release(std::move(kit));
+  testing::fake_cuda_free(memory);
+  set_default_config(before);
+}
+
 }  // namespace
 }  // namespace ferry

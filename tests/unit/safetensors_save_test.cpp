@@ -283,6 +283,26 @@ TEST_F(SafetensorsSave, GpuTensorsGoThroughPinnedStagingAndMakeTheSameFile) {
   EXPECT_GT(ferry::detail::StagingPool::pinned_bytes(), 0u) << "staging is kept for the next save";
 }
 
+// Issue 50: within the smallest pinned budget a save's windows are cut to what it holds (two: 64 MiB), the
+// notes say so, the file is the same, and the pinned bytes never went past the budget.
+TEST_F(SafetensorsSave, GpuTensorsWithinTheSmallestPinnedBudget) {
+  const Config before = default_config().value();
+  Config budgeted = before;
+  set_default_config(budgeted.set_pinned_budget(64 << 20));
+  ferry::detail::StagingPool::reset_peak_pinned_bytes();
+  std::vector<std::unique_ptr<Memory>> keep;
+  auto t = tensors(keep, /*device=*/true, /*scale=*/24000);  // about 100 MiB: four windows by default
+  const std::string path = (dir_ / "gpu.safetensors").string();
+  auto stats = detail::save_with(path, t, options(), seams());
+  ASSERT_TRUE(stats.ok()) << stats.status().to_string();
+  EXPECT_EQ(testing::read_whole_file(path), expected_file(t, keep, options()));
+  EXPECT_TRUE(stats->staging_pinned);
+  EXPECT_EQ(stats->staging_bytes, 2 * kSaveWindowBytes);
+  EXPECT_THAT(stats->notes, ::testing::Contains(HasSubstr("half of pinned_budget")));
+  EXPECT_LE(ferry::detail::StagingPool::peak_pinned_bytes(), 64u << 20);
+  set_default_config(before);
+}
+
 TEST_F(SafetensorsSave, ReplacesAnExistingFileAndWritesThroughSymlinks) {
   std::vector<std::unique_ptr<Memory>> keep;
   auto t = tensors(keep, false);
