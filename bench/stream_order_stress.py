@@ -16,7 +16,11 @@ file must hold the reference's bytes where writes succeeded and nothing anywhere
 A hang is a failure: a watchdog prints the pending stream-ordered requests and every thread's stack, and
 ends the process with status 1. Seeded; the seed is printed. Prints one JSON line of figures last.
 
+With --pinned-budget (issue 50) the process's pinned staging is capped (ferry.config.pinned_budget) and the
+run also fails when ferry.pinned_memory() saw more pinned bytes at once than the budget.
+
     python3 bench/stream_order_stress.py [--requests 2000] [--seed N] [--watchdog 300] [--dir DIR]
+                                         [--pinned-budget 64MiB]
 """
 
 from __future__ import annotations
@@ -72,9 +76,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--watchdog", type=float, default=300.0, help="seconds before the run is taken as hung")
     ap.add_argument("--dir", default=None, help="where the two 256 MiB files go (default: a temporary folder)")
     ap.add_argument("--in-flight", type=int, default=48)
+    ap.add_argument("--pinned-budget", default=None, help="cap the process's pinned staging (ferry.config.pinned_budget)")
     args = ap.parse_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     print(f"stream-order stress: seed {seed}, {args.requests} requests, watchdog {args.watchdog:.0f} s", flush=True)
+    if args.pinned_budget is not None:
+        import ferry
+        ferry.config.pinned_budget = args.pinned_budget
+        print(f"pinned budget: {ferry.config.pinned_budget} bytes", flush=True)
     return run(args.requests, seed, args.watchdog, args.dir, args.in_flight)
 
 
@@ -290,12 +299,16 @@ def run(requests: int, seed: int, watchdog_s: float, directory: Optional[str], i
         "failures": failures[:20],
         "noise_errors": noise_errors,
         "hangs": 0,
+        "pinned_memory": ferry.pinned_memory(),
     }
     faulthandler.cancel_dump_traceback_later()
     pending_report.cancel()
     raw.destroy_all()
     print(json.dumps(result), flush=True)
-    clean = not (failures or noise_errors or wrong_reads or wrong_guards or bad_written or bad_untouched or bad_maybe)
+    pinned = result["pinned_memory"]
+    over_budget = pinned["peak_bytes"] > pinned["budget"]
+    clean = not (failures or noise_errors or wrong_reads or wrong_guards or bad_written or bad_untouched or bad_maybe
+                 or over_budget)
     print("stream-order stress:", "PASSED" if clean else "FAILED", f"(seed {seed})", flush=True)
     return 0 if clean else 1
 

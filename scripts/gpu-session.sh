@@ -41,6 +41,9 @@
 #                comparison of the two commits; this one's runs measure the copy ceiling too
 #   stream-order the stream-order GPU tests (C++ and Python), the randomized stress ($STRESS_REQUESTS, default
 #                2000; $STRESS_SEED), and bench/stream_order_bench.py (read_async against pread, overlap)
+#   budget       issue 50's pinned budget: the C++ stress on every GPU and the stream-order stress ($STRESS_REQUESTS,
+#                default 2000), each within the smallest budget (64 MiB); each fails if the pinned bytes ever
+#                went past it
 #   small-reads  lab/small_reads.cpp: random reads of 4 KiB to 16 MiB into GPU 0 from a 4 GiB file,
 #                Ferry (in flight, one at a time, pread_batch) beside the plain loop, hot ($SMALL_CACHE: hot,
 #                cold or "hot cold"), every byte checked; then examples/token_windows.py
@@ -336,6 +339,14 @@ PY
     tail -3 "$out/stream-order-stress.log"
     PYTHONUNBUFFERED=1 FERRY_CLI="$ferry" PYTHONPATH="$build/python" $python bench/stream_order_bench.py --dir "$data" \
       --json-out "$out/stream-order-bench.json" 2>&1 | tee "$out/stream-order-bench.txt"
+    ;;
+  budget)
+    log "pinned budget: the stresses within 64 MiB of pinned memory"
+    "$build/tests/ferry_gpu_tests" --gtest_filter='*PinnedBudget*' > "$out/budget-gpu-tests.log" 2>&1
+    grep -E "^\[  (FAILED|SKIPPED|PASSED) |^\[==========\] [0-9]+ tests|WATCHDOG|stress within" "$out/budget-gpu-tests.log" | head -20
+    PYTHONUNBUFFERED=1 PYTHONPATH="$build/python" $python bench/stream_order_stress.py --requests "${STRESS_REQUESTS:-2000}" \
+      ${STRESS_SEED:+--seed $STRESS_SEED} --pinned-budget 64MiB --dir "$data" > "$out/budget-stream-order-stress.log" 2>&1
+    tail -3 "$out/budget-stream-order-stress.log"
     ;;
   small-reads)
     log "small random reads into GPU 0 (ferry_small_reads)"

@@ -269,6 +269,40 @@ TEST(Issue9Gpu, StressEveryByteRightUnderConcurrency) {
   EXPECT_GE(out.requests, o.max_requests) << "fewer than " << o.max_requests << " requests in three minutes";
 }
 
+// Issue 50: the same within the smallest pinned budget (8 MiB bounce buffers: the run's workers would want
+// several times that): every byte right, no hang, and the pinned bytes never went past the budget.
+TEST(Issue9Gpu, StressWithinTheSmallestPinnedBudget) {
+  REQUIRE_GPU();
+  const Config before = default_config().value();
+  Config budgeted = before;
+  set_default_config(budgeted.set_pinned_budget(64 << 20));
+  detail::process_staging_pool().clear();
+  detail::StagingPool::reset_peak_pinned_bytes();
+  const std::uint64_t waits_before = detail::StagingPool::waits();
+  testing::StressOptions o;
+  o.seed = std::getenv("FERRY_STRESS_SEED") ? std::strtoull(std::getenv("FERRY_STRESS_SEED"), nullptr, 10) : 50;
+  o.threads = 16;
+  o.files = 3;
+  o.region_bytes = (2 << 20) + 4099;
+  o.task_size = 256 << 10;
+  o.bounce_buffer_size = 8 << 20;
+  o.ferry_threads = 8;
+  o.max_requests = 5000;
+  o.max_time = std::chrono::minutes(2);
+  o.devices.clear();
+  for (int d = 0; d < device_count(*api); ++d) o.devices.push_back(d);
+  o.dir = testing::test_dir();
+  auto out = testing::run_stress(o);
+  std::cout << "stress within 64 MiB of pinned memory, seed " << o.seed << ": " << out.summary() << "; peak "
+            << detail::StagingPool::peak_pinned_bytes() << " bytes, " << detail::StagingPool::waits() - waits_before
+            << " waits for room\n";
+  EXPECT_TRUE(out.ok()) << out.summary();
+  EXPECT_GE(out.requests, o.max_requests) << "fewer than " << o.max_requests << " requests in three minutes";
+  EXPECT_LE(detail::StagingPool::peak_pinned_bytes(), 64u << 20);
+  EXPECT_GT(detail::StagingPool::waits(), waits_before) << "the budget never held anything back: the test proves nothing";
+  set_default_config(before);
+}
+
 // Two GPUs: reads into and writes from GPU 1 while GPU 0 is current, one thread per GPU, every policy.
 TEST(Issue9Gpu, SecondGpuWhileTheFirstIsCurrent) {
   REQUIRE_GPU();
