@@ -199,7 +199,8 @@ bool StagingPool::grant_locked(const CudaApi& api, int device, std::uint64_t buf
     idle_.erase(idle_.begin() + static_cast<std::ptrdiff_t>(i));
   }
   grant.to_make = std::move(plan.to_make);
-  held_ = held_ + plan.charge - plan.freed;
+  // The evicted kits stay counted until complete() has freed them: nobody else may pin into their room first.
+  held_ += plan.charge;
   in_use_ += static_cast<unsigned>(counts.size());
   return true;
 }
@@ -262,7 +263,12 @@ void StagingPool::room_came() {
 }
 
 Result<Kits> StagingPool::complete(const CudaApi& api, int device, std::uint64_t buffer_size, Grant grant) {
-  for (auto& kit : grant.evicted) destroy_kit(*kit);
+  for (auto& kit : grant.evicted) {
+    const std::uint64_t bytes = kit->pinned_bytes;
+    destroy_kit(*kit);
+    std::lock_guard<std::mutex> lock(mutex_);
+    held_ -= bytes;
+  }
   Kits kits = std::move(grant.kits);
   // Kits are made one at a time. Measured on the GPU machine (bench/results/2026-11-30-h200-pinning): the
   // 16 workers of a first request pinning their 8 MiB each at once took 40 ms before any of them could
@@ -313,10 +319,11 @@ Result<Kits> StagingPool::acquire(const CudaApi& api, int device, std::uint64_t 
                               counts.size(), counts.empty() ? 0 : counts[0], format_size(buffer_size),
                               format_size(need), format_size(limit)));
   }
-  auto w = std::make_shared<Waiter>();
+  Grant grant;
   std::unique_lock<std::mutex> lock(mutex_);
-  if (!waiters_.empty() || !grant_locked(api, device, buffer_size, counts, w->grant)) {
+  if (!waiters_.empty() || !grant_locked(api, device, buffer_size, counts, grant)) {
     // Wait in turn. A budget raised meanwhile (ferry.config) is seen at the next look, within 50 ms.
+    auto w = std::make_shared<Waiter>();
     w->owner = w.get();
     w->api = &api;
     w->device = device;
@@ -337,13 +344,14 @@ Result<Kits> StagingPool::acquire(const CudaApi& api, int device, std::uint64_t 
         }
       }
     }
+    grant = std::move(w->grant);
     const auto waited = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started);
     if (waited_ns) *waited_ns = static_cast<std::uint64_t>(waited.count());
     g_waits.fetch_add(1);
     g_waited_ns.fetch_add(static_cast<std::uint64_t>(waited.count()));
   }
   lock.unlock();
-  return complete(api, device, buffer_size, std::move(w->grant));
+  return complete(api, device, buffer_size, std::move(grant));
 }
 
 Result<std::unique_ptr<StagingKit>> StagingPool::acquire(const CudaApi& api, int device, std::uint64_t buffer_size,
