@@ -28,7 +28,7 @@ struct Shared {
   const detail::CudaApi* cuda = nullptr;
   std::vector<std::vector<File>> files;  // [file][policy]
   std::vector<std::uint64_t> file_sizes;
-  std::atomic<std::uint64_t> requests{0}, reads{0}, writes{0}, device_requests{0}, bytes{0};
+  std::atomic<std::uint64_t> requests{0}, reads{0}, writes{0}, batches{0}, device_requests{0}, bytes{0};
   std::atomic<std::uint64_t> wrong_bytes{0}, errors{0};
   std::atomic<std::uint64_t> routes[kRouteCount] = {};
   std::atomic<bool> stop{false};
@@ -138,6 +138,17 @@ void worker(Shared& sh, unsigned t) {
       }
       r = file.pwrite(buffer, size, offset).get();
       if (r.ok()) std::memcpy(model[fi].data() + in_region, data.data(), size);
+    } else if (rng() % 100 < o.batch_percent) {
+      // The same bytes as a batch of up to eight pieces side by side (pieces past the file's end read less).
+      std::vector<Piece> pieces;
+      for (std::uint64_t at = 0; at < size;) {
+        const std::uint64_t n = pieces.size() == 7 ? size - at : std::min(size - at, 1 + rng() % (size / 4 + 1));
+        pieces.push_back(Piece{static_cast<char*>(buffer) + at, n, offset + at});
+        at += n;
+      }
+      where += fmt::format(" as a batch of {} pieces", pieces.size());
+      r = file.pread_batch(pieces).get();
+      ++sh.batches;
     } else {
       r = file.pread(buffer, size, offset).get();
     }
@@ -211,9 +222,9 @@ std::string StressOutcome::summary() const {
   for (std::size_t i = 0; i < kRouteCount; ++i) {
     if (ops_by_route[i]) routes += fmt::format(" {}={}", route_name(static_cast<Route>(i)), ops_by_route[i]);
   }
-  return fmt::format("{} requests ({} reads, {} writes, {} with device memory), {} bytes, {:.1f} s, {} wrong bytes, "
-                     "{} errors; operations:{}{}",
-                     requests, reads, writes, device_requests, bytes, seconds, wrong_bytes, errors, routes,
+  return fmt::format("{} requests ({} reads, of which {} batches; {} writes, {} with device memory), {} bytes, {:.1f} s, "
+                     "{} wrong bytes, {} errors; operations:{}{}",
+                     requests, reads, batches, writes, device_requests, bytes, seconds, wrong_bytes, errors, routes,
                      first_failure.empty() ? "" : "; first failure: " + first_failure);
 }
 
@@ -268,6 +279,7 @@ StressOutcome run_stress(const StressOptions& o) {
   }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   out.reads = sh.reads;
+  out.batches = sh.batches;
   out.writes = sh.writes;
   out.requests = out.reads + out.writes;
   out.device_requests = sh.device_requests;

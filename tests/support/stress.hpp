@@ -1,5 +1,5 @@
-// A concurrency stress run: many threads, several Files per path (one per compat policy), reads and
-// writes of random unaligned ranges (crossing task boundaries and the end of the file) into host and
+// A concurrency stress run: many threads, several Files per path (one per compat policy), reads (some as
+// batches of pieces) and writes of random unaligned ranges (crossing task boundaries and the end of the file) into host and
 // device buffers, every byte checked against a model, and the bytes around each destination checked
 // untouched. Each thread owns a disjoint region of every file, so the model is exact while all threads
 // share the same File objects. Seeded: a failure names the seed, the thread and the request.
@@ -33,6 +33,7 @@ struct StressOptions {
   std::uint64_t max_requests = 20000;              // in all; the run also stops at max_time
   std::chrono::milliseconds max_time{std::chrono::minutes(3)};
   unsigned device_percent = 75;                    // share of requests into or from device memory
+  unsigned batch_percent = 0;                      // share of reads made as pread_batch of up to 8 pieces
   std::vector<int> devices = {0};                  // thread t uses devices[t % size]
   bool write = true;                               // mix writes in (half of the requests)
   const detail::GpuPlatform* gpu = nullptr;        // nullptr: the real platform
@@ -43,7 +44,7 @@ struct StressOptions {
 };
 
 struct StressOutcome {
-  std::uint64_t requests = 0, reads = 0, writes = 0, device_requests = 0, bytes = 0;
+  std::uint64_t requests = 0, reads = 0, writes = 0, batches = 0, device_requests = 0, bytes = 0;
   std::uint64_t wrong_bytes = 0;  // destination bytes that differ from the model, or guard bytes changed
   std::uint64_t errors = 0;       // failed requests (none are expected)
   std::uint64_t ops_by_route[kRouteCount] = {};  // operations per route, from the reports
