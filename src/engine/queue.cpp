@@ -162,7 +162,7 @@ bool OpQueue::run(Take& take, std::unique_ptr<RouteWorker>& worker) {
   if (!worker) {
     if (traced) nvtx::push("ferry worker set-up");
     auto made = take.ops[0].request->make_worker(
-        WorkerWait{this, [queue = shared_from_this()] { queue->room_came(); }});
+        WorkerWait{this, [queue = shared_from_this()] { queue->restart(); }});
     if (traced) nvtx::pop();
     if (!made.ok()) {
       std::fill(take.results.begin(), take.results.end(), Result<std::uint64_t>(made.status()));
@@ -233,6 +233,16 @@ bool OpQueue::put_back(Take& take, std::uint64_t room_generation) {
   } else {
     queued_.insert(queued_.begin() + static_cast<std::ptrdiff_t>(head_), back.begin(), back.end());
   }
+  // Nothing may run until room comes: ops of stopped requests anywhere in the queue are dropped now (a
+  // cancelled read waiting for pinned memory ends at once).
+  for (std::size_t i = head_; i < queued_.size(); ++i) {
+    Queued& q = queued_[i];
+    if (q.request == nullptr || !q.request->stop_requested()) continue;
+    if (take.dropped.empty() || take.dropped.back().first != q.request) take.dropped.emplace_back(q.request, 0);
+    ++take.dropped.back().second;
+    q.request = nullptr;
+  }
+  while (head_ < queued_.size() && queued_[head_].request == nullptr) ++head_;
   waiting_.store(queued_.size() - head_, std::memory_order_relaxed);
   take.ops.clear();
   take.requests.clear();
@@ -242,7 +252,7 @@ bool OpQueue::put_back(Take& take, std::uint64_t room_generation) {
   return false;
 }
 
-void OpQueue::room_came() {
+void OpQueue::restart() {
   unsigned start = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -321,7 +331,10 @@ void OpQueue::drain() {
     const std::uint64_t room_generation = room_generation_.load();
     if (!run(take, worker)) {  // no room for a worker's staging: the ops wait in the queue, not on this thread
       busy = false;
-      if (!put_back(take, room_generation)) return;
+      const bool again = put_back(take, room_generation);
+      for (const auto& [request, n] : take.dropped) request->drop(n);
+      take.dropped.clear();
+      if (!again) return;
       continue;
     }
     pending.push_back(std::move(take));

@@ -37,6 +37,9 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   /// which the request may outlive no longer, and withdraws the worker started for it with `ticket` if none
   /// has begun, starting another if other ops wait.
   void withdraw(const RequestState& request, std::uint64_t ticket);
+  /// Starts the drainers the ops waiting want: the pinned budget may have room again, or a request whose
+  /// ops wait for it was stopped (its ops are dropped at once, not when room comes).
+  void restart();
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -64,13 +67,12 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   // out). `busy`: whether the drainer is running a take (counted in busy_), kept up to date.
   bool take_next(Take& take, bool& busy, bool stop_if_empty);
   // Runs `take` on `worker` (made on first need): ops of requests that stopped are retired unrun. False,
-  // and nothing ran, when the pinned budget had no room for a worker (room_came() follows).
+  // and nothing ran, when the pinned budget had no room for a worker (restart() follows).
   bool run(Take& take, std::unique_ptr<RouteWorker>& worker);
-  // Puts a take that could not run back at the front. False when the drainer is counted out (room_came()
-  // will start another), true when room came meanwhile and it should look again.
+  // Puts a take that could not run back at the front, and moves the queue's ops of stopped requests to
+  // take.dropped. False when the drainer is counted out (restart() will start another), true when room came
+  // meanwhile and it should look again.
   bool put_back(Take& take, std::uint64_t room_generation);
-  // The pinned budget may have room again: starts the drainers the ops waiting want.
-  void room_came();
   static void retire(Take& take, const Status& failed);
   // Whether retiring `take` would end one of its requests (no other op of it left).
   static bool ends_requests(const Take& take);
@@ -90,7 +92,7 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   unsigned draining_ = 0;  // drainer jobs running or in the pool's queue
   unsigned busy_ = 0;      // of those, running a take
   std::atomic<std::size_t> waiting_{0};  // queued_.size() - head_, read without the lock (a hint)
-  std::atomic<std::uint64_t> room_generation_{0};  // room_came() calls so far
+  std::atomic<std::uint64_t> room_generation_{0};  // restart() calls so far
 };
 
 }  // namespace ferry::detail

@@ -118,11 +118,15 @@ void RequestState::cancel() {
     if (!done()) on_cancel_();
     return;
   }
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (done_.load(std::memory_order_relaxed) || !first_error_.ok()) return;
-  first_error_ = Status(ErrorCode::cancelled, "the request was cancelled");
-  failed_.store(true, std::memory_order_release);
-  if (stop_) stop_->store(true, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (done_.load(std::memory_order_relaxed) || !first_error_.ok()) return;
+    first_error_ = Status(ErrorCode::cancelled, "the request was cancelled");
+    failed_.store(true, std::memory_order_release);
+    if (stop_) stop_->store(true, std::memory_order_release);
+  }
+  // Its ops may be waiting with no worker at the queue (no room in the pinned budget): a worker drops them.
+  if (queue_) queue_->restart();
 }
 
 Status EndOfFileRule::shrank(const Task& t, std::uint64_t bytes) const {
