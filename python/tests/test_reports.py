@@ -29,6 +29,8 @@ def test_report_is_a_dict_with_the_cpp_keys(make_file):
     assert reason["route"] == "host" and reason["reason"] == "buffer_is_host_memory" and reason["ops"] == 4
     assert reason["text"] == "buffer is host memory"
     assert report["cufile"] is None
+    assert report["io"]["pinned_wait_ns"] == 0  # host memory needs no pinned staging, so it never waits for it
+    assert "pinned memory" not in report.summary
     assert json.loads(json.dumps(report)) == dict(report)  # plain JSON types all the way down
 
 
