@@ -54,7 +54,8 @@ class RouteWorker {
 /// Who asks for a worker, and what happens when the pinned budget has no room for its staging now.
 struct WorkerWait {
   const void* owner = nullptr;      // the queue asking: its own other workers do not give way to it
-  std::function<void()> when_room;  // empty: wait for room; else: no worker now, and this runs once later
+  const std::function<void()>* when_room = nullptr;  // null: wait for room; else: no worker now, and a copy
+                                                     // of this runs once later
 };
 
 /// One request's side of a route.

@@ -205,19 +205,6 @@ bool StagingPool::grant_locked(const CudaApi& api, int device, std::uint64_t buf
   return true;
 }
 
-std::unique_ptr<StagingKit> StagingPool::take_idle(const CudaApi& api, int device, std::uint64_t buffer_size,
-                                                   unsigned count, std::uint64_t charge) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (std::size_t i = idle_.size(); i-- > 0;) {
-    if (!has_shape(*idle_[i], api, device, buffer_size, count)) continue;
-    auto kit = std::move(idle_[i]);
-    idle_.erase(idle_.begin() + static_cast<std::ptrdiff_t>(i));
-    held_ -= charge;  // counted already
-    return kit;
-  }
-  return nullptr;
-}
-
 struct StagingPool::Waiter {
   const void* owner = nullptr;
   const CudaApi* api = nullptr;
@@ -281,8 +268,14 @@ Result<Kits> StagingPool::complete(const CudaApi& api, int device, std::uint64_t
     Result<std::unique_ptr<StagingKit>> made = Status(ErrorCode::internal, "not made: an earlier kit failed");
     if (failed.ok()) {
       std::lock_guard<std::mutex> making(making_mutex_);
-      if (auto kit = take_idle(api, device, buffer_size, count, charge)) {  // a warm-up made one meanwhile
-        kits.push_back(std::move(kit));
+      std::unique_ptr<StagingKit> idle;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        idle = take_idle_locked(api, device, buffer_size, count);
+        if (idle) held_ -= charge;  // a warm-up made one meanwhile: counted already, and in use by the grant
+      }
+      if (idle) {
+        kits.push_back(std::move(idle));
         continue;
       }
       made = make_kit(api, device, buffer_size, count);
@@ -354,22 +347,49 @@ Result<Kits> StagingPool::acquire(const CudaApi& api, int device, std::uint64_t 
   return complete(api, device, buffer_size, std::move(grant));
 }
 
+std::unique_ptr<StagingKit> StagingPool::take_idle_locked(const CudaApi& api, int device,
+                                                                 std::uint64_t buffer_size, unsigned count) {
+  for (std::size_t i = idle_.size(); i-- > 0;) {
+    if (!has_shape(*idle_[i], api, device, buffer_size, count)) continue;
+    auto kit = std::move(idle_[i]);
+    idle_.erase(idle_.begin() + static_cast<std::ptrdiff_t>(i));
+    return kit;
+  }
+  return nullptr;
+}
+
 Result<std::unique_ptr<StagingKit>> StagingPool::acquire(const CudaApi& api, int device, std::uint64_t buffer_size,
                                                          unsigned count) {
+  {
+    // The common case, a kit of this shape idle and nobody waiting, costs what it did before the budget.
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (waiters_.empty()) {
+      if (auto kit = take_idle_locked(api, device, buffer_size, count)) {
+        ++in_use_;
+        return kit;
+      }
+    }
+  }
   FERRY_ASSIGN_OR_RETURN(Kits kits, acquire(api, device, buffer_size, std::span<const unsigned>(&count, 1)));
   return std::move(kits.front());
 }
 
 Result<std::unique_ptr<StagingKit>> StagingPool::try_acquire(const CudaApi& api, int device, std::uint64_t buffer_size,
                                                              unsigned count, const void* owner,
-                                                             std::function<void()> when_room) {
+                                                             const std::function<void()>& when_room) {
   const std::span<const unsigned> counts(&count, 1);
   Grant grant;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    const auto pass = std::find(passes_.begin(), passes_.end(), owner);
+    const auto pass = passes_.empty() ? passes_.end() : std::find(passes_.begin(), passes_.end(), owner);
     const bool first = waiters_.empty() || pass != passes_.end();
     if (pass != passes_.end()) passes_.erase(pass);
+    if (first) {
+      if (auto kit = take_idle_locked(api, device, buffer_size, count)) {
+        ++in_use_;
+        return kit;
+      }
+    }
     if (first && grant_locked(api, device, buffer_size, counts, grant)) {
       // made below, outside the lock
     } else if (kit_charge(buffer_size, count) > budget()) {
@@ -385,7 +405,7 @@ Result<std::unique_ptr<StagingKit>> StagingPool::try_acquire(const CudaApi& api,
       w->device = device;
       w->buffer_size = buffer_size;
       w->counts.assign(1, count);
-      w->when_room = std::move(when_room);
+      w->when_room = when_room;
       waiters_.push_back(std::move(w));
       update_first_waiter_locked();
       g_waits.fetch_add(1);

@@ -63,7 +63,8 @@ class StagingPool {
   /// for room first), and then `when_room` runs once, on the thread that gives memory back, when there may
   /// be. `owner` says whose wait it is (room_wanted_by_other).
   Result<std::unique_ptr<StagingKit>> try_acquire(const CudaApi& api, int device, std::uint64_t buffer_size,
-                                                  unsigned count, const void* owner, std::function<void()> when_room);
+                                                  unsigned count, const void* owner,
+                                                  const std::function<void()>& when_room);
   /// Whether a caller other than `owner` waits for room: a worker that keeps a kit between takes gives it
   /// back at its next one.
   bool room_wanted_by_other(const void* owner) const {
@@ -118,9 +119,9 @@ class StagingPool {
                     Grant& grant);
   // Serves the callers waiting for room, first come first: fills their grants, or collects a worker's call.
   void serve_locked(std::vector<std::function<void()>>& calls);
-  // An idle kit of this shape for a grant that charged `charge` for making it (the charge goes back).
-  std::unique_ptr<StagingKit> take_idle(const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count,
-                                        std::uint64_t charge);
+  // Takes the idle kit of this shape released last out of idle_ (in_use_ is the caller's); null when none.
+  std::unique_ptr<StagingKit> take_idle_locked(const CudaApi& api, int device, std::uint64_t buffer_size,
+                                                     unsigned count);
   // Frees the evicted kits and makes the rest of a grant (outside the lock).
   Result<Kits> complete(const CudaApi& api, int device, std::uint64_t buffer_size, Grant grant);
   // After memory came back: serves the waiters and runs the workers' calls (mutex_ not held).

@@ -125,7 +125,7 @@ bool OpQueue::take_next(Take& take, bool& busy, bool stop_if_empty) {
     }
     take.ops.push_back(q.op);
     take.requests.push_back(q.request);
-    take.put_back.push_back(q.put_back);
+    if (q.put_back != Clock::time_point{}) take.waited.emplace_back(take.ops.size() - 1, q.put_back);
     bytes += q.op.task.length;
   }
   if (head_ == queued_.size()) {  // the usual case: drained to the end, the memory kept
@@ -161,8 +161,12 @@ bool OpQueue::run(Take& take, std::unique_ptr<RouteWorker>& worker) {
   const bool traced = take.requests[0]->traced();
   if (!worker) {
     if (traced) nvtx::push("ferry worker set-up");
-    auto made = take.ops[0].request->make_worker(
-        WorkerWait{this, [queue = shared_from_this()] { queue->restart(); }});
+    std::call_once(restart_call_made_, [this] {
+      restart_call_ = [weak = weak_from_this()] {
+        if (auto queue = weak.lock()) queue->restart();
+      };
+    });
+    auto made = take.ops[0].request->make_worker(WorkerWait{this, &restart_call_});
     if (traced) nvtx::pop();
     if (!made.ok()) {
       std::fill(take.results.begin(), take.results.end(), Result<std::uint64_t>(made.status()));
@@ -172,10 +176,9 @@ bool OpQueue::run(Take& take, std::unique_ptr<RouteWorker>& worker) {
     worker = std::move(*made);
   }
   // Ops that waited for room in the pinned budget: their reports say how long (a request's longest wait).
-  for (std::size_t i = 0; i < n; ++i) {
-    if (take.put_back[i] == Clock::time_point{}) continue;
+  for (const auto& [i, since] : take.waited) {
     const auto waited = static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(take.started - take.put_back[i]).count());
+        std::chrono::duration_cast<std::chrono::nanoseconds>(take.started - since).count());
     std::uint64_t& field = report_of(take.reports, i).io.pinned_wait_ns;
     field = std::max(field, waited);
   }
@@ -223,10 +226,8 @@ bool OpQueue::put_back(Take& take, std::uint64_t room_generation) {
   --busy_;
   std::vector<Queued> back;
   back.reserve(take.ops.size());
-  for (std::size_t i = 0; i < take.ops.size(); ++i) {
-    const auto since = take.put_back[i] == Clock::time_point{} ? now : take.put_back[i];
-    back.push_back(Queued{take.ops[i], take.requests[i], /*claimed=*/true, since});
-  }
+  for (std::size_t i = 0; i < take.ops.size(); ++i) back.push_back(Queued{take.ops[i], take.requests[i], true, now});
+  for (const auto& [i, since] : take.waited) back[i].put_back = since;  // waiting since the first time
   if (head_ >= back.size()) {
     head_ -= back.size();
     std::move(back.begin(), back.end(), queued_.begin() + static_cast<std::ptrdiff_t>(head_));
@@ -246,7 +247,7 @@ bool OpQueue::put_back(Take& take, std::uint64_t room_generation) {
   waiting_.store(queued_.size() - head_, std::memory_order_relaxed);
   take.ops.clear();
   take.requests.clear();
-  take.put_back.clear();
+  take.waited.clear();
   if (room_generation_.load() != room_generation) return true;  // room came before it was put back
   --draining_;
   return false;
@@ -280,7 +281,7 @@ void OpQueue::retire(Take& take, const Status& failed) {
   }
   take.ops.clear();
   take.requests.clear();
-  take.put_back.clear();
+  take.waited.clear();
 }
 
 bool OpQueue::ends_requests(const Take& take) {

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -56,7 +57,7 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
     std::vector<Result<std::uint64_t>> results;
     std::vector<Report> reports;  // one for all (one request), or one per op (gathered from several)
     std::uint64_t fill = 0;       // RouteWorker::last_fill() after it ran
-    std::vector<Clock::time_point> put_back;  // per op, as Queued::put_back
+    std::vector<std::pair<std::size_t, Clock::time_point>> waited;  // ops put back before: (index, since when)
     std::vector<std::pair<RequestState*, std::size_t>> dropped;  // ops of stopped requests passed over
     Clock::time_point started;
   };
@@ -85,6 +86,10 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   unsigned more_wanted_locked();
 
   const unsigned limit_;
+  // What the pinned budget calls when it may have room: restart(), if the queue still exists then. Made once
+  // (on the first worker's making), not per worker.
+  std::once_flag restart_call_made_;
+  std::function<void()> restart_call_;
   std::mutex mutex_;
   // Guarded by mutex_: the ops waiting, from head_ on (the vector keeps its memory as ops come and go).
   std::vector<Queued> queued_;
