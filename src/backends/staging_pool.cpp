@@ -31,6 +31,16 @@ std::uint64_t kit_charge(std::uint64_t buffer_size, unsigned count) {
   return (buffer_size * count + kHugePage - 1) / kHugePage * kHugePage;
 }
 
+// Kits that could never fit: a configuration to change, not a wait.
+Status too_large(std::uint64_t buffer_size, std::span<const unsigned> counts, std::uint64_t need, std::uint64_t budget) {
+  return Status(ErrorCode::invalid_argument,
+                fmt::format("{} staging kit(s) of {} pinned buffer(s) of {} need {} at once, more than the whole "
+                            "pinned_budget ({}): lower bounce_buffer_size or bounce_buffers_per_thread, or raise "
+                            "pinned_budget",
+                            counts.size(), counts.empty() ? 0 : counts[0], format_size(buffer_size),
+                            format_size(need), format_size(budget)));
+}
+
 // Maps `bytes` (a multiple of 2 MiB) aligned to 2 MiB, on `node` when it is not -1, asks for huge pages,
 // and faults them in.
 void* map_huge_region(std::size_t bytes, int node) {
@@ -220,6 +230,20 @@ void StagingPool::update_first_waiter_locked() {
   first_waiter_.store(waiters_.empty() ? nullptr : waiters_.front()->owner, std::memory_order_relaxed);
 }
 
+std::shared_ptr<StagingPool::Waiter> StagingPool::enqueue_locked(const void* owner, const CudaApi& api, int device,
+                                                                std::uint64_t buffer_size,
+                                                                std::span<const unsigned> counts) {
+  auto w = std::make_shared<Waiter>();
+  w->owner = owner != nullptr ? owner : w.get();
+  w->api = &api;
+  w->device = device;
+  w->buffer_size = buffer_size;
+  w->counts.assign(counts.begin(), counts.end());
+  waiters_.push_back(w);
+  update_first_waiter_locked();
+  return w;
+}
+
 void StagingPool::serve_locked(std::vector<std::function<void()>>& calls) {
   bool served = false;
   while (!waiters_.empty()) {
@@ -305,25 +329,12 @@ Result<Kits> StagingPool::acquire(const CudaApi& api, int device, std::uint64_t 
   std::uint64_t need = 0;
   for (unsigned count : counts) need += kit_charge(buffer_size, count);
   const std::uint64_t limit = budget();
-  if (need > limit) {
-    return Status(ErrorCode::invalid_argument,
-                  fmt::format("{} staging kit(s) of {} pinned buffer(s) of {} need {} at once, more than the whole "
-                              "pinned_budget ({})",
-                              counts.size(), counts.empty() ? 0 : counts[0], format_size(buffer_size),
-                              format_size(need), format_size(limit)));
-  }
+  if (need > limit) return too_large(buffer_size, counts, need, limit);
   Grant grant;
   std::unique_lock<std::mutex> lock(mutex_);
   if (!waiters_.empty() || !grant_locked(api, device, buffer_size, counts, grant)) {
     // Wait in turn. A budget raised meanwhile (ferry.config) is seen at the next look, within 50 ms.
-    auto w = std::make_shared<Waiter>();
-    w->owner = w.get();
-    w->api = &api;
-    w->device = device;
-    w->buffer_size = buffer_size;
-    w->counts.assign(counts.begin(), counts.end());
-    waiters_.push_back(w);
-    update_first_waiter_locked();
+    auto w = enqueue_locked(nullptr, api, device, buffer_size, counts);
     const auto started = std::chrono::steady_clock::now();
     while (!w->served) {
       served_.wait_for(lock, std::chrono::milliseconds(50));
@@ -392,22 +403,10 @@ Result<std::unique_ptr<StagingKit>> StagingPool::try_acquire(const CudaApi& api,
     }
     if (first && grant_locked(api, device, buffer_size, counts, grant)) {
       // made below, outside the lock
-    } else if (kit_charge(buffer_size, count) > budget()) {
-      return Status(ErrorCode::invalid_argument,
-                    fmt::format("a staging kit of {} pinned buffer(s) of {} needs {}, more than the whole "
-                                "pinned_budget ({}): lower bounce_buffer_size or bounce_buffers_per_thread",
-                                count, format_size(buffer_size), format_size(kit_charge(buffer_size, count)),
-                                format_size(budget())));
+    } else if (const std::uint64_t limit = budget(); kit_charge(buffer_size, count) > limit) {
+      return too_large(buffer_size, counts, kit_charge(buffer_size, count), limit);
     } else {
-      auto w = std::make_shared<Waiter>();
-      w->owner = owner;
-      w->api = &api;
-      w->device = device;
-      w->buffer_size = buffer_size;
-      w->counts.assign(1, count);
-      w->when_room = when_room;
-      waiters_.push_back(std::move(w));
-      update_first_waiter_locked();
+      enqueue_locked(owner, api, device, buffer_size, counts)->when_room = when_room;
       g_waits.fetch_add(1);
       return std::unique_ptr<StagingKit>();
     }

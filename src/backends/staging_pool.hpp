@@ -127,6 +127,9 @@ class StagingPool {
   // After memory came back: serves the waiters and runs the workers' calls (mutex_ not held).
   void room_came();
   void update_first_waiter_locked();
+  // Queues a caller for room (owner null: the waiter itself is the owner).
+  std::shared_ptr<Waiter> enqueue_locked(const void* owner, const CudaApi& api, int device, std::uint64_t buffer_size,
+                                         std::span<const unsigned> counts);
 
   Result<std::unique_ptr<StagingKit>> make_kit(const CudaApi& api, int device, std::uint64_t buffer_size,
                                                unsigned count);
