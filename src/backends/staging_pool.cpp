@@ -211,7 +211,7 @@ bool StagingPool::grant_locked(const CudaApi& api, int device, std::uint64_t buf
   grant.to_make = std::move(plan.to_make);
   // The evicted kits stay counted until complete() has freed them: nobody else may pin into their room first.
   held_ += plan.charge;
-  in_use_ += static_cast<unsigned>(counts.size());
+  in_use_ += static_cast<unsigned>(grant.kits.size());  // the rest count once made (a warm-up counts on them)
   return true;
 }
 
@@ -296,7 +296,10 @@ Result<Kits> StagingPool::complete(const CudaApi& api, int device, std::uint64_t
       {
         std::lock_guard<std::mutex> lock(mutex_);
         idle = take_idle_locked(api, device, buffer_size, count);
-        if (idle) held_ -= charge;  // a warm-up made one meanwhile: counted already, and in use by the grant
+        if (idle) {  // a warm-up made one meanwhile: its bytes are counted already
+          held_ -= charge;
+          ++in_use_;
+        }
       }
       if (idle) {
         kits.push_back(std::move(idle));
@@ -307,11 +310,11 @@ Result<Kits> StagingPool::complete(const CudaApi& api, int device, std::uint64_t
     std::lock_guard<std::mutex> lock(mutex_);
     if (made.ok()) {
       held_ = held_ - charge + (*made)->pinned_bytes;  // a kit off huge pages pins less than it was charged
+      ++in_use_;
       kits.push_back(std::move(*made));
     } else {
       if (failed.ok()) failed = made.status();
       held_ -= charge;
-      --in_use_;
     }
   }
   if (!failed.ok()) {

@@ -140,7 +140,7 @@ class StagingPool {
   mutable std::mutex mutex_;  // guards everything below
   std::mutex making_mutex_;   // one kit is made at a time (see complete)
   Kits idle_;                 // oldest first
-  unsigned in_use_ = 0;       // kits acquired and not yet released or discarded (of any shape)
+  unsigned in_use_ = 0;       // kits handed out (once made) and not yet released or discarded, of any shape
   std::uint64_t held_ = 0;    // pinned bytes of every kit of this pool, plus those charged for kits being made
   std::deque<std::shared_ptr<Waiter>> waiters_;
   std::vector<const void*> passes_;  // workers called back: their next try_acquire goes first
