@@ -127,8 +127,9 @@ class Config {
   unsigned bounce_buffers_per_thread() const { return bounce_buffers_per_thread_; }
   Config& set_bounce_buffers_per_thread(unsigned n);
   // The most pinned host memory the process's staging holds at once (64 MiB..64 TiB, rounded up to 4 KiB).
-  // Default: a quarter of physical memory. Process-wide: only the default configuration's value counts
-  // (pinned_budget_in_force()); a File's own Config does not change it.
+  // Default: a quarter of the memory the process may use (physical, or its cgroup's limit). Process-wide:
+  // only the default configuration's value counts (pinned_budget_in_force()); a File's own Config does not
+  // change it.
   std::uint64_t pinned_budget() const { return pinned_budget_; }
   Config& set_pinned_budget(std::uint64_t bytes);
   Requirement require() const { return require_; }

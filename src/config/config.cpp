@@ -7,8 +7,6 @@
 #include <mutex>
 #include <optional>
 #include <thread>
-
-#include <unistd.h>
 #include <type_traits>
 #include <utility>
 
@@ -16,6 +14,7 @@
 
 #include "base/ascii.hpp"
 #include "base/fork_guard.hpp"
+#include "base/memory_limit.hpp"
 
 namespace ferry {
 namespace {
@@ -47,13 +46,12 @@ std::uint64_t page_round_clamped(std::uint64_t bytes, std::uint64_t max) {
   return std::max(kPage, (bytes + kPage - 1) / kPage * kPage);
 }
 
-// A quarter of the machine's memory: the most background saves staged before there was a budget, and room
-// for every worker's bounce buffers many times over. (Pinning half the memory has starved the kernel.)
+// A quarter of the memory this process may use (a container's limit, where that is less than the machine's):
+// the most background saves staged before there was a budget, and room for every worker's bounce buffers many
+// times over.
 std::uint64_t default_pinned_budget() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  const std::uint64_t memory = pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page)
-                                                     : 4 * kGiB;
-  return std::clamp(memory / 4 / kPage * kPage, kMinPinnedBudget, kMaxPinnedBudget);
+  const std::uint64_t memory = detail::usable_memory_bytes();
+  return std::clamp((memory != 0 ? memory : 4 * kGiB) / 4 / kPage * kPage, kMinPinnedBudget, kMaxPinnedBudget);
 }
 
 unsigned default_threads() {
@@ -341,7 +339,7 @@ const SettingRow kSettingRows[] = {
      "another).",
      parse_count_into<&Config::set_bounce_buffers_per_thread, kMinBounceBuffers, kMaxBounceBuffers>,
      number<&Config::bounce_buffers_per_thread>},
-    {"pinned_budget", "FERRY_PINNED_BUDGET", "a quarter of memory",
+    {"pinned_budget", "FERRY_PINNED_BUDGET", "a quarter of memory (a container's limit, where lower)",
      "The most pinned host memory Ferry's staging may hold at once, in the whole process (64 MiB to 64 TiB, "
      "rounded up to 4 KiB): bounce buffers, stream-ordered requests, save windows. Work beyond it waits for "
      "memory to come back (the report says how long); process-wide, so only the default configuration's value "

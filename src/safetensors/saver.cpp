@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "backends/staging_pool.hpp"
+#include "base/memory_limit.hpp"
 #include "base/timing.hpp"
 #include "file/output_file.hpp"
 #include "platform/cuda/buffer_kind.hpp"
@@ -76,18 +77,15 @@ Result<std::vector<int>> locate(std::span<const SaveTensor> tensors, const Heade
   return devices;
 }
 
-std::uint64_t physical_memory() {
-  long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) : 0;
-}
-
 // Background saves stage the whole file where they can, so that the snapshot is over soon. Pinned staging
 // takes at most half the pinned budget (two windows at least: the smallest budget holds them), leaving room
 // for the reads that run meanwhile.
 std::size_t staging_windows(const SaveOptions& options, std::uint64_t file_bytes, bool background, bool pinned,
                             std::vector<std::string>& notes) {
   std::uint64_t want = options.max_staging_bytes;
-  if (want == 0) want = background ? std::min(file_bytes, physical_memory() / 4) : kDefaultSaveStaging;
+  if (want == 0) {
+    want = background ? std::min(file_bytes, ferry::detail::usable_memory_bytes() / 4) : kDefaultSaveStaging;
+  }
   std::uint64_t windows = std::max<std::uint64_t>(2, (want + kSaveWindowBytes - 1) / kSaveWindowBytes);
   windows = std::min(windows, (file_bytes + kSaveWindowBytes - 1) / kSaveWindowBytes);
   if (pinned) {

@@ -1,10 +1,9 @@
 #include "ferry/config.hpp"
 
 #include <gmock/gmock.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
 
+#include "base/memory_limit.hpp"
 #include "support/status_matchers.hpp"
 #include "support/test_files.hpp"
 
@@ -141,9 +140,7 @@ TEST(Config, EveryDocumentedDefaultIsTheBuiltInOne) {
 }
 
 TEST(Config, PinnedBudgetIsAQuarterOfMemoryWithinItsBounds) {
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  ASSERT_GT(pages, 0);
-  const std::uint64_t quarter = static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) / 4 / 4096 * 4096;
+  const std::uint64_t quarter = detail::usable_memory_bytes() / 4 / 4096 * 4096;
   EXPECT_EQ(Config().pinned_budget(), std::max<std::uint64_t>(quarter, 64ull << 20));
   Config c;
   EXPECT_FALSE(c.set("pinned_budget", "32MiB").ok()) << "below the least a save's two windows need";
