@@ -100,12 +100,8 @@ class GdsBackend final : public RouteBackend {
     std::uint64_t last_fill() const override { return edge_worker_ ? edge_worker_->last_fill() : 0; }
     bool landed(std::uint64_t fill) override { return !edge_worker_ || edge_worker_->landed(fill); }
     Status wait_landed(std::uint64_t fill) override { return edge_worker_ ? edge_worker_->wait_landed(fill) : Status(); }
-    Status finish() override {
-      Status finished = edge_worker_ ? edge_worker_->finish() : Status();
-      edge_worker_.reset();  // its staging went back: a worker used again takes it again
-      return finished;
-    }
-    bool holds_pinned() const override { return edge_worker_ != nullptr; }
+    Status finish() override { return edge_worker_ ? edge_worker_->finish() : Status(); }
+    bool holds_pinned() const override { return edge_worker_ && edge_worker_->holds_pinned(); }
 
    private:
     Result<std::uint64_t> run_one(const Task& t, Report& report) {

@@ -296,10 +296,7 @@ Result<Kits> StagingPool::complete(const CudaApi& api, int device, std::uint64_t
       {
         std::lock_guard<std::mutex> lock(mutex_);
         idle = take_idle_locked(api, device, buffer_size, count);
-        if (idle) {  // a warm-up made one meanwhile: its bytes are counted already
-          held_ -= charge;
-          ++in_use_;
-        }
+        if (idle) held_ -= charge;  // a warm-up made one meanwhile: its bytes are counted already
       }
       if (idle) {
         kits.push_back(std::move(idle));
@@ -367,6 +364,7 @@ std::unique_ptr<StagingKit> StagingPool::take_idle_locked(const CudaApi& api, in
     if (!has_shape(*idle_[i], api, device, buffer_size, count)) continue;
     auto kit = std::move(idle_[i]);
     idle_.erase(idle_.begin() + static_cast<std::ptrdiff_t>(i));
+    ++in_use_;
     return kit;
   }
   return nullptr;
@@ -378,10 +376,7 @@ Result<std::unique_ptr<StagingKit>> StagingPool::acquire(const CudaApi& api, int
     // The common case, a kit of this shape idle and nobody waiting, costs what it did before the budget.
     std::lock_guard<std::mutex> lock(mutex_);
     if (waiters_.empty()) {
-      if (auto kit = take_idle_locked(api, device, buffer_size, count)) {
-        ++in_use_;
-        return kit;
-      }
+      if (auto kit = take_idle_locked(api, device, buffer_size, count)) return kit;
     }
   }
   FERRY_ASSIGN_OR_RETURN(Kits kits, acquire(api, device, buffer_size, std::span<const unsigned>(&count, 1)));
@@ -399,10 +394,7 @@ Result<std::unique_ptr<StagingKit>> StagingPool::try_acquire(const CudaApi& api,
     const bool first = waiters_.empty() || pass != passes_.end();
     if (pass != passes_.end()) passes_.erase(pass);
     if (first) {
-      if (auto kit = take_idle_locked(api, device, buffer_size, count)) {
-        ++in_use_;
-        return kit;
-      }
+      if (auto kit = take_idle_locked(api, device, buffer_size, count)) return kit;
     }
     if (first && grant_locked(api, device, buffer_size, counts, grant)) {
       // made below, outside the lock

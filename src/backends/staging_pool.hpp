@@ -119,7 +119,7 @@ class StagingPool {
                     Grant& grant);
   // Serves the callers waiting for room, first come first: fills their grants, or collects a worker's call.
   void serve_locked(std::vector<std::function<void()>>& calls);
-  // Takes the idle kit of this shape released last out of idle_ (in_use_ is the caller's); null when none.
+  // Takes the idle kit of this shape released last (now in use); null when there is none.
   std::unique_ptr<StagingKit> take_idle_locked(const CudaApi& api, int device, std::uint64_t buffer_size,
                                                      unsigned count);
   // Frees the evicted kits and makes the rest of a grant (outside the lock).
