@@ -279,16 +279,21 @@ bool RequestState::run_here_if_unclaimed() const {
   return true;
 }
 
+bool RequestState::help_until(std::optional<std::chrono::steady_clock::time_point> deadline) const {
+  // Never block a worker: run queued jobs (perhaps a drainer of this very request's ops) while waiting.
+  for (;;) {
+    if (done()) return true;
+    if (deadline && std::chrono::steady_clock::now() >= *deadline) return false;
+    if (shared_pool().help_one()) continue;
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_cv_.wait_for(lock, std::chrono::microseconds(200), [this] { return done_.load(std::memory_order_relaxed); });
+  }
+}
+
 void RequestState::wait() const {
   if (ThreadPool::on_worker_thread()) {
-    // Never block a worker: run queued jobs (perhaps a drainer of this very request's ops) while waiting.
-    for (;;) {
-      if (done()) return;
-      if (shared_pool().help_one()) continue;
-      std::unique_lock<std::mutex> lock(mutex_);
-      done_cv_.wait_for(lock, std::chrono::microseconds(200),
-                        [this] { return done_.load(std::memory_order_relaxed); });
-    }
+    help_until(std::nullopt);
+    return;
   }
   run_here_if_unclaimed();
   std::unique_lock<std::mutex> lock(mutex_);
@@ -297,17 +302,7 @@ void RequestState::wait() const {
 
 bool RequestState::wait_for(std::chrono::milliseconds timeout) const {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  if (ThreadPool::on_worker_thread()) {
-    // As wait(): a worker blocked here could be the one the request's drainer is queued behind.
-    for (;;) {
-      if (done()) return true;
-      if (std::chrono::steady_clock::now() >= deadline) return false;
-      if (shared_pool().help_one()) continue;
-      std::unique_lock<std::mutex> lock(mutex_);
-      done_cv_.wait_for(lock, std::chrono::microseconds(200),
-                        [this] { return done_.load(std::memory_order_relaxed); });
-    }
-  }
+  if (ThreadPool::on_worker_thread()) return help_until(deadline);
   expedite();  // (no running it here: that could outlast the timeout)
   std::unique_lock<std::mutex> lock(mutex_);
   return done_cv_.wait_until(lock, deadline, [this] { return done_.load(std::memory_order_relaxed); });

@@ -110,6 +110,8 @@ class RequestState {
   // A caller that polls or waits with a timeout is not about to run the request itself: its one op's grace
   // period ends (once).
   void expedite() const;
+  // On a worker thread: runs queued jobs until the request is done (true) or `deadline` passed (false).
+  bool help_until(std::optional<std::chrono::steady_clock::time_point> deadline) const;
 
   EndOfFileRule eof_;
   std::shared_ptr<RouteBackend> backend_;
