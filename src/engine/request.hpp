@@ -71,6 +71,8 @@ class RequestState {
   /// True once cancel() was called or an op failed.
   bool stop_requested() const { return failed_.load(std::memory_order_acquire); }
   bool done() const;
+  /// As done(), but leaves a one-op request's grace period alone (a look that is not its caller's).
+  bool completed() const { return done_.load(std::memory_order_acquire); }
   /// Stops the request: no op starts after this, ops already running finish, and the request fails with
   /// `cancelled` (unless it had completed or failed already).
   void cancel();

@@ -221,6 +221,8 @@ Future FileState::start(Direction direction, const Destination& destination, std
   std::uint64_t size = 0;  // what the tasks cover: no further than the file's end
   for (const Task& t : tasks) size += t.length;
   const int device = plan.buffer.device;
+  const BufferKind buffer = plan.buffer;
+  const CudaApi* cuda = plan.cuda;
   auto stop = std::make_shared<std::atomic<bool>>(false);
   SourceRequest request{direction, extent, size, stop};
   auto backend = make_route_backend(*this, request, std::move(plan), destination, size, tasks);
@@ -230,8 +232,26 @@ Future FileState::start(Direction direction, const Destination& destination, std
     return fmt::format("ferry {} {} at offset {} {} \"{}\"", reading ? "read" : "write", format_size(size), offset,
                        reading ? "from" : "to", path);
   };
-  return Future(launch(std::move(tasks), std::move(*backend), device, std::move(eof), std::move(in_use), setup_before,
-                       std::move(stop), [&label] { return label(); }));
+  auto state = launch(std::move(tasks), std::move(*backend), device, std::move(eof), std::move(in_use), setup_before,
+                      std::move(stop), [&label] { return label(); });
+  if (buffer.kind == MemoryKind::device && cuda != nullptr) {
+    std::lock_guard<std::mutex> lock(allocation_mutex_);
+    allocation_in_flight_ = AllocationInFlight{state, buffer, cuda};
+  }
+  return Future(std::move(state));
+}
+
+std::optional<BufferKind> FileState::allocation_in_flight(const CudaApi* cuda, const void* buffer,
+                                                          std::uint64_t size) {
+  std::lock_guard<std::mutex> lock(allocation_mutex_);
+  const AllocationInFlight& last = allocation_in_flight_;
+  if (cuda == nullptr || last.cuda != cuda ||
+      !last.buffer.holds(static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(buffer)), size)) {
+    return std::nullopt;
+  }
+  const auto request = last.request.lock();
+  if (!request || request->completed()) return std::nullopt;
+  return last.buffer;
 }
 
 std::shared_ptr<OpQueue> FileState::queue_for(const RouteBackend& backend, int device) {

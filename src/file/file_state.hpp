@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -20,6 +21,7 @@
 #include "engine/request.hpp"
 #include "ferry/file.hpp"
 #include "file/open_options.hpp"
+#include "platform/cuda/buffer_kind.hpp"
 #include "source/file_descriptors.hpp"
 #include "source/source.hpp"
 
@@ -102,6 +104,11 @@ class FileState : public std::enable_shared_from_this<FileState> {
   /// The queue of this file's requests on `backend`'s route to GPU `device`, shared by every request whose
   /// backend shares workers; null for one that does not (its ops get a queue of their own).
   std::shared_ptr<OpQueue> queue_for(const RouteBackend& backend, int device);
+  /// The classification of [buffer, buffer + size) without asking the driver, where it lies in the GPU
+  /// allocation of a request still in flight (noted by start()): that allocation cannot have been freed
+  /// meanwhile (that would be the caller's use after free whatever Ferry did), so it is the same memory of the
+  /// same GPU. nullopt otherwise: ask the driver.
+  std::optional<BufferKind> allocation_in_flight(const CudaApi* cuda, const void* buffer, std::uint64_t size);
   /// What submit() refuses before any I/O: the File's mode, a null buffer, a range past the largest offset.
   Status check_request(Direction direction, const void* buffer, std::uint64_t size, std::uint64_t offset) const;
   /// Adds a request's operations to the File's report (requests do this themselves as they complete).
@@ -166,6 +173,14 @@ class FileState : public std::enable_shared_from_this<FileState> {
     std::vector<std::pair<std::pair<Route, int>, std::shared_ptr<OpQueue>>> by_target;  // guarded by mutex
   };
   std::atomic<Queues*> queues_;
+  // The newest request into GPU memory and its destination's allocation (allocation_in_flight).
+  struct AllocationInFlight {
+    std::weak_ptr<RequestState> request;
+    BufferKind buffer;
+    const CudaApi* cuda = nullptr;
+  };
+  std::mutex allocation_mutex_;
+  AllocationInFlight allocation_in_flight_;  // guarded by allocation_mutex_
 };
 
 }  // namespace ferry::detail

@@ -69,7 +69,11 @@ Result<RoutePlanDetail> route_for(FileState& file, Direction /*direction*/, cons
   } else {
     plan.cuda = gpu.cuda(&plan.cuda_status);
   }
-  FERRY_ASSIGN_OR_RETURN(plan.buffer, classify_buffer(plan.cuda, buffer, query == BufferQuery::stand_in ? 0 : size));
+  if (auto known = query == BufferQuery::ask ? file.allocation_in_flight(plan.cuda, buffer, size) : std::nullopt) {
+    plan.buffer = *known;
+  } else {
+    FERRY_ASSIGN_OR_RETURN(plan.buffer, classify_buffer(plan.cuda, buffer, query == BufferQuery::stand_in ? 0 : size));
+  }
 
   RouteQuery q;
   q.buffer = plan.buffer;

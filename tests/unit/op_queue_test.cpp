@@ -295,6 +295,44 @@ TEST_F(Queue, ADeviceReadInsideTheSizeSeenLastNeedsNoSizeOfItsOwn) {
   EXPECT_TRUE(a.get().ok());
 }
 
+// While a request lands in a GPU allocation, that allocation cannot have been freed: the next requests into it
+// are classified as that one was, with no driver call (from any thread). A destination elsewhere, one that
+// runs past the allocation (then refused, as always), or one after the requests into it completed is asked
+// about.
+TEST_F(Queue, ReadsIntoTheAllocationOfAReadInFlightAskTheDriverNothing) {
+  File f = open();
+  auto* dev = device_slots(8, kPage);  // one allocation: 8 slots of a page and a page's gap
+  auto* other = device_slots(1, kPage);
+  std::memset(dev, kPoison, 8 * 2 * kPage);
+  ASSERT_TRUE(f.pread(dev, kPage, 0).get().ok());
+  const std::uint64_t asked = testing::fake_cuda_counters().pointer_queries;
+  std::vector<Future> live;
+  {
+    testing::BusyPool busy(4);  // as many as the File's threads: the reads stay in flight
+    live.push_back(f.pread(dev, kPage, kPage));  // the one before it is done: asks
+    for (int i = 1; i < 7; ++i) live.push_back(f.pread(dev + i * 2 * kPage, kPage, (i + 1) * kPage));
+    std::thread([&] { live.push_back(f.pread(dev + 7 * 2 * kPage, kPage, 8 * kPage)); }).join();
+    EXPECT_EQ(testing::fake_cuda_counters().pointer_queries, asked + 1) << "reads into the allocation in flight asked";
+    live.push_back(f.pread(other, kPage, 20 * kPage));  // another allocation
+    EXPECT_EQ(testing::fake_cuda_counters().pointer_queries, asked + 2);
+    Future past_the_end = f.pread(other + kPage, 2 * kPage, 0);  // back in other's, but running past its end
+    EXPECT_THAT(past_the_end.get().status(), StatusIs(ErrorCode::invalid_argument, HasSubstr("does not fit")));
+    EXPECT_EQ(testing::fake_cuda_counters().pointer_queries, asked + 3);
+  }
+  for (int i = 0; i < 8; ++i) {
+    auto r = live[i].get();
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    const std::uint8_t* at = dev + i * 2 * kPage;
+    EXPECT_EQ(std::vector<std::uint8_t>(at, at + kPage), testing::pattern((i + 1) * kPage, kPage)) << "read " << i;
+    EXPECT_EQ(std::vector<std::uint8_t>(at + kPage, at + 2 * kPage), std::vector<std::uint8_t>(kPage, kPoison))
+        << "read " << i << " wrote past its page";
+  }
+  ASSERT_TRUE(live[8].get().ok());
+  EXPECT_EQ(std::vector<std::uint8_t>(other, other + kPage), testing::pattern(20 * kPage, kPage));
+  ASSERT_TRUE(f.pread(other, kPage, 0).get().ok());
+  EXPECT_EQ(testing::fake_cuda_counters().pointer_queries, asked + 4) << "no read was in flight: it asks again";
+}
+
 TEST_F(Queue, ACallbackOfAReadInFlightMayCloseTheFile) {
   File f = open();
   std::vector<std::uint8_t> memory(8 * kPage);
