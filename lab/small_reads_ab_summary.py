@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""small_reads_ab_summary.py OUT_DIR: one line per (cache, size, mode) of lab/small_reads_ab.sh's rounds, the
-old tree's figures beside the new one's and their ratio as a speed (GB/s new / old; for the one-at-a-time
-`-1` modes, us old / new), and whether every byte was checked."""
+"""small_reads_ab_summary.py OUT_DIR: one line per (cache, size, mode, other tree) of lab/small_reads_ab.sh's
+rounds, that tree's figures beside this one's ("new") and their ratio as a speed (GB/s new / other; for the
+one-at-a-time `-1` modes, us other / new), and whether every byte was checked."""
 
 import collections
 import glob
@@ -15,7 +15,7 @@ def main(out_dir: str) -> None:
     for cache in ("hot", "cold"):
         rows = collections.defaultdict(lambda: collections.defaultdict(list))
         for path in sorted(glob.glob(os.path.join(out_dir, f"{cache}-*-*.json"))):
-            which = re.match(rf"{cache}-(old|new)-\d+\.json$", os.path.basename(path))
+            which = re.match(rf"{cache}-(\w+)-\d+\.json$", os.path.basename(path))
             if not which:
                 continue
             for e in json.load(open(path)):
@@ -23,13 +23,15 @@ def main(out_dir: str) -> None:
                 rows[(e["size"], e["mode"])][which.group(1)].append(
                     (e["us_per_request"] if latency else e["gb_per_s"], e["verified"], latency))
         for (size, mode), by in sorted(rows.items()):
-            old, new = by["old"], by["new"]
-            latency = (old + new)[0][2]
-            speed = [(o[0] / n[0]) if latency else (n[0] / o[0]) for o, n in zip(old, new)]
-            verified = all(v for _, v, _ in old + new)
-            print(f"{cache:4} {size:>9} {mode:9} {'us' if latency else 'GB/s':4} "
-                  f"old {' '.join(f'{v:7.2f}' for v, _, _ in old)}  new {' '.join(f'{v:7.2f}' for v, _, _ in new)}  "
-                  f"new/old speed {' '.join(f'{s:.2f}' for s in speed)}  verified {verified}")
+            new = by["new"]
+            for other in sorted(name for name in by if name != "new"):
+                them = by[other]
+                latency = (them + new)[0][2]
+                speed = [(o[0] / n[0]) if latency else (n[0] / o[0]) for o, n in zip(them, new)]
+                verified = all(v for _, v, _ in them + new)
+                print(f"{cache:4} {size:>9} {mode:9} {'us' if latency else 'GB/s':4} "
+                      f"{other} {' '.join(f'{v:7.2f}' for v, _, _ in them)}  new {' '.join(f'{v:7.2f}' for v, _, _ in new)}  "
+                      f"new/{other} speed {' '.join(f'{s:.2f}' for s in speed)}  verified {verified}")
 
 
 if __name__ == "__main__":
