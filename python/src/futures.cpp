@@ -252,23 +252,17 @@ PyFuture::~PyFuture() {
     park();
     return;
   }
-  auto finish = [this] {
-    completion_->wait();
-    {
-      std::lock_guard<std::mutex> lock(g_registry_mutex);
-      g_live->erase(this);
-    }
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!outcome_ && on_outcome_) on_outcome_(future_.get());
-  };
   // A request that is over needs no wait, so the GIL stays (the locks are never held by a thread waiting for
   // it): a daemon thread dropping a done future at interpreter exit must not retake the GIL in a destructor.
-  if (PyGILState_Check() && !completion_->is_done()) {
-    py::gil_scoped_release release;
-    finish();
-  } else {
-    finish();
+  std::optional<py::gil_scoped_release> release;  // declared first: retaken after the locks are let go
+  if (PyGILState_Check() && !completion_->is_done()) release.emplace();
+  completion_->wait();
+  {
+    std::lock_guard<std::mutex> lock(g_registry_mutex);
+    g_live->erase(this);
   }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!outcome_ && on_outcome_) on_outcome_(future_.get());
 }
 
 void PyFuture::park() {
@@ -318,45 +312,38 @@ bool PyFuture::wait(std::optional<double> timeout) { return wait_until(deadline_
 
 const Result<Transfer>& PyFuture::settle() {
   bool first = false;
-  auto take = [this, &first] {  // with mutex_ held
-    if (outcome_) return;
-    bytes_at_end_ = future_.bytes_done();
-    Result<Transfer> r = future_.get();
-    if (!r.ok() && r.status().code() == ErrorCode::cancelled && r.status().path().empty()) {
-      // The engine's message knows nothing of the request: name it, as every other error does.
-      r = Status(ErrorCode::cancelled, "Could not " + what_ + ": the request was cancelled",
-                 r.status().sys_errno(), path_);
+  {
+    // The request is done, so mutex_ is nearly always free: the outcome is taken with the GIL held, which
+    // saves a hand-over of the GIL, and keeps the ferry-futures thread (a daemon thread) from retaking it in
+    // a destructor, where being ended at interpreter exit would abort the process.
+    std::optional<py::gil_scoped_release> release;  // declared first: retaken after mutex_ is let go
+    std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) {
+      release.emplace();
+      lock.lock();
     }
-    outcome_.emplace(std::move(r));
-    if (on_outcome_) std::exchange(on_outcome_, nullptr)(*outcome_);
-    first = true;
-  };
-  // The request is done, so mutex_ is nearly always free: the outcome is taken with the GIL held, which
-  // saves a hand-over of the GIL, and keeps the ferry-futures thread (a daemon thread) from retaking it in a
-  // destructor, where being ended at interpreter exit would abort the process.
-  if (std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock); lock.owns_lock()) {
-    take();
-  } else {
-    py::gil_scoped_release release;
-    std::lock_guard<std::mutex> held(mutex_);
-    take();
+    first = !outcome_;
+    if (first) {
+      bytes_at_end_ = future_.bytes_done();
+      Result<Transfer> r = future_.get();
+      if (!r.ok() && r.status().code() == ErrorCode::cancelled && r.status().path().empty()) {
+        // The engine's message knows nothing of the request: name it, as every other error does.
+        r = Status(ErrorCode::cancelled, "Could not " + what_ + ": the request was cancelled",
+                   r.status().sys_errno(), path_);
+      }
+      outcome_.emplace(std::move(r));
+      if (on_outcome_) std::exchange(on_outcome_, nullptr)(*outcome_);
+    }
   }
   if (first) keep_ = py::none();  // the request is over: let the buffer go
   return *outcome_;
 }
 
-std::uint64_t PyFuture::result() {
+const Transfer& PyFuture::transfer() {
   wait_until(std::nullopt);
   const Result<Transfer>& r = settle();
   if (!r.ok()) throw_status(r.status());
-  return r->bytes;
-}
-
-py::tuple PyFuture::report() {
-  wait_until(std::nullopt);
-  const Result<Transfer>& r = settle();
-  if (!r.ok()) throw_status(r.status());
-  return report_parts(r->report);
+  return *r;
 }
 
 py::object PyFuture::exception() {

@@ -129,7 +129,7 @@ void reap_parked(bool wait);
 void set_up_future_type(PyHeapTypeObject* heap_type);
 
 /// Signalled by a Future::then callback when a request is done: waiting on it never touches the Future,
-/// so cancel() gets through while another thread waits.
+/// so cancel() gets through while another thread waits. (The tests' watchdog uses one as its cancel flag.)
 struct Completion {
   std::mutex mutex;
   std::condition_variable cv;
@@ -178,9 +178,9 @@ class PyFuture {
   /// handler's exception cancels the request and propagates once its running tasks stopped.
   bool wait(std::optional<double> timeout);
   /// Bytes transferred, or the request's error as an exception (waits as wait(None) does).
-  std::uint64_t result();
+  std::uint64_t result() { return transfer().bytes; }
   /// (json, table) of the request's report; raises the request's error (waits as wait(None) does).
-  pybind11::tuple report();
+  pybind11::tuple report() { return report_parts(transfer().report); }
   /// The request's error as an exception object, or None (waits as wait(None) does).
   pybind11::object exception();
   /// Asks the request to stop. With `wait`, returns once its running tasks stopped: true when the request
@@ -201,6 +201,8 @@ class PyFuture {
  private:
   /// Waits (interruptibly) until done; on a signal handler's exception stops the request first.
   bool wait_until(std::optional<Clock::time_point> deadline);
+  /// Waits as wait(None) does, then the transfer, or the request's error raised.
+  const Transfer& transfer();
   /// After an interrupt: cancel, wait for the running tasks without checking signals, take the outcome.
   void stop_after_interrupt();
   /// Takes the outcome (once), runs the hook, drops the buffer. Call with the GIL held, once done.

@@ -4,7 +4,6 @@
 // producer, dict reports, exceptions, argument checks). Nothing here includes Ferry's internals.
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdint>
 #include <memory>
@@ -35,11 +34,10 @@ namespace {
 // The Python tests' watchdog (conftest.py) arms one per test, beside faulthandler's traceback dump.
 class PendingReport {
  public:
-  PendingReport(double seconds, std::string label) : state_(std::make_shared<State>()) {
-    std::thread([state = state_, seconds, label = std::move(label)] {
-      std::unique_lock<std::mutex> lock(state->mutex);
-      auto limit = std::chrono::duration<double>(seconds);
-      if (state->cancelled_cv.wait_for(lock, limit, [&] { return state->cancelled; })) return;
+  PendingReport(double seconds, std::string label) {
+    std::thread([cancelled = cancelled_, seconds, label = std::move(label)] {
+      auto limit = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(seconds));
+      if (cancelled->wait_for(limit)) return;
       auto pending = pending_stream_requests();
       std::fprintf(stderr, "\nWATCHDOG: %s still running after %.0f s; stream-ordered requests pending: %zu\n",
                    label.c_str(), seconds, pending.size());
@@ -47,21 +45,10 @@ class PendingReport {
       std::fflush(stderr);
     }).detach();
   }
-  void cancel() {
-    {
-      std::lock_guard<std::mutex> lock(state_->mutex);
-      state_->cancelled = true;
-    }
-    state_->cancelled_cv.notify_all();
-  }
+  void cancel() { cancelled_->mark(); }
 
  private:
-  struct State {
-    std::mutex mutex;
-    std::condition_variable cancelled_cv;
-    bool cancelled = false;
-  };
-  std::shared_ptr<State> state_;
+  std::shared_ptr<Completion> cancelled_ = std::make_shared<Completion>();  // marked by cancel()
 };
 
 Buffer& checked_buffer(py::handle obj, std::uint64_t size, Direction direction) {
