@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <pybind11/numpy.h>
@@ -78,9 +79,7 @@ class Cursor {
     const bool appending = direction == Direction::write && append_;
     if (appending) end_ = std::max(end_, size_now);
     std::uint64_t& cursor = appending ? end_ : position_;
-    std::uint64_t at = cursor;
-    cursor += size;
-    return at;
+    return std::exchange(cursor, cursor + size);
   }
 
   /// The position: where the next read() starts (in mode "a", where the next write() appends at the
@@ -148,21 +147,13 @@ class PyFile {
     return std::make_unique<PyFile>(unwrap(std::move(r)), append, end);
   }
 
-  /// pread/pwrite: a request at `offset`.
-  template <Direction D>
-  std::unique_ptr<PyFuture> at_offset(py::object buffer, std::uint64_t size, std::uint64_t offset) {
-    return request(D, std::move(buffer), size, offset);
-  }
-  /// Stream-ordered pread/pwrite (File::read_async / write_async) on the CUstream `stream`.
-  template <Direction D>
-  std::unique_ptr<PyFuture> on_stream(py::object buffer, std::uint64_t size, std::uint64_t offset,
-                                      std::uintptr_t stream) {
-    return request(D, std::move(buffer), size, offset, stream);
-  }
-  /// A read or write at the file position (read(), readinto() and write(), which wait for it).
-  template <Direction D>
-  std::unique_ptr<PyFuture> at_position(py::object buffer, std::uint64_t size) {
-    return request(D, std::move(buffer), size, std::nullopt);
+  /// A read or write of the first `size` bytes of `buffer`: at the file position when `where` is empty
+  /// (read(), readinto() and write(), which wait for it), else at an offset (pread/pwrite), or at an offset
+  /// and ordered on a CUstream (read_async/write_async).
+  template <Direction D, typename... Where>
+  std::unique_ptr<PyFuture> request(py::object buffer, std::uint64_t size, Where... where) {
+    Buffer& b = checked_buffer(buffer, size, D);
+    return start(D, std::move(buffer), reinterpret_cast<void*>(b.address), size, where...);
   }
 
   /// File::pread_batch: piece i is sizes[i] bytes at offsets[i] into addresses[i], which lie in the
@@ -215,7 +206,7 @@ class PyFile {
     {
       // Nobody else sees the new bytes object, so it is filled without the GIL; the future goes before
       // it, also when result() raises, so the request is over before the memory is freed.
-      auto future = start(Direction::read, py::none(), PyBytes_AS_STRING(data.ptr()), size, std::nullopt);
+      auto future = start(Direction::read, py::none(), PyBytes_AS_STRING(data.ptr()), size);
       n = future->result();
       parts = future->report();
     }
@@ -283,17 +274,10 @@ class PyFile {
     return s;
   }
 
-  std::unique_ptr<PyFuture> request(Direction direction, py::object buffer, std::uint64_t size,
-                                    std::optional<std::uint64_t> offset,
-                                    std::optional<std::uintptr_t> stream = std::nullopt) {
-    Buffer& b = checked_buffer(buffer, size, direction);
-    return start(direction, std::move(buffer), reinterpret_cast<void*>(b.address), size, offset, stream);
-  }
-
   // Starts a read or write of `size` bytes at `offset`, or (none) at the file position, which it reserves
   // and the outcome settles, as File::read/write do.
   std::unique_ptr<PyFuture> start(Direction direction, py::object keep, void* address, std::uint64_t size,
-                                  std::optional<std::uint64_t> offset,
+                                  std::optional<std::uint64_t> offset = std::nullopt,
                                   std::optional<std::uintptr_t> stream = std::nullopt) {
     const bool is_read = direction == Direction::read;
     File& f = open_file();
@@ -419,17 +403,19 @@ PYBIND11_MODULE(_ferry, m) {
   py::class_<PyFile>(m, "File", "An open file (ferry::File).")
       .def_static("open", &PyFile::open, py::arg("path"), py::arg("mode"), py::arg("config") = py::none(),
                   py::arg("credentials") = py::none())
-      .def("pread", &PyFile::at_offset<Direction::read>, py::arg("buffer"), py::arg("size"), py::arg("offset"))
+      .def("pread", &PyFile::request<Direction::read, std::uint64_t>, py::arg("buffer"), py::arg("size"),
+           py::arg("offset"))
       .def("pread_batch", &PyFile::pread_batch, py::arg("keep"), py::arg("addresses"), py::arg("sizes"),
            py::arg("offsets"))
-      .def("pwrite", &PyFile::at_offset<Direction::write>, py::arg("buffer"), py::arg("size"), py::arg("offset"))
+      .def("pwrite", &PyFile::request<Direction::write, std::uint64_t>, py::arg("buffer"), py::arg("size"),
+           py::arg("offset"))
       .def("read_bytes", &PyFile::read_bytes, py::arg("size"))
-      .def("read_async", &PyFile::on_stream<Direction::read>, py::arg("buffer"), py::arg("size"), py::arg("offset"),
-           py::arg("stream"))
-      .def("write_async", &PyFile::on_stream<Direction::write>, py::arg("buffer"), py::arg("size"), py::arg("offset"),
-           py::arg("stream"))
-      .def("read_at_position", &PyFile::at_position<Direction::read>, py::arg("buffer"), py::arg("size"))
-      .def("write_at_position", &PyFile::at_position<Direction::write>, py::arg("buffer"), py::arg("size"))
+      .def("read_async", &PyFile::request<Direction::read, std::uint64_t, std::uintptr_t>, py::arg("buffer"),
+           py::arg("size"), py::arg("offset"), py::arg("stream"))
+      .def("write_async", &PyFile::request<Direction::write, std::uint64_t, std::uintptr_t>, py::arg("buffer"),
+           py::arg("size"), py::arg("offset"), py::arg("stream"))
+      .def("read_at_position", &PyFile::request<Direction::read>, py::arg("buffer"), py::arg("size"))
+      .def("write_at_position", &PyFile::request<Direction::write>, py::arg("buffer"), py::arg("size"))
       .def("tell", &PyFile::tell)
       .def("seek", &PyFile::seek, py::arg("position"))
       .def("fileno", &PyFile::fileno)
