@@ -1,10 +1,10 @@
 #include "futures.hpp"
 
 #include <pthread.h>
-#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
-#include <cmath>
+#include <iterator>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -102,14 +102,10 @@ void reap_parked(bool wait) {
   std::vector<Parked> over;
   {
     std::lock_guard<std::mutex> lock(g_registry_mutex);
-    for (auto it = g_parked->begin(); it != g_parked->end();) {
-      if (it->completion->is_done()) {
-        over.push_back(std::move(*it));
-        it = g_parked->erase(it);
-      } else {
-        ++it;
-      }
-    }
+    auto over_from = std::stable_partition(g_parked->begin(), g_parked->end(),
+                                           [](const Parked& p) { return !p.completion->is_done(); });
+    over.assign(std::make_move_iterator(over_from), std::make_move_iterator(g_parked->end()));
+    g_parked->erase(over_from, g_parked->end());
   }
   for (Parked& p : over) {
     if (p.on_outcome) p.on_outcome(p.future.get());
@@ -129,33 +125,6 @@ std::optional<Clock::time_point> deadline_after(std::optional<double> seconds) {
   if (!seconds || !(*seconds < 1e9)) return std::nullopt;  // None, inf (and NaN, refused in Python)
   double s = std::max(*seconds, 0.0);
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
-}
-
-// ---- FileRequests
-
-void FileRequests::forget_parents() {
-  const pid_t now = ::getpid();
-  if (now == pid_) return;
-  running_ = 0;
-  pid_ = now;
-}
-
-void FileRequests::started() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  forget_parents();
-  ++running_;
-}
-
-void FileRequests::finished() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  forget_parents();
-  if (running_ > 0 && --running_ == 0) idle_.notify_all();
-}
-
-bool FileRequests::wait_idle_for(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  forget_parents();
-  return idle_.wait_for(lock, timeout, [this] { return running_ == 0; });
 }
 
 // ---- Completion
@@ -202,21 +171,6 @@ std::vector<std::uint64_t> wait_for_done_futures(std::optional<double> timeout) 
   }
   PyEval_RestoreThread(released);
   return tokens;
-}
-
-bool Completion::wait_for(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mutex);
-  return cv.wait_for(lock, timeout, [this] { return done; });
-}
-
-void Completion::wait() {
-  std::unique_lock<std::mutex> lock(mutex);
-  cv.wait(lock, [this] { return done; });
-}
-
-bool Completion::is_done() {
-  std::lock_guard<std::mutex> lock(mutex);
-  return done;
 }
 
 // ---- PyFuture
@@ -307,8 +261,6 @@ void PyFuture::stop_after_interrupt() {
   without_gil([this] { completion_->wait(); });
   settle();
 }
-
-bool PyFuture::wait(std::optional<double> timeout) { return wait_until(deadline_after(timeout)); }
 
 const Result<Transfer>& PyFuture::settle() {
   bool first = false;

@@ -100,16 +100,33 @@ class FileRequests {
  public:
   /// A request is about to be submitted. Call with the GIL held, after checking that the File is open,
   /// so that a close() on another thread either refuses the request or waits for it.
-  void started();
+  void started() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    forget_parents();
+    ++running_;
+  }
   /// A request completed (a Future::then callback, on any thread).
-  void finished();
+  void finished() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    forget_parents();
+    if (running_ > 0 && --running_ == 0) idle_.notify_all();
+  }
   /// Waits at most `timeout` until no request runs; returns whether none does.
-  bool wait_idle_for(std::chrono::milliseconds timeout);
+  bool wait_idle_for(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    forget_parents();
+    return idle_.wait_for(lock, timeout, [this] { return running_ == 0; });
+  }
 
  private:
   // In a child forked since (a DataLoader worker), the parent's requests never end: they are not counted,
   // so that the child's close() does not wait for them. Called with mutex_ held.
-  void forget_parents();
+  void forget_parents() {
+    const pid_t now = ::getpid();
+    if (now == pid_) return;
+    running_ = 0;
+    pid_ = now;
+  }
 
   std::mutex mutex_;
   std::condition_variable idle_;
@@ -138,9 +155,18 @@ struct Completion {
 
   /// Done: wakes the waiters, and announces the token given to announce_as(), if any.
   void mark();
-  bool wait_for(std::chrono::milliseconds timeout);
-  void wait();
-  bool is_done();
+  bool wait_for(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mutex);
+    return cv.wait_for(lock, timeout, [this] { return done; });
+  }
+  void wait() {
+    std::unique_lock<std::mutex> lock(mutex);
+    cv.wait(lock, [this] { return done; });
+  }
+  bool is_done() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return done;
+  }
   /// Puts `token` on the queue of done futures once done (at once when it already is). Once per Completion.
   void announce_as(std::uint64_t token);
 };
@@ -176,7 +202,7 @@ class PyFuture {
   bool done() const;
   /// Waits until done, or until `timeout` seconds passed (None: no limit); returns done(). A signal
   /// handler's exception cancels the request and propagates once its running tasks stopped.
-  bool wait(std::optional<double> timeout);
+  bool wait(std::optional<double> timeout) { return wait_until(deadline_after(timeout)); }
   /// Bytes transferred, or the request's error as an exception (waits as wait(None) does).
   std::uint64_t result() { return transfer().bytes; }
   /// (json, table) of the request's report; raises the request's error (waits as wait(None) does).
