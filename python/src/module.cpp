@@ -375,11 +375,9 @@ PYBIND11_MODULE(_ferry, m) {
     return names;
   }, "route_name() of every Route, in report order.");
   m.def("settings_table", [] {
-    py::list rows;
-    for (const auto& row : settings_table()) {
-      rows.append(py::make_tuple(row.name, row.env, row.default_text, row.description));
-    }
-    return rows;
+    return list_of(settings_table(), [](auto& row) {
+      return py::make_tuple(row.name, row.env, row.default_text, row.description);
+    });
   });
   m.def("parse_size", [](const std::string& text, const std::string& setting) {
     return unwrap(parse_size(text, setting));

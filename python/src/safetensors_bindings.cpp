@@ -23,13 +23,6 @@ namespace {
 
 namespace st = ferry::safetensors;
 
-// Notes and tables are for people; they may quote file names that are not UTF-8.
-py::list message_list(const std::vector<std::string>& texts) {
-  py::list out;
-  for (const std::string& t : texts) out.append(message_text(t));
-  return out;
-}
-
 py::dict stats_dict(const st::LoadStats& s) {
   py::dict d;
   d["bytes_read"] = s.bytes_read;
@@ -38,7 +31,7 @@ py::dict stats_dict(const st::LoadStats& s) {
   d["seconds"] = s.seconds;
   d["replicate_wait_seconds"] = s.replicate_wait_seconds;
   d["report"] = report_parts(s.report);
-  d["notes"] = message_list(s.notes);
+  d["notes"] = list_of(s.notes, message_text);  // for people: they may quote file names that are not UTF-8
   return d;
 }
 
@@ -51,16 +44,12 @@ st::LoadOptions request_options(std::uint64_t max_request_bytes, unsigned max_re
 
 /// A plan's regions: [(device, size_bytes, alignment, copy_of)].
 py::list regions(const st::LoadPlan& p) {
-  py::list out;
-  for (const auto& r : p.regions) out.append(py::make_tuple(r.device, r.size_bytes, r.alignment, r.copy_of));
-  return out;
+  return list_of(p.regions, [](auto& r) { return py::make_tuple(r.device, r.size_bytes, r.alignment, r.copy_of); });
 }
 
 /// A plan's placements: [(tensor index, region, offset)], in tensor order.
 py::list placements(const st::LoadPlan& p) {
-  py::list out;
-  for (const auto& x : p.placements) out.append(py::make_tuple(x.tensor, x.region, x.offset));
-  return out;
+  return list_of(p.placements, [](auto& x) { return py::make_tuple(x.tensor, x.region, x.offset); });
 }
 
 /// `path`: bytes, as the kernel gets them (Python passes os.fsencode of what it was given).
@@ -75,27 +64,20 @@ st::Checkpoint open_checkpoint(const std::string& path, std::optional<Config> co
 
 /// The shard paths as bytes (Python decodes them with os.fsdecode, as File.path).
 py::list files(const st::Checkpoint& c) {
-  py::list out;
-  for (const std::string& f : c.files()) out.append(py::bytes(f));
-  return out;
+  return list_of(c.files(), [](const std::string& f) { return py::bytes(f); });
 }
 
 /// [(name, dtype, shape, size_bytes, shard, file_offset)], by shard then offset.
 py::list tensors(const st::Checkpoint& c) {
-  py::list out;
-  for (const auto& t : c.tensors()) {
-    py::tuple shape(t.shape.size());
-    for (std::size_t i = 0; i < t.shape.size(); ++i) shape[i] = py::int_(t.shape[i]);
-    out.append(py::make_tuple(t.name, st::dtype_name(t.dtype), shape, t.size_bytes(), t.shard, t.file_offset));
-  }
-  return out;
+  return list_of(c.tensors(), [](const st::TensorInfo& t) {
+    return py::make_tuple(t.name, st::dtype_name(t.dtype), py::tuple(py::cast(t.shape)), t.size_bytes(), t.shard,
+                          t.file_offset);
+  });
 }
 
 /// [(file_bytes, header_bytes, metadata)] per shard.
 py::list shard_facts(const st::Checkpoint& c) {
-  py::list out;
-  for (const auto& f : c.shard_facts()) out.append(py::make_tuple(f.file_bytes, f.header_bytes, f.metadata));
-  return out;
+  return list_of(c.shard_facts(), [](auto& f) { return py::make_tuple(f.file_bytes, f.header_bytes, f.metadata); });
 }
 
 st::LoadPlan make_plan(const st::Checkpoint& c, int device, std::vector<std::pair<std::string, int>> device_map,
@@ -161,7 +143,7 @@ void register_safetensors(py::module_& m) {
       .def("tensors", &tensors)
       .def("metadata", &st::Checkpoint::metadata)
       .def("shard_facts", &shard_facts)
-      .def("notes", [](const st::Checkpoint& c) { return message_list(c.notes()); })
+      .def("notes", [](const st::Checkpoint& c) { return list_of(c.notes(), message_text); })
       .def("data_bytes", &st::Checkpoint::data_bytes)
       .def("plan", &make_plan, py::arg("device"), py::arg("device_map"), py::arg("replicas"))
       .def("load_into", &load_into, py::arg("plan"), py::arg("bases"), py::arg("max_request_bytes") = 0,
