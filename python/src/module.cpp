@@ -115,10 +115,16 @@ class Cursor {
 
 Config current_default_config() { return unwrap(default_config()); }
 
-// A File, closed at most once. Every request goes through a PyFuture, the blocking ones too, so that
+// The file's size, or 0 where it cannot be told (a write in mode "a" then appends at the end it knew).
+std::uint64_t size_or_zero(const File& f) {
+  auto size = f.size();
+  return size.ok() ? *size : 0;
+}
+
+// A File whose close() runs once. Every request goes through a PyFuture, the blocking ones too, so that
 // every wait can be interrupted; FileRequests counts the requests in flight for close().
-// Thread safety: methods are called with the GIL held, from any thread; closing_ and closed_ change only
-// with the GIL held.
+// Thread safety: methods are called with the GIL held, from any thread; closing_ changes only with the GIL
+// held.
 class PyFile {
  public:
   PyFile(File file, bool append, std::uint64_t end)
@@ -138,10 +144,7 @@ class PyFile {
     auto r = without_gil([&] {
       Result<File> f = given ? remote::open(path, *given, *config, mode)
                              : (config ? File::open(path, mode, *config) : File::open(path, mode));
-      if (append && f.ok()) {
-        auto size = f->size();  // as FileState does: appends start at the end the file had at open
-        if (size.ok()) end = *size;
-      }
+      if (append && f.ok()) end = size_or_zero(*f);  // as FileState does: appends start at the end at open
       return f;
     });
     return std::make_unique<PyFile>(unwrap(std::move(r)), append, end);
@@ -240,10 +243,10 @@ class PyFile {
         while (!requests_->wait_idle_for(std::chrono::seconds(1))) {
         }
       });
-      (void)close_now();  // the interrupt is what the caller sees
+      (void)without_gil([this] { return file_->close(); });  // the interrupt is what the caller sees
     });
     reap_parked(false);
-    check(close_now());
+    check(without_gil([this] { return file_->close(); }));
   }
 
   /// Asks every request of this File still running to stop (ferry.File.__exit__ on KeyboardInterrupt).
@@ -267,13 +270,6 @@ class PyFile {
     return *file_;
   }
 
-  Status close_now() {
-    if (closed_) return Status();
-    Status s = without_gil([this] { return file_->close(); });
-    closed_ = true;
-    return s;
-  }
-
   // Starts a read or write of `size` bytes at `offset`, or (none) at the file position, which it reserves
   // and the outcome settles, as File::read/write do.
   std::unique_ptr<PyFuture> start(Direction direction, py::object keep, void* address, std::uint64_t size,
@@ -286,12 +282,7 @@ class PyFile {
     PyFuture::OutcomeHook settle;
     Future future = without_gil([&] {
       if (!offset) {
-        std::uint64_t size_now = 0;
-        if (!is_read && append_) {
-          auto s = f.size();
-          if (s.ok()) size_now = *s;
-        }
-        offset = cursor_->reserve(size, direction, size_now);
+        offset = cursor_->reserve(size, direction, is_read || !append_ ? 0 : size_or_zero(f));
         settle = [cursor = cursor_, at = *offset, size, direction](const Result<Transfer>& r) {
           cursor->settle(at, size, r, direction);
         };
@@ -315,7 +306,6 @@ class PyFile {
   std::shared_ptr<Cursor> cursor_;
   const bool append_;
   bool closing_ = false;  // close() began: new requests are refused
-  bool closed_ = false;   // File::close() returned
 };
 
 }  // namespace
