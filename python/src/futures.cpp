@@ -310,8 +310,7 @@ bool PyFuture::cancel(bool wait) {
   request_stop();
   if (!wait) return was_running;
   without_gil([this] { completion_->wait(); });
-  const Result<Transfer>& r = settle();
-  return !r.ok() && r.status().code() == ErrorCode::cancelled;
+  return cancelled();  // done now
 }
 
 bool PyFuture::cancelled() {

@@ -49,6 +49,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include "errors.hpp"
 #include "ferry/file.hpp"
 
 namespace ferry::python {
@@ -80,12 +81,7 @@ bool wait_interruptibly(WaitSlice&& wait_slice, std::optional<Clock::time_point>
       auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now());
       slice = std::clamp(left, std::chrono::milliseconds(0), slice);
     }
-    bool happened = false;
-    {
-      pybind11::gil_scoped_release release;
-      happened = wait_slice(slice);
-    }
-    if (happened) return true;
+    if (without_gil([&] { return wait_slice(slice); })) return true;
     if (deadline && Clock::now() >= *deadline) return false;
     if (PyErr_CheckSignals() != 0) {
       pybind11::error_already_set raised;  // takes the exception out of the interpreter while we clean up
