@@ -203,7 +203,12 @@ PyFuture::~PyFuture() {
   const bool interrupted =
       t_dropped_by_interrupt || (sigint_count() != sigints_at_start_ && PyGILState_Check());
   if (interrupted && !done()) {
-    park();
+    // Cancel, and hand the request, its buffer and its hook to reap_parked().
+    std::lock_guard<std::mutex> registry(g_registry_mutex);
+    g_live->erase(this);
+    std::lock_guard<std::mutex> lock(mutex_);
+    future_.cancel();
+    g_parked->push_back(Parked{std::move(future_), std::move(keep_), completion_, std::move(on_outcome_)});
     return;
   }
   // A request that is over needs no wait, so the GIL stays (the locks are never held by a thread waiting for
@@ -217,14 +222,6 @@ PyFuture::~PyFuture() {
   }
   std::lock_guard<std::mutex> lock(mutex_);
   if (!outcome_ && on_outcome_) on_outcome_(future_.get());
-}
-
-void PyFuture::park() {
-  std::lock_guard<std::mutex> registry(g_registry_mutex);
-  g_live->erase(this);
-  std::lock_guard<std::mutex> lock(mutex_);
-  future_.cancel();
-  g_parked->push_back(Parked{std::move(future_), std::move(keep_), completion_, std::move(on_outcome_)});
 }
 
 bool PyFuture::done() const {
@@ -252,14 +249,14 @@ bool PyFuture::wait_until(std::optional<Clock::time_point> deadline) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!outcome_) future_.wait();
   }
+  // After a signal handler raised: cancel, wait for the running tasks without checking signals, settle.
+  auto stop = [this] {
+    request_stop();
+    without_gil([this] { completion_->wait(); });
+    settle();
+  };
   return wait_interruptibly([this](std::chrono::milliseconds d) { return completion_->wait_for(d); }, deadline,
-                            [this] { stop_after_interrupt(); });
-}
-
-void PyFuture::stop_after_interrupt() {
-  request_stop();
-  without_gil([this] { completion_->wait(); });
-  settle();
+                            stop);
 }
 
 const Result<Transfer>& PyFuture::settle() {

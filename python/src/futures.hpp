@@ -225,12 +225,8 @@ class PyFuture {
   bool wait_until(std::optional<Clock::time_point> deadline);
   /// Waits as wait(None) does, then the transfer, or the request's error raised.
   const Transfer& transfer();
-  /// After an interrupt: cancel, wait for the running tasks without checking signals, take the outcome.
-  void stop_after_interrupt();
   /// Takes the outcome (once), runs the hook, drops the buffer. Call with the GIL held, once done.
   const Result<Transfer>& settle();
-  /// Cancels the request and hands it, its buffer and its hook to reap_parked() (destructor, GIL held).
-  void park();
   /// A one-task request that nobody runs on their own thread goes to a worker now (polls, timed waits).
   void hurry() const;
 
