@@ -1,9 +1,18 @@
-// The parts of ferry._ferry that module.cpp adds from files of their own.
+// The parts of ferry._ferry that module.cpp adds from files of their own, and what the binding files share.
 #pragma once
 
 #include <pybind11/pybind11.h>
 
 namespace ferry::python {
+
+/// [row(item) for item in items]: for collections whose Python form is not what pybind11's casters would
+/// make (paths as bytes, structs as tuples, text for people).
+template <typename Items, typename Row>
+pybind11::list list_of(const Items& items, Row&& row) {
+  pybind11::list out;
+  for (const auto& item : items) out.append(row(item));
+  return out;
+}
 
 /// describe_memory, synchronize_stream and cuda_driver_error: the CUDA checks ferry/_buffers.py makes before
 /// it hands a producer's pointer to C++ (through Ferry's own driver table, never ctypes).

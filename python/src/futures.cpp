@@ -1,10 +1,10 @@
 #include "futures.hpp"
 
 #include <pthread.h>
-#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
-#include <cmath>
+#include <iterator>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -102,14 +102,10 @@ void reap_parked(bool wait) {
   std::vector<Parked> over;
   {
     std::lock_guard<std::mutex> lock(g_registry_mutex);
-    for (auto it = g_parked->begin(); it != g_parked->end();) {
-      if (it->completion->is_done()) {
-        over.push_back(std::move(*it));
-        it = g_parked->erase(it);
-      } else {
-        ++it;
-      }
-    }
+    auto over_from = std::stable_partition(g_parked->begin(), g_parked->end(),
+                                           [](const Parked& p) { return !p.completion->is_done(); });
+    over.assign(std::make_move_iterator(over_from), std::make_move_iterator(g_parked->end()));
+    g_parked->erase(over_from, g_parked->end());
   }
   for (Parked& p : over) {
     if (p.on_outcome) p.on_outcome(p.future.get());
@@ -129,33 +125,6 @@ std::optional<Clock::time_point> deadline_after(std::optional<double> seconds) {
   if (!seconds || !(*seconds < 1e9)) return std::nullopt;  // None, inf (and NaN, refused in Python)
   double s = std::max(*seconds, 0.0);
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
-}
-
-// ---- FileRequests
-
-void FileRequests::forget_parents() {
-  const pid_t now = ::getpid();
-  if (now == pid_) return;
-  running_ = 0;
-  pid_ = now;
-}
-
-void FileRequests::started() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  forget_parents();
-  ++running_;
-}
-
-void FileRequests::finished() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  forget_parents();
-  if (running_ > 0 && --running_ == 0) idle_.notify_all();
-}
-
-bool FileRequests::wait_idle_for(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  forget_parents();
-  return idle_.wait_for(lock, timeout, [this] { return running_ == 0; });
 }
 
 // ---- Completion
@@ -204,21 +173,6 @@ std::vector<std::uint64_t> wait_for_done_futures(std::optional<double> timeout) 
   return tokens;
 }
 
-bool Completion::wait_for(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mutex);
-  return cv.wait_for(lock, timeout, [this] { return done; });
-}
-
-void Completion::wait() {
-  std::unique_lock<std::mutex> lock(mutex);
-  cv.wait(lock, [this] { return done; });
-}
-
-bool Completion::is_done() {
-  std::lock_guard<std::mutex> lock(mutex);
-  return done;
-}
-
 // ---- PyFuture
 
 PyFuture::PyFuture(Future future, py::object keep, std::shared_ptr<FileRequests> requests, std::string what,
@@ -249,34 +203,25 @@ PyFuture::~PyFuture() {
   const bool interrupted =
       t_dropped_by_interrupt || (sigint_count() != sigints_at_start_ && PyGILState_Check());
   if (interrupted && !done()) {
-    park();
+    // Cancel, and hand the request, its buffer and its hook to reap_parked().
+    std::lock_guard<std::mutex> registry(g_registry_mutex);
+    g_live->erase(this);
+    std::lock_guard<std::mutex> lock(mutex_);
+    future_.cancel();
+    g_parked->push_back(Parked{std::move(future_), std::move(keep_), completion_, std::move(on_outcome_)});
     return;
   }
-  auto finish = [this] {
-    completion_->wait();
-    {
-      std::lock_guard<std::mutex> lock(g_registry_mutex);
-      g_live->erase(this);
-    }
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!outcome_ && on_outcome_) on_outcome_(future_.get());
-  };
   // A request that is over needs no wait, so the GIL stays (the locks are never held by a thread waiting for
   // it): a daemon thread dropping a done future at interpreter exit must not retake the GIL in a destructor.
-  if (PyGILState_Check() && !completion_->is_done()) {
-    py::gil_scoped_release release;
-    finish();
-  } else {
-    finish();
+  std::optional<py::gil_scoped_release> release;  // declared first: retaken after the locks are let go
+  if (PyGILState_Check() && !completion_->is_done()) release.emplace();
+  completion_->wait();
+  {
+    std::lock_guard<std::mutex> lock(g_registry_mutex);
+    g_live->erase(this);
   }
-}
-
-void PyFuture::park() {
-  std::lock_guard<std::mutex> registry(g_registry_mutex);
-  g_live->erase(this);
   std::lock_guard<std::mutex> lock(mutex_);
-  future_.cancel();
-  g_parked->push_back(Parked{std::move(future_), std::move(keep_), completion_, std::move(on_outcome_)});
+  if (!outcome_ && on_outcome_) on_outcome_(future_.get());
 }
 
 bool PyFuture::done() const {
@@ -304,59 +249,50 @@ bool PyFuture::wait_until(std::optional<Clock::time_point> deadline) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!outcome_) future_.wait();
   }
+  // After a signal handler raised: cancel, wait for the running tasks without checking signals, settle.
+  auto stop = [this] {
+    request_stop();
+    without_gil([this] { completion_->wait(); });
+    settle();
+  };
   return wait_interruptibly([this](std::chrono::milliseconds d) { return completion_->wait_for(d); }, deadline,
-                            [this] { stop_after_interrupt(); });
+                            stop);
 }
-
-void PyFuture::stop_after_interrupt() {
-  request_stop();
-  without_gil([this] { completion_->wait(); });
-  settle();
-}
-
-bool PyFuture::wait(std::optional<double> timeout) { return wait_until(deadline_after(timeout)); }
 
 const Result<Transfer>& PyFuture::settle() {
   bool first = false;
-  auto take = [this, &first] {  // with mutex_ held
-    if (outcome_) return;
-    bytes_at_end_ = future_.bytes_done();
-    Result<Transfer> r = future_.get();
-    if (!r.ok() && r.status().code() == ErrorCode::cancelled && r.status().path().empty()) {
-      // The engine's message knows nothing of the request: name it, as every other error does.
-      r = Status(ErrorCode::cancelled, "Could not " + what_ + ": the request was cancelled",
-                 r.status().sys_errno(), path_);
+  {
+    // The request is done, so mutex_ is nearly always free: the outcome is taken with the GIL held, which
+    // saves a hand-over of the GIL, and keeps the ferry-futures thread (a daemon thread) from retaking it in
+    // a destructor, where being ended at interpreter exit would abort the process.
+    std::optional<py::gil_scoped_release> release;  // declared first: retaken after mutex_ is let go
+    std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) {
+      release.emplace();
+      lock.lock();
     }
-    outcome_.emplace(std::move(r));
-    if (on_outcome_) std::exchange(on_outcome_, nullptr)(*outcome_);
-    first = true;
-  };
-  // The request is done, so mutex_ is nearly always free: the outcome is taken with the GIL held, which
-  // saves a hand-over of the GIL, and keeps the ferry-futures thread (a daemon thread) from retaking it in a
-  // destructor, where being ended at interpreter exit would abort the process.
-  if (std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock); lock.owns_lock()) {
-    take();
-  } else {
-    py::gil_scoped_release release;
-    std::lock_guard<std::mutex> held(mutex_);
-    take();
+    first = !outcome_;
+    if (first) {
+      bytes_at_end_ = future_.bytes_done();
+      Result<Transfer> r = future_.get();
+      if (!r.ok() && r.status().code() == ErrorCode::cancelled && r.status().path().empty()) {
+        // The engine's message knows nothing of the request: name it, as every other error does.
+        r = Status(ErrorCode::cancelled, "Could not " + what_ + ": the request was cancelled",
+                   r.status().sys_errno(), path_);
+      }
+      outcome_.emplace(std::move(r));
+      if (on_outcome_) std::exchange(on_outcome_, nullptr)(*outcome_);
+    }
   }
   if (first) keep_ = py::none();  // the request is over: let the buffer go
   return *outcome_;
 }
 
-std::uint64_t PyFuture::result() {
+const Transfer& PyFuture::transfer() {
   wait_until(std::nullopt);
   const Result<Transfer>& r = settle();
   if (!r.ok()) throw_status(r.status());
-  return r->bytes;
-}
-
-py::tuple PyFuture::report() {
-  wait_until(std::nullopt);
-  const Result<Transfer>& r = settle();
-  if (!r.ok()) throw_status(r.status());
-  return report_parts(r->report);
+  return *r;
 }
 
 py::object PyFuture::exception() {
@@ -371,8 +307,7 @@ bool PyFuture::cancel(bool wait) {
   request_stop();
   if (!wait) return was_running;
   without_gil([this] { completion_->wait(); });
-  const Result<Transfer>& r = settle();
-  return !r.ok() && r.status().code() == ErrorCode::cancelled;
+  return cancelled();  // done now
 }
 
 bool PyFuture::cancelled() {

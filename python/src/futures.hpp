@@ -49,6 +49,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include "errors.hpp"
 #include "ferry/file.hpp"
 
 namespace ferry::python {
@@ -80,12 +81,7 @@ bool wait_interruptibly(WaitSlice&& wait_slice, std::optional<Clock::time_point>
       auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now());
       slice = std::clamp(left, std::chrono::milliseconds(0), slice);
     }
-    bool happened = false;
-    {
-      pybind11::gil_scoped_release release;
-      happened = wait_slice(slice);
-    }
-    if (happened) return true;
+    if (without_gil([&] { return wait_slice(slice); })) return true;
     if (deadline && Clock::now() >= *deadline) return false;
     if (PyErr_CheckSignals() != 0) {
       pybind11::error_already_set raised;  // takes the exception out of the interpreter while we clean up
@@ -100,16 +96,33 @@ class FileRequests {
  public:
   /// A request is about to be submitted. Call with the GIL held, after checking that the File is open,
   /// so that a close() on another thread either refuses the request or waits for it.
-  void started();
+  void started() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    forget_parents();
+    ++running_;
+  }
   /// A request completed (a Future::then callback, on any thread).
-  void finished();
+  void finished() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    forget_parents();
+    if (running_ > 0 && --running_ == 0) idle_.notify_all();
+  }
   /// Waits at most `timeout` until no request runs; returns whether none does.
-  bool wait_idle_for(std::chrono::milliseconds timeout);
+  bool wait_idle_for(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    forget_parents();
+    return idle_.wait_for(lock, timeout, [this] { return running_ == 0; });
+  }
 
  private:
   // In a child forked since (a DataLoader worker), the parent's requests never end: they are not counted,
   // so that the child's close() does not wait for them. Called with mutex_ held.
-  void forget_parents();
+  void forget_parents() {
+    const pid_t now = ::getpid();
+    if (now == pid_) return;
+    running_ = 0;
+    pid_ = now;
+  }
 
   std::mutex mutex_;
   std::condition_variable idle_;
@@ -129,7 +142,7 @@ void reap_parked(bool wait);
 void set_up_future_type(PyHeapTypeObject* heap_type);
 
 /// Signalled by a Future::then callback when a request is done: waiting on it never touches the Future,
-/// so cancel() gets through while another thread waits.
+/// so cancel() gets through while another thread waits. (The tests' watchdog uses one as its cancel flag.)
 struct Completion {
   std::mutex mutex;
   std::condition_variable cv;
@@ -138,9 +151,18 @@ struct Completion {
 
   /// Done: wakes the waiters, and announces the token given to announce_as(), if any.
   void mark();
-  bool wait_for(std::chrono::milliseconds timeout);
-  void wait();
-  bool is_done();
+  bool wait_for(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mutex);
+    return cv.wait_for(lock, timeout, [this] { return done; });
+  }
+  void wait() {
+    std::unique_lock<std::mutex> lock(mutex);
+    cv.wait(lock, [this] { return done; });
+  }
+  bool is_done() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return done;
+  }
   /// Puts `token` on the queue of done futures once done (at once when it already is). Once per Completion.
   void announce_as(std::uint64_t token);
 };
@@ -176,11 +198,11 @@ class PyFuture {
   bool done() const;
   /// Waits until done, or until `timeout` seconds passed (None: no limit); returns done(). A signal
   /// handler's exception cancels the request and propagates once its running tasks stopped.
-  bool wait(std::optional<double> timeout);
+  bool wait(std::optional<double> timeout) { return wait_until(deadline_after(timeout)); }
   /// Bytes transferred, or the request's error as an exception (waits as wait(None) does).
-  std::uint64_t result();
+  std::uint64_t result() { return transfer().bytes; }
   /// (json, table) of the request's report; raises the request's error (waits as wait(None) does).
-  pybind11::tuple report();
+  pybind11::tuple report() { return report_parts(transfer().report); }
   /// The request's error as an exception object, or None (waits as wait(None) does).
   pybind11::object exception();
   /// Asks the request to stop. With `wait`, returns once its running tasks stopped: true when the request
@@ -201,12 +223,10 @@ class PyFuture {
  private:
   /// Waits (interruptibly) until done; on a signal handler's exception stops the request first.
   bool wait_until(std::optional<Clock::time_point> deadline);
-  /// After an interrupt: cancel, wait for the running tasks without checking signals, take the outcome.
-  void stop_after_interrupt();
+  /// Waits as wait(None) does, then the transfer, or the request's error raised.
+  const Transfer& transfer();
   /// Takes the outcome (once), runs the hook, drops the buffer. Call with the GIL held, once done.
   const Result<Transfer>& settle();
-  /// Cancels the request and hands it, its buffer and its hook to reap_parked() (destructor, GIL held).
-  void park();
   /// A one-task request that nobody runs on their own thread goes to a worker now (polls, timed waits).
   void hurry() const;
 

@@ -4,7 +4,6 @@
 // producer, dict reports, exceptions, argument checks). Nothing here includes Ferry's internals.
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdint>
 #include <memory>
@@ -12,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <pybind11/numpy.h>
@@ -35,11 +35,10 @@ namespace {
 // The Python tests' watchdog (conftest.py) arms one per test, beside faulthandler's traceback dump.
 class PendingReport {
  public:
-  PendingReport(double seconds, std::string label) : state_(std::make_shared<State>()) {
-    std::thread([state = state_, seconds, label = std::move(label)] {
-      std::unique_lock<std::mutex> lock(state->mutex);
-      auto limit = std::chrono::duration<double>(seconds);
-      if (state->cancelled_cv.wait_for(lock, limit, [&] { return state->cancelled; })) return;
+  PendingReport(double seconds, std::string label) {
+    std::thread([cancelled = cancelled_, seconds, label = std::move(label)] {
+      auto limit = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(seconds));
+      if (cancelled->wait_for(limit)) return;
       auto pending = pending_stream_requests();
       std::fprintf(stderr, "\nWATCHDOG: %s still running after %.0f s; stream-ordered requests pending: %zu\n",
                    label.c_str(), seconds, pending.size());
@@ -47,21 +46,10 @@ class PendingReport {
       std::fflush(stderr);
     }).detach();
   }
-  void cancel() {
-    {
-      std::lock_guard<std::mutex> lock(state_->mutex);
-      state_->cancelled = true;
-    }
-    state_->cancelled_cv.notify_all();
-  }
+  void cancel() { cancelled_->mark(); }
 
  private:
-  struct State {
-    std::mutex mutex;
-    std::condition_variable cancelled_cv;
-    bool cancelled = false;
-  };
-  std::shared_ptr<State> state_;
+  std::shared_ptr<Completion> cancelled_ = std::make_shared<Completion>();  // marked by cancel()
 };
 
 Buffer& checked_buffer(py::handle obj, std::uint64_t size, Direction direction) {
@@ -91,9 +79,7 @@ class Cursor {
     const bool appending = direction == Direction::write && append_;
     if (appending) end_ = std::max(end_, size_now);
     std::uint64_t& cursor = appending ? end_ : position_;
-    std::uint64_t at = cursor;
-    cursor += size;
-    return at;
+    return std::exchange(cursor, cursor + size);
   }
 
   /// The position: where the next read() starts (in mode "a", where the next write() appends at the
@@ -129,10 +115,16 @@ class Cursor {
 
 Config current_default_config() { return unwrap(default_config()); }
 
-// A File, closed at most once. Every request goes through a PyFuture, the blocking ones too, so that
+// The file's size, or 0 where it cannot be told (a write in mode "a" then appends at the end it knew).
+std::uint64_t size_or_zero(const File& f) {
+  auto size = f.size();
+  return size.ok() ? *size : 0;
+}
+
+// A File whose close() runs once. Every request goes through a PyFuture, the blocking ones too, so that
 // every wait can be interrupted; FileRequests counts the requests in flight for close().
-// Thread safety: methods are called with the GIL held, from any thread; closing_ and closed_ change only
-// with the GIL held.
+// Thread safety: methods are called with the GIL held, from any thread; closing_ changes only with the GIL
+// held.
 class PyFile {
  public:
   PyFile(File file, bool append, std::uint64_t end)
@@ -152,30 +144,19 @@ class PyFile {
     auto r = without_gil([&] {
       Result<File> f = given ? remote::open(path, *given, *config, mode)
                              : (config ? File::open(path, mode, *config) : File::open(path, mode));
-      if (append && f.ok()) {
-        auto size = f->size();  // as FileState does: appends start at the end the file had at open
-        if (size.ok()) end = *size;
-      }
+      if (append && f.ok()) end = size_or_zero(*f);  // as FileState does: appends start at the end at open
       return f;
     });
     return std::make_unique<PyFile>(unwrap(std::move(r)), append, end);
   }
 
-  /// pread/pwrite: a request at `offset`.
-  template <Direction D>
-  std::unique_ptr<PyFuture> at_offset(py::object buffer, std::uint64_t size, std::uint64_t offset) {
-    return request(D, std::move(buffer), size, offset);
-  }
-  /// Stream-ordered pread/pwrite (File::read_async / write_async) on the CUstream `stream`.
-  template <Direction D>
-  std::unique_ptr<PyFuture> on_stream(py::object buffer, std::uint64_t size, std::uint64_t offset,
-                                      std::uintptr_t stream) {
-    return request(D, std::move(buffer), size, offset, stream);
-  }
-  /// A read or write at the file position (read(), readinto() and write(), which wait for it).
-  template <Direction D>
-  std::unique_ptr<PyFuture> at_position(py::object buffer, std::uint64_t size) {
-    return request(D, std::move(buffer), size, std::nullopt);
+  /// A read or write of the first `size` bytes of `buffer`: at the file position when `where` is empty
+  /// (read(), readinto() and write(), which wait for it), else at an offset (pread/pwrite), or at an offset
+  /// and ordered on a CUstream (read_async/write_async).
+  template <Direction D, typename... Where>
+  std::unique_ptr<PyFuture> request(py::object buffer, std::uint64_t size, Where... where) {
+    Buffer& b = checked_buffer(buffer, size, D);
+    return start(D, std::move(buffer), reinterpret_cast<void*>(b.address), size, where...);
   }
 
   /// File::pread_batch: piece i is sizes[i] bytes at offsets[i] into addresses[i], which lie in the
@@ -228,7 +209,7 @@ class PyFile {
     {
       // Nobody else sees the new bytes object, so it is filled without the GIL; the future goes before
       // it, also when result() raises, so the request is over before the memory is freed.
-      auto future = start(Direction::read, py::none(), PyBytes_AS_STRING(data.ptr()), size, std::nullopt);
+      auto future = start(Direction::read, py::none(), PyBytes_AS_STRING(data.ptr()), size);
       n = future->result();
       parts = future->report();
     }
@@ -262,10 +243,10 @@ class PyFile {
         while (!requests_->wait_idle_for(std::chrono::seconds(1))) {
         }
       });
-      (void)close_now();  // the interrupt is what the caller sees
+      (void)without_gil([this] { return file_->close(); });  // the interrupt is what the caller sees
     });
     reap_parked(false);
-    check(close_now());
+    check(without_gil([this] { return file_->close(); }));
   }
 
   /// Asks every request of this File still running to stop (ferry.File.__exit__ on KeyboardInterrupt).
@@ -289,24 +270,10 @@ class PyFile {
     return *file_;
   }
 
-  Status close_now() {
-    if (closed_) return Status();
-    Status s = without_gil([this] { return file_->close(); });
-    closed_ = true;
-    return s;
-  }
-
-  std::unique_ptr<PyFuture> request(Direction direction, py::object buffer, std::uint64_t size,
-                                    std::optional<std::uint64_t> offset,
-                                    std::optional<std::uintptr_t> stream = std::nullopt) {
-    Buffer& b = checked_buffer(buffer, size, direction);
-    return start(direction, std::move(buffer), reinterpret_cast<void*>(b.address), size, offset, stream);
-  }
-
   // Starts a read or write of `size` bytes at `offset`, or (none) at the file position, which it reserves
   // and the outcome settles, as File::read/write do.
   std::unique_ptr<PyFuture> start(Direction direction, py::object keep, void* address, std::uint64_t size,
-                                  std::optional<std::uint64_t> offset,
+                                  std::optional<std::uint64_t> offset = std::nullopt,
                                   std::optional<std::uintptr_t> stream = std::nullopt) {
     const bool is_read = direction == Direction::read;
     File& f = open_file();
@@ -315,12 +282,7 @@ class PyFile {
     PyFuture::OutcomeHook settle;
     Future future = without_gil([&] {
       if (!offset) {
-        std::uint64_t size_now = 0;
-        if (!is_read && append_) {
-          auto s = f.size();
-          if (s.ok()) size_now = *s;
-        }
-        offset = cursor_->reserve(size, direction, size_now);
+        offset = cursor_->reserve(size, direction, is_read || !append_ ? 0 : size_or_zero(f));
         settle = [cursor = cursor_, at = *offset, size, direction](const Result<Transfer>& r) {
           cursor->settle(at, size, r, direction);
         };
@@ -344,7 +306,6 @@ class PyFile {
   std::shared_ptr<Cursor> cursor_;
   const bool append_;
   bool closing_ = false;  // close() began: new requests are refused
-  bool closed_ = false;   // File::close() returned
 };
 
 }  // namespace
@@ -404,11 +365,9 @@ PYBIND11_MODULE(_ferry, m) {
     return names;
   }, "route_name() of every Route, in report order.");
   m.def("settings_table", [] {
-    py::list rows;
-    for (const auto& row : settings_table()) {
-      rows.append(py::make_tuple(row.name, row.env, row.default_text, row.description));
-    }
-    return rows;
+    return list_of(settings_table(), [](auto& row) {
+      return py::make_tuple(row.name, row.env, row.default_text, row.description);
+    });
   });
   m.def("parse_size", [](const std::string& text, const std::string& setting) {
     return unwrap(parse_size(text, setting));
@@ -432,17 +391,19 @@ PYBIND11_MODULE(_ferry, m) {
   py::class_<PyFile>(m, "File", "An open file (ferry::File).")
       .def_static("open", &PyFile::open, py::arg("path"), py::arg("mode"), py::arg("config") = py::none(),
                   py::arg("credentials") = py::none())
-      .def("pread", &PyFile::at_offset<Direction::read>, py::arg("buffer"), py::arg("size"), py::arg("offset"))
+      .def("pread", &PyFile::request<Direction::read, std::uint64_t>, py::arg("buffer"), py::arg("size"),
+           py::arg("offset"))
       .def("pread_batch", &PyFile::pread_batch, py::arg("keep"), py::arg("addresses"), py::arg("sizes"),
            py::arg("offsets"))
-      .def("pwrite", &PyFile::at_offset<Direction::write>, py::arg("buffer"), py::arg("size"), py::arg("offset"))
+      .def("pwrite", &PyFile::request<Direction::write, std::uint64_t>, py::arg("buffer"), py::arg("size"),
+           py::arg("offset"))
       .def("read_bytes", &PyFile::read_bytes, py::arg("size"))
-      .def("read_async", &PyFile::on_stream<Direction::read>, py::arg("buffer"), py::arg("size"), py::arg("offset"),
-           py::arg("stream"))
-      .def("write_async", &PyFile::on_stream<Direction::write>, py::arg("buffer"), py::arg("size"), py::arg("offset"),
-           py::arg("stream"))
-      .def("read_at_position", &PyFile::at_position<Direction::read>, py::arg("buffer"), py::arg("size"))
-      .def("write_at_position", &PyFile::at_position<Direction::write>, py::arg("buffer"), py::arg("size"))
+      .def("read_async", &PyFile::request<Direction::read, std::uint64_t, std::uintptr_t>, py::arg("buffer"),
+           py::arg("size"), py::arg("offset"), py::arg("stream"))
+      .def("write_async", &PyFile::request<Direction::write, std::uint64_t, std::uintptr_t>, py::arg("buffer"),
+           py::arg("size"), py::arg("offset"), py::arg("stream"))
+      .def("read_at_position", &PyFile::request<Direction::read>, py::arg("buffer"), py::arg("size"))
+      .def("write_at_position", &PyFile::request<Direction::write>, py::arg("buffer"), py::arg("size"))
       .def("tell", &PyFile::tell)
       .def("seek", &PyFile::seek, py::arg("position"))
       .def("fileno", &PyFile::fileno)

@@ -23,13 +23,6 @@ namespace {
 
 namespace st = ferry::safetensors;
 
-// Notes and tables are for people; they may quote file names that are not UTF-8.
-py::list message_list(const std::vector<std::string>& texts) {
-  py::list out;
-  for (const std::string& t : texts) out.append(message_text(t));
-  return out;
-}
-
 py::dict stats_dict(const st::LoadStats& s) {
   py::dict d;
   d["bytes_read"] = s.bytes_read;
@@ -38,7 +31,7 @@ py::dict stats_dict(const st::LoadStats& s) {
   d["seconds"] = s.seconds;
   d["replicate_wait_seconds"] = s.replicate_wait_seconds;
   d["report"] = report_parts(s.report);
-  d["notes"] = message_list(s.notes);
+  d["notes"] = list_of(s.notes, message_text);  // for people: they may quote file names that are not UTF-8
   return d;
 }
 
@@ -49,147 +42,114 @@ st::LoadOptions request_options(std::uint64_t max_request_bytes, unsigned max_re
   return o;
 }
 
-class PyPlan {
- public:
-  explicit PyPlan(st::LoadPlan plan) : plan_(std::move(plan)) {}
-  const st::LoadPlan& plan() const { return plan_; }
-  /// [(device, size_bytes, alignment, copy_of)]
-  py::list regions() const {
-    py::list out;
-    for (const auto& r : plan_.regions) out.append(py::make_tuple(r.device, r.size_bytes, r.alignment, r.copy_of));
-    return out;
+/// A plan's regions: [(device, size_bytes, alignment, copy_of)].
+py::list regions(const st::LoadPlan& p) {
+  return list_of(p.regions, [](auto& r) { return py::make_tuple(r.device, r.size_bytes, r.alignment, r.copy_of); });
+}
+
+/// A plan's placements: [(tensor index, region, offset)], in tensor order.
+py::list placements(const st::LoadPlan& p) {
+  return list_of(p.placements, [](auto& x) { return py::make_tuple(x.tensor, x.region, x.offset); });
+}
+
+/// `path`: bytes, as the kernel gets them (Python passes os.fsencode of what it was given).
+st::Checkpoint open_checkpoint(const std::string& path, std::optional<Config> config, std::uint64_t max_header_bytes,
+                               std::uint64_t max_staging_bytes) {
+  st::OpenOptions o;
+  o.config = std::move(config);
+  o.max_header_bytes = max_header_bytes;
+  o.max_staging_bytes = max_staging_bytes;
+  return unwrap(without_gil([&] { return st::Checkpoint::open(path, o); }));
+}
+
+/// The shard paths as bytes (Python decodes them with os.fsdecode, as File.path).
+py::list files(const st::Checkpoint& c) {
+  return list_of(c.files(), [](const std::string& f) { return py::bytes(f); });
+}
+
+/// [(name, dtype, shape, size_bytes, shard, file_offset)], by shard then offset.
+py::list tensors(const st::Checkpoint& c) {
+  return list_of(c.tensors(), [](const st::TensorInfo& t) {
+    return py::make_tuple(t.name, st::dtype_name(t.dtype), py::tuple(py::cast(t.shape)), t.size_bytes(), t.shard,
+                          t.file_offset);
+  });
+}
+
+/// [(file_bytes, header_bytes, metadata)] per shard.
+py::list shard_facts(const st::Checkpoint& c) {
+  return list_of(c.shard_facts(), [](auto& f) { return py::make_tuple(f.file_bytes, f.header_bytes, f.metadata); });
+}
+
+st::LoadPlan make_plan(const st::Checkpoint& c, int device, std::vector<std::pair<std::string, int>> device_map,
+                       std::vector<int> replicas) {
+  st::LoadOptions o;
+  o.device = device;
+  o.device_map = std::move(device_map);
+  o.replicas = std::move(replicas);
+  return unwrap(c.plan(o));
+}
+
+/// Reads into regions at `bases` (addresses of buffers Python allocated): the stats as a dict.
+py::dict load_into(const st::Checkpoint& c, const st::LoadPlan& plan, const std::vector<std::uintptr_t>& bases,
+                   std::uint64_t max_request_bytes, unsigned max_requests_in_flight, py::object progress,
+                   double progress_interval_s) {
+  std::vector<void*> pointers;
+  for (std::uintptr_t b : bases) pointers.push_back(reinterpret_cast<void*>(b));
+  st::LoadOptions o = request_options(max_request_bytes, max_requests_in_flight);
+  return stats_dict(with_progress(std::move(progress), progress_interval_s, o, [&] {
+    return c.load_into(plan, pointers, o);
+  }));
+}
+
+/// Reads [(name, address, offset, size)] into caller memory: the stats as a dict. With `report_sum` (a
+/// SafetensorsReportSum: a distributed load reads its part in rounds, one read_into each), the reads' report
+/// is added to it too.
+py::dict read_into(const st::Checkpoint& c,
+                   const std::vector<std::tuple<std::string, std::uintptr_t, std::uint64_t, std::uint64_t>>& items,
+                   std::uint64_t max_request_bytes, unsigned max_requests_in_flight, py::object progress,
+                   double progress_interval_s, Report* report_sum) {
+  std::vector<st::Destination> destinations;
+  destinations.reserve(items.size());
+  for (const auto& [name, address, offset, size] : items) {
+    destinations.push_back(st::Destination{name, reinterpret_cast<void*>(address), offset, size});
   }
-  /// [(tensor index, region, offset)], in tensor order.
-  py::list placements() const {
-    py::list out;
-    for (const auto& p : plan_.placements) out.append(py::make_tuple(p.tensor, p.region, p.offset));
-    return out;
-  }
-  std::uint64_t read_bytes() const { return plan_.read_bytes; }
-
- private:
-  st::LoadPlan plan_;
-};
-
-// The reports of several reads added up (a distributed load reads its part in rounds, one read_into each).
-class PyReportSum {
- public:
-  void add(const Report& r) { sum_.merge(r); }
-  py::tuple parts() const { return report_parts(sum_); }
-
- private:
-  Report sum_;
-};
-
-class PyCheckpoint {
- public:
-  explicit PyCheckpoint(st::Checkpoint c) : c_(std::move(c)) {}
-
-  /// `path`: bytes, as the kernel gets them (Python passes os.fsencode of what it was given).
-  static std::unique_ptr<PyCheckpoint> open(const std::string& path, std::optional<Config> config,
-                                            std::uint64_t max_header_bytes, std::uint64_t max_staging_bytes) {
-    st::OpenOptions o;
-    o.config = std::move(config);
-    o.max_header_bytes = max_header_bytes;
-    o.max_staging_bytes = max_staging_bytes;
-    return std::make_unique<PyCheckpoint>(unwrap(without_gil([&] { return st::Checkpoint::open(path, o); })));
-  }
-
-  /// The shard paths as bytes (Python decodes them with os.fsdecode, as File.path).
-  py::list files() const {
-    py::list out;
-    for (const std::string& f : c_.files()) out.append(py::bytes(f));
-    return out;
-  }
-  /// [(name, dtype, shape, size_bytes, shard, file_offset)], by shard then offset.
-  py::list tensors() const {
-    py::list out;
-    for (const auto& t : c_.tensors()) {
-      py::tuple shape(t.shape.size());
-      for (std::size_t i = 0; i < t.shape.size(); ++i) shape[i] = py::int_(t.shape[i]);
-      out.append(py::make_tuple(t.name, st::dtype_name(t.dtype), shape, t.size_bytes(), t.shard, t.file_offset));
-    }
-    return out;
-  }
-  std::map<std::string, std::string> metadata() const { return c_.metadata(); }
-  /// [(file_bytes, header_bytes, metadata)] per shard.
-  py::list shard_facts() const {
-    py::list out;
-    for (const auto& f : c_.shard_facts()) out.append(py::make_tuple(f.file_bytes, f.header_bytes, f.metadata));
-    return out;
-  }
-  py::list notes() const { return message_list(c_.notes()); }
-  std::uint64_t data_bytes() const { return c_.data_bytes(); }
-
-  PyPlan plan(int device, std::vector<std::pair<std::string, int>> device_map, std::vector<int> replicas) const {
-    st::LoadOptions o;
-    o.device = device;
-    o.device_map = std::move(device_map);
-    o.replicas = std::move(replicas);
-    return PyPlan(unwrap(c_.plan(o)));
-  }
-
-  /// Reads into regions at `bases` (addresses of buffers Python allocated): the stats as a dict.
-  py::dict load_into(const PyPlan& plan, const std::vector<std::uintptr_t>& bases, std::uint64_t max_request_bytes,
-                     unsigned max_requests_in_flight, py::object progress, double progress_interval_s) {
-    std::vector<void*> pointers;
-    for (std::uintptr_t b : bases) pointers.push_back(reinterpret_cast<void*>(b));
-    st::LoadOptions o = request_options(max_request_bytes, max_requests_in_flight);
-    return stats_dict(with_progress(std::move(progress), progress_interval_s, o, [&] {
-      return c_.load_into(plan.plan(), pointers, o);
-    }));
-  }
-
-  /// Reads [(name, address, offset, size)] into caller memory: the stats as a dict. With `report_sum`,
-  /// the reads' report is added to it too.
-  py::dict read_into(const std::vector<std::tuple<std::string, std::uintptr_t, std::uint64_t, std::uint64_t>>& items,
-                     std::uint64_t max_request_bytes, unsigned max_requests_in_flight, py::object progress,
-                     double progress_interval_s, PyReportSum* report_sum) {
-    std::vector<st::Destination> destinations;
-    destinations.reserve(items.size());
-    for (const auto& [name, address, offset, size] : items) {
-      destinations.push_back(st::Destination{name, reinterpret_cast<void*>(address), offset, size});
-    }
-    st::LoadOptions o = request_options(max_request_bytes, max_requests_in_flight);
-    st::LoadStats stats = with_progress(std::move(progress), progress_interval_s, o, [&] {
-      return c_.read_into(destinations, o);
-    });
-    if (report_sum != nullptr) report_sum->add(stats.report);
-    return stats_dict(stats);
-  }
-
- private:
-  st::Checkpoint c_;
-};
+  st::LoadOptions o = request_options(max_request_bytes, max_requests_in_flight);
+  st::LoadStats stats = with_progress(std::move(progress), progress_interval_s, o, [&] {
+    return c.read_into(destinations, o);
+  });
+  if (report_sum != nullptr) report_sum->merge(stats.report);
+  return stats_dict(stats);
+}
 
 }  // namespace
 
 void register_safetensors(py::module_& m) {
   m.attr("SAFETENSORS_DEFAULT_MAX_HEADER_BYTES") = st::kDefaultMaxHeaderBytes;
 
-  py::class_<PyPlan>(m, "SafetensorsPlan", "Where a load puts each tensor (ferry::safetensors::LoadPlan).")
-      .def_property_readonly("regions", &PyPlan::regions)
-      .def_property_readonly("placements", &PyPlan::placements)
-      .def_property_readonly("read_bytes", &PyPlan::read_bytes);
+  py::class_<st::LoadPlan>(m, "SafetensorsPlan", "Where a load puts each tensor (ferry::safetensors::LoadPlan).")
+      .def_property_readonly("regions", &regions)
+      .def_property_readonly("placements", &placements)
+      .def_property_readonly("read_bytes", [](const st::LoadPlan& p) { return p.read_bytes; });
 
-  py::class_<PyReportSum>(m, "SafetensorsReportSum", "Route reports of several read_into calls, added up.")
+  py::class_<Report>(m, "SafetensorsReportSum", "Route reports of several read_into calls, added up.")
       .def(py::init<>())
-      .def("parts", &PyReportSum::parts);
+      .def("parts", &report_parts);
 
-  py::class_<PyCheckpoint>(m, "SafetensorsCheckpoint", "An opened safetensors checkpoint (ferry::safetensors::Checkpoint).")
-      .def_static("open", &PyCheckpoint::open, py::arg("path"), py::arg("config") = py::none(),
+  py::class_<st::Checkpoint>(m, "SafetensorsCheckpoint",
+                             "An opened safetensors checkpoint (ferry::safetensors::Checkpoint).")
+      .def_static("open", &open_checkpoint, py::arg("path"), py::arg("config") = py::none(),
                   py::arg("max_header_bytes") = st::kDefaultMaxHeaderBytes, py::arg("max_staging_bytes") = 0)
-      .def("files", &PyCheckpoint::files)
-      .def("tensors", &PyCheckpoint::tensors)
-      .def("metadata", &PyCheckpoint::metadata)
-      .def("shard_facts", &PyCheckpoint::shard_facts)
-      .def("notes", &PyCheckpoint::notes)
-      .def("data_bytes", &PyCheckpoint::data_bytes)
-      .def("plan", &PyCheckpoint::plan, py::arg("device"), py::arg("device_map"), py::arg("replicas"))
-      .def("load_into", &PyCheckpoint::load_into, py::arg("plan"), py::arg("bases"), py::arg("max_request_bytes") = 0,
+      .def("files", &files)
+      .def("tensors", &tensors)
+      .def("metadata", &st::Checkpoint::metadata)
+      .def("shard_facts", &shard_facts)
+      .def("notes", [](const st::Checkpoint& c) { return list_of(c.notes(), message_text); })
+      .def("data_bytes", &st::Checkpoint::data_bytes)
+      .def("plan", &make_plan, py::arg("device"), py::arg("device_map"), py::arg("replicas"))
+      .def("load_into", &load_into, py::arg("plan"), py::arg("bases"), py::arg("max_request_bytes") = 0,
            py::arg("max_requests_in_flight") = 0, py::arg("progress") = py::none(),
            py::arg("progress_interval") = 0.1)
-      .def("read_into", &PyCheckpoint::read_into, py::arg("items"), py::arg("max_request_bytes") = 0,
+      .def("read_into", &read_into, py::arg("items"), py::arg("max_request_bytes") = 0,
            py::arg("max_requests_in_flight") = 0, py::arg("progress") = py::none(),
            py::arg("progress_interval") = 0.1, py::arg("report_sum") = nullptr);
 }

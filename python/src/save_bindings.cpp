@@ -146,17 +146,14 @@ py::dict save_sharded(const std::string& directory, const std::vector<Row>& rows
   st::ShardedSaveStats s = with_progress(std::move(progress), progress_interval_s, o.save, [&] {
     return st::save_sharded(directory, tensors, o);
   });
+  auto as_bytes = [](const std::string& path) { return py::bytes(path); };
   py::dict d;
-  py::list files, shards, removed;
-  for (const auto& f : s.files) files.append(py::bytes(f));
-  for (const auto& f : s.removed) removed.append(py::bytes(f));
-  for (const auto& shard : s.shards) shards.append(stats_dict(shard));
-  d["files"] = files;
+  d["files"] = list_of(s.files, as_bytes);
   d["index"] = s.index.empty() ? py::object(py::none()) : py::object(py::bytes(s.index));
   d["total_size"] = s.total_size;
   d["aliases"] = s.aliases;
-  d["removed"] = removed;
-  d["shards"] = shards;
+  d["removed"] = list_of(s.removed, as_bytes);
+  d["shards"] = list_of(s.shards, stats_dict);
   d["seconds"] = s.seconds;
   return d;
 }
