@@ -57,7 +57,6 @@ std::uint64_t ThreadPool::submit(PoolJob job, std::size_t grow_to, std::chrono::
     }
     ticket = ++last_ticket_;
     queue_.push_back(Entry{std::move(job), ready_at, ticket});
-    queued_.store(queue_.size(), std::memory_order_relaxed);
     if (queue_.size() > idle_ && threads_.size() < grow_to) add_workers_locked(1);
     // A job that may wait needs no wake while a worker watches the clock: that worker takes it in time
     // (every later job's time is later, the grace being the same). No wake is the point: a wake is a
@@ -108,7 +107,6 @@ PoolJob ThreadPool::take_locked(std::deque<Entry>::iterator it) {
   if (it->in_grace()) --waiting_out_grace_;
   PoolJob job = std::move(it->job);
   queue_.erase(it);
-  queued_.store(queue_.size(), std::memory_order_relaxed);
   return job;
 }
 

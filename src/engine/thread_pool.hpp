@@ -71,9 +71,7 @@ class ThreadPool {
   /// Runs one queued job (ready or in its grace period) on the calling thread. Returns false when the
   /// queue was empty.
   bool help_one();
-  /// Jobs waiting for a worker now (a hint: it may change at once).
-  std::size_t queued() const { return queued_.load(std::memory_order_relaxed); }
-  /// Of those, the jobs still in their grace period or past it but not taken (the workers being busy).
+  /// The jobs queued in their grace period or past it but not taken (the workers being busy).
   std::size_t queued_with_grace() const;
   /// True on a thread owned by any ThreadPool.
   static bool on_worker_thread();
@@ -95,7 +93,6 @@ class ThreadPool {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Entry> queue_;
-  std::atomic<std::size_t> queued_{0};  // queue_.size(), readable without the lock
   std::vector<std::thread> threads_;
   // Guarded by mutex_:
   std::size_t idle_ = 0;        // workers waiting for a job

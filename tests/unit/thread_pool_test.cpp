@@ -153,7 +153,7 @@ TEST(ThreadPool, AWithdrawnJobNeverRunsAndHelpersTakeWaitingJobs) {
   pool.submit([&] { ran += 1; }, 0, seconds(10));
   EXPECT_TRUE(pool.withdraw(withdrawn));
   EXPECT_FALSE(pool.withdraw(withdrawn)) << "twice, or after it ran: nothing happens";
-  EXPECT_EQ(pool.queued(), 1u);
+  EXPECT_EQ(pool.queued_with_grace(), 1u);
   EXPECT_TRUE(pool.help_one()) << "a helper takes a job in its grace period";
   EXPECT_FALSE(pool.help_one());
   EXPECT_EQ(ran.load(), 1);
