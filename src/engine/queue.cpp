@@ -284,6 +284,18 @@ void OpQueue::retire(Take& take, const Status& failed) {
   take.waited.clear();
 }
 
+void OpQueue::retire_all(std::deque<Take>& pending, const Status& failed, std::vector<Take>& spare) {
+  for (Take& t : pending) {
+    retire(t, failed);
+    spare.push_back(std::move(t));
+  }
+  pending.clear();
+}
+
+bool OpQueue::lone_fill(const Take& take) {
+  return take.ops.size() == 1 && take.ops[0].task.length >= take.ops[0].request->fill_bytes();
+}
+
 bool OpQueue::ends_requests(const Take& take) {
   // Consecutive ops of one request are counted together; a request retires ops only after this take's ran.
   for (std::size_t i = 0; i < take.requests.size();) {
@@ -329,6 +341,16 @@ void OpQueue::drain() {
     for (const auto& [request, n] : take.dropped) request->drop(n);
     take.dropped.clear();
     if (take.ops.empty()) continue;
+    // A worker that goes from a request of several ops (a batch) to another request's ops first retires what
+    // it ran of the first, waiting for its copies: that request's end then does not wait for this worker's next
+    // read (with two batches in flight, the first completed only once every worker had read its share of the
+    // second: Batch.ABatchCompletesWhileTheNextOneIsStillBeingRead).
+    if (worker && !pending.empty() && !lone_fill(pending.back())) {
+      const RequestState* was = pending.back().requests.front();
+      if (was->ops() > 1 && take.requests.front() != was) {
+        retire_all(pending, worker->wait_landed(pending.back().fill), spare);
+      }
+    }
     const std::uint64_t room_generation = room_generation_.load();
     if (!run(take, worker)) {  // no room for a worker's staging: the ops wait in the queue, not on this thread
       busy = false;
@@ -345,20 +367,14 @@ void OpQueue::drain() {
       continue;
     }
     // A take that ends requests is waited for at once, so that they complete without waiting for this
-    // worker's next read. (Meant for two batches in flight, whose ends otherwise wait a take longer; on the
-    // H200 it did not move their rate: bench/results/2026-12-04-h200-op-queue, calls 2-3.) Not a lone op that
-    // fills a bounce buffer (a large read's last task): its copy is long, and the worker reads the next op
-    // meanwhile (16 MiB reads in flight at 0.92-0.95 of the copy ceiling).
+    // worker's next read (unless it is a lone fill).
     const Take& ran = pending.back();
-    const bool lone_fill = ran.ops.size() == 1 && ran.ops[0].task.length >= ran.ops[0].request->fill_bytes();
-    if (!lone_fill && ends_requests(ran)) {
+    if (!lone_fill(ran) && ends_requests(ran)) {
       // With nothing else waiting, the staging goes back first (as when the queue empties, below).
       const bool last = waiting_.load(std::memory_order_relaxed) == 0;
       const Status landed = last ? worker->finish() : worker->wait_landed(ran.fill);
       if (last) worker.reset();
-      for (Take& t : pending) retire(t, landed);
-      for (Take& t : pending) spare.push_back(std::move(t));
-      pending.clear();
+      retire_all(pending, landed, spare);
       continue;
     }
     // More ops wait: retire what landed and go on with the same staging. (Otherwise the loop ends the worker

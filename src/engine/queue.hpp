@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -75,6 +76,12 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   // meanwhile and it should look again.
   bool put_back(Take& take, std::uint64_t room_generation);
   static void retire(Take& take, const Status& failed);
+  // Retires every take of `pending` (oldest first) and keeps them in `spare` for their memory.
+  static void retire_all(std::deque<Take>& pending, const Status& failed, std::vector<Take>& spare);
+  // Whether `take` is one op that fills a bounce buffer (a large read's task): its copy is long, and the worker
+  // reads the next op meanwhile rather than wait for it (16 MiB reads in flight at 0.92-0.95 of the copy
+  // ceiling).
+  static bool lone_fill(const Take& take);
   // Whether retiring `take` would end one of its requests (no other op of it left).
   static bool ends_requests(const Take& take);
   // Starts `n` more drainers (mutex_ not held).

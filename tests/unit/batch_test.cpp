@@ -257,6 +257,38 @@ TEST_F(Batch, AWorkersShareIsOneFillAndOneCopy) {
   testing::fake_cuda_free(dev);
 }
 
+// Two batches in flight, as a data loader prefetches: a worker that goes from the first batch's pieces to the
+// second's first retires what it read of the first (waiting for those copies), so the first completes while
+// the second is still being read. (Before, a worker retired its takes of the first only once its copies were
+// seen done between later takes, or once it ran out of work: with the second batch's reads held up, the first
+// never completed.)
+TEST_F(Batch, ABatchCompletesWhileTheNextOneIsStillBeingRead) {
+  using namespace std::chrono;
+  testing::fake_cuda_script().copy_mode = testing::FakeCopyMode::deferred;  // a copy lands when waited for
+  constexpr std::size_t kPieces = 64;
+  File f = memory_file(2 * kPieces, 2, 16 * 4096);  // 2 workers, 16 pieces a fill
+  std::latch second_may_read(1);
+  memory_->before_read = [&](const detail::Task& t) {
+    if (t.file_offset >= kPieces * 4096) second_may_read.wait();
+  };
+  auto first = device_pages(kPieces, [](std::size_t i) { return i; });
+  auto second = device_pages(kPieces, [](std::size_t i) { return kPieces + i; });
+  Future a = f.pread_batch(first.pieces);
+  Future b = f.pread_batch(second.pieces);
+  const bool first_done = a.wait_for(seconds(5));
+  second_may_read.count_down();
+  EXPECT_TRUE(first_done) << "the first batch waited for the second's reads";
+  for (auto* batch : {&a, &b}) {
+    auto r = batch->get();
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->bytes, kPieces * 4096);
+  }
+  EXPECT_TRUE(holds(first.pieces, first.dev, (kPieces + 1) * 4096, 2 * kPieces * 4096));
+  EXPECT_TRUE(holds(second.pieces, second.dev, (kPieces + 1) * 4096, 2 * kPieces * 4096));
+  testing::fake_cuda_free(first.dev);
+  testing::fake_cuda_free(second.dev);
+}
+
 // Pieces whose destinations do not follow one another (each piece landing one page below the one before)
 // still move with one driver call a fill: one batched copy of 1,024 copies, not 1,024 copy launches.
 TEST_F(Batch, ScatteredDevicePiecesMoveInOneBatchedCopyAFill) {
