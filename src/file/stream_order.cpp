@@ -323,54 +323,46 @@ Queued queue_commands(const CudaApi& api, CUstream stream, const OrderedRequest&
   Queued q;
   const std::size_t n = r.tasks.size();
   const std::size_t window = r.slots.size();
-  auto fail = [&](CUresult rc, const char* what) {
+  // Whether the command `what` was queued; where it was refused, the error says how far the queueing got.
+  auto queued = [&](CUresult rc, const char* what) {
+    if (rc == CUDA_SUCCESS) return true;
     q.error = cuda_check(api, rc, fmt::format("{} (after {} of the request's commands were queued)", what,
                                               q.any ? "some" : "none"));
-    return q;
+    return false;
   };
   auto write = [&](std::uint32_t value) {
     CUresult rc = api.cuStreamWriteValue32_v2(stream, r.gpu.device, value, CU_STREAM_WRITE_VALUE_DEFAULT);
-    if (rc == CUDA_SUCCESS) {
-      q.gpu_final = value;
-      q.any = true;
-    }
-    return rc;
+    if (!queued(rc, "cuStreamWriteValue32")) return false;
+    q.gpu_final = value;
+    q.any = true;
+    return true;
   };
-  auto wait = [&](std::uint32_t value) {
-    return api.cuStreamWaitValue32_v2(stream, r.cpu.device, value, CU_STREAM_WAIT_VALUE_GEQ);
+  auto wait = [&](std::size_t value) {
+    return queued(api.cuStreamWaitValue32_v2(stream, r.cpu.device, static_cast<std::uint32_t>(value),
+                                             CU_STREAM_WAIT_VALUE_GEQ),
+                  "cuStreamWaitValue32");
   };
-  if (CUresult rc = write(1); rc != CUDA_SUCCESS) return fail(rc, "cuStreamWriteValue32");
+  if (!write(1)) return q;
   const bool reading = is_read(r.label.direction);
   for (std::size_t first = 0; first < n && r.mechanism == StreamOrder::stream_copies;) {
     const auto [last, bytes] = copy_run_from(r, first);
     void* slot = r.slots[first % window];
     CUdeviceptr at = device_base + r.tasks[first].buffer_offset;
     if (reading) {
-      if (CUresult rc = wait(static_cast<std::uint32_t>(last + 1)); rc != CUDA_SUCCESS) {
-        return fail(rc, "cuStreamWaitValue32");
-      }
-      if (CUresult rc = api.cuMemcpyHtoDAsync_v2(at, slot, bytes, stream); rc != CUDA_SUCCESS) {
-        return fail(rc, "cuMemcpyHtoDAsync");
+      if (!wait(last + 1) || !queued(api.cuMemcpyHtoDAsync_v2(at, slot, bytes, stream), "cuMemcpyHtoDAsync")) {
+        return q;
       }
     } else {
-      if (last >= window) {  // every slot of the run has been written out from its previous use
-        if (CUresult rc = wait(static_cast<std::uint32_t>(last - window + 1)); rc != CUDA_SUCCESS) {
-          return fail(rc, "cuStreamWaitValue32");
-        }
-      }
-      if (CUresult rc = api.cuMemcpyDtoHAsync_v2(slot, at, bytes, stream); rc != CUDA_SUCCESS) {
-        return fail(rc, "cuMemcpyDtoHAsync");
-      }
+      // Every slot of the run has been written out from its previous use.
+      if (last >= window && !wait(last - window + 1)) return q;
+      if (!queued(api.cuMemcpyDtoHAsync_v2(slot, at, bytes, stream), "cuMemcpyDtoHAsync")) return q;
     }
-    if (CUresult rc = write(static_cast<std::uint32_t>(last + 2)); rc != CUDA_SUCCESS) {
-      return fail(rc, "cuStreamWriteValue32");
-    }
+    if (!write(static_cast<std::uint32_t>(last + 2))) return q;
     first = last + 1;
   }
   if (r.mechanism == StreamOrder::stream_wait || !reading) {
     // The stream goes on once every step ended: the host buffer is filled, or the file written.
-    if (CUresult rc = wait(static_cast<std::uint32_t>(n)); rc != CUDA_SUCCESS) return fail(rc, "cuStreamWaitValue32");
-    if (CUresult rc = write(q.gpu_final + 1); rc != CUDA_SUCCESS) return fail(rc, "cuStreamWriteValue32");
+    if (!wait(n) || !write(q.gpu_final + 1)) return q;
   }
   return q;
 }
