@@ -338,15 +338,15 @@ Result<File> open_file(const std::string& path, std::string_view mode, const Con
   bool append = false;
   auto flags = parse_open_mode(mode, &append);
   if (!flags.ok()) return open_error(path, flags.status());
+  std::shared_ptr<Source> source;
   if (remote::is_remote_url(path)) {
-    FERRY_ASSIGN_OR_RETURN(std::shared_ptr<Source> remote, open_remote_source(path, mode, config.remote()));
-    return open_source(std::move(remote), mode, config, options);
+    FERRY_ASSIGN_OR_RETURN(source, open_remote_source(path, mode, config.remote()));
+  } else {
+    FERRY_ASSIGN_OR_RETURN(FileDescriptors fds, FileDescriptors::open(*options.syscalls, path, *flags));
+    source = std::make_shared<PosixSource>(*options.syscalls, std::move(fds), path, config.direct_io(),
+                                           config.io_engine());
   }
-  FERRY_ASSIGN_OR_RETURN(FileDescriptors fds, FileDescriptors::open(*options.syscalls, path, *flags));
-  auto source = std::make_shared<PosixSource>(*options.syscalls, std::move(fds), path, config.direct_io(),
-                                              config.io_engine());
-  auto state = std::make_shared<FileState>(path, config, std::move(source), *flags, append, options.gpu);
-  return FileState::make_file(std::move(state));
+  return open_source(std::move(source), mode, config, options);
 }
 
 Result<File> open_source(std::shared_ptr<Source> source, std::string_view mode, const Config& config,
