@@ -113,9 +113,8 @@ class FileState : public std::enable_shared_from_this<FileState> {
   Status check_request(Direction direction, const void* buffer, std::uint64_t size, std::uint64_t offset) const;
   /// Adds a request's operations to the File's report (requests do this themselves as they complete).
   void add_to_report(const Report& report);
-  /// Waits for every Use (requests in flight on any thread, size(), sync()) to end, then deregisters the
-  /// file from cuFile and closes the source. Later calls fail with failed_precondition; a second
-  /// close() returns OK.
+  /// File::close(): waits for every Use (requests in flight on any thread, size(), sync()) to end, then
+  /// deregisters the file from cuFile and closes the source.
   Status close();
   /// True once close() began.
   bool is_closed() {

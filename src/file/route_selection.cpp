@@ -3,18 +3,14 @@
 
 #include <algorithm>
 
-#include <fmt/format.h>
-
 #include "backends/gds_backend.hpp"
 #include "backends/host_backend.hpp"
 #include "backends/staged_backend.hpp"
 #include "backends/staging_pool.hpp"
 #include "platform/cuda/primary_context.hpp"
-#include "platform/cuda/buffer_kind.hpp"
 #include "platform/cufile/cufile_driver.hpp"
 #include "platform/cufile/cufile_env.hpp"
 #include "platform/gpu_platform.hpp"
-#include "route/router.hpp"
 
 namespace ferry::detail {
 
