@@ -60,12 +60,10 @@ namespace ferry {
 enum class Route { FERRY_ROUTES(FERRY_ENUMERATOR_) };
 inline constexpr std::size_t kRouteCount = 0 FERRY_ROUTES(FERRY_ONE_);
 
-/// "nvfs", "p2p", "cufile-posix", "staged", "host": lowercase, words joined by hyphens (docs/routes.md, Names).
-/// "?" for a value outside the enum.
+/// The name FERRY_ROUTES gives the route (docs/routes.md, Names); "?" for a value outside the enum.
 const char* route_name(Route r) noexcept;
 
-/// Why a route was chosen (FERRY_REASONS above). The spelling of reason_name() (snake_case, the enumerator's
-/// own name) is the one in logs, JSON and Python.
+/// Why a route was chosen (FERRY_REASONS above). reason_name() is the spelling in logs, JSON and Python.
 enum class Reason { FERRY_REASONS(FERRY_ENUMERATOR_) };
 inline constexpr std::size_t kReasonCount = 0 FERRY_REASONS(FERRY_ONE_);
 #undef FERRY_ONE_
