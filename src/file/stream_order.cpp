@@ -215,7 +215,6 @@ std::string why_synchronized(const CudaApi& api, const RoutePlanDetail& plan, co
 // What a request queued through stream memory operations holds until its stream has passed it.
 struct OrderedRequest {
   std::shared_ptr<FileState> file;
-  const CudaApi* api = nullptr;
   StreamOrder mechanism = StreamOrder::stream_copies;
   RequestLabel label;
   Decision decision;
@@ -420,7 +419,6 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
 
   auto r = std::make_shared<OrderedRequest>();
   r->file = file.shared_from_this();
-  r->api = api;
   r->mechanism = plan->decision.route == Route::host ? StreamOrder::stream_wait : StreamOrder::stream_copies;
   r->label = label;
   r->decision = plan->decision;
