@@ -90,13 +90,12 @@ std::string printable_path(const std::string& path) {
   return out;
 }
 
+// What a file that is neither regular nor a directory is (a symlink's target is described, never the link).
 const char* file_type_name(mode_t mode) {
   if (S_ISCHR(mode)) return "a character device";
   if (S_ISBLK(mode)) return "a block device";
   if (S_ISFIFO(mode)) return "a FIFO";
   if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISLNK(mode)) return "a symbolic link";
   return "not a regular file";
 }
 
