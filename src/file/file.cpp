@@ -58,12 +58,11 @@ void FileState::forget_uses_of_parent() {
   uses_generation_ = now;
 }
 
-void FileState::end_uses(unsigned n, std::uint64_t generation) {
+void FileState::end_use(std::uint64_t generation) {
   std::lock_guard<std::mutex> lock(use_mutex_);
   forget_uses_of_parent();
   if (generation != uses_generation_) return;
-  uses_ -= n;
-  if (uses_ == 0) use_cv_.notify_all();
+  if (--uses_ == 0) use_cv_.notify_all();
 }
 
 Status FileState::close() {

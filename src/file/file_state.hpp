@@ -62,7 +62,7 @@ class FileState : public std::enable_shared_from_this<FileState> {
     Use(Use&& o) noexcept : state_(std::exchange(o.state_, nullptr)), generation_(o.generation_) {}
     Use& operator=(Use&&) = delete;
     ~Use() {
-      if (state_) state_->end_uses(1, generation_);
+      if (state_) state_->end_use(generation_);
     }
 
    private:
@@ -149,9 +149,9 @@ class FileState : public std::enable_shared_from_this<FileState> {
   // with use_mutex_ held.
   void forget_uses_of_parent();
 
-  // Ends `n` uses held by Uses: those taken by an earlier process (`generation`, fork_generation() when taken)
-  // were never counted here and are ignored.
-  void end_uses(unsigned n, std::uint64_t generation);
+  // Ends a Use's use: one taken by an earlier process (`generation`, fork_generation() when taken) was never
+  // counted here and is ignored.
+  void end_use(std::uint64_t generation);
 
   std::mutex use_mutex_;
   std::condition_variable use_cv_;
