@@ -214,8 +214,8 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
 }
 
 Future FileState::start(Direction direction, const Destination& destination, std::uint64_t offset,
-                        std::vector<Task> tasks, Extent extent, bool short_task_ends_request, RoutePlanDetail plan, Use in_use,
-                        const SetupCosts& setup_before) {
+                        std::vector<Task> tasks, Extent extent, bool short_task_ends_request, RoutePlanDetail plan,
+                        Use in_use, const SetupCosts& setup_before, std::size_t batch_pieces) {
   const bool reading = is_read(direction);
   std::uint64_t size = 0;  // what the tasks cover: no further than the file's end
   for (const Task& t : tasks) size += t.length;
@@ -224,16 +224,36 @@ Future FileState::start(Direction direction, const Destination& destination, std
   const CudaApi* cuda = plan.cuda;
   auto stop = std::make_shared<std::atomic<bool>>(false);
   SourceRequest request{direction, extent, size, stop};
-  auto backend = make_route_backend(*this, request, std::move(plan), destination, size, tasks);
+  auto backend =
+      make_route_backend(*this, request, std::move(plan), destination, batch_pieces > 0 ? 0 : size, tasks);
   if (!backend.ok()) return Future(RequestState::failed(backend.status()));
-  EndOfFileRule eof{short_task_ends_request, path, extent.bytes};
-  const auto label = [&] {
-    return fmt::format("ferry {} {} at offset {} {} \"{}\"", reading ? "read" : "write", format_size(size), offset,
-                       reading ? "from" : "to", path);
+  std::weak_ptr<FileState> weak = shared_from_this();
+  // Failed requests count too: their operations, notes and I/O counters belong to the file's trail. The
+  // Use ends here, before the future is done: close() may be called from the future's callbacks.
+  auto held = std::make_shared<std::optional<Use>>(std::move(in_use));
+  // Nsight Systems: one range per request, from here to its completion (on whichever thread that is).
+  std::uint64_t nvtx_range = 0;
+  if (config.nvtx() && nvtx::attached()) {
+    const std::string label =
+        batch_pieces > 0
+            ? fmt::format("ferry read_batch of {} pieces, {} from \"{}\"", batch_pieces, format_size(size), path)
+            : fmt::format("ferry {} {} at offset {} {} \"{}\"", reading ? "read" : "write", format_size(size), offset,
+                          reading ? "from" : "to", path);
+    nvtx_range = nvtx::range_start(label.c_str());
+  }
+  auto on_complete = [weak, held, setup_before, nvtx_range, src = source](Report& report) {
+    nvtx::range_end(nvtx_range);
+    // The one-time work done while this request ran (all of it, in a fresh process's first request).
+    if (std::string note = setup_note_since(setup_before); !note.empty()) report.add_note(note);
+    if (std::string note = src->activity_note(); !note.empty()) report.add_note(note);
+    if (auto self = weak.lock()) self->add_to_report(report);
+    held->reset();
   };
-  auto state = launch(std::move(tasks), std::move(*backend), device, std::move(eof), std::move(in_use), setup_before,
-                      std::move(stop), [&label] { return label(); });
-  if (buffer.kind == MemoryKind::device && cuda != nullptr) {
+  auto queue = queue_for(**backend, device);
+  auto state = RequestState::start(std::move(tasks), std::move(*backend), std::move(queue), parallel_tasks(),
+                                   EndOfFileRule{short_task_ends_request, path, extent.bytes}, std::move(on_complete),
+                                   nvtx_range != 0, std::move(stop));
+  if (batch_pieces == 0 && buffer.kind == MemoryKind::device && cuda != nullptr) {
     std::lock_guard<std::mutex> lock(allocation_mutex_);
     allocation_in_flight_ = AllocationInFlight{state, buffer, cuda};
   }
@@ -273,30 +293,6 @@ std::shared_ptr<OpQueue> FileState::queue_for(const RouteBackend& backend, int d
   }
   q->by_target.emplace_back(std::make_pair(route, device), std::make_shared<OpQueue>(parallel_tasks()));
   return q->by_target.back().second;
-}
-
-std::shared_ptr<RequestState> FileState::launch(std::vector<Task> tasks, std::shared_ptr<RouteBackend> backend,
-                                               int device, EndOfFileRule eof, Use in_use, const SetupCosts& setup_before,
-                                               std::shared_ptr<std::atomic<bool>> stop,
-                                               const std::function<std::string()>& nvtx_label) {
-  std::weak_ptr<FileState> weak = shared_from_this();
-  // Failed requests count too: their operations, notes and I/O counters belong to the file's trail. The
-  // Use ends here, before the future is done: close() may be called from the future's callbacks.
-  auto held = std::make_shared<std::optional<Use>>(std::move(in_use));
-  // Nsight Systems: one range per request, from here to its completion (on whichever thread that is).
-  std::uint64_t nvtx_range = 0;
-  if (config.nvtx() && nvtx::attached()) nvtx_range = nvtx::range_start(nvtx_label().c_str());
-  auto on_complete = [weak, held, setup_before, nvtx_range, src = source](Report& report) {
-    nvtx::range_end(nvtx_range);
-    // The one-time work done while this request ran (all of it, in a fresh process's first request).
-    if (std::string note = setup_note_since(setup_before); !note.empty()) report.add_note(note);
-    if (std::string note = src->activity_note(); !note.empty()) report.add_note(note);
-    if (auto self = weak.lock()) self->add_to_report(report);
-    held->reset();
-  };
-  auto queue = queue_for(*backend, device);
-  return RequestState::start(std::move(tasks), std::move(backend), std::move(queue), parallel_tasks(), std::move(eof),
-                             std::move(on_complete), nvtx_range != 0, std::move(stop));
 }
 
 std::uint64_t FileState::reserve(std::uint64_t size, Direction direction) {
