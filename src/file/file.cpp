@@ -95,7 +95,7 @@ Status FileState::close() {
 }
 
 Result<std::uint64_t> FileState::size_to_plan_by(std::string_view what) const {
-  FERRY_ASSIGN_OR_RETURN(Extent e, extent());
+  FERRY_ASSIGN_OR_RETURN(Extent e, source->extent());
   if (e.known) return e.bytes;
   return Status(ErrorCode::invalid_argument,
                 fmt::format("Could not read {} from \"{}\": it has no size to plan by (a /proc file or a character "
@@ -192,7 +192,7 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
   // character device) is read front to back in one task, which stops where the data does.
   Extent extent;
   if (reading) {
-    auto e = this->extent();
+    auto e = source->extent();
     if (!e.ok()) return fail(e.status());
     extent = *e;
     if (extent.known) {

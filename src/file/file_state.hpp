@@ -41,8 +41,6 @@ class FileState : public std::enable_shared_from_this<FileState> {
   /// The state behind a File (for `ferry doctor`, which asks the router about an open file).
   static FileState& of(const File& file) { return *file.state_; }
 
-  /// How far a read may go: the source's size now, when it has one Ferry can plan by.
-  Result<Extent> extent() const { return source->extent(); }
   /// The size now, for requests that must plan by one (batches, scattered reads): invalid_argument saying
   /// "Could not read <what> from <path>: it has no size to plan by (...); read it with pread" for a /proc file
   /// or a character device.

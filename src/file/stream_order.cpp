@@ -405,7 +405,7 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
   // the extent, the route, the bounce slots, the words.
   Extent extent;
   if (is_read(direction)) {
-    auto e = file.extent();
+    auto e = file.source->extent();
     if (!e.ok()) return Future(RequestState::failed(e.status()));
     extent = *e;
     if (extent.known) size = offset >= extent.bytes ? 0 : std::min(size, extent.bytes - offset);
