@@ -1,6 +1,5 @@
-// File::pread_batch: many pieces, one request. Every piece is checked before any I/O; the pieces become
-// ops that carry their own addresses, which the engine's workers take as many at once as fill a bounce buffer
-// (the staged route packs them into it, the host route reads each into place).
+// File::pread_batch: many pieces, one request. Every piece is checked before any I/O; the pieces become ops
+// that carry their own addresses, which the engine's workers take as many at once as fill a bounce buffer.
 #include <algorithm>
 
 #include <fmt/format.h>

@@ -134,18 +134,6 @@ Status open_error(const std::string& name, const Status& why) {
   return Status(ErrorCode::invalid_argument, fmt::format("Could not open \"{}\": {}", name, why.message()), 0, name);
 }
 
-// Every offset Ferry hands the kernel is an off_t: a range must end at or below its largest value.
-Status check_range(Direction direction, std::uint64_t size, std::uint64_t offset, const std::string& path) {
-  constexpr std::uint64_t kMaxOffset = static_cast<std::uint64_t>(std::numeric_limits<off_t>::max());
-  if (offset <= kMaxOffset && size <= kMaxOffset - offset) return Status();
-  return Status(ErrorCode::invalid_argument,
-                fmt::format("Could not {} {} bytes at offset {} {} \"{}\": the range ends past the largest file "
-                            "offset ({})",
-                            is_read(direction) ? "read" : "write", size, offset, is_read(direction) ? "from" : "to",
-                            path, kMaxOffset),
-                EINVAL, path);
-}
-
 }  // namespace
 
 Status FileState::check_request(Direction direction, const void* buffer, std::uint64_t size,
@@ -155,7 +143,15 @@ Status FileState::check_request(Direction direction, const void* buffer, std::ui
     return Status(ErrorCode::invalid_argument, fmt::format("null buffer for {} bytes of \"{}\"", size, path), 0,
                   path);
   }
-  return check_range(direction, size, offset, path);
+  // Every offset Ferry hands the kernel is an off_t: a range must end at or below its largest value.
+  constexpr std::uint64_t kMaxOffset = static_cast<std::uint64_t>(std::numeric_limits<off_t>::max());
+  if (offset <= kMaxOffset && size <= kMaxOffset - offset) return Status();
+  return Status(ErrorCode::invalid_argument,
+                fmt::format("Could not {} {} bytes at offset {} {} \"{}\": the range ends past the largest file "
+                            "offset ({})",
+                            is_read(direction) ? "read" : "write", size, offset, is_read(direction) ? "from" : "to",
+                            path, kMaxOffset),
+                EINVAL, path);
 }
 
 void FileState::add_to_report(const Report& report) {

@@ -74,9 +74,8 @@ class FileState : public std::enable_shared_from_this<FileState> {
   /// Reads `size` bytes at `offset` into several buffers (file/scattered_read.cpp): `segments` say where
   /// each part of the request goes (Destination::scattered), all host memory or all device memory of one
   /// GPU. The file is read in the tasks of a plain read of the range, aligned for O_DIRECT, and each task's
-  /// bytes are copied (staged: from the bounce buffer; host: from an aligned bounce buffer, or read in
-  /// place part by part where the page cache serves them) to the buffers it covers; cuFile, which reads into
-  /// one buffer at a time, gets tasks that each lie in one segment. One Future, as pread(). Errors as
+  /// bytes are copied to the buffers it covers (how, the host and staged backends say); cuFile, which reads
+  /// into one buffer at a time, gets tasks that each lie in one segment. One Future, as pread(). Errors as
   /// pread's, and invalid_argument (naming the segment) for segments that do not follow one another from
   /// offset 0, a null address, or memory of another kind or GPU than the first segment's.
   Future submit_scattered(std::vector<Segment> segments, std::uint64_t offset);
