@@ -163,14 +163,6 @@ struct RequestLabel {
   }
 };
 
-// Counts the mechanism in the File's and the process's reports (the request's own report carries it too).
-Report mechanism_report(StreamOrder mechanism, const std::string& note) {
-  Report r;
-  r.stream_order[static_cast<std::size_t>(mechanism)] = 1;
-  if (!note.empty()) r.add_note(note);
-  return r;
-}
-
 // The calling thread synchronises the stream, then does the request as pread/pwrite would and waits for
 // it: nothing of Ferry's is ever queued on the stream, so nothing can wait for Ferry there.
 Future synchronized_request(FileState& file, const CudaApi& api, const RequestLabel& label, void* buffer,
@@ -181,7 +173,10 @@ Future synchronized_request(FileState& file, const CudaApi& api, const RequestLa
   Future inner = file.submit(label.direction, buffer, label.size, label.offset);
   inner.wait();
   Result<Transfer> result = inner.get();
-  Report counted = mechanism_report(StreamOrder::synchronized, "stream order: synchronized: " + why);
+  // Counted in the File's and the process's reports, and in the request's own.
+  Report counted;
+  counted.stream_order[static_cast<std::size_t>(StreamOrder::synchronized)] = 1;
+  counted.add_note("stream order: synchronized: " + why);
   file.add_to_report(counted);
   add_to_process_report(counted);
   if (result.ok()) result->report.merge(counted);
