@@ -3,9 +3,8 @@
 // A request is split into tasks of Config::task_size that run in parallel on Ferry's thread pool; each
 // task is one operation in the route report. Buffers may be host memory (pageable or pinned) or device
 // memory (a CUdeviceptr cast to void*); Ferry classifies them itself.
-// Thread safety: a File may be read, written and closed from many threads at once: close() waits for
-// the requests in flight on the File to finish, and later calls fail with failed_precondition.
-// Destroying a File closes it, waiting as close() does for the requests in flight on it.
+// Thread safety: a File may be read, written and closed from many threads at once (close() says what it waits
+// for and what fails after it); destroying a File closes it as close() does.
 #pragma once
 
 #include <chrono>

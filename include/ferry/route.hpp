@@ -19,7 +19,7 @@
 //
 // FERRY_ROUTES(X) calls X(enumerator, name) once per route; the name is lowercase with hyphens.
 // FERRY_REASONS(X) calls X(enumerator, text) once per reason; its name is the enumerator's own (snake_case),
-// its text a phrase for people. The comment before each says which route it explains.
+// its text a phrase for people. A comment before each group says which route its reasons explain.
 // Comments inside the lists are /* */ ones: a // comment would swallow the line continuation.
 // clang-format off
 #define FERRY_ROUTES(X)          \
@@ -30,37 +30,26 @@
   X(host, "host")
 
 #define FERRY_REASONS(X)                                                                                        \
-  /* host: the destination is host memory */                                                                   \
-  X(buffer_is_host_memory, "buffer is host memory")                                                            \
-  /* staged: policy forbids cuFile */                                                                          \
-  X(compat_mode_on, "compat mode on: cuFile not used")                                                         \
-  /* staged: the request is smaller than gds_threshold */                                                      \
-  X(below_gds_threshold, "request below the GDS threshold")                                                    \
-  /* staged: libcufile could not be loaded */                                                                  \
-  X(cufile_library_missing, "cuFile library missing")                                                          \
-  /* staged: cuFileDriverOpen failed */                                                                        \
-  X(cufile_driver_open_failed, "cuFile driver open failed")                                                    \
-  /* staged: cuFileHandleRegister failed for this file */                                                      \
-  X(cufile_handle_register_failed, "cuFile handle registration failed")                                        \
-  /* staged: cuFile would only use its POSIX path (no nvidia-fs, no P2PDMA) */                                 \
-  X(nvidia_fs_not_loaded, "nvidia-fs not loaded (cuFile would only use its POSIX path)")                      \
-  /* staged: CUFILE_FORCE_COMPAT_MODE makes cuFile use only its POSIX path */                                  \
-  X(cufile_forced_compat, "CUFILE_FORCE_COMPAT_MODE is set (cuFile would only use its POSIX path)")            \
-  /* staged: cuFile does not take managed (unified) memory */                                                  \
-  X(managed_memory, "buffer is managed memory, which cuFile does not take")                                    \
-  /* staged: the source has no file descriptor for cuFile (not a local file) */                                \
-  X(source_not_a_file, "the source is not a local file, which cuFile needs")                                   \
-  /* cuFile: policy requires cuFile */                                                                         \
-  X(compat_mode_off, "compat mode off: cuFile required")                                                       \
-  /* cuFile: nvidia-fs or P2PDMA present and the handle registered */                                          \
-  X(gds_available, "GPUDirect Storage available")                                                              \
-  /* nvfs, p2p, cufile-posix: split by cuFile's own statistics */                                              \
-  X(cufile_stats, "attributed by cuFile's statistics")                                                         \
-  /* staged: the unaligned first and last bytes of a cuFile read, bounced so that cuFile's whole-block */      \
-  /* transfers cannot write past them */                                                                       \
-  X(cufile_unaligned_edge,                                                                                     \
-    "unaligned edge of a cuFile read, moved through a bounce buffer so that no byte past it is written")       \
-  /* staged: pieces of File::pread_batch, packed into bounce buffers (cuFile takes one request at a time) */   \
+  /* host */                                                                                                    \
+  X(buffer_is_host_memory, "buffer is host memory")                                                             \
+  /* staged (nvidia_fs_not_loaded: neither nvidia-fs nor P2PDMA; below_gds_threshold: gds_threshold) */         \
+  X(compat_mode_on, "compat mode on: cuFile not used")                                                          \
+  X(below_gds_threshold, "request below the GDS threshold")                                                     \
+  X(cufile_library_missing, "cuFile library missing")                                                           \
+  X(cufile_driver_open_failed, "cuFile driver open failed")                                                     \
+  X(cufile_handle_register_failed, "cuFile handle registration failed")                                         \
+  X(nvidia_fs_not_loaded, "nvidia-fs not loaded (cuFile would only use its POSIX path)")                        \
+  X(cufile_forced_compat, "CUFILE_FORCE_COMPAT_MODE is set (cuFile would only use its POSIX path)")             \
+  X(managed_memory, "buffer is managed memory, which cuFile does not take")                                     \
+  X(source_not_a_file, "the source is not a local file, which cuFile needs")                                    \
+  /* cuFile (gds_available: nvidia-fs or P2PDMA present and the handle registered) */                           \
+  X(compat_mode_off, "compat mode off: cuFile required")                                                        \
+  X(gds_available, "GPUDirect Storage available")                                                               \
+  /* nvfs, p2p, cufile-posix */                                                                                 \
+  X(cufile_stats, "attributed by cuFile's statistics")                                                          \
+  /* staged (cufile_unaligned_edge: cuFile moves whole blocks, which would write past the edges) */             \
+  X(cufile_unaligned_edge,                                                                                      \
+    "unaligned edge of a cuFile read, moved through a bounce buffer so that no byte past it is written")        \
   X(batch_pieces, "pieces of a batch, packed into bounce buffers (cuFile would read them one request at a time)")
 // clang-format on
 
@@ -71,12 +60,10 @@ namespace ferry {
 enum class Route { FERRY_ROUTES(FERRY_ENUMERATOR_) };
 inline constexpr std::size_t kRouteCount = 0 FERRY_ROUTES(FERRY_ONE_);
 
-/// "nvfs", "p2p", "cufile-posix", "staged", "host": lowercase, words joined by hyphens (docs/routes.md, Names).
-/// "?" for a value outside the enum.
+/// The name FERRY_ROUTES gives the route (docs/routes.md, Names); "?" for a value outside the enum.
 const char* route_name(Route r) noexcept;
 
-/// Why a route was chosen (FERRY_REASONS above). The spelling of reason_name() (snake_case, the enumerator's
-/// own name) is the one in logs, JSON and Python.
+/// Why a route was chosen (FERRY_REASONS above). reason_name() is the spelling in logs, JSON and Python.
 enum class Reason { FERRY_REASONS(FERRY_ENUMERATOR_) };
 inline constexpr std::size_t kReasonCount = 0 FERRY_REASONS(FERRY_ONE_);
 #undef FERRY_ONE_

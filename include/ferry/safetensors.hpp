@@ -8,10 +8,9 @@
 // overflow checks), offsets in bounds, neither overlapping nor leaving holes, the data section covered
 // exactly (as the format requires), and a size limit on the header.
 //
-// Loading reads each contiguous run of tensors with one File::pread into one allocation per device (or
-// into memory the caller provides, to refresh weights in place), so that a hot checkpoint moves at the
-// staged route's pace rather than tensor by tensor. Shards are read in parallel, a device map places
-// tensors on several GPUs, and a checkpoint can be copied onto several GPUs while reading the file once.
+// Loading reads each contiguous run of tensors with one File::pread into one allocation per device (or into
+// memory the caller provides), so that a hot checkpoint moves at the staged route's pace rather than tensor
+// by tensor. Shards are read in parallel; LoadOptions says how tensors are spread over GPUs and copied onto more.
 //
 // Errors (Status codes): invalid_argument for a malformed checkpoint (the message names the file and,
 // where one is to blame, the tensor) or bad options; not_found for missing files or tensors; io_error and
@@ -315,12 +314,10 @@ class Checkpoint {
 // a multiple of 8 bytes. The one difference: the reference writes metadata keys in hash-map order (a
 // different order from run to run), Ferry in sorted order; with at most one key the files are identical.
 //
-// The data moves through staging memory laid out as the file: windows of pinned host memory (pooled for
-// the process, like the staged route's bounce buffers) where a tensor is in GPU memory, filled with
-// cuMemcpyDtoHAsync, and plain host memory otherwise, filled with memcpy; each full window is written
-// with one File::pwrite (O_DIRECT where aligned, for durable saves). The new file is made under no name in
-// the target's directory, fdatasync'ed, renamed over the target, and the directory fsync'ed (durable =
-// false skips both syncs), with the rules of src/file/output_file.hpp: a process killed at any moment
+// The data moves through staging windows laid out as the file (pinned and pooled for the process where a
+// tensor is in GPU memory, plain host memory otherwise), each full window written with one File::pwrite.
+// The new file is made under no name in the target's directory and renamed over the target (synced as
+// SaveOptions::durable says), with the rules of src/file/output_file.hpp: a process killed at any moment
 // leaves the old file or the new one under the target's name, never a torn one.
 //
 // Errors: invalid_argument for tensors or metadata the format cannot hold (naming the tensor); the
@@ -446,8 +443,6 @@ class SaveHandle {
 
 // ------------------------------------------------------------------------------------------------ shards
 
-/// Options of save_sharded. `save` applies to every shard and to the index (its metadata goes into
-/// every shard's header; the index holds only "total_size", as Hugging Face's writers put it there).
 /// The "__metadata__" key of every shard of a sharded save, and the index's "metadata" key, that name the
 /// save they belong to (16 random hex digits); the index's kShardBytesKey maps each shard's file name to its
 /// size. A load that finds shards of another save than the index's (an interrupted save over an earlier one)
@@ -456,7 +451,8 @@ inline constexpr char kSaveIdKey[] = "ferry.save_id";
 inline constexpr char kShardBytesKey[] = "ferry.shard_bytes";
 
 struct ShardedSaveOptions {
-  /// Every shard's options; save.progress is told the whole save's progress (tensor bytes of every shard).
+  /// Every shard's options, and the index's: the metadata goes into every shard's header, the index holding only
+  /// "total_size" (as Hugging Face's writers put it there); progress is the whole save's (tensor bytes).
   SaveOptions save;
   /// No shard grows past this unless one tensor alone is larger (it then gets a shard of its own).
   std::uint64_t max_shard_bytes = 5'000'000'000;

@@ -1,6 +1,5 @@
-// File::pread_batch: many pieces, one request. Every piece is checked before any I/O; the pieces become
-// ops that carry their own addresses, which the engine's workers take as many at once as fill a bounce buffer
-// (the staged route packs them into it, the host route reads each into place).
+// File::pread_batch: many pieces, one request. Every piece is checked before any I/O; the pieces become ops
+// that carry their own addresses, which the engine's workers take as many at once as fill a bounce buffer.
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -62,11 +61,9 @@ Future FileState::submit_batch(std::span<const Piece> pieces) {
   auto sized = size_to_plan_by("a batch");
   if (!sized.ok()) return fail(sized.status());
   const std::uint64_t file_bytes = *sized;
-  const Extent e{true, file_bytes};
   // Pieces cover the file as it is now: a piece past its end reads what is there, or nothing.
   std::vector<Task> tasks;
   tasks.reserve(pieces.size());
-  std::uint64_t bytes = 0;
   const std::uint64_t alignment = source->task_alignment();
   for (const Piece& p : pieces) {
     const std::uint64_t n = p.offset >= file_bytes ? 0 : std::min(p.size, file_bytes - p.offset);
@@ -77,27 +74,17 @@ Future FileState::submit_batch(std::span<const Piece> pieces) {
                            is_aligned(p.offset + at, alignment) && is_aligned(len, alignment)});
       at += len;
     }
-    bytes += n;
   }
-  EndOfFileRule eof{false, path, file_bytes};
   if (first_piece == pieces.size() || tasks.empty()) {  // nothing to read: done, with no route taken
     Use done = std::move(*in_use);
-    return Future(RequestState::start({}, nullptr, nullptr, 1, eof, nullptr));
+    return Future(RequestState::start({}, nullptr, nullptr, 1, EndOfFileRule{false, path, file_bytes}, nullptr));
   }
   auto plan = route_for(*this, Direction::read, pieces[first_piece].buffer, pieces[first_piece].size, BufferQuery::ask,
                         /*pieces=*/true);
   if (!plan.ok()) return fail(piece_error(plan.status(), first_piece, pieces.size()));
   if (Status s = check_piece_memory(*plan, pieces.subspan(first_piece), path); !s.ok()) return fail(s);
-  const int device = plan->buffer.device;
-  auto stop = std::make_shared<std::atomic<bool>>(false);
-  SourceRequest request{Direction::read, e, bytes, stop};
-  auto backend = make_route_backend(*this, request, std::move(*plan), Destination(), 0, tasks);  // tasks carry addresses
-  if (!backend.ok()) return fail(backend.status());
-  const auto label = [&] {
-    return fmt::format("ferry read_batch of {} pieces, {} from \"{}\"", pieces.size(), format_size(bytes), path);
-  };
-  return Future(launch(std::move(tasks), std::move(*backend), device, std::move(eof), std::move(*in_use), setup_before,
-                       std::move(stop), [&label] { return label(); }));
+  return start(Direction::read, Destination(), 0, std::move(tasks), Extent{true, file_bytes},
+               /*short_task_ends_request=*/false, std::move(*plan), std::move(*in_use), setup_before, pieces.size());
 }
 
 }  // namespace ferry::detail

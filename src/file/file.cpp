@@ -58,12 +58,11 @@ void FileState::forget_uses_of_parent() {
   uses_generation_ = now;
 }
 
-void FileState::end_uses(unsigned n, std::uint64_t generation) {
+void FileState::end_use(std::uint64_t generation) {
   std::lock_guard<std::mutex> lock(use_mutex_);
   forget_uses_of_parent();
   if (generation != uses_generation_) return;
-  uses_ -= n;
-  if (uses_ == 0) use_cv_.notify_all();
+  if (--uses_ == 0) use_cv_.notify_all();
 }
 
 Status FileState::close() {
@@ -96,7 +95,7 @@ Status FileState::close() {
 }
 
 Result<std::uint64_t> FileState::size_to_plan_by(std::string_view what) const {
-  FERRY_ASSIGN_OR_RETURN(Extent e, extent());
+  FERRY_ASSIGN_OR_RETURN(Extent e, source->extent());
   if (e.known) return e.bytes;
   return Status(ErrorCode::invalid_argument,
                 fmt::format("Could not read {} from \"{}\": it has no size to plan by (a /proc file or a character "
@@ -135,18 +134,6 @@ Status open_error(const std::string& name, const Status& why) {
   return Status(ErrorCode::invalid_argument, fmt::format("Could not open \"{}\": {}", name, why.message()), 0, name);
 }
 
-// Every offset Ferry hands the kernel is an off_t: a range must end at or below its largest value.
-Status check_range(Direction direction, std::uint64_t size, std::uint64_t offset, const std::string& path) {
-  constexpr std::uint64_t kMaxOffset = static_cast<std::uint64_t>(std::numeric_limits<off_t>::max());
-  if (offset <= kMaxOffset && size <= kMaxOffset - offset) return Status();
-  return Status(ErrorCode::invalid_argument,
-                fmt::format("Could not {} {} bytes at offset {} {} \"{}\": the range ends past the largest file "
-                            "offset ({})",
-                            is_read(direction) ? "read" : "write", size, offset, is_read(direction) ? "from" : "to",
-                            path, kMaxOffset),
-                EINVAL, path);
-}
-
 }  // namespace
 
 Status FileState::check_request(Direction direction, const void* buffer, std::uint64_t size,
@@ -156,7 +143,15 @@ Status FileState::check_request(Direction direction, const void* buffer, std::ui
     return Status(ErrorCode::invalid_argument, fmt::format("null buffer for {} bytes of \"{}\"", size, path), 0,
                   path);
   }
-  return check_range(direction, size, offset, path);
+  // Every offset Ferry hands the kernel is an off_t: a range must end at or below its largest value.
+  constexpr std::uint64_t kMaxOffset = static_cast<std::uint64_t>(std::numeric_limits<off_t>::max());
+  if (offset <= kMaxOffset && size <= kMaxOffset - offset) return Status();
+  return Status(ErrorCode::invalid_argument,
+                fmt::format("Could not {} {} bytes at offset {} {} \"{}\": the range ends past the largest file "
+                            "offset ({})",
+                            is_read(direction) ? "read" : "write", size, offset, is_read(direction) ? "from" : "to",
+                            path, kMaxOffset),
+                EINVAL, path);
 }
 
 void FileState::add_to_report(const Report& report) {
@@ -193,7 +188,7 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
   // character device) is read front to back in one task, which stops where the data does.
   Extent extent;
   if (reading) {
-    auto e = this->extent();
+    auto e = source->extent();
     if (!e.ok()) return fail(e.status());
     extent = *e;
     if (extent.known) {
@@ -215,8 +210,8 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
 }
 
 Future FileState::start(Direction direction, const Destination& destination, std::uint64_t offset,
-                        std::vector<Task> tasks, Extent extent, bool short_task_ends_request, RoutePlanDetail plan, Use in_use,
-                        const SetupCosts& setup_before) {
+                        std::vector<Task> tasks, Extent extent, bool short_task_ends_request, RoutePlanDetail plan,
+                        Use in_use, const SetupCosts& setup_before, std::size_t batch_pieces) {
   const bool reading = is_read(direction);
   std::uint64_t size = 0;  // what the tasks cover: no further than the file's end
   for (const Task& t : tasks) size += t.length;
@@ -225,16 +220,36 @@ Future FileState::start(Direction direction, const Destination& destination, std
   const CudaApi* cuda = plan.cuda;
   auto stop = std::make_shared<std::atomic<bool>>(false);
   SourceRequest request{direction, extent, size, stop};
-  auto backend = make_route_backend(*this, request, std::move(plan), destination, size, tasks);
+  auto backend =
+      make_route_backend(*this, request, std::move(plan), destination, batch_pieces > 0 ? 0 : size, tasks);
   if (!backend.ok()) return Future(RequestState::failed(backend.status()));
-  EndOfFileRule eof{short_task_ends_request, path, extent.bytes};
-  const auto label = [&] {
-    return fmt::format("ferry {} {} at offset {} {} \"{}\"", reading ? "read" : "write", format_size(size), offset,
-                       reading ? "from" : "to", path);
+  std::weak_ptr<FileState> weak = shared_from_this();
+  // Failed requests count too: their operations, notes and I/O counters belong to the file's trail. The
+  // Use ends here, before the future is done: close() may be called from the future's callbacks.
+  auto held = std::make_shared<std::optional<Use>>(std::move(in_use));
+  // Nsight Systems: one range per request, from here to its completion (on whichever thread that is).
+  std::uint64_t nvtx_range = 0;
+  if (config.nvtx() && nvtx::attached()) {
+    const std::string label =
+        batch_pieces > 0
+            ? fmt::format("ferry read_batch of {} pieces, {} from \"{}\"", batch_pieces, format_size(size), path)
+            : fmt::format("ferry {} {} at offset {} {} \"{}\"", reading ? "read" : "write", format_size(size), offset,
+                          reading ? "from" : "to", path);
+    nvtx_range = nvtx::range_start(label.c_str());
+  }
+  auto on_complete = [weak, held, setup_before, nvtx_range, src = source](Report& report) {
+    nvtx::range_end(nvtx_range);
+    // The one-time work done while this request ran (all of it, in a fresh process's first request).
+    if (std::string note = setup_note_since(setup_before); !note.empty()) report.add_note(note);
+    if (std::string note = src->activity_note(); !note.empty()) report.add_note(note);
+    if (auto self = weak.lock()) self->add_to_report(report);
+    held->reset();
   };
-  auto state = launch(std::move(tasks), std::move(*backend), device, std::move(eof), std::move(in_use), setup_before,
-                      std::move(stop), [&label] { return label(); });
-  if (buffer.kind == MemoryKind::device && cuda != nullptr) {
+  auto queue = queue_for(**backend, device);
+  auto state = RequestState::start(std::move(tasks), std::move(*backend), std::move(queue), parallel_tasks(),
+                                   EndOfFileRule{short_task_ends_request, path, extent.bytes}, std::move(on_complete),
+                                   nvtx_range != 0, std::move(stop));
+  if (batch_pieces == 0 && buffer.kind == MemoryKind::device && cuda != nullptr) {
     std::lock_guard<std::mutex> lock(allocation_mutex_);
     allocation_in_flight_ = AllocationInFlight{state, buffer, cuda};
   }
@@ -276,30 +291,6 @@ std::shared_ptr<OpQueue> FileState::queue_for(const RouteBackend& backend, int d
   return q->by_target.back().second;
 }
 
-std::shared_ptr<RequestState> FileState::launch(std::vector<Task> tasks, std::shared_ptr<RouteBackend> backend,
-                                               int device, EndOfFileRule eof, Use in_use, const SetupCosts& setup_before,
-                                               std::shared_ptr<std::atomic<bool>> stop,
-                                               const std::function<std::string()>& nvtx_label) {
-  std::weak_ptr<FileState> weak = shared_from_this();
-  // Failed requests count too: their operations, notes and I/O counters belong to the file's trail. The
-  // Use ends here, before the future is done: close() may be called from the future's callbacks.
-  auto held = std::make_shared<std::optional<Use>>(std::move(in_use));
-  // Nsight Systems: one range per request, from here to its completion (on whichever thread that is).
-  std::uint64_t nvtx_range = 0;
-  if (config.nvtx() && nvtx::attached()) nvtx_range = nvtx::range_start(nvtx_label().c_str());
-  auto on_complete = [weak, held, setup_before, nvtx_range, src = source](Report& report) {
-    nvtx::range_end(nvtx_range);
-    // The one-time work done while this request ran (all of it, in a fresh process's first request).
-    if (std::string note = setup_note_since(setup_before); !note.empty()) report.add_note(note);
-    if (std::string note = src->activity_note(); !note.empty()) report.add_note(note);
-    if (auto self = weak.lock()) self->add_to_report(report);
-    held->reset();
-  };
-  auto queue = queue_for(*backend, device);
-  return RequestState::start(std::move(tasks), std::move(backend), std::move(queue), parallel_tasks(), std::move(eof),
-                             std::move(on_complete), nvtx_range != 0, std::move(stop));
-}
-
 std::uint64_t FileState::reserve(std::uint64_t size, Direction direction) {
   const bool appending = !is_read(direction) && append;
   // Mode "a": a write lands at the end of the file as it is now, not as it was at open: bytes added since
@@ -338,15 +329,15 @@ Result<File> open_file(const std::string& path, std::string_view mode, const Con
   bool append = false;
   auto flags = parse_open_mode(mode, &append);
   if (!flags.ok()) return open_error(path, flags.status());
+  std::shared_ptr<Source> source;
   if (remote::is_remote_url(path)) {
-    FERRY_ASSIGN_OR_RETURN(std::shared_ptr<Source> remote, open_remote_source(path, mode, config.remote()));
-    return open_source(std::move(remote), mode, config, options);
+    FERRY_ASSIGN_OR_RETURN(source, open_remote_source(path, mode, config.remote()));
+  } else {
+    FERRY_ASSIGN_OR_RETURN(FileDescriptors fds, FileDescriptors::open(*options.syscalls, path, *flags));
+    source = std::make_shared<PosixSource>(*options.syscalls, std::move(fds), path, config.direct_io(),
+                                           config.io_engine());
   }
-  FERRY_ASSIGN_OR_RETURN(FileDescriptors fds, FileDescriptors::open(*options.syscalls, path, *flags));
-  auto source = std::make_shared<PosixSource>(*options.syscalls, std::move(fds), path, config.direct_io(),
-                                              config.io_engine());
-  auto state = std::make_shared<FileState>(path, config, std::move(source), *flags, append, options.gpu);
-  return FileState::make_file(std::move(state));
+  return open_source(std::move(source), mode, config, options);
 }
 
 Result<File> open_source(std::shared_ptr<Source> source, std::string_view mode, const Config& config,

@@ -9,7 +9,6 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -42,8 +41,6 @@ class FileState : public std::enable_shared_from_this<FileState> {
   /// The state behind a File (for `ferry doctor`, which asks the router about an open file).
   static FileState& of(const File& file) { return *file.state_; }
 
-  /// How far a read may go: the source's size now, when it has one Ferry can plan by.
-  Result<Extent> extent() const { return source->extent(); }
   /// The size now, for requests that must plan by one (batches, scattered reads): invalid_argument saying
   /// "Could not read <what> from <path>: it has no size to plan by (...); read it with pread" for a /proc file
   /// or a character device.
@@ -62,7 +59,7 @@ class FileState : public std::enable_shared_from_this<FileState> {
     Use(Use&& o) noexcept : state_(std::exchange(o.state_, nullptr)), generation_(o.generation_) {}
     Use& operator=(Use&&) = delete;
     ~Use() {
-      if (state_) state_->end_uses(1, generation_);
+      if (state_) state_->end_use(generation_);
     }
 
    private:
@@ -77,45 +74,35 @@ class FileState : public std::enable_shared_from_this<FileState> {
   /// Reads `size` bytes at `offset` into several buffers (file/scattered_read.cpp): `segments` say where
   /// each part of the request goes (Destination::scattered), all host memory or all device memory of one
   /// GPU. The file is read in the tasks of a plain read of the range, aligned for O_DIRECT, and each task's
-  /// bytes are copied (staged: from the bounce buffer; host: from an aligned bounce buffer, or read in
-  /// place part by part where the page cache serves them) to the buffers it covers; cuFile, which reads into
-  /// one buffer at a time, gets tasks that each lie in one segment. One Future, as pread(). Errors as
+  /// bytes are copied to the buffers it covers (how, the host and staged backends say); cuFile, which reads
+  /// into one buffer at a time, gets tasks that each lie in one segment. One Future, as pread(). Errors as
   /// pread's, and invalid_argument (naming the segment) for segments that do not follow one another from
   /// offset 0, a null address, or memory of another kind or GPU than the first segment's.
   Future submit_scattered(std::vector<Segment> segments, std::uint64_t offset);
-  /// Starts the tasks of a request at `offset` (covering the file as `extent` says) on the route `plan` chose,
-  /// holding `in_use` until it completes. `short_task_ends_request`: a task that moves fewer bytes than asked
-  /// is where the data ends (a file without a size, or a read planned by the size seen before), rather than a
-  /// file that shrank during the read.
+  /// Starts the tasks of a request at `offset` (covering the file as `extent` says) on the backend of the route
+  /// `plan` chose, holding `in_use` until it completes, and accounts for it in the File's report (set-up costs
+  /// and the source's activity noted). Its ops join the file's queue for the route to the buffer's GPU where the
+  /// backend shares workers (queue_for). `short_task_ends_request`: a task that moves fewer bytes than asked is
+  /// where the data ends (a file without a size, or a read planned by the size seen before), rather than a file
+  /// that shrank during the read. `batch_pieces`: the pieces of a batch (File::pread_batch), whose tasks carry
+  /// their addresses (`destination` has base 0); 0 for any other request.
   Future start(Direction direction, const Destination& destination, std::uint64_t offset, std::vector<Task> tasks,
                Extent extent, bool short_task_ends_request, RoutePlanDetail plan, Use in_use,
-               const SetupCosts& setup_before);
-  /// Starts a request's tasks on the backend (the request's state, for its Future), holding `in_use` until it
-  /// completes, and accounts for it in the File's report (set-up costs and the source's activity noted). Its
-  /// ops join the file's queue for the backend's route to GPU `device` (-1: host memory) where the backend
-  /// shares workers (queue_for).
-  /// `stop` is the request's SourceRequest::stop. `nvtx_label` is called only when an NVTX tool is attached;
-  /// pass a lambda that holds one reference (to the one that formats the label), which std::function keeps
-  /// inline: a wider capture is a heap allocation on every request.
-  std::shared_ptr<RequestState> launch(std::vector<Task> tasks, std::shared_ptr<RouteBackend> backend, int device,
-                                       EndOfFileRule eof, Use in_use, const SetupCosts& setup_before,
-                                       std::shared_ptr<std::atomic<bool>> stop,
-                                       const std::function<std::string()>& nvtx_label);
+               const SetupCosts& setup_before, std::size_t batch_pieces = 0);
   /// The queue of this file's requests on `backend`'s route to GPU `device`, shared by every request whose
   /// backend shares workers; null for one that does not (its ops get a queue of their own).
   std::shared_ptr<OpQueue> queue_for(const RouteBackend& backend, int device);
   /// The classification of [buffer, buffer + size) without asking the driver, where it lies in the GPU
-  /// allocation of a request still in flight (noted by start()): that allocation cannot have been freed
-  /// meanwhile (that would be the caller's use after free whatever Ferry did), so it is the same memory of the
-  /// same GPU. nullopt otherwise: ask the driver.
+  /// allocation of a request still in flight (noted by start(), for any request but a batch): that allocation
+  /// cannot have been freed meanwhile (that would be the caller's use after free whatever Ferry did), so it is
+  /// the same memory of the same GPU. nullopt otherwise: ask the driver.
   std::optional<BufferKind> allocation_in_flight(const CudaApi* cuda, const void* buffer, std::uint64_t size);
   /// What submit() refuses before any I/O: the File's mode, a null buffer, a range past the largest offset.
   Status check_request(Direction direction, const void* buffer, std::uint64_t size, std::uint64_t offset) const;
   /// Adds a request's operations to the File's report (requests do this themselves as they complete).
   void add_to_report(const Report& report);
-  /// Waits for every Use (requests in flight on any thread, size(), sync()) to end, then deregisters the
-  /// file from cuFile and closes the source. Later calls fail with failed_precondition; a second
-  /// close() returns OK.
+  /// File::close(): waits for every Use (requests in flight on any thread, size(), sync()) to end, then
+  /// deregisters the file from cuFile and closes the source.
   Status close();
   /// True once close() began.
   bool is_closed() {
@@ -150,9 +137,9 @@ class FileState : public std::enable_shared_from_this<FileState> {
   // with use_mutex_ held.
   void forget_uses_of_parent();
 
-  // Ends `n` uses held by Uses: those taken by an earlier process (`generation`, fork_generation() when taken)
-  // were never counted here and are ignored.
-  void end_uses(unsigned n, std::uint64_t generation);
+  // Ends a Use's use: one taken by an earlier process (`generation`, fork_generation() when taken) was never
+  // counted here and is ignored.
+  void end_use(std::uint64_t generation);
 
   std::mutex use_mutex_;
   std::condition_variable use_cv_;

@@ -90,14 +90,18 @@ std::string printable_path(const std::string& path) {
   return out;
 }
 
+// What a file that is neither regular nor a directory is (a symlink's target is described, never the link).
 const char* file_type_name(mode_t mode) {
   if (S_ISCHR(mode)) return "a character device";
   if (S_ISBLK(mode)) return "a block device";
   if (S_ISFIFO(mode)) return "a FIFO";
   if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISLNK(mode)) return "a symbolic link";
   return "not a regular file";
+}
+
+// `path` refused as a destination, for `why`.
+Status refusal(ErrorCode code, const std::string& path, const std::string& why) {
+  return Status(code, fmt::format("Could not write \"{}\": {}", path, why), 0, path);
 }
 
 Status write_error(int e, const std::string& path, const std::string& detail = {}) {
@@ -142,12 +146,10 @@ Status follow_symlink(Destination& d, const struct stat& link) {
   split_path(d.path, &link_dir, &link_name);
   if (::stat(link_dir.c_str(), &dir) == 0 && sticky_and_world_writable(dir) && link.st_uid != ::geteuid() &&
       link.st_uid != dir.st_uid) {
-    return Status(ErrorCode::permission_denied,
-                  fmt::format("Could not write \"{}\": it is a symbolic link owned by another user (uid {}) in a "
-                              "sticky, world-writable directory, and such a link is not followed (as "
-                              "fs.protected_symlinks would refuse it)",
-                              d.path, link.st_uid),
-                  0, d.path);
+    return refusal(ErrorCode::permission_denied, d.path,
+                   fmt::format("it is a symbolic link owned by another user (uid {}) in a sticky, world-writable "
+                               "directory, and such a link is not followed (as fs.protected_symlinks would refuse it)",
+                               link.st_uid));
   }
   UniqueFd target(::open(d.path.c_str(), O_PATH | O_CLOEXEC));
   if (target.get() < 0) {
@@ -156,11 +158,10 @@ Status follow_symlink(Destination& d, const struct stat& link) {
       std::string to(4096, '\0');
       ssize_t n = ::readlink(d.path.c_str(), to.data(), to.size());
       to.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
-      return Status(ErrorCode::not_found,
-                    fmt::format("Could not write \"{}\": it is a symbolic link to \"{}\", which does not exist "
-                                "(Ferry does not create the target of a dangling link)",
-                                d.path, to),
-                    0, d.path);
+      return refusal(ErrorCode::not_found, d.path,
+                     fmt::format("it is a symbolic link to \"{}\", which does not exist (Ferry does not create the "
+                                 "target of a dangling link)",
+                                 to));
     }
     return write_error(e, d.path, "following its symbolic link");
   }
@@ -181,7 +182,7 @@ Result<Destination> inspect_once(const std::string& path, bool* replaced) {
   Destination d;
   d.path = path;
   d.target = path;
-  if (path.empty()) return Status(ErrorCode::invalid_argument, "Could not write \"\": the file name is empty");
+  if (path.empty()) return refusal(ErrorCode::invalid_argument, path, "the file name is empty");
   // A NUL ends the path the kernel sees: "model\0.bak" would replace "model".
   if (path.find('\0') != std::string::npos) {
     return Status(ErrorCode::invalid_argument,
@@ -194,28 +195,24 @@ Result<Destination> inspect_once(const std::string& path, bool* replaced) {
     } else {
       d.st = st;
     }
-    if (S_ISDIR(d.st.st_mode))
-      return Status(ErrorCode::is_a_directory, fmt::format("Could not write \"{}\": it is a directory", path), 0,
-                    path);
+    if (S_ISDIR(d.st.st_mode)) return refusal(ErrorCode::is_a_directory, path, "it is a directory");
     if (!S_ISREG(d.st.st_mode)) {
-      return Status(ErrorCode::failed_precondition,
-                    fmt::format("Could not write \"{}\": {} {}, not a regular file; Ferry creates or replaces "
-                                "regular files only, and never replaces a device, FIFO or socket",
-                                path, d.through_symlink ? "it leads to" : "it is", file_type_name(d.st.st_mode)),
-                    0, path);
+      return refusal(ErrorCode::failed_precondition, path,
+                     fmt::format("{} {}, not a regular file; Ferry creates or replaces regular files only, and never "
+                                 "replaces a device, FIFO or socket",
+                                 d.through_symlink ? "it leads to" : "it is", file_type_name(d.st.st_mode)));
     }
     d.exists = true;
   } else if (errno != ENOENT) {
     return write_error(errno, path);
   } else if (path.back() == '/') {
-    return Status(ErrorCode::is_a_directory,
-                  fmt::format("Could not write \"{}\": a name ending in \"/\" is a directory", path), 0, path);
+    return refusal(ErrorCode::is_a_directory, path, "a name ending in \"/\" is a directory");
   }
 
   split_path(d.target, &d.directory, &d.name);
-  if (d.name.empty() || d.name == "." || d.name == "..")
-    return Status(ErrorCode::is_a_directory, fmt::format("Could not write \"{}\": it is a directory", path), 0,
-                  path);
+  if (d.name.empty() || d.name == "." || d.name == "..") {
+    return refusal(ErrorCode::is_a_directory, path, "it is a directory");
+  }
   d.dir = UniqueFd(::open(d.directory.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (d.dir.get() < 0) return write_error(errno, path);
 
@@ -228,20 +225,17 @@ Result<Destination> inspect_once(const std::string& path, bool* replaced) {
     if (::fstat(probe.get(), &now) != 0) return write_error(errno, path);
     if (now.st_dev != d.st.st_dev || now.st_ino != d.st.st_ino || !S_ISREG(now.st_mode)) {
       *replaced = true;
-      return Status(ErrorCode::failed_precondition,
-                    fmt::format("Could not write \"{}\": it was replaced while being checked, again and again", path),
-                    0, path);
+      return refusal(ErrorCode::failed_precondition, path, "it was replaced while being checked, again and again");
     }
     d.st = now;
     // In a sticky directory only the file's owner (or the directory's, or root) may replace it.
     struct stat dir {};
     if (::fstat(d.dir.get(), &dir) == 0 && (dir.st_mode & S_ISVTX) && ::geteuid() != 0 &&
         d.st.st_uid != ::geteuid() && dir.st_uid != ::geteuid()) {
-      return Status(ErrorCode::permission_denied,
-                    fmt::format("Could not write \"{}\": it belongs to another user (uid {}) in a sticky directory, "
-                                "where only its owner may replace it",
-                                path, d.st.st_uid),
-                    0, path);
+      return refusal(ErrorCode::permission_denied, path,
+                     fmt::format("it belongs to another user (uid {}) in a sticky directory, where only its owner "
+                                 "may replace it",
+                                 d.st.st_uid));
     }
   }
   return d;

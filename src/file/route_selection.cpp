@@ -1,21 +1,16 @@
-// make_route_backend: classify the buffer, learn what cuFile can do for this file (once per file), ask
-// the router, and build the backend for the decision.
+// Choosing a request's route and building its backend: see file/route_selection.hpp.
 #include "file/route_selection.hpp"
 
 #include <algorithm>
-
-#include <fmt/format.h>
 
 #include "backends/gds_backend.hpp"
 #include "backends/host_backend.hpp"
 #include "backends/staged_backend.hpp"
 #include "backends/staging_pool.hpp"
 #include "platform/cuda/primary_context.hpp"
-#include "platform/cuda/buffer_kind.hpp"
 #include "platform/cufile/cufile_driver.hpp"
 #include "platform/cufile/cufile_env.hpp"
 #include "platform/gpu_platform.hpp"
-#include "route/router.hpp"
 
 namespace ferry::detail {
 
@@ -62,13 +57,10 @@ Result<RoutePlanDetail> route_for(FileState& file, Direction /*direction*/, cons
                                   BufferQuery query, bool pieces) {
   const GpuPlatform& gpu = file.gpu ? *file.gpu : process_gpu_platform();
   RoutePlanDetail plan;
-  if (gpu.cuda_loaded && !gpu.cuda_loaded()) {
-    // No CUDA driver in the process: the buffer is host memory, and loading the driver to hear so would
-    // be most of a fresh process's first read into host memory.
-    plan.cuda_status = Status(ErrorCode::unavailable, "no CUDA driver is loaded in this process");
-  } else {
-    plan.cuda = gpu.cuda(&plan.cuda_status);
-  }
+  // No CUDA driver in the process: the buffer is host memory (a null table), and loading the driver to hear
+  // so would be most of a fresh process's first read into host memory.
+  Status why_no_cuda;
+  if (!gpu.cuda_loaded || gpu.cuda_loaded()) plan.cuda = gpu.cuda(&why_no_cuda);
   if (auto known = query == BufferQuery::ask ? file.allocation_in_flight(plan.cuda, buffer, size) : std::nullopt) {
     plan.buffer = *known;
   } else {
@@ -98,7 +90,6 @@ Result<RoutePlanDetail> route_for(FileState& file, Direction /*direction*/, cons
     } else {
       plan.gds = cufile_state(file, gpu);
       plan.facts = plan.gds->facts;
-      plan.cufile_consulted = true;
     }
   }
   FERRY_ASSIGN_OR_RETURN(plan.decision, decide(q, plan.facts));

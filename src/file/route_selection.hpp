@@ -25,10 +25,8 @@ struct RoutePlanDetail {
   Decision decision;
   BufferKind buffer;
   const CudaApi* cuda = nullptr;     // nullptr where CUDA is unusable
-  Status cuda_status;                // why CUDA is unusable
-  CuFileFacts facts;                 // meaningful when cufile_consulted
-  bool cufile_consulted = false;     // the router needed cuFile's facts for this request
-  std::shared_ptr<GdsFileState> gds; // set when cufile_consulted
+  CuFileFacts facts;                 // what the router was told about cuFile (needs_cufile() requests only)
+  std::shared_ptr<GdsFileState> gds; // set when cuFile itself was asked (loaded, driver opened, file registered)
 };
 
 /// The decision a request of `size` bytes with `buffer` would get now (`pieces`: the pieces of a batch, see

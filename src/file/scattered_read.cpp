@@ -1,6 +1,4 @@
-// FileState::submit_scattered: one read of a range of the file into several buffers. The range is split as
-// a plain read's (large tasks, aligned for O_DIRECT), and only the copies out of the bounce buffers follow
-// the buffers; cuFile, which reads into one buffer at a time, gets tasks that each lie in one of them.
+// FileState::submit_scattered (file/file_state.hpp): one read of a range of the file into several buffers.
 #include <fmt/format.h>
 
 #include "engine/task_split.hpp"

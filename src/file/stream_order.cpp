@@ -163,14 +163,6 @@ struct RequestLabel {
   }
 };
 
-// Counts the mechanism in the File's and the process's reports (the request's own report carries it too).
-Report mechanism_report(StreamOrder mechanism, const std::string& note) {
-  Report r;
-  r.stream_order[static_cast<std::size_t>(mechanism)] = 1;
-  if (!note.empty()) r.add_note(note);
-  return r;
-}
-
 // The calling thread synchronises the stream, then does the request as pread/pwrite would and waits for
 // it: nothing of Ferry's is ever queued on the stream, so nothing can wait for Ferry there.
 Future synchronized_request(FileState& file, const CudaApi& api, const RequestLabel& label, void* buffer,
@@ -181,7 +173,10 @@ Future synchronized_request(FileState& file, const CudaApi& api, const RequestLa
   Future inner = file.submit(label.direction, buffer, label.size, label.offset);
   inner.wait();
   Result<Transfer> result = inner.get();
-  Report counted = mechanism_report(StreamOrder::synchronized, "stream order: synchronized: " + why);
+  // Counted in the File's and the process's reports, and in the request's own.
+  Report counted;
+  counted.stream_order[static_cast<std::size_t>(StreamOrder::synchronized)] = 1;
+  counted.add_note("stream order: synchronized: " + why);
   file.add_to_report(counted);
   add_to_process_report(counted);
   if (result.ok()) result->report.merge(counted);
@@ -215,7 +210,6 @@ std::string why_synchronized(const CudaApi& api, const RoutePlanDetail& plan, co
 // What a request queued through stream memory operations holds until its stream has passed it.
 struct OrderedRequest {
   std::shared_ptr<FileState> file;
-  const CudaApi* api = nullptr;
   StreamOrder mechanism = StreamOrder::stream_copies;
   RequestLabel label;
   Decision decision;
@@ -323,54 +317,46 @@ Queued queue_commands(const CudaApi& api, CUstream stream, const OrderedRequest&
   Queued q;
   const std::size_t n = r.tasks.size();
   const std::size_t window = r.slots.size();
-  auto fail = [&](CUresult rc, const char* what) {
+  // Whether the command `what` was queued; where it was refused, the error says how far the queueing got.
+  auto queued = [&](CUresult rc, const char* what) {
+    if (rc == CUDA_SUCCESS) return true;
     q.error = cuda_check(api, rc, fmt::format("{} (after {} of the request's commands were queued)", what,
                                               q.any ? "some" : "none"));
-    return q;
+    return false;
   };
   auto write = [&](std::uint32_t value) {
     CUresult rc = api.cuStreamWriteValue32_v2(stream, r.gpu.device, value, CU_STREAM_WRITE_VALUE_DEFAULT);
-    if (rc == CUDA_SUCCESS) {
-      q.gpu_final = value;
-      q.any = true;
-    }
-    return rc;
+    if (!queued(rc, "cuStreamWriteValue32")) return false;
+    q.gpu_final = value;
+    q.any = true;
+    return true;
   };
-  auto wait = [&](std::uint32_t value) {
-    return api.cuStreamWaitValue32_v2(stream, r.cpu.device, value, CU_STREAM_WAIT_VALUE_GEQ);
+  auto wait = [&](std::size_t value) {
+    return queued(api.cuStreamWaitValue32_v2(stream, r.cpu.device, static_cast<std::uint32_t>(value),
+                                             CU_STREAM_WAIT_VALUE_GEQ),
+                  "cuStreamWaitValue32");
   };
-  if (CUresult rc = write(1); rc != CUDA_SUCCESS) return fail(rc, "cuStreamWriteValue32");
+  if (!write(1)) return q;
   const bool reading = is_read(r.label.direction);
   for (std::size_t first = 0; first < n && r.mechanism == StreamOrder::stream_copies;) {
     const auto [last, bytes] = copy_run_from(r, first);
     void* slot = r.slots[first % window];
     CUdeviceptr at = device_base + r.tasks[first].buffer_offset;
     if (reading) {
-      if (CUresult rc = wait(static_cast<std::uint32_t>(last + 1)); rc != CUDA_SUCCESS) {
-        return fail(rc, "cuStreamWaitValue32");
-      }
-      if (CUresult rc = api.cuMemcpyHtoDAsync_v2(at, slot, bytes, stream); rc != CUDA_SUCCESS) {
-        return fail(rc, "cuMemcpyHtoDAsync");
+      if (!wait(last + 1) || !queued(api.cuMemcpyHtoDAsync_v2(at, slot, bytes, stream), "cuMemcpyHtoDAsync")) {
+        return q;
       }
     } else {
-      if (last >= window) {  // every slot of the run has been written out from its previous use
-        if (CUresult rc = wait(static_cast<std::uint32_t>(last - window + 1)); rc != CUDA_SUCCESS) {
-          return fail(rc, "cuStreamWaitValue32");
-        }
-      }
-      if (CUresult rc = api.cuMemcpyDtoHAsync_v2(slot, at, bytes, stream); rc != CUDA_SUCCESS) {
-        return fail(rc, "cuMemcpyDtoHAsync");
-      }
+      // Every slot of the run has been written out from its previous use.
+      if (last >= window && !wait(last - window + 1)) return q;
+      if (!queued(api.cuMemcpyDtoHAsync_v2(slot, at, bytes, stream), "cuMemcpyDtoHAsync")) return q;
     }
-    if (CUresult rc = write(static_cast<std::uint32_t>(last + 2)); rc != CUDA_SUCCESS) {
-      return fail(rc, "cuStreamWriteValue32");
-    }
+    if (!write(static_cast<std::uint32_t>(last + 2))) return q;
     first = last + 1;
   }
   if (r.mechanism == StreamOrder::stream_wait || !reading) {
     // The stream goes on once every step ended: the host buffer is filled, or the file written.
-    if (CUresult rc = wait(static_cast<std::uint32_t>(n)); rc != CUDA_SUCCESS) return fail(rc, "cuStreamWaitValue32");
-    if (CUresult rc = write(q.gpu_final + 1); rc != CUDA_SUCCESS) return fail(rc, "cuStreamWriteValue32");
+    if (!wait(n) || !write(q.gpu_final + 1)) return q;
   }
   return q;
 }
@@ -414,7 +400,7 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
   // the extent, the route, the bounce slots, the words.
   Extent extent;
   if (is_read(direction)) {
-    auto e = file.extent();
+    auto e = file.source->extent();
     if (!e.ok()) return Future(RequestState::failed(e.status()));
     extent = *e;
     if (extent.known) size = offset >= extent.bytes ? 0 : std::min(size, extent.bytes - offset);
@@ -428,7 +414,6 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
 
   auto r = std::make_shared<OrderedRequest>();
   r->file = file.shared_from_this();
-  r->api = api;
   r->mechanism = plan->decision.route == Route::host ? StreamOrder::stream_wait : StreamOrder::stream_copies;
   r->label = label;
   r->decision = plan->decision;
