@@ -16,13 +16,15 @@ Status piece_error(const Status& why, std::size_t index, std::size_t count) {
                 why.sys_errno(), why.path());
 }
 
-// Every piece must be the memory the first one is (host, or device memory of its GPU): what differs is
-// refused. Device pieces inside the first one's allocation cost no driver call; others are asked about.
-Status check_piece_memory(const RoutePlanDetail& plan, std::span<const Piece> pieces, const std::string& path) {
+// Every piece after `first_piece` (the first that is not empty, whose memory `plan` classified) must be the
+// memory it is (host, or device memory of its GPU): what differs is refused, naming its index in the batch.
+// Device pieces inside the allocation of the piece before cost no driver call; others are asked about.
+Status check_piece_memory(const RoutePlanDetail& plan, std::span<const Piece> pieces, std::size_t first_piece,
+                          const std::string& path) {
   const BufferKind& first = plan.buffer;
   if (first.is_host()) return Status();  // host pieces are read into place; the kernel checks each address
   BufferKind last = first;
-  for (std::size_t i = 1; i < pieces.size(); ++i) {
+  for (std::size_t i = first_piece + 1; i < pieces.size(); ++i) {
     const Piece& p = pieces[i];
     if (p.size == 0) continue;
     const auto address = reinterpret_cast<std::uintptr_t>(p.buffer);
@@ -31,10 +33,10 @@ Status check_piece_memory(const RoutePlanDetail& plan, std::span<const Piece> pi
     if (!kind.ok()) return piece_error(kind.status(), i, pieces.size());
     if (kind->kind != first.kind || kind->device != first.device) {
       return Status(ErrorCode::invalid_argument,
-                    fmt::format("piece {} of a batch of {} reading \"{}\" is {} memory{}, but piece 0 is {} memory "
+                    fmt::format("piece {} of a batch of {} reading \"{}\" is {} memory{}, but piece {} is {} memory "
                                 "of GPU {}: a batch moves into one kind of memory on one GPU",
                                 i, pieces.size(), path, memory_kind_name(kind->kind),
-                                kind->device >= 0 ? fmt::format(" of GPU {}", kind->device) : "",
+                                kind->device >= 0 ? fmt::format(" of GPU {}", kind->device) : "", first_piece,
                                 memory_kind_name(first.kind), first.device),
                     EINVAL, path);
     }
@@ -82,7 +84,7 @@ Future FileState::submit_batch(std::span<const Piece> pieces) {
   auto plan = route_for(*this, Direction::read, pieces[first_piece].buffer, pieces[first_piece].size, BufferQuery::ask,
                         /*pieces=*/true);
   if (!plan.ok()) return fail(piece_error(plan.status(), first_piece, pieces.size()));
-  if (Status s = check_piece_memory(*plan, pieces.subspan(first_piece), path); !s.ok()) return fail(s);
+  if (Status s = check_piece_memory(*plan, pieces, first_piece, path); !s.ok()) return fail(s);
   return start(Direction::read, Destination(), 0, std::move(tasks), Extent{true, file_bytes},
                /*short_task_ends_request=*/false, std::move(*plan), std::move(*in_use), setup_before, pieces.size());
 }

@@ -424,6 +424,12 @@ TEST_F(Batch, BadPiecesAreRefusedBeforeAnyIoNamingTheirIndex) {
   pieces[3].buffer = host.data();
   EXPECT_THAT(f.pread_batch(pieces).get().status(),
               StatusIs(ErrorCode::invalid_argument, HasSubstr("piece 3 of a batch of 8")));
+  // Behind empty pieces: the index and the count are still the batch's own.
+  pieces[0].size = pieces[1].size = 0;
+  EXPECT_THAT(f.pread_batch(pieces).get().status(),
+              StatusIs(ErrorCode::invalid_argument, HasSubstr("piece 3 of a batch of 8 reading")));
+  EXPECT_THAT(f.pread_batch(pieces).get().status(),
+              StatusIs(ErrorCode::invalid_argument, HasSubstr("but piece 2 is device memory of GPU 0")));
   EXPECT_EQ(f.report().total_ops(), 0u);
   testing::fake_cuda_free(dev);
 }
