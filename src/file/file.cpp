@@ -37,7 +37,10 @@ FileState::FileState(std::string path_in, Config config_in, std::shared_ptr<Sour
       gpu(gpu_in),
       uses_generation_(fork_generation()),
       queues_(new Queues(fork_generation())) {
-  if (append) end_ = current_size().ok() ? *current_size() : 0;
+  if (append) {
+    auto size = current_size();
+    end_ = size.ok() ? *size : 0;
+  }
   if (!source->open_note().empty()) report_.add_note(source->open_note());
 }
 
