@@ -134,8 +134,8 @@ Status EndOfFileRule::shrank(const Task& t, std::uint64_t bytes) const {
                 fmt::format("\"{}\" ended at offset {} while it was being read, but it held {} bytes when the read "
                             "began: it shrank during the read, so the data read is not one version of the file "
                             "(bytes of the destination past that offset may have been written)",
-                            path, t.file_offset + bytes, size_at_start),
-                0, path);
+                            *path, t.file_offset + bytes, size_at_start),
+                0, *path);
 }
 
 bool RequestState::claim() {

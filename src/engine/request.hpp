@@ -34,7 +34,9 @@ namespace ferry::detail {
 /// is one sequential task that may end early.
 struct EndOfFileRule {
   bool short_task_ends_request = false;  // size unknown: a short task is the end of the data
-  std::string path;                      // for the error otherwise
+  // For the error otherwise: the File's path, which outlives the request's ops (they hold a use of the File),
+  // so that a request copies no string.
+  const std::string* path = nullptr;
   std::uint64_t size_at_start = 0;
 
   /// The error for task `t` that moved only `bytes`: the file shrank while it was read.

@@ -79,7 +79,7 @@ Future FileState::submit_batch(std::span<const Piece> pieces) {
   }
   if (first_piece == pieces.size() || tasks.empty()) {  // nothing to read: done, with no route taken
     Use done = std::move(*in_use);
-    return Future(RequestState::start({}, nullptr, nullptr, 1, EndOfFileRule{false, path, file_bytes}, nullptr));
+    return Future(RequestState::start({}, nullptr, nullptr, 1, EndOfFileRule{false, &path, file_bytes}, nullptr));
   }
   auto plan = route_for(*this, Direction::read, pieces[first_piece].buffer, pieces[first_piece].size, BufferQuery::ask,
                         /*pieces=*/true);

@@ -250,7 +250,7 @@ Future FileState::start(Direction direction, const Destination& destination, std
   };
   auto queue = queue_for(**backend, device);
   auto state = RequestState::start(std::move(tasks), std::move(*backend), std::move(queue), parallel_tasks(),
-                                   EndOfFileRule{short_task_ends_request, path, extent.bytes}, std::move(on_complete),
+                                   EndOfFileRule{short_task_ends_request, &path, extent.bytes}, std::move(on_complete),
                                    nvtx_range != 0, std::move(stop));
   if (batch_pieces == 0 && buffer.kind == MemoryKind::device && cuda != nullptr) {
     std::lock_guard<std::mutex> lock(allocation_mutex_);

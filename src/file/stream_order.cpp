@@ -418,7 +418,7 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
   r->label = label;
   r->decision = plan->decision;
   r->source_request = SourceRequest{direction, extent, size};
-  r->eof = EndOfFileRule{false, file.path, extent.bytes};
+  r->eof = EndOfFileRule{false, &file.path, extent.bytes};
   r->buffer = static_cast<char*>(buffer);
   const Config& config = file.config;
   const bool copies = r->mechanism == StreamOrder::stream_copies;
