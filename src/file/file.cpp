@@ -261,9 +261,10 @@ Future FileState::start(Direction direction, const Destination& destination, std
 
 std::optional<BufferKind> FileState::allocation_in_flight(const CudaApi* cuda, const void* buffer,
                                                           std::uint64_t size) {
+  if (cuda == nullptr) return std::nullopt;  // no CUDA here: nothing was noted, and no lock is taken
   std::lock_guard<std::mutex> lock(allocation_mutex_);
   const AllocationInFlight& last = allocation_in_flight_;
-  if (cuda == nullptr || last.cuda != cuda ||
+  if (last.cuda != cuda ||
       !last.buffer.holds(static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(buffer)), size)) {
     return std::nullopt;
   }
