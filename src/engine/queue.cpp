@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -17,6 +18,14 @@ namespace {
 // Small ops that come from memory (RouteBackend::from_memory) share a drainer, this many to one: one drainer for
 // a few small reads saves the wakes, more keep every core reading when many are in flight.
 constexpr std::size_t kSmallOpsPerDrainer = 4;
+
+// How long the last drainer to find the queue empty stays for more ops before it leaves. Ops pushed meanwhile
+// need no drainer started: a start wakes a sleeping pool thread, a system call on the submitting thread, and
+// one thread submitting small reads in flight started one for nearly every read (the queue was empty between
+// two of them).
+constexpr std::chrono::microseconds kLinger{50};
+// How many drainers of a queue may linger at once.
+constexpr unsigned kLingerers = 1;
 
 }  // namespace
 
@@ -292,6 +301,16 @@ void OpQueue::retire_all(std::deque<Take>& pending, const Status& failed, std::v
   pending.clear();
 }
 
+void OpQueue::linger() {
+  if (lingering_.fetch_add(1) >= kLingerers) {  // enough stay already: this one leaves
+    lingering_.fetch_sub(1);
+    return;
+  }
+  const auto until = Clock::now() + kLinger;
+  while (waiting_.load(std::memory_order_relaxed) == 0 && Clock::now() < until) std::this_thread::yield();
+  lingering_.fetch_sub(1);
+}
+
 bool OpQueue::lone_fill(const Take& take) {
   return take.ops.size() == 1 && take.ops[0].task.length >= take.ops[0].request->fill_bytes();
 }
@@ -314,6 +333,7 @@ void OpQueue::drain() {
   std::deque<Take> pending;  // ran, oldest first, not yet retired
   std::vector<Take> spare;   // retired, kept for their vectors' memory
   bool busy = false;
+  bool lingered = false;  // found the queue empty since its last take, and stayed for more
   auto& staging = process_staging_pool();
   for (;;) {
     Take take;
@@ -324,8 +344,14 @@ void OpQueue::drain() {
     // Others wait for room in the pinned budget: this worker's staging goes back to them (below) before
     // it takes more, and it asks for staging again behind them.
     const bool give_way = worker && worker->holds_pinned() && staging.room_wanted_by_other(this);
-    if (give_way || !take_next(take, busy, /*stop_if_empty=*/!worker && pending.empty())) {
-      if (!worker && pending.empty()) return;
+    const bool idle = !worker && pending.empty();
+    if (give_way || !take_next(take, busy, /*stop_if_empty=*/idle && lingered)) {
+      if (idle) {
+        if (lingered) return;
+        linger();
+        lingered = true;
+        continue;
+      }
       // Nothing waits (or others want the staging): wait for what is in flight, give the worker's staging
       // back, then retire (so that the last request this worker served holds none of its staging once
       // done), and look again.
@@ -341,6 +367,7 @@ void OpQueue::drain() {
     for (const auto& [request, n] : take.dropped) request->drop(n);
     take.dropped.clear();
     if (take.ops.empty()) continue;
+    lingered = false;
     // A worker that goes from a request of several ops (a batch) to another request's ops first retires what
     // it ran of the first, waiting for its copies: that request's end then does not wait for this worker's next
     // read (with two batches in flight, the first completed only once every worker had read its share of the

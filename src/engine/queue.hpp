@@ -82,6 +82,9 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   // reads the next op meanwhile rather than wait for it (16 MiB reads in flight at 0.92-0.95 of the copy
   // ceiling).
   static bool lone_fill(const Take& take);
+  // Stays (kLinger at most) until ops wait, unless kLingerers others do already: still counted in draining_
+  // and not busy, this drainer takes what is pushed meanwhile, and push() starts none.
+  void linger();
   // Whether retiring `take` would end one of its requests (no other op of it left).
   static bool ends_requests(const Take& take);
   // Starts `n` more drainers (mutex_ not held).
@@ -105,6 +108,7 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   unsigned busy_ = 0;      // of those, running a take
   std::atomic<std::size_t> waiting_{0};  // queued_.size() - head_, read without the lock (a hint)
   std::atomic<std::uint64_t> room_generation_{0};  // restart() calls so far
+  std::atomic<unsigned> lingering_{0};  // drainers lingering (linger())
 };
 
 }  // namespace ferry::detail

@@ -43,6 +43,11 @@ std::size_t ThreadPool::queued_with_grace() const {
   return waiting_out_grace_;
 }
 
+std::uint64_t ThreadPool::submitted() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return last_ticket_;  // one a job
+}
+
 std::uint64_t ThreadPool::submit(PoolJob job, std::size_t grow_to, std::chrono::microseconds grace) {
   bool wake = true;
   std::uint64_t ticket = 0;

@@ -73,6 +73,8 @@ class ThreadPool {
   bool help_one();
   /// The jobs queued in their grace period or past it but not taken (the workers being busy).
   std::size_t queued_with_grace() const;
+  /// The jobs submitted so far.
+  std::uint64_t submitted() const;
   /// True on a thread owned by any ThreadPool.
   static bool on_worker_thread();
 

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <deque>
 #include <random>
 #include <thread>
 #include <vector>
@@ -185,6 +186,34 @@ TEST_F(Queue, AReadSentWhileAnotherIsInFlightGoesToTheWorkersAtOnce) {
   EXPECT_EQ(std::vector<std::uint8_t>(dev, dev + kPage), testing::pattern(8 * kPage, kPage));
   EXPECT_EQ(std::vector<std::uint8_t>(dev + 2 * kPage, dev + 3 * kPage), testing::pattern(20 * kPage, kPage));
   for (std::uint64_t k : {kPage, 2 * kPage - 1, 3 * kPage, 4 * kPage - 1}) EXPECT_EQ(dev[k], kPoison) << k;
+}
+
+// Between two reads from one thread the queue is often empty for a moment: a drainer that found it so stays a
+// little (OpQueue::linger), so that the next read needs no worker started, a wake on the submitting thread.
+TEST_F(Queue, ReadsInFlightFromOneThreadStartFewerWorkersThanReads) {
+  File f = open();
+  constexpr std::size_t kReads = 2000, kInFlight = 4;
+  std::vector<std::uint8_t> out(kInFlight * kPage, kPoison);
+  detail::ThreadPool& pool = detail::shared_pool();
+  const std::uint64_t jobs_before = pool.submitted();
+  std::deque<std::pair<Future, std::uint64_t>> live;  // (read, its offset)
+  auto check_oldest = [&] {
+    auto& [read, at] = live.front();
+    auto r = read.get();
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    const std::size_t slot = (at / kPage) % kInFlight;
+    EXPECT_EQ(std::vector<std::uint8_t>(out.begin() + slot * kPage, out.begin() + (slot + 1) * kPage),
+              testing::pattern(at, kPage));
+    live.pop_front();
+  };
+  for (std::size_t i = 0; i < kReads; ++i) {
+    if (live.size() == kInFlight) check_oldest();
+    const std::uint64_t at = (i % 256) * kPage;
+    live.emplace_back(f.pread(out.data() + ((at / kPage) % kInFlight) * kPage, kPage, at), at);
+  }
+  while (!live.empty()) check_oldest();
+  const std::uint64_t jobs = pool.submitted() - jobs_before;
+  EXPECT_LT(jobs, kReads / 4) << "workers started for " << kReads << " reads kept " << kInFlight << " in flight";
 }
 
 TEST_F(Queue, AThreadThatWaitsForEachReadRunsItItself) {

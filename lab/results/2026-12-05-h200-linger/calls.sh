@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The device calls of bench/results/2026-12-05-h200-linger, each run from the repository root on the GPU machine
+# with .device-deps and .old-tree (git archive 189e30e) carried, and .v-main (git archive 7def7d1) travelling as
+# an untracked folder.
+set -uo pipefail
+source .device-deps/gpu-env.sh
+export FERRY_BUILD_DIR=build-gpu
+case "${1:-}" in
+  1) scripts/gpu-bounded.sh "200:build"
+     # .v-lng: this tree with the submitter's grace period set to 0
+     mkdir -p .v-lng && tar c --exclude=./build-gpu --exclude='./build-*' --exclude='./.v-*' --exclude=./.old-tree \
+       --exclude=./.device-deps --exclude=./bench/results --exclude=./lab/results . | tar x -C .v-lng
+     sed -i 's/kSubmitterRunsGrace{50}/kSubmitterRunsGrace{0}/' .v-lng/src/engine/request.cpp
+     TREES="old=.old-tree main=.v-main lng=.v-lng" \
+       HOT_ARGS="--sizes 4KiB,64KiB --bytes-per-mode 512MiB --modes ferry,ferry-mt,ferry-1,plain,batch" \
+       COLD_ARGS="" timeout 300 lab/small_reads_ab.sh build-gpu/out/ab 2 0 > build-gpu/out/ab.txt 2>&1
+     if command -v perf > /dev/null; then
+       for t in new:build-gpu main:build-main; do
+         timeout 40 perf record -g -o "build-gpu/out/perf-${t%%:*}.data" "${t#*:}/lab/ferry_small_reads" \
+           build-gpu/data/small-4GiB.bin --sizes 4KiB --modes ferry --bytes-per-mode 512MiB > /dev/null 2>&1
+         timeout 60 perf report -i "build-gpu/out/perf-${t%%:*}.data" --stdio --no-children --percent-limit 0.7 \
+           --sort dso,symbol -g none > "build-gpu/out/perf-${t%%:*}.txt" 2>&1
+         rm -f "build-gpu/out/perf-${t%%:*}.data"
+       done
+     else
+       echo "no perf on this machine" > build-gpu/out/perf.txt
+     fi
+     cp build-gpu/out/ab.txt "$OUT/" 2>/dev/null; tar czf "$OUT/out.tgz" -C build-gpu/out . ;;
+  2) scripts/gpu-bounded.sh "200:build 150:test"
+     # .v-l4: this tree with up to four drainers of a queue lingering at once
+     mkdir -p .v-l4 && tar c --exclude=./build-gpu --exclude='./build-*' --exclude='./.v-*' --exclude=./.old-tree \
+       --exclude=./.device-deps --exclude=./bench/results --exclude=./lab/results . | tar x -C .v-l4
+     sed -i 's/kLingerers = 1;/kLingerers = 4;/' .v-l4/src/engine/queue.cpp
+     TREES="old=.old-tree main=.v-main l4=.v-l4" \
+       HOT_ARGS="--sizes 4KiB,64KiB --bytes-per-mode 512MiB --modes ferry,ferry-mt,ferry-1,plain,plain-1,batch" \
+       COLD_ARGS="" timeout 260 lab/small_reads_ab.sh build-gpu/out/ab2 2 0 > build-gpu/out/ab2.txt 2>&1
+     cp build-gpu/out/ab2.txt "$OUT/" 2>/dev/null; tar czf "$OUT/out.tgz" -C build-gpu/out . ;;
+esac
