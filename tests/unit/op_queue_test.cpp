@@ -191,6 +191,10 @@ TEST_F(Queue, AReadSentWhileAnotherIsInFlightGoesToTheWorkersAtOnce) {
 // Between two reads from one thread the queue is often empty for a moment: a drainer that found it so stays a
 // little (OpQueue::linger), so that the next read needs no worker started, a wake on the submitting thread.
 TEST_F(Queue, ReadsInFlightFromOneThreadStartFewerWorkersThanReads) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "under ThreadSanitizer a read takes longer than the 50 us a drainer stays (125-240 us a read "
+                  "here, with 667-1,154 workers started): the count says nothing";
+#endif
   File f = open();
   constexpr std::size_t kReads = 2000, kInFlight = 4;
   std::vector<std::uint8_t> out(kInFlight * kPage, kPoison);
