@@ -82,8 +82,8 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   // reads the next op meanwhile rather than wait for it (16 MiB reads in flight at 0.92-0.95 of the copy
   // ceiling).
   static bool lone_fill(const Take& take);
-  // Stays (kLinger at most) until ops wait, unless kLingerers others do already: still counted in draining_
-  // and not busy, this drainer takes what is pushed meanwhile, and push() starts none.
+  // Stays (kLinger at most) until ops wait, unless kLingerers others do already or no core is left for it:
+  // still counted in draining_ and not busy, this drainer takes what is pushed meanwhile, and push() starts none.
   void linger();
   // Whether retiring `take` would end one of its requests (no other op of it left).
   static bool ends_requests(const Take& take);

@@ -195,6 +195,11 @@ TEST_F(Queue, ReadsInFlightFromOneThreadStartFewerWorkersThanReads) {
   GTEST_SKIP() << "under ThreadSanitizer a read takes longer than the 50 us a drainer stays (125-240 us a read "
                   "here, with 667-1,154 workers started): the count says nothing";
 #endif
+  if (std::thread::hardware_concurrency() < 4) {
+    GTEST_SKIP() << "a drainer stays only where a core is left for it beside the submitter and the drainers at "
+                    "work; this machine has "
+                 << std::thread::hardware_concurrency() << " (the GPU machine's run of the CPU tests covers it)";
+  }
   File f = open();
   constexpr std::size_t kReads = 2000, kInFlight = 4;
   std::vector<std::uint8_t> out(kInFlight * kPage, kPoison);
