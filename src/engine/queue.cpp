@@ -1,6 +1,8 @@
 // OpQueue: ops in the order they came, drained by pool workers a take at a time, retired as they land.
 #include "engine/queue.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <deque>
 #include <thread>
@@ -26,6 +28,14 @@ constexpr std::size_t kSmallOpsPerDrainer = 4;
 constexpr std::chrono::microseconds kLinger{50};
 // How many drainers of a queue may linger at once.
 constexpr unsigned kLingerers = 1;
+
+// The cores this process may run on (its affinity mask: a system call, no file opened on a worker thread).
+unsigned usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<unsigned>(CPU_COUNT(&set));
+}
 
 }  // namespace
 
@@ -304,7 +314,7 @@ void OpQueue::retire_all(std::deque<Take>& pending, const Status& failed, std::v
 void OpQueue::linger() {
   // Staying takes a core: only where one is left beside the submitting thread and the drainers at work (on the
   // 2-core CPU machine a drainer that stayed made 4 KiB reads in flight from one thread 1.3x slower).
-  static const unsigned cores = std::thread::hardware_concurrency();
+  static const unsigned cores = usable_cores();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (busy_ + 2 >= cores) return;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The device calls of bench/results/2026-12-05-h200-linger, each run from the repository root on the GPU machine
-# with .device-deps and .old-tree (git archive 189e30e) carried, and .v-main (git archive 7def7d1) travelling as
-# an untracked folder.
+# with .device-deps and .old-tree (git archive 189e30e) carried (call 2: and .perf-closure, Debian 12's perf with
+# the libraries it needs that Ubuntu 24.04 lacks), and .v-main (git archive 7def7d1) travelling as an untracked
+# folder.
 set -uo pipefail
 source .device-deps/gpu-env.sh
 export FERRY_BUILD_DIR=build-gpu
@@ -34,5 +35,17 @@ case "${1:-}" in
      TREES="old=.old-tree main=.v-main l4=.v-l4" \
        HOT_ARGS="--sizes 4KiB,64KiB --bytes-per-mode 512MiB --modes ferry,ferry-mt,ferry-1,plain,plain-1,batch" \
        COLD_ARGS="" timeout 260 lab/small_reads_ab.sh build-gpu/out/ab2 2 0 > build-gpu/out/ab2.txt 2>&1
+     # Where a 4 KiB read in flight from one thread spends its CPU: perf (Debian's, carried in .perf-closure with
+     # its libraries), flat, each build in turn.
+     for t in new:build-gpu/lab main:build-main/lab old:build-old/tests; do
+       LD_LIBRARY_PATH=.perf-closure/lib timeout 40 .perf-closure/perf record -F 4999 -o "build-gpu/out/perf-${t%%:*}.data" \
+         "${t#*:}/ferry_small_reads" build-gpu/data/small-4GiB.bin --sizes 4KiB --modes ferry --bytes-per-mode 1GiB \
+         > "build-gpu/out/perf-${t%%:*}-run.txt" 2>&1
+       LD_LIBRARY_PATH=.perf-closure/lib timeout 40 .perf-closure/perf report -i "build-gpu/out/perf-${t%%:*}.data" --stdio \
+         --no-children --percent-limit 0.4 --sort dso,symbol > "build-gpu/out/perf-${t%%:*}.txt" 2>&1
+       LD_LIBRARY_PATH=.perf-closure/lib timeout 40 .perf-closure/perf report -i "build-gpu/out/perf-${t%%:*}.data" --stdio \
+         --no-children --sort tid > "build-gpu/out/perf-${t%%:*}-threads.txt" 2>&1
+       rm -f "build-gpu/out/perf-${t%%:*}.data"
+     done
      cp build-gpu/out/ab2.txt "$OUT/" 2>/dev/null; tar czf "$OUT/out.tgz" -C build-gpu/out . ;;
 esac
