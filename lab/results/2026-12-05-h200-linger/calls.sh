@@ -28,16 +28,12 @@ case "${1:-}" in
      fi
      cp build-gpu/out/ab.txt "$OUT/" 2>/dev/null; tar czf "$OUT/out.tgz" -C build-gpu/out . ;;
   2) scripts/gpu-bounded.sh "200:build 150:test"
-     # .v-l4: this tree with up to four drainers of a queue lingering at once
-     mkdir -p .v-l4 && tar c --exclude=./build-gpu --exclude='./build-*' --exclude='./.v-*' --exclude=./.old-tree \
-       --exclude=./.device-deps --exclude=./bench/results --exclude=./lab/results . | tar x -C .v-l4
-     sed -i 's/kLingerers = 1;/kLingerers = 4;/' .v-l4/src/engine/queue.cpp
-     TREES="old=.old-tree main=.v-main l4=.v-l4" \
+     TREES="old=.old-tree main=.v-main" \
        HOT_ARGS="--sizes 4KiB,64KiB --bytes-per-mode 512MiB --modes ferry,ferry-mt,ferry-1,plain,plain-1,batch" \
-       COLD_ARGS="" timeout 260 lab/small_reads_ab.sh build-gpu/out/ab2 2 0 > build-gpu/out/ab2.txt 2>&1
+       COLD_ARGS="" timeout 200 lab/small_reads_ab.sh build-gpu/out/ab2 2 0 > build-gpu/out/ab2.txt 2>&1
      # Where a 4 KiB read in flight from one thread spends its CPU: perf (Debian's, carried in .perf-closure with
      # its libraries), flat, each build in turn.
-     for t in new:build-gpu/lab main:build-main/lab old:build-old/tests; do
+     for t in new:build-gpu/lab old:build-old/tests; do
        LD_LIBRARY_PATH=.perf-closure/lib timeout 40 .perf-closure/perf record -F 4999 -o "build-gpu/out/perf-${t%%:*}.data" \
          "${t#*:}/ferry_small_reads" build-gpu/data/small-4GiB.bin --sizes 4KiB --modes ferry --bytes-per-mode 1GiB \
          > "build-gpu/out/perf-${t%%:*}-run.txt" 2>&1
