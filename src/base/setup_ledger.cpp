@@ -52,10 +52,11 @@ static_assert(std::size(kStepNames) == kSteps && std::size(kStepWords) == kSteps
 
 SetupCosts process_setup_costs() {
   SetupCosts c;
+  const detail::Ledger& ledger = detail::ledger();  // every request asks: one guarded static, not one a field
   for (std::size_t i = 0; i < kSteps; ++i) {
-    c.steps[i].seconds = static_cast<double>(detail::ledger().ns[i].load()) / 1e9;
-    c.steps[i].count = detail::ledger().count[i].load();
-    c.steps[i].bytes = detail::ledger().bytes[i].load();
+    c.steps[i].seconds = static_cast<double>(ledger.ns[i].load(std::memory_order_relaxed)) / 1e9;
+    c.steps[i].count = ledger.count[i].load(std::memory_order_relaxed);
+    c.steps[i].bytes = ledger.bytes[i].load(std::memory_order_relaxed);
   }
   return c;
 }
