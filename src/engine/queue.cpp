@@ -351,6 +351,9 @@ void OpQueue::drain() {
   std::vector<Take> spare;   // retired, kept for their vectors' memory
   bool busy = false;
   bool lingered = false;  // found the queue empty since its last take, and stayed for more
+  // Its last take was of one-op requests (small reads in flight, pushed one at a time): only then does it stay.
+  // A batch's next push wants every worker started all the same.
+  bool singles = false;
   auto& staging = process_staging_pool();
   for (;;) {
     Take take;
@@ -362,9 +365,10 @@ void OpQueue::drain() {
     // it takes more, and it asks for staging again behind them.
     const bool give_way = worker && worker->holds_pinned() && staging.room_wanted_by_other(this);
     const bool idle = !worker && pending.empty();
-    if (give_way || !take_next(take, busy, /*stop_if_empty=*/idle && lingered)) {
+    const bool may_stay = singles && !lingered;
+    if (give_way || !take_next(take, busy, /*stop_if_empty=*/idle && !may_stay)) {
       if (idle) {
-        if (lingered) return;
+        if (!may_stay) return;
         linger();
         lingered = true;
         continue;
@@ -385,6 +389,7 @@ void OpQueue::drain() {
     take.dropped.clear();
     if (take.ops.empty()) continue;
     lingered = false;
+    singles = take.requests.front()->ops() == 1;
     // A worker that goes from a request of several ops (a batch) to another request's ops first retires what
     // it ran of the first, waiting for its copies: that request's end then does not wait for this worker's next
     // read (with two batches in flight, the first completed only once every worker had read its share of the

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The device calls of bench/results/2026-12-05-h200-linger, each run from the repository root on the GPU machine
 # with .device-deps and .old-tree (git archive 189e30e) carried (call 2: and .perf-closure, Debian 12's perf with
-# the libraries it needs that Ubuntu 24.04 lacks), and .v-main (git archive 7def7d1) travelling as an untracked
-# folder.
+# the libraries it needs that Ubuntu 24.04 lacks: mkdir -p .perf-closure/lib && cp /usr/bin/perf .perf-closure/ &&
+# ldd /usr/bin/perf | awk '{print $3}' | grep -vE 'libc.so|libm.so|libstdc|libgcc_s|ld-linux|^$' |
+# xargs -I{} cp -L {} .perf-closure/lib/), and .v-main (git archive 7def7d1) travelling as an untracked folder.
 set -uo pipefail
 source .device-deps/gpu-env.sh
 export FERRY_BUILD_DIR=build-gpu
@@ -34,14 +35,31 @@ case "${1:-}" in
      # Where a 4 KiB read in flight from one thread spends its CPU: perf (Debian's, carried in .perf-closure with
      # its libraries), flat, each build in turn.
      for t in new:build-gpu/lab old:build-old/tests; do
-       LD_LIBRARY_PATH=.perf-closure/lib timeout 40 .perf-closure/perf record -F 4999 -o "build-gpu/out/perf-${t%%:*}.data" \
+       LD_LIBRARY_PATH=.perf-closure/lib:$LD_LIBRARY_PATH timeout 40 .perf-closure/perf record -F 4999 -o "build-gpu/out/perf-${t%%:*}.data" \
          "${t#*:}/ferry_small_reads" build-gpu/data/small-4GiB.bin --sizes 4KiB --modes ferry --bytes-per-mode 1GiB \
          > "build-gpu/out/perf-${t%%:*}-run.txt" 2>&1
-       LD_LIBRARY_PATH=.perf-closure/lib timeout 40 .perf-closure/perf report -i "build-gpu/out/perf-${t%%:*}.data" --stdio \
+       LD_LIBRARY_PATH=.perf-closure/lib:$LD_LIBRARY_PATH timeout 40 .perf-closure/perf report -i "build-gpu/out/perf-${t%%:*}.data" --stdio \
          --no-children --percent-limit 0.4 --sort dso,symbol > "build-gpu/out/perf-${t%%:*}.txt" 2>&1
-       LD_LIBRARY_PATH=.perf-closure/lib timeout 40 .perf-closure/perf report -i "build-gpu/out/perf-${t%%:*}.data" --stdio \
+       LD_LIBRARY_PATH=.perf-closure/lib:$LD_LIBRARY_PATH timeout 40 .perf-closure/perf report -i "build-gpu/out/perf-${t%%:*}.data" --stdio \
          --no-children --sort tid > "build-gpu/out/perf-${t%%:*}-threads.txt" 2>&1
        rm -f "build-gpu/out/perf-${t%%:*}.data"
      done
      cp build-gpu/out/ab2.txt "$OUT/" 2>/dev/null; tar czf "$OUT/out.tgz" -C build-gpu/out . ;;
+  3) # Call 2's perf step again (it had lost liburing's path): the two probes alone, built side by side.
+     mkdir -p "$OUT/perf"
+     for t in new:. old:.old-tree; do
+       ( cmake -S "${t#*:}" -B "build-p${t%%:*}" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFERRY_BUILD_PYTHON=OFF \
+           -DFERRY_REMOTE=OFF > /dev/null 2>&1 && cmake --build "build-p${t%%:*}" -j 8 --target ferry_small_reads \
+           > "$OUT/perf/${t%%:*}-build.log" 2>&1 ) &
+     done
+     wait
+     head -c 2G /dev/urandom > small-2GiB.bin
+     for t in new:build-pnew/lab old:build-pold/tests; do
+       LD_LIBRARY_PATH=.perf-closure/lib:$LD_LIBRARY_PATH timeout 40 .perf-closure/perf record -F 4999 -o "perf-${t%%:*}.data" \
+         "${t#*:}/ferry_small_reads" small-2GiB.bin --sizes 4KiB --modes ferry --bytes-per-mode 1GiB > "$OUT/perf/${t%%:*}-run.txt" 2>&1
+       for sort in dso,symbol pid; do
+         LD_LIBRARY_PATH=.perf-closure/lib:$LD_LIBRARY_PATH timeout 40 .perf-closure/perf report -i "perf-${t%%:*}.data" --stdio \
+           --no-children --percent-limit 0.3 --sort $sort > "$OUT/perf/${t%%:*}-${sort%%,*}.txt" 2>&1
+       done
+     done ;;
 esac
