@@ -29,15 +29,14 @@ constexpr std::chrono::microseconds kLinger{50};
 // How many drainers of a queue may linger at once.
 constexpr unsigned kLingerers = 1;
 
-// The cores this process may run on (its affinity mask: a system call, no file opened on a worker thread).
+}  // namespace
+
 unsigned usable_cores() {
   cpu_set_t set;
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof(set), &set) != 0) return std::max(1u, std::thread::hardware_concurrency());
   return static_cast<unsigned>(CPU_COUNT(&set));
 }
-
-}  // namespace
 
 std::uint64_t OpQueue::push(RequestState& request, RouteBackend& route, std::span<const Task> tasks,
                             std::chrono::microseconds grace) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backends/staging_pool.hpp"
+#include "engine/queue.hpp"
 #include "ferry/ferry.hpp"
 #include "file/file_state.hpp"
 #include "file/open_options.hpp"
@@ -195,10 +196,10 @@ TEST_F(Queue, ReadsInFlightFromOneThreadStartFewerWorkersThanReads) {
   GTEST_SKIP() << "under ThreadSanitizer a read takes longer than the 50 us a drainer stays (125-240 us a read "
                   "here, with 667-1,154 workers started): the count says nothing";
 #endif
-  if (std::thread::hardware_concurrency() < 4) {
+  if (detail::usable_cores() < 4) {
     GTEST_SKIP() << "a drainer stays only where a core is left for it beside the submitter and the drainers at "
-                    "work; this machine has "
-                 << std::thread::hardware_concurrency() << " (the GPU machine's run of the CPU tests covers it)";
+                    "work; this process has "
+                 << detail::usable_cores() << " (the GPU machine's run of the CPU tests covers it)";
   }
   File f = open();
   constexpr std::size_t kReads = 2000, kInFlight = 4;
