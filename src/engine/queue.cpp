@@ -26,8 +26,6 @@ constexpr std::size_t kSmallOpsPerDrainer = 4;
 // one thread submitting small reads in flight started one for nearly every read (the queue was empty between
 // two of them).
 constexpr std::chrono::microseconds kLinger{50};
-// How many drainers of a queue may linger at once.
-constexpr unsigned kLingerers = 1;
 
 }  // namespace
 
@@ -322,13 +320,10 @@ void OpQueue::linger() {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!one_pusher_ || busy_ + 2 >= cores) return;
   }
-  if (lingering_.fetch_add(1) >= kLingerers) {  // enough stay already: this one leaves
-    lingering_.fetch_sub(1);
-    return;
-  }
+  if (lingering_.exchange(true)) return;  // one stays already: this one leaves
   const auto until = Clock::now() + kLinger;
   while (waiting_.load(std::memory_order_relaxed) == 0 && Clock::now() < until) std::this_thread::yield();
-  lingering_.fetch_sub(1);
+  lingering_.store(false);
 }
 
 bool OpQueue::lone_fill(const Take& take) {

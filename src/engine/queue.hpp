@@ -87,9 +87,9 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   // reads the next op meanwhile rather than wait for it (16 MiB reads in flight at 0.92-0.95 of the copy
   // ceiling).
   static bool lone_fill(const Take& take);
-  // Stays (kLinger at most) until ops wait, if the last two pushes came from one thread, fewer than kLingerers
-  // others stay and a core is left for it: still counted in draining_ and not busy, this drainer takes what is
-  // pushed meanwhile, and push() starts none.
+  // Stays (kLinger at most) until ops wait, if the last two pushes came from one thread, no other drainer stays
+  // and a core is left for it: still counted in draining_ and not busy, this drainer takes what is pushed
+  // meanwhile, and push() starts none.
   void linger();
   // Whether retiring `take` would end one of its requests (no other op of it left).
   static bool ends_requests(const Take& take);
@@ -114,7 +114,7 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   unsigned busy_ = 0;      // of those, running a take
   std::atomic<std::size_t> waiting_{0};  // queued_.size() - head_, read without the lock (a hint)
   std::atomic<std::uint64_t> room_generation_{0};  // restart() calls so far
-  std::atomic<unsigned> lingering_{0};  // drainers lingering (linger())
+  std::atomic<bool> lingering_{false};  // a drainer lingers (linger())
   // Guarded by mutex_: the thread of the newest push, and whether the one before came from it too (one thread
   // keeps reads in flight: linger() stays for it).
   std::thread::id last_pusher_;
