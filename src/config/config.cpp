@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <mutex>
 #include <optional>
-#include <thread>
 #include <type_traits>
 #include <utility>
 
@@ -14,7 +13,7 @@
 
 #include "base/ascii.hpp"
 #include "base/fork_guard.hpp"
-#include "base/memory_limit.hpp"
+#include "base/process_limits.hpp"
 
 namespace ferry {
 namespace {
@@ -54,10 +53,10 @@ std::uint64_t default_pinned_budget() {
   return std::clamp((memory != 0 ? memory : 4 * kGiB) / 4 / kPage * kPage, kMinPinnedBudget, kMaxPinnedBudget);
 }
 
-unsigned default_threads() {
-  unsigned cpus = std::thread::hardware_concurrency();
-  return std::clamp(cpus == 0 ? 4u : cpus, 4u, 16u);
-}
+// The cores this process may use (its affinity mask, a container's CPU quota), clamped: cold reads want several
+// requests at the disk even on few cores, and workers beyond the cores do not help (on the H200 machine's 16
+// cores, 24 and 32 read batches of small pieces at 0.77-0.98x of 16: bench/NOTES.md).
+unsigned default_threads() { return std::clamp(detail::usable_cores(), 4u, 16u); }
 
 Status bad_value(std::string_view setting, std::string_view text, std::string_view expected) {
   return Status(ErrorCode::invalid_argument,
@@ -300,7 +299,7 @@ struct SettingRow {
 };
 
 const SettingRow kSettingRows[] = {
-    {"threads", "FERRY_THREADS", "CPUs, clamped to 4..16",
+    {"threads", "FERRY_THREADS", "cores this process may use, clamped to 4..16",
      "Worker threads one request may use (1 to 256). Reads of cached data scale with threads until memory "
      "bandwidth; cold O_DIRECT reads want enough requests in flight.",
      parse_count_into<&Config::set_threads, kMinThreads, kMaxThreads>, number<&Config::threads>},

@@ -1,8 +1,6 @@
 // OpQueue: ops in the order they came, drained by pool workers a take at a time, retired as they land.
 #include "engine/queue.hpp"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <deque>
 #include <thread>
@@ -10,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "backends/staging_pool.hpp"
+#include "base/process_limits.hpp"
 #include "engine/request.hpp"
 #include "engine/thread_pool.hpp"
 #include "platform/nvtx/nvtx.hpp"
@@ -28,13 +27,6 @@ constexpr std::size_t kSmallOpsPerDrainer = 4;
 constexpr std::chrono::microseconds kLinger{50};
 
 }  // namespace
-
-unsigned usable_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return std::max(1u, std::thread::hardware_concurrency());
-  return static_cast<unsigned>(CPU_COUNT(&set));
-}
 
 std::uint64_t OpQueue::push(RequestState& request, RouteBackend& route, std::span<const Task> tasks,
                             std::chrono::microseconds grace) {
@@ -315,10 +307,9 @@ void OpQueue::linger() {
   // would be on it. Many threads pushing keep the drainers busier and share the wakes. Staying takes a core:
   // only where one is left beside the submitting thread and the drainers at work (on the 2-core CPU machine a
   // drainer that stayed made 4 KiB reads in flight from one thread 1.3x slower).
-  static const unsigned cores = usable_cores();
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!one_pusher_ || busy_ + 2 >= cores) return;
+    if (!one_pusher_ || busy_ + 2 >= usable_cores()) return;
   }
   if (lingering_.exchange(true)) return;  // one stays already: this one leaves
   const auto until = Clock::now() + kLinger;

@@ -26,10 +26,6 @@ namespace ferry::detail {
 
 class RequestState;
 
-/// The cores this process may run on: its affinity mask (a system call; hardware_concurrency() opens a file,
-/// which a test's descriptor leak check saw open on a worker thread).
-unsigned usable_cores();
-
 class OpQueue : public std::enable_shared_from_this<OpQueue> {
  public:
   /// `limit`: how many workers may drain the queue at once.

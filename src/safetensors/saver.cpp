@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 
 #include "backends/staging_pool.hpp"
-#include "base/memory_limit.hpp"
+#include "base/process_limits.hpp"
 #include "base/timing.hpp"
 #include "file/output_file.hpp"
 #include "platform/cuda/buffer_kind.hpp"

@@ -3,7 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "base/memory_limit.hpp"
+#include "base/process_limits.hpp"
 #include "support/status_matchers.hpp"
 #include "support/test_files.hpp"
 
@@ -137,6 +137,10 @@ TEST(Config, EveryDocumentedDefaultIsTheBuiltInOne) {
     ++checked;
   }
   EXPECT_GE(checked, settings_table().size() - 2) << "only the thread count's and the pinned budget's defaults are in words";
+}
+
+TEST(Config, ThreadsAreTheCoresThisProcessMayUseWithinFourToSixteen) {
+  EXPECT_EQ(Config().threads(), std::clamp(detail::usable_cores(), 4u, 16u));
 }
 
 TEST(Config, PinnedBudgetIsAQuarterOfMemoryWithinItsBounds) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backends/staging_pool.hpp"
+#include "base/process_limits.hpp"
 #include "engine/queue.hpp"
 #include "ferry/ferry.hpp"
 #include "file/file_state.hpp"
