@@ -96,21 +96,32 @@ def _run(scenario: str, path: Path) -> dict:
     return report
 
 
+def _assert_prompt(attempt) -> None:
+    """A Ctrl-C stopped `attempt()`'s transfer within PROMPT_S, in the first attempt or a second one. Once in
+    ten CI runs, on the 2-core machine with the C++ tests running beside, a load's took 0.365 s, the main thread
+    waiting to be scheduled; a slow first attempt is run again, so a stop that is slow every time still fails."""
+    reports = [attempt()]
+    if reports[0]["latency"] >= PROMPT_S:
+        reports.append(attempt())
+    assert reports[-1]["latency"] < PROMPT_S, reports
+
+
 @pytest.mark.parametrize("scenario", ["load", "load_into_module"])
 def test_ctrl_c_stops_a_one_request_load_within_a_fifth_of_a_second(tmp_path, scenario):
     if scenario == "load_into_module":
         pytest.importorskip("torch", reason="PyTorch is not installed")
-    report = _run(scenario, sparse_checkpoint(tmp_path / "sparse.safetensors"))
-    assert report["latency"] < PROMPT_S, report
+    _assert_prompt(lambda: _run(scenario, sparse_checkpoint(tmp_path / "sparse.safetensors")))
 
 
 def test_ctrl_c_stops_a_save_within_a_fifth_of_a_second_and_leaves_no_file(tmp_path):
     target = tmp_path / "out" / "model.safetensors"
     target.parent.mkdir()
-    report = _run("save", target)
-    assert report["latency"] < PROMPT_S, report
-    assert not target.exists(), "a half-written file took the target's name"
-    assert report["leftovers"] == [], report
+    def attempt() -> dict:
+        report = _run("save", target)
+        assert not target.exists(), "a half-written file took the target's name"
+        assert report["leftovers"] == [], report
+        return report
+    _assert_prompt(attempt)
 
 
 # Regression (issue 49, 4): where O_TMPFILE is missing (FERRY_CLI_TEST_NO_O_TMPFILE=1 forces that way), a
