@@ -138,8 +138,6 @@ class SafetensorsCheckpoint:
                   report_sum: Optional[SafetensorsReportSum] = None) -> Dict[str, Any]: ...
 
 # ferry.safetensors saving (python/src/save_bindings.cpp); rows are (name, dtype, shape, address)
-SAFETENSORS_SAVE_WINDOW_BYTES: int
-SAFETENSORS_DEFAULT_SAVE_STAGING: int
 
 def safetensors_save(path: bytes, tensors: List[Tuple[str, str, List[int], int]], metadata: Optional[Dict[str, str]],
                      durable: bool, config: Optional[Config], max_staging_bytes: int, refuse_overlapping: bool,

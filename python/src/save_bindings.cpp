@@ -161,8 +161,6 @@ py::dict save_sharded(const std::string& directory, const std::vector<Row>& rows
 }  // namespace
 
 void register_safetensors_save(py::module_& m) {
-  m.attr("SAFETENSORS_SAVE_WINDOW_BYTES") = st::kSaveWindowBytes;
-  m.attr("SAFETENSORS_DEFAULT_SAVE_STAGING") = st::kDefaultSaveStaging;
   m.def("safetensors_save", &save, py::arg("path"), py::arg("tensors"), py::arg("metadata"), py::arg("durable"),
         py::arg("config"), py::arg("max_staging_bytes"), py::arg("refuse_overlapping"), py::arg("progress"),
         py::arg("progress_interval") = 0.1);
