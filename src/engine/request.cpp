@@ -195,11 +195,6 @@ void RequestState::retire(std::span<const Op> ops, std::span<Result<std::uint64_
 void RequestState::complete(bool callbacks_here) {
   std::vector<Callback> callbacks;
   Status status;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    status = first_error_;
-    if (backend_) status = backend_->finish_request(outcome_.report, status);
-  }
   // Release the route's resources before anyone can see the request done: they hold the File's state
   // (descriptors, and the Syscalls they were opened with). Otherwise the last reference could drop on
   // this worker after get() returned, closing descriptors behind a caller that already destroyed the
@@ -207,6 +202,8 @@ void RequestState::complete(bool callbacks_here) {
   std::shared_ptr<RouteBackend> backend;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    status = first_error_;
+    if (backend_) status = backend_->finish_request(outcome_.report, status);
     backend.swap(backend_);
   }
   backend.reset();
@@ -249,12 +246,12 @@ void RequestState::expedite() const {
   shared_pool().expedite(ticket);
 }
 
-bool RequestState::run_here_if_unclaimed() const {
+void RequestState::run_here_if_unclaimed() const {
   // Only a request of one op: running it on the caller's thread saves two thread hand-offs (most of a small
   // read's latency) and cannot keep the caller long.
-  if (ops_ != 1 || ThreadPool::on_worker_thread()) return false;
+  if (ops_ != 1 || ThreadPool::on_worker_thread()) return;
   auto* self = const_cast<RequestState*>(this);
-  if (!self->claim()) return false;
+  if (!self->claim()) return;
   queue_->withdraw(*this, pool_ticket_.load(std::memory_order_acquire));
   const Op op{single_, backend_.get()};
   Result<std::uint64_t> got(std::uint64_t{0});
@@ -276,7 +273,6 @@ bool RequestState::run_here_if_unclaimed() const {
   const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started);
   self->retire(std::span<const Op>(&op, 1), std::span<Result<std::uint64_t>>(&got, 1), report,
                static_cast<std::uint64_t>(ns.count()), /*gathered=*/false, /*callbacks_here=*/true);
-  return true;
 }
 
 bool RequestState::help_until(std::optional<std::chrono::steady_clock::time_point> deadline) const {
