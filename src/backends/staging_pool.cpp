@@ -7,7 +7,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <iterator>
 
 #include "backends/numa_placement.hpp"
 #include "base/setup_ledger.hpp"
@@ -62,7 +61,7 @@ void* map_huge_region(std::size_t bytes, int node) {
 // Pins every buffer of `kit` as one registered huge-page region; false (and nothing held) when the
 // region cannot be mapped or registered, so the caller falls back to cuMemHostAlloc.
 bool pin_huge_region(const CudaApi& api, StagingKit& kit, unsigned count) {
-  std::size_t bytes = (static_cast<std::size_t>(kit.buffer_size) * count + kHugePage - 1) / kHugePage * kHugePage;
+  const std::size_t bytes = kit_charge(kit.buffer_size, count);
   void* region = map_huge_region(bytes, kit.numa_node);
   if (region == nullptr) return false;
   if (api.cuMemHostRegister_v2(region, bytes, kMemHostRegisterPortable) != CUDA_SUCCESS) {
