@@ -120,7 +120,7 @@ bool OpQueue::take_next(Take& take, bool& busy, bool stop_if_empty) {
   std::uint64_t fill = 0, bytes = 0;
   while (head_ < queued_.size() && take.ops.size() < size) {
     const Queued& q = queued_[head_];
-    if (q.request != nullptr && q.request->stop_requested()) {  // retired unrun, however many: a cancelled load's
+    if (q.request != nullptr && q.request->stop_requested()) {
       if (take.dropped.empty() || take.dropped.back().first != q.request) take.dropped.emplace_back(q.request, 0);
       ++take.dropped.back().second;
       ++head_;
