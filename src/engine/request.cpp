@@ -139,9 +139,7 @@ Status EndOfFileRule::shrank(const Task& t, std::uint64_t bytes) const {
 }
 
 bool RequestState::claim() {
-  if (ops_ != 1) return true;
-  bool expected = false;
-  return claimed_.compare_exchange_strong(expected, true, std::memory_order_acq_rel);
+  return ops_ != 1 || !claimed_.exchange(true, std::memory_order_acq_rel);
 }
 
 void RequestState::drop(std::size_t n) {
@@ -317,15 +315,13 @@ Result<Transfer> RequestState::outcome() const {
 }
 
 void RequestState::then(Callback callback) {
-  bool queued = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!done_.load(std::memory_order_relaxed)) {
       callbacks_.push_back(std::move(callback));
-      queued = true;
+      return;
     }
   }
-  if (queued) return;
   callback(outcome());
 }
 
