@@ -1,7 +1,6 @@
 // RequestState: ops counted down as they retire, first-error-wins, completion and waiting.
 #include "engine/request.hpp"
 
-#include <algorithm>
 #include <chrono>
 
 #include <fmt/format.h>
@@ -44,7 +43,7 @@ std::shared_ptr<RequestState> RequestState::start(std::vector<Task> tasks, std::
     return state;
   }
   if (tasks.size() == 1) state->single_ = tasks[0];
-  if (!queue) queue = std::make_shared<OpQueue>(std::max(1u, threads));
+  if (!queue) queue = std::make_shared<OpQueue>(threads);  // (it counts 0 as 1)
   state->queue_ = queue;
   state->self_ = state;
   // A one-op request is left to its submitter for a moment (wait() runs it on the caller's thread), unless it
