@@ -192,10 +192,10 @@ void RequestState::retire(std::span<const Op> ops, std::span<Result<std::uint64_
 void RequestState::complete(bool callbacks_here) {
   std::vector<Callback> callbacks;
   Status status;
-  // Release the route's resources before anyone can see the request done: they hold the File's state
-  // (descriptors, and the Syscalls they were opened with). Otherwise the last reference could drop on
-  // this worker after get() returned, closing descriptors behind a caller that already destroyed the
-  // File (and whatever it was opened with).
+  // The backend's finish_request settles the status; then the route's resources go, before anyone can see
+  // the request done: they hold the File's state (descriptors, and the Syscalls they were opened with).
+  // Otherwise the last reference could drop on this worker after get() returned, closing descriptors behind
+  // a caller that already destroyed the File (and whatever it was opened with).
   std::shared_ptr<RouteBackend> backend;
   {
     std::lock_guard<std::mutex> lock(mutex_);
