@@ -1,8 +1,8 @@
 // attribute_by_cufile_stats: cuFile's statistics decide which of its routes each operation took.
 #include "backends/cufile_attribution.hpp"
 
+#include <algorithm>
 #include <string>
-#include <vector>
 
 #include <fmt/format.h>
 
@@ -23,7 +23,6 @@ void attribute_by_cufile_stats(Report& report, const CuFileCounters& delta, Dire
 
   // Gather what was counted provisionally under any cuFile route.
   RouteCounters total;
-  std::vector<ReasonCount> cufile_reasons;
   for (Route r : routes) {
     auto& c = report.routes[static_cast<std::size_t>(r)];
     total.ops += c.ops;
@@ -36,14 +35,12 @@ void attribute_by_cufile_stats(Report& report, const CuFileCounters& delta, Dire
                     "provisional");
     return;
   }
-  for (auto it = report.reasons.begin(); it != report.reasons.end();) {
-    if (is_cufile_route(it->route)) {
-      cufile_reasons.push_back(*it);
-      it = report.reasons.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  // The split keeps the reason of the first provisional count.
+  const auto first = std::find_if(report.reasons.begin(), report.reasons.end(),
+                                  [](const ReasonCount& r) { return is_cufile_route(r.route); });
+  const ReasonCount base = first == report.reasons.end() ? ReasonCount{Route::cufile_posix, Reason::cufile_stats, "", 0}
+                                                         : *first;
+  std::erase_if(report.reasons, [](const ReasonCount& r) { return is_cufile_route(r.route); });
   // Largest-remainder split of the operations; bytes and time follow the operations.
   std::uint64_t assigned = 0;
   std::uint64_t share[3];
@@ -57,22 +54,19 @@ void attribute_by_cufile_stats(Report& report, const CuFileCounters& delta, Dire
       ++assigned;
     }
   }
-  const std::string detail_suffix = fmt::format("cuFile counted nvfs={} p2p={} posix={}", kinds[0], kinds[1], kinds[2]);
-  const ReasonCount base = cufile_reasons.empty() ? ReasonCount{Route::cufile_posix, Reason::cufile_stats, "", 0}
-                                                  : cufile_reasons.front();
+  const std::string counts = fmt::format("cuFile counted nvfs={} p2p={} posix={}", kinds[0], kinds[1], kinds[2]);
+  const std::string detail = base.detail.empty() ? counts : base.detail + "; " + counts;
+  std::uint64_t bytes_now = 0;
   for (int i = 0; i < 3; ++i) {
     auto& c = report.routes[static_cast<std::size_t>(routes[i])];
     c.ops = share[i];
-    c.bytes = total.ops ? total.bytes * share[i] / total.ops : 0;
-    c.nanoseconds = total.ops ? total.nanoseconds * share[i] / total.ops : 0;
-    if (share[i] == 0) continue;
-    std::string detail = base.detail.empty() ? detail_suffix : base.detail + "; " + detail_suffix;
-    report.reasons.push_back(ReasonCount{routes[i], base.reason, detail, share[i]});
+    c.bytes = total.bytes * share[i] / total.ops;
+    bytes_now += c.bytes;
+    c.nanoseconds = total.nanoseconds * share[i] / total.ops;
+    if (share[i] > 0) report.reasons.push_back(ReasonCount{routes[i], base.reason, detail, share[i]});
   }
-  // Integer division may leave a few bytes unassigned: give them to the largest share.
-  std::uint64_t bytes_now = 0;
-  for (Route r : routes) bytes_now += report.routes[static_cast<std::size_t>(r)].bytes;
-  int largest = share[0] >= share[1] && share[0] >= share[2] ? 0 : share[1] >= share[2] ? 1 : 2;
+  // Integer division may leave a few bytes unassigned: give them to the largest share (the first of equals).
+  const auto largest = std::max_element(share, share + 3) - share;
   report.routes[static_cast<std::size_t>(routes[largest])].bytes += total.bytes - bytes_now;
 }
 

@@ -29,8 +29,7 @@ class GdsBackend final : public RouteBackend {
     ScopedDeviceContext context(*target_.cuda, target_.device);
     if (context.status().ok()) (void)target_.cuda->cuStreamSynchronize(nullptr);
     before_ = target_.driver->stats_snapshot(target_.device);
-    int now = g_cufile_requests_in_flight.fetch_add(1) + 1;
-    max_concurrent_.store(now);
+    max_concurrent_.store(g_cufile_requests_in_flight.fetch_add(1) + 1);
   }
 
   Result<std::unique_ptr<RouteWorker>> make_worker(const WorkerWait& wait) override {
@@ -115,12 +114,9 @@ class GdsBackend final : public RouteBackend {
       }
       const GdsTarget& g = s_.target_;
       // The task's buffer, and the task's offset in it (cuFile takes a base and an offset from it).
-      void* base = reinterpret_cast<void*>(g.destination.address(0));
-      std::uint64_t task_offset = t.buffer_offset;
-      if (g.destination.is_scattered()) {
-        base = reinterpret_cast<void*>(g.destination.address(t.buffer_offset));
-        task_offset = 0;
-      }
+      const bool scattered = g.destination.is_scattered();
+      void* base = reinterpret_cast<void*>(g.destination.address(scattered ? t.buffer_offset : 0));
+      const std::uint64_t task_offset = scattered ? 0 : t.buffer_offset;
       const bool reading = is_read(s_.source_request().direction);
       std::uint64_t done = 0;
       while (done < t.length) {

@@ -8,7 +8,6 @@
 #include <memory>
 #include <string>
 
-#include "base/direction.hpp"
 #include "backends/route_backend.hpp"
 #include "base/destination.hpp"
 #include "ferry/config.hpp"
@@ -51,6 +50,5 @@ struct GdsTarget {
 /// The request's ops are queued on their own (its cuFile statistics are read around them).
 std::shared_ptr<RouteBackend> make_gds_backend(const SourceRequest& request, GdsTarget target, Decision decision,
                                                std::shared_ptr<RouteBackend> edges);
-
 
 }  // namespace ferry::detail

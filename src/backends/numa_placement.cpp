@@ -22,7 +22,6 @@ bool parse_int(std::string_view s, int* out) {
 
 int count_nodes(std::string_view list) {
   while (!list.empty() && (list.back() == '\n' || list.back() == ' ')) list.remove_suffix(1);
-  if (list.empty()) return 0;
   int count = 0;
   while (!list.empty()) {
     std::size_t comma = list.find(',');
@@ -55,8 +54,9 @@ int bounce_buffer_node(int gpu_host_numa_node, int online_nodes) {
 
 bool prefer_node(void* addr, std::size_t bytes, int node) {
   if (node < 0 || node >= 1024) return false;
-  unsigned long mask[1024 / (8 * sizeof(unsigned long))] = {};
-  mask[static_cast<unsigned>(node) / (8 * sizeof(unsigned long))] |= 1ul << (static_cast<unsigned>(node) % (8 * sizeof(unsigned long)));
+  constexpr unsigned kBits = 8 * sizeof(unsigned long);
+  unsigned long mask[1024 / kBits] = {};
+  mask[static_cast<unsigned>(node) / kBits] |= 1ul << (static_cast<unsigned>(node) % kBits);
   return ::syscall(SYS_mbind, addr, bytes, kMpolPreferred, mask, 1024ul, 0u) == 0;
 }
 

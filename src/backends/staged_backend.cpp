@@ -57,14 +57,14 @@ class StagedWorker final : public RouteWorker {
     if (kit_) process_staging_pool().discard(std::move(kit_));
   }
 
-  // Ops that fit in a bounce buffer are read back to back into one and each run of them whose destinations
-  // follow one another moves with one copy; larger ones, writes and scattered reads go a piece at a time.
+  // Ops that fit in a bounce buffer are read back to back into one (packs()) and each run of them whose
+  // destinations follow one another moves with one copy; larger ones, writes, scattered reads and ramped ones
+  // go a piece at a time.
   void run(std::span<const Op> ops, std::span<Report> reports, std::span<Result<std::uint64_t>> results) override {
     std::size_t next = 0;
     while (next < ops.size()) {
       const Op& op = ops[next];
-      if (!is_read(op.request->source_request().direction) || op.task.length > kit_->buffer_size ||
-          op.request->destination().is_scattered() || staged(op).target_.ramp) {
+      if (!packs(op) || op.task.length > kit_->buffer_size) {
         results[next] = run_in_pieces(op, report_of(reports, next));
         ++next;
         continue;
@@ -81,9 +81,7 @@ class StagedWorker final : public RouteWorker {
       dsts_.clear();
       std::uint64_t used = 0;
       bool one_request = true;
-      while (next < ops.size() && used + ops[next].task.length <= kit_->buffer_size &&
-             is_read(ops[next].request->source_request().direction) &&
-             !ops[next].request->destination().is_scattered() && !staged(ops[next]).target_.ramp) {
+      while (next < ops.size() && used + ops[next].task.length <= kit_->buffer_size && packs(ops[next])) {
         const Op& o = ops[next];
         reads_.push_back(TaskRead{o.task, bounce + used});
         dsts_.push_back(static_cast<CUdeviceptr>(o.request->destination().address(o.task.buffer_offset)));
@@ -136,6 +134,11 @@ class StagedWorker final : public RouteWorker {
   bool holds_pinned() const override { return kit_ != nullptr; }
 
  private:
+  static bool packs(const Op& op) {
+    return is_read(op.request->source_request().direction) && !op.request->destination().is_scattered() &&
+           !staged(op).target_.ramp;
+  }
+
   // The bounce buffer of the next fill (fills take the buffers in turn), once no copy uses it. The newest
   // copy's event is recorded first, before anything else is queued on the stream.
   Result<std::size_t> begin_fill() {
@@ -260,16 +263,15 @@ class StagedWorker final : public RouteWorker {
   // batched call failed); `what()` says what was copied, for messages.
   template <typename Failed, typename What>
   void queue_runs(Failed&& failed, What&& what) {
-    const CudaApi& api = api_;
-    if (runs_.size() > 1 && api.cuMemcpyBatchAsync_v2 != nullptr) {
-      Status copied = copy_batched(api, what);
+    if (runs_.size() > 1 && api_.cuMemcpyBatchAsync_v2 != nullptr) {
+      Status copied = copy_batched(what);
       if (!copied.ok()) {
         for (const CopyRun& run : runs_) failed(run, copied);
       }
       return;
     }
     for (const CopyRun& run : runs_) {
-      Status copied = cuda_check(api, api.cuMemcpyHtoDAsync_v2(run.dst, run.src, run.bytes, kit_->stream), [&] {
+      Status copied = cuda_check(api_, api_.cuMemcpyHtoDAsync_v2(run.dst, run.src, run.bytes, kit_->stream), [&] {
         return fmt::format("copying {} bytes {} to GPU {}", run.bytes, what(), device_);
       });
       if (!copied.ok()) failed(run, copied);
@@ -277,7 +279,7 @@ class StagedWorker final : public RouteWorker {
   }
 
   template <typename What>
-  Status copy_batched(const CudaApi& api, What&& what) {
+  Status copy_batched(What&& what) {
     batch_dsts_.clear();
     batch_srcs_.clear();
     batch_sizes_.clear();
@@ -292,8 +294,8 @@ class StagedWorker final : public RouteWorker {
     CUmemcpyAttributes in_stream_order{CU_MEMCPY_SRC_ACCESS_ORDER_STREAM, {CU_MEM_LOCATION_TYPE_INVALID, 0},
                                        {CU_MEM_LOCATION_TYPE_INVALID, 0}, CU_MEMCPY_FLAG_DEFAULT};
     std::size_t first_copy = 0;
-    return cuda_check(api,
-                      api.cuMemcpyBatchAsync_v2(batch_dsts_.data(), batch_srcs_.data(), batch_sizes_.data(),
+    return cuda_check(api_,
+                      api_.cuMemcpyBatchAsync_v2(batch_dsts_.data(), batch_srcs_.data(), batch_sizes_.data(),
                                                 runs_.size(), &in_stream_order, &first_copy, 1, kit_->stream),
                       [&] {
                         return fmt::format("copying {} bytes {} to GPU {} in {} batched copies", bytes, what(),

@@ -7,7 +7,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <iterator>
 
 #include "backends/numa_placement.hpp"
 #include "base/setup_ledger.hpp"
@@ -59,11 +58,11 @@ void* map_huge_region(std::size_t bytes, int node) {
   return aligned;
 }
 
-// Pins every buffer of `kit` as one registered huge-page region; false (and nothing held) when the
-// region cannot be mapped or registered, so the caller falls back to cuMemHostAlloc.
-bool pin_huge_region(const CudaApi& api, StagingKit& kit, unsigned count) {
-  std::size_t bytes = (static_cast<std::size_t>(kit.buffer_size) * count + kHugePage - 1) / kHugePage * kHugePage;
-  void* region = map_huge_region(bytes, kit.numa_node);
+// Pins every buffer of `kit` as one registered huge-page region on `node` (-1: anywhere); false (and nothing
+// held) when the region cannot be mapped or registered, so the caller falls back to cuMemHostAlloc.
+bool pin_huge_region(const CudaApi& api, StagingKit& kit, unsigned count, int node) {
+  const std::size_t bytes = kit_charge(kit.buffer_size, count);
+  void* region = map_huge_region(bytes, node);
   if (region == nullptr) return false;
   if (api.cuMemHostRegister_v2(region, bytes, kMemHostRegisterPortable) != CUDA_SUCCESS) {
     ::munmap(region, bytes);
@@ -121,7 +120,6 @@ Result<std::unique_ptr<StagingKit>> StagingPool::make_kit(const CudaApi& api, in
   auto kit = std::make_unique<StagingKit>();
   kit->api = &api;
   kit->device = device;
-  kit->numa_node = bounce_node(api, device);
   kit->buffer_size = buffer_size;
   auto fail = [&](CUresult rc, std::string what) -> Status {
     Status s = cuda_check(api, rc, what);
@@ -132,7 +130,7 @@ Result<std::unique_ptr<StagingKit>> StagingPool::make_kit(const CudaApi& api, in
   // cudaMemset of the destination, a pageable cudaMemcpy still in flight), as the caller would expect.
   CUresult rc = api.cuStreamCreate(&kit->stream, CU_STREAM_DEFAULT);
   if (rc != CUDA_SUCCESS) return fail(rc, fmt::format("cuStreamCreate for GPU {}", device));
-  const bool huge = pin_huge_region(api, *kit, count);
+  const bool huge = pin_huge_region(api, *kit, count, bounce_node(api, device));
   for (unsigned i = 0; i < count; ++i) {
     if (!huge) {
       void* buffer = nullptr;
@@ -396,16 +394,16 @@ Result<std::unique_ptr<StagingKit>> StagingPool::try_acquire(const CudaApi& api,
     if (first) {
       if (auto kit = take_idle_locked(api, device, buffer_size, count)) return kit;
     }
-    if (first && grant_locked(api, device, buffer_size, counts, grant)) {
-      // made below, outside the lock
-    } else if (const std::uint64_t limit = budget(); kit_charge(buffer_size, count) > limit) {
-      return too_large(buffer_size, counts, kit_charge(buffer_size, count), limit);
-    } else {
+    if (!first || !grant_locked(api, device, buffer_size, counts, grant)) {
+      if (const std::uint64_t limit = budget(); kit_charge(buffer_size, count) > limit) {
+        return too_large(buffer_size, counts, kit_charge(buffer_size, count), limit);
+      }
       enqueue_locked(owner, api, device, buffer_size, counts)->when_room = when_room;
       g_waits.fetch_add(1);
       return std::unique_ptr<StagingKit>();
     }
   }
+  // Granted: made outside the lock.
   FERRY_ASSIGN_OR_RETURN(Kits kits, complete(api, device, buffer_size, std::move(grant)));
   return std::move(kits.front());
 }

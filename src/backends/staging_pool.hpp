@@ -38,7 +38,6 @@ struct StagingKit {
   CUstream stream = nullptr;
   std::vector<void*> buffers;   // pinned host memory, page-aligned, buffer_size bytes each
   std::vector<CUevent> events;  // events[i] is recorded after the last copy that used buffers[i]
-  int numa_node = -1;           // where the buffers were placed (the GPU's nearest node), or -1
   void* region = nullptr;       // the registered mapping holding every buffer, or null (cuMemHostAlloc)
   std::size_t region_bytes = 0;
   std::uint64_t pinned_bytes = 0;  // counted in StagingPool::pinned_bytes() until destroy_kit

@@ -120,7 +120,7 @@ bool OpQueue::take_next(Take& take, bool& busy, bool stop_if_empty) {
   std::uint64_t fill = 0, bytes = 0;
   while (head_ < queued_.size() && take.ops.size() < size) {
     const Queued& q = queued_[head_];
-    if (q.request != nullptr && q.request->stop_requested()) {  // retired unrun, however many: a cancelled load's
+    if (q.request != nullptr && q.request->stop_requested()) {
       if (take.dropped.empty() || take.dropped.back().first != q.request) take.dropped.emplace_back(q.request, 0);
       ++take.dropped.back().second;
       ++head_;
@@ -206,8 +206,6 @@ bool OpQueue::run(Take& take, std::unique_ptr<RouteWorker>& worker) {
   } else {
     std::vector<Op> running;
     std::vector<std::size_t> index;  // running[j] is take.ops[index[j]]
-    std::vector<Result<std::uint64_t>> got;
-    std::vector<Report> reports;
     for (std::size_t i = 0; i < n; ++i) {
       if (take.requests[i]->stop_requested()) {
         take.results[i] = Status(ErrorCode::cancelled, "the request was cancelled");
@@ -216,8 +214,8 @@ bool OpQueue::run(Take& take, std::unique_ptr<RouteWorker>& worker) {
       running.push_back(take.ops[i]);
       index.push_back(i);
     }
-    got.assign(running.size(), Result<std::uint64_t>(std::uint64_t{0}));
-    reports.assign(one_request ? 1 : running.size(), Report());
+    std::vector<Result<std::uint64_t>> got(running.size(), Result<std::uint64_t>(std::uint64_t{0}));
+    std::vector<Report> reports(one_request ? 1 : running.size());
     if (!running.empty()) worker->run(running, reports, got);
     for (std::size_t j = 0; j < running.size(); ++j) {
       take.results[index[j]] = std::move(got[j]);

@@ -66,8 +66,9 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
 
   static void drain_job(void* queue);
   void drain();
-  // Takes the next ops into `take` (and drops those of stopped requests on the way); false when none wait (with `stop_if_empty`, the drainer is then counted
-  // out). `busy`: whether the drainer is running a take (counted in busy_), kept up to date.
+  // Takes the next ops into `take` (and drops those of stopped requests on the way); false when none wait
+  // (with `stop_if_empty`, the drainer is then counted out). `busy`: whether the drainer is running a take
+  // (counted in busy_), kept up to date.
   bool take_next(Take& take, bool& busy, bool stop_if_empty);
   // Runs `take` on `worker` (made on first need): ops of requests that stopped are retired unrun. False,
   // and nothing ran, when the pinned budget had no room for a worker (restart() follows).

@@ -1,7 +1,6 @@
 // RequestState: ops counted down as they retire, first-error-wins, completion and waiting.
 #include "engine/request.hpp"
 
-#include <algorithm>
 #include <chrono>
 
 #include <fmt/format.h>
@@ -44,7 +43,7 @@ std::shared_ptr<RequestState> RequestState::start(std::vector<Task> tasks, std::
     return state;
   }
   if (tasks.size() == 1) state->single_ = tasks[0];
-  if (!queue) queue = std::make_shared<OpQueue>(std::max(1u, threads));
+  if (!queue) queue = std::make_shared<OpQueue>(threads);  // (it counts 0 as 1)
   state->queue_ = queue;
   state->self_ = state;
   // A one-op request is left to its submitter for a moment (wait() runs it on the caller's thread), unless it
@@ -139,9 +138,7 @@ Status EndOfFileRule::shrank(const Task& t, std::uint64_t bytes) const {
 }
 
 bool RequestState::claim() {
-  if (ops_ != 1) return true;
-  bool expected = false;
-  return claimed_.compare_exchange_strong(expected, true, std::memory_order_acq_rel);
+  return ops_ != 1 || !claimed_.exchange(true, std::memory_order_acq_rel);
 }
 
 void RequestState::drop(std::size_t n) {
@@ -195,18 +192,15 @@ void RequestState::retire(std::span<const Op> ops, std::span<Result<std::uint64_
 void RequestState::complete(bool callbacks_here) {
   std::vector<Callback> callbacks;
   Status status;
+  // The backend's finish_request settles the status; then the route's resources go, before anyone can see
+  // the request done: they hold the File's state (descriptors, and the Syscalls they were opened with).
+  // Otherwise the last reference could drop on this worker after get() returned, closing descriptors behind
+  // a caller that already destroyed the File (and whatever it was opened with).
+  std::shared_ptr<RouteBackend> backend;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     status = first_error_;
     if (backend_) status = backend_->finish_request(outcome_.report, status);
-  }
-  // Release the route's resources before anyone can see the request done: they hold the File's state
-  // (descriptors, and the Syscalls they were opened with). Otherwise the last reference could drop on
-  // this worker after get() returned, closing descriptors behind a caller that already destroyed the
-  // File (and whatever it was opened with).
-  std::shared_ptr<RouteBackend> backend;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
     backend.swap(backend_);
   }
   backend.reset();
@@ -249,12 +243,12 @@ void RequestState::expedite() const {
   shared_pool().expedite(ticket);
 }
 
-bool RequestState::run_here_if_unclaimed() const {
+void RequestState::run_here_if_unclaimed() const {
   // Only a request of one op: running it on the caller's thread saves two thread hand-offs (most of a small
   // read's latency) and cannot keep the caller long.
-  if (ops_ != 1 || ThreadPool::on_worker_thread()) return false;
+  if (ops_ != 1 || ThreadPool::on_worker_thread()) return;
   auto* self = const_cast<RequestState*>(this);
-  if (!self->claim()) return false;
+  if (!self->claim()) return;
   queue_->withdraw(*this, pool_ticket_.load(std::memory_order_acquire));
   const Op op{single_, backend_.get()};
   Result<std::uint64_t> got(std::uint64_t{0});
@@ -276,7 +270,6 @@ bool RequestState::run_here_if_unclaimed() const {
   const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started);
   self->retire(std::span<const Op>(&op, 1), std::span<Result<std::uint64_t>>(&got, 1), report,
                static_cast<std::uint64_t>(ns.count()), /*gathered=*/false, /*callbacks_here=*/true);
-  return true;
 }
 
 bool RequestState::help_until(std::optional<std::chrono::steady_clock::time_point> deadline) const {
@@ -321,15 +314,13 @@ Result<Transfer> RequestState::outcome() const {
 }
 
 void RequestState::then(Callback callback) {
-  bool queued = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!done_.load(std::memory_order_relaxed)) {
       callbacks_.push_back(std::move(callback));
-      queued = true;
+      return;
     }
   }
-  if (queued) return;
   callback(outcome());
 }
 

@@ -85,8 +85,6 @@ class RequestState {
   /// Runs `callback` once done: at once if it is, else on the thread that completes the request's last op (a
   /// worker of the shared pool, or a waiter that ran it).
   void then(Callback callback);
-  /// A waiting caller runs a one-op request itself if no worker has taken it; true if it did.
-  bool run_here_if_unclaimed() const;
   /// How many ops it has, and how many of them are still to retire (a hint while workers retire them).
   std::size_t ops() const { return ops_; }
   std::size_t ops_left() const { return ops_left_.load(std::memory_order_acquire); }
@@ -107,6 +105,8 @@ class RequestState {
               std::uint64_t ns_each, bool gathered, bool callbacks_here = false);
 
  private:
+  // A waiting caller runs a one-op request itself if no worker has taken it.
+  void run_here_if_unclaimed() const;
   void record_error(Status s);
   // Runs the request's end (the backend's finish_request, File accounting), marks it done and runs its
   // callbacks: here, or (`callbacks_here` false) on a worker of the shared pool.

@@ -62,7 +62,7 @@ class StreamWatcher {
       }
       std::vector<StreamPipeline*> finished;
       for (const auto& p : snapshot) {
-        if (p->poll().finished) finished.push_back(p.get());
+        if (p->poll()) finished.push_back(p.get());
       }
       snapshot.clear();
       if (!finished.empty()) {
@@ -121,9 +121,8 @@ std::uint32_t StreamPipeline::gate_value(std::size_t index) const {
   return UINT32_MAX;
 }
 
-bool StreamPipeline::release_if_stopped(std::unique_lock<std::mutex>& lock) {
-  if (released_ || running_ > 0) return false;
-  if (!stopped_ && next_step_ < plan_.steps) return false;
+void StreamPipeline::release_if_stopped(std::unique_lock<std::mutex>& lock) {
+  if (released_ || running_ > 0 || (!stopped_ && next_step_ < plan_.steps)) return;
   stopped_ = true;
   released_ = true;
   // Every wait the stream may still meet asks for at most the steps' count: after a failure or a cancel
@@ -132,10 +131,9 @@ bool StreamPipeline::release_if_stopped(std::unique_lock<std::mutex>& lock) {
   lock.unlock();
   if (steps_ended_) steps_ended_();
   lock.lock();
-  return true;
 }
 
-StreamPipeline::Poll StreamPipeline::poll() {
+bool StreamPipeline::poll() {
   std::unique_lock<std::mutex> lock(mutex_);
   const std::uint32_t gpu = gpu_->load(std::memory_order_acquire);
   if (!begun_ && !stopped_ && plan_.steps > 0 && gpu >= gate_value(0)) {
@@ -147,7 +145,6 @@ StreamPipeline::Poll StreamPipeline::poll() {
     }
   }
   release_if_stopped(lock);
-  Poll poll;
   if (begun_ && !stopped_) {
     unsigned start = 0;
     std::size_t next = next_step_;
@@ -156,7 +153,6 @@ StreamPipeline::Poll StreamPipeline::poll() {
       ++next;
     }
     running_ += start;
-    poll.wants_steps = start > 0;
     lock.unlock();
     for (unsigned i = 0; i < start; ++i) {
       stream_pool().submit([self = self_] { self->run_steps(); });
@@ -168,9 +164,9 @@ StreamPipeline::Poll StreamPipeline::poll() {
     auto keep = std::move(self_);
     lock.unlock();
     finish_(std::move(outcome));
-    poll.finished = true;
+    return true;
   }
-  return poll;
+  return false;
 }
 
 void StreamPipeline::run_steps() {

@@ -92,15 +92,12 @@ class StreamPipeline {
 
  private:
   friend class StreamWatcher;
-  struct Poll {
-    bool finished = false;     // remove from the watcher
-    bool wants_steps = false;  // a step may start now
-  };
-  // The watcher's look at the gpu word: begins the request, starts steps, and sees the end.
-  Poll poll();
+  // The watcher's look at the gpu word: begins the request, starts steps, and sees the end. True once
+  // finished (the watcher lets go of it).
+  bool poll();
   void run_steps();  // a job on the stream pool: runs steps while their gates are open
   std::uint32_t gate_value(std::size_t index) const;
-  bool release_if_stopped(std::unique_lock<std::mutex>& lock);  // sets the cpu word once nothing runs
+  void release_if_stopped(std::unique_lock<std::mutex>& lock);  // sets the cpu word once nothing runs
   void step_ended(std::size_t index, Result<std::uint64_t> result);
 
   const PipelinePlan plan_;

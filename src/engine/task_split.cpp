@@ -20,10 +20,7 @@ std::vector<Task> split_request(std::uint64_t offset, std::uint64_t size, std::u
                                 std::uint64_t alignment) {
   std::vector<Task> tasks;
   if (size == 0) return tasks;
-  if (auto only = only_task(offset, size, task_size, alignment)) {
-    tasks.push_back(*only);
-    return tasks;
-  }
+  if (auto only = only_task(offset, size, task_size, alignment)) return {*only};
   const std::uint64_t end = offset + size;
   const std::uint64_t body_begin = align_up(offset, alignment);
   const std::uint64_t body_end = align_down(end, alignment);

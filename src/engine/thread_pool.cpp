@@ -76,12 +76,10 @@ bool ThreadPool::withdraw(std::uint64_t ticket) {
   std::optional<PoolJob> job;  // destroyed outside the lock: it may hold the last reference to its owner
   std::lock_guard<std::mutex> lock(mutex_);
   // From the back: the job withdrawn is most often the newest.
-  for (auto it = queue_.rbegin(); it != queue_.rend(); ++it) {
-    if (it->ticket != ticket) continue;
-    job = take_locked(std::next(it).base());
-    return true;
-  }
-  return false;
+  auto it = std::find_if(queue_.rbegin(), queue_.rend(), [&](const Entry& e) { return e.ticket == ticket; });
+  if (it == queue_.rend()) return false;
+  job = take_locked(std::next(it).base());
+  return true;
 }
 
 void ThreadPool::expedite(std::uint64_t ticket) {
