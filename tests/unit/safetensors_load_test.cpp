@@ -656,7 +656,7 @@ TEST_F(SafetensorsLoad, RequestShapingSplitsReadsAtPageBoundaries) {
 std::vector<PreadSpan> SafetensorsLoad::load_in_requests(std::uint64_t bytes, std::uint64_t piece,
                                                          std::chrono::milliseconds slow) {
   SafetensorsBuilder b;
-  b.add({"big", "U8", {static_cast<std::int64_t>(bytes)}});
+  b.add({"big", "U8", {bytes}});
   ScriptedSyscalls sys;
   auto c = open(b.write(dir_ / "model.safetensors"), {}, &sys);
   EXPECT_TRUE(c.ok()) << c.status().to_string();

@@ -532,7 +532,7 @@ TEST_F(SafetensorsSave, ShardedSavesWriteHuggingFaceNamesAndTheIndexLast) {
   // (in every shard's __metadata__ too) and each shard's size.
   const std::string id = save_id_in(text);
   ASSERT_EQ(id.size(), 16u) << text;
-  for (const std::string& shard : {"model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors",
+  for (const char* shard : {"model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors",
                                    "model-00003-of-00003.safetensors"}) {
     auto c = Checkpoint::open((dir_ / shard).string());
     ASSERT_TRUE(c.ok()) << c.status().to_string();
