@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -325,15 +326,13 @@ Result<TempFile> TempFile::create(const Destination& d) {
 TempFile::TempFile(TempFile&& o) noexcept
     : fd_(std::move(o.fd_)),
       dir_(std::move(o.dir_)),
-      name_(std::move(o.name_)),
-      committed_(o.committed_),
-      removed_stale_(std::move(o.removed_stale_)) {
-  o.name_.clear();  // the armed slot names the same descriptor number, which moved along
-}
+      name_(std::exchange(o.name_, {})),  // the armed slot names the same descriptor number, which moved along
+      removed_stale_(std::move(o.removed_stale_)) {}
 
 TempFile::~TempFile() {
-  if (!name_.empty() && !committed_ && dir_.get() >= 0) (void)::unlinkat(dir_.get(), name_.c_str(), 0);
-  if (!name_.empty()) disarm();
+  if (name_.empty()) return;  // unnamed, committed, or moved from
+  (void)::unlinkat(dir_.get(), name_.c_str(), 0);
+  disarm();
 }
 
 std::string TempFile::reopen_path() const { return fmt::format("/proc/self/fd/{}", fd_.get()); }
@@ -385,7 +384,6 @@ Status TempFile::commit(const Destination& d, bool replace, bool sync_directory)
       return write_error(errno, d.path, fmt::format("renaming the new file over it in \"{}\"", d.directory));
   }
   if (!name_.empty() && !replace) (void)::unlinkat(dir_.get(), name_.c_str(), 0);
-  committed_ = true;
   disarm();
   name_.clear();
   if (sync_directory) {
