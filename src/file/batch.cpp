@@ -81,8 +81,7 @@ Future FileState::submit_batch(std::span<const Piece> pieces) {
     Use done = std::move(*in_use);
     return Future(RequestState::start({}, nullptr, nullptr, 1, EndOfFileRule{false, &path, file_bytes}, nullptr));
   }
-  auto plan = route_for(*this, Direction::read, pieces[first_piece].buffer, pieces[first_piece].size, BufferQuery::ask,
-                        /*pieces=*/true);
+  auto plan = route_for(*this, pieces[first_piece].buffer, pieces[first_piece].size, BufferQuery::ask, /*pieces=*/true);
   if (!plan.ok()) return fail(piece_error(plan.status(), first_piece, pieces.size()));
   if (Status s = check_piece_memory(*plan, pieces, first_piece, path); !s.ok()) return fail(s);
   return start(Direction::read, Destination(), 0, std::move(tasks), Extent{true, file_bytes},

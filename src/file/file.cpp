@@ -176,7 +176,7 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
   const std::uint64_t early_size = size;
   if (const std::uint64_t seen = size_seen_.load(std::memory_order_relaxed);
       reading && size > 0 && offset < seen && size <= seen - offset) {
-    auto plan = route_for(*this, direction, buffer, size);
+    auto plan = route_for(*this, buffer, size);
     if (!plan.ok()) return fail(plan.status());
     if (plan->decision.route == Route::staged && !plan->buffer.is_host()) {
       if (auto task = only_task(offset, size, config.task_size(), source->task_alignment())) {
@@ -206,7 +206,7 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
     tasks.push_back(Task{offset, size, 0, false});
   }
   auto plan = early_plan && size == early_size ? Result<RoutePlanDetail>(std::move(*early_plan))
-                                               : route_for(*this, direction, buffer, size);
+                                               : route_for(*this, buffer, size);
   if (!plan.ok()) return fail(plan.status());
   return start(direction, Destination(buffer), offset, std::move(tasks), extent, /*short_task_ends_request=*/!extent.known,
                std::move(*plan), std::move(*in_use), setup_before);
@@ -450,9 +450,10 @@ Result<Transfer> File::write(const void* buffer, std::uint64_t size) {
   return state_->at_position(detail::Direction::write, const_cast<void*>(buffer), size);
 }
 
-Result<RoutePlan> File::prepare(const void* buffer, std::uint64_t size, Direction direction) {
+// Reads and writes take the same routes: the direction does not enter the decision.
+Result<RoutePlan> File::prepare(const void* buffer, std::uint64_t size, Direction /*direction*/) {
   FERRY_ASSIGN_OR_RETURN(auto in_use, state_->use());
-  FERRY_ASSIGN_OR_RETURN(detail::RoutePlanDetail plan, detail::prepare_route(*state_, direction, buffer, size));
+  FERRY_ASSIGN_OR_RETURN(detail::RoutePlanDetail plan, detail::prepare_route(*state_, buffer, size));
   return RoutePlan{plan.decision.route, plan.decision.reason, plan.decision.detail,
                    detail::memory_kind_name(plan.buffer.kind), plan.buffer.device};
 }

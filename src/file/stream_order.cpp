@@ -406,7 +406,7 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
     if (extent.known) size = offset >= extent.bytes ? 0 : std::min(size, extent.bytes - offset);
     label.size = size;
   }
-  auto plan = route_for(file, direction, buffer, size);
+  auto plan = route_for(file, buffer, size);
   if (!plan.ok()) return Future(RequestState::failed(plan.status()));
   if (std::string reason = why_synchronized(*api, *plan, extent, context.context()); !reason.empty()) {
     return synchronized_request(file, *api, label, buffer, reason);
