@@ -218,7 +218,6 @@ Future FileState::start(Direction direction, const Destination& destination, std
   const bool reading = is_read(direction);
   std::uint64_t size = 0;  // what the tasks cover: no further than the file's end
   for (const Task& t : tasks) size += t.length;
-  const int device = plan.buffer.device;
   const BufferKind buffer = plan.buffer;
   const CudaApi* cuda = plan.cuda;
   auto stop = std::make_shared<std::atomic<bool>>(false);
@@ -248,7 +247,7 @@ Future FileState::start(Direction direction, const Destination& destination, std
     if (auto self = weak.lock()) self->add_to_report(report);
     held->reset();
   };
-  auto queue = queue_for(**backend, device);
+  auto queue = queue_for(**backend, buffer.device);
   auto state = RequestState::start(std::move(tasks), std::move(*backend), std::move(queue), parallel_tasks(),
                                    EndOfFileRule{short_task_ends_request, &path, extent.bytes}, std::move(on_complete),
                                    nvtx_range != 0, std::move(stop));
@@ -307,9 +306,7 @@ std::uint64_t FileState::reserve(std::uint64_t size, Direction direction) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (appending) end_ = std::max(end_, size_now);
   std::uint64_t& cursor = appending ? end_ : position_;
-  std::uint64_t at = cursor;
-  cursor += size;
-  return at;
+  return std::exchange(cursor, cursor + size);
 }
 
 Result<Transfer> FileState::at_position(Direction direction, void* buffer, std::uint64_t size) {
