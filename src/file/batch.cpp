@@ -77,7 +77,7 @@ Future FileState::submit_batch(std::span<const Piece> pieces) {
       at += len;
     }
   }
-  if (first_piece == pieces.size() || tasks.empty()) {  // nothing to read: done, with no route taken
+  if (tasks.empty()) {  // every piece empty or past the end: nothing to read, done with no route taken
     Use done = std::move(*in_use);
     return Future(RequestState::start({}, nullptr, nullptr, 1, EndOfFileRule{false, &path, file_bytes}, nullptr));
   }

@@ -36,7 +36,7 @@ FileState::FileState(std::string path_in, Config config_in, std::shared_ptr<Sour
       append(append_in),
       gpu(gpu_in),
       uses_generation_(fork_generation()),
-      queues_(new Queues(fork_generation())) {
+      queues_(new Queues{fork_generation()}) {
   if (append) {
     auto size = current_size();
     end_ = size.ok() ? *size : 0;
@@ -278,7 +278,7 @@ std::shared_ptr<OpQueue> FileState::queue_for(const RouteBackend& backend, int d
   const std::uint64_t generation = fork_generation();
   if (q->generation != generation) {
     // A forked child's first request: new queues; the parent's (their ops, perhaps a lock held) are left alone.
-    auto* fresh = new Queues(generation);
+    auto* fresh = new Queues{generation};
     if (queues_.compare_exchange_strong(q, fresh, std::memory_order_acq_rel)) {
       q = fresh;
     } else {
