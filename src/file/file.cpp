@@ -117,19 +117,6 @@ Report FileState::report() const {
   return report_;
 }
 
-Status FileState::check_access(Direction direction) const {
-  if (is_read(direction) && flags.access == AccessMode::write_only) {
-    return Status(ErrorCode::failed_precondition,
-                  fmt::format("Could not read \"{}\": it was opened for writing only", path), EBADF, path);
-  }
-  if (!is_read(direction) && flags.access == AccessMode::read_only) {
-    return Status(ErrorCode::failed_precondition,
-                  fmt::format("Could not write \"{}\": it was opened for reading only (mode \"r\")", path), EBADF,
-                  path);
-  }
-  return Status();
-}
-
 namespace {
 
 // Why `name` could not be opened: a bad mode or setting.
@@ -141,7 +128,15 @@ Status open_error(const std::string& name, const Status& why) {
 
 Status FileState::check_request(Direction direction, const void* buffer, std::uint64_t size,
                                 std::uint64_t offset) const {
-  FERRY_RETURN_IF_ERROR(check_access(direction));
+  if (is_read(direction) && flags.access == AccessMode::write_only) {
+    return Status(ErrorCode::failed_precondition,
+                  fmt::format("Could not read \"{}\": it was opened for writing only", path), EBADF, path);
+  }
+  if (!is_read(direction) && flags.access == AccessMode::read_only) {
+    return Status(ErrorCode::failed_precondition,
+                  fmt::format("Could not write \"{}\": it was opened for reading only (mode \"r\")", path), EBADF,
+                  path);
+  }
   if (size > 0 && buffer == nullptr) {
     return Status(ErrorCode::invalid_argument, fmt::format("null buffer for {} bytes of \"{}\"", size, path), 0,
                   path);

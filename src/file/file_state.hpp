@@ -129,7 +129,6 @@ class FileState : public std::enable_shared_from_this<FileState> {
   std::shared_ptr<GdsFileState> gds;
 
  private:
-  Status check_access(Direction direction) const;
   // Reserves [offset, offset + size) at the position (or the end, in append mode) and advances it.
   std::uint64_t reserve(std::uint64_t size, Direction direction);
 
