@@ -141,7 +141,7 @@ std::string strict_refusal_for_file(DoctorContext& c, const void* buffer) {
   o.gpu = c.gpu;
   auto f = open_file(c.path, "r", strict, o);
   if (!f.ok()) return f.status().message();
-  auto plan = route_for(FileState::of(*f), Direction::read, buffer, c.file_size, BufferQuery::stand_in);
+  auto plan = route_for(FileState::of(*f), buffer, c.file_size, BufferQuery::stand_in);
   if (!plan.ok()) return plan.status().message();
   if (!is_direct(plan->decision.route)) {
     return fmt::format("the route would be {} ({})", route_name(plan->decision.route), reason_text(plan->decision.reason));
@@ -192,7 +192,7 @@ DoctorPrediction predict(DoctorContext& c) {
   Result<Decision> decision = Status(ErrorCode::internal, "not decided");
   if (c.file) {
     p.request_bytes = c.file_size;
-    auto plan = route_for(FileState::of(*c.file), Direction::read, buffer, c.file_size, BufferQuery::stand_in);
+    auto plan = route_for(FileState::of(*c.file), buffer, c.file_size, BufferQuery::stand_in);
     decision = plan.ok() ? Result<Decision>(plan->decision) : Result<Decision>(plan.status());
   } else {
     // No PATH: the router's answer for a typical large request on a file cuFile can register.

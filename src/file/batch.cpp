@@ -77,12 +77,11 @@ Future FileState::submit_batch(std::span<const Piece> pieces) {
       at += len;
     }
   }
-  if (first_piece == pieces.size() || tasks.empty()) {  // nothing to read: done, with no route taken
+  if (tasks.empty()) {  // every piece empty or past the end: nothing to read, done with no route taken
     Use done = std::move(*in_use);
     return Future(RequestState::start({}, nullptr, nullptr, 1, EndOfFileRule{false, &path, file_bytes}, nullptr));
   }
-  auto plan = route_for(*this, Direction::read, pieces[first_piece].buffer, pieces[first_piece].size, BufferQuery::ask,
-                        /*pieces=*/true);
+  auto plan = route_for(*this, pieces[first_piece].buffer, pieces[first_piece].size, BufferQuery::ask, /*pieces=*/true);
   if (!plan.ok()) return fail(piece_error(plan.status(), first_piece, pieces.size()));
   if (Status s = check_piece_memory(*plan, pieces, first_piece, path); !s.ok()) return fail(s);
   return start(Direction::read, Destination(), 0, std::move(tasks), Extent{true, file_bytes},

@@ -36,7 +36,7 @@ FileState::FileState(std::string path_in, Config config_in, std::shared_ptr<Sour
       append(append_in),
       gpu(gpu_in),
       uses_generation_(fork_generation()),
-      queues_(new Queues(fork_generation())) {
+      queues_(new Queues{fork_generation()}) {
   if (append) {
     auto size = current_size();
     end_ = size.ok() ? *size : 0;
@@ -117,19 +117,6 @@ Report FileState::report() const {
   return report_;
 }
 
-Status FileState::check_access(Direction direction) const {
-  if (is_read(direction) && flags.access == AccessMode::write_only) {
-    return Status(ErrorCode::failed_precondition,
-                  fmt::format("Could not read \"{}\": it was opened for writing only", path), EBADF, path);
-  }
-  if (!is_read(direction) && flags.access == AccessMode::read_only) {
-    return Status(ErrorCode::failed_precondition,
-                  fmt::format("Could not write \"{}\": it was opened for reading only (mode \"r\")", path), EBADF,
-                  path);
-  }
-  return Status();
-}
-
 namespace {
 
 // Why `name` could not be opened: a bad mode or setting.
@@ -141,7 +128,15 @@ Status open_error(const std::string& name, const Status& why) {
 
 Status FileState::check_request(Direction direction, const void* buffer, std::uint64_t size,
                                 std::uint64_t offset) const {
-  FERRY_RETURN_IF_ERROR(check_access(direction));
+  if (is_read(direction) && flags.access == AccessMode::write_only) {
+    return Status(ErrorCode::failed_precondition,
+                  fmt::format("Could not read \"{}\": it was opened for writing only", path), EBADF, path);
+  }
+  if (!is_read(direction) && flags.access == AccessMode::read_only) {
+    return Status(ErrorCode::failed_precondition,
+                  fmt::format("Could not write \"{}\": it was opened for reading only (mode \"r\")", path), EBADF,
+                  path);
+  }
   if (size > 0 && buffer == nullptr) {
     return Status(ErrorCode::invalid_argument, fmt::format("null buffer for {} bytes of \"{}\"", size, path), 0,
                   path);
@@ -176,7 +171,7 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
   const std::uint64_t early_size = size;
   if (const std::uint64_t seen = size_seen_.load(std::memory_order_relaxed);
       reading && size > 0 && offset < seen && size <= seen - offset) {
-    auto plan = route_for(*this, direction, buffer, size);
+    auto plan = route_for(*this, buffer, size);
     if (!plan.ok()) return fail(plan.status());
     if (plan->decision.route == Route::staged && !plan->buffer.is_host()) {
       if (auto task = only_task(offset, size, config.task_size(), source->task_alignment())) {
@@ -206,7 +201,7 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
     tasks.push_back(Task{offset, size, 0, false});
   }
   auto plan = early_plan && size == early_size ? Result<RoutePlanDetail>(std::move(*early_plan))
-                                               : route_for(*this, direction, buffer, size);
+                                               : route_for(*this, buffer, size);
   if (!plan.ok()) return fail(plan.status());
   return start(direction, Destination(buffer), offset, std::move(tasks), extent, /*short_task_ends_request=*/!extent.known,
                std::move(*plan), std::move(*in_use), setup_before);
@@ -218,7 +213,6 @@ Future FileState::start(Direction direction, const Destination& destination, std
   const bool reading = is_read(direction);
   std::uint64_t size = 0;  // what the tasks cover: no further than the file's end
   for (const Task& t : tasks) size += t.length;
-  const int device = plan.buffer.device;
   const BufferKind buffer = plan.buffer;
   const CudaApi* cuda = plan.cuda;
   auto stop = std::make_shared<std::atomic<bool>>(false);
@@ -248,7 +242,7 @@ Future FileState::start(Direction direction, const Destination& destination, std
     if (auto self = weak.lock()) self->add_to_report(report);
     held->reset();
   };
-  auto queue = queue_for(**backend, device);
+  auto queue = queue_for(**backend, buffer.device);
   auto state = RequestState::start(std::move(tasks), std::move(*backend), std::move(queue), parallel_tasks(),
                                    EndOfFileRule{short_task_ends_request, &path, extent.bytes}, std::move(on_complete),
                                    nvtx_range != 0, std::move(stop));
@@ -279,7 +273,7 @@ std::shared_ptr<OpQueue> FileState::queue_for(const RouteBackend& backend, int d
   const std::uint64_t generation = fork_generation();
   if (q->generation != generation) {
     // A forked child's first request: new queues; the parent's (their ops, perhaps a lock held) are left alone.
-    auto* fresh = new Queues(generation);
+    auto* fresh = new Queues{generation};
     if (queues_.compare_exchange_strong(q, fresh, std::memory_order_acq_rel)) {
       q = fresh;
     } else {
@@ -307,9 +301,7 @@ std::uint64_t FileState::reserve(std::uint64_t size, Direction direction) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (appending) end_ = std::max(end_, size_now);
   std::uint64_t& cursor = appending ? end_ : position_;
-  std::uint64_t at = cursor;
-  cursor += size;
-  return at;
+  return std::exchange(cursor, cursor + size);
 }
 
 Result<Transfer> FileState::at_position(Direction direction, void* buffer, std::uint64_t size) {
@@ -450,9 +442,10 @@ Result<Transfer> File::write(const void* buffer, std::uint64_t size) {
   return state_->at_position(detail::Direction::write, const_cast<void*>(buffer), size);
 }
 
-Result<RoutePlan> File::prepare(const void* buffer, std::uint64_t size, Direction direction) {
+// Reads and writes take the same routes: the direction does not enter the decision.
+Result<RoutePlan> File::prepare(const void* buffer, std::uint64_t size, Direction /*direction*/) {
   FERRY_ASSIGN_OR_RETURN(auto in_use, state_->use());
-  FERRY_ASSIGN_OR_RETURN(detail::RoutePlanDetail plan, detail::prepare_route(*state_, direction, buffer, size));
+  FERRY_ASSIGN_OR_RETURN(detail::RoutePlanDetail plan, detail::prepare_route(*state_, buffer, size));
   return RoutePlan{plan.decision.route, plan.decision.reason, plan.decision.detail,
                    detail::memory_kind_name(plan.buffer.kind), plan.buffer.device};
 }

@@ -129,7 +129,6 @@ class FileState : public std::enable_shared_from_this<FileState> {
   std::shared_ptr<GdsFileState> gds;
 
  private:
-  Status check_access(Direction direction) const;
   // Reserves [offset, offset + size) at the position (or the end, in append mode) and advances it.
   std::uint64_t reserve(std::uint64_t size, Direction direction);
 
@@ -154,7 +153,6 @@ class FileState : public std::enable_shared_from_this<FileState> {
   // The queues of this process (a child of fork() has none of its parent's workers, and perhaps a copy of a
   // lock held, so it starts new ones, leaving the parent's, as the engine leaves the parent's requests).
   struct Queues {
-    explicit Queues(std::uint64_t g) : generation(g) {}
     const std::uint64_t generation;
     std::mutex mutex;
     std::vector<std::pair<std::pair<Route, int>, std::shared_ptr<OpQueue>>> by_target;  // guarded by mutex

@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -109,19 +111,11 @@ Status write_error(int e, const std::string& path, const std::string& detail = {
                             path);
 }
 
-void split_path(const std::string& path, std::string* dir, std::string* name) {
-  auto slash = path.find_last_of('/');
-  if (slash == std::string::npos) {
-    *dir = ".";
-    *name = path;
-  } else {
-    *dir = slash == 0 ? "/" : path.substr(0, slash);
-    *name = path.substr(slash + 1);
-  }
-}
-
-bool sticky_and_world_writable(const struct stat& dir) {
-  return (dir.st_mode & S_ISVTX) && (dir.st_mode & S_IWOTH);
+// `path`'s directory and last component.
+std::pair<std::string, std::string> split_path(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) return {".", path};
+  return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
 }
 
 // The process's umask, read without changing it: umask() can only be read by setting it, and a save runs on
@@ -142,10 +136,9 @@ mode_t current_umask() {
 // Follows the symlink at `path` through the kernel (which applies its own protections), or explains why not.
 Status follow_symlink(Destination& d, const struct stat& link) {
   struct stat dir {};
-  std::string link_dir, link_name;
-  split_path(d.path, &link_dir, &link_name);
-  if (::stat(link_dir.c_str(), &dir) == 0 && sticky_and_world_writable(dir) && link.st_uid != ::geteuid() &&
-      link.st_uid != dir.st_uid) {
+  const std::string link_dir = split_path(d.path).first;
+  if (::stat(link_dir.c_str(), &dir) == 0 && (dir.st_mode & S_ISVTX) && (dir.st_mode & S_IWOTH) &&
+      link.st_uid != ::geteuid() && link.st_uid != dir.st_uid) {
     return refusal(ErrorCode::permission_denied, d.path,
                    fmt::format("it is a symbolic link owned by another user (uid {}) in a sticky, world-writable "
                                "directory, and such a link is not followed (as fs.protected_symlinks would refuse it)",
@@ -209,7 +202,7 @@ Result<Destination> inspect_once(const std::string& path, bool* replaced) {
     return refusal(ErrorCode::is_a_directory, path, "a name ending in \"/\" is a directory");
   }
 
-  split_path(d.target, &d.directory, &d.name);
+  std::tie(d.directory, d.name) = split_path(d.target);
   if (d.name.empty() || d.name == "." || d.name == "..") {
     return refusal(ErrorCode::is_a_directory, path, "it is a directory");
   }
@@ -325,15 +318,13 @@ Result<TempFile> TempFile::create(const Destination& d) {
 TempFile::TempFile(TempFile&& o) noexcept
     : fd_(std::move(o.fd_)),
       dir_(std::move(o.dir_)),
-      name_(std::move(o.name_)),
-      committed_(o.committed_),
-      removed_stale_(std::move(o.removed_stale_)) {
-  o.name_.clear();  // the armed slot names the same descriptor number, which moved along
-}
+      name_(std::exchange(o.name_, {})),  // the armed slot names the same descriptor number, which moved along
+      removed_stale_(std::move(o.removed_stale_)) {}
 
 TempFile::~TempFile() {
-  if (!name_.empty() && !committed_ && dir_.get() >= 0) (void)::unlinkat(dir_.get(), name_.c_str(), 0);
-  if (!name_.empty()) disarm();
+  if (name_.empty()) return;  // unnamed, committed, or moved from
+  (void)::unlinkat(dir_.get(), name_.c_str(), 0);
+  disarm();
 }
 
 std::string TempFile::reopen_path() const { return fmt::format("/proc/self/fd/{}", fd_.get()); }
@@ -385,7 +376,6 @@ Status TempFile::commit(const Destination& d, bool replace, bool sync_directory)
       return write_error(errno, d.path, fmt::format("renaming the new file over it in \"{}\"", d.directory));
   }
   if (!name_.empty() && !replace) (void)::unlinkat(dir_.get(), name_.c_str(), 0);
-  committed_ = true;
   disarm();
   name_.clear();
   if (sync_directory) {

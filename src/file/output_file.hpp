@@ -95,7 +95,6 @@ class TempFile {
   UniqueFd fd_;
   UniqueFd dir_;
   std::string name_;  // the name in dir_ while it has one and is not committed; "" for an unnamed file
-  bool committed_ = false;
   std::vector<std::string> removed_stale_;
 };
 

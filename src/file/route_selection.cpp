@@ -53,7 +53,7 @@ std::shared_ptr<GdsFileState> cufile_state(FileState& file, const GpuPlatform& g
 
 }  // namespace
 
-Result<RoutePlanDetail> route_for(FileState& file, Direction /*direction*/, const void* buffer, std::uint64_t size,
+Result<RoutePlanDetail> route_for(FileState& file, const void* buffer, std::uint64_t size,
                                   BufferQuery query, bool pieces) {
   const GpuPlatform& gpu = file.gpu ? *file.gpu : process_gpu_platform();
   RoutePlanDetail plan;
@@ -138,8 +138,8 @@ Result<std::shared_ptr<RouteBackend>> make_route_backend(FileState& file, const 
   return make_gds_backend(request, std::move(target), std::move(decision), std::move(edges));
 }
 
-Result<RoutePlanDetail> prepare_route(FileState& file, Direction direction, const void* buffer, std::uint64_t size) {
-  FERRY_ASSIGN_OR_RETURN(RoutePlanDetail plan, route_for(file, direction, buffer, size));
+Result<RoutePlanDetail> prepare_route(FileState& file, const void* buffer, std::uint64_t size) {
+  FERRY_ASSIGN_OR_RETURN(RoutePlanDetail plan, route_for(file, buffer, size));
   if (plan.decision.route == Route::staged) {
     StagedTarget t = staged_target(file, plan, Destination(buffer), size);
     ScopedDeviceContext context(*t.api, t.device);  // the caller's thread: leave its context as it was

@@ -32,7 +32,7 @@ struct RoutePlanDetail {
 /// The decision a request of `size` bytes with `buffer` would get now (`pieces`: the pieces of a batch, see
 /// RouteQuery). Errors: the router's refusals (compat off without cuFile, require=gds), a buffer the driver
 /// cannot classify, a device buffer whose allocation is smaller than `size` (unless BufferQuery::stand_in).
-Result<RoutePlanDetail> route_for(FileState& file, Direction direction, const void* buffer, std::uint64_t size,
+Result<RoutePlanDetail> route_for(FileState& file, const void* buffer, std::uint64_t size,
                                   BufferQuery query = BufferQuery::ask, bool pieces = false);
 
 /// The backend that carries out `request` into or out of `destination` on the route `plan` (route_for()'s)
@@ -44,6 +44,6 @@ Result<std::shared_ptr<RouteBackend>> make_route_backend(FileState& file, const 
 
 /// Does the one-time work of the route a request would take: loads CUDA and cuFile, registers the file,
 /// and for the staged route pins bounce buffers for every worker. Returns the decision.
-Result<RoutePlanDetail> prepare_route(FileState& file, Direction direction, const void* buffer, std::uint64_t size);
+Result<RoutePlanDetail> prepare_route(FileState& file, const void* buffer, std::uint64_t size);
 
 }  // namespace ferry::detail

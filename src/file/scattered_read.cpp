@@ -67,7 +67,7 @@ Future FileState::submit_scattered(std::vector<Segment> segments, std::uint64_t 
   if (!file_bytes.ok()) return fail(file_bytes.status());
   // As pread(): the file as it is now, and no further.
   const std::uint64_t size = offset >= *file_bytes ? 0 : std::min(asked, *file_bytes - offset);
-  auto plan = route_for(*this, Direction::read, first, size, BufferQuery::stand_in);
+  auto plan = route_for(*this, first, size, BufferQuery::stand_in);
   if (!plan.ok()) return fail(plan.status());
   if (Status s = check_memory(*plan, segments, path); !s.ok()) return fail(s);
   const std::uint64_t alignment = source->task_alignment();

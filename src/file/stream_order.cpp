@@ -37,6 +37,9 @@ class StreamWords {
   };
 
   explicit StreamWords(const CudaApi& api) : api_(api) {}
+  ~StreamWords() {
+    for (void* page : pages_) (void)api_.cuMemFreeHost(page);
+  }
 
   // Needs a current context (the pages are portable: usable from every context). The word reads 0.
   Result<Word> acquire() {
@@ -51,13 +54,6 @@ class StreamWords {
   void release(const Word& w) {
     std::lock_guard<std::mutex> lock(mutex_);
     free_.push_back(w);
-  }
-
-  void free_all() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (void* page : pages_) (void)api_.cuMemFreeHost(page);
-    pages_.clear();
-    free_.clear();
   }
 
  private:
@@ -406,7 +402,7 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
     if (extent.known) size = offset >= extent.bytes ? 0 : std::min(size, extent.bytes - offset);
     label.size = size;
   }
-  auto plan = route_for(file, direction, buffer, size);
+  auto plan = route_for(file, buffer, size);
   if (!plan.ok()) return Future(RequestState::failed(plan.status()));
   if (std::string reason = why_synchronized(*api, *plan, extent, context.context()); !reason.empty()) {
     return synchronized_request(file, *api, label, buffer, reason);
@@ -508,10 +504,7 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
 
 void release_stream_words_for_testing(const CudaApi& api) {
   std::lock_guard<std::mutex> lock(words_mutex());
-  auto it = all_words().find(&api);
-  if (it == all_words().end()) return;
-  it->second->free_all();
-  all_words().erase(it);
+  all_words().erase(&api);  // frees the pages
 }
 
 }  // namespace ferry::detail
