@@ -12,6 +12,7 @@
 #include <cstring>
 #include <ctime>
 #include <tuple>
+#include <atomic>
 #include <utility>
 #include <vector>
 
@@ -25,20 +26,29 @@ namespace ferry::detail {
 namespace {
 
 // ---- the signal handlers' one slot: the temporary name to remove, if any ----
-// Written only by the main thread while the name is not armed; read by remove_named_temporary, which a
-// signal handler may call (async-signal-safe).
-volatile std::sig_atomic_t g_armed = 0;
+// One temporary holds it at a time (the CLI writes one file); one made meanwhile (saves on several threads)
+// goes without: if a signal leaves it, the next save into its directory removes it. The holder writes the
+// name while the slot is not armed; remove_named_temporary, which a signal handler may call, reads it once
+// armed (a lock-free atomic: async-signal-safe).
+enum SlotState : int { kFree, kWriting, kArmed };
+std::atomic<int> g_slot{kFree};
 int g_armed_dir = -1;
 char g_armed_name[64] = {};
 
-void arm(int dir, const std::string& name) {
-  g_armed = 0;
+// Arms the slot with `name` in `dir` if it is free; returns whether this temporary holds it.
+bool arm(int dir, const std::string& name) {
+  int free = kFree;
+  if (!g_slot.compare_exchange_strong(free, kWriting)) return false;
   g_armed_dir = dir;
   std::snprintf(g_armed_name, sizeof g_armed_name, "%s", name.c_str());
-  g_armed = 1;
+  g_slot.store(kArmed, std::memory_order_release);
+  return true;
 }
 
-void disarm() { g_armed = 0; }
+// Frees the slot if `held` says this temporary holds it.
+void disarm(bool& held) {
+  if (std::exchange(held, false)) g_slot.store(kFree, std::memory_order_release);
+}
 
 // ---- names and messages ----
 
@@ -259,15 +269,17 @@ std::vector<std::string> remove_stale_temporaries(int dir) {
 
 // Gives a new file a hidden name of its own in `dir` (random_name()): `make(name)` makes it under that name and
 // returns 0 or an errno. A name taken already is tried again with another. The name is armed for the signal
-// handlers before the file exists, so that a signal right after it is made still removes it. Errors name `path`.
+// handlers before the file exists (`armed`: whether it holds the slot), so that a signal right after it is made
+// still removes it. Errors name `path`.
 template <typename Make>
-Result<std::string> name_new_file(int dir, Make&& make, const std::string& path, const std::string& doing) {
+Result<std::string> name_new_file(int dir, Make&& make, const std::string& path, const std::string& doing,
+                                  bool& armed) {
   for (int attempt = 0; attempt < 16; ++attempt) {
     std::string name = random_name();
-    arm(dir, name);
+    armed = arm(dir, name);
     const int e = make(name);
     if (e == 0) return name;
-    disarm();
+    disarm(armed);
     if (e != EEXIST) return write_error(e, path, doing);
   }
   return write_error(EEXIST, path, doing);
@@ -310,7 +322,7 @@ Result<TempFile> TempFile::create(const Destination& d) {
     fd = ::openat(t.dir_.get(), name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     return fd >= 0 ? 0 : errno;
   };
-  FERRY_ASSIGN_OR_RETURN(t.name_, name_new_file(t.dir_.get(), create_named, d.path, in_dir));
+  FERRY_ASSIGN_OR_RETURN(t.name_, name_new_file(t.dir_.get(), create_named, d.path, in_dir, t.armed_));
   t.fd_ = UniqueFd(fd);
   return t;
 }
@@ -318,13 +330,14 @@ Result<TempFile> TempFile::create(const Destination& d) {
 TempFile::TempFile(TempFile&& o) noexcept
     : fd_(std::move(o.fd_)),
       dir_(std::move(o.dir_)),
-      name_(std::exchange(o.name_, {})),  // the armed slot names the same descriptor number, which moved along
+      name_(std::exchange(o.name_, {})),
+      armed_(std::exchange(o.armed_, false)),  // the slot names the same descriptor number, which moved along
       removed_stale_(std::move(o.removed_stale_)) {}
 
 TempFile::~TempFile() {
   if (name_.empty()) return;  // unnamed, committed, or moved from
   (void)::unlinkat(dir_.get(), name_.c_str(), 0);
-  disarm();
+  disarm(armed_);
 }
 
 std::string TempFile::reopen_path() const { return fmt::format("/proc/self/fd/{}", fd_.get()); }
@@ -370,13 +383,13 @@ Status TempFile::commit(const Destination& d, bool replace, bool sync_directory)
     if (e != 0) return write_error(e, d.path, naming);
   } else {
     if (name_.empty()) {
-      FERRY_ASSIGN_OR_RETURN(name_, name_new_file(dir_.get(), link_to, d.path, naming));
+      FERRY_ASSIGN_OR_RETURN(name_, name_new_file(dir_.get(), link_to, d.path, naming, armed_));
     }
     if (::renameat(dir_.get(), name_.c_str(), dir_.get(), d.name.c_str()) != 0)
       return write_error(errno, d.path, fmt::format("renaming the new file over it in \"{}\"", d.directory));
   }
   if (!name_.empty() && !replace) (void)::unlinkat(dir_.get(), name_.c_str(), 0);
-  disarm();
+  disarm(armed_);
   name_.clear();
   if (sync_directory) {
     UniqueFd dir(::openat(dir_.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -401,8 +414,11 @@ Status replace_file_contents(const std::string& path, std::string_view bytes, bo
 
 void remove_named_temporary() noexcept {
   const int saved = errno;
-  if (g_armed) (void)::unlinkat(g_armed_dir, g_armed_name, 0);
-  g_armed = 0;
+  int armed = kArmed;
+  if (g_slot.compare_exchange_strong(armed, kWriting)) {
+    (void)::unlinkat(g_armed_dir, g_armed_name, 0);
+    g_slot.store(kFree);
+  }
   errno = saved;
 }
 

@@ -95,6 +95,7 @@ class TempFile {
   UniqueFd fd_;
   UniqueFd dir_;
   std::string name_;  // the name in dir_ while it has one and is not committed; "" for an unnamed file
+  bool armed_ = false;  // whether name_ is the one the signal handlers remove (remove_named_temporary)
   std::vector<std::string> removed_stale_;
 };
 
@@ -106,8 +107,8 @@ inline constexpr char kTemporaryPrefix[] = ".ferry-";
 /// errors name `path`, which is then as it was.
 [[nodiscard]] Status replace_file_contents(const std::string& path, std::string_view bytes, bool durable);
 
-/// Removes the temporary file that has a name at this moment (a TempFile not yet committed), if any; then
-/// none has. Async-signal-safe, and keeps errno: for a program's handler of SIGINT, SIGTERM and SIGHUP
+/// Removes the named temporary file that holds the signal handlers' one slot (the first of the TempFiles not
+/// yet committed that has a name; the CLI writes one file at a time), if any. Async-signal-safe, and keeps errno: for a program's handler of SIGINT, SIGTERM and SIGHUP
 /// (cli/support/cleanup_signals.hpp). The library itself never takes over a process's signals.
 void remove_named_temporary() noexcept;
 

@@ -117,5 +117,29 @@ TEST(OutputFile, ANewTemporaryRemovesThoseOfDeadProcessesOnly) {
   ::waitpid(alive, &status, 0);
 }
 
+// The signal handlers' slot belongs to the first named temporary: a second one made meanwhile (a save on another
+// thread) and gone again left the first unarmed, so a Ctrl-C then kept the first's temporary.
+TEST(OutputFile, ASecondTemporaryLeavesTheFirstArmedForTheSignalHandlers) {
+  const auto dir = testing::test_dir();
+  testing::ScopedEnv named("FERRY_CLI_TEST_NO_O_TMPFILE", "1");
+  auto d = inspect_destination((dir / "out.bin").string());
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  auto first = TempFile::create(*d);
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  {
+    auto second = TempFile::create(*d);
+    ASSERT_TRUE(second.ok()) << second.status().to_string();
+    ASSERT_EQ(temporaries(dir).size(), 2u);
+  }
+  ASSERT_EQ(temporaries(dir).size(), 1u) << "the second removed its own";
+  remove_named_temporary();  // as a SIGINT handler does
+  EXPECT_TRUE(temporaries(dir).empty()) << "the first's temporary was left behind";
+  remove_named_temporary();  // nothing armed now: nothing happens
+  auto third = TempFile::create(*d);
+  ASSERT_TRUE(third.ok()) << third.status().to_string();
+  remove_named_temporary();
+  EXPECT_TRUE(temporaries(dir).empty()) << "the slot came free for the next temporary";
+}
+
 }  // namespace
 }  // namespace ferry::detail
