@@ -444,6 +444,8 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
     auto done = RequestState::deferred(nullptr);
     Transfer empty;
     empty.report.stream_order[static_cast<std::size_t>(r->mechanism)] = 1;
+    file.add_to_report(empty.report);  // counted as every stream-ordered request is
+    add_to_process_report(empty.report);
     done->complete_deferred(empty);
     return Future(done);
   }

@@ -165,6 +165,22 @@ TEST_F(StreamOrdered, StagedReadBeginsAfterEarlierWorkAndLaterWorkSeesItsBytes) 
 }
 
 // 42 pieces through 16 slots: every slot is reused, in both directions, and the bytes around stay.
+// A read at the end of the file moves nothing; it is still a stream-ordered request of the File's report (it
+// was in its own only).
+TEST_F(StreamOrdered, AReadAtTheEndOfTheFileIsCountedInTheFilesReport) {
+  File f = open("r");
+  void* dev = testing::fake_cuda_alloc_device(kSize);
+  std::memset(dev, 0xA5, kSize);
+  auto r = f.read_async(dev, kSize, kSize, stream_).get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->bytes, 0u);
+  ASSERT_EQ(api().cuStreamSynchronize(stream_), CUDA_SUCCESS);
+  EXPECT_EQ(static_cast<std::uint8_t*>(dev)[0], 0xA5) << "a read past the end wrote";
+  EXPECT_EQ(mechanism_count(r->report, StreamOrder::stream_copies), 1u);
+  EXPECT_EQ(mechanism_count(f.report(), StreamOrder::stream_copies), 1u);
+  testing::fake_cuda_free(dev);
+}
+
 TEST_F(StreamOrdered, ALargeReadAndWriteReuseEverySlotAndKeepEveryByte) {
   const std::uint64_t size = 40 * kTask + 4097;
   use_file_of(size);
