@@ -106,7 +106,8 @@ class Config {
   std::string get(std::string_view name) const;
   SettingSource source(std::string_view name) const;
 
-  // Worker threads one request may use (1..256). Default: the number of CPUs, at least 4, at most 16.
+  // Worker threads one request may use (1..256). Default: the cores this process may use (its affinity mask, a
+  // container's CPU quota), at least 4, at most 16.
   unsigned threads() const { return threads_; }
   Config& set_threads(unsigned n);
   // Bytes per task: one request is split into tasks of this size (4 KiB..1 GiB, rounded up to 4 KiB).
