@@ -60,7 +60,9 @@ class FaultTestWithTasksOf : public testing::FaultTest {
     direct_io_available_ = file->direct_io_available();
     SentinelBuffer buf(size);
     auto r = file->pread(buf.data(), size, 0).get();
-    if (r.ok()) EXPECT_TRUE(buf.holds(0, size));
+    if (r.ok()) {
+      EXPECT_TRUE(buf.holds(0, size));
+    }
     return r;
   }
   // Of the reads made so far, those that asked the page cache without waiting.
