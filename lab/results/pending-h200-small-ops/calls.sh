@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Written on 2026-12-05 when no device was lent, NOT RUN YET: the next GPU session's calls for issue 50. Once run,
+# move this folder to lab/results/<date>-h200-<name>/ and record the outcome in bench/results/ of the same name.
+# Each call is run from the repository root on the GPU machine with .device-deps and .old-tree (git archive
+# 189e30e | tar -x -C .old-tree --exclude=bench/results --exclude=lab/results) carried; call 3 also carries
+# .perf-closure (Debian 12's perf and the libraries it needs that Ubuntu 24.04 lacks:
+#   mkdir -p .perf-closure/lib && cp /usr/bin/perf .perf-closure/ && ldd /usr/bin/perf | awk '{print $3}' |
+#   grep -vE 'libc.so|libm.so|libstdc|libgcc_s|ld-linux|^$' | xargs -I{} cp -L {} .perf-closure/lib/).
+#
+# What they answer:
+# 1. Does this tree pass on the GPU (C++ GPU tests and CPU tests there, the pinned budget's stresses within
+#    64 MiB, the Python GPU tests)? The session of 2026-12-05 (afternoon) changed GPU paths it could not run:
+#    staged_backend, gds_backend, staging_pool, stream_order (line cuts; an empty stream-ordered read counted).
+#    Call 1 the C++ side, call 4 the Python GPU tests and pip install (each call stays under 600 s).
+# 2. Small reads from one thread: is the submitter slowed by how many drainers share small ops? With 64 reads in
+#    flight a push starts drainers until each has kSmallOpsPerDrainer (4) of them: up to 16 drainers, all taking
+#    the queue's one lock, each take a copy and a wait of its own. The one-thread rows are 0.45-0.58x of 189e30e,
+#    the submitter's pread() 2.0 us against 1.0 and 0.37 voluntary context switches a read against 0.09 (a
+#    contended lock is one such switch). Variants s16 and s64 share small ops 16 and 64 to a drainer; old is
+#    189e30e. Watch the 16-thread rows too: fewer drainers must not cost them.
+# 3. Where one thread's 4 KiB read in flight spends its CPU, this tree against 189e30e (flat and per thread).
+set -uo pipefail
+source .device-deps/gpu-env.sh
+export FERRY_BUILD_DIR=build-gpu
+case "${1:-}" in
+  1) scripts/gpu-bounded.sh "200:build 150:test 90:budget" ;;
+  4) scripts/gpu-bounded.sh "$( [ -x build-gpu/tests/ferry_gpu_tests ] || echo 200:build ) 280:pytest-gpu 90:pip" ;;
+  2) for n in 16 64; do
+       mkdir -p ".v-s$n" && tar c --exclude=./build-gpu --exclude='./build-*' --exclude='./.v-*' --exclude=./.old-tree \
+         --exclude=./.device-deps --exclude=./.perf-closure --exclude=./bench/results --exclude=./lab/results . |
+         tar x -C ".v-s$n"
+       sed -i "s/constexpr std::size_t kSmallOpsPerDrainer = 4;/constexpr std::size_t kSmallOpsPerDrainer = $n;/" \
+         ".v-s$n/src/engine/queue.cpp"
+       grep -q "kSmallOpsPerDrainer = $n;" ".v-s$n/src/engine/queue.cpp" || { echo "s$n: the constant was not found"; exit 1; }
+     done
+     [ -x build-gpu/lab/ferry_small_reads ] || scripts/gpu-bounded.sh "200:build"
+     TREES="old=.old-tree s16=.v-s16 s64=.v-s64" \
+       HOT_ARGS="--sizes 4KiB,64KiB --bytes-per-mode 512MiB --modes ferry,ferry-mt,ferry-1,plain,batch" \
+       COLD_ARGS="" timeout 420 lab/small_reads_ab.sh build-gpu/out/ab 2 0 > build-gpu/out/ab.txt 2>&1
+     cp build-gpu/out/ab.txt "$OUT/" 2>/dev/null; tar czf "$OUT/out.tgz" -C build-gpu/out . ;;
+  3) mkdir -p "$OUT/perf"
+     for t in new:. old:.old-tree; do
+       ( cmake -S "${t#*:}" -B "build-p${t%%:*}" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFERRY_BUILD_PYTHON=OFF \
+           -DFERRY_REMOTE=OFF > /dev/null 2>&1 && cmake --build "build-p${t%%:*}" -j 8 --target ferry_small_reads \
+           > "$OUT/perf/${t%%:*}-build.log" 2>&1 ) &
+     done
+     wait
+     head -c 2G /dev/urandom > small-2GiB.bin
+     for t in new:build-pnew/lab old:build-pold/tests; do
+       LD_LIBRARY_PATH=.perf-closure/lib:$LD_LIBRARY_PATH timeout 40 .perf-closure/perf record -F 4999 -o "perf-${t%%:*}.data" \
+         "${t#*:}/ferry_small_reads" small-2GiB.bin --sizes 4KiB --modes ferry --bytes-per-mode 1GiB > "$OUT/perf/${t%%:*}-run.txt" 2>&1
+       for sort in dso,symbol pid; do
+         LD_LIBRARY_PATH=.perf-closure/lib:$LD_LIBRARY_PATH timeout 40 .perf-closure/perf report -i "perf-${t%%:*}.data" --stdio \
+           --no-children --percent-limit 0.3 --sort $sort > "$OUT/perf/${t%%:*}-${sort%%,*}.txt" 2>&1
+       done
+     done ;;
+  *) echo "usage: $0 1|2|3|4"; exit 2 ;;
+esac
