@@ -74,7 +74,7 @@ bool pin_huge_region(const CudaApi& api, StagingKit& kit, unsigned count, int no
   return true;
 }
 
-// The NUMA node for `device`'s bounce buffers, asked of the driver once per device (kits are made rarely).
+// The NUMA node for `device`'s bounce buffers, asked of the driver for each kit made (kits are made rarely).
 int bounce_node(const CudaApi& api, int device) {
   static const int nodes = online_numa_nodes();
   if (nodes <= 1) return -1;
