@@ -20,7 +20,7 @@ namespace ferry::page_cache {
 struct Residency {
   std::uint64_t cached_bytes = 0;  // bytes of the range in the page cache
   std::uint64_t range_bytes = 0;   // bytes of the range inside the file (the range is cut at the end of the file)
-  std::uint64_t page_bytes = 4096;
+  std::uint64_t page_bytes = 4096;  // the kernel's page size: 4096 on x86-64, up to 64 KiB on arm64
   std::string method;              // "cachestat" (Linux 6.5 and later) or "mincore" (a read-only mapping)
   /// cached_bytes / range_bytes, 1.0 for an empty range.
   double fraction() const { return range_bytes == 0 ? 1.0 : static_cast<double>(cached_bytes) / range_bytes; }

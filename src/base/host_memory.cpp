@@ -2,6 +2,7 @@
 #include "base/host_memory.hpp"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -13,9 +14,17 @@
 
 namespace ferry::detail {
 
+std::uint64_t system_page_bytes() {
+  static const std::uint64_t page = [] {
+    const long bytes = ::sysconf(_SC_PAGESIZE);
+    return bytes > 0 ? static_cast<std::uint64_t>(bytes) : std::uint64_t{4096};
+  }();
+  return page;
+}
+
 std::uint64_t HostMemory::whole_pages(std::uint64_t size_bytes) {
-  constexpr std::uint64_t kPageBytes = 4096;
-  return (std::max<std::uint64_t>(size_bytes, 1) + kPageBytes - 1) / kPageBytes * kPageBytes;
+  const std::uint64_t page = system_page_bytes();
+  return (std::max<std::uint64_t>(size_bytes, 1) + page - 1) / page * page;
 }
 
 Result<HostMemory> HostMemory::allocate(std::uint64_t size_bytes, Touch touch) {

@@ -15,6 +15,10 @@
 
 namespace ferry::detail {
 
+/// The kernel's page size (sysconf): 4 KiB on x86-64; 4, 16 or 64 KiB on arm64 (Grace machines often run 64 KiB
+/// pages). The unit of mmap offsets, madvise ranges, mincore's entries and cachestat's counts.
+std::uint64_t system_page_bytes();
+
 class HostMemory {
  public:
   /// When the pages are first touched: by the first use (the default), or before allocate() returns
@@ -42,7 +46,8 @@ class HostMemory {
   /// Frees what release() gave up; `size_bytes` is size_bytes() as it was then. nullptr is ignored.
   static void free_released(void* data, std::uint64_t size_bytes) noexcept;
 
-  /// What `size_bytes` of host memory takes: whole 4 KiB pages, at least one (pinned memory is sized so too).
+  /// What `size_bytes` of host memory takes: whole pages of system_page_bytes(), at least one (pinned memory is
+  /// sized so too).
   static std::uint64_t whole_pages(std::uint64_t size_bytes);
 
  private:

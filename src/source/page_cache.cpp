@@ -9,13 +9,13 @@
 
 #include <fmt/format.h>
 
+#include "base/host_memory.hpp"
 #include "base/unique_fd.hpp"
 #include "source/syscalls.hpp"
 
 namespace ferry::page_cache {
 namespace {
 
-constexpr std::uint64_t kPage = 4096;  // the unit Syscalls::cached_pages counts in
 
 using detail::UniqueFd;
 
@@ -32,7 +32,7 @@ Result<Residency> probe(int fd, const std::string& path, std::uint64_t offset, s
                   fmt::format("Could not ask the page cache about \"{}\": not a regular file", path), EINVAL, path);
   }
   Residency r;
-  r.page_bytes = kPage;
+  r.page_bytes = detail::system_page_bytes();  // the unit Syscalls::cached_pages counts in
   const auto size = static_cast<std::uint64_t>(st.st_size);
   if (offset >= size) {
     r.method = detail::cached_pages_method();
@@ -48,7 +48,7 @@ Result<Residency> probe(int fd, const std::string& path, std::uint64_t offset, s
                                           r.range_bytes, offset, path, r.method),
                               path);
   }
-  r.cached_bytes = std::min(cached * kPage, r.range_bytes);
+  r.cached_bytes = std::min(cached * r.page_bytes, r.range_bytes);
   return r;
 }
 

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "base/host_memory.hpp"
 #include "source/host_bounce.hpp"
 #include "source/transfer_loops.hpp"
 #include "source/uring_batch.hpp"
@@ -142,9 +143,9 @@ class PartCursor {
   // 4 KiB of the copy, which made it 0.81x of an O_DIRECT read into an aligned buffer on the 2-core machine.
   static void populate(char* p, std::uint64_t n) {
 #ifdef MADV_POPULATE_WRITE
-    constexpr std::uint64_t kPage = 4096;
-    const auto begin = align_up(reinterpret_cast<std::uintptr_t>(p), kPage);
-    const auto end = align_down(reinterpret_cast<std::uintptr_t>(p) + n, kPage);
+    const std::uint64_t page = system_page_bytes();
+    const auto begin = align_up(reinterpret_cast<std::uintptr_t>(p), page);
+    const auto end = align_down(reinterpret_cast<std::uintptr_t>(p) + n, page);
     if (end > begin) (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
 #else
     (void)p;

@@ -13,6 +13,7 @@
 
 #include <cerrno>
 
+#include "base/host_memory.hpp"
 #include "source/syscalls.hpp"
 
 namespace ferry::detail {
@@ -70,8 +71,6 @@ int RealSyscalls::direct_io_alignment(int fd, std::uint64_t* offset_align, std::
   return 0;
 }
 
-constexpr std::uint64_t kPage = 4096;
-
 // cachestat(2)'s ABI (include/uapi/linux/mman.h), declared here for C libraries that predate it.
 struct CachestatRange {
   std::uint64_t off;
@@ -85,11 +84,12 @@ constexpr long kSysCachestat = 451;  // the same number on every architecture
 std::atomic<bool> no_cachestat{false};  // cachestat answered ENOSYS once: mincore from then on
 
 int mincore_pages(int fd, std::uint64_t offset, std::uint64_t length, std::uint64_t* cached) {
-  std::uint64_t start = offset & ~(kPage - 1);
+  const std::uint64_t page = system_page_bytes();  // a mapping starts on one, and mincore says one byte each
+  std::uint64_t start = offset & ~(page - 1);
   std::size_t span = static_cast<std::size_t>(offset + length - start);
   void* map = ::mmap(nullptr, span, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(start));
   if (map == MAP_FAILED) return -errno;
-  std::vector<unsigned char> resident((span + kPage - 1) / kPage);
+  std::vector<unsigned char> resident((span + page - 1) / page);
   int rc = ::mincore(map, span, resident.data()) == 0 ? 0 : -errno;
   ::munmap(map, span);
   if (rc != 0) return rc;
@@ -100,7 +100,8 @@ int mincore_pages(int fd, std::uint64_t offset, std::uint64_t length, std::uint6
 
 int RealSyscalls::cached_pages(int fd, std::uint64_t offset, std::uint64_t length, std::uint64_t* cached,
                                std::uint64_t* total) {
-  *total = ((offset + length + kPage - 1) / kPage) - offset / kPage;
+  const std::uint64_t page = system_page_bytes();  // what cachestat counts in
+  *total = ((offset + length + page - 1) / page) - offset / page;
   if (!no_cachestat.load(std::memory_order_relaxed)) {
     CachestatRange range{offset, length};
     Cachestat cs{};

@@ -27,7 +27,8 @@ class Syscalls {
   /// pages in (readahead): a buffered pread that follows waits for that read instead of starting another.
   virtual ssize_t pread_nowait(int fd, void* buf, std::size_t count, off_t offset) = 0;
   /// How much of [offset, offset + length) is in the page cache, without causing any I/O: cachestat(2)
-  /// (Linux 6.5), else mincore(2) on a mapping of the range. Sets the page counts and returns 0, or -errno
+  /// (Linux 6.5), else mincore(2) on a mapping of the range. Sets the counts of pages (of system_page_bytes():
+  /// 64 KiB on some arm64 kernels) and returns 0, or -errno
   /// (-ENOSYS: neither works here). Unlike pread_nowait, this never starts readahead.
   virtual int cached_pages(int fd, std::uint64_t offset, std::uint64_t length, std::uint64_t* cached,
                            std::uint64_t* total) = 0;
