@@ -16,4 +16,12 @@ inline std::string ascii_lower(std::string_view s) {
   return out;
 }
 
+/// `s` without the ASCII white space (space, \t, \n, \v, \f, \r) at either end.
+inline std::string_view trim_ascii(std::string_view s) {
+  constexpr std::string_view kSpace = " \t\n\v\f\r";
+  const auto begin = s.find_first_not_of(kSpace);
+  if (begin == std::string_view::npos) return {};
+  return s.substr(begin, s.find_last_not_of(kSpace) - begin + 1);
+}
+
 }  // namespace ferry::detail

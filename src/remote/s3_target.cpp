@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "base/ascii.hpp"
+
 namespace ferry::detail::remote {
 namespace {
 
@@ -13,12 +15,6 @@ std::string env(const char* name) {
   return v ? std::string(v) : std::string();
 }
 
-std::string trim(std::string s) {
-  const auto b = s.find_first_not_of(" \t\r");
-  if (b == std::string::npos) return {};
-  const auto e = s.find_last_not_of(" \t\r");
-  return s.substr(b, e - b + 1);
-}
 
 std::string home_file(const char* override_var, const char* relative) {
   if (std::string v = env(override_var); !v.empty()) return v;
@@ -52,17 +48,17 @@ bool parse_aws_ini(const std::string& path, std::vector<std::pair<std::string, s
   if (!in) return false;
   std::string line;
   while (std::getline(in, line)) {
-    line = trim(line);
+    line = std::string(trim_ascii(line));
     if (line.empty() || line[0] == '#' || line[0] == ';') continue;
     if (line.front() == '[' && line.back() == ']') {
-      sections.emplace_back(trim(line.substr(1, line.size() - 2)), std::vector<Header>{});
+      sections.emplace_back(std::string(trim_ascii(line.substr(1, line.size() - 2))), std::vector<Header>{});
       continue;
     }
     const auto eq = line.find('=');
     if (eq == std::string::npos || sections.empty()) continue;  // nested (indented) values are not needed here
-    std::string key = trim(line.substr(0, eq));
+    std::string key(trim_ascii(line.substr(0, eq)));
     for (char& c : key) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-    sections.back().second.emplace_back(std::move(key), trim(line.substr(eq + 1)));
+    sections.back().second.emplace_back(std::move(key), std::string(trim_ascii(line.substr(eq + 1))));
   }
   return true;
 }

@@ -6,6 +6,8 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "base/ascii.hpp"
+
 namespace ferry::detail::remote {
 
 const char kEmptyPayloadSha256[] = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
@@ -32,14 +34,10 @@ std::string hmac(const std::string& key, const std::string& data) {
 }
 
 std::string trim(const std::string& s) {
-  const auto begin = s.find_first_not_of(" \t");
-  if (begin == std::string::npos) return {};
-  const auto end = s.find_last_not_of(" \t");
   // Sequential spaces inside a value become one, as the canonical form requires.
   std::string out;
   bool space = false;
-  for (std::size_t i = begin; i <= end; ++i) {
-    const char c = s[i];
+  for (const char c : trim_ascii(s)) {
     if (c == ' ' || c == '\t') {
       if (!space) out += ' ';
       space = true;

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <mutex>
 
+#include "base/ascii.hpp"
 #include "platform/probes/probe_fs.hpp"
 
 namespace ferry::detail {
@@ -114,12 +115,6 @@ bool contains_ignoring_case(std::string_view haystack, std::string_view needle) 
   return it != haystack.end();
 }
 
-std::string trim(std::string s) {
-  auto not_space = [](unsigned char c) { return !std::isspace(c); };
-  s.erase(s.begin(), std::find_if(s.begin(), s.end(), not_space));
-  s.erase(std::find_if(s.rbegin(), s.rend(), not_space).base(), s.end());
-  return s;
-}
 
 }  // namespace
 
@@ -165,7 +160,7 @@ std::optional<std::string> find_log_line(const std::vector<std::string>& lines,
 
 std::optional<std::string> cufile_failure_reason(const std::vector<std::string>& lines) {
   std::optional<std::string> line = find_log_line(lines, {"udev", "error", "fail", "not supported"});
-  if (line) return trim(*line);
+  if (line) return std::string(trim_ascii(*line));
   return std::nullopt;
 }
 

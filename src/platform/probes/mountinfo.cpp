@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "base/ascii.hpp"
 #include "platform/probes/probe_fs.hpp"
 
 namespace ferry::detail::probes {
@@ -71,7 +72,7 @@ MountTable parse_mountinfo(std::string_view text) {
   int lineno = 0;
   for (std::string_view line : split_lines(text)) {
     ++lineno;
-    if (trim_view(line).empty()) continue;
+    if (trim_ascii(line).empty()) continue;
     if (auto e = parse_line(line)) {
       t.entries.push_back(std::move(*e));
     } else {

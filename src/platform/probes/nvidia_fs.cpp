@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "base/ascii.hpp"
 #include "platform/probes/probe_fs.hpp"
 
 namespace ferry::detail::probes {
@@ -78,7 +79,7 @@ Result<NvidiaFsProbe> probe_nvidia_fs(const fs::path& root) {
   auto ver = read_file_bytes(under_root(root, "/proc/driver/nvidia-fs/version"));
   if (ver.ok()) {
     p.version = parse_nvidia_fs_version(*ver);
-    p.evidence.push_back(fmt::format("/proc/driver/nvidia-fs/version: {}", trim_view(*ver)));
+    p.evidence.push_back(fmt::format("/proc/driver/nvidia-fs/version: {}", trim_ascii(*ver)));
   } else if (ver.status().code() == ErrorCode::not_found) {
     p.evidence.push_back("/proc/driver/nvidia-fs/version: absent");
   } else {

@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "base/ascii.hpp"
+
 namespace ferry::detail::probes {
 
 namespace fs = std::filesystem;
@@ -51,7 +53,7 @@ Result<std::string> read_file_bytes(const fs::path& file, std::size_t max_bytes)
 
 Result<std::string> read_trimmed(const fs::path& file) {
   FERRY_ASSIGN_OR_RETURN(std::string text, read_file_bytes(file));
-  return std::string(trim_view(text));
+  return std::string(trim_ascii(text));
 }
 
 static std::vector<std::string> split_path(std::string_view p) {
@@ -119,14 +121,6 @@ bool is_pci_bdf(std::string_view n) {
   return n[4] == ':' && n[7] == ':' && n[10] == '.' && n[11] >= '0' && n[11] <= '7';
 }
 
-std::string_view trim_view(std::string_view s) {
-  const char* ws = " \t\r\n\v\f";
-  std::size_t b = s.find_first_not_of(ws);
-  if (b == std::string_view::npos) return {};
-  std::size_t e = s.find_last_not_of(ws);
-  return s.substr(b, e - b + 1);
-}
-
 std::vector<std::string_view> split_lines(std::string_view text) {
   std::vector<std::string_view> lines;
   std::size_t pos = 0;
@@ -155,7 +149,7 @@ std::vector<std::string_view> split_ws(std::string_view s) {
 }
 
 bool parse_u64(std::string_view s, std::uint64_t& out) {
-  s = trim_view(s);
+  s = trim_ascii(s);
   int base = 10;
   if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
     s.remove_prefix(2);

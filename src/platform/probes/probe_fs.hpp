@@ -35,9 +35,6 @@ Result<std::string> resolve_in_root(const std::filesystem::path& root, std::stri
 /// True when `name` looks like a PCI function address "dddd:bb:dd.f" (lower-case hex, as sysfs writes it).
 bool is_pci_bdf(std::string_view name);
 
-/// Trims ASCII whitespace on both sides.
-std::string_view trim_view(std::string_view s);
-
 /// The lines of `text`, without their '\n'. A final '\n' ends the last line and starts no other: "a\n" is one
 /// line, "" none.
 std::vector<std::string_view> split_lines(std::string_view text);
