@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "base/process_limits.hpp"
 #include "platform/cufile/cufile_env.hpp"
 
 #include "doctor/doctor_internal.hpp"
@@ -29,6 +30,17 @@ DoctorSection settings_section(DoctorContext& c) {
     SettingSource src = c.config.source(row.name);
     k.summary = fmt::format("{} [{}{}]", value, setting_source_name(src),
                             src == SettingSource::environment ? ": " + row.env : std::string());
+    // Defaults sized from the machine say what they saw: in a container, its limits rather than the host's.
+    if (src == SettingSource::default_value && row.name == "threads") {
+      k.evidence.push_back(fmt::format("the cores this process may use: {} (its affinity mask, less any cgroup CPU "
+                                       "quota), clamped to 4..16",
+                                       usable_cores()));
+    }
+    if (src == SettingSource::default_value && row.name == "pinned_budget") {
+      k.evidence.push_back(fmt::format("a quarter of the memory this process may use: {} (physical memory, or a "
+                                       "cgroup's limit where lower)",
+                                       format_size(usable_memory_bytes())));
+    }
     if (row.name == "compat_mode" && c.config.compat_mode() == CompatMode::on) {
       k.status = CheckStatus::warning;
       k.advice = "compat_mode=on keeps every device read off cuFile (staged route).";

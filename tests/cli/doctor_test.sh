@@ -36,6 +36,9 @@ check "--json parses, schema and sections" \
 check "settings carry their source" \
   'any(c["name"] == "compat_mode" and "[api]" in c["summary"] for s in d["sections"] if s["id"] == "settings" for c in s["checks"])' \
   -- "$file" --compat on
+check "a default sized from the machine says what it saw" \
+  'any(c["name"] == "threads" and any("the cores this process may use: " in e for e in c["evidence"]) for s in d["sections"] if s["id"] == "settings" for c in s["checks"])' \
+  -- "$file"
 if [ "$gpu" = 0 ]; then
   expect "no GPU: says so and predicts host" 0 "no usable CUDA driver.*|will take route host, because no GPU is usable" -- doctor "$file"
   expect "no GPU: the prediction paragraph" 0 "will take route host, because no GPU is usable" -- doctor "$file"

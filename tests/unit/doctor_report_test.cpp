@@ -8,9 +8,11 @@
 #include <set>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "backends/staging_pool.hpp"
+#include "base/process_limits.hpp"
 #include "doctor/doctor_internal.hpp"
 #include "support/fake_cuda.hpp"
 #include "support/fake_cufile.hpp"
@@ -20,7 +22,9 @@
 
 using ferry::testing::StatusIs;
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 
 namespace ferry {
 namespace {
@@ -341,6 +345,12 @@ TEST_F(DoctorReportTest, SettingsShowTheirSource) {
   EXPECT_THAT(find_check(r, "settings", "compat_mode")->summary, HasSubstr("on [api]"));
   EXPECT_EQ(find_check(r, "settings", "compat_mode")->status, CheckStatus::warning);
   EXPECT_THAT(find_check(r, "settings", "bounce_buffers_per_thread")->summary, HasSubstr("[default]"));
+  // Defaults sized from the machine say what they saw (a container's limits, where it has them); a value the
+  // caller set (threads, here) needs no such word.
+  EXPECT_THAT(find_check(r, "settings", "threads")->evidence, IsEmpty());
+  EXPECT_THAT(find_check(r, "settings", "pinned_budget")->evidence,
+              ElementsAre(HasSubstr(fmt::format("a quarter of the memory this process may use: {} ",
+                                                format_size(detail::usable_memory_bytes())))));
 }
 
 TEST_F(DoctorReportTest, JsonSchemaKeysAreStable) {
