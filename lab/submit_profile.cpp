@@ -1,8 +1,9 @@
 // submit_profile: File::pread of 4 KiB pieces into (fake) GPU memory, DEPTH in flight, on the CPU machine: the
 // engine's own per-request work without a GPU (the copies are the fake driver's memcpy). SUBMITTERS threads
 // share the DEPTH (as ferry_small_reads' ferry-mt does). It prints the time a request, in pread() and in get(),
-// and the process's CPU time and context switches a request (voluntary ones are mostly sleeps on contended
-// locks); run it under perf, or with alloc_crossings.cpp preloaded to count the heap allocations a request makes
+// the process's CPU time and context switches a request (voluntary ones are mostly sleeps on contended locks),
+// and the pool jobs started (each a wake) and the ops taken together with other requests' ops a request; run
+// it under perf, or with alloc_crossings.cpp preloaded to count the heap allocations a request makes
 // and which of them cross threads (that tool's "main thread" is the one submitter: use SUBMITTERS=1 with it).
 //
 // With DEST=host the pieces land in host memory (the host route: no CUDA call at all), which leaves the engine
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "ferry/file.hpp"
+#include "engine/thread_pool.hpp"
 #include "file/open_options.hpp"
 #include "support/fake_cuda.hpp"
 #include "support/fake_platform.hpp"
@@ -109,6 +111,8 @@ int main(int argc, char** argv) {
   };
   if (start_counting) start_counting();
   std::vector<double> in_pread(submitters), in_get(submitters);
+  const std::uint64_t jobs_before = detail::shared_pool().submitted();
+  const std::uint64_t gathered_before = file->report().io.gathered_ops;
   const Usage used_before = Usage::now();
   const double began = seconds_now();
   const int each = requests / static_cast<int>(submitters);
@@ -123,6 +127,8 @@ int main(int argc, char** argv) {
   }
   const double all = seconds_now() - began;
   const Usage used_after = Usage::now();
+  const std::uint64_t jobs = detail::shared_pool().submitted() - jobs_before;
+  const std::uint64_t gathered = file->report().io.gathered_ops - gathered_before;
   const int done = each * static_cast<int>(submitters);
   if (report_counts) report_counts(done);
   const double n = done;
@@ -133,10 +139,12 @@ int main(int argc, char** argv) {
   }
   std::printf("%d requests of 4 KiB into %s memory, %zu in flight from %u thread%s, %u workers: %.2f us a "
               "request; a submitter's request %.2f us in pread(), %.2f us in get(); process CPU %.2f us, %.2f "
-              "voluntary and %.2f involuntary context switches a request\n",
+              "voluntary and %.2f involuntary context switches a request; %.3f pool jobs started (wakes) and %.3f "
+              "ops taken with other requests' a request\n",
               done, dest == "host" ? "host" : "fake GPU", depth, submitters, submitters == 1 ? "" : "s", threads,
               all / n * 1e6, pread_sum / n * 1e6, get_sum / n * 1e6, (used_after.cpu - used_before.cpu) / n * 1e6,
               (used_after.voluntary - used_before.voluntary) / n,
-              (used_after.involuntary - used_before.involuntary) / n);
+              (used_after.involuntary - used_before.involuntary) / n, static_cast<double>(jobs) / n,
+              static_cast<double>(gathered) / n);
   return 0;
 }

@@ -16,8 +16,12 @@
 #    flight a push starts drainers until each has kSmallOpsPerDrainer (4) of them: up to 16 drainers, all taking
 #    the queue's one lock, each take a copy and a wait of its own. The one-thread rows are 0.45-0.58x of 189e30e,
 #    the submitter's pread() 2.0 us against 1.0 and 0.37 voluntary context switches a read against 0.09 (a
-#    contended lock is one such switch). Variants s16 and s64 share small ops 16 and 64 to a drainer; old is
-#    189e30e. Watch the 16-thread rows too: fewer drainers must not cost them.
+#    contended lock is one such switch). Variants: p64 (one-pusher-64.patch: 64 small one-op reads to a drainer
+#    where one thread pushes, 4 otherwise) and s64 (64 to a drainer always); old is 189e30e. On the CPU machine
+#    (fake driver, 16 workers, one submitter) p64 took 2.3-2.5 us a read against 4.6-5.8, pread() 0.65 us
+#    against 4.0-4.7, 0.014-0.017 pool jobs started a read against 0.24-0.25; 16 submitters unchanged
+#    (bench/results/2026-12-05-cpu-no-device). Watch the 16-thread and batch rows: fewer drainers must not cost
+#    them. If p64 wins on the H200, land the patch (and its comment) and drop s64.
 # 3. Where one thread's 4 KiB read in flight spends its CPU, this tree against 189e30e (flat and per thread).
 set -uo pipefail
 source .device-deps/gpu-env.sh
@@ -25,18 +29,26 @@ export FERRY_BUILD_DIR=build-gpu
 case "${1:-}" in
   1) scripts/gpu-bounded.sh "200:build 150:test 90:budget" ;;
   4) scripts/gpu-bounded.sh "$( [ -x build-gpu/tests/ferry_gpu_tests ] || echo 200:build ) 280:pytest-gpu 90:pip" ;;
-  2) for n in 16 64; do
-       mkdir -p ".v-s$n" && tar c --exclude=./build-gpu --exclude='./build-*' --exclude='./.v-*' --exclude=./.old-tree \
+  2) variant() {  # variant NAME: a copy of this tree (without builds, results or carried folders) in .v-NAME
+       mkdir -p ".v-$1" && tar c --exclude=./build-gpu --exclude='./build-*' --exclude='./.v-*' --exclude=./.old-tree \
          --exclude=./.device-deps --exclude=./.perf-closure --exclude=./bench/results --exclude=./lab/results . |
-         tar x -C ".v-s$n"
-       sed -i "s/constexpr std::size_t kSmallOpsPerDrainer = 4;/constexpr std::size_t kSmallOpsPerDrainer = $n;/" \
-         ".v-s$n/src/engine/queue.cpp"
-       grep -q "kSmallOpsPerDrainer = $n;" ".v-s$n/src/engine/queue.cpp" || { echo "s$n: the constant was not found"; exit 1; }
-     done
+         tar x -C ".v-$1"
+     }
+     variant s64 && sed -i "s/constexpr std::size_t kSmallOpsPerDrainer = 4;/constexpr std::size_t kSmallOpsPerDrainer = 64;/" \
+       .v-s64/src/engine/queue.cpp && grep -q "kSmallOpsPerDrainer = 64;" .v-s64/src/engine/queue.cpp || exit 1
+     # one-pusher-64.patch, applied without patch(1) (the machine may lack it): its one changed line, replaced.
+     variant p64 && python3 - .v-p64/src/engine/queue.cpp lab/results/pending-h200-small-ops/one-pusher-64.patch <<'PY' || exit 1
+import sys
+source, diff = open(sys.argv[1]).read(), open(sys.argv[2]).read().splitlines()
+old = "\n".join(l[1:] for l in diff if l.startswith("-") and not l.startswith("---")) + "\n"
+new = "\n".join(l[1:] for l in diff if l.startswith("+") and not l.startswith("+++")) + "\n"
+assert source.count(old) == 1, "the line the patch changes is not in the tree"
+open(sys.argv[1], "w").write(source.replace(old, new))
+PY
      [ -x build-gpu/lab/ferry_small_reads ] || scripts/gpu-bounded.sh "200:build"
-     TREES="old=.old-tree s16=.v-s16 s64=.v-s64" \
+     TREES="old=.old-tree p64=.v-p64 s64=.v-s64" \
        HOT_ARGS="--sizes 4KiB,64KiB --bytes-per-mode 512MiB --modes ferry,ferry-mt,ferry-1,plain,batch" \
-       COLD_ARGS="" timeout 420 lab/small_reads_ab.sh build-gpu/out/ab 2 0 > build-gpu/out/ab.txt 2>&1
+       COLD_ARGS="" timeout 540 lab/small_reads_ab.sh build-gpu/out/ab 2 0 > build-gpu/out/ab.txt 2>&1
      cp build-gpu/out/ab.txt "$OUT/" 2>/dev/null; tar czf "$OUT/out.tgz" -C build-gpu/out . ;;
   3) mkdir -p "$OUT/perf"
      for t in new:. old:.old-tree; do
