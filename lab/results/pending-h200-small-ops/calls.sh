@@ -28,7 +28,6 @@ source .device-deps/gpu-env.sh
 export FERRY_BUILD_DIR=build-gpu
 case "${1:-}" in
   1) scripts/gpu-bounded.sh "200:build 150:test 90:budget" ;;
-  4) scripts/gpu-bounded.sh "$( [ -x build-gpu/tests/ferry_gpu_tests ] || echo 200:build ) 280:pytest-gpu 90:pip" ;;
   2) variant() {  # variant NAME: a copy of this tree (without builds, results or carried folders) in .v-NAME
        mkdir -p ".v-$1" && tar c --exclude=./build-gpu --exclude='./build-*' --exclude='./.v-*' --exclude=./.old-tree \
          --exclude=./.device-deps --exclude=./.perf-closure --exclude=./bench/results --exclude=./lab/results . |
@@ -45,7 +44,8 @@ new = "\n".join(l[1:] for l in diff if l.startswith("+") and not l.startswith("+
 assert source.count(old) == 1, "the line the patch changes is not in the tree"
 open(sys.argv[1], "w").write(source.replace(old, new))
 PY
-     [ -x build-gpu/lab/ferry_small_reads ] || scripts/gpu-bounded.sh "200:build"
+     # After call 1 on the same machine (its build-gpu): building here too would pass the call's 600 s.
+     [ -x build-gpu/lab/ferry_small_reads ] || { echo "run call 1 first on this machine"; exit 1; }
      TREES="old=.old-tree p64=.v-p64 s64=.v-s64" \
        HOT_ARGS="--sizes 4KiB,64KiB --bytes-per-mode 512MiB --modes ferry,ferry-mt,ferry-1,plain,batch" \
        COLD_ARGS="" timeout 540 lab/small_reads_ab.sh build-gpu/out/ab 2 0 > build-gpu/out/ab.txt 2>&1
@@ -66,5 +66,6 @@ PY
            --no-children --percent-limit 0.3 --sort $sort > "$OUT/perf/${t%%:*}-${sort%%,*}.txt" 2>&1
        done
      done ;;
+  4) scripts/gpu-bounded.sh "$( [ -x build-gpu/tests/ferry_gpu_tests ] || echo 200:build ) 280:pytest-gpu 90:pip" ;;
   *) echo "usage: $0 1|2|3|4"; exit 2 ;;
 esac
