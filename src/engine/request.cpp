@@ -26,7 +26,7 @@ void run_callbacks(const std::vector<RequestState::Callback>& callbacks, const R
 
 }  // namespace
 
-std::shared_ptr<RequestState> RequestState::start(std::vector<Task> tasks, std::shared_ptr<RouteBackend> backend,
+std::shared_ptr<RequestState> RequestState::start(std::span<const Task> tasks, std::shared_ptr<RouteBackend> backend,
                                                   std::shared_ptr<OpQueue> queue, unsigned threads, EndOfFileRule eof,
                                                   std::function<void(Report&)> on_complete, bool trace_tasks,
                                                   std::shared_ptr<std::atomic<bool>> stop) {

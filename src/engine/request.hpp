@@ -53,7 +53,7 @@ class RequestState {
   /// was written. `on_complete` gets (and may annotate) the request's report at completion, failed or not
   /// (File accounting), before the future is done and before callbacks registered by then() run. `stop`,
   /// when given, is set once the request is cancelled or an op failed (SourceRequest::stop).
-  static std::shared_ptr<RequestState> start(std::vector<Task> tasks, std::shared_ptr<RouteBackend> backend,
+  static std::shared_ptr<RequestState> start(std::span<const Task> tasks, std::shared_ptr<RouteBackend> backend,
                                              std::shared_ptr<OpQueue> queue, unsigned threads, EndOfFileRule eof,
                                              std::function<void(Report&)> on_complete, bool trace_tasks = false,
                                              std::shared_ptr<std::atomic<bool>> stop = nullptr);

@@ -84,7 +84,7 @@ Future FileState::submit_batch(std::span<const Piece> pieces) {
   auto plan = route_for(*this, pieces[first_piece].buffer, pieces[first_piece].size, BufferQuery::ask, /*pieces=*/true);
   if (!plan.ok()) return fail(piece_error(plan.status(), first_piece, pieces.size()));
   if (Status s = check_piece_memory(*plan, pieces, first_piece, path); !s.ok()) return fail(s);
-  return start(Direction::read, Destination(), 0, std::move(tasks), Extent{true, file_bytes},
+  return start(Direction::read, Destination(), 0, tasks, Extent{true, file_bytes},
                /*short_task_ends_request=*/false, std::move(*plan), std::move(*in_use), setup_before, pieces.size());
 }
 

@@ -175,7 +175,7 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
     if (!plan.ok()) return fail(plan.status());
     if (plan->decision.route == Route::staged && !plan->buffer.is_host()) {
       if (auto task = only_task(offset, size, config.task_size(), source->task_alignment())) {
-        return start(direction, Destination(buffer), offset, std::vector<Task>{*task}, Extent{true, seen},
+        return start(direction, Destination(buffer), offset, std::span<const Task>(&*task, 1), Extent{true, seen},
                      /*short_task_ends_request=*/true, std::move(*plan), std::move(*in_use), setup_before);
       }
     }
@@ -203,12 +203,12 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
   auto plan = early_plan && size == early_size ? Result<RoutePlanDetail>(std::move(*early_plan))
                                                : route_for(*this, buffer, size);
   if (!plan.ok()) return fail(plan.status());
-  return start(direction, Destination(buffer), offset, std::move(tasks), extent, /*short_task_ends_request=*/!extent.known,
+  return start(direction, Destination(buffer), offset, tasks, extent, /*short_task_ends_request=*/!extent.known,
                std::move(*plan), std::move(*in_use), setup_before);
 }
 
 Future FileState::start(Direction direction, const Destination& destination, std::uint64_t offset,
-                        std::vector<Task> tasks, Extent extent, bool short_task_ends_request, RoutePlanDetail plan,
+                        std::span<const Task> tasks, Extent extent, bool short_task_ends_request, RoutePlanDetail plan,
                         Use in_use, const SetupCosts& setup_before, std::size_t batch_pieces) {
   const bool reading = is_read(direction);
   std::uint64_t size = 0;  // what the tasks cover: no further than the file's end
@@ -243,7 +243,7 @@ Future FileState::start(Direction direction, const Destination& destination, std
     held->reset();
   };
   auto queue = queue_for(**backend, buffer.device);
-  auto state = RequestState::start(std::move(tasks), std::move(*backend), std::move(queue), parallel_tasks(),
+  auto state = RequestState::start(tasks, std::move(*backend), std::move(queue), parallel_tasks(),
                                    EndOfFileRule{short_task_ends_request, &path, extent.bytes}, std::move(on_complete),
                                    nvtx_range != 0, std::move(stop));
   if (batch_pieces == 0 && buffer.kind == MemoryKind::device && cuda != nullptr) {

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -86,7 +87,7 @@ class FileState : public std::enable_shared_from_this<FileState> {
   /// where the data ends (a file without a size, or a read planned by the size seen before), rather than a file
   /// that shrank during the read. `batch_pieces`: the pieces of a batch (File::pread_batch), whose tasks carry
   /// their addresses (`destination` has base 0); 0 for any other request.
-  Future start(Direction direction, const Destination& destination, std::uint64_t offset, std::vector<Task> tasks,
+  Future start(Direction direction, const Destination& destination, std::uint64_t offset, std::span<const Task> tasks,
                Extent extent, bool short_task_ends_request, RoutePlanDetail plan, Use in_use,
                const SetupCosts& setup_before, std::size_t batch_pieces = 0);
   /// The queue of this file's requests on `backend`'s route to GPU `device`, shared by every request whose

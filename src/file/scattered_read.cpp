@@ -83,7 +83,7 @@ Future FileState::submit_scattered(std::vector<Segment> segments, std::uint64_t 
       }
     }
   }
-  return start(Direction::read, Destination::scattered(std::move(segments)), offset, std::move(tasks),
+  return start(Direction::read, Destination::scattered(std::move(segments)), offset, tasks,
                Extent{true, *file_bytes},
                /*short_task_ends_request=*/false, std::move(*plan), std::move(*in_use), setup_before);
 }
