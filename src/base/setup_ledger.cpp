@@ -18,6 +18,7 @@ namespace detail {
 namespace {
 
 struct Ledger {
+  std::atomic<std::uint64_t> records{0};  // pieces recorded: counted after their sums
   std::atomic<std::uint64_t> ns[kSteps] = {};
   std::atomic<std::uint64_t> count[kSteps] = {};
   std::atomic<std::uint64_t> bytes[kSteps] = {};
@@ -35,6 +36,7 @@ void record_setup(SetupStep step, std::chrono::nanoseconds elapsed, std::uint64_
   ledger().ns[i] += static_cast<std::uint64_t>(elapsed.count());
   ledger().count[i] += count;
   ledger().bytes[i] += bytes;
+  ledger().records.fetch_add(1, std::memory_order_release);
 }
 
 }  // namespace detail
@@ -107,8 +109,16 @@ std::string SetupCosts::to_json() const {
   return j.dump();
 }
 
-std::string detail::setup_note_since(const SetupCosts& before) {
-  const SetupCosts setup = process_setup_costs().since(before);
+detail::SetupMark detail::setup_mark() {
+  // The count first: a piece recorded between the two is in the sums, and its count shows it as new at the
+  // end (since() then leaves it out), rather than hidden in the count and missing from the sums.
+  const std::uint64_t records = ledger().records.load(std::memory_order_acquire);
+  return SetupMark{records, process_setup_costs()};
+}
+
+std::string detail::setup_note_since(const SetupMark& before) {
+  if (ledger().records.load(std::memory_order_acquire) == before.records) return {};
+  const SetupCosts setup = process_setup_costs().since(before.costs);
   return setup.empty() ? std::string() : "one-time set-up during this request: " + setup.summary();
 }
 

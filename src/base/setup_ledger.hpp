@@ -18,9 +18,17 @@ enum class SetupStep { cuda_init, cuda_context, cufile_load, cufile_driver_open,
 /// Adds one piece of `step`: its duration, how many things it made, and their bytes (pinned buffers).
 void record_setup(SetupStep step, std::chrono::nanoseconds elapsed, std::uint64_t count = 1, std::uint64_t bytes = 0);
 
-/// The note a request's report gets for the one-time work done since `before` (process_setup_costs() when
-/// it began), or an empty string when there was none.
-std::string setup_note_since(const SetupCosts& before);
+/// Where the ledger stood when a request began: how many pieces it held, and their sums.
+struct SetupMark {
+  std::uint64_t records = 0;
+  SetupCosts costs;
+};
+SetupMark setup_mark();
+
+/// The note a request's report gets for the one-time work done since `before` (setup_mark() when it began), or
+/// an empty string when there was none. Where nothing was recorded meanwhile (every request but a process's
+/// first few) that is one load: no sums are taken.
+std::string setup_note_since(const SetupMark& before);
 
 /// Times a scope as one piece of a step.
 class SetupTimer {

@@ -59,7 +59,7 @@ Future FileState::submit_batch(std::span<const Piece> pieces) {
   }
   auto in_use = use();
   if (!in_use.ok()) return fail(in_use.status());
-  const SetupCosts setup_before = process_setup_costs();
+  const SetupMark setup_before = setup_mark();
   auto sized = size_to_plan_by("a batch");
   if (!sized.ok()) return fail(sized.status());
   const std::uint64_t file_bytes = *sized;

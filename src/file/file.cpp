@@ -162,7 +162,7 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
   if (Status s = check_request(direction, buffer, size, offset); !s.ok()) return fail(s);
   auto in_use = use();
   if (!in_use.ok()) return fail(in_use.status());
-  const SetupCosts setup_before = process_setup_costs();
+  const SetupMark setup_before = setup_mark();
   const bool reading = is_read(direction);
   // A one-task read into GPU memory through bounce buffers, inside the size the File saw last, needs no size
   // of its own (no fstat): a short read is then where the data ends (one version of the file either way), and
@@ -209,7 +209,7 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
 
 Future FileState::start(Direction direction, const Destination& destination, std::uint64_t offset,
                         std::span<const Task> tasks, Extent extent, bool short_task_ends_request, RoutePlanDetail plan,
-                        Use in_use, const SetupCosts& setup_before, std::size_t batch_pieces) {
+                        Use in_use, const SetupMark& setup_before, std::size_t batch_pieces) {
   const bool reading = is_read(direction);
   std::uint64_t size = 0;  // what the tasks cover: no further than the file's end
   for (const Task& t : tasks) size += t.length;

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "base/destination.hpp"
+#include "base/setup_ledger.hpp"
 #include "engine/queue.hpp"
 #include "engine/request.hpp"
 #include "ferry/file.hpp"
@@ -89,7 +90,7 @@ class FileState : public std::enable_shared_from_this<FileState> {
   /// their addresses (`destination` has base 0); 0 for any other request.
   Future start(Direction direction, const Destination& destination, std::uint64_t offset, std::span<const Task> tasks,
                Extent extent, bool short_task_ends_request, RoutePlanDetail plan, Use in_use,
-               const SetupCosts& setup_before, std::size_t batch_pieces = 0);
+               const SetupMark& setup_before, std::size_t batch_pieces = 0);
   /// The queue of this file's requests on `backend`'s route to GPU `device`, shared by every request whose
   /// backend shares workers; null for one that does not (its ops get a queue of their own).
   std::shared_ptr<OpQueue> queue_for(const RouteBackend& backend, int device);

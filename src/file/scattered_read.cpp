@@ -62,7 +62,7 @@ Future FileState::submit_scattered(std::vector<Segment> segments, std::uint64_t 
   if (Status s = check_request(Direction::read, first, asked, offset); !s.ok()) return fail(s);
   auto in_use = use();
   if (!in_use.ok()) return fail(in_use.status());
-  const SetupCosts setup_before = process_setup_costs();
+  const SetupMark setup_before = setup_mark();
   auto file_bytes = size_to_plan_by("a range into several buffers");
   if (!file_bytes.ok()) return fail(file_bytes.status());
   // As pread(): the file as it is now, and no further.
