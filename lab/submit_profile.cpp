@@ -10,7 +10,11 @@
 // alone; the fake driver takes one process-wide lock in every call, so with many threads the fake GPU's rows
 // count that lock's waits as well.
 //
+// COPY_LATENCY_US above 0 runs the fake GPU as a device of its own (FakeDeviceMode::autonomous) whose copies
+// complete no sooner than that after they were queued, as a GPU's do: workers then wait for copies.
+//
 //   ferry_submit_profile [REQUESTS=200000] [DEPTH=64] [THREADS=2] [SUBMITTERS=1] [DEST=fake-gpu|host]
+//                        [COPY_LATENCY_US=0]
 #include <dlfcn.h>
 #include <sys/resource.h>
 
@@ -54,6 +58,7 @@ int main(int argc, char** argv) {
   const unsigned threads = argc > 3 ? static_cast<unsigned>(std::atoi(argv[3])) : 2;
   const unsigned submitters = argc > 4 ? std::max(1u, static_cast<unsigned>(std::atoi(argv[4]))) : 1;
   const std::string dest = argc > 5 ? argv[5] : "fake-gpu";
+  const int copy_latency_us = argc > 6 ? std::atoi(argv[6]) : 0;
   if (dest != "fake-gpu" && dest != "host") {
     std::fprintf(stderr, "DEST is fake-gpu or host, not %s\n", dest.c_str());
     return 2;
@@ -61,6 +66,10 @@ int main(int argc, char** argv) {
   constexpr std::uint64_t kPiece = 4096, kFileBytes = 256ull << 20;
 
   testing::reset_fake_cuda();
+  if (copy_latency_us > 0) {
+    testing::fake_cuda_script().device_mode = testing::FakeDeviceMode::autonomous;
+    testing::fake_cuda_script().copy_latency = std::chrono::microseconds(copy_latency_us);
+  }
   const std::string path = (testing::test_dir() / "submit_profile.bin").string();
   testing::write_pattern_file(path, kFileBytes);
   Config config;

@@ -52,6 +52,7 @@ struct PendingOp {
   unsigned char value = 0;
   std::uint32_t word_value = 0;  // wait_value, write_value
   unsigned int wait_flags = 0;
+  std::chrono::steady_clock::time_point ready_at{};  // autonomous with a copy latency: not run before this
 };
 
 struct FakeStream {
@@ -246,7 +247,7 @@ void device_loop(State& s) {
         FakeStream& stream = *s.streams.at(handle);
         const PendingOp& op = stream.pending.front();
         if (op.sequence != sequence) std::abort();  // a stream's order is its queue's order
-        if (!run_op(op)) break;
+        if (op.ready_at > std::chrono::steady_clock::now() || !run_op(op)) break;
         stream.pending.pop_front();
         queue.pop_front();
         ran = true;
@@ -256,7 +257,9 @@ void device_loop(State& s) {
       s.progress.notify_all();
       continue;
     }
-    s.progress.wait_for(lock, std::chrono::microseconds(50));  // a host word may change meanwhile
+    // A host word may change meanwhile; a copy waiting out its latency is looked at again soon.
+    s.progress.wait_for(lock, s.script.copy_latency.count() > 0 ? std::chrono::microseconds(2)
+                                                                : std::chrono::microseconds(50));
   }
 }
 
@@ -278,6 +281,9 @@ CUresult enqueue(State& s, CUstream stream, PendingOp op) {
     return CUDA_SUCCESS;
   }
   op.sequence = s.next_sequence++;
+  if (op.kind == OpKind::copy && s.script.copy_latency.count() > 0) {
+    op.ready_at = std::chrono::steady_clock::now() + s.script.copy_latency;
+  }
   queue.pending.push_back(op);
   queue.last_sequence = op.sequence;
   if (autonomous(s)) {

@@ -30,6 +30,7 @@
 // script only while no other thread is calling in.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -53,6 +54,9 @@ struct FakeCudaScript {
   /// Set before any work is queued (see the top of this file).
   FakeDeviceMode device_mode = FakeDeviceMode::on_synchronize;
   int hardware_queues = 8;  // autonomous: streams share them round robin; the legacy stream takes the first
+  /// autonomous: a copy runs no sooner than this long after it was queued (a GPU's submission and DMA latency,
+  /// some microseconds), so that a CPU run sees work waiting for copies as on a GPU (lab/submit_profile.cpp).
+  std::chrono::microseconds copy_latency{0};
   bool implicit_sync_blocks_driver = false;  // autonomous: cuMemAlloc, cuMemFree, cuMemHostAlloc,
                                              // cuMemHostRegister, cuStreamCreate, cuCtxSynchronize
   /// Streams that cuStreamIsCapturing reports as being captured into a graph.
