@@ -50,22 +50,9 @@ PY
        HOT_ARGS="--sizes 4KiB,64KiB --bytes-per-mode 512MiB --modes ferry,ferry-mt,ferry-1,plain,batch" \
        COLD_ARGS="" timeout 540 lab/small_reads_ab.sh build-gpu/out/ab 2 0 > build-gpu/out/ab.txt 2>&1
      cp build-gpu/out/ab.txt "$OUT/" 2>/dev/null; tar czf "$OUT/out.tgz" -C build-gpu/out . ;;
-  3) mkdir -p "$OUT/perf"
-     for t in new:. old:.old-tree; do
-       ( cmake -S "${t#*:}" -B "build-p${t%%:*}" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFERRY_BUILD_PYTHON=OFF \
-           -DFERRY_REMOTE=OFF > /dev/null 2>&1 && cmake --build "build-p${t%%:*}" -j 8 --target ferry_small_reads \
-           > "$OUT/perf/${t%%:*}-build.log" 2>&1 ) &
-     done
-     wait
-     head -c 2G /dev/urandom > small-2GiB.bin
-     for t in new:build-pnew/lab old:build-pold/tests; do
-       LD_LIBRARY_PATH=.perf-closure/lib:$LD_LIBRARY_PATH timeout 40 .perf-closure/perf record -F 4999 -o "perf-${t%%:*}.data" \
-         "${t#*:}/ferry_small_reads" small-2GiB.bin --sizes 4KiB --modes ferry --bytes-per-mode 1GiB > "$OUT/perf/${t%%:*}-run.txt" 2>&1
-       for sort in dso,symbol pid; do
-         LD_LIBRARY_PATH=.perf-closure/lib:$LD_LIBRARY_PATH timeout 40 .perf-closure/perf report -i "perf-${t%%:*}.data" --stdio \
-           --no-children --percent-limit 0.3 --sort $sort > "$OUT/perf/${t%%:*}-${sort%%,*}.txt" 2>&1
-       done
-     done ;;
+  3) # The perf call of the linger session, which did not run there: both probes built side by side, then a flat
+     # profile and one by thread of each.
+     bash lab/results/2026-12-05-h200-linger/calls.sh 3 ;;
   4) scripts/gpu-bounded.sh "$( [ -x build-gpu/tests/ferry_gpu_tests ] || echo 200:build ) 280:pytest-gpu 90:pip" ;;
   *) echo "usage: $0 1|2|3|4"; exit 2 ;;
 esac
