@@ -44,11 +44,22 @@ new = "\n".join(l[1:] for l in diff if l.startswith("+") and not l.startswith("+
 assert source.count(old) == 1, "the line the patch changes is not in the tree"
 open(sys.argv[1], "w").write(source.replace(old, new))
 PY
-     # After call 1 on the same machine (its build-gpu): building here too would pass the call's 600 s.
-     [ -x build-gpu/lab/ferry_small_reads ] || { echo "run call 1 first on this machine"; exit 1; }
+     # Every tree's probe at once, 4 jobs each (small_reads_ab.sh would build them one after another); this
+     # tree's only where call 1 did not run on this machine.
+     build() {  # build DIR SOURCE NAME TARGETS...
+       local dir=$1 source=$2 name=$3; shift 3
+       cmake -S "$source" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFERRY_BUILD_PYTHON=OFF -DFERRY_REMOTE=OFF \
+         > "build-gpu/out/$name-cmake.log" 2>&1 && cmake --build "$dir" -j 4 --target "$@" > "build-gpu/out/$name-build.log" 2>&1
+     }
+     mkdir -p build-gpu/out
+     [ -x build-gpu/lab/ferry_small_reads ] || build build-gpu . new ferry_small_reads ferry_cli &
+     build build-old .old-tree old ferry_small_reads ferry_cli ferry_bench &
+     build build-p64 .v-p64 p64 ferry_small_reads &
+     build build-s64 .v-s64 s64 ferry_small_reads &
+     wait
      TREES="old=.old-tree p64=.v-p64 s64=.v-s64" \
        HOT_ARGS="--sizes 4KiB,64KiB --bytes-per-mode 512MiB --modes ferry,ferry-mt,ferry-1,plain,batch" \
-       COLD_ARGS="" timeout 540 lab/small_reads_ab.sh build-gpu/out/ab 2 0 > build-gpu/out/ab.txt 2>&1
+       COLD_ARGS="" timeout 420 lab/small_reads_ab.sh build-gpu/out/ab 2 0 > build-gpu/out/ab.txt 2>&1
      cp build-gpu/out/ab.txt "$OUT/" 2>/dev/null; tar czf "$OUT/out.tgz" -C build-gpu/out . ;;
   3) # The perf call of the linger session, which did not run there: both probes built side by side, then a flat
      # profile and one by thread of each.
