@@ -153,8 +153,8 @@ class File {
   [[nodiscard]] Result<Transfer> write(const void* buffer, std::uint64_t size);
 
   /// Decides now the route a request of `size` bytes with `buffer` would take (reads and writes take the same
-  /// one: `direction` changes nothing today), and does its one-time work (loading CUDA and cuFile, registering the file with cuFile, pinning
-  /// bounce buffers), so that the first request does not pay for it. Optional: requests do this
+  /// one: `direction` changes nothing today), and does its one-time work (loading CUDA and cuFile, registering
+  /// the file with cuFile, pinning bounce buffers), so that the first request does not pay for it. Optional: requests do this
   /// themselves. Errors: the refusals a request would get (compat mode off without cuFile, require=gds
   /// without the direct route).
   [[nodiscard]] Result<RoutePlan> prepare(const void* buffer, std::uint64_t size,

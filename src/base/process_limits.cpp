@@ -10,6 +10,8 @@
 #include <sstream>
 #include <vector>
 
+#include "base/host_memory.hpp"
+
 namespace ferry::detail {
 namespace {
 
@@ -62,9 +64,8 @@ unsigned quota_cores(std::uint64_t quota, std::uint64_t period) {
 }  // namespace
 
 std::uint64_t usable_memory_bytes(const std::string& root) {
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  std::uint64_t usable = pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page)
-                                               : 0;
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  std::uint64_t usable = pages > 0 ? static_cast<std::uint64_t>(pages) * system_page_bytes() : 0;
   const CgroupFolders folders = cgroup_folders(root, "memory");
   std::vector<std::string> files;
   for (const std::string& folder : folders.v2) files.push_back(folder + "/memory.max");
@@ -81,18 +82,17 @@ unsigned usable_cores(const std::string& root) {
   CPU_ZERO(&set);
   unsigned cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? static_cast<unsigned>(CPU_COUNT(&set)) : 0;
   if (cores == 0) cores = static_cast<unsigned>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
+  auto cap = [&cores](unsigned quota) {
+    if (quota > 0) cores = std::min(cores, quota);
+  };
   const CgroupFolders folders = cgroup_folders(root, "cpu");
-  std::vector<unsigned> quotas;
   for (const std::string& folder : folders.v2) {
     const std::vector<std::uint64_t> max = numbers_in(folder + "/cpu.max");  // "QUOTA PERIOD", or "max PERIOD"
-    if (max.size() == 2) quotas.push_back(quota_cores(max[0], max[1]));
+    if (max.size() == 2) cap(quota_cores(max[0], max[1]));
   }
   for (const std::string& folder : folders.v1) {  // a quota of -1: none
     const auto quota = numbers_in(folder + "/cpu.cfs_quota_us"), period = numbers_in(folder + "/cpu.cfs_period_us");
-    if (!quota.empty() && !period.empty()) quotas.push_back(quota_cores(quota[0], period[0]));
-  }
-  for (const unsigned quota : quotas) {
-    if (quota > 0) cores = std::min(cores, quota);
+    if (!quota.empty() && !period.empty()) cap(quota_cores(quota[0], period[0]));
   }
   return cores;
 }

@@ -33,7 +33,7 @@ DoctorSection settings_section(DoctorContext& c) {
     // Defaults sized from the machine say what they saw: in a container, its limits rather than the host's.
     if (src == SettingSource::default_value && row.name == "threads") {
       k.evidence.push_back(fmt::format("the cores this process may use: {} (its affinity mask, less any cgroup CPU "
-                                       "quota), clamped to 4..16",
+                                       "quota)",
                                        usable_cores()));
     }
     if (src == SettingSource::default_value && row.name == "pinned_budget") {

@@ -6,13 +6,13 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <tuple>
-#include <atomic>
 #include <utility>
 #include <vector>
 
