@@ -15,11 +15,10 @@
 namespace ferry::detail {
 
 std::uint64_t system_page_bytes() {
-  static const std::uint64_t page = [] {
-    const long bytes = ::sysconf(_SC_PAGESIZE);
-    return bytes > 0 ? static_cast<std::uint64_t>(bytes) : std::uint64_t{4096};
-  }();
-  return page;
+  // Asked each time (the C library keeps it; no system call): a static's first-use guard held by another
+  // thread at a fork() would hang the child.
+  const long bytes = ::sysconf(_SC_PAGESIZE);
+  return bytes > 0 ? static_cast<std::uint64_t>(bytes) : std::uint64_t{4096};
 }
 
 std::uint64_t HostMemory::whole_pages(std::uint64_t size_bytes) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -98,7 +99,15 @@ unsigned usable_cores(const std::string& root) {
 }
 
 unsigned usable_cores() {
-  static const unsigned cores = usable_cores("");
+  // An atomic, not a function's static: a static's first use holds a guard while it reads the cgroup files, and
+  // a fork() then (a thread of the parent inside it) left the child waiting on that guard for good
+  // (Fork.ChildrenForkedWhileTheParentReadsOnOtherThreads). Two threads may both work it out the first time.
+  static constinit std::atomic<unsigned> kept{0};
+  unsigned cores = kept.load(std::memory_order_relaxed);
+  if (cores == 0) {
+    cores = usable_cores("");
+    kept.store(cores, std::memory_order_relaxed);
+  }
   return cores;
 }
 

@@ -20,7 +20,7 @@ std::uint64_t usable_memory_bytes(const std::string& root = "");
 /// at least 1. Files are read under `root`.
 unsigned usable_cores(const std::string& root);
 
-/// usable_cores("") of this process, asked once and kept: the engine asks it on worker threads, where opening a
+/// usable_cores("") of this process, worked out once and kept: the engine asks it on worker threads, where opening a
 /// file could show as a descriptor leak. The first caller is the default configuration, before any worker runs.
 unsigned usable_cores();
 
