@@ -114,7 +114,7 @@ class File {
   /// memory or on different GPUs, a device piece outside its allocation); failed_precondition on a closed
   /// File or with require=gds into device memory (batches take the staged route, reason batch_pieces).
   /// Larger batches, and more of them in flight, move faster: each one's start and end leave the copy
-  /// engine idle for a moment (docs/engine.md, "What holds small batches is their boundaries").
+  /// engine idle for a moment (bench/NOTES.md, "What holds small batches is their boundaries").
   [[nodiscard]] Future pread_batch(std::span<const Piece> pieces);
 
   /// Stream-ordered read for framework code (CUDA streams): reads `size` bytes at `offset` into `buffer`
