@@ -4,6 +4,8 @@ dask or distributed is missing (Debian: python3-dask, python3-distributed; scrip
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -35,11 +37,23 @@ def shards(tmp_path_factory):
     return base, root, arrays, paths
 
 
+# First, before the module's cluster exists: with a distributed client active, dask warns that a local
+# scheduler runs instead.
+def test_short_shard_is_an_error(shards):
+    _, root, _, paths = shards
+    arr = ferry.dask.read_array(paths[:1], (SHARD_SHAPE[0] * 2, SHARD_SHAPE[1]), np.float32, device="cpu")
+    with pytest.raises(EOFError, match="holds"):
+        arr.compute(scheduler="synchronous")
+
+
 @pytest.fixture(scope="module")
 def client():
-    cluster = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
-    )
+    with warnings.catch_warnings():
+        # Debian 12's distributed calls tornado's IOLoop.make_current, which its tornado deprecates.
+        warnings.filterwarnings("ignore", "make_current is deprecated", DeprecationWarning)
+        cluster = distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
+        )
     c = distributed.Client(cluster)
     yield c
     c.close()
@@ -87,9 +101,3 @@ def test_remote_shards_and_a_bag(shards, client):
     finally:
         server.stop()
 
-
-def test_short_shard_is_an_error(shards):
-    _, root, _, paths = shards
-    arr = ferry.dask.read_array(paths[:1], (SHARD_SHAPE[0] * 2, SHARD_SHAPE[1]), np.float32, device="cpu")
-    with pytest.raises(EOFError, match="holds"):
-        arr.compute(scheduler="synchronous")
