@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "backends/numa_placement.hpp"
+#include "base/fork_guard.hpp"
 #include "base/setup_ledger.hpp"
 #include "ferry/config.hpp"
 #include "platform/cuda/primary_context.hpp"
@@ -76,7 +77,9 @@ bool pin_huge_region(const CudaApi& api, StagingKit& kit, unsigned count, int no
 
 // The NUMA node for `device`'s bounce buffers, asked of the driver for each kit made (kits are made rarely).
 int bounce_node(const CudaApi& api, int device) {
-  static const int nodes = online_numa_nodes();
+  static constinit std::atomic<int> asked{0};  // 0: not asked yet
+  int nodes = asked.load(std::memory_order_relaxed);
+  if (nodes == 0) asked.store(nodes = online_numa_nodes(), std::memory_order_relaxed);
   if (nodes <= 1) return -1;
   auto info = describe_device(api, device);
   return info.ok() ? bounce_buffer_node(info->host_numa_id, nodes) : -1;
@@ -480,8 +483,8 @@ std::uint64_t StagingPool::waited_ns() { return g_waited_ns.load(); }
 
 StagingPool& process_staging_pool() {
   // Leaked on purpose: freeing pinned memory during static destruction races the driver's own teardown.
-  static StagingPool* pool = new StagingPool();
-  return *pool;
+  static constinit std::atomic<StagingPool*> pool{nullptr};
+  return made_once(pool, [] { return new StagingPool(); });
 }
 
 }  // namespace ferry::detail

@@ -24,10 +24,11 @@ struct Ledger {
   std::atomic<std::uint64_t> bytes[kSteps] = {};
 };
 
-Ledger& ledger() {
-  static Ledger* instance = new Ledger;  // never destroyed: worker threads may record during exit
-  return *instance;
-}
+// Constant-initialised (no first-use guard to be copied held by a fork) and trivially destroyed, so workers may
+// record during exit.
+constinit Ledger g_ledger;
+
+Ledger& ledger() { return g_ledger; }
 
 }  // namespace
 

@@ -448,12 +448,12 @@ const SettingRow* find_setting(std::string_view name_or_env) {
 }  // namespace
 
 const std::vector<SettingInfo>& settings_table() {
-  static const std::vector<SettingInfo> kTable = [] {
-    std::vector<SettingInfo> t;
-    for (const auto& row : kSettingRows) t.push_back({row.name, row.env, row.default_text, row.description});
+  static constinit std::atomic<std::vector<SettingInfo>*> table{nullptr};  // the first default_config() reads it
+  return detail::made_once(table, [] {
+    auto* t = new std::vector<SettingInfo>;
+    for (const auto& row : kSettingRows) t->push_back({row.name, row.env, row.default_text, row.description});
     return t;
-  }();
-  return kTable;
+  });
 }
 
 Config::Config()

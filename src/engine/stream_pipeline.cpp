@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "base/fork_guard.hpp"
 #include "engine/thread_pool.hpp"
 
 namespace ferry::detail {
@@ -20,8 +21,8 @@ namespace ferry::detail {
 class StreamWatcher {
  public:
   static StreamWatcher& instance() {
-    static auto* watcher = new StreamWatcher();  // leaked: requests may finish during static destruction
-    return *watcher;
+    static constinit std::atomic<StreamWatcher*> watcher{nullptr};  // leaked: requests may finish during exit
+    return made_once(watcher, [] { return new StreamWatcher(); });
   }
 
   void add(std::shared_ptr<StreamPipeline> pipeline) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "base/fork_guard.hpp"
 #include "base/setup_ledger.hpp"
 
 namespace ferry::detail {
@@ -177,22 +178,20 @@ struct Pools {
 // pool's lock at that moment: the child starts with new, empty pools (their workers start on demand), and
 // the old ones are left alone (destroying them would join threads that do not exist there). Requests the
 // parent had in flight are the parent's; a child that waits for one of them waits for good.
-std::atomic<Pools*> g_pools{nullptr};
+constinit std::atomic<Pools*> g_pools{nullptr};
 
 void renew_pools_in_child() {
   Pools* p = g_pools.load();
+  if (p == nullptr) return;  // none yet: the child makes its own on first use
   p->shared.store(new ThreadPool());
   p->stream.store(new ThreadPool());
 }
 
+// Registered as the library loads, before any thread of it exists.
+[[maybe_unused]] const int g_renew_registered = pthread_atfork(nullptr, nullptr, renew_pools_in_child);
+
 Pools& pools() {
-  static Pools* p = [] {
-    auto* made = new Pools();
-    g_pools.store(made);  // before the handler exists: it never waits on this initialisation
-    pthread_atfork(nullptr, nullptr, renew_pools_in_child);
-    return made;
-  }();
-  return *p;
+  return made_once(g_pools, [] { return new Pools(); });
 }
 
 }  // namespace

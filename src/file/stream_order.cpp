@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "backends/staging_pool.hpp"
+#include "base/fork_guard.hpp"
 #include "engine/request.hpp"
 #include "engine/stream_pipeline.hpp"
 #include "engine/task_split.hpp"
@@ -93,8 +94,9 @@ std::mutex& words_mutex() {
 }
 // Never destroyed: a request may finish on the watcher while statics are torn down at exit.
 std::map<const CudaApi*, std::unique_ptr<StreamWords>>& all_words() {
-  static auto* m = new std::map<const CudaApi*, std::unique_ptr<StreamWords>>;
-  return *m;
+  using Words = std::map<const CudaApi*, std::unique_ptr<StreamWords>>;
+  static constinit std::atomic<Words*> words{nullptr};
+  return made_once(words, [] { return new Words; });
 }
 
 StreamWords& words_for(const CudaApi& api) {

@@ -4,11 +4,21 @@
 #include <link.h>
 
 #include <cstddef>
+#include <mutex>
 #include <string_view>
+
+#include "base/fork_guard.hpp"
 
 namespace ferry::detail {
 
 namespace {
+
+// Held around Ferry's walks of the loaded objects, and across every fork(): dl_iterate_phdr holds the loader's
+// lock while it walks, and a child forked meanwhile (a data loader's worker, while another thread reads through
+// Ferry) found that lock held for good at its own first read (Fork.ChildrenForkedWhileTheParentReadsOnOtherThreads).
+std::mutex g_walk_mutex;
+[[maybe_unused]] const bool g_walk_mutex_forks = (hold_across_fork(g_walk_mutex), true);
+
 std::string take_dlerror() {
   const char* text = dlerror();
   return text ? std::string(text) : std::string("no error text from dlerror()");
@@ -34,6 +44,7 @@ bool library_loaded(std::string_view stem) {
     const bool same = file.starts_with(want) && (file.size() == want.size() || file[want.size()] == '.');
     return same ? 1 : 0;  // non-zero stops the walk and is dl_iterate_phdr's answer
   };
+  std::lock_guard<std::mutex> lock(g_walk_mutex);
   return dl_iterate_phdr(visit, &stem) != 0;
 }
 
@@ -46,6 +57,7 @@ std::uint64_t loaded_libraries_version() {
     }
     return 1;  // the first object says it: stop
   };
+  std::lock_guard<std::mutex> lock(g_walk_mutex);
   dl_iterate_phdr(first, &version);
   return version;
 }

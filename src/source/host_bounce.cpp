@@ -18,8 +18,8 @@ std::mutex g_idle_mutex;  // a leaf lock: guards idle()
 const bool g_idle_mutex_forks = (hold_across_fork(g_idle_mutex), true);
 
 std::vector<char*>& idle() {
-  static auto* buffers = new std::vector<char*>;  // never destroyed: workers may return buffers during exit
-  return *buffers;
+  static constinit std::atomic<std::vector<char*>*> buffers{nullptr};  // never destroyed: workers may return
+  return made_once(buffers, [] { return new std::vector<char*>; });    // buffers during exit
 }
 
 char* make_buffer() {

@@ -16,6 +16,7 @@
 
 #include "ferry/ferry.hpp"
 #include "file/open_options.hpp"
+#include "platform/dynamic_library.hpp"
 #include "support/busy_pool.hpp"
 #include "support/memory_source.hpp"
 #include "support/test_files.hpp"
@@ -45,12 +46,12 @@ int read_and_check(const std::string& path) {
   return buf[kSize] == 0xA5 ? 0 : 5;
 }
 
-// Runs `body` in a forked child, which alarm() ends after 20 s; the child's exit status, 128 + the signal
+// Runs `body` in a forked child, which alarm() ends after `seconds`; the child's exit status, 128 + the signal
 // that ended it, or -1 when it had to be killed after 30 s.
-int in_child(const std::function<int()>& body) {
+int in_child(const std::function<int()>& body, unsigned seconds = 20) {
   const pid_t pid = ::fork();
   if (pid == 0) {
-    ::alarm(20);
+    ::alarm(seconds);
     ::_exit(body());  // no atexit handlers or gtest teardown in the child
   }
   for (int i = 0; i < 3000; ++i) {
@@ -120,6 +121,26 @@ TEST(Fork, ChildrenForkedWhileTheParentReadsOnOtherThreads) {
   stop = true;
   for (auto& t : readers) t.join();
   EXPECT_EQ(wrong.load(), 0) << "the parent's reads while it forked";
+}
+
+// Every request asks whether CUDA was loaded since the last (loaded_libraries_version(), a walk of the loaded
+// objects). glibc holds its loader lock during such a walk and fork() leaves it held in the child, whose own
+// first walk then waits for good: a data loader's worker forked while another thread read through Ferry hung
+// at its first read (80 of 100 children of a process that walks in a loop hung on Debian 12). Ferry's walks
+// are held off across fork().
+TEST(Fork, AChildForkedWhileAnotherThreadWalksTheLoadedLibrariesWalksThemToo) {
+  SKIP_UNDER_TSAN();
+  std::atomic<bool> stop{false};
+  std::thread walker([&] {
+    while (!stop.load()) (void)detail::loaded_libraries_version();
+  });
+  int wrong = 0;
+  for (int i = 0; i < 50 && wrong == 0; ++i) {
+    wrong = in_child([] { return detail::loaded_libraries_version() > 0 ? 0 : 1; }, 2);
+  }
+  stop = true;
+  walker.join();
+  EXPECT_EQ(wrong, 0) << "142 (SIGALRM): a child hung at its walk; 1: it found no libraries";
 }
 
 // A File opened before a fork and read in the child: the small reads the parent had gathered at that moment

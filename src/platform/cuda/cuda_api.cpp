@@ -1,5 +1,6 @@
 #include "platform/cuda/cuda_api.hpp"
 
+#include "base/fork_guard.hpp"
 #include "base/setup_ledger.hpp"
 
 #include <pthread.h>
@@ -56,8 +57,8 @@ struct ProcessCuda {
 
 // Never destroyed: worker threads may still use the table while statics are torn down at exit.
 ProcessCuda& process_cuda_state() {
-  static ProcessCuda& state = *new ProcessCuda;
-  return state;
+  static constinit std::atomic<ProcessCuda*> state{nullptr};
+  return made_once(state, [] { return new ProcessCuda; });
 }
 
 // CUDA does not survive fork(): in a child of a process that started it, every driver call fails with

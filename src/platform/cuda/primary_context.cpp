@@ -1,5 +1,6 @@
 #include "platform/cuda/primary_context.hpp"
 
+#include "base/fork_guard.hpp"
 #include "base/setup_ledger.hpp"
 
 #include <map>
@@ -32,8 +33,8 @@ struct ContextRegistry {
 };
 
 ContextRegistry& registry() {
-  static ContextRegistry* instance = new ContextRegistry;  // never destroyed: contexts outlive statics
-  return *instance;
+  static constinit std::atomic<ContextRegistry*> instance{nullptr};  // never destroyed: contexts outlive statics
+  return made_once(instance, [] { return new ContextRegistry; });
 }
 
 }  // namespace

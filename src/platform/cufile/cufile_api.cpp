@@ -2,6 +2,7 @@
 
 #include <mutex>
 
+#include "base/fork_guard.hpp"
 #include "base/setup_ledger.hpp"
 
 #include "platform/cufile/cufile_log.hpp"
@@ -52,8 +53,9 @@ struct ProcessCuFile {
 const ProcessCuFile& process_cufile() {
   static std::once_flag once;
   // Never destroyed: I/O threads may still use the table while statics are torn down at exit.
-  static ProcessCuFile& state = *new ProcessCuFile;
-  std::call_once(once, [] {
+  static constinit std::atomic<ProcessCuFile*> made{nullptr};
+  ProcessCuFile& state = made_once(made, [] { return new ProcessCuFile; });
+  std::call_once(once, [&state] {
     // cuFile may read its environment as soon as it is loaded, so the log goes to our file from the start.
     prepare_cufile_log();
     SetupTimer timer(SetupStep::cufile_load);

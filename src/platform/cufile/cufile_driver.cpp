@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "base/fork_guard.hpp"
 #include "platform/cufile/cufile_errors.hpp"
 #include "base/setup_ledger.hpp"
 #include "platform/cufile/cufile_log.hpp"
@@ -32,8 +33,8 @@ struct DriverRegistry {
 };
 
 DriverRegistry& registry() {
-  static DriverRegistry* instance = new DriverRegistry;  // never destroyed: cuFile may outlive statics
-  return *instance;
+  static constinit std::atomic<DriverRegistry*> instance{nullptr};  // never destroyed: cuFile may outlive statics
+  return made_once(instance, [] { return new DriverRegistry; });
 }
 
 std::string reason_since(std::uint64_t mark) {

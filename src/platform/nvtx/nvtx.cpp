@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "base/fork_guard.hpp"
+
 namespace ferry::detail::nvtx {
 namespace {
 
@@ -68,8 +70,8 @@ struct Tool {
 };
 
 Tool& tool() {
-  static Tool* t = new Tool;  // never destroyed: ranges may end on workers during exit
-  return *t;
+  static constinit std::atomic<Tool*> t{nullptr};  // never destroyed: ranges may end on workers during exit
+  return made_once(t, [] { return new Tool; });
 }
 
 void reset_tables() {
