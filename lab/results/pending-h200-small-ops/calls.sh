@@ -11,7 +11,8 @@
 # 1. Does this tree pass on the GPU (C++ GPU tests and CPU tests there, the pinned budget's stresses within
 #    64 MiB, the Python GPU tests)? The session of 2026-12-05 (afternoon) changed GPU paths it could not run:
 #    staged_backend, gds_backend, staging_pool, stream_order (line cuts; an empty stream-ordered read counted).
-#    (The second session of 2026-12-05, also without a device, only deleted an unreachable check in gds_backend.)
+#    The second session of 2026-12-05, also without a device, deleted an unreachable check in gds_backend and
+#    made the process-wide singletons (CUDA, cuFile, contexts, staging pool, stream order) without static guards.
 #    Call 1 the C++ side, call 4 the Python GPU tests and pip install (each call stays under 600 s).
 # 2. Small reads from one thread: is the submitter slowed by how many drainers share small ops? With 64 reads in
 #    flight a push starts drainers until each has kSmallOpsPerDrainer (4) of them: up to 16 drainers, all taking
