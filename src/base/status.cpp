@@ -52,15 +52,13 @@ Status Status::from_errno(int sys_errno, std::string message, std::string path) 
   return Status(code_for_errno(sys_errno), std::move(message), sys_errno, std::move(path));
 }
 
-const std::string& Status::message() const noexcept {
-  static const std::string kEmpty;
-  return rep_ ? rep_->message : kEmpty;
-}
+namespace {
+const std::string kEmpty;  // constant-initialised: no first-use guard that a fork() could copy held
+}  // namespace
 
-const std::string& Status::path() const noexcept {
-  static const std::string kEmpty;
-  return rep_ ? rep_->path : kEmpty;
-}
+const std::string& Status::message() const noexcept { return rep_ ? rep_->message : kEmpty; }
+
+const std::string& Status::path() const noexcept { return rep_ ? rep_->path : kEmpty; }
 
 std::string errno_name(int e) {
   // The common ones by hand, so that every C library gives the same names; glibc knows the rest.

@@ -13,6 +13,7 @@
 
 #include <cerrno>
 
+#include "base/fork_guard.hpp"
 #include "base/host_memory.hpp"
 #include "source/syscalls.hpp"
 
@@ -120,8 +121,8 @@ int RealSyscalls::cached_pages(int fd, std::uint64_t offset, std::uint64_t lengt
 const char* cached_pages_method() { return no_cachestat.load(std::memory_order_relaxed) ? "mincore" : "cachestat"; }
 
 Syscalls& real_syscalls() {
-  static RealSyscalls instance;
-  return instance;
+  static constinit std::atomic<RealSyscalls*> instance{nullptr};  // every File::open asks: no guard (fork_guard.hpp)
+  return made_once(instance, [] { return new RealSyscalls; });
 }
 
 }  // namespace ferry::detail
