@@ -35,57 +35,65 @@ FileState::FileState(std::string path_in, Config config_in, std::shared_ptr<Sour
       flags(flags_in),
       append(append_in),
       gpu(gpu_in),
-      uses_generation_(fork_generation()),
-      queues_(new Queues{fork_generation()}) {
+      part_(new ProcessPart(fork_generation())) {
+  ProcessPart& p = *part_.load();
   if (append) {
     auto size = current_size();
-    end_ = size.ok() ? *size : 0;
+    p.end = size.ok() ? *size : 0;
   }
-  if (!source->open_note().empty()) report_.add_note(source->open_note());
+  if (!source->open_note().empty()) p.report.add_note(source->open_note());
+}
+
+FileState::ProcessPart& FileState::part() const {
+  ProcessPart* p = part_.load(std::memory_order_acquire);
+  const std::uint64_t generation = fork_generation();
+  if (p->generation == generation) return *p;
+  // A forked child's first use: the parent's part is left as it was (its locks perhaps held by threads that do not
+  // exist here), and read without them: nothing writes it in this process.
+  auto* own = new ProcessPart(generation);
+  own->closed = p->closed;  // a File the parent closed stays closed
+  own->position = p->position;
+  own->end = p->end;
+  if (part_.compare_exchange_strong(p, own, std::memory_order_acq_rel)) return *own;
+  delete own;  // another thread of the child made it first
+  return *p;
 }
 
 Result<FileState::Use> FileState::use() {
-  std::lock_guard<std::mutex> lock(use_mutex_);
-  if (closed_) {
+  ProcessPart& p = part();
+  std::lock_guard<std::mutex> lock(p.use_mutex);
+  if (p.closed) {
     return Status(ErrorCode::failed_precondition, fmt::format("\"{}\" is closed", path), EBADF, path);
   }
-  forget_uses_of_parent();
-  ++uses_;
-  return Use(this, uses_generation_);
+  ++p.uses;
+  return Use(this, &p);
 }
 
-void FileState::forget_uses_of_parent() {
-  const std::uint64_t now = fork_generation();
-  if (now == uses_generation_) return;
-  uses_ = 0;
-  uses_generation_ = now;
-}
-
-void FileState::end_use(std::uint64_t generation) {
-  std::lock_guard<std::mutex> lock(use_mutex_);
-  forget_uses_of_parent();
-  if (generation != uses_generation_) return;
-  if (--uses_ == 0) use_cv_.notify_all();
+void FileState::end_use(ProcessPart* part_of_use) {
+  ProcessPart& p = part();
+  if (part_of_use != &p) return;  // a use of the parent's, which never ends here
+  std::lock_guard<std::mutex> lock(p.use_mutex);
+  if (--p.uses == 0) p.use_cv.notify_all();
 }
 
 Status FileState::close() {
   {
-    std::unique_lock<std::mutex> lock(use_mutex_);
-    if (closed_) return Status();
-    closed_ = true;
-    // A child forked while the parent had requests in flight: they never end here (a DataLoader worker whose
-    // Dataset closes the File it inherited hung for good).
-    forget_uses_of_parent();
+    ProcessPart& p = part();
+    std::unique_lock<std::mutex> lock(p.use_mutex);
+    if (p.closed) return Status();
+    p.closed = true;
+    // The uses are this process's: a child forked while the parent had requests in flight does not wait for
+    // them, since they never end here (a DataLoader worker whose Dataset closes the File it inherited hung).
     if (ThreadPool::on_worker_thread()) {
       // A close() inside a completion callback: the requests it waits for may be queued behind this very
       // worker, so run them instead of blocking it.
-      while (uses_ > 0) {
+      while (p.uses > 0) {
         lock.unlock();
         if (!shared_pool().help_one()) std::this_thread::sleep_for(std::chrono::microseconds(200));
         lock.lock();
       }
     } else {
-      use_cv_.wait(lock, [this] { return uses_ == 0; });
+      p.use_cv.wait(lock, [&p] { return p.uses == 0; });
     }
   }
   // Nothing uses the descriptors now and nothing can start to. cuFile keys registrations by descriptor:
@@ -113,8 +121,9 @@ Result<std::uint64_t> FileState::current_size() const {
 }
 
 Report FileState::report() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return report_;
+  ProcessPart& p = part();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  return p.report;
 }
 
 namespace {
@@ -153,8 +162,9 @@ Status FileState::check_request(Direction direction, const void* buffer, std::ui
 }
 
 void FileState::add_to_report(const Report& report) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  report_.merge(report);
+  ProcessPart& p = part();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  p.report.merge(report);
 }
 
 Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, std::uint64_t offset) {
@@ -269,24 +279,14 @@ std::optional<BufferKind> FileState::allocation_in_flight(const CudaApi* cuda, c
 
 std::shared_ptr<OpQueue> FileState::queue_for(const RouteBackend& backend, int device) {
   if (!backend.shares_workers()) return nullptr;
-  Queues* q = queues_.load(std::memory_order_acquire);
-  const std::uint64_t generation = fork_generation();
-  if (q->generation != generation) {
-    // A forked child's first request: new queues; the parent's (their ops, perhaps a lock held) are left alone.
-    auto* fresh = new Queues{generation};
-    if (queues_.compare_exchange_strong(q, fresh, std::memory_order_acq_rel)) {
-      q = fresh;
-    } else {
-      delete fresh;  // another thread of the child made them first
-    }
-  }
+  ProcessPart& p = part();  // a forked child's queues are its own: the parent's drainers are not there
   const Route route = backend.decision().route;
-  std::lock_guard<std::mutex> lock(q->mutex);
-  for (const auto& [key, queue] : q->by_target) {
+  std::lock_guard<std::mutex> lock(p.queues_mutex);
+  for (const auto& [key, queue] : p.queues) {
     if (key.first == route && key.second == device) return queue;
   }
-  q->by_target.emplace_back(std::make_pair(route, device), std::make_shared<OpQueue>(parallel_tasks()));
-  return q->by_target.back().second;
+  p.queues.emplace_back(std::make_pair(route, device), std::make_shared<OpQueue>(parallel_tasks()));
+  return p.queues.back().second;
 }
 
 std::uint64_t FileState::reserve(std::uint64_t size, Direction direction) {
@@ -298,9 +298,10 @@ std::uint64_t FileState::reserve(std::uint64_t size, Direction direction) {
     auto s = current_size();
     if (s.ok()) size_now = *s;
   }
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (appending) end_ = std::max(end_, size_now);
-  std::uint64_t& cursor = appending ? end_ : position_;
+  ProcessPart& p = part();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  if (appending) p.end = std::max(p.end, size_now);
+  std::uint64_t& cursor = appending ? p.end : p.position;
   return std::exchange(cursor, cursor + size);
 }
 
@@ -311,8 +312,9 @@ Result<Transfer> FileState::at_position(Direction direction, void* buffer, std::
   // A write that succeeds moved every byte; a read may end early, where the data did.
   const std::uint64_t bytes = r.ok() ? (is_read(direction) ? r->bytes : size) : 0;
   if (bytes != size) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    std::uint64_t& cursor = (!is_read(direction) && append) ? end_ : position_;
+    ProcessPart& p = part();
+    std::lock_guard<std::mutex> lock(p.mutex);
+    std::uint64_t& cursor = (!is_read(direction) && append) ? p.end : p.position;
     // Only pull the cursor back if nobody moved it since: a short read ends where the data ended, a failed
     // request leaves the cursor where it began.
     if (cursor == at + size) cursor = at + bytes;

@@ -3,8 +3,9 @@
 // is never closed (and its number handed to another file) under a running task. ~File closes too, so a
 // FileState outlives every Use: the last one ends in a request's completion, before the File can go.
 // Thread safety: every member may be called from any thread at once (Files are shared by threads, and their
-// requests complete on the pool): uses and closing are guarded by use_mutex_, the report and the position by
-// mutex_, the cuFile state by gds_mutex; path, config, source, flags and append never change after opening.
+// requests complete on the pool): uses and closing are guarded by the process part's use_mutex, the report and
+// the position by its mutex, the cuFile state by gds_mutex; path, config, source, flags and append never change
+// after opening.
 #pragma once
 
 #include <atomic>
@@ -35,7 +36,7 @@ class FileState : public std::enable_shared_from_this<FileState> {
  public:
   FileState(std::string path, Config config, std::shared_ptr<Source> source, OpenFlags flags, bool append,
             const GpuPlatform* gpu);
-  ~FileState() { delete queues_.load(); }
+  ~FileState() { delete part_.load(); }
   FileState(const FileState&) = delete;
   FileState& operator=(const FileState&) = delete;
 
@@ -52,21 +53,41 @@ class FileState : public std::enable_shared_from_this<FileState> {
     return source->parallel_tasks() != 0 ? source->parallel_tasks() : config.threads();
   }
 
+  // What belongs to the process that made it. A child of fork() has none of its parent's threads, and perhaps a
+  // copy of a lock one of them held (a thread asking for the report at that moment), so it starts its own part,
+  // leaving the parent's alone: its uses (its close() waits for its own requests only), its report (its own
+  // operations), the position and end where the parent left them, and its queues (the parent's drainers are
+  // not there).
+  struct ProcessPart {
+    explicit ProcessPart(std::uint64_t generation_in) : generation(generation_in) {}
+    const std::uint64_t generation;  // fork_generation() of the process it belongs to
+    std::mutex use_mutex;
+    std::condition_variable use_cv;
+    unsigned uses = 0;    // guarded by use_mutex
+    bool closed = false;  // guarded by use_mutex
+    std::mutex mutex;
+    Report report;              // guarded by mutex
+    std::uint64_t position = 0;  // guarded by mutex
+    std::uint64_t end = 0;       // guarded by mutex; append mode: where the next write() lands
+    std::mutex queues_mutex;
+    std::vector<std::pair<std::pair<Route, int>, std::shared_ptr<OpQueue>>> queues;  // guarded by queues_mutex
+  };
+
   /// Keeps the descriptors open while held. Errors: failed_precondition once close() began. A use belongs to
   /// the process that took it: in a child forked meanwhile it was never counted (the parent's requests never
   /// end there, and close() must not wait for them).
   class Use {
    public:
-    Use(FileState* state, std::uint64_t generation) : state_(state), generation_(generation) {}
-    Use(Use&& o) noexcept : state_(std::exchange(o.state_, nullptr)), generation_(o.generation_) {}
+    Use(FileState* state, ProcessPart* part) : state_(state), part_(part) {}
+    Use(Use&& o) noexcept : state_(std::exchange(o.state_, nullptr)), part_(o.part_) {}
     Use& operator=(Use&&) = delete;
     ~Use() {
-      if (state_) state_->end_use(generation_);
+      if (state_) state_->end_use(part_);
     }
 
    private:
     FileState* state_;
-    std::uint64_t generation_;  // fork_generation() when it was taken
+    ProcessPart* part_;  // the part of the process that took it
   };
   [[nodiscard]] Result<Use> use();
 
@@ -108,8 +129,9 @@ class FileState : public std::enable_shared_from_this<FileState> {
   Status close();
   /// True once close() began.
   bool is_closed() {
-    std::lock_guard<std::mutex> lock(use_mutex_);
-    return closed_;
+    ProcessPart& p = part();
+    std::lock_guard<std::mutex> lock(p.use_mutex);
+    return p.closed;
   }
   /// The source's size now (0 for sources without one).
   Result<std::uint64_t> current_size() const;
@@ -134,32 +156,15 @@ class FileState : public std::enable_shared_from_this<FileState> {
   // Reserves [offset, offset + size) at the position (or the end, in append mode) and advances it.
   std::uint64_t reserve(std::uint64_t size, Direction direction);
 
-  // In a process forked since the uses were counted, none of them is this process's: forgets them. Called
-  // with use_mutex_ held.
-  void forget_uses_of_parent();
+  // Ends a Use's use: one taken by an earlier process (`part` is not this process's) was never counted here and
+  // is ignored.
+  void end_use(ProcessPart* part);
 
-  // Ends a Use's use: one taken by an earlier process (`generation`, fork_generation() when taken) was never
-  // counted here and is ignored.
-  void end_use(std::uint64_t generation);
+  // This process's part: in a forked child's first use, a new one.
+  ProcessPart& part() const;
 
-  std::mutex use_mutex_;
-  std::condition_variable use_cv_;
-  unsigned uses_ = 0;
-  std::uint64_t uses_generation_;  // the fork_generation() that uses_ counts the uses of
-  bool closed_ = false;
-  mutable std::mutex mutex_;
-  Report report_;
+  mutable std::atomic<ProcessPart*> part_;
   std::atomic<std::uint64_t> size_seen_{0};  // the source's size when a read last asked (0: not yet)
-  std::uint64_t position_ = 0;
-  std::uint64_t end_ = 0;  // append mode: where the next write() lands
-  // The queues of this process (a child of fork() has none of its parent's workers, and perhaps a copy of a
-  // lock held, so it starts new ones, leaving the parent's, as the engine leaves the parent's requests).
-  struct Queues {
-    const std::uint64_t generation;
-    std::mutex mutex;
-    std::vector<std::pair<std::pair<Route, int>, std::shared_ptr<OpQueue>>> by_target;  // guarded by mutex
-  };
-  std::atomic<Queues*> queues_;
   // The newest request into GPU memory and its destination's allocation (allocation_in_flight).
   struct AllocationInFlight {
     std::weak_ptr<RequestState> request;

@@ -33,17 +33,21 @@ Config config() {
   return c;
 }
 
-// Reads the whole file (16 tasks) into host memory and checks it and the byte after it. The exit status
-// of a child: 0 when all is right.
-int read_and_check(const std::string& path) {
-  auto f = File::open(path, "r", config());
-  if (!f.ok()) return 2;
+// Reads the whole file (16 tasks) through `f` into host memory and checks it and the byte after it. The exit
+// status of a child: 0 when all is right.
+int read_and_check(File& f) {
   std::vector<std::uint8_t> buf(kSize + 1, 0xA5);
-  auto r = f->pread(buf.data(), kSize, 0).get();
+  auto r = f.pread(buf.data(), kSize, 0).get();
   if (!r.ok() || r->bytes != kSize) return 3;
   const std::vector<std::uint8_t> want = testing::pattern(0, kSize);
   if (std::memcmp(buf.data(), want.data(), kSize) != 0) return 4;
   return buf[kSize] == 0xA5 ? 0 : 5;
+}
+
+// The same through a File of its own (2: it could not be opened).
+int read_and_check(const std::string& path) {
+  auto f = File::open(path, "r", config());
+  return f.ok() ? read_and_check(*f) : 2;
 }
 
 // Runs `body` in a forked child, which alarm() ends after `seconds`; the child's exit status, 128 + the signal
@@ -141,6 +145,27 @@ TEST(Fork, AChildForkedWhileAnotherThreadWalksTheLoadedLibrariesWalksThemToo) {
   stop = true;
   walker.join();
   EXPECT_EQ(wrong, 0) << "142 (SIGALRM): a child hung at its walk; 1: it found no libraries";
+}
+
+// A File's lock copied held into a child (a parent thread inside it at the fork: here one that asks for the
+// File's report in a loop) kept the child's first request through that File from ending. A File's uses, report
+// and position are each process's own.
+TEST(Fork, AChildReadsThroughAFileWhoseLockAnotherParentThreadHeld) {
+  SKIP_UNDER_TSAN();
+  const std::string path = testing::write_pattern_file(testing::test_dir() / "data.bin", kSize);
+  auto f = File::open(path, "r", config());
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  ASSERT_EQ(read_and_check(*f), 0) << "the parent's own read";
+  std::atomic<bool> stop{false};
+  std::thread asker([&] {
+    while (!stop.load()) (void)f->report();
+  });
+  int wrong = 0;
+  for (int i = 0; i < 20 && wrong == 0; ++i) wrong = in_child([&] { return read_and_check(*f); }, 5);
+  stop = true;
+  asker.join();
+  EXPECT_EQ(wrong, 0) << "142 (SIGALRM): a child hung; 3-5: a wrong read";
+  EXPECT_EQ(read_and_check(*f), 0) << "the parent's read after the forks";
 }
 
 // A File opened before a fork and read in the child: the small reads the parent had gathered at that moment
