@@ -19,6 +19,7 @@ import numpy as np
 import ferry
 
 path, size, which = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+local = sys.argv[4] if len(sys.argv) > 4 else path  # the same bytes, where path is a URL
 shared = ferry.open(path, task_size="64KiB", threads=4) if which == "parent's" else None
 
 def read(offset):
@@ -34,7 +35,7 @@ if __name__ == "__main__":
     read(0)  # the parent reads first: its workers exist when it forks
     with multiprocessing.get_context("fork").Pool(2) as pool:
         results = pool.map_async(read, [0, 0, 0, 0]).get(timeout=20)
-    want = open(path, "rb").read()[:size]
+    want = open(local, "rb").read()[:size]
     for n, got, after in results:
         assert n == size and got == want and after == 0xA5, (n, after)
     assert read(0)[0] == size  # and the parent goes on
@@ -49,6 +50,28 @@ def test_forked_workers_read_after_the_parent_did(tmp_path, which):
     np.random.default_rng(9).integers(0, 256, size, dtype=np.uint8).tofile(path)
     run = subprocess.run([sys.executable, "-c", SCRIPT, str(path), str(size), which], capture_output=True, text=True,
                          timeout=40, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert run.returncode == 0 and run.stdout.strip() == "ok 4", run.stdout + run.stderr
+
+
+# The same over HTTP, through a File the parent opened: the parent's pooled connections are the parent's (a child
+# that took one sent its requests on the parent's socket, and the reads of both failed).
+def test_forked_workers_read_an_object_through_the_parents_file(tmp_path):
+    remote = pytest.importorskip("ferry.remote")
+    if not remote.available():
+        pytest.skip("Ferry was built without remote objects")
+    from remote_servers import serve_directory
+
+    size = 1 << 20
+    root = tmp_path / "root"
+    root.mkdir()
+    np.random.default_rng(9).integers(0, 256, size, dtype=np.uint8).tofile(root / "data.bin")
+    server = serve_directory(root, tmp_path / "nginx")
+    try:
+        run = subprocess.run([sys.executable, "-c", SCRIPT, server.url("data.bin"), str(size), "parent's",
+                              str(root / "data.bin")], capture_output=True, text=True, timeout=40,
+                             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    finally:
+        server.stop()
     assert run.returncode == 0 and run.stdout.strip() == "ok 4", run.stdout + run.stderr
 
 

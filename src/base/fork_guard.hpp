@@ -21,6 +21,22 @@ void hold_across_fork(std::mutex& mutex);
 /// its drainers) is made anew when it finds itself in a later generation.
 std::uint64_t fork_generation();
 
+/// This process's part of an object that a forked child must not share with its parent (its locks may have been
+/// copied held by threads that do not exist in the child; its connections are the parent's): `slot`'s part where
+/// this process made it (`T::generation` is fork_generation() then), else, in a forked child's first use, a new
+/// one made by `make(parent's part, generation)`, which may copy what is the object's rather than the process's.
+/// The parent's part is left as it was, never locked or destroyed here.
+template <typename T, typename Make>
+T& this_process_part(std::atomic<T*>& slot, Make make) {
+  T* part = slot.load(std::memory_order_acquire);
+  const std::uint64_t generation = fork_generation();
+  if (part->generation == generation) return *part;
+  T* own = make(*part, generation);
+  if (slot.compare_exchange_strong(part, own, std::memory_order_acq_rel)) return *own;
+  delete own;  // another thread of the child made it first
+  return *part;
+}
+
 /// The process-wide object in `slot`, made by `make()` on first use and never destroyed. Not a function-local
 /// static: a thread inside a static's first-use guard at fork() leaves the guard held in the child, whose first
 /// user then waits for good (Fork.ChildrenForkedWhileTheParentReadsOnOtherThreads). Threads that race may each

@@ -45,18 +45,13 @@ FileState::FileState(std::string path_in, Config config_in, std::shared_ptr<Sour
 }
 
 FileState::ProcessPart& FileState::part() const {
-  ProcessPart* p = part_.load(std::memory_order_acquire);
-  const std::uint64_t generation = fork_generation();
-  if (p->generation == generation) return *p;
-  // A forked child's first use: the parent's part is left as it was (its locks perhaps held by threads that do not
-  // exist here), and read without them: nothing writes it in this process.
-  auto* own = new ProcessPart(generation);
-  own->closed = p->closed;  // a File the parent closed stays closed
-  own->position = p->position;
-  own->end = p->end;
-  if (part_.compare_exchange_strong(p, own, std::memory_order_acq_rel)) return *own;
-  delete own;  // another thread of the child made it first
-  return *p;
+  return this_process_part(part_, [](const ProcessPart& parents, std::uint64_t generation) {
+    auto* own = new ProcessPart(generation);  // read without the parent's locks: nothing writes it here
+    own->closed = parents.closed;             // a File the parent closed stays closed
+    own->position = parents.position;
+    own->end = parents.end;
+    return own;
+  });
 }
 
 Result<FileState::Use> FileState::use() {

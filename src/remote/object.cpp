@@ -42,12 +42,17 @@ bool sleep_unless_stopped(std::chrono::milliseconds delay, const std::atomic<boo
 
 }  // namespace
 
+Object::Pool& Object::pool() {
+  return this_process_part(pool_, [](const Pool&, std::uint64_t generation) { return new Pool(generation); });
+}
+
 Result<std::unique_ptr<Connection>> Object::acquire() {
   {
-    std::lock_guard<std::mutex> lock(pool_mutex_);
-    if (!pool_.empty()) {
-      auto c = std::move(pool_.back());
-      pool_.pop_back();
+    Pool& p = pool();
+    std::lock_guard<std::mutex> lock(p.mutex);
+    if (!p.idle.empty()) {
+      auto c = std::move(p.idle.back());
+      p.idle.pop_back();
       return c;
     }
   }
@@ -55,8 +60,9 @@ Result<std::unique_ptr<Connection>> Object::acquire() {
 }
 
 void Object::release(std::unique_ptr<Connection> c) {
-  std::lock_guard<std::mutex> lock(pool_mutex_);
-  pool_.push_back(std::move(c));
+  Pool& p = pool();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  p.idle.push_back(std::move(c));
 }
 
 ObjectCounters Object::counters() const noexcept {

@@ -17,6 +17,7 @@
 #include "ferry/config.hpp"
 #include "ferry/remote.hpp"
 #include "ferry/status.hpp"
+#include "base/fork_guard.hpp"
 #include "remote/http_transfer.hpp"
 
 namespace ferry::detail::remote {
@@ -60,6 +61,10 @@ class Object {
   const std::string& note() const noexcept { return note_; }
   ObjectCounters counters() const noexcept;
 
+  ~Object() { delete pool_.load(); }  // this process's pool: a forked child leaves its parent's alone
+  Object(const Object&) = delete;
+  Object& operator=(const Object&) = delete;
+
  private:
   Object() = default;
   Result<std::unique_ptr<Connection>> acquire();
@@ -74,8 +79,17 @@ class Object {
   bool ranges_ = false;
   EtagGuard etag_;
 
-  std::mutex pool_mutex_;
-  std::vector<std::unique_ptr<Connection>> pool_;
+  // The idle connections of the process that opened them. A forked child starts a pool of its own: its parent's
+  // sockets (and TLS sessions) are still the parent's, and two processes' requests on one socket read each
+  // other's answers; nor are they closed there, which would end the parent's sessions.
+  struct Pool {
+    explicit Pool(std::uint64_t generation_in) : generation(generation_in) {}
+    const std::uint64_t generation;  // fork_generation() of the process it belongs to
+    std::mutex mutex;
+    std::vector<std::unique_ptr<Connection>> idle;  // guarded by mutex
+  };
+  Pool& pool();
+  std::atomic<Pool*> pool_{new Pool(fork_generation())};
   std::atomic<std::uint64_t> requests_{0}, retries_{0}, connections_{0}, bytes_{0};
 };
 

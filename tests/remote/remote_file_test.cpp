@@ -3,6 +3,9 @@
 // staged route into (fake) GPU memory, byte-exact with nothing written past the count; cuFile is never
 // asked; writes are refused; the report says what the remote reads cost; cancelling a request ends its
 // transfers, however slow the server (issue 23).
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -182,6 +185,36 @@ TEST_F(RemoteFile, WritesAndMissingObjectsAreRefusedNamingTheUrl) {
   auto missing = open(nginx_.url("/nope.bin"));
   ASSERT_THAT(missing, StatusIs(ErrorCode::not_found));
   EXPECT_NE(missing.status().message().find("/nope.bin"), std::string::npos) << missing.status().to_string();
+}
+
+// A child forked after its parent read an object keeps reading it through the File it inherited, while the
+// parent goes on reading it too. The parent's pooled connections are the parent's: a child that took one would
+// send its requests on the parent's socket, and each would read the other's responses.
+TEST_F(RemoteFile, AForkedChildAndItsParentReadThroughOneFileAtOnce) {
+  auto f = open(nginx_.url("/weights.bin"));
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  const std::vector<std::uint8_t> want = testing::pattern(0, kSize);
+  auto read_all = [&]() -> int {  // 0, or what went wrong
+    std::vector<std::uint8_t> buf(kSize);
+    for (int i = 0; i < 5; ++i) {
+      auto r = f->pread(buf.data(), kSize, 0).get();
+      if (!r.ok()) return 3;
+      if (r->bytes != kSize || std::memcmp(buf.data(), want.data(), kSize) != 0) return 4;
+    }
+    return 0;
+  };
+  ASSERT_EQ(read_all(), 0) << "the parent's reads before the fork (its pool now holds connections)";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::alarm(30);
+    ::_exit(read_all());
+  }
+  const int parent = read_all();
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), 0)
+      << "the child's reads: 3 failed, 4 wrong bytes, 142 hung";
+  EXPECT_EQ(parent, 0) << "the parent's reads beside the child's: 3 failed, 4 wrong bytes";
 }
 
 }  // namespace
