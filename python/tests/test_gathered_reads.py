@@ -1,7 +1,7 @@
-"""Small reads kept in flight from one thread are taken together by the engine's workers (docs/engine.md): each
-read is still its own future with its own report, and every byte lands where it was asked to, with the bytes
-between destinations untouched. NumPy here; CuPy and PyTorch into GPU memory (skipped, saying why, without a
-GPU).
+"""Small reads kept in flight from one thread, which the engine's workers may take together (docs/engine.md):
+each read is still its own future with its own report, counted in the File's report as in its own, and every
+byte lands where it was asked to, with the bytes between destinations untouched. NumPy here; CuPy and PyTorch
+into GPU memory (skipped, saying why, without a GPU).
 """
 
 from __future__ import annotations
@@ -57,6 +57,9 @@ def test_gpu_reads_in_flight_are_gathered_byte_exact(make_file, framework, reque
         torch = request.getfixturevalue("torch_cuda")
         dst = torch.full((READS * slot,), 0xA5, dtype=torch.uint8, device="cuda")
         host = lambda: dst.cpu().numpy()  # noqa: E731
-    offsets, counts, gathered, _ = _read_ahead(path, dst, size, slot)
+    offsets, counts, gathered, file_gathered = _read_ahead(path, dst, size, slot)
     _check(host(), data, offsets, counts, size, slot)
-    assert gathered > READS // 2
+    # How many are taken together depends on the machine: a worker that stays for one thread's next read takes
+    # each read as it comes where it keeps up (32 and 54 of 400 on the H100 machine at d579029; more than half
+    # before workers stayed). What is certain: the File counts what its reads' reports count.
+    assert file_gathered == gathered

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Written on 2026-12-05 when no device was lent, NOT RUN YET: the next GPU session's calls for issue 50. Once run,
-# move this folder to lab/results/<date>-h200-<name>/ and record the outcome in bench/results/ of the same name.
+# Written on 2026-12-05 when no device was lent; calls 1, 2 and 4 ran on an H100 later that day (outcome:
+# bench/results/2026-12-05-h100-small-ops). Call 3 did not run.
 # Each call is run from the repository root on the GPU machine with .device-deps and .old-tree (git archive
 # 189e30e | tar -x -C .old-tree --exclude=bench/results --exclude=lab/results) carried; call 3 also carries
 # .perf-closure (Debian 12's perf and the libraries it needs that Ubuntu 24.04 lacks:
@@ -38,7 +38,7 @@ case "${1:-}" in
      variant s64 && sed -i "s/constexpr std::size_t kSmallOpsPerDrainer = 4;/constexpr std::size_t kSmallOpsPerDrainer = 64;/" \
        .v-s64/src/engine/queue.cpp && grep -q "kSmallOpsPerDrainer = 64;" .v-s64/src/engine/queue.cpp || exit 1
      # one-pusher-64.patch, applied without patch(1) (the machine may lack it): its one changed line, replaced.
-     variant p64 && python3 - .v-p64/src/engine/queue.cpp lab/results/pending-h200-small-ops/one-pusher-64.patch <<'PY' || exit 1
+     variant p64 && python3 - .v-p64/src/engine/queue.cpp lab/results/2026-12-05-h100-small-ops/one-pusher-64.patch <<'PY' || exit 1
 import sys
 source, diff = open(sys.argv[1]).read(), open(sys.argv[2]).read().splitlines()
 old = "\n".join(l[1:] for l in diff if l.startswith("-") and not l.startswith("---")) + "\n"
