@@ -77,9 +77,12 @@ bool pin_huge_region(const CudaApi& api, StagingKit& kit, unsigned count, int no
 
 // The NUMA node for `device`'s bounce buffers, asked of the driver for each kit made (kits are made rarely).
 int bounce_node(const CudaApi& api, int device) {
-  static constinit std::atomic<int> asked{0};  // 0: not asked yet
-  int nodes = asked.load(std::memory_order_relaxed);
-  if (nodes == 0) asked.store(nodes = online_numa_nodes(), std::memory_order_relaxed);
+  static constinit std::atomic<int> known_nodes{0};  // 0: not asked yet (no first-use guard: fork_guard.hpp)
+  int nodes = known_nodes.load(std::memory_order_relaxed);
+  if (nodes == 0) {
+    nodes = online_numa_nodes();
+    known_nodes.store(nodes, std::memory_order_relaxed);
+  }
   if (nodes <= 1) return -1;
   auto info = describe_device(api, device);
   return info.ok() ? bounce_buffer_node(info->host_numa_id, nodes) : -1;

@@ -15,7 +15,8 @@ namespace {
 
 // Held around Ferry's walks of the loaded objects, and across every fork(): dl_iterate_phdr holds the loader's
 // lock while it walks, and a child forked meanwhile (a data loader's worker, while another thread reads through
-// Ferry) found that lock held for good at its own first read (Fork.ChildrenForkedWhileTheParentReadsOnOtherThreads).
+// Ferry) found that lock held for good at its own first read
+// (Fork.AChildForkedWhileAnotherThreadWalksTheLoadedLibrariesWalksThemToo).
 std::mutex g_walk_mutex;
 [[maybe_unused]] const bool g_walk_mutex_forks = (hold_across_fork(g_walk_mutex), true);
 

@@ -18,8 +18,9 @@ std::mutex g_idle_mutex;  // a leaf lock: guards idle()
 const bool g_idle_mutex_forks = (hold_across_fork(g_idle_mutex), true);
 
 std::vector<char*>& idle() {
-  static constinit std::atomic<std::vector<char*>*> buffers{nullptr};  // never destroyed: workers may return
-  return made_once(buffers, [] { return new std::vector<char*>; });    // buffers during exit
+  // Never destroyed: workers may return buffers during exit.
+  static constinit std::atomic<std::vector<char*>*> buffers{nullptr};
+  return made_once(buffers, [] { return new std::vector<char*>; });
 }
 
 char* make_buffer() {
