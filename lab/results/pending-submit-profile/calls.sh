@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Written 2026-12-05 (third session of the day). Carry .device-deps, .old-tree (git archive 189e30e, as in
+# lab/results/2026-12-05-h100-small-ops/calls.sh) and .perf-closure (Debian 12's perf and its libraries).
+# 1. Where one thread's 4 KiB reads in flight (64) spend their time, this tree against 189e30e. The submitter's
+#    pread() took 4-6 us on the H100 against 1.3-1.7 for 189e30e, and at 4 KiB a read that alone caps the row
+#    at about 0.8 GB/s. Both probes built side by side (Release, -g); two alternating rounds of the row and the
+#    plain loop; then each under perf with DWARF call graphs: every context switch (where the submitting thread
+#    sleeps, and on what) and a CPU profile, folded for the submitting thread by fold.py.
+set -uo pipefail
+source .device-deps/gpu-env.sh
+here=lab/results/pending-submit-profile
+perf=(env LD_LIBRARY_PATH=.perf-closure/lib:$LD_LIBRARY_PATH .perf-closure/perf)
+case "${1:-}" in
+  1) o="$OUT/perf"; mkdir -p "$o"
+     { nvidia-smi -L; nproc; cat /proc/sys/kernel/perf_event_paranoid; } > "$o/machine.txt" 2>&1
+     for t in new:. old:.old-tree; do
+       ( cmake -S "${t#*:}" -B "build-p${t%%:*}" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFERRY_BUILD_PYTHON=OFF \
+           -DFERRY_REMOTE=OFF -DCMAKE_CXX_FLAGS=-g > "$o/${t%%:*}-cmake.log" 2>&1 &&
+         cmake --build "build-p${t%%:*}" -j 8 --target ferry_small_reads > "$o/${t%%:*}-build.log" 2>&1 ) &
+     done
+     wait
+     head -c 2G /dev/urandom > small-2GiB.bin
+     probe() { find "build-p$1" -name ferry_small_reads -type f | head -1; }
+     for round in 1 2; do
+       for t in new old; do
+         timeout 60 "$(probe $t)" small-2GiB.bin --sizes 4KiB --modes ferry,plain --bytes-per-mode 512MiB \
+           > "$o/$t-rows-$round.txt" 2>&1
+       done
+     done
+     for t in new old; do
+       for what in cs cpu; do
+         if [ $what = cs ]; then event=(-e cs -c 1); else event=(-F 1999); fi
+         timeout 90 "${perf[@]}" record "${event[@]}" --call-graph dwarf,8192 -o "perf-$t-$what.data" "$(probe $t)" \
+           small-2GiB.bin --sizes 4KiB --modes ferry --bytes-per-mode 128MiB > "$o/$t-$what-run.txt" 2>&1
+         timeout 120 "${perf[@]}" script -i "perf-$t-$what.data" -F tid,ip,sym 2>/dev/null |
+           python3 "$here/fold.py" "" 40 > "$o/$t-$what-submitter.txt" 2>&1
+         timeout 60 "${perf[@]}" report -i "perf-$t-$what.data" --stdio --no-children --sort pid -g none \
+           > "$o/$t-$what-threads.txt" 2>&1
+       done
+       timeout 60 "${perf[@]}" report -i "perf-$t-cpu.data" --stdio --no-children --percent-limit 0.3 \
+         --sort dso,symbol -g none > "$o/$t-cpu-flat.txt" 2>&1
+     done ;;
+  *) echo "usage: $0 1"; exit 2 ;;
+esac
