@@ -6,6 +6,10 @@
 #    at about 0.8 GB/s. Both probes built side by side (Release, -g); two alternating rounds of the row and the
 #    plain loop; then each under perf with DWARF call graphs: every context switch (where the submitting thread
 #    sleeps, and on what) and a CPU profile, folded for the submitting thread by fold.py.
+#    A third tree, chain (chain.patch: this tree with chain/queue.{cpp,hpp}): a one-op push starts no drainer
+#    while one is free, and a drainer that takes ops and sees more waiting starts the next itself, so the
+#    wakes leave the submitting thread. On the CPU machine (fake GPU, 16 workers, 64 in flight from one
+#    thread) it cut the submitter's pread() from 4.0-4.9 us to 1.0-1.25.
 set -uo pipefail
 source .device-deps/gpu-env.sh
 here=lab/results/pending-submit-profile
@@ -13,7 +17,10 @@ perf=(env LD_LIBRARY_PATH=.perf-closure/lib:$LD_LIBRARY_PATH .perf-closure/perf)
 case "${1:-}" in
   1) o="$OUT/perf"; mkdir -p "$o"
      { nvidia-smi -L; nproc; cat /proc/sys/kernel/perf_event_paranoid; } > "$o/machine.txt" 2>&1
-     for t in new:. old:.old-tree; do
+     mkdir -p .v-chain && tar c --exclude='./build*' --exclude='./.v-*' --exclude=./.old-tree --exclude=./.device-deps \
+       --exclude=./.perf-closure --exclude=./bench/results --exclude=./lab/results . | tar x -C .v-chain &&
+       cp "$here"/chain/queue.cpp "$here"/chain/queue.hpp .v-chain/src/engine/ || exit 1
+     for t in new:. chain:.v-chain old:.old-tree; do
        ( cmake -S "${t#*:}" -B "build-p${t%%:*}" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFERRY_BUILD_PYTHON=OFF \
            -DFERRY_REMOTE=OFF -DCMAKE_CXX_FLAGS=-g > "$o/${t%%:*}-cmake.log" 2>&1 &&
          cmake --build "build-p${t%%:*}" -j 8 --target ferry_small_reads > "$o/${t%%:*}-build.log" 2>&1 ) &
@@ -22,17 +29,17 @@ case "${1:-}" in
      head -c 2G /dev/urandom > small-2GiB.bin
      probe() { find "build-p$1" -name ferry_small_reads -type f | head -1; }
      for round in 1 2; do
-       for t in new old; do
-         timeout 60 "$(probe $t)" small-2GiB.bin --sizes 4KiB --modes ferry,plain --bytes-per-mode 512MiB \
+       for t in new chain old; do
+         timeout 60 "$(probe $t)" small-2GiB.bin --sizes 4KiB,64KiB --modes ferry,ferry-mt,plain --bytes-per-mode 512MiB \
            > "$o/$t-rows-$round.txt" 2>&1
        done
      done
-     for t in new old; do
+     for t in new chain old; do
        for what in cs cpu; do
-         if [ $what = cs ]; then event=(-e cs -c 1); else event=(-F 1999); fi
+         if [ $what = cs ]; then event=(-e cs -c 1) bytes=32MiB; else event=(-F 4999) bytes=256MiB; fi
          timeout 90 "${perf[@]}" record "${event[@]}" --call-graph dwarf,8192 -o "perf-$t-$what.data" "$(probe $t)" \
-           small-2GiB.bin --sizes 4KiB --modes ferry --bytes-per-mode 128MiB > "$o/$t-$what-run.txt" 2>&1
-         timeout 120 "${perf[@]}" script -i "perf-$t-$what.data" -F tid,ip,sym 2>/dev/null |
+           small-2GiB.bin --sizes 4KiB --modes ferry --bytes-per-mode $bytes > "$o/$t-$what-run.txt" 2>&1
+         timeout 50 "${perf[@]}" script -i "perf-$t-$what.data" -F tid,ip,sym 2>/dev/null |
            python3 "$here/fold.py" "" 40 > "$o/$t-$what-submitter.txt" 2>&1
          timeout 60 "${perf[@]}" report -i "perf-$t-$what.data" --stdio --no-children --sort pid -g none \
            > "$o/$t-$what-threads.txt" 2>&1
