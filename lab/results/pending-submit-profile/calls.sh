@@ -30,7 +30,7 @@ case "${1:-}" in
      probe() { find "build-p$1" -name ferry_small_reads -type f | head -1; }
      for round in 1 2; do
        for t in new chain old; do
-         timeout 60 "$(probe $t)" small-2GiB.bin --sizes 4KiB,64KiB --modes ferry,ferry-mt,plain --bytes-per-mode 512MiB \
+         timeout 60 "$(probe $t)" small-2GiB.bin --sizes 4KiB,64KiB --modes ferry,ferry-mt,ferry-1,plain,batch --bytes-per-mode 512MiB \
            > "$o/$t-rows-$round.txt" 2>&1
        done
      done
