@@ -7,9 +7,11 @@
 #    plain loop; then each under perf with DWARF call graphs: every context switch (where the submitting thread
 #    sleeps, and on what) and a CPU profile, folded for the submitting thread by fold.py.
 #    A third tree, chain (chain.patch: this tree with chain/queue.{cpp,hpp}): a one-op push starts no drainer
-#    while one is free, and a drainer that takes ops and sees more waiting starts the next itself, so the
-#    wakes leave the submitting thread. On the CPU machine (fake GPU, 16 workers, 64 in flight from one
-#    thread) it cut the submitter's pread() from 4.0-4.9 us to 1.0-1.25.
+#    while a drainer runs a take of small ops from memory or stays for more (it is back within microseconds),
+#    and a drainer that takes ops and sees more waiting starts the next itself, so the wakes leave the
+#    submitting thread. On the CPU machine (fake GPU, 16 workers, 64 in flight from one thread) the pool jobs
+#    a request fell from 0.24 to 0.002-0.01 in some runs, but HEAD too ran at 0.001-0.009 in others: the 2-core
+#    machine cannot say.
 set -uo pipefail
 source .device-deps/gpu-env.sh
 here=lab/results/pending-submit-profile

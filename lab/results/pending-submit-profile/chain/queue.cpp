@@ -38,11 +38,15 @@ std::uint64_t OpQueue::push(RequestState& request, RouteBackend& route, std::spa
     one_pusher_ = last_pusher_ == std::this_thread::get_id();
     last_pusher_ = std::this_thread::get_id();
     for (const Task& t : tasks) queued_.push_back(Queued{Op{t, &route}, &request});
-    // One op pushed while a drainer is free (about to take) needs no start: a drainer that takes ops and sees
-    // more waiting starts the next one itself (take_next), so the wakes are not the submitting thread's.
-    if (tasks.size() == 1 && draining_ > busy_) return 0;
+    // One op pushed while a drainer is on small ops from memory (back for more within microseconds) or stays
+    // for them starts none: that drainer takes it and, seeing more waiting, starts the next drainer itself
+    // (take_next). The wakes are then not the submitting thread's, whose pushes alone pace one thread's reads.
+    const bool taken_soon = tasks.size() == 1 && (quick_busy_ > 0 || lingering_.load(std::memory_order_relaxed));
     start = more_wanted_locked();
-    if (tasks.size() == 1 && !idle) start = std::min(start, 1u);
+    if (taken_soon) {
+      draining_ -= start;
+      start = 0;
+    }
   }
   if (start == 0) return 0;
   // Only a queue with no drainer waits for a one-op request's waiter: with drainers at work, its op is theirs.
@@ -111,10 +115,11 @@ std::uint64_t OpQueue::start_drainers(unsigned n, std::chrono::microseconds grac
 
 void OpQueue::drain_job(void* queue) { static_cast<OpQueue*>(queue)->drain(); }
 
-bool OpQueue::take_next(Take& take, bool& busy, bool stop_if_empty, unsigned& more) {
+bool OpQueue::take_next(Take& take, Running& running, bool stop_if_empty, unsigned& more) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (busy) --busy_;
-  busy = false;
+  if (running.busy) --busy_;
+  if (running.quick) --quick_busy_;
+  running = Running{};
   // A fair share of what waits among the drainers free to take it, so that they all have ops; at least what
   // the source keeps in flight together; no more than one bounce buffer holds. Ops whose one-op request its
   // waiter runs itself are passed over; ops of stopped requests are dropped (retired unrun), however many.
@@ -151,8 +156,10 @@ bool OpQueue::take_next(Take& take, bool& busy, bool stop_if_empty, unsigned& mo
   }
   waiting_.store(queued_.size() - head_, std::memory_order_relaxed);
   if (!take.ops.empty()) {
-    busy = true;
+    running.busy = true;
     ++busy_;
+    running.quick = take.ops[0].request->from_memory(take.ops[0].task);
+    if (running.quick) ++quick_busy_;
     more = more_wanted_locked();
     return true;
   }
@@ -233,10 +240,12 @@ bool OpQueue::run(Take& take, std::unique_ptr<RouteWorker>& worker) {
   return true;
 }
 
-bool OpQueue::put_back(Take& take, std::uint64_t room_generation) {
+bool OpQueue::put_back(Take& take, std::uint64_t room_generation, Running& running) {
   const auto now = Clock::now();
   std::lock_guard<std::mutex> lock(mutex_);
   --busy_;
+  if (running.quick) --quick_busy_;
+  running = Running{};
   std::vector<Queued> back;
   back.reserve(take.ops.size());
   for (std::size_t i = 0; i < take.ops.size(); ++i) back.push_back(Queued{take.ops[i], take.requests[i], true, now});
@@ -341,7 +350,7 @@ void OpQueue::drain() {
   std::unique_ptr<RouteWorker> worker;
   std::deque<Take> pending;  // ran, oldest first, not yet retired
   std::vector<Take> spare;   // retired, kept for their vectors' memory
-  bool busy = false;
+  Running running;
   bool lingered = false;  // found the queue empty since its last take, and stayed for more
   // Its last take was of one-op requests (small reads in flight, pushed one at a time): only then does it stay.
   // A batch's next push wants every worker started all the same.
@@ -359,7 +368,7 @@ void OpQueue::drain() {
     const bool idle = !worker && pending.empty();
     const bool may_stay = singles && !lingered;
     unsigned more = 0;
-    const bool took = !give_way && take_next(take, busy, /*stop_if_empty=*/idle && !may_stay, more);
+    const bool took = !give_way && take_next(take, running, /*stop_if_empty=*/idle && !may_stay, more);
     if (more > 0) start_drainers(more, std::chrono::microseconds(0));
     if (!took) {
       if (idle) {
@@ -397,8 +406,7 @@ void OpQueue::drain() {
     }
     const std::uint64_t room_generation = room_generation_.load();
     if (!run(take, worker)) {  // no room for a worker's staging: the ops wait in the queue, not on this thread
-      busy = false;
-      const bool again = put_back(take, room_generation);
+      const bool again = put_back(take, room_generation, running);
       for (const auto& [request, n] : take.dropped) request->drop(n);
       take.dropped.clear();
       if (!again) return;

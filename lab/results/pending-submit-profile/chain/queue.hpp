@@ -64,20 +64,25 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
     Clock::time_point started;
   };
 
+  // What a drainer is running, as counted in busy_ and quick_busy_.
+  struct Running {
+    bool busy = false;   // a take
+    bool quick = false;  // a take of small ops from memory (RouteBackend::from_memory): back within microseconds
+  };
+
   static void drain_job(void* queue);
   void drain();
   // Takes the next ops into `take` (and drops those of stopped requests on the way); false when none wait
-  // (with `stop_if_empty`, the drainer is then counted out). `busy`: whether the drainer is running a take
-  // (counted in busy_), kept up to date.
-  // `more`: the drainers to start now (mutex_ released) for the ops still waiting after this take.
-  bool take_next(Take& take, bool& busy, bool stop_if_empty, unsigned& more);
+  // (with `stop_if_empty`, the drainer is then counted out). `running`: what the drainer runs, kept up to
+  // date. `more`: the drainers to start (mutex_ released) for the ops still waiting after this take.
+  bool take_next(Take& take, Running& running, bool stop_if_empty, unsigned& more);
   // Runs `take` on `worker` (made on first need): ops of requests that stopped are retired unrun. False,
   // and nothing ran, when the pinned budget had no room for a worker (restart() follows).
   bool run(Take& take, std::unique_ptr<RouteWorker>& worker);
   // Puts a take that could not run back at the front, and moves the queue's ops of stopped requests to
   // take.dropped. False when the drainer is counted out (restart() will start another), true when room came
   // meanwhile and it should look again.
-  bool put_back(Take& take, std::uint64_t room_generation);
+  bool put_back(Take& take, std::uint64_t room_generation, Running& running);
   static void retire(Take& take, const Status& failed);
   // Retires every take of `pending` (oldest first) and keeps them in `spare` for their memory.
   static void retire_all(std::deque<Take>& pending, const Status& failed, std::vector<Take>& spare);
@@ -110,6 +115,7 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   std::size_t head_ = 0;
   unsigned draining_ = 0;  // drainer jobs running or in the pool's queue
   unsigned busy_ = 0;      // of those, running a take
+  unsigned quick_busy_ = 0;  // of those, running a take of small ops from memory
   std::atomic<std::size_t> waiting_{0};  // queued_.size() - head_, read without the lock (a hint)
   std::atomic<std::uint64_t> room_generation_{0};  // restart() calls so far
   std::atomic<bool> lingering_{false};  // a drainer lingers (linger())
