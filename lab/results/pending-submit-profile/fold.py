@@ -1,23 +1,21 @@
 #!/usr/bin/env python3
-"""fold.py: `perf script -F tid,ip,sym` on stdin -> the stacks of one thread (the first tid seen unless given),
-folded (leaf last, caller first, inlined frames kept), counted, the most frequent first."""
+"""fold.py: `perf script -F tid,ip,sym` on stdin -> the stacks of one thread, folded (caller first, leaf last,
+inlined frames kept), counted, the most frequent first. The thread: the one given, else the one with the most
+samples in File::pread (the submitting thread)."""
 import collections
 import sys
 
 want = sys.argv[1] if len(sys.argv) > 1 and sys.argv[1] else None
 top = int(sys.argv[2]) if len(sys.argv) > 2 else 40
-stacks = collections.Counter()
 tid, frames = None, []
 
 
+by_thread = collections.defaultdict(collections.Counter)
+
+
 def flush():
-    global want
-    if tid is None:
-        return
-    if want is None:
-        want = tid
-    if tid == want:
-        stacks[";".join(reversed(frames[:24]))] += 1
+    if tid is not None:
+        by_thread[tid][";".join(reversed(frames[:24]))] += 1
 
 
 for line in sys.stdin:
@@ -31,6 +29,12 @@ for line in sys.stdin:
         sym = parts[1].strip() if len(parts) > 1 else parts[0]
         frames.append(sym.split("+0x")[0])
 flush()
+if want is None:
+    want = max(by_thread, key=lambda t: sum(n for k, n in by_thread[t].items() if "ferry::File::pread" in k),
+               default=None)
+stacks = by_thread.get(want, collections.Counter())
+print("samples by thread:", ", ".join(f"{t} {sum(c.values())}" for t, c in
+                                      sorted(by_thread.items(), key=lambda kv: -sum(kv[1].values()))[:20]))
 total = sum(stacks.values())
 print(f"thread {want}: {total} samples")
 print("inclusive: the share of samples whose stack holds the function")
