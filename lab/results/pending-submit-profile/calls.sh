@@ -6,12 +6,14 @@
 #    at about 0.8 GB/s. Both probes built side by side (Release, -g); two alternating rounds of the row and the
 #    plain loop; then each under perf with DWARF call graphs: every context switch (where the submitting thread
 #    sleeps, and on what) and a CPU profile, folded for the submitting thread by fold.py.
-#    A third tree, chain (chain.patch: this tree with chain/queue.{cpp,hpp}): a one-op push starts no drainer
-#    while a drainer runs a take of small ops from memory or stays for more (it is back within microseconds),
-#    and a drainer that takes ops and sees more waiting starts the next itself, so the wakes leave the
-#    submitting thread. On the CPU machine (fake GPU, 16 workers, 64 in flight from one thread) the pool jobs
-#    a request fell from 0.24 to 0.002-0.01 in some runs, but HEAD too ran at 0.001-0.009 in others: the 2-core
-#    machine cannot say.
+#    Two more trees, this one with the queue of chain/ or fair/ (chain.patch, fair.patch): a one-op push starts
+#    no drainer while a drainer runs a take of small ops from memory or stays for more (it is back within
+#    microseconds), and a drainer that takes ops and sees more waiting starts the next itself, so the wakes
+#    leave the submitting thread. chain takes a share of what waits among the drainers free now (often all of
+#    it: few drainers, large takes); fair among the drainers the ops want (kSmallOpsPerDrainer to a drainer,
+#    the others started by it). On the CPU machine (2 cores) neither can be judged: there HEAD too mostly runs
+#    one drainer, and fair's extra drainers cost; a unit test with reads of 2 ms (SlowReadsInFlightFromOneThread-
+#    SpreadOverTheWorkers, in fair's tree) saw 2-4 reads at once with chain, 3-5 with fair and 4 with HEAD.
 set -uo pipefail
 source .device-deps/gpu-env.sh
 here=lab/results/pending-submit-profile
@@ -19,24 +21,26 @@ perf=(env LD_LIBRARY_PATH=.perf-closure/lib:$LD_LIBRARY_PATH .perf-closure/perf)
 case "${1:-}" in
   1) o="$OUT/perf"; mkdir -p "$o"
      { nvidia-smi -L; nproc; cat /proc/sys/kernel/perf_event_paranoid; } > "$o/machine.txt" 2>&1
-     mkdir -p .v-chain && tar c --exclude='./build*' --exclude='./.v-*' --exclude=./.old-tree --exclude=./.device-deps \
-       --exclude=./.perf-closure --exclude=./bench/results --exclude=./lab/results . | tar x -C .v-chain &&
-       cp "$here"/chain/queue.cpp "$here"/chain/queue.hpp .v-chain/src/engine/ || exit 1
-     for t in new:. chain:.v-chain old:.old-tree; do
+     for v in chain fair; do
+       mkdir -p .v-$v && tar c --exclude='./build*' --exclude='./.v-*' --exclude=./.old-tree --exclude=./.device-deps \
+         --exclude=./.perf-closure --exclude=./bench/results --exclude=./lab/results . | tar x -C .v-$v &&
+         cp "$here"/$v/queue.cpp "$here"/$v/queue.hpp .v-$v/src/engine/ || exit 1
+     done
+     for t in new:. chain:.v-chain fair:.v-fair old:.old-tree; do
        ( cmake -S "${t#*:}" -B "build-p${t%%:*}" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFERRY_BUILD_PYTHON=OFF \
            -DFERRY_REMOTE=OFF -DCMAKE_CXX_FLAGS=-g > "$o/${t%%:*}-cmake.log" 2>&1 &&
-         cmake --build "build-p${t%%:*}" -j 8 --target ferry_small_reads > "$o/${t%%:*}-build.log" 2>&1 ) &
+         cmake --build "build-p${t%%:*}" -j 6 --target ferry_small_reads > "$o/${t%%:*}-build.log" 2>&1 ) &
      done
      wait
      head -c 2G /dev/urandom > small-2GiB.bin
      probe() { find "build-p$1" -name ferry_small_reads -type f | head -1; }
      for round in 1 2; do
-       for t in new chain old; do
+       for t in new chain fair old; do
          timeout 60 "$(probe $t)" small-2GiB.bin --sizes 4KiB,64KiB --modes ferry,ferry-mt,ferry-1,plain,batch --bytes-per-mode 512MiB \
            > "$o/$t-rows-$round.txt" 2>&1
        done
      done
-     for t in new chain old; do
+     for t in new fair old; do
        for what in cs cpu; do
          if [ $what = cs ]; then event=(-e cs -c 1) bytes=32MiB; else event=(-F 4999) bytes=256MiB; fi
          timeout 90 "${perf[@]}" record "${event[@]}" --call-graph dwarf,8192 -o "perf-$t-$what.data" "$(probe $t)" \
