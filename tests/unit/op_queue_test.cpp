@@ -227,6 +227,42 @@ TEST_F(Queue, ReadsInFlightFromOneThreadStartFewerWorkersThanReads) {
   EXPECT_LT(jobs, kReads / 4) << "workers started for " << kReads << " reads kept " << kInFlight << " in flight";
 }
 
+// Small reads from memory kept in flight from one thread are taken together, but reads that take longer than
+// they take to push must still spread over the workers (with 4 workers and the waiter, 4-5 at once here).
+TEST_F(Queue, SlowReadsInFlightFromOneThreadSpreadOverTheWorkers) {
+  std::atomic<int> reading{0}, most{0};
+  testing::ScriptedSyscalls sys;
+  sys.add(testing::Rule::on(testing::Op::pread).only_nowait().runs_first([&] {
+    const int now = ++reading;
+    int seen = most.load();
+    while (now > seen && !most.compare_exchange_weak(seen, now)) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    --reading;
+  }));
+  File f = open(4, &sys);
+  constexpr std::size_t kReads = 96, kInFlight = 16;
+  std::uint8_t* dev = device_slots(kInFlight, kPage);
+  std::memset(dev, kPoison, kInFlight * 2 * kPage);
+  std::deque<std::pair<Future, std::uint64_t>> live;  // (read, its offset)
+  auto check_oldest = [&] {
+    auto& [read, at] = live.front();
+    auto r = read.get();
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    const std::uint8_t* slot = dev + ((at / kPage) % kInFlight) * 2 * kPage;
+    EXPECT_EQ(std::vector<std::uint8_t>(slot, slot + kPage), testing::pattern(at, kPage));
+    EXPECT_EQ(slot[kPage], kPoison) << "past the read at " << at;
+    live.pop_front();
+  };
+  for (std::size_t i = 0; i < kReads; ++i) {
+    if (live.size() == kInFlight) check_oldest();
+    const std::uint64_t at = i * kPage;
+    live.emplace_back(f.pread(dev + (i % kInFlight) * 2 * kPage, kPage, at), at);
+  }
+  while (!live.empty()) check_oldest();
+  EXPECT_GE(most.load(), 3) << "reads of 2 ms each, " << kInFlight << " in flight, 4 workers";
+}
+
 TEST_F(Queue, AThreadThatWaitsForEachReadRunsItItself) {
   File f = open();
   std::vector<std::uint8_t> out(kPage);
