@@ -32,6 +32,11 @@ struct Parked {
 std::mutex g_registry_mutex;
 auto* const g_live = new std::unordered_set<PyFuture*>();
 auto* const g_parked = new std::vector<Parked>();
+// Held across fork(): a child finds the sets whole, and the mutex free (a thread of the parent that held it at
+// the fork, dropping a future without the GIL, would have left it held for good there).
+const int g_registry_held_across_forks = pthread_atfork([] { g_registry_mutex.lock(); },
+                                                        [] { g_registry_mutex.unlock(); },
+                                                        [] { g_registry_mutex.unlock(); });
 
 // Set while the Python object of a PyFuture is deallocated as a KeyboardInterrupt or SystemExit
 // propagates: the interpreter's error indicator is still set while it pops the stacks of the frames it

@@ -51,6 +51,7 @@
 
 #include "errors.hpp"
 #include "ferry/file.hpp"
+#include "fork_stamp.hpp"
 
 namespace ferry::python {
 
@@ -97,37 +98,36 @@ class FileRequests {
   /// A request is about to be submitted. Call with the GIL held, after checking that the File is open,
   /// so that a close() on another thread either refuses the request or waits for it.
   void started() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    forget_parents();
+    std::lock_guard<std::mutex> lock(this_process_mutex());
     ++running_;
   }
   /// A request completed (a Future::then callback, on any thread).
   void finished() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    forget_parents();
+    std::lock_guard<std::mutex> lock(this_process_mutex());
     if (running_ > 0 && --running_ == 0) idle_.notify_all();
   }
   /// Waits at most `timeout` until no request runs; returns whether none does.
   bool wait_idle_for(std::chrono::milliseconds timeout) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    forget_parents();
+    std::unique_lock<std::mutex> lock(this_process_mutex());
     return idle_.wait_for(lock, timeout, [this] { return running_ == 0; });
   }
 
  private:
-  // In a child forked since (a DataLoader worker), the parent's requests never end: they are not counted,
-  // so that the child's close() does not wait for them. Called with mutex_ held.
-  void forget_parents() {
-    const pid_t now = ::getpid();
-    if (now == pid_) return;
-    running_ = 0;
-    pid_ = now;
+  // The mutex, made anew with the condition variable in a child forked since (fork_stamp.hpp). The parent's
+  // requests, which never end there, are not counted: the child's close() does not wait for them.
+  std::mutex& this_process_mutex() {
+    stamp_.renew_if_forked([this] {
+      new (&mutex_) std::mutex();
+      new (&idle_) std::condition_variable();
+      running_ = 0;
+    });
+    return mutex_;
   }
 
+  ForkStamp stamp_;
   std::mutex mutex_;
   std::condition_variable idle_;
   std::uint64_t running_ = 0;
-  pid_t pid_ = ::getpid();  // the process running_ counts the requests of
 };
 
 /// Asks the requests of every live future of `file` (of every file, when null) to stop. Does not wait.

@@ -75,7 +75,7 @@ class Cursor {
   /// least `size_now`, so bytes added since by pwrite() or another writer are not overwritten) and
   /// advances past them. Returns where they start.
   std::uint64_t reserve(std::uint64_t size, Direction direction, std::uint64_t size_now) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(this_process_mutex());
     const bool appending = direction == Direction::write && append_;
     if (appending) end_ = std::max(end_, size_now);
     std::uint64_t& cursor = appending ? end_ : position_;
@@ -85,13 +85,13 @@ class Cursor {
   /// The position: where the next read() starts (in mode "a", where the next write() appends at the
   /// earliest: the end of the last write, or of the file at open).
   std::uint64_t tell() {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(this_process_mutex());
     return append_ ? end_ : position_;
   }
   /// Moves the position. In mode "a" a write still lands at the end of the file (reserve() takes the
   /// larger of the position and the file's size), as with O_APPEND.
   void seek(std::uint64_t to) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(this_process_mutex());
     (append_ ? end_ : position_) = to;
   }
 
@@ -101,12 +101,19 @@ class Cursor {
   void settle(std::uint64_t at, std::uint64_t reserved, const Result<Transfer>& r, Direction direction) {
     const std::uint64_t bytes = r.ok() ? (direction == Direction::read ? r->bytes : reserved) : 0;
     if (bytes == reserved) return;
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(this_process_mutex());
     std::uint64_t& cursor = (direction == Direction::write && append_) ? end_ : position_;
     if (cursor == at + reserved) cursor = at + bytes;
   }
 
  private:
+  // The mutex, made anew in a child forked since (fork_stamp.hpp); the position goes on from the parent's.
+  std::mutex& this_process_mutex() {
+    stamp_.renew_if_forked([this] { new (&mutex_) std::mutex(); });
+    return mutex_;
+  }
+
+  ForkStamp stamp_;
   std::mutex mutex_;
   const bool append_;
   std::uint64_t position_ = 0;

@@ -122,6 +122,60 @@ def test_children_forked_while_another_thread_of_the_parent_reads(tmp_path):
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stdout + run.stderr
 
 
+# Children that read through the parent's File while the parent's pool threads end its reads in flight: each end
+# takes the File's count of requests (FileRequests), and a child forked while a thread held it hung at its first
+# read, locking its copy (5 children of 6,000 hung here before the fix, one or more in each of 3 runs of 2,000;
+# none of 12,000 since). Those locks, and the blocking calls' position, are now made anew in a child.
+IN_FLIGHT_PARENT_SCRIPT = r"""
+import collections, os, signal, sys, threading
+import numpy as np
+import ferry
+
+path, forks = sys.argv[1], int(sys.argv[2])
+f = ferry.open(path)
+stop = threading.Event()
+
+def keep_reads_in_flight():
+    buffers = [np.empty(4096, dtype=np.uint8) for _ in range(16)]
+    live, i = collections.deque(), 0
+    while not stop.is_set():
+        if len(live) == 16:
+            live.popleft().result()
+        live.append(f.pread(buffers[i % 16], offset=(i % 16) * 4096))
+        i += 1
+    for read in live:
+        read.result()
+
+readers = [threading.Thread(target=keep_reads_in_flight) for _ in range(4)]
+for r in readers:
+    r.start()
+want = open(path, "rb").read(4096)
+for _ in range(forks):
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(5)  # a child that hangs ends with SIGALRM
+        buf = np.empty(4096, dtype=np.uint8)
+        f.pread(buf, offset=0).result()
+        os._exit(0 if bytes(buf) == want else 3)
+    _, status = os.waitpid(pid, 0)
+    if status != 0:  # SIGALRM: it hung; exit status 3: wrong bytes
+        print("child status", status)
+        break
+stop.set()
+for r in readers:
+    r.join()
+print("ok")
+"""
+
+
+def test_children_read_through_the_parents_file_while_its_reads_end(tmp_path):
+    path = tmp_path / "data.bin"
+    np.random.default_rng(6).integers(0, 256, 1 << 16, dtype=np.uint8).tofile(path)
+    run = subprocess.run([sys.executable, "-c", IN_FLIGHT_PARENT_SCRIPT, str(path), "2000"], capture_output=True,
+                         text=True, timeout=90, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stdout + run.stderr
+
+
 TORCH_SCRIPT = r"""
 import sys
 import numpy as np
