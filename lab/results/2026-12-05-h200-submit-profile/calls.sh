@@ -16,11 +16,12 @@
 #    SpreadOverTheWorkers, in fair's tree) saw 2-4 reads at once with chain, 3-5 with fair and 4 with HEAD.
 set -uo pipefail
 source .device-deps/gpu-env.sh
-here=lab/results/pending-submit-profile
+here=lab/results/2026-12-05-h200-submit-profile
 perf=(env LD_LIBRARY_PATH=.perf-closure/lib:$LD_LIBRARY_PATH .perf-closure/perf)
 case "${1:-}" in
-  1) o="$OUT/perf"; mkdir -p "$o"
+  1|2) o="$OUT/perf"; mkdir -p "$o"
      { nvidia-smi -L; nproc; cat /proc/sys/kernel/perf_event_paranoid; } > "$o/machine.txt" 2>&1
+     if [ "$1" = 1 ]; then  # 2: the trees built by call 1 on this machine, measured again
      for v in chain fair; do
        mkdir -p .v-$v && tar c --exclude='./build*' --exclude='./.v-*' --exclude=./.old-tree --exclude=./.device-deps \
          --exclude=./.perf-closure --exclude=./bench/results --exclude=./lab/results . | tar x -C .v-$v &&
@@ -32,7 +33,8 @@ case "${1:-}" in
          cmake --build "build-p${t%%:*}" -j 6 --target ferry_small_reads > "$o/${t%%:*}-build.log" 2>&1 ) &
      done
      wait
-     head -c 2G /dev/urandom > small-2GiB.bin
+     fi
+     [ -f small-2GiB.bin ] || head -c 2G /dev/urandom > small-2GiB.bin
      probe() { find "build-p$1" -name ferry_small_reads -type f | head -1; }
      for round in 1 2; do
        for t in new chain fair old; do
@@ -52,6 +54,26 @@ case "${1:-}" in
        done
        timeout 60 "${perf[@]}" report -i "perf-$t-cpu.data" --stdio --no-children --percent-limit 0.3 \
          --sort dso,symbol -g none > "$o/$t-cpu-flat.txt" 2>&1
-     done ;;
-  *) echo "usage: $0 1"; exit 2 ;;
+     done
+     tar czf "$OUT/perf.tgz" -C "$o" . && rm -rf "$o" ;;  # one file: a call brings back only a few
+  3) # This tree with the op queue's lock a spinning (adaptive) mutex, against the tree it changes (.base-tree,
+     # carried: git archive HEAD) and 189e30e: calls 1-2 found the submitting thread asleep on that lock (80% of
+     # its context switches, 0.35 a read). Three alternating rounds, no profile.
+     o="$OUT/spin"; mkdir -p "$o"
+     { nvidia-smi -L; nproc; } > "$o/machine.txt" 2>&1
+     for t in spin:. base:.base-tree old:.old-tree; do
+       ( cmake -S "${t#*:}" -B "build-s${t%%:*}" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFERRY_BUILD_PYTHON=OFF \
+           -DFERRY_REMOTE=OFF > "$o/${t%%:*}-cmake.log" 2>&1 &&
+         cmake --build "build-s${t%%:*}" -j 6 --target ferry_small_reads > "$o/${t%%:*}-build.log" 2>&1 ) &
+     done
+     wait
+     [ -f small-2GiB.bin ] || head -c 2G /dev/urandom > small-2GiB.bin
+     for round in 1 2 3; do
+       for t in spin base old; do
+         timeout 60 "$(find "build-s$t" -name ferry_small_reads -type f | head -1)" small-2GiB.bin --sizes 4KiB,64KiB \
+           --modes ferry,ferry-mt,ferry-1,plain,batch --bytes-per-mode 512MiB > "$o/$t-rows-$round.txt" 2>&1
+       done
+     done
+     tar czf "$OUT/spin.tgz" -C "$o" . && rm -rf "$o" ;;
+  *) echo "usage: $0 1|2|3"; exit 2 ;;
 esac
