@@ -33,7 +33,7 @@ std::uint64_t OpQueue::push(RequestState& request, RouteBackend& route, std::spa
   unsigned start = 0;
   bool idle = false;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<SpinningMutex> lock(mutex_);
     idle = draining_ == 0;
     one_pusher_ = last_pusher_ == std::this_thread::get_id();
     last_pusher_ = std::this_thread::get_id();
@@ -47,7 +47,7 @@ std::uint64_t OpQueue::push(RequestState& request, RouteBackend& route, std::spa
 
 void OpQueue::withdraw(const RequestState& request, std::uint64_t ticket) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<SpinningMutex> lock(mutex_);
     // From the back: the op withdrawn is most often the newest.
     for (std::size_t i = queued_.size(); i > head_; --i) {
       if (queued_[i - 1].request == &request) {
@@ -59,7 +59,7 @@ void OpQueue::withdraw(const RequestState& request, std::uint64_t ticket) {
   if (ticket == 0 || !shared_pool().withdraw(ticket)) return;
   unsigned start = 0;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<SpinningMutex> lock(mutex_);
     --draining_;
     start = more_wanted_locked();
   }
@@ -108,7 +108,7 @@ std::uint64_t OpQueue::start_drainers(unsigned n, std::chrono::microseconds grac
 void OpQueue::drain_job(void* queue) { static_cast<OpQueue*>(queue)->drain(); }
 
 bool OpQueue::take_next(Take& take, bool& busy, bool stop_if_empty) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinningMutex> lock(mutex_);
   if (busy) --busy_;
   busy = false;
   // A fair share of what waits among the drainers free to take it, so that they all have ops; at least what
@@ -230,7 +230,7 @@ bool OpQueue::run(Take& take, std::unique_ptr<RouteWorker>& worker) {
 
 bool OpQueue::put_back(Take& take, std::uint64_t room_generation) {
   const auto now = Clock::now();
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinningMutex> lock(mutex_);
   --busy_;
   std::vector<Queued> back;
   back.reserve(take.ops.size());
@@ -264,7 +264,7 @@ bool OpQueue::put_back(Take& take, std::uint64_t room_generation) {
 void OpQueue::restart() {
   unsigned start = 0;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<SpinningMutex> lock(mutex_);
     room_generation_.fetch_add(1);
     start = more_wanted_locked();
   }
@@ -306,7 +306,7 @@ void OpQueue::linger() {
   // only where one is left beside the submitting thread and the drainers at work (on the 2-core CPU machine a
   // drainer that stayed made 4 KiB reads in flight from one thread 1.3x slower).
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<SpinningMutex> lock(mutex_);
     if (!one_pusher_ || busy_ + 2 >= usable_cores()) return;
   }
   if (lingering_.exchange(true)) return;  // one stays already: this one leaves

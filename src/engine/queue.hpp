@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "backends/route_backend.hpp"
+#include "base/spinning_mutex.hpp"
 
 namespace ferry::detail {
 
@@ -103,7 +104,7 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   // (on the first worker's making), not per worker.
   std::once_flag restart_call_made_;
   std::function<void()> restart_call_;
-  std::mutex mutex_;
+  SpinningMutex mutex_;
   // Guarded by mutex_: the ops waiting, from head_ on (the vector keeps its memory as ops come and go).
   std::vector<Queued> queued_;
   std::size_t head_ = 0;
