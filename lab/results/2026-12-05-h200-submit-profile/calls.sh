@@ -56,7 +56,8 @@ case "${1:-}" in
          --sort dso,symbol -g none > "$o/$t-cpu-flat.txt" 2>&1
      done
      tar czf "$OUT/perf.tgz" -C "$o" . && rm -rf "$o" ;;  # one file: a call brings back only a few
-  3) # This tree with the op queue's lock a spinning (adaptive) mutex, against the tree it changes (.base-tree,
+  3) # (Ran on an H100: bench/results/2026-12-05-h100-spinning-lock.)
+     # This tree with the op queue's lock a spinning (adaptive) mutex, against the tree it changes (.base-tree,
      # carried: git archive HEAD) and 189e30e: calls 1-2 found the submitting thread asleep on that lock (80% of
      # its context switches, 0.35 a read). Three alternating rounds, no profile.
      o="$OUT/spin"; mkdir -p "$o"
