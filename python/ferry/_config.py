@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import numbers
+import os
 import threading
 from typing import Dict, Iterator, List, NamedTuple, Optional, Union
 
@@ -173,6 +174,14 @@ class _Config:
 
 #: Ferry's process-wide settings; see :class:`_Config`.
 config = _Config()
+
+
+def _renew_lock_for_forked_child() -> None:
+    # A parent thread changing settings at the fork leaves the child's copy of the lock held for good.
+    _Config._lock = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_renew_lock_for_forked_child)
 
 
 def parse_size(text: Union[str, int]) -> int:

@@ -382,15 +382,18 @@ _watcher = _Watcher()
 _forked_away: List[_Watcher] = []
 
 
-def _watcher_for_forked_child() -> None:
-    # The child has no ferry-futures thread, and the requests of the parent's futures do not run in it: start
-    # afresh, and keep the old table (releasing its futures would wait for those requests for good).
-    global _watcher
+def _renew_for_forked_child() -> None:
+    # The child has only the thread that forked. A lock another thread of the parent held at that moment stays
+    # held for good (a child forked while a parent thread settled a future hung in its first result()): make the
+    # locks anew. Nor has it a ferry-futures thread, and the requests of the parent's futures do not run in it:
+    # start the watcher afresh, and keep the old table (releasing its futures would wait for those requests).
+    global _watcher, _conditions_made
+    _conditions_made = threading.Lock()
     _forked_away.append(_watcher)
     _watcher = _Watcher()
 
 
-os.register_at_fork(after_in_child=_watcher_for_forked_child)
+os.register_at_fork(after_in_child=_renew_for_forked_child)
 
 
 class File:

@@ -124,8 +124,11 @@ def test_children_forked_while_another_thread_of_the_parent_reads(tmp_path):
 
 # Children that read through the parent's File while the parent's pool threads end its reads in flight: each end
 # takes the File's count of requests (FileRequests), and a child forked while a thread held it hung at its first
-# read, locking its copy (5 children of 6,000 hung here before the fix, one or more in each of 3 runs of 2,000;
-# none of 12,000 since). Those locks, and the blocking calls' position, are now made anew in a child.
+# read, locking its copy (5 children of 6,000 hung here before the fix, one or more in each of 3 runs of 2,000).
+# Those locks, and the blocking calls' position, are now made anew in a child. So is the Python lock that every
+# result() takes to settle its future (ferry/_file.py): with the parent's threads settling theirs, a child forked
+# meanwhile hung in its first result() (once in CI; 49 of about 15,000 children with two cores kept busy; none of
+# 18,000 since).
 IN_FLIGHT_PARENT_SCRIPT = r"""
 import collections, os, signal, sys, threading
 import numpy as np
