@@ -67,7 +67,7 @@ py::dict stats_dict(const st::SaveStats& s) {
   d["sync_seconds"] = s.sync_seconds;
   d["commit_seconds"] = s.commit_seconds;
   d["report"] = report_parts(s.report);
-  d["notes"] = s.notes;
+  d["notes"] = list_of(s.notes, message_text);  // they may quote a directory whose name is not UTF-8
   return d;
 }
 

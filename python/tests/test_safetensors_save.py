@@ -361,6 +361,28 @@ def test_stale_files_of_an_earlier_save_are_refused_or_removed(tmp_path):
     assert np.array_equal(st.load_file(tmp_path, device="cpu", framework="numpy")["a"], np.ones(10, np.uint8))
 
 
+# A save's notes may quote its directory: one whose name is not UTF-8 raised UnicodeDecodeError after the file was
+# saved (the note on a dead process's temporary removed from it), as the notes of a load never did.
+def test_a_save_into_a_directory_whose_name_is_not_utf8_reports_its_notes(tmp_path, monkeypatch):
+    import socket
+    folder = os.path.join(bytes(tmp_path), b"ckpt-\xff")
+    os.mkdir(folder)
+    host = 2166136261  # the host tag of a temporary's name: FNV-1a of the host name (src/file/output_file.cpp)
+    for c in socket.gethostname().encode():
+        host = ((host ^ c) * 16777619) & 0xFFFFFFFF
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    with open(os.path.join(folder, b".ferry-%d-%08x-abcdefgh" % (gone.pid, host)), "wb") as f:
+        f.write(b"an earlier save's temporary")
+    monkeypatch.setenv("FERRY_CLI_TEST_NO_O_TMPFILE", "1")  # a named temporary, as where O_TMPFILE is missing
+    result = st.save_file({"b": np.arange(16, dtype=np.uint8)}, os.path.join(folder, b"m.safetensors"))
+    note = next(n for n in result.notes if "temporary file(s) of earlier saves" in n)
+    assert "ckpt-\ufffd" in note, result.notes
+    assert os.listdir(folder) == [b"m.safetensors"]
+    got = st.load_file(os.path.join(folder, b"m.safetensors"), device="cpu", framework="numpy")["b"]
+    assert np.array_equal(got, np.arange(16, dtype=np.uint8))
+
+
 # ------------------------------------------------------------------------------------- PyTorch on the CPU
 
 
