@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Written 2026-12-05 on the CPU machine, not run: the session's device time was spent (bench/results/
+# 2026-12-05-h100-spinning-lock, 2026-12-05-h100-gpu-suites). Carry .device-deps and .old-tree (git archive 189e30e).
+# The op queue with a lock-free push (push/, and push.patch against 4424f3a): a push goes onto a lock-free stack
+# and takes the queue's lock only to start drainers; a one-op push that finds enough drainers counted starts none
+# and takes no lock at all (OpQueue::drainers_will_take; a drainer that leaves after such a push counted it looks
+# at the stack again). On the H100 with the spinning lock, one thread's 4 KiB reads in flight still ran at
+# 0.56-0.62x of 189e30e; the profile of calls 1-2 of 2026-12-05-h200-submit-profile had the submitting thread
+# asleep on that lock 0.35 times a read. On the CPU machine the submitting thread's time in pread() fell 1.3-2x
+# (bench/results/2026-12-05-cpu-lock-free-push).
+# Builds the probe of three trees (push, this tree, 189e30e) and push's GPU tests; three alternating rounds of
+# the small-read rows; then push's C++ GPU tests (its stresses with 0 wrong bytes are the correctness check).
+set -uo pipefail
+source .device-deps/gpu-env.sh
+here=lab/results/pending-lock-free-push
+o="$OUT/push"; mkdir -p "$o"
+{ nvidia-smi -L; nproc; } > "$o/machine.txt" 2>&1
+mkdir -p .v-push && tar c --exclude='./build*' --exclude='./.v-*' --exclude=./.old-tree --exclude=./.device-deps \
+  --exclude=./bench/results --exclude=./lab/results . | tar x -C .v-push &&
+  cp "$here"/push/queue.cpp "$here"/push/queue.hpp .v-push/src/engine/ &&
+  cp "$here"/push/op_queue_test.cpp .v-push/tests/unit/ || exit 1
+for t in push:.v-push base:. old:.old-tree; do
+  targets=ferry_small_reads
+  [ "${t%%:*}" = push ] && targets="ferry_small_reads ferry_gpu_tests"
+  ( cmake -S "${t#*:}" -B "build-s${t%%:*}" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFERRY_BUILD_PYTHON=OFF \
+      -DFERRY_REMOTE=OFF > "$o/${t%%:*}-cmake.log" 2>&1 &&
+    cmake --build "build-s${t%%:*}" -j 6 --target $targets > "$o/${t%%:*}-build.log" 2>&1 ) &
+done
+wait
+[ -f small-2GiB.bin ] || head -c 2G /dev/urandom > small-2GiB.bin
+for round in 1 2 3; do
+  for t in push base old; do
+    timeout 60 "$(find "build-s$t" -name ferry_small_reads -type f | head -1)" small-2GiB.bin --sizes 4KiB,64KiB,1MiB \
+      --modes ferry,ferry-mt,ferry-1,plain,batch --bytes-per-mode 512MiB > "$o/$t-rows-$round.txt" 2>&1
+  done
+done
+timeout 150 build-spush/tests/ferry_gpu_tests > "$o/push-gpu-tests.log" 2>&1
+tar czf "$OUT/push.tgz" -C "$o" . && rm -rf "$o"
