@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Written 2026-12-05 on the CPU machine, not run: the session's device time was spent (bench/results/
 # 2026-12-05-h100-spinning-lock, 2026-12-05-h100-gpu-suites). Carry .device-deps and .old-tree (git archive 189e30e).
-# The op queue with a lock-free push (push/, and push.patch against 4424f3a): a push goes onto a lock-free stack
+# The op queue with a lock-free push (push/: its queue files; push.patch against 4424f3a, its new unit test too): a push goes onto a lock-free stack
 # and takes the queue's lock only to start drainers; a one-op push that finds enough drainers counted starts none
 # and takes no lock at all (OpQueue::drainers_will_take; a drainer that leaves after such a push counted it looks
 # at the stack again). On the H100 with the spinning lock, one thread's 4 KiB reads in flight still ran at
@@ -17,8 +17,7 @@ o="$OUT/push"; mkdir -p "$o"
 { nvidia-smi -L; nproc; } > "$o/machine.txt" 2>&1
 mkdir -p .v-push && tar c --exclude='./build*' --exclude='./.v-*' --exclude=./.old-tree --exclude=./.device-deps \
   --exclude=./bench/results --exclude=./lab/results . | tar x -C .v-push &&
-  cp "$here"/push/queue.cpp "$here"/push/queue.hpp .v-push/src/engine/ &&
-  cp "$here"/push/op_queue_test.cpp .v-push/tests/unit/ || exit 1
+  cp "$here"/push/queue.cpp "$here"/push/queue.hpp .v-push/src/engine/ || exit 1
 for t in push:.v-push base:. old:.old-tree; do
   targets=ferry_small_reads
   [ "${t%%:*}" = push ] && targets="ferry_small_reads ferry_gpu_tests"
