@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Written 2026-12-05 on the CPU machine, not run: the session's device time was spent (bench/results/
 # 2026-12-05-h100-spinning-lock, 2026-12-05-h100-gpu-suites). Carry .device-deps and .old-tree (git archive 189e30e).
-# The op queue with a lock-free push (push/: its queue files; push.patch against 4424f3a, its new unit test too): a push goes onto a lock-free stack
-# and takes the queue's lock only to start drainers; a one-op push that finds enough drainers counted starts none
+# The op queue with a lock-free push (push/: its queue files; push.patch against 4424f3a, its new unit test too):
+# a push goes onto a lock-free stack and takes the queue's lock only to start drainers; a one-op push that finds enough drainers counted starts none
 # and takes no lock at all (OpQueue::drainers_will_take; a drainer that leaves after such a push counted it looks
 # at the stack again). On the H100 with the spinning lock, one thread's 4 KiB reads in flight still ran at
 # 0.56-0.62x of 189e30e; the profile of calls 1-2 of 2026-12-05-h200-submit-profile had the submitting thread
