@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Written 2026-12-05 on the CPU machine, not run: the session's device time was spent (bench/results/
 # 2026-12-05-h100-spinning-lock, 2026-12-05-h100-gpu-suites). Carry .device-deps and .old-tree (git archive 189e30e).
-# The op queue with a lock-free push (push/: its queue files; push.patch against 4424f3a, its new unit test too):
-# a push goes onto a lock-free stack and takes the queue's lock only to start drainers; a one-op push that finds enough drainers counted starts none
-# and takes no lock at all (OpQueue::drainers_will_take; a drainer that leaves after such a push counted it looks
-# at the stack again). On the H100 with the spinning lock, one thread's 4 KiB reads in flight still ran at
-# 0.56-0.62x of 189e30e; the profile of calls 1-2 of 2026-12-05-h200-submit-profile had the submitting thread
-# asleep on that lock 0.35 times a read. On the CPU machine the submitting thread's time in pread() fell 1.3-2x
+# The op queue with a lock-free push (push/: its queue files; push.patch against 4424f3a, its new unit test too): a
+# push goes onto a lock-free stack and takes the queue's lock only to start drainers; a one-op push that finds enough
+# drainers counted starts none and takes no lock at all (OpQueue::drainers_will_take; a drainer that leaves after such
+# a push counted it looks at the stack again). On the H100 with the spinning lock, one thread's 4 KiB reads in flight
+# still ran at 0.56-0.62x of 189e30e; the profile of calls 1-2 of 2026-12-05-h200-submit-profile had the submitting
+# thread asleep on that lock 0.35 times a read. On the CPU machine the submitting thread's time in pread() fell 1.2-2x
 # (bench/results/2026-12-05-cpu-lock-free-push).
 # Builds the probe of three trees (push, this tree, 189e30e) and push's GPU tests; three alternating rounds of
 # the small-read rows; then push's C++ GPU tests (its stresses with 0 wrong bytes are the correctness check).
