@@ -75,6 +75,7 @@ import fcntl
 import numbers
 import os
 import threading
+import weakref
 from typing import Any, Dict, Mapping, Optional, Tuple, Union, overload
 
 from . import _args, _ferry
@@ -347,6 +348,19 @@ def _device_of(buffer: Any) -> int:
     return max(int(buffer.device_id), 0) if int(buffer.device_type) != 1 else 0
 
 
+# Every CuFile, for a forked child to make their locks anew: a parent thread that held one at the fork (looking up
+# the File of a call's own task_size) left the child's copy held for good.
+_cufiles: "weakref.WeakSet[CuFile]" = weakref.WeakSet()
+
+
+def _renew_locks_for_forked_child() -> None:
+    for cufile in list(_cufiles):
+        cufile._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_renew_locks_for_forked_child)
+
+
 class CuFile:
     """KvikIO's file handle, on a :class:`ferry.File` (see the module's documentation).
 
@@ -369,6 +383,7 @@ class CuFile:
         self._key = tuple(cfg.get(name) for name in _PER_CALL)
         self._others: Dict[Tuple[str, ...], File] = {}
         self._lock = threading.Lock()
+        _cufiles.add(self)
 
     # -- state
 
