@@ -7,31 +7,37 @@
 # a push counted it looks at the stack again). On the H100 with the spinning lock, one thread's 4 KiB reads in flight
 # still ran at 0.56-0.62x of 189e30e; the profile of calls 1-2 of 2026-12-05-h200-submit-profile had the submitting
 # thread asleep on that lock 0.35 times a read. On the CPU machine the submitting thread's time in pread() fell 1.2-2x
-# (bench/results/2026-12-05-cpu-lock-free-push).
-# Builds the probe of three trees (push, this tree, 189e30e) and push's GPU tests; three alternating rounds of
-# the small-read rows; then push's C++ GPU tests (its stresses with 0 wrong bytes are the correctness check).
+# (bench/results/2026-12-05-cpu-lock-free-push). `counted/` (counted.patch) is the same with the ops on the stack
+# counted among those waiting when a push asks whether the drainers suffice: on the CPU machine it started as many
+# drainers as this tree, and its submitting thread's time fell back to this tree's; push's gain there came from
+# starting fewer. On the GPU machine, where 16 drainers often all run, both push without a lock.
+# Builds the probe of four trees (push, counted, this tree, 189e30e) and the GPU tests of push and counted; three
+# alternating rounds of the small-read rows; then their C++ GPU tests (stresses with 0 wrong bytes).
 set -uo pipefail
 source .device-deps/gpu-env.sh
 here=lab/results/pending-lock-free-push
 o="$OUT/push"; mkdir -p "$o"
 { nvidia-smi -L; nproc; } > "$o/machine.txt" 2>&1
-mkdir -p .v-push && tar c --exclude='./build*' --exclude='./.v-*' --exclude=./.old-tree --exclude=./.device-deps \
-  --exclude=./bench/results --exclude=./lab/results . | tar x -C .v-push &&
-  cp "$here"/push/queue.cpp "$here"/push/queue.hpp .v-push/src/engine/ || exit 1
-for t in push:.v-push base:. old:.old-tree; do
+for v in push counted; do
+  mkdir -p .v-$v && tar c --exclude='./build*' --exclude='./.v-*' --exclude=./.old-tree --exclude=./.device-deps \
+    --exclude=./bench/results --exclude=./lab/results . | tar x -C .v-$v &&
+    cp "$here"/$v/queue.cpp "$here"/$v/queue.hpp .v-$v/src/engine/ || exit 1
+done
+for t in push:.v-push counted:.v-counted base:. old:.old-tree; do
   targets=ferry_small_reads
-  [ "${t%%:*}" = push ] && targets="ferry_small_reads ferry_gpu_tests"
+  [ -d ".v-${t%%:*}" ] && targets="ferry_small_reads ferry_gpu_tests"
   ( cmake -S "${t#*:}" -B "build-s${t%%:*}" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFERRY_BUILD_PYTHON=OFF \
       -DFERRY_REMOTE=OFF > "$o/${t%%:*}-cmake.log" 2>&1 &&
-    cmake --build "build-s${t%%:*}" -j 6 --target $targets > "$o/${t%%:*}-build.log" 2>&1 ) &
+    cmake --build "build-s${t%%:*}" -j 4 --target $targets > "$o/${t%%:*}-build.log" 2>&1 ) &
 done
 wait
 [ -f small-2GiB.bin ] || head -c 2G /dev/urandom > small-2GiB.bin
 for round in 1 2 3; do
-  for t in push base old; do
+  for t in push counted base old; do
     timeout 60 "$(find "build-s$t" -name ferry_small_reads -type f | head -1)" small-2GiB.bin --sizes 4KiB,64KiB,1MiB \
       --modes ferry,ferry-mt,ferry-1,plain,batch --bytes-per-mode 512MiB > "$o/$t-rows-$round.txt" 2>&1
   done
 done
-timeout 150 build-spush/tests/ferry_gpu_tests > "$o/push-gpu-tests.log" 2>&1
+timeout 120 build-spush/tests/ferry_gpu_tests > "$o/push-gpu-tests.log" 2>&1
+timeout 120 build-scounted/tests/ferry_gpu_tests > "$o/counted-gpu-tests.log" 2>&1
 tar czf "$OUT/push.tgz" -C "$o" . && rm -rf "$o"
