@@ -131,7 +131,8 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   std::atomic<unsigned> draining_{0};
   std::atomic<unsigned> busy_{0};
   std::atomic<Pushed*> pushed_{nullptr};  // the pushes not yet in queued_, newest first
-  std::atomic<std::size_t> pushed_ops_{0};  // their ops (a hint: counted before a push, uncounted once moved)
+  // Their ops (a hint: counted before a push, uncounted once moved).
+  std::atomic<std::size_t> pushed_ops_{0};
   std::atomic<std::size_t> waiting_{0};  // queued_.size() - head_, read without the lock (a hint)
   std::atomic<std::uint64_t> room_generation_{0};  // restart() calls so far
   std::atomic<bool> lingering_{false};  // a drainer lingers (linger())
