@@ -75,39 +75,47 @@ def test_forked_workers_read_an_object_through_the_parents_file(tmp_path):
     assert run.returncode == 0 and run.stdout.strip() == "ok 4", run.stdout + run.stderr
 
 
-BUSY_PARENT_SCRIPT = r"""
+# A parent whose threads (`workers`, started first; they end once `stop` is set) keep using Ferry while it forks
+# children one after another, each running `child()` (its exit status: 0, or 3 for wrong bytes) under an alarm: a
+# child that hangs ends with SIGALRM, and the script stops at the first child that did not exit 0. The part of each
+# test (SETUP below) defines `workers` and `child`; sys.argv: the data file, the number of children.
+BUSY_PARENT = r"""
 import os, signal, sys, threading
 import numpy as np
 import ferry
 
 path, forks = sys.argv[1], int(sys.argv[2])
-f = ferry.open(path)
 stop = threading.Event()
-
-def read_in_a_loop():  # the parent keeps reading while it forks
-    buf = np.empty(4096, dtype=np.uint8)
-    while not stop.is_set():
-        f.pread(buf, offset=0).result()
-
-reader = threading.Thread(target=read_in_a_loop)
-reader.start()
-want = open(path, "rb").read(4096)
+SETUP
+for worker in workers:
+    worker.start()
 for _ in range(forks):
     pid = os.fork()
     if pid == 0:
-        signal.alarm(5)  # a child that hangs ends with SIGALRM
-        buf = np.empty(4096, dtype=np.uint8)
-        with ferry.open(path) as g:
-            g.pread(buf, offset=0).result()
-        os._exit(0 if bytes(buf) == want else 3)
+        signal.alarm(5)
+        os._exit(child())
     _, status = os.waitpid(pid, 0)
     if status != 0:  # SIGALRM: it hung; exit status 3: wrong bytes
         print("child status", status)
         break
 stop.set()
-reader.join()
+for worker in workers:
+    worker.join()
 print("ok")
 """
+
+
+def run_busy_parent(setup: str, path, forks: int, timeout: int) -> None:
+    run = subprocess.run([sys.executable, "-c", BUSY_PARENT.replace("SETUP", setup), str(path), str(forks)],
+                         capture_output=True, text=True, timeout=timeout,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stdout + run.stderr
+
+
+def data_file(tmp_path, seed: int):
+    path = tmp_path / "data.bin"
+    np.random.default_rng(seed).integers(0, 256, 1 << 16, dtype=np.uint8).tofile(path)
+    return path
 
 
 # Every request asks whether CUDA was loaded since the last one, which walks the loaded libraries; glibc holds its
@@ -115,11 +123,24 @@ print("ok")
 # is a small part of a Python read, so this catches that about every other run (2 of 4 without the fix, 1,000
 # forks each); Fork.AChildForkedWhileAnotherThreadWalksTheLoadedLibrariesWalksThemToo (C++) catches it every time.
 def test_children_forked_while_another_thread_of_the_parent_reads(tmp_path):
-    path = tmp_path / "data.bin"
-    np.random.default_rng(5).integers(0, 256, 1 << 16, dtype=np.uint8).tofile(path)
-    run = subprocess.run([sys.executable, "-c", BUSY_PARENT_SCRIPT, str(path), "1000"], capture_output=True, text=True,
-                         timeout=60, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stdout + run.stderr
+    setup = """
+f = ferry.open(path)
+want = open(path, "rb").read(4096)
+
+def read_in_a_loop():
+    buf = np.empty(4096, dtype=np.uint8)
+    while not stop.is_set():
+        f.pread(buf, offset=0).result()
+
+workers = [threading.Thread(target=read_in_a_loop)]
+
+def child():  # a File of its own
+    buf = np.empty(4096, dtype=np.uint8)
+    with ferry.open(path) as g:
+        g.pread(buf, offset=0).result()
+    return 0 if bytes(buf) == want else 3
+"""
+    run_busy_parent(setup, data_file(tmp_path, 5), 1000, timeout=60)
 
 
 # Children that read through the parent's File while the parent's pool threads end its reads in flight: each end
@@ -129,14 +150,11 @@ def test_children_forked_while_another_thread_of_the_parent_reads(tmp_path):
 # result() takes to settle its future (ferry/_file.py): with the parent's threads settling theirs, a child forked
 # meanwhile hung in its first result() (once in CI; 49 of about 15,000 children with two cores kept busy; none of
 # 18,000 since).
-IN_FLIGHT_PARENT_SCRIPT = r"""
-import collections, os, signal, sys, threading
-import numpy as np
-import ferry
-
-path, forks = sys.argv[1], int(sys.argv[2])
+def test_children_read_through_the_parents_file_while_its_reads_end(tmp_path):
+    setup = """
+import collections
 f = ferry.open(path)
-stop = threading.Event()
+want = open(path, "rb").read(4096)
 
 def keep_reads_in_flight():
     buffers = [np.empty(4096, dtype=np.uint8) for _ in range(16)]
@@ -149,116 +167,57 @@ def keep_reads_in_flight():
     for read in live:
         read.result()
 
-readers = [threading.Thread(target=keep_reads_in_flight) for _ in range(4)]
-for r in readers:
-    r.start()
-want = open(path, "rb").read(4096)
-for _ in range(forks):
-    pid = os.fork()
-    if pid == 0:
-        signal.alarm(5)  # a child that hangs ends with SIGALRM
-        buf = np.empty(4096, dtype=np.uint8)
-        f.pread(buf, offset=0).result()
-        os._exit(0 if bytes(buf) == want else 3)
-    _, status = os.waitpid(pid, 0)
-    if status != 0:  # SIGALRM: it hung; exit status 3: wrong bytes
-        print("child status", status)
-        break
-stop.set()
-for r in readers:
-    r.join()
-print("ok")
+workers = [threading.Thread(target=keep_reads_in_flight) for _ in range(4)]
+
+def child():
+    buf = np.empty(4096, dtype=np.uint8)
+    f.pread(buf, offset=0).result()
+    return 0 if bytes(buf) == want else 3
 """
-
-
-def test_children_read_through_the_parents_file_while_its_reads_end(tmp_path):
-    path = tmp_path / "data.bin"
-    np.random.default_rng(6).integers(0, 256, 1 << 16, dtype=np.uint8).tofile(path)
-    run = subprocess.run([sys.executable, "-c", IN_FLIGHT_PARENT_SCRIPT, str(path), "2000"], capture_output=True,
-                         text=True, timeout=90, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stdout + run.stderr
-
-
-SETTINGS_SCRIPT = r"""
-import os, signal, sys, threading
-import ferry
-
-stop = threading.Event()
-
-def change_settings():  # the parent changes settings while it forks
-    while not stop.is_set():
-        ferry.config.update(task_size="2MiB")
-        ferry.config.update(task_size="4MiB")
-
-changer = threading.Thread(target=change_settings)
-changer.start()
-for _ in range(int(sys.argv[1])):
-    pid = os.fork()
-    if pid == 0:
-        signal.alarm(5)  # a child that hangs ends with SIGALRM
-        ferry.config.update(task_size="1MiB")
-        os._exit(0 if ferry.config.task_size == 1 << 20 else 3)
-    _, status = os.waitpid(pid, 0)
-    if status != 0:
-        print("child status", status)
-        break
-stop.set()
-changer.join()
-print("ok")
-"""
+    run_busy_parent(setup, data_file(tmp_path, 6), 2000, timeout=90)
 
 
 # A child forked while a parent thread changed settings found the settings' lock held for good at its own first
 # change (one of 300 children hung in each of 5 runs before the lock was made anew in the child; none in 4 since).
-def test_children_change_settings_while_a_parent_thread_changes_them():
-    run = subprocess.run([sys.executable, "-c", SETTINGS_SCRIPT, "300"], capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stdout + run.stderr
+def test_children_change_settings_while_a_parent_thread_changes_them(tmp_path):
+    setup = """
+def change_settings():
+    while not stop.is_set():
+        ferry.config.update(task_size="2MiB")
+        ferry.config.update(task_size="4MiB")
+
+workers = [threading.Thread(target=change_settings)]
+
+def child():
+    ferry.config.update(task_size="1MiB")
+    return 0 if ferry.config.task_size == 1 << 20 else 3
+"""
+    run_busy_parent(setup, data_file(tmp_path, 8), 300, timeout=60)
 
 
-KVIKIO_SCRIPT = r"""
-import os, signal, sys, threading
-import numpy as np
+# KvikIO's API: a CuFile the parent opened, read with a per-call task_size by a parent thread and by children forked
+# meanwhile (the CuFile's File for that task_size is looked up under its lock). A child forked while that thread
+# held the lock hung at its first such read (in 4 of 9 runs of 300 children before the lock was made anew in the
+# child; in none of 6 since).
+def test_children_read_through_a_cufile_a_parent_thread_reads(tmp_path):
+    setup = """
 import ferry.kvikio as kvikio
-
-path, forks = sys.argv[1], int(sys.argv[2])
 f = kvikio.CuFile(path, "r")
-stop = threading.Event()
+want = open(path, "rb").read(4096)
 
-def read_with_a_task_size_of_its_own():  # the CuFile's File for that task_size is looked up under its lock
+def read_with_a_task_size_of_its_own():
     buf = np.empty(4096, np.uint8)
     while not stop.is_set():
         f.pread(buf, task_size=1 << 20).get()
 
-reader = threading.Thread(target=read_with_a_task_size_of_its_own)
-reader.start()
-want = open(path, "rb").read(4096)
-for _ in range(forks):
-    pid = os.fork()
-    if pid == 0:
-        signal.alarm(5)  # a child that hangs ends with SIGALRM
-        buf = np.empty(4096, np.uint8)
-        n = f.pread(buf, task_size=1 << 20).get()
-        os._exit(0 if n == 4096 and bytes(buf) == want else 3)
-    _, status = os.waitpid(pid, 0)
-    if status != 0:
-        print("child status", status)
-        break
-stop.set()
-reader.join()
-print("ok")
+workers = [threading.Thread(target=read_with_a_task_size_of_its_own)]
+
+def child():
+    buf = np.empty(4096, np.uint8)
+    n = f.pread(buf, task_size=1 << 20).get()
+    return 0 if n == 4096 and bytes(buf) == want else 3
 """
-
-
-# KvikIO's API: a CuFile the parent opened, read with a per-call task_size by a parent thread and by children forked
-# meanwhile. A child forked while that thread held the CuFile's lock hung at its first such read (in 4 of 9 runs of
-# 300 children before the lock was made anew in the child; in none of 6 since).
-def test_children_read_through_a_cufile_a_parent_thread_reads(tmp_path):
-    path = tmp_path / "data.bin"
-    np.random.default_rng(7).integers(0, 256, 1 << 16, dtype=np.uint8).tofile(path)
-    run = subprocess.run([sys.executable, "-c", KVIKIO_SCRIPT, str(path), "300"], capture_output=True, text=True,
-                         timeout=60, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stdout + run.stderr
+    run_busy_parent(setup, data_file(tmp_path, 7), 300, timeout=60)
 
 
 TORCH_SCRIPT = r"""
