@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Written 2026-12-05 on the CPU machine, not run: the session's device time was spent (bench/results/
 # 2026-12-05-h100-spinning-lock, 2026-12-05-h100-gpu-suites). Carry .device-deps and .old-tree (git archive 189e30e).
-# The op queue with a lock-free push (push/: its queue files; push.patch against 4424f3a, its new unit test too): a
-# push goes onto a lock-free stack and takes the queue's lock only to start drainers; a one-op push that finds enough
-# drainers counted starts none and takes no lock at all (OpQueue::drainers_will_take; a drainer that leaves after such
-# a push counted it looks at the stack again). On the H100 with the spinning lock, one thread's 4 KiB reads in flight
-# still ran at 0.56-0.62x of 189e30e; the profile of calls 1-2 of 2026-12-05-h200-submit-profile had the submitting
-# thread asleep on that lock 0.35 times a read. On the CPU machine the submitting thread's time in pread() fell 1.2-2x
-# (bench/results/2026-12-05-cpu-lock-free-push). `counted/` (counted.patch) is the same with the ops on the stack
-# counted among those waiting when a push asks whether the drainers suffice: on the CPU machine it started as many
-# drainers as this tree, and its submitting thread's time fell back to this tree's; push's gain there came from
+# The op queue with a lock-free push (push.patch, against 4424f3a, whose engine is main's: its queue files and a new
+# unit test): a push goes onto a lock-free stack and takes the queue's lock only to start drainers; a one-op push that
+# finds enough drainers counted starts none and takes no lock at all (OpQueue::drainers_will_take; a drainer that
+# leaves after such a push counted it looks at the stack again). On the H100 with the spinning lock, one thread's 4
+# KiB reads in flight still ran at 0.56-0.62x of 189e30e; the profile of calls 1-2 of 2026-12-05-h200-submit-profile
+# had the submitting thread asleep on that lock 0.35 times a read. On the CPU machine the submitting thread's time in
+# pread() fell 1.2-2x (bench/results/2026-12-05-cpu-lock-free-push). `counted.patch` is the same with the ops on the
+# stack counted among those waiting when a push asks whether the drainers suffice: on the CPU machine it started as
+# many drainers as this tree, and its submitting thread's time fell back to this tree's; push's gain there came from
 # starting fewer. On the GPU machine, where 16 drainers often all run, both push without a lock.
 # Builds the probe of four trees (push, counted, this tree, 189e30e) and push's GPU tests; two alternating rounds of
 # the small-read rows, the plain loop one read at a time among them (issue 50's latency goal); then push's C++ GPU
@@ -25,7 +25,7 @@ o="$OUT/push"; mkdir -p "$o"
 for v in push counted; do
   mkdir -p .v-$v && tar c --exclude='./build*' --exclude='./.v-*' --exclude=./.old-tree --exclude=./.device-deps \
     --exclude=./bench/results --exclude=./lab/results . | tar x -C .v-$v &&
-    cp "$here"/$v/queue.cpp "$here"/$v/queue.hpp .v-$v/src/engine/ || exit 1
+    git apply --directory=.v-$v "$here/$v.patch" || exit 1
 done
 for t in push:.v-push counted:.v-counted base:. old:.old-tree; do
   targets=ferry_small_reads
