@@ -28,16 +28,31 @@ constexpr std::chrono::microseconds kLinger{50};
 
 }  // namespace
 
+OpQueue::~OpQueue() {
+  for (Pushed* p = pushed_.load(); p != nullptr;) delete std::exchange(p, p->next);
+}
+
 std::uint64_t OpQueue::push(RequestState& request, RouteBackend& route, std::span<const Task> tasks,
                             std::chrono::microseconds grace) {
+  auto* pushed = new Pushed{nullptr, Queued{Op{tasks[0], &route}, &request}, {}};
+  pushed->more.reserve(tasks.size() - 1);
+  for (const Task& t : tasks.subspan(1)) pushed->more.push_back(Queued{Op{t, &route}, &request});
+  // Asked before the push: once it is on the stack, a drainer may run and retire it, and the request's
+  // completion lets go of `route`.
+  const std::size_t each = route.from_memory(tasks[0]) ? kSmallOpsPerDrainer : 1;
+  // Sequentially consistent, as the drainer count read after it: see drainers_will_take().
+  Pushed* head = pushed_.load(std::memory_order_relaxed);
+  do {
+    pushed->next = head;
+  } while (!pushed_.compare_exchange_weak(head, pushed));  // from here on a drainer may take (and free) it
+  const std::thread::id me = std::this_thread::get_id();
+  one_pusher_.store(last_pusher_.exchange(me, std::memory_order_relaxed) == me, std::memory_order_relaxed);
+  if (tasks.size() == 1 && drainers_will_take(each)) return 0;
   unsigned start = 0;
   bool idle = false;
   {
     std::lock_guard<SpinningMutex> lock(mutex_);
     idle = draining_ == 0;
-    one_pusher_ = last_pusher_ == std::this_thread::get_id();
-    last_pusher_ = std::this_thread::get_id();
-    for (const Task& t : tasks) queued_.push_back(Queued{Op{t, &route}, &request});
     start = more_wanted_locked();
   }
   if (start == 0) return 0;
@@ -45,9 +60,34 @@ std::uint64_t OpQueue::push(RequestState& request, RouteBackend& route, std::spa
   return start_drainers(start, start == 1 && idle ? grace : std::chrono::microseconds(0));
 }
 
+bool OpQueue::drainers_will_take(std::size_t each) const {
+  const unsigned draining = draining_.load();
+  if (draining == 0) return false;
+  if (draining >= limit_) return true;
+  const unsigned busy = std::min(draining, busy_.load(std::memory_order_relaxed));
+  return waiting_.load(std::memory_order_relaxed) < (draining - busy) * each;
+}
+
+void OpQueue::take_pushed_locked() {
+  Pushed* p = pushed_.exchange(nullptr);
+  if (p == nullptr) return;
+  Pushed* oldest = nullptr;  // the stack is newest first: reversed
+  while (p != nullptr) oldest = std::exchange(p, std::exchange(p->next, oldest));
+  while (oldest != nullptr) {
+    queued_.push_back(oldest->first);
+    for (Queued& q : oldest->more) queued_.push_back(q);
+    delete std::exchange(oldest, oldest->next);
+  }
+}
+
+bool OpQueue::ops_waiting() const {
+  return waiting_.load(std::memory_order_relaxed) != 0 || pushed_.load(std::memory_order_relaxed) != nullptr;
+}
+
 void OpQueue::withdraw(const RequestState& request, std::uint64_t ticket) {
   {
     std::lock_guard<SpinningMutex> lock(mutex_);
+    take_pushed_locked();
     // From the back: the op withdrawn is most often the newest.
     for (std::size_t i = queued_.size(); i > head_; --i) {
       if (queued_[i - 1].request == &request) {
@@ -82,6 +122,7 @@ std::size_t OpQueue::take_size_locked(const Queued& front, std::size_t waiting, 
 }
 
 unsigned OpQueue::more_wanted_locked() {
+  take_pushed_locked();
   while (head_ < queued_.size() && queued_[head_].request == nullptr) ++head_;  // ops their waiters took
   const std::size_t waiting = queued_.size() - head_;
   waiting_.store(waiting, std::memory_order_relaxed);
@@ -111,6 +152,25 @@ bool OpQueue::take_next(Take& take, bool& busy, bool stop_if_empty) {
   std::lock_guard<SpinningMutex> lock(mutex_);
   if (busy) --busy_;
   busy = false;
+  for (;;) {
+    take_pushed_locked();
+    take_locked(take);
+    if (!take.ops.empty()) {
+      busy = true;
+      ++busy_;
+      return true;
+    }
+    if (!take.dropped.empty()) return true;
+    if (!stop_if_empty) return false;
+    --draining_;
+    // A push that still counted this drainer (before the line above) took no lock, and its op is on the stack
+    // now (both sequentially consistent): this drainer stays for it.
+    if (pushed_.load() == nullptr) return false;
+    ++draining_;
+  }
+}
+
+void OpQueue::take_locked(Take& take) {
   // A fair share of what waits among the drainers free to take it, so that they all have ops; at least what
   // the source keeps in flight together; no more than one bounce buffer holds. Ops whose one-op request its
   // waiter runs itself are passed over; ops of stopped requests are dropped (retired unrun), however many.
@@ -146,14 +206,6 @@ bool OpQueue::take_next(Take& take, bool& busy, bool stop_if_empty) {
     head_ = 0;
   }
   waiting_.store(queued_.size() - head_, std::memory_order_relaxed);
-  if (!take.ops.empty()) {
-    busy = true;
-    ++busy_;
-    return true;
-  }
-  if (!take.dropped.empty()) return true;
-  if (stop_if_empty) --draining_;
-  return false;
 }
 
 bool OpQueue::run(Take& take, std::unique_ptr<RouteWorker>& worker) {
@@ -231,6 +283,7 @@ bool OpQueue::run(Take& take, std::unique_ptr<RouteWorker>& worker) {
 bool OpQueue::put_back(Take& take, std::uint64_t room_generation) {
   const auto now = Clock::now();
   std::lock_guard<SpinningMutex> lock(mutex_);
+  take_pushed_locked();
   --busy_;
   std::vector<Queued> back;
   back.reserve(take.ops.size());
@@ -307,11 +360,11 @@ void OpQueue::linger() {
   // drainer that stayed made 4 KiB reads in flight from one thread 1.3x slower).
   {
     std::lock_guard<SpinningMutex> lock(mutex_);
-    if (!one_pusher_ || busy_ + 2 >= usable_cores()) return;
+    if (!one_pusher_.load(std::memory_order_relaxed) || busy_ + 2 >= usable_cores()) return;
   }
   if (lingering_.exchange(true)) return;  // one stays already: this one leaves
   const auto until = Clock::now() + kLinger;
-  while (waiting_.load(std::memory_order_relaxed) == 0 && Clock::now() < until) std::this_thread::yield();
+  while (!ops_waiting() && Clock::now() < until) std::this_thread::yield();
   lingering_.store(false);
 }
 
@@ -407,7 +460,7 @@ void OpQueue::drain() {
     const Take& ran = pending.back();
     if (!lone_fill(ran) && ends_requests(ran)) {
       // With nothing else waiting, the staging goes back first (as when the queue empties, below).
-      const bool last = waiting_.load(std::memory_order_relaxed) == 0;
+      const bool last = !ops_waiting();
       const Status landed = last ? worker->finish() : worker->wait_landed(ran.fill);
       if (last) worker.reset();
       retire_all(pending, landed, spare);
@@ -415,7 +468,7 @@ void OpQueue::drain() {
     }
     // More ops wait: retire what landed and go on with the same staging. (Otherwise the loop ends the worker
     // first.)
-    if (waiting_.load(std::memory_order_relaxed) == 0) continue;
+    if (!ops_waiting()) continue;
     while (!pending.empty() && worker->landed(pending.front().fill)) {
       retire(pending.front(), Status());
       spare.push_back(std::move(pending.front()));

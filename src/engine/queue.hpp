@@ -31,6 +31,7 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
  public:
   /// `limit`: how many workers may drain the queue at once.
   explicit OpQueue(unsigned limit) : limit_(limit == 0 ? 1 : limit) {}
+  ~OpQueue();
 
   /// Queues `request`'s ops (each a task of it, on `route`, its backend) and starts workers as the queue
   /// needs them. With a `grace` period, a worker started now waits that long before it drains (the request's
@@ -53,6 +54,13 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
     bool claimed = false;   // taken before and put back (no room for a worker): claimed already
     Clock::time_point put_back{};  // when it was put back, or never
   };
+  // A push not yet moved into queued_: pushes go onto a lock-free stack (newest first), so that a thread
+  // pushing small reads never waits for the drainers' lock; whoever takes mutex_ moves them over first.
+  struct Pushed {
+    Pushed* next;
+    Queued first;              // a push has one op at least (one allocation for a one-op request)
+    std::vector<Queued> more;  // the other ops of a request of several
+  };
   // Ops taken together, and what became of them.
   struct Take {
     std::vector<Op> ops;
@@ -71,6 +79,8 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   // (with `stop_if_empty`, the drainer is then counted out). `busy`: whether the drainer is running a take
   // (counted in busy_), kept up to date.
   bool take_next(Take& take, bool& busy, bool stop_if_empty);
+  // take_next()'s take from queued_ (mutex_ held): into `take` the ops it takes, and the stopped ones it drops.
+  void take_locked(Take& take);
   // Runs `take` on `worker` (made on first need): ops of requests that stopped are retired unrun. False,
   // and nothing ran, when the pinned budget had no room for a worker (restart() follows).
   bool run(Take& take, std::unique_ptr<RouteWorker>& worker);
@@ -91,6 +101,14 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   void linger();
   // Whether retiring `take` would end one of its requests (no other op of it left).
   static bool ends_requests(const Take& take);
+  // Moves the pushes of the stack into queued_, oldest first (mutex_ held).
+  void take_pushed_locked();
+  // Whether ops wait, in queued_ or pushed (a hint: read without the lock).
+  bool ops_waiting() const;
+  // Whether the drainers counted now will take a one-op push without one more started: they all run, or those
+  // between takes, `each` ops to a drainer, are enough for what waits. Called after the push is on the stack: a
+  // drainer that leaves after this counted it looks at the stack again (take_next), so no op is left without one.
+  bool drainers_will_take(std::size_t each) const;
   // Starts `n` more drainers (mutex_ not held).
   std::uint64_t start_drainers(unsigned n, std::chrono::microseconds grace);
   // How many ops a take that begins with `front` holds, with `waiting` ops shared among `free` drainers.
@@ -108,15 +126,18 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   // Guarded by mutex_: the ops waiting, from head_ on (the vector keeps its memory as ops come and go).
   std::vector<Queued> queued_;
   std::size_t head_ = 0;
-  unsigned draining_ = 0;  // drainer jobs running or in the pool's queue
-  unsigned busy_ = 0;      // of those, running a take
+  // Changed under mutex_, read without it by push(): drainer jobs running or in the pool's queue, and of those
+  // the ones running a take.
+  std::atomic<unsigned> draining_{0};
+  std::atomic<unsigned> busy_{0};
+  std::atomic<Pushed*> pushed_{nullptr};  // the pushes not yet in queued_, newest first
   std::atomic<std::size_t> waiting_{0};  // queued_.size() - head_, read without the lock (a hint)
   std::atomic<std::uint64_t> room_generation_{0};  // restart() calls so far
   std::atomic<bool> lingering_{false};  // a drainer lingers (linger())
-  // Guarded by mutex_: the thread of the newest push, and whether the one before came from it too (one thread
-  // keeps reads in flight: linger() stays for it).
-  std::thread::id last_pusher_;
-  bool one_pusher_ = false;
+  // The thread of the newest push, and whether the one before came from it too (one thread keeps reads in
+  // flight: linger() stays for it).
+  std::atomic<std::thread::id> last_pusher_{};
+  std::atomic<bool> one_pusher_{false};
 };
 
 }  // namespace ferry::detail

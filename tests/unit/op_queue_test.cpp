@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <random>
@@ -304,6 +305,46 @@ TEST_F(Queue, ReadsFromManyThreadsEachKeepingSeveralInFlight) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(wrong.load(), 0);
   EXPECT_EQ(f.report().at(Route::host).ops, static_cast<std::uint64_t>(kThreads * kRounds * kDepth));
+}
+
+// A push that finds a drainer counted takes no lock and starts none (engine/queue.hpp, drainers_will_take): a
+// drainer that leaves after it counted looks at what was pushed again. Reads that nobody waits for (done() only:
+// a waiter would run its own read itself) would stay undone if one were left without a drainer. One thread pushes
+// one read at a time with short pauses (on 2 cores no drainer stays for more): drainers leave as reads come.
+TEST_F(Queue, ReadsNobodyWaitsForCompleteWhileDrainersComeAndGo) {
+  File f = open(4);
+  constexpr int kThreads = 1, kRounds = 20000;
+  std::atomic<int> undone{0}, wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(t + 11);
+      std::vector<std::uint8_t> memory(kPage);
+      for (int round = 0; round < kRounds && undone == 0; ++round) {
+        const std::uint64_t at = (rng() % (kFile / kPage)) * kPage;
+        Future read = f.pread(memory.data(), kPage, at);
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (!read.done()) {
+          if (std::chrono::steady_clock::now() > deadline) {
+            ++undone;
+            read.cancel();
+            break;
+          }
+          std::this_thread::yield();
+        }
+        auto r = read.get();
+        if (undone == 0 && (!r.ok() || r->bytes != kPage || std::vector<std::uint8_t>(memory) != testing::pattern(at, kPage))) {
+          ++wrong;
+        }
+        const auto pause = std::chrono::steady_clock::now() + std::chrono::nanoseconds(rng() % 3000);
+        while (std::chrono::steady_clock::now() < pause) {
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(undone.load(), 0) << "a read was left without a drainer (not done within 10 s)";
+  EXPECT_EQ(wrong.load(), 0);
 }
 
 // With every worker busy nothing is taken: what happens to the queued reads meanwhile is up to the test.
