@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Written 2026-12-05 on the CPU machine, not run: the session's device time was spent (bench/results/
-# 2026-12-05-h100-spinning-lock, 2026-12-05-h100-gpu-suites). Carry .device-deps and .old-tree (git archive 189e30e).
+# Written 2026-12-05 on the CPU machine; ran 2026-12-06 on an nvidia-h100-x1 (bench/results/2026-12-06-h100-lock-free-push,
+# call 1; then.sh has the calls after it). Carry .device-deps and .old-tree (git archive 189e30e).
 # The op queue with a lock-free push (push.patch, against 4424f3a, whose engine is main's: its queue files and a new
 # unit test): a push goes onto a lock-free stack and takes the queue's lock only to start drainers; a one-op push that
 # finds enough drainers counted starts none and takes no lock at all (OpQueue::drainers_will_take; a drainer that
@@ -14,12 +14,11 @@
 # Builds the probe of four trees (push, counted, this tree, 189e30e) and push's GPU tests; two alternating rounds of
 # the small-read rows, the plain loop one read at a time among them (issue 50's latency goal); then push's C++ GPU
 # tests (stresses with 0 wrong bytes). The archive is written after each round, so a call cut short still brings
-# back what ran. About 4 minutes of device time after the machine's start. Still not run on 2026-12-05's second
-# session: no machine came in ten tries, whose starts spent that session's device time
-# (bench/results/2026-12-05-cpu-old-new-instructions).
+# back what ran. It took 266 s on the device after the machine's start. push.patch landed as 7790406, so it no
+# longer applies to later trees (counted.patch neither).
 set -uo pipefail
 source .device-deps/gpu-env.sh
-here=lab/results/pending-lock-free-push
+here=lab/results/2026-12-06-h100-lock-free-push  # was pending-lock-free-push when it ran
 o="$OUT/push"; mkdir -p "$o"
 { nvidia-smi -L; nproc; } > "$o/machine.txt" 2>&1
 for v in push counted; do
