@@ -29,8 +29,9 @@
 //   pageable-1   plain-1 from a pageable buffer (the driver's own path for small pageable copies)
 //   raw-host     `threads` threads of preads into host memory, nothing copied: the page cache's rate at that
 //                size and depth (hot), or the disk's with O_DIRECT (cold): the most any staged path can read
-// Under each row: the process's CPU time and context switches a request over the timed run, and for ferry and
-// ferry-mt the submitting threads' time in pread() and in get().
+// Under each row: the process's CPU time and context switches a request over the timed run, for ferry and
+// ferry-mt the submitting threads' time in pread() and in get(), and for Ferry's modes the engine's pool jobs
+// (worker starts) and the ops taken together with other requests', a request.
 // Each mode first runs one window untimed (its one-time set-up), then the timed run, then again, not timed,
 // checking every byte: each window of requests lands in its own slots of the device buffer, is copied back
 // and compared with what an independent pread of FILE says. Prints a table and, with --json-out, the
@@ -60,6 +61,7 @@
 
 #include "base/host_memory.hpp"
 #include "base/unique_fd.hpp"
+#include "engine/thread_pool.hpp"
 #include "ferry/config.hpp"
 #include "ferry/file.hpp"
 #include "ferry/page_cache.hpp"
@@ -158,6 +160,9 @@ struct ModeResult {
   // that its wall time hides (threads spinning, or sleeping and being woken, per request).
   double cpu_seconds = 0;
   long voluntary_switches = 0, involuntary_switches = 0;
+  // Ferry's side of it: pool jobs submitted (a start of a worker, mostly a wake on the submitting thread) and ops
+  // taken together with other requests' ops (the File's io.gathered_ops), over the timed run.
+  std::uint64_t pool_jobs = 0, gathered_ops = 0;
   std::uint64_t requests = 0, bytes = 0;
   bool verified = false;
   std::string error;
@@ -343,11 +348,15 @@ class Bench {
     run(p, 0, std::min<std::size_t>(p.slots, p.offsets.size()), false);
     drop_cache();
     struct rusage before {}, after {};
+    const std::uint64_t jobs_before = detail::shared_pool().submitted();
+    const std::uint64_t gathered_before = file().report().io.gathered_ops;
     ::getrusage(RUSAGE_SELF, &before);
     double t = now_s();
     run(p, 0, p.offsets.size(), false);
     r.seconds = now_s() - t;
     ::getrusage(RUSAGE_SELF, &after);
+    r.pool_jobs = detail::shared_pool().submitted() - jobs_before;
+    r.gathered_ops = file().report().io.gathered_ops - gathered_before;
     auto cpu = [](const struct rusage& u) {
       return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
              static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
@@ -773,16 +782,21 @@ int main(int argc, char** argv) {
         std::printf("; submitting %.1f us, waiting %.1f us a request a thread", in_flight_times.submit_us(),
                     in_flight_times.wait_us());
       }
+      if (name.rfind("ferry", 0) == 0 || name == "batch") {
+        std::printf("; %.3f pool jobs and %.3f ops taken with others' a request", static_cast<double>(r.pool_jobs) / n,
+                    static_cast<double>(r.gathered_ops) / n);
+      }
       std::printf(")\n");
       if (name == "plain-combined") std::printf("          (%.1f copies per batched copy)\n", combiner->take_copies_per_batch());
       std::fflush(stdout);
       json += fmt::format("{}{{\"size\":{},\"mode\":\"{}\",\"cache\":\"{}\",\"requests\":{},\"seconds\":{:.6f},"
                           "\"gb_per_s\":{:.4f},\"m_requests_per_s\":{:.4f},\"us_per_request\":{:.2f},"
                           "\"verified\":{},\"in_flight\":{},\"batches_in_flight\":{},\"batch_bytes\":{},\"threads\":{},"
-                          "\"cpu_seconds\":{:.6f},\"voluntary_switches\":{},\"involuntary_switches\":{}}}",
+                          "\"cpu_seconds\":{:.6f},\"voluntary_switches\":{},\"involuntary_switches\":{},"
+                          "\"pool_jobs\":{},\"gathered_ops\":{}}}",
                           json.size() > 1 ? "," : "", size, name, o.cold ? "cold" : "hot", r.requests, r.seconds,
                           gbps, mreq, us, r.verified ? "true" : "false", o.in_flight, o.batches_in_flight, o.batch_bytes, o.threads,
-                          r.cpu_seconds, r.voluntary_switches, r.involuntary_switches);
+                          r.cpu_seconds, r.voluntary_switches, r.involuntary_switches, r.pool_jobs, r.gathered_ops);
     }
   }
   json += "]\n";
