@@ -4,8 +4,10 @@
 # first: up to the cores left beside the submitting thread and the drainers at work, each for 50 us from when it
 # found the queue empty, staying on when another drainer took what woke it. After the lock-free push
 # (bench/results/2026-12-06-h100-lock-free-push) one thread's 4 KiB reads in flight still ran at 0.53x the plain loop
-# with 0.28 voluntary context switches a read (189e30e 0.09): drainers that left and were started again, each start a
-# wake on the submitting thread. On the CPU machine (2 cores) no drainer stays; with the cores check forced to 16 (a
+# with 0.28 voluntary context switches a read (189e30e 0.09): perhaps drainers that left and were started again, each start a
+# wake on the submitting thread. A warning from 2026-12-05 (bench/NOTES.md): sharing 64 reads to a drainer cut
+# the starts there without lifting the row; this keeps the drainers many. Read the new pool-job and gathered-op
+# figures under each row either way. On the CPU machine (2 cores) no drainer stays; with the cores check forced to 16 (a
 # scratch edit, not in the patch) the unit tests pass (637, 2 skipped), and under ThreadSanitizer the queue, batch,
 # pinned-budget and stress tests (44, no report). Not run on a GPU: the session's device time was spent
 # (bench/results/2026-12-06-h100-lock-free-push). About 3 minutes of device time after the machine's start; land it
