@@ -20,7 +20,7 @@
 # written after each round.
 set -uo pipefail
 source .device-deps/gpu-env.sh
-here=lab/results/pending-small-takes
+here=lab/results/2026-12-06-h100-small-takes  # was pending-small-takes when it ran
 o="$OUT/stay"; mkdir -p "$o"
 { nvidia-smi -L; nproc; git log --oneline -1; } > "$o/machine.txt" 2>&1
 for v in stay take4; do
