@@ -9,7 +9,7 @@
 #    64 in flight from one thread;
 #  - times this tree with the queue's shared counters each on a cache line of their own (lines.patch), and both
 #    trees with jemalloc preloaded (does the allocator's cross-thread free cost the submitter?), in two
-#    alternating rounds.
+#    alternating rounds; then the lines variant's C++ GPU tests.
 set -uo pipefail
 source .device-deps/gpu-env.sh
 here=lab/results/pending-submit-cost
@@ -27,7 +27,8 @@ for t in base:.:"" lines:.v-lines:"" old:.old-tree:"" basefp:.:"$fp" oldfp:.old-
   IFS=: read -r name dir flags <<< "$t"
   ( cmake -S "$dir" -B "build-p$name" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFERRY_BUILD_PYTHON=OFF -DFERRY_REMOTE=OFF \
       -DCMAKE_CXX_FLAGS="$flags" > "$o/$name-cmake.log" 2>&1 &&
-    cmake --build "build-p$name" -j 3 --target ferry_small_reads > "$o/$name-build.log" 2>&1 ) &
+    cmake --build "build-p$name" -j 3 --target ferry_small_reads $( [ "$name" = lines ] && echo ferry_gpu_tests ) \
+      > "$o/$name-build.log" 2>&1 ) &
 done
 [ -f small-2GiB.bin ] || head -c 2G /dev/urandom > small-2GiB.bin
 wait
@@ -37,14 +38,16 @@ tool() { find "build-p$1" -name ferry_small_reads -type f | head -1; }
 for t in basefp oldfp; do
   perf record -e cpu-clock -F 20000 -g -o "/tmp/$t.data" -- "$(tool $t)" small-2GiB.bin --sizes 4KiB --modes ferry \
     --bytes-per-mode 512MiB > "$o/$t-profiled-rows.txt" 2>&1
-  perf report -i "/tmp/$t.data" --sort pid --stdio 2>/dev/null | grep -v "^#" | grep . | head -20 > "$o/$t-threads.txt"
-  main=$(perf report -i "/tmp/$t.data" --sort pid --stdio 2>/dev/null | grep -v "^#" | grep -o "[0-9]*:ferry_small_rea" | head -1 | cut -d: -f1)
+  perf report -i "/tmp/$t.data" --sort pid --stdio -g none 2>/dev/null | grep -v "^#" | grep . | head -20 > "$o/$t-threads.txt"
+  main=$(perf report -i "/tmp/$t.data" --sort pid --stdio -g none 2>/dev/null | grep -v "^#" | grep -o "[0-9]*:ferry_small_rea" | head -1 | cut -d: -f1)
   # The submitting (main) thread: its pid is the process's.
   pid=$(perf script -i "/tmp/$t.data" -F pid 2>/dev/null | head -1 | tr -d ' ')
   perf report -i "/tmp/$t.data" --tid "$pid" --no-children --sort sym --stdio -g none --percent-limit 0.3 2>/dev/null \
     | head -90 > "$o/$t-submitter-flat.txt"
   perf report -i "/tmp/$t.data" --tid "$pid" --children --sort sym --stdio -g none --percent-limit 1 2>/dev/null \
     | head -90 > "$o/$t-submitter-inclusive.txt"
+  perf report -i "/tmp/$t.data" --tid "$pid" --no-children --sort sym --stdio -g caller,1,callee,function,percent \
+    --percent-limit 2 2>/dev/null | head -400 > "$o/$t-submitter-chains.txt"
   perf report -i "/tmp/$t.data" --no-children --sort sym --stdio -g none --percent-limit 0.5 2>/dev/null \
     | head -70 > "$o/$t-all-flat.txt"
   echo "main=$main pid=$pid" >> "$o/$t-threads.txt"
@@ -59,4 +62,6 @@ for round in 1 2; do
   done
   pack
 done
+# The lines variant's C++ GPU tests (about 40 s), should it be landed.
+timeout 90 build-plines/tests/ferry_gpu_tests > "$o/lines-gpu-tests.log" 2>&1
 pack
