@@ -46,7 +46,7 @@ for t in basefp oldfp; do
     | head -90 > "$o/$t-submitter-flat.txt"
   perf report -i "/tmp/$t.data" --tid "$pid" --children --sort sym --stdio -g none --percent-limit 1 2>/dev/null \
     | head -90 > "$o/$t-submitter-inclusive.txt"
-  perf report -i "/tmp/$t.data" --tid "$pid" --no-children --sort sym --stdio -g caller,1,callee,function,percent \
+  perf report -i "/tmp/$t.data" --tid "$pid" --no-children --sort sym --stdio -g graph,1,callee,function,percent \
     --percent-limit 2 2>/dev/null | head -400 > "$o/$t-submitter-chains.txt"
   perf report -i "/tmp/$t.data" --no-children --sort sym --stdio -g none --percent-limit 0.5 2>/dev/null \
     | head -70 > "$o/$t-all-flat.txt"
