@@ -9,7 +9,8 @@
 #    64 in flight from one thread;
 #  - times this tree with the queue's shared counters each on a cache line of their own (lines.patch), and both
 #    trees with jemalloc preloaded (does the allocator's cross-thread free cost the submitter?), in two
-#    alternating rounds; then the lines variant's C++ GPU tests.
+#    alternating rounds, and with a File's uses counted without a lock (uses.patch: the submitter took that lock
+#    for every request and a drainer for every completion), and both; then both's C++ GPU tests.
 set -uo pipefail
 source .device-deps/gpu-env.sh
 here=lab/results/pending-submit-cost
@@ -19,15 +20,17 @@ mkdir -p /tmp/pd && for f in .perf-deps/*.deb; do dpkg -x "$f" /tmp/pd; done
 pd_libs=/tmp/pd/usr/lib/x86_64-linux-gnu:/tmp/pd/lib/x86_64-linux-gnu
 perf() { LD_LIBRARY_PATH=$pd_libs:${LD_LIBRARY_PATH:-} /tmp/pd/usr/bin/perf "$@"; }
 jemalloc=/tmp/pd/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
-mkdir -p .v-lines && tar c --exclude='./build*' --exclude='./.v-*' --exclude=./.old-tree --exclude=./.device-deps \
-  --exclude=./.perf-deps --exclude=./bench/results --exclude=./lab/results . | tar x -C .v-lines &&
-  git apply --directory=.v-lines "$here/lines.patch" || exit 1
+for v in lines uses both; do
+  mkdir -p .v-$v && tar c --exclude='./build*' --exclude='./.v-*' --exclude=./.old-tree --exclude=./.device-deps \
+    --exclude=./.perf-deps --exclude=./bench/results --exclude=./lab/results . | tar x -C .v-$v &&
+    git apply --directory=.v-$v "$here/$v.patch" || exit 1
+done
 fp="-fno-omit-frame-pointer -mno-omit-leaf-frame-pointer"
-for t in base:.:"" lines:.v-lines:"" old:.old-tree:"" basefp:.:"$fp" oldfp:.old-tree:"$fp"; do
+for t in base:.:"" lines:.v-lines:"" uses:.v-uses:"" both:.v-both:"" old:.old-tree:"" basefp:.:"$fp" oldfp:.old-tree:"$fp"; do
   IFS=: read -r name dir flags <<< "$t"
   ( cmake -S "$dir" -B "build-p$name" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFERRY_BUILD_PYTHON=OFF -DFERRY_REMOTE=OFF \
       -DCMAKE_CXX_FLAGS="$flags" > "$o/$name-cmake.log" 2>&1 &&
-    cmake --build "build-p$name" -j 3 --target ferry_small_reads $( [ "$name" = lines ] && echo ferry_gpu_tests ) \
+    cmake --build "build-p$name" -j 2 --target ferry_small_reads $( [ "$name" = both ] && echo ferry_gpu_tests ) \
       > "$o/$name-build.log" 2>&1 ) &
 done
 [ -f small-2GiB.bin ] || head -c 2G /dev/urandom > small-2GiB.bin
@@ -54,7 +57,7 @@ for t in basefp oldfp; do
   pack
 done
 for round in 1 2; do
-  for t in base lines old base-je old-je; do
+  for t in base lines uses both old base-je old-je; do
     pre=""; b=$t
     case $t in *-je) pre=$jemalloc; b=${t%-je} ;; esac
     LD_PRELOAD=$pre timeout 40 "$(tool $b)" small-2GiB.bin --sizes 4KiB,64KiB --modes ferry,ferry-mt,plain \
@@ -62,6 +65,6 @@ for round in 1 2; do
   done
   pack
 done
-# The lines variant's C++ GPU tests (about 40 s), should it be landed.
-timeout 90 build-plines/tests/ferry_gpu_tests > "$o/lines-gpu-tests.log" 2>&1
+# The C++ GPU tests of both changes together (about 40 s), should they be landed.
+timeout 90 build-pboth/tests/ferry_gpu_tests > "$o/both-gpu-tests.log" 2>&1
 pack
