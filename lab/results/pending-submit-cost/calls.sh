@@ -30,7 +30,7 @@ for t in base:.:"" lines:.v-lines:"" uses:.v-uses:"" both:.v-both:"" old:.old-tr
   IFS=: read -r name dir flags <<< "$t"
   ( cmake -S "$dir" -B "build-p$name" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFERRY_BUILD_PYTHON=OFF -DFERRY_REMOTE=OFF \
       -DCMAKE_CXX_FLAGS="$flags" > "$o/$name-cmake.log" 2>&1 &&
-    cmake --build "build-p$name" -j 2 --target ferry_small_reads $( [ "$name" = both ] && echo ferry_gpu_tests ) \
+    cmake --build "build-p$name" -j "$( [ "$name" = both ] && echo 4 || echo 2 )" --target ferry_small_reads $( [ "$name" = both ] && echo ferry_gpu_tests ) \
       > "$o/$name-build.log" 2>&1 ) &
 done
 [ -f small-2GiB.bin ] || head -c 2G /dev/urandom > small-2GiB.bin
