@@ -57,7 +57,7 @@ for t in basefp oldfp; do
   pack
 done
 for round in 1 2; do
-  for t in base lines uses both old base-je old-je; do
+  for t in base lines uses both old base-je; do
     pre=""; b=$t
     case $t in *-je) pre=$jemalloc; b=${t%-je} ;; esac
     LD_PRELOAD=$pre timeout 40 "$(tool $b)" small-2GiB.bin --sizes 4KiB,64KiB --modes ferry,ferry-mt,plain \
