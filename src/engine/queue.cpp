@@ -46,7 +46,12 @@ std::uint64_t OpQueue::push(RequestState& request, RouteBackend& route, std::spa
     pushed->next = head;
   } while (!pushed_.compare_exchange_weak(head, pushed));  // from here on a drainer may take (and free) it
   const std::thread::id me = std::this_thread::get_id();
-  one_pusher_.store(last_pusher_.exchange(me, std::memory_order_relaxed) == me, std::memory_order_relaxed);
+  if (last_pusher_.load(std::memory_order_relaxed) != me) {
+    last_pusher_.store(me, std::memory_order_relaxed);
+    one_pusher_.store(false, std::memory_order_relaxed);
+  } else if (!one_pusher_.load(std::memory_order_relaxed)) {
+    one_pusher_.store(true, std::memory_order_relaxed);
+  }
   if (tasks.size() == 1 && drainers_will_take(each)) return 0;
   unsigned start = 0;
   bool idle = false;

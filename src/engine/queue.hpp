@@ -122,21 +122,23 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   // (on the first worker's making), not per worker.
   std::once_flag restart_call_made_;
   std::function<void()> restart_call_;
-  SpinningMutex mutex_;
+  // Each group below on a cache line of its own: the drainers' lock, the counts they change and push() reads, the
+  // stack both change, and what only the pushing thread writes.
+  alignas(64) SpinningMutex mutex_;
   // Guarded by mutex_: the ops waiting, from head_ on (the vector keeps its memory as ops come and go).
   std::vector<Queued> queued_;
   std::size_t head_ = 0;
   // Changed under mutex_, read without it by push(): drainer jobs running or in the pool's queue, and of those
   // the ones running a take.
-  std::atomic<unsigned> draining_{0};
+  alignas(64) std::atomic<unsigned> draining_{0};
   std::atomic<unsigned> busy_{0};
-  std::atomic<Pushed*> pushed_{nullptr};  // the pushes not yet in queued_, newest first
   std::atomic<std::size_t> waiting_{0};  // queued_.size() - head_, read without the lock (a hint)
   std::atomic<std::uint64_t> room_generation_{0};  // restart() calls so far
   std::atomic<bool> lingering_{false};  // a drainer lingers (linger())
+  alignas(64) std::atomic<Pushed*> pushed_{nullptr};  // the pushes not yet in queued_, newest first
   // The thread of the newest push, and whether the one before came from it too (one thread keeps reads in
   // flight: linger() stays for it).
-  std::atomic<std::thread::id> last_pusher_{};
+  alignas(64) std::atomic<std::thread::id> last_pusher_{};
   std::atomic<bool> one_pusher_{false};
 };
 

@@ -13,7 +13,7 @@
 #    for every request and a drainer for every completion), and both; then both's C++ GPU tests.
 set -uo pipefail
 source .device-deps/gpu-env.sh
-here=lab/results/pending-submit-cost
+here=lab/results/2026-12-06-h100-submit-cost  # was pending-submit-cost when it ran
 o="$OUT/submit"; mkdir -p "$o"
 { nvidia-smi -L; nproc; uname -r; cat /proc/sys/kernel/perf_event_paranoid; } > "$o/machine.txt" 2>&1
 mkdir -p /tmp/pd && for f in .perf-deps/*.deb; do dpkg -x "$f" /tmp/pd; done
