@@ -13,7 +13,8 @@
 # 100000 64 16, three alternating runs against b811e80) the submitter spent 1.02-1.24 us in pread() a request
 # against 1.27-1.34, the process 5.9-6.3 us of CPU against 6.5-8.4. This call:
 #  - times crossings against this tree, 189e30e and both trees with jemalloc preloaded (if crossings reaches
-#    base-je, the allocator's share is explained), two alternating rounds;
+#    base-je, the allocator's share is explained), and crossings with a File's uses counted without a lock
+#    (cu: lab/results/2026-12-06-h100-submit-cost/uses.patch, 1.07x alone there), two alternating rounds;
 #  - profiles the submitting thread of crossings and of 189e30e (perf, cpu-clock, frame pointers);
 #  - runs crossings' C++ GPU tests.
 # Land crossings if one thread's 4 and 64 KiB rows rise and the others hold; then the goals as in
@@ -27,11 +28,14 @@ mkdir -p /tmp/pd && for f in .perf-deps/*.deb; do dpkg -x "$f" /tmp/pd; done
 pd_libs=/tmp/pd/usr/lib/x86_64-linux-gnu:/tmp/pd/lib/x86_64-linux-gnu
 perf() { LD_LIBRARY_PATH=$pd_libs:${LD_LIBRARY_PATH:-} /tmp/pd/usr/bin/perf "$@"; }
 jemalloc=/tmp/pd/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
-mkdir -p .v-crossings && tar c --exclude='./build*' --exclude='./.v-*' --exclude=./.old-tree --exclude=./.device-deps \
-  --exclude=./.perf-deps --exclude=./bench/results --exclude=./lab/results . | tar x -C .v-crossings &&
-  git apply --directory=.v-crossings "$here/crossings.patch" || exit 1
+for v in crossings cu; do
+  mkdir -p .v-$v && tar c --exclude='./build*' --exclude='./.v-*' --exclude=./.old-tree --exclude=./.device-deps \
+    --exclude=./.perf-deps --exclude=./bench/results --exclude=./lab/results . | tar x -C .v-$v &&
+    git apply --directory=.v-$v "$here/crossings.patch" || exit 1
+done
+git apply --directory=.v-cu lab/results/2026-12-06-h100-submit-cost/uses.patch || exit 1
 fp="-fno-omit-frame-pointer -mno-omit-leaf-frame-pointer"
-for t in crossings:.v-crossings:"" base:.:"" old:.old-tree:"" crossingsfp:.v-crossings:"$fp" oldfp:.old-tree:"$fp"; do
+for t in crossings:.v-crossings:"" cu:.v-cu:"" base:.:"" old:.old-tree:"" crossingsfp:.v-crossings:"$fp" oldfp:.old-tree:"$fp"; do
   IFS=: read -r name dir flags <<< "$t"
   ( cmake -S "$dir" -B "build-c$name" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFERRY_BUILD_PYTHON=OFF -DFERRY_REMOTE=OFF \
       -DCMAKE_CXX_FLAGS="$flags" > "$o/$name-cmake.log" 2>&1 &&
@@ -44,7 +48,7 @@ pack() { tar czf "$OUT/cross.tgz.part" -C "$o" . && mv "$OUT/cross.tgz.part" "$O
 tool() { find "build-c$1" -name ferry_small_reads -type f | head -1; }
 perf --version > "$o/perf-version.txt" 2>&1
 for round in 1 2; do
-  for t in crossings base old crossings-je base-je; do
+  for t in crossings cu base old crossings-je base-je; do
     pre=""; b=$t
     case $t in *-je) pre=$jemalloc; b=${t%-je} ;; esac
     LD_PRELOAD=$pre timeout 40 "$(tool $b)" small-2GiB.bin --sizes 4KiB,64KiB,1MiB --modes ferry,ferry-mt,plain \
