@@ -48,6 +48,10 @@ class GdsBackend final : public RouteBackend {
     return std::unique_ptr<RouteWorker>(new Worker(*this, std::move(edges)));
   }
   const Decision& decision() const override { return decision_; }
+  void let_go() override {
+    target_.handle.reset();  // the registration: close() deregisters before the descriptor's number is reused
+    if (edges_) edges_->let_go();
+  }
   std::shared_ptr<void> borrow_thread() override {
     return std::make_shared<ScopedDeviceContext>(*target_.cuda, target_.device);
   }

@@ -20,6 +20,7 @@ class HostBackend final : public RouteBackend {
   const Decision& decision() const override { return decision_; }
   bool shares_workers() const override { return true; }
   bool from_memory(const Task& t) const override { return source_->reads_from_memory(t.length); }
+  void let_go() override { source_.reset(); }
   std::size_t ops_together() const override {
     return is_read(source_request().direction) ? std::max<std::size_t>(1, source_->queue_depth()) : 1;
   }

@@ -87,6 +87,11 @@ class RouteBackend {
   /// Runs once after every op retired: may re-attribute operations (cuFile statistics) or fail a request
   /// that succeeded (strict mode). Returns the request's final status.
   virtual Status finish_request(Report& /*report*/, Status status) { return status; }
+  /// At the request's completion, before anyone can see it done: lets go of what it holds of the File (its
+  /// source, cuFile handle), which may be closed and destroyed from then on. The backend itself goes with the
+  /// request, mostly on the thread that made both (a block freed on another thread goes back to the maker's heap
+  /// arena under that arena's lock, which the maker's next request needs).
+  virtual void let_go() = 0;
   /// Held while a worker runs on a caller's thread (a waiter running its request itself): puts back what
   /// the worker changes of that thread (its current CUDA context) when released. Null when nothing changes.
   virtual std::shared_ptr<void> borrow_thread() { return nullptr; }

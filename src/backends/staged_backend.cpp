@@ -30,6 +30,7 @@ class StagedBackend final : public RouteBackend {
   bool shares_workers() const override { return shared_; }
   std::uint64_t fill_bytes() const override { return target_.bounce_buffer_size; }
   bool from_memory(const Task& t) const override { return source_->reads_from_memory(t.length); }
+  void let_go() override { source_.reset(); }
   std::shared_ptr<void> borrow_thread() override {
     return std::make_shared<ScopedDeviceContext>(*target_.api, target_.device);
   }

@@ -28,20 +28,19 @@ constexpr std::chrono::microseconds kLinger{50};
 
 }  // namespace
 
-OpQueue::~OpQueue() {
-  for (Pushed* p = pushed_.load(); p != nullptr;) delete std::exchange(p, p->next);
-}
-
 std::uint64_t OpQueue::push(RequestState& request, RouteBackend& route, std::span<const Task> tasks,
                             std::chrono::microseconds grace) {
-  auto* pushed = new Pushed{nullptr, Queued{Op{tasks[0], &route}, &request}, {}};
+  // The request's own node: nothing here is freed by a drainer. It is moved into queued_ before any of its ops
+  // can retire (a waiter that runs its one op withdraws it first), so the request outlives its use.
+  PushNode* pushed = &request.push_node();
+  pushed->first = Queued{Op{tasks[0], &route}, &request};
   pushed->more.reserve(tasks.size() - 1);
   for (const Task& t : tasks.subspan(1)) pushed->more.push_back(Queued{Op{t, &route}, &request});
   // Asked before the push: once it is on the stack, a drainer may run and retire it, and the request's
   // completion lets go of `route`.
   const std::size_t each = route.from_memory(tasks[0]) ? kSmallOpsPerDrainer : 1;
   // Sequentially consistent, as the drainer count read after it: see drainers_will_take().
-  Pushed* head = pushed_.load(std::memory_order_relaxed);
+  PushNode* head = pushed_.load(std::memory_order_relaxed);
   do {
     pushed->next = head;
   } while (!pushed_.compare_exchange_weak(head, pushed));  // from here on a drainer may take (and free) it
@@ -74,14 +73,13 @@ bool OpQueue::drainers_will_take(std::size_t each) const {
 }
 
 void OpQueue::take_pushed_locked() {
-  Pushed* p = pushed_.exchange(nullptr);
+  PushNode* p = pushed_.exchange(nullptr);
   if (p == nullptr) return;
-  Pushed* oldest = nullptr;  // the stack is newest first: reversed
+  PushNode* oldest = nullptr;  // the stack is newest first: reversed
   while (p != nullptr) oldest = std::exchange(p, std::exchange(p->next, oldest));
-  while (oldest != nullptr) {
+  for (; oldest != nullptr; oldest = oldest->next) {
     queued_.push_back(oldest->first);
     for (Queued& q : oldest->more) queued_.push_back(q);
-    delete std::exchange(oldest, oldest->next);
   }
 }
 

@@ -31,7 +31,23 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
  public:
   /// `limit`: how many workers may drain the queue at once.
   explicit OpQueue(unsigned limit) : limit_(limit == 0 ? 1 : limit) {}
-  ~OpQueue();
+
+  // An op waiting, as the queue keeps it.
+  struct Queued {
+    Op op;
+    RequestState* request;  // alive until its last op retires; null once its waiter took it (withdraw)
+    bool claimed = false;   // taken before and put back (no room for a worker): claimed already
+    std::chrono::steady_clock::time_point put_back{};  // when it was put back, or never
+  };
+  // A push not yet moved into queued_: pushes go onto a lock-free stack (newest first), so that a thread
+  // pushing small reads never waits for the drainers' lock; whoever takes mutex_ moves them over first. A
+  // request holds its own (RequestState::push_node): a block the pushing thread allocated and a drainer freed
+  // went back to the pusher's heap arena under that arena's lock, which the pusher's next request needed.
+  struct PushNode {
+    PushNode* next = nullptr;
+    Queued first{};            // a push has one op at least
+    std::vector<Queued> more;  // the other ops of a request of several
+  };
 
   /// Queues `request`'s ops (each a task of it, on `route`, its backend) and starts workers as the queue
   /// needs them. With a `grace` period, a worker started now waits that long before it drains (the request's
@@ -48,19 +64,6 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
 
  private:
   using Clock = std::chrono::steady_clock;
-  struct Queued {
-    Op op;
-    RequestState* request;  // alive until its last op retires; null once its waiter took it (withdraw)
-    bool claimed = false;   // taken before and put back (no room for a worker): claimed already
-    Clock::time_point put_back{};  // when it was put back, or never
-  };
-  // A push not yet moved into queued_: pushes go onto a lock-free stack (newest first), so that a thread
-  // pushing small reads never waits for the drainers' lock; whoever takes mutex_ moves them over first.
-  struct Pushed {
-    Pushed* next;
-    Queued first;              // a push has one op at least (one allocation for a one-op request)
-    std::vector<Queued> more;  // the other ops of a request of several
-  };
   // Ops taken together, and what became of them.
   struct Take {
     std::vector<Op> ops;
@@ -135,7 +138,7 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   std::atomic<std::size_t> waiting_{0};  // queued_.size() - head_, read without the lock (a hint)
   std::atomic<std::uint64_t> room_generation_{0};  // restart() calls so far
   std::atomic<bool> lingering_{false};  // a drainer lingers (linger())
-  alignas(64) std::atomic<Pushed*> pushed_{nullptr};  // the pushes not yet in queued_, newest first
+  alignas(64) std::atomic<PushNode*> pushed_{nullptr};  // the pushes not yet in queued_, newest first
   // The thread of the newest push, and whether the one before came from it too (one thread keeps reads in
   // flight: linger() stays for it).
   alignas(64) std::atomic<std::thread::id> last_pusher_{};

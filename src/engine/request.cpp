@@ -38,6 +38,9 @@ std::shared_ptr<RequestState> RequestState::start(std::span<const Task> tasks, s
   state->on_complete_ = std::move(on_complete);
   state->ops_ = tasks.size();
   state->ops_left_ = tasks.size();
+  // Room for the decision its ops are counted under, made here: the request mostly ends on this thread, and a
+  // block a worker made and this thread freed went back to the worker's heap arena under that arena's lock.
+  state->outcome_.report.reasons.reserve(1);
   if (tasks.empty()) {
     state->complete(/*callbacks_here=*/true);
     return state;
@@ -180,11 +183,7 @@ void RequestState::retire(std::span<const Op> ops, std::span<Result<std::uint64_
   bytes_done_.fetch_add(bytes, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (ops_ == 1) {
-      outcome_.report = std::move(report);  // the only one: no copy of its reasons (an allocation each)
-    } else {
-      outcome_.report.merge(report);
-    }
+    outcome_.report.merge(report);  // into the room start() made: no block of the worker's goes with the request
   }
   if (ops_left_.fetch_sub(ops.size(), std::memory_order_acq_rel) == ops.size()) complete(callbacks_here);
 }
@@ -192,18 +191,16 @@ void RequestState::retire(std::span<const Op> ops, std::span<Result<std::uint64_
 void RequestState::complete(bool callbacks_here) {
   std::vector<Callback> callbacks;
   Status status;
-  // The backend's finish_request settles the status; then the route's resources go, before anyone can see
-  // the request done: they hold the File's state (descriptors, and the Syscalls they were opened with).
+  // The backend's finish_request settles the status; then the backend lets go of the File, before anyone can
+  // see the request done: it holds the File's state (descriptors, and the Syscalls they were opened with).
   // Otherwise the last reference could drop on this worker after get() returned, closing descriptors behind
   // a caller that already destroyed the File (and whatever it was opened with).
-  std::shared_ptr<RouteBackend> backend;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     status = first_error_;
     if (backend_) status = backend_->finish_request(outcome_.report, status);
-    backend.swap(backend_);
   }
-  backend.reset();
+  if (backend_) backend_->let_go();
   if (on_complete_) on_complete_(outcome_.report);
   add_to_process_report(outcome_.report);
   std::optional<Result<Transfer>> for_callbacks;  // the common case: nobody but get() needs the outcome

@@ -90,6 +90,8 @@ class RequestState {
   std::size_t ops_left() const { return ops_left_.load(std::memory_order_acquire); }
   /// Whether the whole request was asked to be traced (Config::nvtx): its ops get NVTX ranges.
   bool traced() const { return trace_tasks_; }
+  /// Where its queue keeps its push until a drainer moves the ops into the queue (OpQueue::push).
+  OpQueue::PushNode& push_node() { return push_node_; }
 
   // For the queue's workers (engine/queue.cpp):
   /// Whether a worker may run this op: always for a request of several ops; for one of one op, only if its
@@ -120,6 +122,7 @@ class RequestState {
   EndOfFileRule eof_;
   std::shared_ptr<RouteBackend> backend_;
   std::shared_ptr<OpQueue> queue_;
+  OpQueue::PushNode push_node_;
   std::function<void(Report&)> on_complete_;
   Task single_;                       // a one-op request's op, for its waiter
   std::size_t ops_ = 0;               // how many ops it has
