@@ -47,7 +47,7 @@ FileState::FileState(std::string path_in, Config config_in, std::shared_ptr<Sour
 FileState::ProcessPart& FileState::part() const {
   return this_process_part(part_, [](const ProcessPart& parents, std::uint64_t generation) {
     auto* own = new ProcessPart(generation);  // read without the parent's locks: nothing writes it here
-    own->closed = parents.closed;             // a File the parent closed stays closed
+    own->closed = parents.closed.load();      // a File the parent closed stays closed
     own->position = parents.position;
     own->end = parents.end;
     return own;
@@ -56,39 +56,39 @@ FileState::ProcessPart& FileState::part() const {
 
 Result<FileState::Use> FileState::use() {
   ProcessPart& p = part();
-  std::lock_guard<std::mutex> lock(p.use_mutex);
-  if (p.closed) {
+  p.uses_begun.fetch_add(1);
+  if (p.closed.load()) {
+    end_use(&p);
     return Status(ErrorCode::failed_precondition, fmt::format("\"{}\" is closed", path), EBADF, path);
   }
-  ++p.uses;
   return Use(this, &p);
 }
 
 void FileState::end_use(ProcessPart* part_of_use) {
   ProcessPart& p = part();
   if (part_of_use != &p) return;  // a use of the parent's, which never ends here
-  std::lock_guard<std::mutex> lock(p.use_mutex);
-  if (--p.uses == 0) p.use_cv.notify_all();
+  p.uses_ended.fetch_add(1);
+  if (!p.closed.load()) return;
+  std::lock_guard<std::mutex> lock(p.use_mutex);  // close() waits, or is about to count under this lock
+  p.use_cv.notify_all();
 }
 
 Status FileState::close() {
   {
     ProcessPart& p = part();
     std::unique_lock<std::mutex> lock(p.use_mutex);
-    if (p.closed) return Status();
-    p.closed = true;
+    if (p.closed.exchange(true)) return Status();
     // The uses are this process's: a child forked while the parent had requests in flight does not wait for
     // them, since they never end here (a DataLoader worker whose Dataset closes the File it inherited hung).
     if (ThreadPool::on_worker_thread()) {
       // A close() inside a completion callback: the requests it waits for may be queued behind this very
       // worker, so run them instead of blocking it.
-      while (p.uses > 0) {
-        lock.unlock();
+      lock.unlock();
+      while (p.uses_in_flight() > 0) {
         if (!shared_pool().help_one()) std::this_thread::sleep_for(std::chrono::microseconds(200));
-        lock.lock();
       }
     } else {
-      p.use_cv.wait(lock, [&p] { return p.uses == 0; });
+      p.use_cv.wait(lock, [&p] { return p.uses_in_flight() == 0; });
     }
   }
   // Nothing uses the descriptors now and nothing can start to. cuFile keys registrations by descriptor:
@@ -225,10 +225,11 @@ Future FileState::start(Direction direction, const Destination& destination, std
   auto backend =
       make_route_backend(*this, request, std::move(plan), destination, batch_pieces > 0 ? 0 : size, tasks);
   if (!backend.ok()) return Future(RequestState::failed(backend.status()));
-  std::weak_ptr<FileState> weak = shared_from_this();
   // Failed requests count too: their operations, notes and I/O counters belong to the file's trail. The
-  // Use ends here, before the future is done: close() may be called from the future's callbacks.
-  auto held = std::make_shared<std::optional<Use>>(std::move(in_use));
+  // Use ends here, before the future is done: close() may be called from the future's callbacks. Until then
+  // it keeps this FileState and its source (~File closes, and close() waits for it): the completion takes no
+  // reference of its own, which every small read would have moved between the submitter's and a worker's cache.
+  ProcessPart* part_of_use = std::move(in_use).hand_over();
   // Nsight Systems: one range per request, from here to its completion (on whichever thread that is).
   std::uint64_t nvtx_range = 0;
   if (config.nvtx() && nvtx::attached()) {
@@ -239,13 +240,13 @@ Future FileState::start(Direction direction, const Destination& destination, std
                           reading ? "from" : "to", path);
     nvtx_range = nvtx::range_start(label.c_str());
   }
-  auto on_complete = [weak, held, setup_before, nvtx_range, src = source](Report& report) {
+  auto on_complete = [this, part_of_use, setup_before, nvtx_range](Report& report) {
     nvtx::range_end(nvtx_range);
     // The one-time work done while this request ran (all of it, in a fresh process's first request).
     if (std::string note = setup_note_since(setup_before); !note.empty()) report.add_note(note);
-    if (std::string note = src->activity_note(); !note.empty()) report.add_note(note);
-    if (auto self = weak.lock()) self->add_to_report(report);
-    held->reset();
+    if (std::string note = source->activity_note(); !note.empty()) report.add_note(note);
+    add_to_report(report);
+    end_use(part_of_use);
   };
   auto queue = queue_for(**backend, buffer.device);
   auto state = RequestState::start(tasks, std::move(*backend), std::move(queue), parallel_tasks(),
@@ -267,8 +268,7 @@ std::optional<BufferKind> FileState::allocation_in_flight(const CudaApi* cuda, c
       !last.buffer.holds(static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(buffer)), size)) {
     return std::nullopt;
   }
-  const auto request = last.request.lock();
-  if (!request || request->completed()) return std::nullopt;
+  if (!last.request || last.request->completed()) return std::nullopt;
   return last.buffer;
 }
 

@@ -3,8 +3,8 @@
 // is never closed (and its number handed to another file) under a running task. ~File closes too, so a
 // FileState outlives every Use: the last one ends in a request's completion, before the File can go.
 // Thread safety: every member may be called from any thread at once (Files are shared by threads, and their
-// requests complete on the pool): uses and closing are guarded by the process part's use_mutex, the report and
-// the position by its mutex, the cuFile state by gds_mutex; path, config, source, flags and append never change
+// requests complete on the pool): uses and closing are atomics of the process part (ProcessPart), the report and
+// the position are guarded by its mutex, the cuFile state by gds_mutex; path, config, source, flags and append never change
 // after opening.
 #pragma once
 
@@ -61,16 +61,30 @@ class FileState : public std::enable_shared_from_this<FileState> {
   struct ProcessPart {
     explicit ProcessPart(std::uint64_t generation_in) : generation(generation_in) {}
     const std::uint64_t generation;  // fork_generation() of the process it belongs to
-    std::mutex use_mutex;
+    // Uses are counted without a lock, begun and ended apart, each on a cache line of its own: a small read's use
+    // begins on the thread that submits it and ends on the worker that completes it, and one count (or one lock)
+    // that both wrote moved between their caches with every request. close() sets `closed` and then reads the
+    // counts, use() counts and then reads `closed` (all sequentially consistent): one of them sees the other.
+    std::atomic<bool> closed{false};
+    alignas(64) std::atomic<std::uint64_t> uses_begun{0};
+    alignas(64) std::atomic<std::uint64_t> uses_ended{0};
+    alignas(64) std::mutex use_mutex;  // close()'s wait for the uses to end, and their last end's wake
     std::condition_variable use_cv;
-    unsigned uses = 0;    // guarded by use_mutex
-    bool closed = false;  // guarded by use_mutex
-    std::mutex mutex;
+    // The workers' part: each request's operations join the report as it completes.
+    alignas(64) std::mutex mutex;
     Report report;              // guarded by mutex
     std::uint64_t position = 0;  // guarded by mutex
     std::uint64_t end = 0;       // guarded by mutex; append mode: where the next write() lands
-    std::mutex queues_mutex;
+    // The submitters' part.
+    alignas(64) std::mutex queues_mutex;
     std::vector<std::pair<std::pair<Route, int>, std::shared_ptr<OpQueue>>> queues;  // guarded by queues_mutex
+
+    /// Uses begun and not yet ended. The ends are read first: a use that began after closing ends at once, and
+    /// counting its end but not its beginning would hide one still running.
+    std::uint64_t uses_in_flight() const {
+      const std::uint64_t ended = uses_ended.load();
+      return uses_begun.load() - ended;
+    }
   };
 
   /// Keeps the descriptors open while held. Errors: failed_precondition once close() began. A use belongs to
@@ -83,6 +97,11 @@ class FileState : public std::enable_shared_from_this<FileState> {
     Use& operator=(Use&&) = delete;
     ~Use() {
       if (state_) state_->end_use(part_);
+    }
+    /// For a request's completion, which ends the use itself (end_use) and always runs: the part to end it in.
+    ProcessPart* hand_over() && {
+      state_ = nullptr;
+      return part_;
     }
 
    private:
@@ -128,11 +147,7 @@ class FileState : public std::enable_shared_from_this<FileState> {
   /// deregisters the file from cuFile and closes the source.
   Status close();
   /// True once close() began.
-  bool is_closed() {
-    ProcessPart& p = part();
-    std::lock_guard<std::mutex> lock(p.use_mutex);
-    return p.closed;
-  }
+  bool is_closed() { return part().closed.load(); }
   /// The source's size now (0 for sources without one).
   Result<std::uint64_t> current_size() const;
   /// File::read and File::write: a blocking request at the position (or the end, in append mode), which
@@ -166,8 +181,10 @@ class FileState : public std::enable_shared_from_this<FileState> {
   mutable std::atomic<ProcessPart*> part_;
   std::atomic<std::uint64_t> size_seen_{0};  // the source's size when a read last asked (0: not yet)
   // The newest request into GPU memory and its destination's allocation (allocation_in_flight).
+  // The request is held, not watched: a look that locked a weak reference wrote to a line that the workers
+  // finishing that request write too. A finished request held until the next one costs only its memory.
   struct AllocationInFlight {
-    std::weak_ptr<RequestState> request;
+    std::shared_ptr<const RequestState> request;
     BufferKind buffer;
     const CudaApi* cuda = nullptr;
   };
