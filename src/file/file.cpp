@@ -268,7 +268,8 @@ std::optional<BufferKind> FileState::allocation_in_flight(const CudaApi* cuda, c
       !last.buffer.holds(static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(buffer)), size)) {
     return std::nullopt;
   }
-  if (!last.request || last.request->completed()) return std::nullopt;
+  const auto request = last.request.lock();
+  if (!request || request->completed()) return std::nullopt;
   return last.buffer;
 }
 

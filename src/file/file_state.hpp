@@ -181,10 +181,8 @@ class FileState : public std::enable_shared_from_this<FileState> {
   mutable std::atomic<ProcessPart*> part_;
   std::atomic<std::uint64_t> size_seen_{0};  // the source's size when a read last asked (0: not yet)
   // The newest request into GPU memory and its destination's allocation (allocation_in_flight).
-  // The request is held, not watched: a look that locked a weak reference wrote to a line that the workers
-  // finishing that request write too. A finished request held until the next one costs only its memory.
   struct AllocationInFlight {
-    std::shared_ptr<const RequestState> request;
+    std::weak_ptr<RequestState> request;
     BufferKind buffer;
     const CudaApi* cuda = nullptr;
   };
