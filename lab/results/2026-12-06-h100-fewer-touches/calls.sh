@@ -16,7 +16,7 @@
 # with the others level. About 9 minutes.
 set -uo pipefail
 source .device-deps/gpu-env.sh
-here=lab/results/pending-fewer-touches
+here=lab/results/2026-12-06-h100-fewer-touches  # was pending-fewer-touches when it ran
 o="$OUT/touch"; mkdir -p "$o"
 { nvidia-smi -L; nproc; uname -r; git log --oneline -1; grep -c uses_begun src/file/file_state.hpp; } > "$o/machine.txt" 2>&1
 for v in base touches; do

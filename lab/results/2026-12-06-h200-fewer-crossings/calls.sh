@@ -21,7 +21,7 @@
 # lab/results/2026-12-06-h100-lock-free-push/then.sh 2-4. About 5 minutes after the machine's start.
 set -uo pipefail
 source .device-deps/gpu-env.sh
-here=lab/results/pending-fewer-crossings
+here=lab/results/2026-12-06-h200-fewer-crossings  # was pending-fewer-crossings when it ran
 o="$OUT/cross"; mkdir -p "$o"
 { nvidia-smi -L; nproc; uname -r; } > "$o/machine.txt" 2>&1
 mkdir -p /tmp/pd && for f in .perf-deps/*.deb; do dpkg -x "$f" /tmp/pd; done
