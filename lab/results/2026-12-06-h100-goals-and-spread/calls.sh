@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 on the CPU machine. Carry .device-deps. Issue 50's small-read rows on this tree (it holds the
+# Written 2026-12-06 on the CPU machine (it ran as lab/results/pending-goals). Carry .device-deps. Issue 50's small-read rows on this tree (it holds the
 # fewer-crossings and fewer-touches changes: bench/results/2026-12-06-h200-fewer-crossings, 2026-12-06-h100-fewer-
 # touches) and on `spread` = this tree + spread.patch: a take of one-op requests shares what waits among every
 # drainer started, not only the free ones. In the fewer-touches call one thread's 64 KiB reads in flight ran at
@@ -14,8 +14,8 @@ o="$OUT/goals"; mkdir -p "$o"
 { nvidia-smi -L; nproc; uname -r; grep -c uses_begun src/file/file_state.hpp; } > "$o/machine.txt" 2>&1
 f=small-2GiB.bin
 ( [ -f $f ] || head -c 2G /dev/urandom > $f ) &
-mkdir -p .v-spread && tar c --exclude='./build*' --exclude='./.v-*' --exclude=./.device-deps --exclude=./bench/results \
-  --exclude=./lab/results . | tar x -C .v-spread && git apply --directory=.v-spread lab/results/pending-goals/spread.patch || exit 1
+mkdir -p .v-spread && tar c --exclude='./build*' --exclude='./.v-*' --exclude='./small-*' --exclude=./.device-deps --exclude=./bench/results \
+  --exclude=./lab/results . | tar x -C .v-spread && git apply --directory=.v-spread lab/results/2026-12-06-h100-goals-and-spread/spread.patch || exit 1
 for t in tree:. spread:.v-spread; do
   IFS=: read -r name dir <<< "$t"
   ( cmake -S "$dir" -B "build-g$name" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFERRY_BUILD_PYTHON=OFF -DFERRY_REMOTE=OFF \
