@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 on the CPU machine. Carry .device-deps and .perf-deps (Debian's perf, its libraries and
+# Written 2026-12-06 on the CPU machine (it ran as lab/results/pending-submitter-profile). Carry .device-deps and .perf-deps (Debian's perf, its libraries and
 # libglib2.0-0, unpacked here). Where the submitting thread's 1.8-1.9 us a 4 KiB request go on this tree
 # (bench/results/2026-12-06-h100-fewer-touches), and a one-at-a-time read's 2 us over the plain loop
 # (2026-12-06-h100-goals-and-spread): ferry_small_reads built with frame pointers, profiled (cpu-clock, 20 kHz,
