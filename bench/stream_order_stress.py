@@ -36,6 +36,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -87,6 +88,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     return run(args.requests, seed, args.watchdog, args.dir, args.in_flight)
 
 
+def wrap_raw_stream(cp: Any, handle: int) -> Any:
+    """A CuPy stream object for a stream CuPy did not make. The GPU machine's CuPy deprecates ExternalStream (for
+    Stream.from_external, which older CuPy lacks): the warning is about this harness, not about Ferry."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="ExternalStream is deprecated", category=DeprecationWarning)
+        return cp.cuda.ExternalStream(handle)
+
+
 def run(requests: int, seed: int, watchdog_s: float, directory: Optional[str], in_flight: int) -> int:
     import cupy as cp
     import torch
@@ -116,7 +125,7 @@ def run(requests: int, seed: int, watchdog_s: float, directory: Optional[str], i
     for i in range(6):
         streams.append(("cupy", cp.cuda.Stream(non_blocking=True)))
     for i in range(4):
-        streams.append(("raw", cp.cuda.ExternalStream(raw.create())))
+        streams.append(("raw", wrap_raw_stream(cp, raw.create())))
     modes = ["on", "off", "auto"]
     files: Dict[Tuple[str, str], Any] = {}
 
