@@ -68,7 +68,7 @@ bool OpQueue::drainers_will_take(std::size_t each) const {
   const unsigned draining = draining_.load();
   if (draining == 0) return false;
   if (draining >= limit_) return true;
-  const unsigned busy = std::min(draining, busy_.load(std::memory_order_relaxed));
+  const unsigned busy = std::min(draining, busy_.load());  // after the push, as take_next() needs
   return waiting_.load(std::memory_order_relaxed) < (draining - busy) * each;
 }
 
@@ -152,25 +152,35 @@ std::uint64_t OpQueue::start_drainers(unsigned n, std::chrono::microseconds grac
 void OpQueue::drain_job(void* queue) { static_cast<OpQueue*>(queue)->drain(); }
 
 bool OpQueue::take_next(Take& take, bool& busy, bool stop_if_empty) {
-  std::lock_guard<SpinningMutex> lock(mutex_);
-  if (busy) --busy_;
-  busy = false;
-  for (;;) {
-    take_pushed_locked();
-    take_locked(take);
-    if (!take.ops.empty()) {
-      busy = true;
-      ++busy_;
-      return true;
+  unsigned helpers = 0;
+  {
+    std::lock_guard<SpinningMutex> lock(mutex_);
+    if (busy) --busy_;
+    busy = false;
+    for (;;) {
+      take_pushed_locked();
+      take_locked(take);
+      if (!take.ops.empty()) {
+        busy = true;
+        ++busy_;
+        // A push that still counted this drainer free (before the line above) took no lock and left its op to
+        // it; this take may not hold that op. What waits now gets the drainers it wants (the push reads busy_
+        // after its op is on the stack, this reads the stack after busy_: both sequentially consistent, so one
+        // of them sees the other). Without this, reads that wait for one another hung with an op left behind.
+        helpers = more_wanted_locked();
+        break;
+      }
+      if (!take.dropped.empty()) return true;
+      if (!stop_if_empty) return false;
+      --draining_;
+      // A push that still counted this drainer (before the line above) took no lock, and its op is on the stack
+      // now (both sequentially consistent): this drainer stays for it.
+      if (pushed_.load() == nullptr) return false;
+      ++draining_;
     }
-    if (!take.dropped.empty()) return true;
-    if (!stop_if_empty) return false;
-    --draining_;
-    // A push that still counted this drainer (before the line above) took no lock, and its op is on the stack
-    // now (both sequentially consistent): this drainer stays for it.
-    if (pushed_.load() == nullptr) return false;
-    ++draining_;
   }
+  if (helpers > 0) start_drainers(helpers, std::chrono::microseconds(0));
+  return true;
 }
 
 void OpQueue::take_locked(Take& take) {

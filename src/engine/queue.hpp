@@ -110,7 +110,8 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   bool ops_waiting() const;
   // Whether the drainers counted now will take a one-op push without one more started: they all run, or those
   // between takes, `each` ops to a drainer, are enough for what waits. Called after the push is on the stack: a
-  // drainer that leaves after this counted it looks at the stack again (take_next), so no op is left without one.
+  // drainer that leaves after this counted it looks at the stack again, and one that turns busy after this
+  // counted it free starts drainers for what waits (take_next), so no op is left without one.
   bool drainers_will_take(std::size_t each) const;
   // Starts `n` more drainers (mutex_ not held).
   std::uint64_t start_drainers(unsigned n, std::chrono::microseconds grace);

@@ -62,7 +62,7 @@ std::uint64_t ThreadPool::submit(PoolJob job, std::size_t grow_to, std::chrono::
       ++waiting_out_grace_;
     }
     ticket = ++last_ticket_;
-    queue_.push_back(Entry{std::move(job), ready_at, ticket});
+    queue_.push_back(Entry{std::move(job), ready_at, ticket, grow_to});
     if (queue_.size() > idle_ && threads_.size() < grow_to) add_workers_locked(1);
     // A job that may wait needs no wake while a worker watches the clock: that worker takes it in time
     // (every later job's time is later, the grace being the same). No wake is the point: a wake is a
@@ -136,10 +136,18 @@ void ThreadPool::worker_loop() {
     if (ready != queue_.end()) {
       {
         PoolJob job = take_locked(ready);
-        // Jobs in their grace period are left and nobody watches them (this worker may have been the
-        // watcher): hand the watch on before running, so that a long job here does not hold back a short
-        // one's time. (Ready jobs need no hand-on: each submit() woke a worker for its own.)
-        const bool hand_on = waiting_out_grace_ > 0 && !watching_;
+        // Jobs left behind get a worker before this one runs, so that a long job here holds none of them back:
+        // jobs in their grace period that nobody watches (this worker may have been the watcher), and ready
+        // jobs, whose submit()'s wake may have reached the watcher, which then took a job whose grace had ended
+        // instead. Without this, a ready job waited beside an idle worker (or, with none idle, for a worker
+        // that was never added) until some worker came back: for good where the running jobs waited for it.
+        const bool left = (waiting_out_grace_ > 0 && !watching_) || queue_.size() > waiting_out_grace_;
+        const bool hand_on = left && idle_ > 0;
+        if (left && idle_ == 0) {
+          std::size_t grow_to = 0;
+          for (const Entry& e : queue_) grow_to = std::max(grow_to, e.grow_to);
+          if (threads_.size() < grow_to) add_workers_locked(1);
+        }
         lock.unlock();
         if (hand_on) wake_.notify_one();
         job();

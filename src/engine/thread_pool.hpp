@@ -84,6 +84,7 @@ class ThreadPool {
     PoolJob job;
     Clock::time_point ready_at;  // no worker takes it earlier (min(): at once)
     std::uint64_t ticket = 0;
+    std::size_t grow_to = 0;  // the most workers its submitter let the pool grow to
     bool in_grace() const { return ready_at != Clock::time_point::min(); }  // counted in waiting_out_grace_
   };
   void worker_loop();

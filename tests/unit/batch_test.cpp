@@ -13,6 +13,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <functional>
 #include <latch>
@@ -614,6 +615,29 @@ class GatedSource final : public FillingSource {
   std::latch gate_;
 };
 
+// As GatedSource, but a read that waits longer than `patience` for the others gives up and is counted: a test
+// of many rounds then fails where one round would hang.
+class PatientGatedSource final : public FillingSource {
+ public:
+  PatientGatedSource(unsigned together, std::chrono::milliseconds patience)
+      : FillingSource("patient gate", 1 << 20), together_(together), patience_(patience) {}
+  unsigned gave_up() const { return gave_up_.load(); }
+
+ private:
+  void before_read(const detail::Task&) override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    ++arrived_;
+    all_.notify_all();
+    if (!all_.wait_for(lock, patience_, [this] { return arrived_ >= together_; })) ++gave_up_;
+  }
+  const unsigned together_;
+  const std::chrono::milliseconds patience_;
+  std::mutex mutex_;
+  std::condition_variable all_;
+  unsigned arrived_ = 0;  // guarded by mutex_
+  std::atomic<unsigned> gave_up_{0};
+};
+
 // A source whose reads each take `read_time`, noted by their offsets in the order they begin.
 class OrderedSource final : public FillingSource {
  public:
@@ -687,6 +711,26 @@ TEST(EngineSharing, OneTaskRequestsInFlightSpreadOverTheWorkers) {
   for (unsigned i = 0; i < together; ++i) live.push_back(f->pread(buffers[i].data(), 4096, i * 4096ull));
   for (auto& fut : live) ASSERT_THAT(fut.get().status(), StatusIs(ErrorCode::ok));
   for (const auto& b : buffers) EXPECT_EQ(b, std::vector<std::uint8_t>(4096, 0x5A));
+}
+
+// The same, round after round on new Files: a push that counted a drainer free just before it took its last op
+// (and so left its own op to nobody) once hung the test above under ThreadSanitizer.
+TEST(EngineSharing, EveryOneTaskReadInFlightFindsADrainerRoundAfterRound) {
+  const unsigned together = static_cast<unsigned>(detail::shared_pool().workers()) + 4;
+  Config c;
+  c.set_threads(together);
+  for (int round = 0; round < 40; ++round) {
+    auto source = std::make_shared<PatientGatedSource>(together, std::chrono::milliseconds(2000));
+    auto f = detail::open_source(source, "r", c, detail::OpenOptions{});
+    ASSERT_TRUE(f.ok()) << f.status().to_string();
+    std::vector<std::vector<std::uint8_t>> buffers(together, std::vector<std::uint8_t>(4096));
+    std::vector<Future> live;
+    for (unsigned i = 0; i < together; ++i) live.push_back(f->pread(buffers[i].data(), 4096, i * 4096ull));
+    for (auto& fut : live) ASSERT_THAT(fut.get().status(), StatusIs(ErrorCode::ok));
+    ASSERT_EQ(source->gave_up(), 0u) << "round " << round << ": a read waited 2 s for the other " << together - 1
+                                     << ", one of which had no drainer";
+    for (const auto& b : buffers) ASSERT_EQ(b, std::vector<std::uint8_t>(4096, 0x5A));
+  }
 }
 
 TEST_F(Batch, AWaiterRunsAOneTaskRequestItselfWhenThePoolIsBusy) {
