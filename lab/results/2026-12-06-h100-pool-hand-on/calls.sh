@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 on the CPU machine. Carry .device-deps. The session's last device time (about 250 s with the
+# Written 2026-12-06 on the CPU machine (it ran as lab/results/pending-pool-hand-on). Carry .device-deps. The session's last device time (about 250 s with the
 # machine's start): the pool passes on what a taking worker leaves (a wake, or one more worker), and a drainer
 # that turns busy starts drainers for what waits. First the GPU stress tests, then one thread's small reads beside
 # the plain loop, then the whole C++ GPU suite with whatever time is left.
