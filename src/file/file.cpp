@@ -4,8 +4,11 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <limits>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -64,31 +67,54 @@ Result<FileState::Use> FileState::use() {
   return Use(this, &p);
 }
 
+namespace {
+
+// close()'s wait for a File's uses to end. Process-wide and never destroyed: the File may be gone the moment a
+// use's end is counted (close() may have waited for that one alone), so the wake after the count touches only
+// these. The lock is held across fork() (a leaf: nothing else is taken under it).
+std::mutex g_use_end_mutex;
+const bool g_use_end_mutex_forks = (hold_across_fork(g_use_end_mutex), true);
+std::atomic<unsigned> g_closers{0};  // close() calls waiting for uses to end, in any File
+struct UseEnds {
+  std::condition_variable ended;  // notified under g_use_end_mutex
+};
+std::atomic<UseEnds*> g_use_ends{nullptr};
+std::condition_variable& use_ended() {
+  return made_once(g_use_ends, [] { return new UseEnds(); }).ended;
+}
+
+}  // namespace
+
 void FileState::end_use(ProcessPart* part_of_use) {
   ProcessPart& p = part();
   if (part_of_use != &p) return;  // a use of the parent's, which never ends here
-  p.uses_ended.fetch_add(1);
-  if (!p.closed.load()) return;
-  std::lock_guard<std::mutex> lock(p.use_mutex);  // close() waits, or is about to count under this lock
-  p.use_cv.notify_all();
+  p.uses_ended.fetch_add(1);  // the last touch of this File: it may be gone from here on
+  // close() counts itself among the closers before it reads the counts, this the other way round (both
+  // sequentially consistent): either it sees this end or this sees it waiting.
+  if (g_closers.load() == 0) return;
+  std::lock_guard<std::mutex> lock(g_use_end_mutex);
+  use_ended().notify_all();
 }
 
 Status FileState::close() {
   {
     ProcessPart& p = part();
-    std::unique_lock<std::mutex> lock(p.use_mutex);
     if (p.closed.exchange(true)) return Status();
     // The uses are this process's: a child forked while the parent had requests in flight does not wait for
     // them, since they never end here (a DataLoader worker whose Dataset closes the File it inherited hung).
     if (ThreadPool::on_worker_thread()) {
       // A close() inside a completion callback: the requests it waits for may be queued behind this very
       // worker, so run them instead of blocking it.
-      lock.unlock();
       while (p.uses_in_flight() > 0) {
         if (!shared_pool().help_one()) std::this_thread::sleep_for(std::chrono::microseconds(200));
       }
-    } else {
-      p.use_cv.wait(lock, [&p] { return p.uses_in_flight() == 0; });
+    } else if (p.uses_in_flight() > 0) {
+      g_closers.fetch_add(1);
+      {
+        std::unique_lock<std::mutex> lock(g_use_end_mutex);
+        use_ended().wait(lock, [&p] { return p.uses_in_flight() == 0; });
+      }
+      g_closers.fetch_sub(1);
     }
   }
   // Nothing uses the descriptors now and nothing can start to. cuFile keys registrations by descriptor:

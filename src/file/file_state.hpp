@@ -65,11 +65,10 @@ class FileState : public std::enable_shared_from_this<FileState> {
     // begins on the thread that submits it and ends on the worker that completes it, and one count (or one lock)
     // that both wrote moved between their caches with every request. close() sets `closed` and then reads the
     // counts, use() counts and then reads `closed` (all sequentially consistent): one of them sees the other.
+    // close() waits on a process-wide wake (file.cpp): a use's end touches nothing of the File after its count.
     std::atomic<bool> closed{false};
     alignas(64) std::atomic<std::uint64_t> uses_begun{0};
     alignas(64) std::atomic<std::uint64_t> uses_ended{0};
-    alignas(64) std::mutex use_mutex;  // close()'s wait for the uses to end, and their last end's wake
-    std::condition_variable use_cv;
     // The workers' part: each request's operations join the report as it completes.
     alignas(64) std::mutex mutex;
     Report report;              // guarded by mutex
