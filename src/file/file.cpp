@@ -75,12 +75,9 @@ namespace {
 std::mutex g_use_end_mutex;
 const bool g_use_end_mutex_forks = (hold_across_fork(g_use_end_mutex), true);
 std::atomic<unsigned> g_closers{0};  // close() calls waiting for uses to end, in any File
-struct UseEnds {
-  std::condition_variable ended;  // notified under g_use_end_mutex
-};
-std::atomic<UseEnds*> g_use_ends{nullptr};
+std::atomic<std::condition_variable*> g_use_ended{nullptr};  // notified under g_use_end_mutex
 std::condition_variable& use_ended() {
-  return made_once(g_use_ends, [] { return new UseEnds(); }).ended;
+  return made_once(g_use_ended, [] { return new std::condition_variable(); });
 }
 
 }  // namespace

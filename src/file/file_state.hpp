@@ -3,13 +3,12 @@
 // is never closed (and its number handed to another file) under a running task. ~File closes too, so a
 // FileState outlives every Use: the last one ends in a request's completion, before the File can go.
 // Thread safety: every member may be called from any thread at once (Files are shared by threads, and their
-// requests complete on the pool): uses and closing are atomics of the process part (ProcessPart), the report and
-// the position are guarded by its mutex, the cuFile state by gds_mutex; path, config, source, flags and append never change
-// after opening.
+// requests complete on the pool): uses and closing are atomics of the process part (ProcessPart), the report
+// and the position are guarded by its mutex, the cuFile state by gds_mutex; path, config, source, flags and
+// append never change after opening.
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <optional>

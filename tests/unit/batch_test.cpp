@@ -713,8 +713,9 @@ TEST(EngineSharing, OneTaskRequestsInFlightSpreadOverTheWorkers) {
   for (const auto& b : buffers) EXPECT_EQ(b, std::vector<std::uint8_t>(4096, 0x5A));
 }
 
-// The same, round after round on new Files: a push that counted a drainer free just before it took its last op
-// (and so left its own op to nobody) once hung the test above under ThreadSanitizer.
+// The same, round after round on new Files: the test above once hung under ThreadSanitizer, and this failed in
+// every run while a submit's wake could reach the pool's clock-watching worker, which then took a job whose
+// grace had ended and left the ready drainer job beside an idle worker.
 TEST(EngineSharing, EveryOneTaskReadInFlightFindsADrainerRoundAfterRound) {
   const unsigned together = static_cast<unsigned>(detail::shared_pool().workers()) + 4;
   Config c;
