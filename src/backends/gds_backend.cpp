@@ -1,13 +1,14 @@
 // cuFile workers: reads and writes through cuFile, unaligned edges bounced, statistics read around them.
 #include "backends/gds_backend.hpp"
-#include "backends/cufile_attribution.hpp"
 
 #include <atomic>
 
 #include <fmt/format.h>
 
+#include "base/atomic_max.hpp"
 #include "base/decision.hpp"
 #include "platform/cuda/primary_context.hpp"
+#include "report/cufile_attribution.hpp"
 
 namespace ferry::detail {
 namespace {
@@ -41,10 +42,7 @@ class GdsBackend final : public RouteBackend {
       FERRY_ASSIGN_OR_RETURN(edges, edges_->make_worker(wait));
       if (!edges) return std::unique_ptr<RouteWorker>();
     }
-    int now = g_cufile_requests_in_flight.load();
-    int seen = max_concurrent_.load();
-    while (now > seen && !max_concurrent_.compare_exchange_weak(seen, now)) {
-    }
+    raise_to_max(max_concurrent_, g_cufile_requests_in_flight.load());
     return std::unique_ptr<RouteWorker>(new Worker(*this, std::move(edges)));
   }
   const Decision& decision() const override { return decision_; }

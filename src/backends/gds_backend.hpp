@@ -16,20 +16,6 @@
 
 namespace ferry::detail {
 
-/// A registered cuFile handle, deregistered when the last user lets go.
-class GdsFileHandle {
- public:
-  GdsFileHandle(const CuFileDriver& driver, CUfileHandle_t handle) : driver_(&driver), handle_(handle) {}
-  ~GdsFileHandle() { driver_->deregister_handle(handle_); }
-  GdsFileHandle(const GdsFileHandle&) = delete;
-  GdsFileHandle& operator=(const GdsFileHandle&) = delete;
-  CUfileHandle_t get() const { return handle_; }
-
- private:
-  const CuFileDriver* driver_;
-  CUfileHandle_t handle_;
-};
-
 struct GdsTarget {
   const CudaApi* cuda = nullptr;
   int device = -1;

@@ -55,7 +55,7 @@ class StagedWorker final : public RouteWorker {
 
   ~StagedWorker() override {
     // finish() normally returned the kit; if it could not (a failed sync), free it rather than reuse it.
-    if (kit_) process_staging_pool().discard(std::move(kit_));
+    if (kit_) process_staging_pool().release(std::move(kit_), /*destroy=*/true);
   }
 
   // Ops that fit in a bounce buffer are read back to back into one (packs()) and each run of them whose

@@ -1,35 +1,18 @@
 // StagingPool: pinned bounce buffers, streams and events, created once and reused.
 #include "backends/staging_pool.hpp"
 
-#include <sys/mman.h>
-
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <cstdint>
 
-#include "backends/numa_placement.hpp"
 #include "base/fork_guard.hpp"
-#include "base/setup_ledger.hpp"
 #include "ferry/config.hpp"
-#include "platform/cuda/primary_context.hpp"
 
 #include <fmt/format.h>
 
 namespace ferry::detail {
 namespace {
 
-constexpr std::size_t kHugePage = 2u << 20;
-
-std::atomic<std::uint64_t> g_pinned_bytes{0};  // every kit's buffers, from creation to destroy_kit
-std::atomic<std::uint64_t> g_peak_pinned_bytes{0};
 std::atomic<std::uint64_t> g_waits{0}, g_waited_ns{0};
-
-// What a kit takes from the budget before it is made: its buffers on whole huge pages (a kit that ends up
-// with cuMemHostAlloc's pages pins less, and gives the difference back once made).
-std::uint64_t kit_charge(std::uint64_t buffer_size, unsigned count) {
-  return (buffer_size * count + kHugePage - 1) / kHugePage * kHugePage;
-}
 
 // Kits that could never fit: a configuration to change, not a wait.
 Status too_large(std::uint64_t buffer_size, std::span<const unsigned> counts, std::uint64_t need, std::uint64_t budget) {
@@ -41,124 +24,11 @@ Status too_large(std::uint64_t buffer_size, std::span<const unsigned> counts, st
                             format_size(need), format_size(budget)));
 }
 
-// Maps `bytes` (a multiple of 2 MiB) aligned to 2 MiB, on `node` when it is not -1, asks for huge pages,
-// and faults them in.
-void* map_huge_region(std::size_t bytes, int node) {
-  std::size_t span = bytes + kHugePage;
-  void* raw = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) return nullptr;
-  auto start = (reinterpret_cast<std::uintptr_t>(raw) + kHugePage - 1) & ~std::uintptr_t{kHugePage - 1};
-  auto* aligned = reinterpret_cast<char*>(start);
-  // Trim the slack on both sides so that only the aligned region stays mapped.
-  std::size_t head = static_cast<std::size_t>(aligned - static_cast<char*>(raw));
-  if (head) ::munmap(raw, head);
-  if (span - head - bytes) ::munmap(aligned + bytes, span - head - bytes);
-  if (node >= 0) (void)prefer_node(aligned, bytes, node);
-  (void)::madvise(aligned, bytes, MADV_HUGEPAGE);
-  (void)::madvise(aligned, bytes, MADV_POPULATE_WRITE);
-  return aligned;
-}
-
-// Pins every buffer of `kit` as one registered huge-page region on `node` (-1: anywhere); false (and nothing
-// held) when the region cannot be mapped or registered, so the caller falls back to cuMemHostAlloc.
-bool pin_huge_region(const CudaApi& api, StagingKit& kit, unsigned count, int node) {
-  const std::size_t bytes = kit_charge(kit.buffer_size, count);
-  void* region = map_huge_region(bytes, node);
-  if (region == nullptr) return false;
-  if (api.cuMemHostRegister_v2(region, bytes, kMemHostRegisterPortable) != CUDA_SUCCESS) {
-    ::munmap(region, bytes);
-    return false;
-  }
-  kit.region = region;
-  kit.region_bytes = bytes;
-  for (unsigned i = 0; i < count; ++i) kit.buffers.push_back(static_cast<char*>(region) + i * kit.buffer_size);
-  return true;
-}
-
-// The NUMA node for `device`'s bounce buffers, asked of the driver for each kit made (kits are made rarely).
-int bounce_node(const CudaApi& api, int device) {
-  static constinit std::atomic<int> known_nodes{0};  // 0: not asked yet (no first-use guard: fork_guard.hpp)
-  int nodes = known_nodes.load(std::memory_order_relaxed);
-  if (nodes == 0) {
-    nodes = online_numa_nodes();
-    known_nodes.store(nodes, std::memory_order_relaxed);
-  }
-  if (nodes <= 1) return -1;
-  auto info = describe_device(api, device);
-  return info.ok() ? bounce_buffer_node(info->host_numa_id, nodes) : -1;
-}
-
 bool has_shape(const StagingKit& k, const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count) {
   return k.api == &api && k.device == device && k.buffer_size == buffer_size && k.buffers.size() == count;
 }
 
 }  // namespace
-
-void destroy_kit(StagingKit& kit) {
-  if (kit.api == nullptr) return;
-  const CudaApi& api = *kit.api;
-  // The stream goes first: a kit destroyed because waiting for its copies failed may still have copies
-  // queued from its buffers, and a destroyed stream's queued work still completes.
-  if (kit.stream) (void)api.cuStreamDestroy_v2(kit.stream);
-  kit.stream = nullptr;
-  for (CUevent e : kit.events) {
-    if (e) (void)api.cuEventDestroy_v2(e);
-  }
-  g_pinned_bytes -= kit.pinned_bytes;
-  kit.pinned_bytes = 0;
-  if (kit.region != nullptr) {
-    (void)api.cuMemHostUnregister(kit.region);
-    ::munmap(kit.region, kit.region_bytes);
-    kit.region = nullptr;
-  } else {
-    for (void* b : kit.buffers) {
-      if (b) (void)api.cuMemFreeHost(b);
-    }
-  }
-  kit.events.clear();
-  kit.buffers.clear();
-}
-
-// A new kit: a stream, `count` pinned buffers and their events. Counted nowhere yet.
-Result<std::unique_ptr<StagingKit>> StagingPool::make_kit(const CudaApi& api, int device, std::uint64_t buffer_size,
-                                                          unsigned count) {
-  SetupTimer timer(SetupStep::pinned_buffers);
-  auto kit = std::make_unique<StagingKit>();
-  kit->api = &api;
-  kit->device = device;
-  kit->buffer_size = buffer_size;
-  auto fail = [&](CUresult rc, std::string what) -> Status {
-    Status s = cuda_check(api, rc, what);
-    destroy_kit(*kit);
-    return s;
-  };
-  // A blocking stream: its copies wait for work the caller queued on the legacy default stream (a
-  // cudaMemset of the destination, a pageable cudaMemcpy still in flight), as the caller would expect.
-  CUresult rc = api.cuStreamCreate(&kit->stream, CU_STREAM_DEFAULT);
-  if (rc != CUDA_SUCCESS) return fail(rc, fmt::format("cuStreamCreate for GPU {}", device));
-  const bool huge = pin_huge_region(api, *kit, count, bounce_node(api, device));
-  for (unsigned i = 0; i < count; ++i) {
-    if (!huge) {
-      void* buffer = nullptr;
-      rc = api.cuMemHostAlloc(&buffer, buffer_size, kMemHostAllocPortable);
-      if (rc != CUDA_SUCCESS) {
-        return fail(rc, fmt::format("cuMemHostAlloc of a {}-byte pinned bounce buffer", buffer_size));
-      }
-      kit->buffers.push_back(buffer);
-    }
-    CUevent event = nullptr;
-    rc = api.cuEventCreate(&event, CU_EVENT_DISABLE_TIMING);
-    if (rc != CUDA_SUCCESS) return fail(rc, "cuEventCreate");
-    kit->events.push_back(event);
-  }
-  kit->pinned_bytes = huge ? kit->region_bytes : buffer_size * count;
-  const std::uint64_t now = g_pinned_bytes += kit->pinned_bytes;
-  std::uint64_t peak = g_peak_pinned_bytes.load();
-  while (now > peak && !g_peak_pinned_bytes.compare_exchange_weak(peak, now)) {
-  }
-  timer.set(1, kit->pinned_bytes);
-  return kit;
-}
 
 std::uint64_t StagingPool::budget() const { return fixed_budget_ != 0 ? fixed_budget_ : pinned_budget_in_force(); }
 
@@ -292,31 +162,21 @@ Result<Kits> StagingPool::complete(const CudaApi& api, int device, std::uint64_t
   // later workers still wait.
   Status failed;
   for (unsigned count : grant.to_make) {
-    const std::uint64_t charge = kit_charge(buffer_size, count);
-    Result<std::unique_ptr<StagingKit>> made = Status(ErrorCode::internal, "not made: an earlier kit failed");
-    if (failed.ok()) {
-      std::lock_guard<std::mutex> making(making_mutex_);
-      std::unique_ptr<StagingKit> idle;
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        idle = take_idle_locked(api, device, buffer_size, count);
-        if (idle) held_ -= charge;  // a warm-up made one meanwhile: its bytes are counted already
-      }
-      if (idle) {
+    if (!failed.ok()) {  // not made: an earlier kit failed
+      std::lock_guard<std::mutex> lock(mutex_);
+      held_ -= kit_charge(buffer_size, count);
+      continue;
+    }
+    std::lock_guard<std::mutex> making(making_mutex_);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (auto idle = take_idle_locked(api, device, buffer_size, count)) {
+        held_ -= kit_charge(buffer_size, count);  // a warm-up made one meanwhile: its bytes are counted already
         kits.push_back(std::move(idle));
         continue;
       }
-      made = make_kit(api, device, buffer_size, count);
     }
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (made.ok()) {
-      held_ = held_ - charge + (*made)->pinned_bytes;  // a kit off huge pages pins less than it was charged
-      ++in_use_;
-      kits.push_back(std::move(*made));
-    } else {
-      if (failed.ok()) failed = made.status();
-      held_ -= charge;
-    }
+    failed = make_charged(api, device, buffer_size, count, kits);
   }
   if (!failed.ok()) {
     for (auto& kit : kits) release(std::move(kit));  // good kits, back for others
@@ -414,11 +274,16 @@ Result<std::unique_ptr<StagingKit>> StagingPool::try_acquire(const CudaApi& api,
   return std::move(kits.front());
 }
 
-bool StagingPool::holds_locked(const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count,
-                               unsigned kits) {
-  const auto idle = std::count_if(idle_.begin(), idle_.end(),
-                                  [&](const auto& k) { return has_shape(*k, api, device, buffer_size, count); });
-  return static_cast<unsigned>(idle) + in_use_ >= kits;
+Status StagingPool::make_charged(const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count,
+                                 Kits& into) {
+  auto made = make_kit(api, device, buffer_size, count);
+  std::lock_guard<std::mutex> lock(mutex_);
+  held_ -= kit_charge(buffer_size, count);
+  if (!made.ok()) return made.status();
+  held_ += (*made)->pinned_bytes;  // a kit off huge pages pins less than it was charged
+  if (&into != &idle_) ++in_use_;
+  into.push_back(std::move(*made));
+  return Status();
 }
 
 Status StagingPool::reserve(const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count,
@@ -427,41 +292,31 @@ Status StagingPool::reserve(const CudaApi& api, int device, std::uint64_t buffer
   for (;;) {
     std::lock_guard<std::mutex> making(making_mutex_);
     {
-      // Only into free room: a warm-up frees nothing and waits for nothing.
+      // Only into free room: a warm-up frees nothing and waits for nothing. Every kit in use (of any shape)
+      // counts as one of the `kits`.
       std::lock_guard<std::mutex> lock(mutex_);
-      if (holds_locked(api, device, buffer_size, count, kits) || !waiters_.empty() || held_ + charge > budget()) {
+      const auto idle = std::count_if(idle_.begin(), idle_.end(),
+                                      [&](const auto& k) { return has_shape(*k, api, device, buffer_size, count); });
+      if (static_cast<unsigned>(idle) + in_use_ >= kits || !waiters_.empty() || held_ + charge > budget()) {
         return Status();
       }
       held_ += charge;
     }
-    auto made = make_kit(api, device, buffer_size, count);
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!made.ok()) {
-      held_ -= charge;
-      return made.status();
-    }
-    held_ = held_ - charge + (*made)->pinned_bytes;
-    idle_.push_back(std::move(*made));
+    FERRY_RETURN_IF_ERROR(make_charged(api, device, buffer_size, count, idle_));
   }
 }
 
-void StagingPool::release(std::unique_ptr<StagingKit> kit) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    --in_use_;
-    idle_.push_back(std::move(kit));
-    if (waiters_.empty()) return;
-  }
-  room_came();
-}
-
-void StagingPool::discard(std::unique_ptr<StagingKit> kit) {
+void StagingPool::release(std::unique_ptr<StagingKit> kit, bool destroy) {
   const std::uint64_t bytes = kit->pinned_bytes;
-  destroy_kit(*kit);
+  if (destroy) destroy_kit(*kit);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     --in_use_;
-    held_ -= bytes;
+    if (destroy) {
+      held_ -= bytes;
+    } else {
+      idle_.push_back(std::move(kit));
+    }
     if (waiters_.empty()) return;
   }
   room_came();
@@ -478,12 +333,6 @@ void StagingPool::clear() {
   room_came();
 }
 
-std::uint64_t StagingPool::pinned_bytes() { return g_pinned_bytes.load(); }
-std::uint64_t StagingPool::peak_pinned_bytes() { return g_peak_pinned_bytes.load(); }
-void StagingPool::reset_peak_pinned_bytes() { g_peak_pinned_bytes.store(g_pinned_bytes.load()); }
-std::uint64_t StagingPool::waits() { return g_waits.load(); }
-std::uint64_t StagingPool::waited_ns() { return g_waited_ns.load(); }
-
 StagingPool& process_staging_pool() {
   // Leaked on purpose: freeing pinned memory during static destruction races the driver's own teardown.
   static constinit std::atomic<StagingPool*> pool{nullptr};
@@ -495,13 +344,12 @@ StagingPool& process_staging_pool() {
 namespace ferry {
 
 PinnedMemoryUse pinned_memory_use() {
-  using detail::StagingPool;
   PinnedMemoryUse use;
   use.budget = detail::process_staging_pool().budget();
-  use.pinned_bytes = StagingPool::pinned_bytes();
-  use.peak_bytes = StagingPool::peak_pinned_bytes();
-  use.waits = StagingPool::waits();
-  use.waited_seconds = static_cast<double>(StagingPool::waited_ns()) / 1e9;
+  use.pinned_bytes = detail::kit_pinned_bytes();
+  use.peak_bytes = detail::peak_kit_pinned_bytes();
+  use.waits = detail::g_waits.load();
+  use.waited_seconds = static_cast<double>(detail::g_waited_ns.load()) / 1e9;
   return use;
 }
 

@@ -1,18 +1,8 @@
-// Reusable staging kits for the staged route: pinned bounce buffers plus a stream and one event per
-// buffer. Pinning memory costs far more than the copy it serves (measured: a third of the throughput when
-// done inside the timed region), so kits are kept for the life of the process and handed out again.
-//
-// The buffers are anonymous memory on 2 MiB huge pages where the kernel gives them, pinned with
-// cuMemHostRegister; cuMemHostAlloc, the fallback, hands out 4 KiB pages, and an O_DIRECT read into those
-// reaches the disk in requests of at most max_segments pages (measured on a virtio disk with 254
-// segments: 1.4 GiB/s into 4 KiB pages, 2.4 GiB/s into huge pages, same reads). On a machine with several
-// NUMA nodes the region is placed on the node nearest the GPU (numa_placement.hpp).
-//
-// Every kit of the process counts against one budget (the pinned_budget setting): a kit that would not fit
-// is made only once idle kits of other shapes were freed or kits in use came back. Callers wait their turn
-// in the order they came, and a caller that needs several kits gets all of them at once, so that no two
-// callers each hold part of what they need. Pool workers do not wait (a worker blocked on memory could be
-// the one a save's writes need): try_acquire says "not now" and calls them back.
+// The staging pool: staging kits (platform/cuda/staging_kit.hpp) kept for the life of the process and handed
+// out again, since pinning costs far more than the copy it serves (a third of the throughput when done inside
+// the timed region). Every kit of the process counts against one budget; callers wait in turn and get all
+// their kits at once, and pool workers never wait (try_acquire). docs/engine.md ("One pinned budget") says
+// why each rule holds.
 // Thread safety: every member may be called from any thread.
 #pragma once
 
@@ -28,20 +18,9 @@
 
 #include "ferry/status.hpp"
 #include "platform/cuda/cuda_api.hpp"
+#include "platform/cuda/staging_kit.hpp"
 
 namespace ferry::detail {
-
-struct StagingKit {
-  const CudaApi* api = nullptr;
-  int device = -1;
-  std::uint64_t buffer_size = 0;
-  CUstream stream = nullptr;
-  std::vector<void*> buffers;   // pinned host memory, page-aligned, buffer_size bytes each
-  std::vector<CUevent> events;  // events[i] is recorded after the last copy that used buffers[i]
-  void* region = nullptr;       // the registered mapping holding every buffer, or null (cuMemHostAlloc)
-  std::size_t region_bytes = 0;
-  std::uint64_t pinned_bytes = 0;  // counted in StagingPool::pinned_bytes() until destroy_kit
-};
 
 using Kits = std::vector<std::unique_ptr<StagingKit>>;
 
@@ -70,10 +49,9 @@ class StagingPool {
     const void* first = first_waiter_.load(std::memory_order_relaxed);
     return first != nullptr && first != owner;
   }
-  /// Gives a kit back. The kit's stream must be idle (synchronised).
-  void release(std::unique_ptr<StagingKit> kit);
-  /// Frees an acquired kit that cannot go back (its stream could not be synchronised): destroy_kit.
-  void discard(std::unique_ptr<StagingKit> kit);
+  /// Gives a kit back; its stream must be idle (synchronised). `destroy`: frees it instead (destroy_kit), for
+  /// a kit whose stream could not be synchronised.
+  void release(std::unique_ptr<StagingKit> kit, bool destroy = false);
   /// Makes kits of this shape, one at a time and each into the pool as soon as it is made, until `kits`
   /// kits are idle in the pool or in use, or the budget has no room for more: a request of that many
   /// workers then pins nothing, and workers that start meanwhile (a load begun during a warm-up) take each
@@ -86,14 +64,6 @@ class StagingPool {
   std::uint64_t budget() const;
   /// How many kits of `count` buffers of `buffer_size` the whole budget holds (0: not one).
   std::uint64_t kits_that_fit(std::uint64_t buffer_size, unsigned count) const;
-  /// Pinned bytes held by every kit that exists now, idle or in use (the soak watches it stay flat).
-  static std::uint64_t pinned_bytes();
-  /// The most pinned bytes kits held at once since the process started (or reset_peak_pinned_bytes()).
-  static std::uint64_t peak_pinned_bytes();
-  static void reset_peak_pinned_bytes();
-  /// Waits for room in a budget (a caller's or a worker's), and their time summed.
-  static std::uint64_t waits();
-  static std::uint64_t waited_ns();
 
  private:
   struct Waiter;
@@ -130,16 +100,15 @@ class StagingPool {
   std::shared_ptr<Waiter> enqueue_locked(const void* owner, const CudaApi& api, int device, std::uint64_t buffer_size,
                                          std::span<const unsigned> counts);
 
-  Result<std::unique_ptr<StagingKit>> make_kit(const CudaApi& api, int device, std::uint64_t buffer_size,
-                                               unsigned count);
-  // Whether `kits` kits of this shape are idle, counting every kit in use (of any shape) as one.
-  bool holds_locked(const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count, unsigned kits);
+  // Makes a kit the budget was charged for (kit_charge) and settles the charge; the kit goes to `into`
+  // (idle_, or a caller's kits: then in use).
+  Status make_charged(const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count, Kits& into);
 
   const std::uint64_t fixed_budget_;
   mutable std::mutex mutex_;  // guards everything below
   std::mutex making_mutex_;   // one kit is made at a time (see complete)
   Kits idle_;                 // oldest first
-  unsigned in_use_ = 0;       // kits handed out (once made) and not yet released or discarded, of any shape
+  unsigned in_use_ = 0;       // kits handed out (once made) and not yet released, of any shape
   std::uint64_t held_ = 0;    // pinned bytes of every kit of this pool, plus those charged for kits being made
   std::deque<std::shared_ptr<Waiter>> waiters_;
   std::vector<const void*> passes_;  // workers called back: their next try_acquire goes first
@@ -148,7 +117,5 @@ class StagingPool {
 };
 
 StagingPool& process_staging_pool();
-/// Frees a kit's driver resources (best effort: used on error paths and by clear()).
-void destroy_kit(StagingKit& kit);
 
 }  // namespace ferry::detail

@@ -62,7 +62,7 @@ SaveStaging::~SaveStaging() {
     if (context.status().ok() && api_->cuStreamSynchronize(kit->stream) == ferry::detail::CUDA_SUCCESS) {
       ferry::detail::process_staging_pool().release(std::move(kit));
     } else {
-      ferry::detail::process_staging_pool().discard(std::move(kit));
+      ferry::detail::process_staging_pool().release(std::move(kit), /*destroy=*/true);
     }
   }
 }

@@ -278,8 +278,8 @@ TEST(Issue9Gpu, StressWithinTheSmallestPinnedBudget) {
   Config budgeted = before;
   set_default_config(budgeted.set_pinned_budget(64 << 20));
   detail::process_staging_pool().clear();
-  detail::StagingPool::reset_peak_pinned_bytes();
-  const std::uint64_t waits_before = detail::StagingPool::waits();
+  detail::reset_peak_pinned_bytes();
+  const std::uint64_t waits_before = ferry::pinned_memory_use().waits;
   // Others hold half of it all along: two workers' kits are left for the run's sixteen threads.
   ASSERT_TRUE(detail::make_current(*api, 0).ok());
   const unsigned others[] = {2, 2, 2, 2};
@@ -302,13 +302,13 @@ TEST(Issue9Gpu, StressWithinTheSmallestPinnedBudget) {
   auto out = testing::run_stress(o);
   for (auto& kit : *held) detail::process_staging_pool().release(std::move(kit));
   std::cout << "stress within 64 MiB of pinned memory, seed " << o.seed << ": " << out.summary() << "; peak "
-            << detail::StagingPool::peak_pinned_bytes() << " bytes, " << detail::StagingPool::waits() - waits_before
+            << ferry::pinned_memory_use().peak_bytes << " bytes, " << ferry::pinned_memory_use().waits - waits_before
             << " waits for room\n";
   EXPECT_TRUE(out.ok()) << out.summary();
   EXPECT_GE(out.requests, o.max_requests) << "fewer than " << o.max_requests << " requests in three minutes";
   EXPECT_GT(out.batches, 0u);
-  EXPECT_LE(detail::StagingPool::peak_pinned_bytes(), 64u << 20);
-  EXPECT_GT(detail::StagingPool::waits(), waits_before) << "the budget never held anything back: the test proves nothing";
+  EXPECT_LE(ferry::pinned_memory_use().peak_bytes, 64u << 20);
+  EXPECT_GT(ferry::pinned_memory_use().waits, waits_before) << "the budget never held anything back: the test proves nothing";
   set_default_config(before);
 }
 

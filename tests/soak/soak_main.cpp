@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/staging_pool.hpp"
+#include "ferry/config.hpp"
 #include "platform/cuda/cuda_api.hpp"
 #include "support/stress.hpp"
 
@@ -113,7 +114,7 @@ int main(int argc, char** argv) {
     s.bytes = bytes;
     s.rss_kib = status_kib("VmRSS:");
     s.pinned_kib = status_kib("VmPin:");
-    s.staging_bytes = ferry::detail::StagingPool::pinned_bytes();
+    s.staging_bytes = ferry::pinned_memory_use().pinned_bytes;
     s.gpu_mib = gpu_mib();
     samples.push_back(s);
     std::cout << json(s) << std::endl;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backends/staging_pool.hpp"
+#include "ferry/config.hpp"
 #include "file/stream_order.hpp"
 #include "platform/cuda/primary_context.hpp"
 
@@ -890,7 +891,7 @@ void reset_fake_cuda() {
   // A worker of the engine gives its staging back once it finds nothing more to do, which may be a moment
   // after the request it last served was seen done: the fake driver is reset under no kit still in use.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  while (detail::StagingPool::pinned_bytes() != 0 && std::chrono::steady_clock::now() < deadline) {
+  while (ferry::pinned_memory_use().pinned_bytes != 0 && std::chrono::steady_clock::now() < deadline) {
     detail::process_staging_pool().clear();
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }

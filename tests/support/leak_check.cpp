@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "backends/staging_pool.hpp"
+#include "ferry/config.hpp"
 #include "platform/cuda/cuda_api.hpp"
 #include "platform/cuda/primary_context.hpp"
 #include "support/fake_cuda.hpp"
@@ -75,11 +76,11 @@ void LeakCheck::OnTestEnd(const ::testing::TestInfo&) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   for (;;) {
     detail::process_staging_pool().clear();
-    const bool freed = detail::StagingPool::pinned_bytes() == 0 && fake_cuda_pinned_bytes_not_freed() <= fake_pinned_bytes_;
+    const bool freed = ferry::pinned_memory_use().pinned_bytes == 0 && fake_cuda_pinned_bytes_not_freed() <= fake_pinned_bytes_;
     if (freed || std::chrono::steady_clock::now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  if (std::uint64_t pinned = detail::StagingPool::pinned_bytes(); pinned != 0) {
+  if (std::uint64_t pinned = ferry::pinned_memory_use().pinned_bytes; pinned != 0) {
     ADD_FAILURE() << "leak check: " << pinned << " bytes of staging kits are still pinned after the test (a kit "
                   << "was never given back)";
   }

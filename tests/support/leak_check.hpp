@@ -3,8 +3,8 @@
 // left behind. The liburing habit of checking the machine's health after each test, in-process.
 //
 // Counted: every descriptor of /proc/self/fd, named by what it refers to; pinned bytes of the staging pool's
-// kits (StagingPool::pinned_bytes, real or fake driver) once its idle kits, which it keeps for the process by
-// design, are freed; and the fake driver's live pinned and registered bytes (tests/support/fake_cuda.hpp).
+// kits (pinned_memory_use().pinned_bytes, real or fake driver) once its idle kits, which it keeps for the
+// process by design, are freed; and the fake driver's live pinned and registered bytes (fake_cuda.hpp).
 // Process-wide resources made once on first use and kept on purpose are not leaks; each is listed, with the
 // reason, in leak_check.cpp.
 // Thread safety: gtest calls the listener on the main thread, between tests.

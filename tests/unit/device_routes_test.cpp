@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "backends/staging_pool.hpp"
-#include "backends/cufile_attribution.hpp"
+#include "report/cufile_attribution.hpp"
 #include "backends/gds_backend.hpp"
 #include "file/open_options.hpp"
 #include "file/warm_up.hpp"

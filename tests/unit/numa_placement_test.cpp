@@ -1,4 +1,4 @@
-#include "backends/numa_placement.hpp"
+#include "platform/numa_placement.hpp"
 
 #include <gtest/gtest.h>
 

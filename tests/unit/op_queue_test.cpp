@@ -530,7 +530,7 @@ TEST_F(Queue, WithThePinnedBudgetFullReadsWaitInTheQueueNotOnAPoolThread) {
       EXPECT_THAT(r->report.summary(), HasSubstr("for pinned memory"));
     }
   }
-  EXPECT_LE(detail::StagingPool::pinned_bytes(), 64u << 20);
+  EXPECT_LE(ferry::pinned_memory_use().pinned_bytes, 64u << 20);
   for (auto& kit : others) detail::process_staging_pool().release(std::move(kit));
   testing::fake_cuda_free(memory);
   set_default_config(before);

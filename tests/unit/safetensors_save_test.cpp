@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/staging_pool.hpp"
+#include "ferry/config.hpp"
 #include "safetensors/checkpoint_state.hpp"
 #include "safetensors/saver.hpp"
 #include "support/fake_cuda.hpp"
@@ -280,7 +281,7 @@ TEST_F(SafetensorsSave, GpuTensorsGoThroughPinnedStagingAndMakeTheSameFile) {
   EXPECT_EQ(testing::fake_cuda_counters().dtoh_copies, 0u) << "no synchronous (pageable) copies";
   EXPECT_EQ(stats->requests, 2u);
   EXPECT_THAT(stats->notes, ::testing::Contains(HasSubstr("pinned memory")));
-  EXPECT_GT(ferry::detail::StagingPool::pinned_bytes(), 0u) << "staging is kept for the next save";
+  EXPECT_GT(ferry::pinned_memory_use().pinned_bytes, 0u) << "staging is kept for the next save";
 }
 
 // Issue 50: within the smallest pinned budget a save's windows are cut to what it holds (two: 64 MiB), the
@@ -289,7 +290,7 @@ TEST_F(SafetensorsSave, GpuTensorsWithinTheSmallestPinnedBudget) {
   const Config before = default_config().value();
   Config budgeted = before;
   set_default_config(budgeted.set_pinned_budget(64 << 20));
-  ferry::detail::StagingPool::reset_peak_pinned_bytes();
+  ferry::detail::reset_peak_pinned_bytes();
   std::vector<std::unique_ptr<Memory>> keep;
   auto t = tensors(keep, /*device=*/true, /*scale=*/24000);  // about 100 MiB: four windows by default
   const std::string path = (dir_ / "gpu.safetensors").string();
@@ -299,7 +300,7 @@ TEST_F(SafetensorsSave, GpuTensorsWithinTheSmallestPinnedBudget) {
   EXPECT_TRUE(stats->staging_pinned);
   EXPECT_EQ(stats->staging_bytes, 2 * kSaveWindowBytes);
   EXPECT_THAT(stats->notes, ::testing::Contains(HasSubstr("half of pinned_budget")));
-  EXPECT_LE(ferry::detail::StagingPool::peak_pinned_bytes(), 64u << 20);
+  EXPECT_LE(ferry::pinned_memory_use().peak_bytes, 64u << 20);
   set_default_config(before);
 }
 

@@ -3,6 +3,7 @@
 // one to come back or frees idle kits of other shapes, callers are served in turn and get all their kits at
 // once, a worker is told "not now" and called back.
 #include "backends/staging_pool.hpp"
+#include "ferry/config.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -62,7 +63,7 @@ class Budget : public ::testing::Test {
     fd::process_staging_pool().clear();  // kits of earlier tests would count as pinned bytes here
     ft::reset_fake_cuda();
     ASSERT_TRUE(fd::make_current(api, 0).ok());
-    fd::StagingPool::reset_peak_pinned_bytes();
+    fd::reset_peak_pinned_bytes();
   }
   void TearDown() override {
     EXPECT_EQ(ft::fake_cuda_counters().streams_created, ft::fake_cuda_counters().streams_destroyed);
@@ -139,7 +140,7 @@ TEST_F(Budget, CallersAreServedInTurnAndGetAllTheirKitsAtOnce) {
     return got;
   });
   EXPECT_TRUE(still_waiting(one)) << "a later caller went before an earlier one";
-  EXPECT_EQ(fd::StagingPool::pinned_bytes(), 8 * kMiB) << "the waiting caller holds part of its kits";
+  EXPECT_EQ(ferry::pinned_memory_use().pinned_bytes, 8 * kMiB) << "the waiting caller holds part of its kits";
   pool.release(std::move(*held));
   auto kits = four.get();
   ASSERT_TRUE(kits.ok()) << kits.status().to_string();
@@ -150,7 +151,7 @@ TEST_F(Budget, CallersAreServedInTurnAndGetAllTheirKitsAtOnce) {
   ASSERT_TRUE(last.ok());
   EXPECT_EQ(four_served, 1);
   EXPECT_EQ(one_served, 2);
-  EXPECT_LE(fd::StagingPool::peak_pinned_bytes(), 32 * kMiB);
+  EXPECT_LE(ferry::pinned_memory_use().peak_bytes, 32 * kMiB);
   pool.release(std::move(*last));
   pool.clear();
 }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backends/staging_pool.hpp"
+#include "ferry/config.hpp"
 #include "engine/thread_pool.hpp"
 #include "file/open_options.hpp"
 #include "file/stream_order.hpp"
@@ -521,8 +522,8 @@ TEST_F(OneHardwareQueue, SixteenStreamsWithinTheSmallestPinnedBudget) {
   const Config before = default_config().value();
   Config budgeted = before;
   set_default_config(budgeted.set_pinned_budget(64 << 20));
-  detail::StagingPool::reset_peak_pinned_bytes();
-  const std::uint64_t waits_before = detail::StagingPool::waits();
+  detail::reset_peak_pinned_bytes();
+  const std::uint64_t waits_before = ferry::pinned_memory_use().waits;
   File f = open("r");  // the staged route (cuFile's synchronise the stream: no slots)
   // The kits and streams are made now: making one later would wait for the busy GPU
   // (implicit_sync_blocks_driver).
@@ -557,8 +558,8 @@ TEST_F(OneHardwareQueue, SixteenStreamsWithinTheSmallestPinnedBudget) {
     waited_ns += r->report.io.pinned_wait_ns;
   }
   EXPECT_TRUE(std::equal(expected_.begin(), expected_.end(), out.begin()));
-  EXPECT_LE(detail::StagingPool::peak_pinned_bytes(), 64u << 20);
-  EXPECT_GT(detail::StagingPool::waits(), waits_before) << "the budget never held a request back";
+  EXPECT_LE(ferry::pinned_memory_use().peak_bytes, 64u << 20);
+  EXPECT_GT(ferry::pinned_memory_use().waits, waits_before) << "the budget never held a request back";
   EXPECT_GT(waited_ns, 0u) << "no report says it waited";
   for (CUstream s : streams) ASSERT_EQ(api().cuStreamDestroy_v2(s), CUDA_SUCCESS);
   ASSERT_EQ(api().cuMemFreeHost(word), CUDA_SUCCESS);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "backends/staging_pool.hpp"
+#include "ferry/config.hpp"
 #include "platform/cuda/primary_context.hpp"
 #include "support/fake_cuda.hpp"
 #include "support/fake_cufile.hpp"
@@ -73,8 +74,8 @@ TEST_F(Stress, EveryByteRightWithManyThreadsFilesPoliciesAndTwoFakeGpus) {
 TEST_F(Stress, EveryByteRightWithinTheSmallestPinnedBudget) {
   Config budgeted = default_before_;
   set_default_config(budgeted.set_pinned_budget(64 << 20));
-  detail::StagingPool::reset_peak_pinned_bytes();
-  const std::uint64_t waits_before = detail::StagingPool::waits();
+  detail::reset_peak_pinned_bytes();
+  const std::uint64_t waits_before = ferry::pinned_memory_use().waits;
   // Others hold three quarters of it all along: one worker's kit is left for the run, so that its workers
   // meet the budget whatever the machine's timing.
   ASSERT_TRUE(detail::make_current(testing::fake_cuda_api(), 0).ok());
@@ -91,11 +92,11 @@ TEST_F(Stress, EveryByteRightWithinTheSmallestPinnedBudget) {
   EXPECT_TRUE(out.ok()) << out.summary();
   EXPECT_GE(out.requests, o.max_requests);
   EXPECT_GT(out.batches, 0u);
-  EXPECT_LE(detail::StagingPool::peak_pinned_bytes(), 64u << 20);
-  EXPECT_GT(detail::StagingPool::waits(), waits_before) << "the budget never held anything back: the test proves nothing";
+  EXPECT_LE(ferry::pinned_memory_use().peak_bytes, 64u << 20);
+  EXPECT_GT(ferry::pinned_memory_use().waits, waits_before) << "the budget never held anything back: the test proves nothing";
   for (auto& kit : *held) detail::process_staging_pool().release(std::move(kit));
   std::cout << "stress within 64 MiB of pinned memory: seed " << o.seed << ": " << out.summary() << "; "
-            << detail::StagingPool::waits() - waits_before << " waits for room\n";
+            << ferry::pinned_memory_use().waits - waits_before << " waits for room\n";
 }
 
 }  // namespace

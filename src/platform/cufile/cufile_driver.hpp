@@ -117,6 +117,20 @@ CuFileCounters cufile_counters_delta(const CuFileCounters& before, const CuFileC
 /// The counters Ferry reports, from one GPU's level-3 statistics.
 CuFileCounters cufile_counters_from(const CUfilePerGpuStats_t& stats);
 
+/// A registered cuFile handle, deregistered when the last user lets go.
+class GdsFileHandle {
+ public:
+  GdsFileHandle(const CuFileDriver& driver, CUfileHandle_t handle) : driver_(&driver), handle_(handle) {}
+  ~GdsFileHandle() { driver_->deregister_handle(handle_); }
+  GdsFileHandle(const GdsFileHandle&) = delete;
+  GdsFileHandle& operator=(const GdsFileHandle&) = delete;
+  CUfileHandle_t get() const { return handle_; }
+
+ private:
+  const CuFileDriver* driver_;
+  CUfileHandle_t handle_;
+};
+
 /// "nvfs=0 posix=12 p2p=0 reads, 50331648 bytes read; nvfs=0 posix=0 p2p=0 writes, 0 bytes written".
 std::string cufile_counters_text(const CuFileCounters& counters);
 

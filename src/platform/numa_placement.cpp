@@ -1,5 +1,5 @@
 // NUMA placement without libnuma: the node list from sysfs, mbind through syscall().
-#include "backends/numa_placement.hpp"
+#include "platform/numa_placement.hpp"
 
 #include <sys/syscall.h>
 #include <unistd.h>

@@ -1,5 +1,5 @@
 // attribute_by_cufile_stats: cuFile's statistics decide which of its routes each operation took.
-#include "backends/cufile_attribution.hpp"
+#include "report/cufile_attribution.hpp"
 
 #include <algorithm>
 #include <string>
