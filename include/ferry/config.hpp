@@ -106,43 +106,40 @@ class Config {
   std::string get(std::string_view name) const;
   SettingSource source(std::string_view name) const;
 
-  // Worker threads one request may use (1..256). Default: the cores this process may use (its affinity mask, a
-  // container's CPU quota), at least 4, at most 16.
+  // Each setting's bounds and default: docs/settings.md.
+  // Worker threads one request may use.
   unsigned threads() const { return threads_; }
   Config& set_threads(unsigned n);
-  // Bytes per task: one request is split into tasks of this size (4 KiB..1 GiB, rounded up to 4 KiB).
-  // Default 4 MiB.
+  // Bytes per task: one request is split into tasks of this size.
   std::uint64_t task_size() const { return task_size_; }
   Config& set_task_size(std::uint64_t bytes);
   DirectIo direct_io() const { return direct_io_; }
   Config& set_direct_io(DirectIo d);
   CompatMode compat_mode() const { return compat_mode_; }
   Config& set_compat_mode(CompatMode m);
-  // Device requests smaller than this take the staged route (0..1 TiB). Default 16 KiB.
+  // Device requests smaller than this take the staged route.
   std::uint64_t gds_threshold() const { return gds_threshold_; }
   Config& set_gds_threshold(std::uint64_t bytes);
-  // Size of one pinned bounce buffer of the staged route (4 KiB..256 MiB, rounded up to 4 KiB). Default 4 MiB.
+  // Size of one pinned bounce buffer of the staged route.
   std::uint64_t bounce_buffer_size() const { return bounce_buffer_size_; }
   Config& set_bounce_buffer_size(std::uint64_t bytes);
-  // Pinned bounce buffers per worker (2..64: at least 2, so that reading and copying overlap). Default 2.
+  // Pinned bounce buffers per worker (at least 2, so that reading and copying overlap).
   unsigned bounce_buffers_per_thread() const { return bounce_buffers_per_thread_; }
   Config& set_bounce_buffers_per_thread(unsigned n);
-  // The most pinned host memory the process's staging holds at once (64 MiB..64 TiB, rounded up to 4 KiB).
-  // Default: a quarter of the memory the process may use (physical, or its cgroup's limit). Process-wide:
-  // only the default configuration's value counts (pinned_budget_in_force()); a File's own Config does not
-  // change it.
+  // The most pinned host memory the process's staging holds at once. Process-wide: only the default
+  // configuration's value counts (pinned_budget_in_force()); a File's own Config does not change it.
   std::uint64_t pinned_budget() const { return pinned_budget_; }
   Config& set_pinned_budget(std::uint64_t bytes);
   Requirement require() const { return require_; }
   Config& set_require(Requirement r);
-  // How the host route reads local files (psync or io_uring). Default psync.
+  // How the host route reads local files (psync or io_uring).
   IoEngine io_engine() const { return io_engine_; }
   Config& set_io_engine(IoEngine e);
   // NVTX ranges (for Nsight Systems) around each request and task of Files opened with this config, when
-  // a tool is attached. Default off.
+  // a tool is attached.
   bool nvtx() const { return nvtx_; }
   Config& set_nvtx(bool on);
-  // Remote objects: the remote_* and s3_* settings (RemoteSettings above; bounds in docs/settings.md).
+  // Remote objects: the remote_* and s3_* settings (RemoteSettings above).
   // set_remote clamps numbers to their bounds and marks the settings it changed as set by the API.
   const RemoteSettings& remote() const { return remote_; }
   Config& set_remote(const RemoteSettings& settings);

@@ -1,11 +1,6 @@
-// ferry/doctor.hpp: `ferry doctor` as a library call — a check of the whole stack (CUDA, cuFile, nvidia-fs,
-// IOMMU/ACS, the file's mount, block device, udev record and PCIe placement, Ferry's settings) that ends
-// with a plain answer: the route a read of PATH into GPU N will take, why, and what would give the direct
-// route. With `probe`, a small real read proves the prediction through the route report and cuFile's
-// counters. See docs/doctor.md for each check, the JSON schema and the exit statuses.
-//
-// The prediction is not a second opinion: it asks the same router (route_for/decide) with facts gathered
-// the same way as a real read (cuFile loaded, driver opened, this file registered).
+// ferry/doctor.hpp: `ferry doctor` as a library call: a check of the whole stack that ends with the route a
+// read of PATH into GPU N will take, why, and what would give the direct route, asked of the same router a
+// real read asks. Each check, the JSON schema and the exit statuses: docs/doctor.md.
 // Thread safety: run_doctor() may be called from any thread; it loads CUDA and cuFile as a read would.
 #pragma once
 

@@ -2,7 +2,6 @@
 #pragma once
 
 #include "ferry/config.hpp"
-#include "ferry/direction.hpp"
 #include "ferry/file.hpp"
 #include "ferry/memory.hpp"
 #include "ferry/page_cache.hpp"

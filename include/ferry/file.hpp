@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "ferry/config.hpp"
-#include "ferry/direction.hpp"
 #include "ferry/route.hpp"
 #include "ferry/status.hpp"
 
@@ -101,36 +100,26 @@ class File {
 
   /// Reads every piece of `pieces` (piece i: `size` bytes at file `offset` into `buffer`), in parallel, as
   /// one request: one Future, whose report counts every piece as an operation. For the many small reads of
-  /// data loaders (samples at random offsets): into device memory the pieces are read into pinned bounce
-  /// buffers one after another and each run of pieces whose destinations follow one another moves with
-  /// one copy (pieces laid out back to back in one buffer move 4 MiB per copy); the runs of one bounce
-  /// buffer go to the driver as one batched copy (drivers of CUDA 13 and later; older ones take a copy per
-  /// run). Into host memory each piece is read straight into place. All pieces are host memory, or all are
-  /// device memory of one GPU. The Transfer's bytes are the sum of what the pieces read: a piece reads
+  /// data loaders (samples at random offsets); into device memory the pieces are packed into bounce buffers
+  /// (docs/routes.md). All pieces are host memory, or all are device memory of one GPU. The Transfer's bytes are the sum of what the pieces read: a piece reads
   /// fewer bytes only where the file ends (as it is when the batch starts), and no byte past what a piece
   /// read is written. Pieces may overlap in the file, be empty, or repeat. `pieces` is copied: it need not
   /// outlive the call; the buffers must outlive the future. Errors before any I/O, naming the piece's
   /// index: invalid_argument (a null buffer, a range past the largest offset, pieces in different kinds of
   /// memory or on different GPUs, a device piece outside its allocation); failed_precondition on a closed
   /// File or with require=gds into device memory (batches take the staged route, reason batch_pieces).
-  /// Larger batches, and more of them in flight, move faster: each one's start and end leave the copy
-  /// engine idle for a moment (bench/NOTES.md, "What holds small batches is their boundaries").
+  /// Larger batches, and more of them in flight, move faster (bench/NOTES.md).
   [[nodiscard]] Future pread_batch(std::span<const Piece> pieces);
 
   /// Stream-ordered read for framework code (CUDA streams): reads `size` bytes at `offset` into `buffer`
   /// as pread() does, but in `stream`'s order. `stream` is a CUstream (cudaStream_t) of any context, or
   /// nullptr for the legacy default stream. The read begins only after the work queued on `stream` before
   /// this call has finished, and work queued on `stream` afterwards sees the bytes in `buffer`. It covers
-  /// the file as it is when read_async is called (the copies are planned then). How it is ordered
-  /// (Report::stream_order, docs/stream-order.md), chosen so that it can never deadlock:
-  /// - device memory on the staged route (`stream_copies`): the copies into `buffer` are queued on
-  ///   `stream` itself, each after a cuStreamWaitValue32 on a word that Ferry's threads write once they
-  ///   have read that piece into a pinned bounce buffer; returns at once.
-  /// - host memory (`stream_wait`): `stream` waits on a word Ferry writes once the read has ended (later
-  ///   work, a cuMemcpyHtoDAsync from the buffer say, sees the data); returns at once.
-  /// - cuFile's routes, files without a size, a stream of another context than the buffer's, drivers
-  ///   without stream memory operations (`synchronized`): the calling thread synchronises `stream`, reads
-  ///   as pread() and waits; the future is done when this returns. The report's note says why.
+  /// the file as it is when read_async is called (the copies are planned then). It returns at once, except
+  /// where it cannot order the request on the stream (cuFile's routes, files without a size, a stream of
+  /// another context than the buffer's, drivers without stream memory operations): then it synchronises
+  /// `stream`, reads as pread() and waits, and the report's note says why. How each is ordered
+  /// (Report::stream_order), and why it cannot deadlock: docs/stream-order.md.
   /// The future is done once the stream has passed the request (soon after later work may begin), and
   /// `buffer` is in use until then. A request that fails, is cancelled, or finds the File closed by the
   /// time the stream reaches it still lets the stream through: check the future, since work queued after
@@ -190,9 +179,9 @@ std::vector<std::string> pending_stream_requests();
 
 /// Does ahead of time what a process's first reads into GPU `device` through the staged route would do
 /// inside them: retains the GPU's context, starts `config.threads()` workers and pins a staging kit for each
-/// (`bounce_buffers_per_thread` buffers of `bounce_buffer_size`), so that the first request pins nothing.
-/// On the H200 machine the default 16 kits take about 35 ms. Call it on a thread of its own while the
-/// process does other start-up work (ferry.torch.meta_parameters does, while the model is built); a read
+/// (`bounce_buffers_per_thread` buffers of `bounce_buffer_size`), so that the first request pins nothing
+/// (docs/safetensors.md gives the time it takes). Call it on a thread of its own while the process does
+/// other start-up work (ferry.torch.meta_parameters does, while the model is built); a read
 /// that starts meanwhile takes each kit as it is made. Kits that exist already count: calling it again
 /// costs nothing. Errors: unavailable without a usable CUDA driver; the driver's (a bad ordinal, pinned
 /// memory exhausted).

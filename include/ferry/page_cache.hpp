@@ -1,8 +1,5 @@
-// ferry/page_cache.hpp: how much of a file the kernel's page cache holds, and dropping it.
-//
-// Reads of cached data are memory copies (tens of GB/s); reads of data that is not cached go to the device.
-// Benchmarks, loaders deciding what to prefetch, and tests of cold reads need to know which case they are
-// in, and to make a file cold without root (drop_caches needs root; this does not).
+// ferry/page_cache.hpp: how much of a file the kernel's page cache holds, and dropping it without root
+// (for benchmarks, loaders deciding what to prefetch, and tests of cold reads).
 // Thread safety: both functions may be called from any thread; they open `path` themselves.
 #pragma once
 

@@ -1,15 +1,10 @@
 // ferry/remote.hpp: HTTP(S) and S3 objects, read through ferry::File.
 //
 // A URL opens wherever a path does: File::open("https://host/x.bin"), File::open("s3://bucket/key"),
-// `ferry read URL`, ferry.open(url). The object is a source of the engine like a local file: a request is
-// split into tasks of Config::task_size, each task one HTTP range request on a keep-alive connection of
-// the object's pool, Config::remote().connections of them in flight at once; into host memory they land
-// straight in the caller's buffer, into GPU memory through the staged route's pinned bounce buffers
-// (cuFile reads only local files). open() learns the object's size and ETag with one HEAD (or a one-byte
-// GET where HEAD is refused); every answer's ETag, Content-Range and total size are checked before a byte
-// is used, so an object replaced during a read is an error, never a mix of two versions. Settings are
-// the remote_* and s3_* rows of the settings table (ferry/config.hpp, docs/settings.md); URLs,
-// credentials, retries, deadlines and faults are in docs/remote.md. Writes are refused.
+// `ferry read URL`, ferry.open(url). Each task of a request is one HTTP range request on a keep-alive
+// connection; every answer's ETag, Content-Range and total size are checked before a byte is used, so an
+// object replaced during a read is an error, never a mix of two versions. Writes are refused. How it reads,
+// URLs, credentials, retries, deadlines and faults: docs/remote.md; settings: docs/settings.md.
 //
 // Thread safety: pure functions, and open() as File::open.
 #pragma once

@@ -1,4 +1,5 @@
-// ferry/route.hpp: the route every operation took, the reason for each decision, and reports.
+// ferry/route.hpp: which way a request moves bytes, the route every operation took, the reason for each
+// decision, and reports.
 //
 // Every operation (one task of a request) ends in exactly one Route. Decisions carry a Reason and a
 // detail text ("cuFileHandleRegister failed with 5027: ..."). Reports count operations, bytes and time
@@ -12,15 +13,12 @@
 #include <string>
 #include <vector>
 
-// The one list of routes and the one list of reasons. Everything else is generated from them: the enums
-// below, kRouteCount and kReasonCount, route_name(), reason_name() and reason_text() (src/report/report.cpp),
-// so that a route or reason added here has its name, its text and its place in every count at once (the trap
-// this prevents: a name table that silently lags the enum, answering "?" for the new value).
-//
-// FERRY_ROUTES(X) calls X(enumerator, name) once per route; the name is lowercase with hyphens.
-// FERRY_REASONS(X) calls X(enumerator, text) once per reason; its name is the enumerator's own (snake_case),
-// its text a phrase for people. A comment before each group says which route its reasons explain.
-// Comments inside the lists are /* */ ones: a // comment would swallow the line continuation.
+// The one list of routes and the one list of reasons: the enums below, kRouteCount, kReasonCount, route_name(),
+// reason_name() and reason_text() (src/report/report.cpp) are generated from them, so that no name table lags
+// an enum. FERRY_ROUTES(X) calls X(enumerator, name) per route (lowercase, hyphens); FERRY_REASONS(X) calls
+// X(enumerator, text) per reason (its name is the enumerator, its text a phrase for people), each group after
+// a comment naming the route it explains. Comments inside the lists are /* */ ones: a // comment would
+// swallow the line continuation.
 // clang-format off
 #define FERRY_ROUTES(X)          \
   X(nvfs, "nvfs")                \
@@ -54,6 +52,10 @@
 // clang-format on
 
 namespace ferry {
+
+/// Which way a request moves bytes (named instead of a bool whose polarity a reader has to look up).
+/// `read`: from the file into memory. `write`: from memory into the file.
+enum class Direction { read, write };
 
 #define FERRY_ENUMERATOR_(enumerator, ...) enumerator,
 #define FERRY_ONE_(...) +1
@@ -98,26 +100,13 @@ struct IoCounters {
   std::uint64_t pinned_wait_ns = 0; // time the work waited for room in the pinned budget (pinned_budget)
 };
 
-/// cuFile's own counters (statistics level 3), as a delta over the operations of a report.
+/// cuFile's own counters (statistics level 3), as a delta over the operations of a report. A field added
+/// here is added to kCuFileCounterFields (src/report/cufile_counter_fields.hpp) too.
 struct CuFileCounters {
   std::uint64_t nvfs_reads = 0, posix_reads = 0, p2p_reads = 0;
   std::uint64_t nvfs_writes = 0, posix_writes = 0, p2p_writes = 0;
   std::uint64_t read_bytes = 0, write_bytes = 0;
   std::uint64_t read_errors = 0, write_errors = 0;
-};
-
-/// Every field of CuFileCounters with its name in JSON: the one list that sums, differences and printing
-/// walk, so that a field added above is added here and nowhere else.
-struct CuFileCounterField {
-  const char* name;
-  std::uint64_t CuFileCounters::*member;
-};
-inline constexpr CuFileCounterField kCuFileCounterFields[] = {
-    {"nvfs_reads", &CuFileCounters::nvfs_reads},   {"posix_reads", &CuFileCounters::posix_reads},
-    {"p2p_reads", &CuFileCounters::p2p_reads},     {"nvfs_writes", &CuFileCounters::nvfs_writes},
-    {"posix_writes", &CuFileCounters::posix_writes}, {"p2p_writes", &CuFileCounters::p2p_writes},
-    {"read_bytes", &CuFileCounters::read_bytes},   {"write_bytes", &CuFileCounters::write_bytes},
-    {"read_errors", &CuFileCounters::read_errors}, {"write_errors", &CuFileCounters::write_errors},
 };
 
 /// How a stream-ordered request (File::read_async / write_async) was placed in its stream's order

@@ -1,16 +1,7 @@
 // ferry/safetensors.hpp: safetensors checkpoints (one file, or a sharded set with its
-// model.safetensors.index.json) into GPU or host memory through Ferry's engine.
-//
-// The format: an 8-byte little-endian header length N, N bytes of JSON mapping each tensor name to
-// {"dtype", "shape", "data_offsets": [begin, end]} (offsets into the data section that follows the header),
-// plus an optional "__metadata__" object of strings; then the data section. Ferry validates the whole
-// header before anything is written to memory: every dtype the format defines, shapes and sizes (with
-// overflow checks), offsets in bounds, neither overlapping nor leaving holes, the data section covered
-// exactly (as the format requires), and a size limit on the header.
-//
-// Loading reads each contiguous run of tensors with one File::pread into one allocation per device (or into
-// memory the caller provides), so that a hot checkpoint moves at the staged route's pace rather than tensor
-// by tensor. Shards are read in parallel; LoadOptions says how tensors are spread over GPUs and copied onto more.
+// model.safetensors.index.json) into GPU or host memory through Ferry's engine. Ferry validates the whole
+// header before anything is written to memory, and reads each contiguous run of tensors with one pread; the
+// format, what is refused, and how tensors are placed and read: docs/safetensors.md.
 //
 // Errors (Status codes): invalid_argument for a malformed checkpoint (the message names the file and,
 // where one is to blame, the tensor) or bad options; not_found for missing files or tensors; io_error and
@@ -114,12 +105,9 @@ struct OpenOptions {
   /// Ferry's settings for the reads; nullopt: default_config() (FERRY_* over built-in defaults).
   std::optional<Config> config;
   std::uint64_t max_header_bytes = kDefaultMaxHeaderBytes;  // also the size limit of an index file
-  /// Caps the pinned staging memory the reads use at once (the staged route's bounce buffers:
-  /// requests in flight x threads x bounce_buffers_per_thread x bounce_buffer_size). 0: no cap beyond
-  /// the Config. With a cap, the bounce buffers shrink (to 256 KiB at least), then the threads, then
-  /// fewer requests run at once. Staging kits are pooled for the process, so memory pinned by earlier
-  /// reads stays pinned; the cap bounds what this checkpoint's reads use. Errors: invalid_argument when
-  /// the cap is below one thread's two smallest buffers (512 KiB).
+  /// Caps the pinned staging memory this checkpoint's reads use at once (0: no cap beyond the Config); how
+  /// the cap is met: docs/safetensors.md. Errors: invalid_argument when the cap is below one thread's two
+  /// smallest buffers (512 KiB).
   std::uint64_t max_staging_bytes = 0;
 };
 
@@ -147,10 +135,8 @@ struct LoadOptions {
   std::chrono::milliseconds progress_interval{100};
 };
 
-/// Every tensor a load places starts where the framework's own allocator would put it: GPU kernels (cuBLAS,
-/// attention) choose their code by their operands' alignment, so a tensor at a lesser address computes other
-/// results, and slower ones (an 8-byte aligned Llama ran its forward pass 1.53x slower, with other logits, on
-/// the H200 machine). cudaMalloc gives 256 bytes (PyTorch's caching allocator 512); host allocators 64.
+/// Every tensor a load places starts where the framework's own allocator would put it (cudaMalloc: 256 bytes;
+/// host allocators: 64), since GPU kernels choose their code by their operands' alignment (docs/safetensors.md).
 inline constexpr std::uint64_t kDeviceTensorAlignment = 256;
 inline constexpr std::uint64_t kHostTensorAlignment = 64;
 
@@ -306,19 +292,10 @@ class Checkpoint {
 
 // ------------------------------------------------------------------------------------------------ saving
 //
-// A saved file is byte-identical to what the reference implementation (safetensors.torch.save_file,
-// safetensors.numpy.save_file) writes for the same tensors and metadata: tensors ordered by descending dtype
-// alignment (the reference's dtype order: U64, I64, F64, F32, U32, I32, BF16, F16, U16, I16, F8_E4M3,
-// F8_E5M2, I8, U8, BOOL), then by name (bytewise); their bytes back to back in that order; compact JSON with
-// "__metadata__" first and each tensor as {"dtype","shape","data_offsets"}; the JSON padded with spaces to
-// a multiple of 8 bytes. The one difference: the reference writes metadata keys in hash-map order (a
-// different order from run to run), Ferry in sorted order; with at most one key the files are identical.
-//
-// The data moves through staging windows laid out as the file (pinned and pooled for the process where a
-// tensor is in GPU memory, plain host memory otherwise), each full window written with one File::pwrite.
-// The new file is made under no name in the target's directory and renamed over the target (synced as
-// SaveOptions::durable says), with the rules of src/file/output_file.hpp: a process killed at any moment
-// leaves the old file or the new one under the target's name, never a torn one.
+// A saved file is byte-identical to what the reference implementation (safetensors.torch.save_file) writes
+// for the same tensors and metadata, but for the order of several metadata keys (Ferry sorts them). It
+// replaces the target atomically: a process killed at any moment leaves the old file or the new one under
+// the target's name, never a torn one. How the bytes move and the file is made: docs/safetensors.md, "Saving".
 //
 // Errors: invalid_argument for tensors or metadata the format cannot hold (naming the tensor); the
 // destination's refusals (permission_denied, is_a_directory, failed_precondition for a device, FIFO or
@@ -444,11 +421,10 @@ class SaveHandle {
 // ------------------------------------------------------------------------------------------------ shards
 
 /// The "__metadata__" key of every shard of a sharded save, and the index's "metadata" key, that name the
-/// save they belong to (16 random hex digits); the index's kShardBytesKey maps each shard's file name to its
-/// size. A load that finds shards of another save than the index's (an interrupted save over an earlier one)
+/// save they belong to (16 random hex digits); the index's "ferry.shard_bytes" maps each shard's file name to
+/// its size. A load that finds shards of another save than the index's (an interrupted save over an earlier one)
 /// refuses the set by name. Loads do not show the key in Checkpoint::metadata().
 inline constexpr char kSaveIdKey[] = "ferry.save_id";
-inline constexpr char kShardBytesKey[] = "ferry.shard_bytes";
 
 struct ShardedSaveOptions {
   /// Every shard's options, and the index's: the metadata goes into every shard's header, the index holding only

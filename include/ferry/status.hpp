@@ -1,9 +1,8 @@
 // ferry/status.hpp: error values used across Ferry's C++ API.
 //
-// Ferry reports failures as values, not exceptions: EIO, ENOSPC and EOF are expected outcomes of I/O,
-// and the router must inspect a failure and carry on with its reason intact. `Status` is cheap when
-// OK (one null pointer). `Result<T>` holds either a value or a non-OK Status, like C++23 std::expected.
-// Exceptions appear only at the edges (the CLI and the Python module).
+// Failures are values (EIO, ENOSPC and EOF are expected outcomes of I/O, and the router carries on with the
+// reason intact): `Status` (one null pointer when OK), and `Result<T>`, a value or a non-OK Status like
+// C++23 std::expected. Exceptions appear only at the edges (the CLI and the Python module).
 // Thread safety: Status and Result are values; distinct objects may be used from distinct threads.
 #pragma once
 

@@ -1,7 +1,6 @@
 // The cuFile route: tasks go to cuFileRead/cuFileWrite, and cuFile's own statistics, read before and
 // after the request, split the operations into nvfs, p2p and cufile-posix (the second decision point,
-// made inside cuFile, made visible). A read's unaligned edge tasks take the staged route instead (see
-// make_gds_backend). In strict mode (require=gds) a request whose statistics show any
+// made inside cuFile, made visible). In strict mode (require=gds) a request whose statistics show any
 // operation off the direct route fails after the I/O, with the counters.
 #pragma once
 
@@ -29,10 +28,7 @@ struct GdsTarget {
 };
 
 /// `edges`: for reads, the staged route for the same buffer, which takes the request's unaligned tasks
-/// (its first bytes before a block boundary and its last bytes, the end of the file among them): cuFile
-/// moves whole blocks and has been seen to write zeros past the bytes it reports (at the end of a file),
-/// so those tasks go through a bounce buffer and only the bytes that exist reach the caller's memory.
-/// Null for writes.
+/// (cuFile moves whole blocks: docs/routes.md); null for writes.
 /// The request's ops are queued on their own (its cuFile statistics are read around them).
 std::shared_ptr<RouteBackend> make_gds_backend(const SourceRequest& request, GdsTarget target, Decision decision,
                                                std::shared_ptr<RouteBackend> edges);

@@ -78,8 +78,8 @@ class RouteBackend {
   /// ops longer than that go one a take. 0: ops_together() ops a take, whatever their size (a route that
   /// moves each op on its own gains nothing from taking more, and would only run ops after a failure).
   virtual std::uint64_t fill_bytes() const { return 0; }
-  /// Whether op `t` is a small one expected to come from memory, without waiting for a device
-  /// (Source::reads_from_memory): several such ops share a worker, while ops that wait for a disk each get one, to keep the disk busy.
+  /// Whether op `t` is a small one expected to come from memory (Source::reads_from_memory): several such ops
+  /// share a worker, while ops that wait for a disk each get one.
   virtual bool from_memory(const Task& /*t*/) const { return false; }
   /// How many ops a worker takes at once at least, where there are that many: a source that keeps several in
   /// flight together (io_uring) wants its queue's depth.
@@ -89,8 +89,7 @@ class RouteBackend {
   virtual Status finish_request(Report& /*report*/, Status status) { return status; }
   /// At the request's completion, before anyone can see it done: lets go of what it holds of the File (its
   /// source, cuFile handle), which may be closed and destroyed from then on. The backend itself goes with the
-  /// request, mostly on the thread that made both (a block freed on another thread goes back to the maker's heap
-  /// arena under that arena's lock, which the maker's next request needs).
+  /// request, mostly on the thread that made both (docs/engine.md, "One small request at a time").
   virtual void let_go() = 0;
   /// Held while a worker runs on a caller's thread (a waiter running its request itself): puts back what
   /// the worker changes of that thread (its current CUDA context) when released. Null when nothing changes.

@@ -1,17 +1,9 @@
-// The staged route: Ferry's own CPU-staged path between a file and GPU memory.
-//
-// Reads: each worker reads a piece of the file into one of its pinned bounce buffers (O_DIRECT for cold
-// data, the page cache for hot data, per task) and queues an asynchronous copy to the device on its own
-// stream; while that copy runs, the worker reads the next piece into its other buffer. A buffer is reused
-// only after the event recorded behind its last copy has completed. finish() waits for every copy, so a
-// request completes only once its bytes are on the device.
-// A worker serves every staged request of its file and GPU (RouteBackend::shares_workers): ops that fit
-// together in a bounce buffer (small reads in flight, a batch's pieces) are read back to back into it, and
-// each run of them whose destinations follow one another moves with one copy (a buffer's runs in one batched
-// copy where the driver has it). The engine retires ops as their buffers' copies land.
-// A scattered read's piece that spans several destinations moves with a copy to each (one batched call where
-// the driver has it): the file is still read in large, aligned pieces.
-// Writes: each piece is copied device-to-host into a bounce buffer, then written to the file.
+// The staged route: Ferry's own CPU-staged path between a file and GPU memory. Reads: each worker reads a
+// piece of the file into one of its pinned bounce buffers (O_DIRECT for cold data, the page cache for hot
+// data, per task) and queues an asynchronous copy to the device on its own stream while it reads the next;
+// a buffer is reused only after the event behind its last copy has completed. Writes: each piece is copied
+// device-to-host into a bounce buffer, then written to the file. How a worker shares ops among requests,
+// packs small ones into one buffer and one copy, and retires them as their copies land: docs/engine.md.
 #pragma once
 
 #include <memory>

@@ -2,7 +2,7 @@
 // is_read/for_write booleans whose polarity varies.
 #pragma once
 
-#include "ferry/direction.hpp"
+#include "ferry/route.hpp"
 
 namespace ferry::detail {
 

@@ -8,6 +8,7 @@
 #include "base/fork_guard.hpp"
 #include "ferry/config.hpp"
 #include "ferry/route.hpp"
+#include "report/cufile_counter_fields.hpp"
 #include "report/json_text.hpp"
 #include "report/process_report.hpp"
 
@@ -112,7 +113,7 @@ void Report::merge(const Report& other) {
   if (other.cufile) {
     CuFileCounters& c = cufile ? *cufile : cufile.emplace();
     const CuFileCounters& o = *other.cufile;
-    for (const auto& f : kCuFileCounterFields) c.*f.member += o.*f.member;
+    for (const auto& f : detail::kCuFileCounterFields) c.*f.member += o.*f.member;
   }
   for (const auto& n : other.notes) add_note(n);
   for (std::size_t i = 0; i < kStreamOrderCount; ++i) stream_order[i] += other.stream_order[i];
@@ -244,7 +245,7 @@ nlohmann::json detail::report_json(const Report& report) {
              {"pinned_wait_ns", io.pinned_wait_ns}};
   if (cufile) {
     auto& counters = j["cufile"] = nlohmann::json::object();
-    for (const auto& f : kCuFileCounterFields) counters[f.name] = (*cufile).*f.member;
+    for (const auto& f : detail::kCuFileCounterFields) counters[f.name] = (*cufile).*f.member;
   } else {
     j["cufile"] = nullptr;
   }

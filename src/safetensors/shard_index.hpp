@@ -14,6 +14,9 @@
 
 namespace ferry::safetensors::detail {
 
+/// The index's "metadata" key that maps each shard's file name to its size (beside kSaveIdKey).
+inline constexpr char kShardBytesKey[] = "ferry.shard_bytes";
+
 struct ShardIndex {
   std::vector<std::string> shards;  // file names as the index writes them, sorted
   std::vector<std::pair<std::string, std::size_t>> weight_map;  // tensor name -> position in `shards`

@@ -17,6 +17,7 @@
 #include "base/timing.hpp"
 #include "file/output_file.hpp"
 #include "safetensors/saver.hpp"
+#include "safetensors/shard_index.hpp"
 #include "safetensors/text.hpp"
 
 namespace ferry::safetensors {

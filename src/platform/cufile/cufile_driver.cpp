@@ -11,6 +11,7 @@
 #include "platform/cufile/cufile_errors.hpp"
 #include "base/setup_ledger.hpp"
 #include "platform/cufile/cufile_log.hpp"
+#include "report/cufile_counter_fields.hpp"
 
 namespace ferry::detail {
 
