@@ -98,17 +98,17 @@ class File {
   /// disk, when the future completes: call sync() for durability. Errors: no_space, io_error, ...
   [[nodiscard]] Future pwrite(const void* buffer, std::uint64_t size, std::uint64_t offset);
 
-  /// Reads every piece of `pieces` (piece i: `size` bytes at file `offset` into `buffer`), in parallel, as
-  /// one request: one Future, whose report counts every piece as an operation. For the many small reads of
-  /// data loaders (samples at random offsets); into device memory the pieces are packed into bounce buffers
-  /// (docs/routes.md). All pieces are host memory, or all are device memory of one GPU. The Transfer's bytes are the sum of what the pieces read: a piece reads
-  /// fewer bytes only where the file ends (as it is when the batch starts), and no byte past what a piece
-  /// read is written. Pieces may overlap in the file, be empty, or repeat. `pieces` is copied: it need not
-  /// outlive the call; the buffers must outlive the future. Errors before any I/O, naming the piece's
-  /// index: invalid_argument (a null buffer, a range past the largest offset, pieces in different kinds of
-  /// memory or on different GPUs, a device piece outside its allocation); failed_precondition on a closed
-  /// File or with require=gds into device memory (batches take the staged route, reason batch_pieces).
-  /// Larger batches, and more of them in flight, move faster (bench/NOTES.md).
+  /// Reads every piece of `pieces` (piece i: `size` bytes at file `offset` into `buffer`), in parallel, as one request:
+  /// one Future, whose report counts every piece as an operation. For the many small reads of data loaders (samples at
+  /// random offsets); into device memory the pieces are packed into bounce buffers (docs/routes.md). All pieces are
+  /// host memory, or all are device memory of one GPU. The Transfer's bytes are the sum of what the pieces read: a
+  /// piece reads fewer bytes only where the file ends (as it is when the batch starts), and no byte past what a piece
+  /// read is written. Pieces may overlap in the file, be empty, or repeat. `pieces` is copied: it need not outlive the
+  /// call; the buffers must outlive the future. Errors before any I/O, naming the piece's index: invalid_argument (a
+  /// null buffer, a range past the largest offset, pieces in different kinds of memory or on different GPUs, a device
+  /// piece outside its allocation); failed_precondition on a closed File or with require=gds into device memory
+  /// (batches take the staged route, reason batch_pieces). Larger batches, and more of them in flight, move faster
+  /// (bench/NOTES.md).
   [[nodiscard]] Future pread_batch(std::span<const Piece> pieces);
 
   /// Stream-ordered read for framework code (CUDA streams): reads `size` bytes at `offset` into `buffer`

@@ -332,10 +332,10 @@ Result<std::unique_ptr<RouteWorker>> StagedBackend::make_worker(const WorkerWait
   const CudaApi& api = *target_.api;
   FERRY_RETURN_IF_ERROR(make_current(api, target_.device));
   auto& pool = process_staging_pool();
-  FERRY_ASSIGN_OR_RETURN(auto kit, wait.when_room ? pool.try_acquire(api, target_.device, target_.bounce_buffer_size,
-                                                                     target_.buffers_per_worker, wait.owner, *wait.when_room)
-                                                  : pool.acquire(api, target_.device, target_.bounce_buffer_size,
-                                                                 target_.buffers_per_worker));
+  const KitShape shape{&api, target_.device, target_.bounce_buffer_size};
+  FERRY_ASSIGN_OR_RETURN(auto kit, wait.when_room ? pool.try_acquire(shape, target_.buffers_per_worker, wait.owner,
+                                                                     *wait.when_room)
+                                                  : pool.acquire(shape, target_.buffers_per_worker));
   if (!kit) return std::unique_ptr<RouteWorker>();
   return std::unique_ptr<RouteWorker>(new StagedWorker(*this, std::move(kit)));
 }

@@ -24,8 +24,9 @@ Status too_large(std::uint64_t buffer_size, std::span<const unsigned> counts, st
                             format_size(need), format_size(budget)));
 }
 
-bool has_shape(const StagingKit& k, const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count) {
-  return k.api == &api && k.device == device && k.buffer_size == buffer_size && k.buffers.size() == count;
+bool has_shape(const StagingKit& k, const KitShape& shape, unsigned count) {
+  return k.api == shape.api && k.device == shape.device && k.buffer_size == shape.buffer_size &&
+         k.buffers.size() == count;
 }
 
 }  // namespace
@@ -36,8 +37,7 @@ std::uint64_t StagingPool::kits_that_fit(std::uint64_t buffer_size, unsigned cou
   return budget() / kit_charge(buffer_size, count);
 }
 
-StagingPool::Plan StagingPool::plan_locked(const CudaApi& api, int device, std::uint64_t buffer_size,
-                                            std::span<const unsigned> counts) const {
+StagingPool::Plan StagingPool::plan_locked(const KitShape& shape, std::span<const unsigned> counts) const {
   // Idle kits of the shapes asked for, the kit released last first: taking the oldest instead made every
   // small request meet the kit that had been idle longest, its stream and buffers out of the caches (H200
   // machine, two alternating rounds: 64 KiB reads with 64 in flight from 16 threads 1.03-1.08x, 1 MiB ones
@@ -50,13 +50,13 @@ StagingPool::Plan StagingPool::plan_locked(const CudaApi& api, int device, std::
   };
   for (unsigned count : counts) {
     std::size_t i = idle_.size();
-    while (i-- > 0 && (chosen(i) || !has_shape(*idle_[i], api, device, buffer_size, count))) {
+    while (i-- > 0 && (chosen(i) || !has_shape(*idle_[i], shape, count))) {
     }
     if (i < idle_.size()) {
       plan.taken.push_back(i);
     } else {
       plan.to_make.push_back(count);
-      plan.charge += kit_charge(buffer_size, count);
+      plan.charge += kit_charge(shape.buffer_size, count);
     }
   }
   // Room for the rest: what the budget has left, then idle kits of other shapes, the oldest first.
@@ -70,9 +70,8 @@ StagingPool::Plan StagingPool::plan_locked(const CudaApi& api, int device, std::
   return plan;
 }
 
-bool StagingPool::grant_locked(const CudaApi& api, int device, std::uint64_t buffer_size,
-                               std::span<const unsigned> counts, Grant& grant) {
-  Plan plan = plan_locked(api, device, buffer_size, counts);
+bool StagingPool::grant_locked(const KitShape& shape, std::span<const unsigned> counts, Grant& grant) {
+  Plan plan = plan_locked(shape, counts);
   if (!plan.fits) return false;
   std::vector<std::pair<std::size_t, bool>> leaving;  // (index, evicted), taken out from the back
   for (std::size_t i : plan.taken) leaving.emplace_back(i, false);
@@ -91,9 +90,7 @@ bool StagingPool::grant_locked(const CudaApi& api, int device, std::uint64_t buf
 
 struct StagingPool::Waiter {
   const void* owner = nullptr;
-  const CudaApi* api = nullptr;
-  int device = -1;
-  std::uint64_t buffer_size = 0;
+  KitShape shape;
   std::vector<unsigned> counts;
   std::function<void()> when_room;  // a worker's: called once there may be room, not served
   bool served = false;
@@ -104,14 +101,11 @@ void StagingPool::update_first_waiter_locked() {
   first_waiter_.store(waiters_.empty() ? nullptr : waiters_.front()->owner, std::memory_order_relaxed);
 }
 
-std::shared_ptr<StagingPool::Waiter> StagingPool::enqueue_locked(const void* owner, const CudaApi& api, int device,
-                                                                std::uint64_t buffer_size,
+std::shared_ptr<StagingPool::Waiter> StagingPool::enqueue_locked(const void* owner, const KitShape& shape,
                                                                 std::span<const unsigned> counts) {
   auto w = std::make_shared<Waiter>();
   w->owner = owner != nullptr ? owner : w.get();
-  w->api = &api;
-  w->device = device;
-  w->buffer_size = buffer_size;
+  w->shape = shape;
   w->counts.assign(counts.begin(), counts.end());
   waiters_.push_back(w);
   update_first_waiter_locked();
@@ -124,12 +118,12 @@ void StagingPool::serve_locked(std::vector<std::function<void()>>& calls) {
     Waiter& w = *waiters_.front();
     if (w.when_room) {
       // A worker is called back, not served: it asks again (and its ops wait in their queue meanwhile).
-      if (!plan_locked(*w.api, w.device, w.buffer_size, w.counts).fits) break;
+      if (!plan_locked(w.shape, w.counts).fits) break;
       // Its next try_acquire keeps this place in the line, ahead of those who waited behind it.
       if (std::find(passes_.begin(), passes_.end(), w.owner) == passes_.end()) passes_.push_back(w.owner);
       calls.push_back(std::move(w.when_room));
     } else {
-      if (!grant_locked(*w.api, w.device, w.buffer_size, w.counts, w.grant)) break;
+      if (!grant_locked(w.shape, w.counts, w.grant)) break;
       w.served = served = true;
     }
     waiters_.pop_front();
@@ -147,7 +141,7 @@ void StagingPool::room_came() {
   for (auto& call : calls) call();
 }
 
-Result<Kits> StagingPool::complete(const CudaApi& api, int device, std::uint64_t buffer_size, Grant grant) {
+Result<Kits> StagingPool::complete(const KitShape& shape, Grant grant) {
   for (auto& kit : grant.evicted) {
     const std::uint64_t bytes = kit->pinned_bytes;
     destroy_kit(*kit);
@@ -164,19 +158,19 @@ Result<Kits> StagingPool::complete(const CudaApi& api, int device, std::uint64_t
   for (unsigned count : grant.to_make) {
     if (!failed.ok()) {  // not made: an earlier kit failed
       std::lock_guard<std::mutex> lock(mutex_);
-      held_ -= kit_charge(buffer_size, count);
+      held_ -= kit_charge(shape.buffer_size, count);
       continue;
     }
     std::lock_guard<std::mutex> making(making_mutex_);
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (auto idle = take_idle_locked(api, device, buffer_size, count)) {
-        held_ -= kit_charge(buffer_size, count);  // a warm-up made one meanwhile: its bytes are counted already
+      if (auto idle = take_idle_locked(shape, count)) {
+        held_ -= kit_charge(shape.buffer_size, count);  // a warm-up made one meanwhile: its bytes are counted already
         kits.push_back(std::move(idle));
         continue;
       }
     }
-    failed = make_charged(api, device, buffer_size, count, kits);
+    failed = make_charged(shape, count, kits);
   }
   if (!failed.ok()) {
     for (auto& kit : kits) release(std::move(kit));  // good kits, back for others
@@ -187,18 +181,17 @@ Result<Kits> StagingPool::complete(const CudaApi& api, int device, std::uint64_t
   return kits;
 }
 
-Result<Kits> StagingPool::acquire(const CudaApi& api, int device, std::uint64_t buffer_size,
-                                  std::span<const unsigned> counts, std::uint64_t* waited_ns) {
+Result<Kits> StagingPool::acquire(const KitShape& shape, std::span<const unsigned> counts, std::uint64_t* waited_ns) {
   if (waited_ns) *waited_ns = 0;
   std::uint64_t need = 0;
-  for (unsigned count : counts) need += kit_charge(buffer_size, count);
+  for (unsigned count : counts) need += kit_charge(shape.buffer_size, count);
   const std::uint64_t limit = budget();
-  if (need > limit) return too_large(buffer_size, counts, need, limit);
+  if (need > limit) return too_large(shape.buffer_size, counts, need, limit);
   Grant grant;
   std::unique_lock<std::mutex> lock(mutex_);
-  if (!waiters_.empty() || !grant_locked(api, device, buffer_size, counts, grant)) {
+  if (!waiters_.empty() || !grant_locked(shape, counts, grant)) {
     // Wait in turn. A budget raised meanwhile (ferry.config) is seen at the next look, within 50 ms.
-    auto w = enqueue_locked(nullptr, api, device, buffer_size, counts);
+    auto w = enqueue_locked(nullptr, shape, counts);
     const auto started = std::chrono::steady_clock::now();
     while (!w->served) {
       served_.wait_for(lock, std::chrono::milliseconds(50));
@@ -219,13 +212,12 @@ Result<Kits> StagingPool::acquire(const CudaApi& api, int device, std::uint64_t 
     g_waited_ns.fetch_add(static_cast<std::uint64_t>(waited.count()));
   }
   lock.unlock();
-  return complete(api, device, buffer_size, std::move(grant));
+  return complete(shape, std::move(grant));
 }
 
-std::unique_ptr<StagingKit> StagingPool::take_idle_locked(const CudaApi& api, int device,
-                                                                 std::uint64_t buffer_size, unsigned count) {
+std::unique_ptr<StagingKit> StagingPool::take_idle_locked(const KitShape& shape, unsigned count) {
   for (std::size_t i = idle_.size(); i-- > 0;) {
-    if (!has_shape(*idle_[i], api, device, buffer_size, count)) continue;
+    if (!has_shape(*idle_[i], shape, count)) continue;
     auto kit = std::move(idle_[i]);
     idle_.erase(idle_.begin() + static_cast<std::ptrdiff_t>(i));
     ++in_use_;
@@ -234,21 +226,19 @@ std::unique_ptr<StagingKit> StagingPool::take_idle_locked(const CudaApi& api, in
   return nullptr;
 }
 
-Result<std::unique_ptr<StagingKit>> StagingPool::acquire(const CudaApi& api, int device, std::uint64_t buffer_size,
-                                                         unsigned count) {
+Result<std::unique_ptr<StagingKit>> StagingPool::acquire(const KitShape& shape, unsigned count) {
   {
     // The common case, a kit of this shape idle and nobody waiting, costs what it did before the budget.
     std::lock_guard<std::mutex> lock(mutex_);
     if (waiters_.empty()) {
-      if (auto kit = take_idle_locked(api, device, buffer_size, count)) return kit;
+      if (auto kit = take_idle_locked(shape, count)) return kit;
     }
   }
-  FERRY_ASSIGN_OR_RETURN(Kits kits, acquire(api, device, buffer_size, std::span<const unsigned>(&count, 1)));
+  FERRY_ASSIGN_OR_RETURN(Kits kits, acquire(shape, std::span<const unsigned>(&count, 1)));
   return std::move(kits.front());
 }
 
-Result<std::unique_ptr<StagingKit>> StagingPool::try_acquire(const CudaApi& api, int device, std::uint64_t buffer_size,
-                                                             unsigned count, const void* owner,
+Result<std::unique_ptr<StagingKit>> StagingPool::try_acquire(const KitShape& shape, unsigned count, const void* owner,
                                                              const std::function<void()>& when_room) {
   const std::span<const unsigned> counts(&count, 1);
   Grant grant;
@@ -258,27 +248,26 @@ Result<std::unique_ptr<StagingKit>> StagingPool::try_acquire(const CudaApi& api,
     const bool first = waiters_.empty() || pass != passes_.end();
     if (pass != passes_.end()) passes_.erase(pass);
     if (first) {
-      if (auto kit = take_idle_locked(api, device, buffer_size, count)) return kit;
+      if (auto kit = take_idle_locked(shape, count)) return kit;
     }
-    if (!first || !grant_locked(api, device, buffer_size, counts, grant)) {
-      if (const std::uint64_t limit = budget(); kit_charge(buffer_size, count) > limit) {
-        return too_large(buffer_size, counts, kit_charge(buffer_size, count), limit);
+    if (!first || !grant_locked(shape, counts, grant)) {
+      if (const std::uint64_t limit = budget(); kit_charge(shape.buffer_size, count) > limit) {
+        return too_large(shape.buffer_size, counts, kit_charge(shape.buffer_size, count), limit);
       }
-      enqueue_locked(owner, api, device, buffer_size, counts)->when_room = when_room;
+      enqueue_locked(owner, shape, counts)->when_room = when_room;
       g_waits.fetch_add(1);
       return std::unique_ptr<StagingKit>();
     }
   }
   // Granted: made outside the lock.
-  FERRY_ASSIGN_OR_RETURN(Kits kits, complete(api, device, buffer_size, std::move(grant)));
+  FERRY_ASSIGN_OR_RETURN(Kits kits, complete(shape, std::move(grant)));
   return std::move(kits.front());
 }
 
-Status StagingPool::make_charged(const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count,
-                                 Kits& into) {
-  auto made = make_kit(api, device, buffer_size, count);
+Status StagingPool::make_charged(const KitShape& shape, unsigned count, Kits& into) {
+  auto made = make_kit(*shape.api, shape.device, shape.buffer_size, count);
   std::lock_guard<std::mutex> lock(mutex_);
-  held_ -= kit_charge(buffer_size, count);
+  held_ -= kit_charge(shape.buffer_size, count);
   if (!made.ok()) return made.status();
   held_ += (*made)->pinned_bytes;  // a kit off huge pages pins less than it was charged
   if (&into != &idle_) ++in_use_;
@@ -286,23 +275,22 @@ Status StagingPool::make_charged(const CudaApi& api, int device, std::uint64_t b
   return Status();
 }
 
-Status StagingPool::reserve(const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count,
-                            unsigned kits) {
-  const std::uint64_t charge = kit_charge(buffer_size, count);
+Status StagingPool::reserve(const KitShape& shape, unsigned count, unsigned kits) {
+  const std::uint64_t charge = kit_charge(shape.buffer_size, count);
   for (;;) {
     std::lock_guard<std::mutex> making(making_mutex_);
     {
       // Only into free room: a warm-up frees nothing and waits for nothing. Every kit in use (of any shape)
       // counts as one of the `kits`.
       std::lock_guard<std::mutex> lock(mutex_);
-      const auto idle = std::count_if(idle_.begin(), idle_.end(),
-                                      [&](const auto& k) { return has_shape(*k, api, device, buffer_size, count); });
+      const auto idle =
+          std::count_if(idle_.begin(), idle_.end(), [&](const auto& k) { return has_shape(*k, shape, count); });
       if (static_cast<unsigned>(idle) + in_use_ >= kits || !waiters_.empty() || held_ + charge > budget()) {
         return Status();
       }
       held_ += charge;
     }
-    FERRY_RETURN_IF_ERROR(make_charged(api, device, buffer_size, count, idle_));
+    FERRY_RETURN_IF_ERROR(make_charged(shape, count, idle_));
   }
 }
 

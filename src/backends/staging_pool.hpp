@@ -24,24 +24,28 @@ namespace ferry::detail {
 
 using Kits = std::vector<std::unique_ptr<StagingKit>>;
 
+/// Which kits a caller wants: for GPU `device` of the driver `api`, with buffers of `buffer_size` bytes.
+struct KitShape {
+  const CudaApi* api = nullptr;
+  int device = -1;
+  std::uint64_t buffer_size = 0;
+};
+
 class StagingPool {
  public:
   /// `budget`: the most pinned bytes its kits may hold at once; 0 follows the process's pinned_budget.
   explicit StagingPool(std::uint64_t budget = 0) : fixed_budget_(budget) {}
 
-  /// Kits for `device` with counts[i] buffers of `buffer_size` bytes each, all at once, waiting for room in
+  /// Kits of `shape` with counts[i] buffers each, all at once, waiting for room in
   /// the budget as long as it takes; `waited_ns` (if given) gets how long that was. The caller's thread must
   /// have the device's context current. Errors: invalid_argument when the kits need more than the whole
   /// budget (size the request with kits_that_fit first), the driver's (pinned memory exhausted, ...).
-  Result<Kits> acquire(const CudaApi& api, int device, std::uint64_t buffer_size, std::span<const unsigned> counts,
-                       std::uint64_t* waited_ns = nullptr);
-  Result<std::unique_ptr<StagingKit>> acquire(const CudaApi& api, int device, std::uint64_t buffer_size,
-                                              unsigned count);
+  Result<Kits> acquire(const KitShape& shape, std::span<const unsigned> counts, std::uint64_t* waited_ns = nullptr);
+  Result<std::unique_ptr<StagingKit>> acquire(const KitShape& shape, unsigned count);
   /// As acquire(), one kit, without waiting: null when the budget has no room for it now (or others wait
   /// for room first), and then `when_room` runs once, on the thread that gives memory back, when there may
   /// be. `owner` says whose wait it is (room_wanted_by_other).
-  Result<std::unique_ptr<StagingKit>> try_acquire(const CudaApi& api, int device, std::uint64_t buffer_size,
-                                                  unsigned count, const void* owner,
+  Result<std::unique_ptr<StagingKit>> try_acquire(const KitShape& shape, unsigned count, const void* owner,
                                                   const std::function<void()>& when_room);
   /// Whether a caller other than `owner` waits for room: a worker that keeps a kit between takes gives it
   /// back at its next one.
@@ -56,7 +60,7 @@ class StagingPool {
   /// kits are idle in the pool or in use, or the budget has no room for more: a request of that many
   /// workers then pins nothing, and workers that start meanwhile (a load begun during a warm-up) take each
   /// kit as it comes instead of making their own. The caller's thread must have the device's context current.
-  Status reserve(const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count, unsigned kits);
+  Status reserve(const KitShape& shape, unsigned count, unsigned kits);
   /// Frees every idle kit (tests use it for leak checks).
   void clear();
 
@@ -81,28 +85,25 @@ class StagingPool {
     std::uint64_t charge = 0, freed = 0;
     bool fits = false;
   };
-  Plan plan_locked(const CudaApi& api, int device, std::uint64_t buffer_size, std::span<const unsigned> counts) const;
+  Plan plan_locked(const KitShape& shape, std::span<const unsigned> counts) const;
   // Takes what `counts` needs if the budget has room (freeing idle kits of other shapes where that makes
   // room); false, and nothing changed, otherwise.
-  bool grant_locked(const CudaApi& api, int device, std::uint64_t buffer_size, std::span<const unsigned> counts,
-                    Grant& grant);
+  bool grant_locked(const KitShape& shape, std::span<const unsigned> counts, Grant& grant);
   // Serves the callers waiting for room, first come first: fills their grants, or collects a worker's call.
   void serve_locked(std::vector<std::function<void()>>& calls);
   // Takes the idle kit of this shape released last (now in use); null when there is none.
-  std::unique_ptr<StagingKit> take_idle_locked(const CudaApi& api, int device, std::uint64_t buffer_size,
-                                                     unsigned count);
+  std::unique_ptr<StagingKit> take_idle_locked(const KitShape& shape, unsigned count);
   // Frees the evicted kits and makes the rest of a grant (outside the lock).
-  Result<Kits> complete(const CudaApi& api, int device, std::uint64_t buffer_size, Grant grant);
+  Result<Kits> complete(const KitShape& shape, Grant grant);
   // After memory came back: serves the waiters and runs the workers' calls (mutex_ not held).
   void room_came();
   void update_first_waiter_locked();
   // Queues a caller for room (owner null: the waiter itself is the owner).
-  std::shared_ptr<Waiter> enqueue_locked(const void* owner, const CudaApi& api, int device, std::uint64_t buffer_size,
-                                         std::span<const unsigned> counts);
+  std::shared_ptr<Waiter> enqueue_locked(const void* owner, const KitShape& shape, std::span<const unsigned> counts);
 
   // Makes a kit the budget was charged for (kit_charge) and settles the charge; the kit goes to `into`
   // (idle_, or a caller's kits: then in use).
-  Status make_charged(const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count, Kits& into);
+  Status make_charged(const KitShape& shape, unsigned count, Kits& into);
 
   const std::uint64_t fixed_budget_;
   mutable std::mutex mutex_;  // guards everything below

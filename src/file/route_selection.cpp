@@ -144,7 +144,7 @@ Result<RoutePlanDetail> prepare_route(FileState& file, const void* buffer, std::
     StagedTarget t = staged_target(file, plan, Destination(buffer), size);
     ScopedDeviceContext context(*t.api, t.device);  // the caller's thread: leave its context as it was
     FERRY_RETURN_IF_ERROR(context.status());
-    FERRY_RETURN_IF_ERROR(process_staging_pool().reserve(*t.api, t.device, t.bounce_buffer_size,
+    FERRY_RETURN_IF_ERROR(process_staging_pool().reserve({t.api, t.device, t.bounce_buffer_size},
                                                          t.buffers_per_worker, file.config.threads()));
   }
   return plan;

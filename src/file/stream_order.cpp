@@ -432,7 +432,7 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
     const std::size_t wanted = std::min<std::size_t>(r->tasks.size(), 2 * std::max(1u, config.threads()));
     const std::uint64_t fit = std::max<std::uint64_t>(1, pool.kits_that_fit(config.bounce_buffer_size(), per_kit) / 2);
     const std::vector<unsigned> counts(std::min<std::uint64_t>((wanted + per_kit - 1) / per_kit, fit), per_kit);
-    auto kits = pool.acquire(*api, plan->buffer.device, config.bounce_buffer_size(), counts, &r->pinned_wait_ns);
+    auto kits = pool.acquire({api, plan->buffer.device, config.bounce_buffer_size()}, counts, &r->pinned_wait_ns);
     if (!kits.ok()) return fail(kits.status());
     r->kits = std::move(*kits);
     for (const auto& kit : r->kits) {

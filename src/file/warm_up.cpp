@@ -18,8 +18,8 @@ Status warm_up(const CudaApi& api, int device, const Config& config) {
   FERRY_RETURN_IF_ERROR(context.status());
   const unsigned threads = std::max(1u, config.threads());
   shared_pool().ensure_workers(threads);
-  return process_staging_pool().reserve(api, device, config.bounce_buffer_size(), config.bounce_buffers_per_thread(),
-                                        threads);
+  return process_staging_pool().reserve({&api, device, config.bounce_buffer_size()},
+                                        config.bounce_buffers_per_thread(), threads);
 }
 
 }  // namespace detail

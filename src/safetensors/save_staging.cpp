@@ -33,7 +33,7 @@ Result<SaveStaging> SaveStaging::make(const CudaApi* api, int device, std::size_
     counts.push_back(static_cast<unsigned>(std::min<std::size_t>(left, kWindowsPerKit)));
     left -= counts.back();
   }
-  FERRY_ASSIGN_OR_RETURN(s.kits_, ferry::detail::process_staging_pool().acquire(*api, device, kSaveWindowBytes, counts,
+  FERRY_ASSIGN_OR_RETURN(s.kits_, ferry::detail::process_staging_pool().acquire({api, device, kSaveWindowBytes}, counts,
                                                                                &s.pinned_wait_ns_));
   for (const auto& kit : s.kits_) {
     for (void* b : kit->buffers) s.windows_.push_back(static_cast<char*>(b));

@@ -283,7 +283,7 @@ TEST(Issue9Gpu, StressWithinTheSmallestPinnedBudget) {
   // Others hold half of it all along: two workers' kits are left for the run's sixteen threads.
   ASSERT_TRUE(detail::make_current(*api, 0).ok());
   const unsigned others[] = {2, 2, 2, 2};
-  auto held = detail::process_staging_pool().acquire(*api, 0, 4 << 20, others);
+  auto held = detail::process_staging_pool().acquire({api, 0, 4 << 20}, others);
   ASSERT_TRUE(held.ok()) << held.status().to_string();
   testing::StressOptions o;
   o.seed = std::getenv("FERRY_STRESS_SEED") ? std::strtoull(std::getenv("FERRY_STRESS_SEED"), nullptr, 10) : 50;

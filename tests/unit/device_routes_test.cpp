@@ -214,7 +214,7 @@ TEST_F(DeviceRoutes, AWarmUpCountsTheKitsReadsHoldAndMakesOnlyTheRest) {
   detail::ScopedDeviceContext context(api, 0);  // acquire() needs the device's context current
   std::vector<std::unique_ptr<detail::StagingKit>> held;
   for (int i = 0; i < 3; ++i) {
-    auto kit = pool.acquire(api, 0, c.bounce_buffer_size(), c.bounce_buffers_per_thread());
+    auto kit = pool.acquire({&api, 0, c.bounce_buffer_size()}, c.bounce_buffers_per_thread());
     ASSERT_TRUE(kit.ok()) << kit.status().to_string();
     held.push_back(std::move(*kit));
   }

@@ -491,7 +491,7 @@ TEST_F(Queue, WithThePinnedBudgetFullReadsWaitInTheQueueNotOnAPoolThread) {
   ASSERT_TRUE(detail::make_current(api, 0).ok());
   std::vector<std::unique_ptr<detail::StagingKit>> others;  // the whole budget, in another shape
   for (int i = 0; i < 8; ++i) {
-    auto kit = detail::process_staging_pool().acquire(api, 0, 4 << 20, 2);
+    auto kit = detail::process_staging_pool().acquire({&api, 0, 4 << 20}, 2);
     ASSERT_TRUE(kit.ok()) << kit.status().to_string();
     others.push_back(std::move(*kit));
   }

@@ -28,21 +28,21 @@ TEST(StagingPool, TheKitReleasedLastIsTakenFirst) {
   ASSERT_TRUE(fd::make_current(api, 0).ok());
   {
     fd::StagingPool pool;
-    auto first = pool.acquire(api, 0, 1 << 20, 2);
-    auto second = pool.acquire(api, 0, 1 << 20, 2);
-    auto third = pool.acquire(api, 0, 1 << 20, 2);
+    auto first = pool.acquire({&api, 0, 1 << 20}, 2);
+    auto second = pool.acquire({&api, 0, 1 << 20}, 2);
+    auto third = pool.acquire({&api, 0, 1 << 20}, 2);
     ASSERT_TRUE(first.ok() && second.ok() && third.ok());
     const fd::CUstream second_stream = (*second)->stream, third_stream = (*third)->stream;
     pool.release(std::move(*first));
     pool.release(std::move(*second));
     pool.release(std::move(*third));
-    auto again = pool.acquire(api, 0, 1 << 20, 2);
+    auto again = pool.acquire({&api, 0, 1 << 20}, 2);
     ASSERT_TRUE(again.ok());
     EXPECT_EQ((*again)->stream, third_stream) << "not the kit released last";
-    auto next = pool.acquire(api, 0, 1 << 20, 2);
+    auto next = pool.acquire({&api, 0, 1 << 20}, 2);
     ASSERT_TRUE(next.ok());
     EXPECT_EQ((*next)->stream, second_stream);
-    auto other_shape = pool.acquire(api, 0, 2 << 20, 2);  // only kits of the asked shape are taken
+    auto other_shape = pool.acquire({&api, 0, 2 << 20}, 2);  // only kits of the asked shape are taken
     ASSERT_TRUE(other_shape.ok());
     EXPECT_EQ((*other_shape)->buffer_size, 2u << 20);
     EXPECT_EQ(ft::fake_cuda_counters().streams_created, 4u);
@@ -70,7 +70,7 @@ class Budget : public ::testing::Test {
     ft::reset_fake_cuda();
   }
   // A kit of two 4 MiB buffers: 8 MiB of the budget.
-  Result<std::unique_ptr<fd::StagingKit>> kit(fd::StagingPool& pool) { return pool.acquire(api, 0, 4 * kMiB, 2); }
+  Result<std::unique_ptr<fd::StagingKit>> kit(fd::StagingPool& pool) { return pool.acquire({&api, 0, 4 * kMiB}, 2); }
   // Whether `f` is still waiting after a while (it should be).
   template <typename F>
   static bool still_waiting(F& f) {
@@ -87,7 +87,7 @@ TEST_F(Budget, AKitBeyondTheBudgetWaitsUntilOneComesBack) {
   auto third = std::async(std::launch::async, [&] {
     EXPECT_TRUE(fd::make_current(api, 0).ok());
     const unsigned two = 2;
-    return pool.acquire(api, 0, 4 * kMiB, std::span<const unsigned>(&two, 1), &waited);
+    return pool.acquire({&api, 0, 4 * kMiB}, std::span<const unsigned>(&two, 1), &waited);
   });
   EXPECT_TRUE(still_waiting(third)) << "a third kit was made beyond the budget";
   const fd::CUstream a_stream = (*a)->stream;
@@ -104,12 +104,12 @@ TEST_F(Budget, AKitBeyondTheBudgetWaitsUntilOneComesBack) {
 
 TEST_F(Budget, IdleKitsOfOtherShapesAreFreedToMakeRoom) {
   fd::StagingPool pool(16 * kMiB);
-  auto small = pool.acquire(api, 0, 2 * kMiB, 2);
-  auto other = pool.acquire(api, 0, 2 * kMiB, 4);
+  auto small = pool.acquire({&api, 0, 2 * kMiB}, 2);
+  auto other = pool.acquire({&api, 0, 2 * kMiB}, 4);
   ASSERT_TRUE(small.ok() && other.ok());
   pool.release(std::move(*small));
   pool.release(std::move(*other));
-  auto big = pool.acquire(api, 0, 8 * kMiB, 2);  // 16 MiB: both idle kits must go
+  auto big = pool.acquire({&api, 0, 8 * kMiB}, 2);  // 16 MiB: both idle kits must go
   ASSERT_TRUE(big.ok()) << big.status().to_string();
   EXPECT_EQ(ft::fake_cuda_counters().streams_destroyed, 2u);
   EXPECT_LE(pool.kits_that_fit(8 * kMiB, 2), 1u);
@@ -128,14 +128,14 @@ TEST_F(Budget, CallersAreServedInTurnAndGetAllTheirKitsAtOnce) {
   auto four = std::async(std::launch::async, [&] {
     EXPECT_TRUE(fd::make_current(api, 0).ok());
     const unsigned counts[] = {2, 2, 2, 2};
-    auto got = pool.acquire(api, 0, 4 * kMiB, counts);
+    auto got = pool.acquire({&api, 0, 4 * kMiB}, counts);
     four_served = ++order;
     return got;
   });
   ASSERT_TRUE(still_waiting(four));
   auto one = std::async(std::launch::async, [&] {
     EXPECT_TRUE(fd::make_current(api, 0).ok());
-    auto got = pool.acquire(api, 0, 4 * kMiB, 2);
+    auto got = pool.acquire({&api, 0, 4 * kMiB}, 2);
     one_served = ++order;
     return got;
   });
@@ -162,7 +162,7 @@ TEST_F(Budget, AWorkerIsToldNotNowAndCalledBackWhenAKitComesBack) {
   ASSERT_TRUE(a.ok() && b.ok());
   const int owner = 0;
   std::atomic<int> calls{0};
-  auto none = pool.try_acquire(api, 0, 4 * kMiB, 2, &owner, [&] { ++calls; });
+  auto none = pool.try_acquire({&api, 0, 4 * kMiB}, 2, &owner, [&] { ++calls; });
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(*none, nullptr);
   EXPECT_TRUE(pool.room_wanted_by_other(&a)) << "holders are not told that someone waits";
@@ -171,7 +171,7 @@ TEST_F(Budget, AWorkerIsToldNotNowAndCalledBackWhenAKitComesBack) {
   pool.release(std::move(*a));
   EXPECT_EQ(calls.load(), 1);
   EXPECT_FALSE(pool.room_wanted_by_other(nullptr));
-  auto now = pool.try_acquire(api, 0, 4 * kMiB, 2, &owner, [&] { ++calls; });
+  auto now = pool.try_acquire({&api, 0, 4 * kMiB}, 2, &owner, [&] { ++calls; });
   ASSERT_TRUE(now.ok() && *now != nullptr) << "called back, and still no kit";
   pool.release(std::move(*b));
   pool.release(std::move(*now));
@@ -182,11 +182,11 @@ TEST_F(Budget, AWorkerIsToldNotNowAndCalledBackWhenAKitComesBack) {
 TEST_F(Budget, MoreThanTheWholeBudgetAtOnceIsRefusedNotWaitedFor) {
   fd::StagingPool pool(16 * kMiB);
   const unsigned counts[] = {2, 2, 2};
-  auto too_many = pool.acquire(api, 0, 4 * kMiB, counts);
+  auto too_many = pool.acquire({&api, 0, 4 * kMiB}, counts);
   EXPECT_THAT(too_many.status(), ft::StatusIs(ErrorCode::invalid_argument));
   EXPECT_NE(too_many.status().message().find("pinned_budget"), std::string::npos) << too_many.status().to_string();
   const int owner = 0;
-  auto too_big = pool.try_acquire(api, 0, 32 * kMiB, 2, &owner, [] {});
+  auto too_big = pool.try_acquire({&api, 0, 32 * kMiB}, 2, &owner, [] {});
   EXPECT_THAT(too_big.status(), ft::StatusIs(ErrorCode::invalid_argument));
   EXPECT_NE(too_big.status().message().find("bounce_buffer_size"), std::string::npos);
   EXPECT_EQ(ft::fake_cuda_counters().streams_created, 0u);
@@ -194,7 +194,7 @@ TEST_F(Budget, MoreThanTheWholeBudgetAtOnceIsRefusedNotWaitedFor) {
 
 TEST_F(Budget, AWarmUpReservesOnlyWhatFits) {
   fd::StagingPool pool(16 * kMiB);
-  ASSERT_TRUE(pool.reserve(api, 0, 4 * kMiB, 2, 16).ok());
+  ASSERT_TRUE(pool.reserve({&api, 0, 4 * kMiB}, 2, 16).ok());
   EXPECT_EQ(ft::fake_cuda_counters().streams_created, 2u) << "a warm-up went past the budget";
   pool.clear();
 }

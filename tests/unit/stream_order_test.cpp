@@ -527,7 +527,7 @@ TEST_F(OneHardwareQueue, SixteenStreamsWithinTheSmallestPinnedBudget) {
   File f = open("r");  // the staged route (cuFile's synchronise the stream: no slots)
   // The kits and streams are made now: making one later would wait for the busy GPU
   // (implicit_sync_blocks_driver).
-  ASSERT_TRUE(detail::process_staging_pool().reserve(api(), 0, kTask, 2, 64).ok());
+  ASSERT_TRUE(detail::process_staging_pool().reserve({&api(), 0, kTask}, 2, 64).ok());
   std::vector<CUstream> streams(kStreams);
   for (CUstream& s : streams) ASSERT_EQ(api().cuStreamCreate(&s, detail::CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
   void* dev = testing::fake_cuda_alloc_device(kStreams * slice);

@@ -80,7 +80,7 @@ TEST_F(Stress, EveryByteRightWithinTheSmallestPinnedBudget) {
   // meet the budget whatever the machine's timing.
   ASSERT_TRUE(detail::make_current(testing::fake_cuda_api(), 0).ok());
   const unsigned others[] = {2, 2, 2, 2, 2, 2};
-  auto held = detail::process_staging_pool().acquire(testing::fake_cuda_api(), 0, 4 << 20, others);
+  auto held = detail::process_staging_pool().acquire({&testing::fake_cuda_api(), 0, 4 << 20}, others);
   ASSERT_TRUE(held.ok()) << held.status().to_string();
   (void)testing::fake_cuda_api().cuCtxSetCurrent(nullptr);
   testing::StressOptions o = options(20261204);

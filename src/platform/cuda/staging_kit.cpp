@@ -100,8 +100,8 @@ void destroy_kit(StagingKit& kit) {
   kit.buffers.clear();
 }
 
-// A new kit: a stream, `count` pinned buffers and their events. Counted nowhere yet.
-Result<std::unique_ptr<StagingKit>> make_kit(const CudaApi& api, int device, std::uint64_t buffer_size, unsigned count) {
+Result<std::unique_ptr<StagingKit>> make_kit(const CudaApi& api, int device, std::uint64_t buffer_size,
+                                             unsigned count) {
   SetupTimer timer(SetupStep::pinned_buffers);
   auto kit = std::make_unique<StagingKit>();
   kit->api = &api;
