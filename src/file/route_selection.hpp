@@ -46,4 +46,7 @@ Result<std::shared_ptr<RouteBackend>> make_route_backend(FileState& file, const 
 /// and for the staged route pins bounce buffers for every worker. Returns the decision.
 Result<RoutePlanDetail> prepare_route(FileState& file, const void* buffer, std::uint64_t size);
 
+/// ferry::warm_up with a given driver table (the fake one in the tests); ferry::warm_up passes the process's.
+Status warm_up(const CudaApi& api, int device, const Config& config);
+
 }  // namespace ferry::detail
