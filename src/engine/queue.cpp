@@ -142,14 +142,11 @@ unsigned OpQueue::more_wanted_locked() {
 }
 
 std::uint64_t OpQueue::start_drainers(unsigned n, std::chrono::microseconds grace) {
+  auto drain = [](void* queue) { static_cast<OpQueue*>(queue)->drain(); };
   std::uint64_t ticket = 0;
-  for (unsigned i = 0; i < n; ++i) {
-    ticket = shared_pool().submit(PoolJob(&OpQueue::drain_job, shared_from_this()), limit_, grace);
-  }
+  for (unsigned i = 0; i < n; ++i) ticket = shared_pool().submit(PoolJob(drain, shared_from_this()), limit_, grace);
   return ticket;
 }
-
-void OpQueue::drain_job(void* queue) { static_cast<OpQueue*>(queue)->drain(); }
 
 bool OpQueue::take_next(Take& take, bool& busy, bool stop_if_empty) {
   unsigned helpers = 0;
@@ -319,9 +316,7 @@ bool OpQueue::put_back(Take& take, std::uint64_t room_generation) {
   }
   while (head_ < queued_.size() && queued_[head_].request == nullptr) ++head_;
   waiting_.store(queued_.size() - head_, std::memory_order_relaxed);
-  take.ops.clear();
-  take.requests.clear();
-  take.waited.clear();
+  take.clear();
   if (room_generation_.load() != room_generation) return true;  // room came before it was put back
   --draining_;
   return false;
@@ -353,9 +348,12 @@ void OpQueue::retire(Take& take, const Status& failed) {
                                ns_each, /*gathered=*/true);
     }
   }
-  take.ops.clear();
-  take.requests.clear();
-  take.waited.clear();
+  take.clear();
+}
+
+void OpQueue::Take::drop_passed_over() {
+  for (const auto& [request, n] : dropped) request->drop(n);
+  dropped.clear();
 }
 
 void OpQueue::retire_all(std::deque<Take>& pending, const Status& failed, std::vector<Take>& spare) {
@@ -434,12 +432,10 @@ void OpQueue::drain() {
       const Status finished = worker ? worker->finish() : Status();
       if (traced) nvtx::pop();
       worker.reset();
-      for (Take& t : pending) retire(t, finished);
-      pending.clear();
+      retire_all(pending, finished, spare);
       continue;
     }
-    for (const auto& [request, n] : take.dropped) request->drop(n);
-    take.dropped.clear();
+    take.drop_passed_over();
     if (take.ops.empty()) continue;
     lingered = false;
     singles = take.requests.front()->ops() == 1;
@@ -457,15 +453,13 @@ void OpQueue::drain() {
     if (!run(take, worker)) {  // no room for a worker's staging: the ops wait in the queue, not on this thread
       busy = false;
       const bool again = put_back(take, room_generation);
-      for (const auto& [request, n] : take.dropped) request->drop(n);
-      take.dropped.clear();
+      take.drop_passed_over();
       if (!again) return;
       continue;
     }
     pending.push_back(std::move(take));
     if (!worker) {  // it could not be made: every op taken failed with it
-      for (Take& t : pending) retire(t, Status());
-      pending.clear();
+      retire_all(pending, Status(), spare);
       continue;
     }
     // A take that ends requests is waited for at once, so that they complete without waiting for this

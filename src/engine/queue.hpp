@@ -74,9 +74,17 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
     std::vector<std::pair<std::size_t, Clock::time_point>> waited;  // ops put back before: (index, since when)
     std::vector<std::pair<RequestState*, std::size_t>> dropped;  // ops of stopped requests passed over
     Clock::time_point started;
+
+    // Forgets the ops taken (their requests had them back), keeping the memory.
+    void clear() {
+      ops.clear();
+      requests.clear();
+      waited.clear();
+    }
+    // Retires the ops of stopped requests that were passed over, unrun.
+    void drop_passed_over();
   };
 
-  static void drain_job(void* queue);
   void drain();
   // Takes the next ops into `take` (and drops those of stopped requests on the way); false when none wait
   // (with `stop_if_empty`, the drainer is then counted out). `busy`: whether the drainer is running a take
