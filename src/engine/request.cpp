@@ -45,7 +45,6 @@ std::shared_ptr<RequestState> RequestState::start(std::span<const Task> tasks, s
     state->complete(/*callbacks_here=*/true);
     return state;
   }
-  if (tasks.size() == 1) state->single_ = tasks[0];
   if (!queue) queue = std::make_shared<OpQueue>(threads);  // (it counts 0 as 1)
   state->queue_ = queue;
   state->self_ = state;
@@ -57,11 +56,9 @@ std::shared_ptr<RequestState> RequestState::start(std::span<const Task> tasks, s
   return state;
 }
 
-std::shared_ptr<RequestState> RequestState::failed(Status status) {
+std::shared_ptr<RequestState> RequestState::ready(Result<Transfer> result) {
   auto state = std::make_shared<RequestState>();
-  state->first_error_ = std::move(status);
-  state->failed_ = true;
-  state->complete(/*callbacks_here=*/true);
+  state->complete_deferred(std::move(result));
   return state;
 }
 
@@ -81,7 +78,6 @@ void RequestState::complete_deferred(Result<Transfer> result) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (done_.load(std::memory_order_relaxed)) return;
-    if (!first_error_.ok()) result = first_error_;  // cancelled (a deferred request without on_cancel)
     callbacks.swap(callbacks_);
     if (result.ok()) {
       bytes_done_.store(result->bytes, std::memory_order_relaxed);
@@ -92,10 +88,20 @@ void RequestState::complete_deferred(Result<Transfer> result) {
     done_.store(true, std::memory_order_release);
     progress_ = nullptr;
   }
+  // A process that made only stream-ordered requests has no worker yet.
+  if (!callbacks.empty()) shared_pool().ensure_workers(1);
+  announce(std::move(callbacks), std::move(result), /*callbacks_here=*/false);
+}
+
+void RequestState::announce(std::vector<Callback> callbacks, std::optional<Result<Transfer>> result,
+                            bool callbacks_here) {
   done_cv_.notify_all();
   if (callbacks.empty()) return;
-  shared_pool().ensure_workers(1);  // a process that made only stream-ordered requests has no worker yet
-  shared_pool().submit([callbacks = std::move(callbacks), result = std::move(result)] {
+  if (callbacks_here) {
+    run_callbacks(callbacks, *result);
+    return;
+  }
+  shared_pool().submit([callbacks = std::move(callbacks), result = std::move(*result)] {
     run_callbacks(callbacks, result);
   });
 }
@@ -212,14 +218,7 @@ void RequestState::complete(bool callbacks_here) {
     if (!callbacks.empty()) for_callbacks = outcome();
     done_.store(true, std::memory_order_release);
   }
-  done_cv_.notify_all();
-  if (!callbacks_here && !callbacks.empty()) {
-    shared_pool().submit([callbacks = std::move(callbacks), result = std::move(*for_callbacks)] {
-      run_callbacks(callbacks, result);
-    });
-  } else if (!callbacks.empty()) {
-    run_callbacks(callbacks, *for_callbacks);
-  }
+  announce(std::move(callbacks), std::move(for_callbacks), callbacks_here);
   // Drop the self-reference last: waiters and callbacks may hold their own references.
   std::shared_ptr<RequestState> keep;
   {
@@ -247,7 +246,7 @@ void RequestState::run_here_if_unclaimed() const {
   auto* self = const_cast<RequestState*>(this);
   if (!self->claim()) return;
   queue_->withdraw(*this, pool_ticket_.load(std::memory_order_acquire));
-  const Op op{single_, backend_.get()};
+  const Op op = push_node_.first.op;  // written by push() before the request was shared
   Result<std::uint64_t> got(std::uint64_t{0});
   Report report;
   const auto started = std::chrono::steady_clock::now();

@@ -57,13 +57,11 @@ class RequestState {
                                              std::shared_ptr<OpQueue> queue, unsigned threads, EndOfFileRule eof,
                                              std::function<void(Report&)> on_complete, bool trace_tasks = false,
                                              std::shared_ptr<std::atomic<bool>> stop = nullptr);
-  /// A request that failed before any I/O.
-  static std::shared_ptr<RequestState> failed(Status status);
+  /// A request done before any I/O: `result`, or the error it failed with.
+  static std::shared_ptr<RequestState> ready(Result<Transfer> result);
   /// A request whose work is done elsewhere (a stream-ordered request's pipeline). It is done when
-  /// complete_deferred() is called. `on_cancel`, when given, is called (once, outside any lock) when cancel()
-  /// is, instead of ending the request: the work decides when it has stopped and then calls
-  /// complete_deferred(). Without it, cancel() marks the request (stop_requested()) and complete_deferred()
-  /// ends it `cancelled`.
+  /// complete_deferred() is called. cancel() calls `on_cancel` (once, outside any lock) instead of ending the
+  /// request: the work decides when it has stopped and then calls complete_deferred().
   static std::shared_ptr<RequestState> deferred(std::function<void()> on_cancel);
   /// Ends a deferred request. Its callbacks run on a worker of the shared pool, never on the calling thread.
   void complete_deferred(Result<Transfer> result);
@@ -113,6 +111,9 @@ class RequestState {
   // Runs the request's end (the backend's finish_request, File accounting), marks it done and runs its
   // callbacks: here, or (`callbacks_here` false) on a worker of the shared pool.
   void complete(bool callbacks_here);
+  // Once done_ is set: wakes the waiters and runs `callbacks` with `result` (set when there are callbacks),
+  // here or on a worker of the shared pool.
+  void announce(std::vector<Callback> callbacks, std::optional<Result<Transfer>> result, bool callbacks_here);
   // A caller that polls or waits with a timeout is not about to run the request itself: its one op's grace
   // period ends (once).
   void expedite() const;
@@ -124,7 +125,6 @@ class RequestState {
   std::shared_ptr<OpQueue> queue_;
   OpQueue::PushNode push_node_;
   std::function<void(Report&)> on_complete_;
-  Task single_;                       // a one-op request's op, for its waiter
   std::size_t ops_ = 0;               // how many ops it has
   std::atomic<std::size_t> ops_left_{0};
   std::atomic<bool> claimed_{false};  // a one-op request's op was taken (by a worker or its waiter)

@@ -124,7 +124,4 @@ class StreamPipeline {
   std::shared_ptr<StreamPipeline> self_;  // set by watch(): alive until finished
 };
 
-/// Lines describing every stream-ordered request that has not finished (for watchdogs); empty when none.
-std::vector<std::string> pending_stream_pipelines();
-
 }  // namespace ferry::detail

@@ -48,7 +48,7 @@ Status check_piece_memory(const RoutePlanDetail& plan, std::span<const Piece> pi
 }  // namespace
 
 Future FileState::submit_batch(std::span<const Piece> pieces) {
-  auto fail = [](Status s) { return Future(RequestState::failed(std::move(s))); };
+  auto fail = [](Status s) { return Future(RequestState::ready(std::move(s))); };
   std::size_t first_piece = pieces.size();  // the first that is not empty: it decides the route
   for (std::size_t i = 0; i < pieces.size(); ++i) {
     const Piece& p = pieces[i];
@@ -77,10 +77,8 @@ Future FileState::submit_batch(std::span<const Piece> pieces) {
       at += len;
     }
   }
-  if (tasks.empty()) {  // every piece empty or past the end: nothing to read, done with no route taken
-    Use done = std::move(*in_use);
-    return Future(RequestState::start({}, nullptr, nullptr, 1, EndOfFileRule{false, &path, file_bytes}, nullptr));
-  }
+  // Every piece empty or past the end: nothing to read, done with no route taken.
+  if (tasks.empty()) return Future(RequestState::ready(Transfer{}));
   auto plan = route_for(*this, pieces[first_piece].buffer, pieces[first_piece].size, BufferQuery::ask, /*pieces=*/true);
   if (!plan.ok()) return fail(piece_error(plan.status(), first_piece, pieces.size()));
   if (Status s = check_piece_memory(*plan, pieces, first_piece, path); !s.ok()) return fail(s);

@@ -186,7 +186,7 @@ void FileState::add_to_report(const Report& report) {
 }
 
 Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, std::uint64_t offset) {
-  auto fail = [](Status s) { return Future(RequestState::failed(std::move(s))); };
+  auto fail = [](Status s) { return Future(RequestState::ready(std::move(s))); };
   if (Status s = check_request(direction, buffer, size, offset); !s.ok()) return fail(s);
   auto in_use = use();
   if (!in_use.ok()) return fail(in_use.status());
@@ -247,7 +247,7 @@ Future FileState::start(Direction direction, const Destination& destination, std
   SourceRequest request{direction, extent, size, stop};
   auto backend =
       make_route_backend(*this, request, std::move(plan), destination, batch_pieces > 0 ? 0 : size, tasks);
-  if (!backend.ok()) return Future(RequestState::failed(backend.status()));
+  if (!backend.ok()) return Future(RequestState::ready(backend.status()));
   // Failed requests count too: their operations, notes and I/O counters belong to the file's trail. The
   // Use ends here, before the future is done: close() may be called from the future's callbacks. Until then
   // it keeps this FileState and its source (~File closes, and close() waits for it): the completion takes no

@@ -55,7 +55,7 @@ Status check_memory(const RoutePlanDetail& plan, const std::vector<Segment>& seg
 }  // namespace
 
 Future FileState::submit_scattered(std::vector<Segment> segments, std::uint64_t offset) {
-  auto fail = [](Status s) { return Future(RequestState::failed(std::move(s))); };
+  auto fail = [](Status s) { return Future(RequestState::ready(std::move(s))); };
   if (Status s = check_segments(segments, path); !s.ok()) return fail(s);
   const std::uint64_t asked = segments.empty() ? 0 : segments.back().offset + segments.back().length;
   const void* first = segments.empty() ? nullptr : reinterpret_cast<const void*>(segments.front().address);
