@@ -12,12 +12,9 @@
 namespace ferry::detail {
 namespace {
 
-// How long the workers leave a one-op request to the thread that submitted it. Such a request's submitter
-// usually waits for it next, and then runs it itself (run_here_if_unclaimed): a worker woken for it would
-// cost the submitter a wake (a system call) and, if the worker won, the submitter a second wait for the
-// worker's wake. On the GPU machine each hand-off is several microseconds, as long as a hot 4 KiB read. 50 us
-// covers a Python caller's way from pread() to result(); a request nobody waits for or asks about (done() and
-// wait_for() end the grace: expedite()) starts that much later.
+// How long the workers leave a one-op request to the thread that submitted it, which usually waits for it
+// next and runs it itself (docs/engine.md, "One small request at a time"). 50 us covers a Python caller's way
+// from pread() to result(); a request nobody waits for or asks about starts that much later.
 constexpr std::chrono::microseconds kSubmitterRunsGrace{50};
 
 void run_callbacks(const std::vector<RequestState::Callback>& callbacks, const Result<Transfer>& result) {
@@ -38,8 +35,8 @@ std::shared_ptr<RequestState> RequestState::start(std::span<const Task> tasks, s
   state->on_complete_ = std::move(on_complete);
   state->ops_ = tasks.size();
   state->ops_left_ = tasks.size();
-  // Room for the decision its ops are counted under, made here: the request mostly ends on this thread, and a
-  // block a worker made and this thread freed went back to the worker's heap arena under that arena's lock.
+  // Room for the decision its ops are counted under, made here: the request mostly ends on this thread, which
+  // should free no block a worker made.
   state->outcome_.report.reasons.reserve(1);
   if (tasks.empty()) {
     state->complete(/*callbacks_here=*/true);
@@ -197,10 +194,9 @@ void RequestState::retire(std::span<const Op> ops, std::span<Result<std::uint64_
 void RequestState::complete(bool callbacks_here) {
   std::vector<Callback> callbacks;
   Status status;
-  // The backend's finish_request settles the status; then the backend lets go of the File, before anyone can
-  // see the request done: it holds the File's state (descriptors, and the Syscalls they were opened with).
-  // Otherwise the last reference could drop on this worker after get() returned, closing descriptors behind
-  // a caller that already destroyed the File (and whatever it was opened with).
+  // The backend's finish_request settles the status; then the backend lets go of the File's state (its
+  // descriptors, and the Syscalls they were opened with) before anyone can see the request done, so that no
+  // descriptor closes on this worker behind a caller that destroyed the File once get() returned.
   {
     std::lock_guard<std::mutex> lock(mutex_);
     status = first_error_;

@@ -1,8 +1,6 @@
-// The process-wide worker pool that runs the tasks of every request.
-//
-// Workers never block waiting for other tasks: a request's jobs pull tasks until none are left, and a
-// wait issued on a worker thread (a nested read inside a completion callback) runs queued jobs while it
-// waits (help_one), so nested requests cannot deadlock the pool however small it is.
+// The process-wide worker pool that runs the tasks of every request. A wait issued on a worker thread (a
+// nested read inside a completion callback) runs queued jobs while it waits (help_one), so nested requests
+// cannot deadlock the pool however small it is.
 // Thread safety: all members may be called from any thread.
 #pragma once
 

@@ -15,11 +15,8 @@
 #include <fmt/format.h>
 
 #include "base/fork_guard.hpp"
-#include "base/setup_ledger.hpp"
-#include "engine/request.hpp"
 #include "engine/task_split.hpp"
 #include "engine/thread_pool.hpp"
-#include "engine/queue.hpp"
 #include "file/file_state.hpp"
 #include "file/route_selection.hpp"
 #include "file/stream_order.hpp"

@@ -1,7 +1,8 @@
 // Choosing the route of one request and building the backend that carries it out: classify the buffer,
 // learn what cuFile can do for this file (once per file), ask the router, and hand the decision to the
 // host, staged or cuFile backend. route_for() is the decision alone, shared by real requests,
-// File::prepare() and `ferry doctor`, so a prediction is the decision a read would make.
+// File::prepare() and `ferry doctor`, so a prediction is the decision a read would make. prepare_route() and
+// warm_up() do a route's one-time work ahead of a read.
 #pragma once
 
 #include <memory>

@@ -1,5 +1,4 @@
 // Stream-ordered requests: the choice of mechanism, and what the caller's thread queues on its stream.
-// The design and why it cannot deadlock: stream_order.hpp and docs/stream-order.md.
 #include "file/stream_order.hpp"
 
 #include <algorithm>
