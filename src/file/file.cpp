@@ -246,9 +246,8 @@ Future FileState::start(Direction direction, const Destination& destination, std
       make_route_backend(*this, request, std::move(plan), destination, batch_pieces > 0 ? 0 : size, tasks);
   if (!backend.ok()) return Future(RequestState::ready(backend.status()));
   // Failed requests count too: their operations, notes and I/O counters belong to the file's trail. The
-  // Use ends here, before the future is done: close() may be called from the future's callbacks. Until then
-  // it keeps this FileState and its source (~File closes, and close() waits for it): the completion takes no
-  // reference of its own, which every small read would have moved between the submitter's and a worker's cache.
+  // Use ends in on_complete, before the future is done (close() may be called from its callbacks); until then
+  // it keeps this FileState and its source, and the completion takes no reference of its own (docs/engine.md).
   ProcessPart* part_of_use = std::move(in_use).hand_over();
   // Nsight Systems: one range per request, from here to its completion (on whichever thread that is).
   std::uint64_t nvtx_range = 0;
