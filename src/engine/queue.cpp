@@ -345,11 +345,6 @@ void OpQueue::retire(Take& take, const Status& failed) {
   take.clear();
 }
 
-void OpQueue::Take::drop_passed_over() {
-  for (const auto& [request, n] : dropped) request->drop(n);
-  dropped.clear();
-}
-
 void OpQueue::retire_all(std::deque<Take>& pending, const Status& failed, std::vector<Take>& spare) {
   for (Take& t : pending) {
     retire(t, failed);
@@ -429,7 +424,8 @@ void OpQueue::drain() {
       retire_all(pending, finished, spare);
       continue;
     }
-    take.drop_passed_over();
+    for (const auto& [request, n] : take.dropped) request->drop(n);
+    take.dropped.clear();
     if (take.ops.empty()) continue;
     lingered = false;
     singles = take.requests.front()->ops() == 1;
@@ -447,7 +443,8 @@ void OpQueue::drain() {
     if (!run(take, worker)) {  // no room for a worker's staging: the ops wait in the queue, not on this thread
       busy = false;
       const bool again = put_back(take, room_generation);
-      take.drop_passed_over();
+      for (const auto& [request, n] : take.dropped) request->drop(n);
+      take.dropped.clear();
       if (!again) return;
       continue;
     }

@@ -72,8 +72,6 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
       requests.clear();
       waited.clear();
     }
-    // Retires the ops of stopped requests that were passed over, unrun.
-    void drop_passed_over();
   };
 
   void drain();
