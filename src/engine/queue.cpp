@@ -2,8 +2,6 @@
 #include "engine/queue.hpp"
 
 #include <algorithm>
-#include <deque>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -20,10 +18,8 @@ namespace {
 // a few small reads saves the wakes, more keep every core reading when many are in flight.
 constexpr std::size_t kSmallOpsPerDrainer = 4;
 
-// How long the last drainer to find the queue empty stays for more ops before it leaves. Ops pushed meanwhile
-// need no drainer started: a start wakes a sleeping pool thread, a system call on the submitting thread, and
-// one thread submitting small reads in flight started one for nearly every read (the queue was empty between
-// two of them).
+// How long the last drainer to find the queue empty stays for more ops before it leaves (linger(); docs/engine.md,
+// "Fewer wakes": one thread submitting small reads in flight started a drainer for nearly every read).
 constexpr std::chrono::microseconds kLinger{50};
 
 }  // namespace
@@ -113,10 +109,9 @@ std::size_t OpQueue::take_size_locked(const Queued& front, std::size_t waiting, 
   const RouteBackend& route = *front.op.request;
   const std::uint64_t fill = route.fill_bytes();
   if (fill == 0) return route.ops_together();
-  // A request of several ops: its share of every drainer (a batch's pieces spread evenly over all of them,
-  // whenever they come: a share of what waits made whole-fill takes on half the drainers when two batches
-  // were queued). Requests of one op: a share of the ops waiting among the drainers free now (small reads in
-  // flight, taken together).
+  // A request of several ops: its share of every drainer, whenever they come (a share of what waits made
+  // whole-fill takes on half the drainers when two batches were queued). Requests of one op: a share of the
+  // ops waiting among the drainers free now.
   const std::size_t ops = front.request->ops();
   const std::size_t share = ops > 1 ? (ops + limit_ - 1) / limit_ : (waiting + free - 1) / free;
   const std::size_t fits =
@@ -142,14 +137,11 @@ unsigned OpQueue::more_wanted_locked() {
 }
 
 std::uint64_t OpQueue::start_drainers(unsigned n, std::chrono::microseconds grace) {
+  auto drain = [](void* queue) { static_cast<OpQueue*>(queue)->drain(); };
   std::uint64_t ticket = 0;
-  for (unsigned i = 0; i < n; ++i) {
-    ticket = shared_pool().submit(PoolJob(&OpQueue::drain_job, shared_from_this()), limit_, grace);
-  }
+  for (unsigned i = 0; i < n; ++i) ticket = shared_pool().submit(PoolJob(drain, shared_from_this()), limit_, grace);
   return ticket;
 }
-
-void OpQueue::drain_job(void* queue) { static_cast<OpQueue*>(queue)->drain(); }
 
 bool OpQueue::take_next(Take& take, bool& busy, bool stop_if_empty) {
   unsigned helpers = 0;
@@ -184,9 +176,8 @@ bool OpQueue::take_next(Take& take, bool& busy, bool stop_if_empty) {
 }
 
 void OpQueue::take_locked(Take& take) {
-  // A fair share of what waits among the drainers free to take it, so that they all have ops; at least what
-  // the source keeps in flight together; no more than one bounce buffer holds. Ops whose one-op request its
-  // waiter runs itself are passed over; ops of stopped requests are dropped (retired unrun), however many.
+  // Ops whose one-op request its waiter runs itself are passed over; ops of stopped requests are dropped
+  // (retired unrun), however many.
   const std::size_t waiting = queued_.size() - head_;
   const unsigned free = std::max(1u, draining_ - busy_);
   std::size_t size = 1;
@@ -319,9 +310,7 @@ bool OpQueue::put_back(Take& take, std::uint64_t room_generation) {
   }
   while (head_ < queued_.size() && queued_[head_].request == nullptr) ++head_;
   waiting_.store(queued_.size() - head_, std::memory_order_relaxed);
-  take.ops.clear();
-  take.requests.clear();
-  take.waited.clear();
+  take.clear();
   if (room_generation_.load() != room_generation) return true;  // room came before it was put back
   --draining_;
   return false;
@@ -353,9 +342,7 @@ void OpQueue::retire(Take& take, const Status& failed) {
                                ns_each, /*gathered=*/true);
     }
   }
-  take.ops.clear();
-  take.requests.clear();
-  take.waited.clear();
+  take.clear();
 }
 
 void OpQueue::retire_all(std::deque<Take>& pending, const Status& failed, std::vector<Take>& spare) {
@@ -367,10 +354,10 @@ void OpQueue::retire_all(std::deque<Take>& pending, const Status& failed, std::v
 }
 
 void OpQueue::linger() {
-  // Staying pays where one thread pushes small reads one after another: it waits for its next push, and a wake
-  // would be on it. Many threads pushing keep the drainers busier and share the wakes. Staying takes a core:
-  // only where one is left beside the submitting thread and the drainers at work (on the 2-core CPU machine a
-  // drainer that stayed made 4 KiB reads in flight from one thread 1.3x slower).
+  // Staying pays where one thread pushes small reads one after another (many threads keep the drainers
+  // busier and share the wakes), and takes a core: only where one is left beside the submitting thread and
+  // the drainers at work (on the 2-core CPU machine, a drainer that stayed made 4 KiB reads in flight from one
+  // thread 1.3x slower).
   {
     std::lock_guard<SpinningMutex> lock(mutex_);
     if (!one_pusher_.load(std::memory_order_relaxed) || busy_ + 2 >= usable_cores()) return;
@@ -434,8 +421,7 @@ void OpQueue::drain() {
       const Status finished = worker ? worker->finish() : Status();
       if (traced) nvtx::pop();
       worker.reset();
-      for (Take& t : pending) retire(t, finished);
-      pending.clear();
+      retire_all(pending, finished, spare);
       continue;
     }
     for (const auto& [request, n] : take.dropped) request->drop(n);
@@ -464,12 +450,10 @@ void OpQueue::drain() {
     }
     pending.push_back(std::move(take));
     if (!worker) {  // it could not be made: every op taken failed with it
-      for (Take& t : pending) retire(t, Status());
-      pending.clear();
+      retire_all(pending, Status(), spare);
       continue;
     }
-    // A take that ends requests is waited for at once, so that they complete without waiting for this
-    // worker's next read (unless it is a lone fill).
+    // A take that ends requests is waited for at once (unless it is a lone fill).
     const Take& ran = pending.back();
     if (!lone_fill(ran) && ends_requests(ran)) {
       // With nothing else waiting, the staging goes back first (as when the queue empties, below).
@@ -479,8 +463,7 @@ void OpQueue::drain() {
       retire_all(pending, landed, spare);
       continue;
     }
-    // More ops wait: retire what landed and go on with the same staging. (Otherwise the loop ends the worker
-    // first.)
+    // More ops wait: retire what landed and go on with the same staging.
     if (!ops_waiting()) continue;
     while (!pending.empty() && worker->landed(pending.front().fill)) {
       retire(pending.front(), Status());

@@ -1,12 +1,5 @@
 // The engine's one way to take work: every request's tasks become ops on an OpQueue, and pool workers drain
-// it a take at a time.
-//
-// A queue holds the ops of one file's requests on one route to one GPU (a request whose route keeps state of
-// its own, cuFile's, gets a queue of its own). A worker that drains it owns one route worker (a staging kit
-// and a stream) for as long as there are ops, takes as many ops as fill one bounce buffer but no more than
-// its share of what waits (so small reads in flight gather and a batch's pieces pack by themselves, while a
-// large read spreads over the workers), runs them, and retires them to their requests as their copies land.
-// Ops are taken in the order they came: a large request queued first is served first.
+// it a take at a time, in the order the ops came (docs/engine.md, "One queue per file, route and GPU").
 // Thread safety: all members may be called from any thread.
 #pragma once
 
@@ -41,8 +34,7 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   };
   // A push not yet moved into queued_: pushes go onto a lock-free stack (newest first), so that a thread
   // pushing small reads never waits for the drainers' lock; whoever takes mutex_ moves them over first. A
-  // request holds its own (RequestState::push_node): a block the pushing thread allocated and a drainer freed
-  // went back to the pusher's heap arena under that arena's lock, which the pusher's next request needed.
+  // request holds its own (RequestState::push_node), so that no drainer frees a block the pusher made.
   struct PushNode {
     PushNode* next = nullptr;
     Queued first{};            // a push has one op at least
@@ -54,9 +46,8 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   /// waiter may run it first): its pool ticket is returned, else 0.
   std::uint64_t push(RequestState& request, RouteBackend& route, std::span<const Task> tasks,
                      std::chrono::microseconds grace);
-  /// After the waiter of a one-op request claimed it (RequestState::run_here_if_unclaimed): forgets its op,
-  /// which the request may outlive no longer, and withdraws the worker started for it with `ticket` if none
-  /// has begun, starting another if other ops wait.
+  /// After the waiter of a one-op request claimed it (RequestState::run_here_if_unclaimed): forgets its op
+  /// and withdraws the worker started for it with `ticket` if none has begun (another starts if ops wait).
   void withdraw(const RequestState& request, std::uint64_t ticket);
   /// Starts the drainers the ops waiting want: the pinned budget may have room again, or a request whose
   /// ops wait for it was stopped (its ops are dropped at once, not when room comes).
@@ -74,9 +65,15 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
     std::vector<std::pair<std::size_t, Clock::time_point>> waited;  // ops put back before: (index, since when)
     std::vector<std::pair<RequestState*, std::size_t>> dropped;  // ops of stopped requests passed over
     Clock::time_point started;
+
+    // Forgets the ops taken (their requests had them back), keeping the memory.
+    void clear() {
+      ops.clear();
+      requests.clear();
+      waited.clear();
+    }
   };
 
-  static void drain_job(void* queue);
   void drain();
   // Takes the next ops into `take` (and drops those of stopped requests on the way); false when none wait
   // (with `stop_if_empty`, the drainer is then counted out). `busy`: whether the drainer is running a take
@@ -84,8 +81,8 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   bool take_next(Take& take, bool& busy, bool stop_if_empty);
   // take_next()'s take from queued_ (mutex_ held): into `take` the ops it takes, and the stopped ones it drops.
   void take_locked(Take& take);
-  // Runs `take` on `worker` (made on first need): ops of requests that stopped are retired unrun. False,
-  // and nothing ran, when the pinned budget had no room for a worker (restart() follows).
+  // Runs `take` on `worker` (made on first need). False, and nothing ran, when the pinned budget had no room
+  // for a worker (restart() follows).
   bool run(Take& take, std::unique_ptr<RouteWorker>& worker);
   // Puts a take that could not run back at the front, and moves the queue's ops of stopped requests to
   // take.dropped. False when the drainer is counted out (restart() will start another), true when room came
@@ -99,8 +96,7 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   // ceiling).
   static bool lone_fill(const Take& take);
   // Stays (kLinger at most) until ops wait, if the last two pushes came from one thread, no other drainer stays
-  // and a core is left for it: still counted in draining_ and not busy, this drainer takes what is pushed
-  // meanwhile, and push() starts none.
+  // and a core is left for it: still counted in draining_ and not busy, it takes what is pushed meanwhile.
   void linger();
   // Whether retiring `take` would end one of its requests (no other op of it left).
   static bool ends_requests(const Take& take);
@@ -109,9 +105,8 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   // Whether ops wait, in queued_ or pushed (a hint: read without the lock).
   bool ops_waiting() const;
   // Whether the drainers counted now will take a one-op push without one more started: they all run, or those
-  // between takes, `each` ops to a drainer, are enough for what waits. Called after the push is on the stack: a
-  // drainer that leaves after this counted it looks at the stack again, and one that turns busy after this
-  // counted it free starts drainers for what waits (take_next), so no op is left without one.
+  // between takes, `each` ops to a drainer, are enough for what waits. Called after the push is on the stack
+  // (take_next() says why no op is then left without a drainer).
   bool drainers_will_take(std::size_t each) const;
   // Starts `n` more drainers (mutex_ not held).
   std::uint64_t start_drainers(unsigned n, std::chrono::microseconds grace);
@@ -122,8 +117,7 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   unsigned more_wanted_locked();
 
   const unsigned limit_;
-  // What the pinned budget calls when it may have room: restart(), if the queue still exists then. Made once
-  // (on the first worker's making), not per worker.
+  // What the pinned budget calls when it may have room: restart(), if the queue still exists then.
   std::once_flag restart_call_made_;
   std::function<void()> restart_call_;
   // Each group below on a cache line of its own: the drainers' lock, the counts they change and push() reads, the

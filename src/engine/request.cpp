@@ -12,12 +12,9 @@
 namespace ferry::detail {
 namespace {
 
-// How long the workers leave a one-op request to the thread that submitted it. Such a request's submitter
-// usually waits for it next, and then runs it itself (run_here_if_unclaimed): a worker woken for it would
-// cost the submitter a wake (a system call) and, if the worker won, the submitter a second wait for the
-// worker's wake. On the GPU machine each hand-off is several microseconds, as long as a hot 4 KiB read. 50 us
-// covers a Python caller's way from pread() to result(); a request nobody waits for or asks about (done() and
-// wait_for() end the grace: expedite()) starts that much later.
+// How long the workers leave a one-op request to the thread that submitted it, which usually waits for it
+// next and runs it itself (docs/engine.md, "One small request at a time"). 50 us covers a Python caller's way
+// from pread() to result(); a request nobody waits for or asks about starts that much later.
 constexpr std::chrono::microseconds kSubmitterRunsGrace{50};
 
 void run_callbacks(const std::vector<RequestState::Callback>& callbacks, const Result<Transfer>& result) {
@@ -38,14 +35,13 @@ std::shared_ptr<RequestState> RequestState::start(std::span<const Task> tasks, s
   state->on_complete_ = std::move(on_complete);
   state->ops_ = tasks.size();
   state->ops_left_ = tasks.size();
-  // Room for the decision its ops are counted under, made here: the request mostly ends on this thread, and a
-  // block a worker made and this thread freed went back to the worker's heap arena under that arena's lock.
+  // Room for the decision its ops are counted under, made here: the request mostly ends on this thread, which
+  // should free no block a worker made.
   state->outcome_.report.reasons.reserve(1);
   if (tasks.empty()) {
     state->complete(/*callbacks_here=*/true);
     return state;
   }
-  if (tasks.size() == 1) state->single_ = tasks[0];
   if (!queue) queue = std::make_shared<OpQueue>(threads);  // (it counts 0 as 1)
   state->queue_ = queue;
   state->self_ = state;
@@ -57,11 +53,9 @@ std::shared_ptr<RequestState> RequestState::start(std::span<const Task> tasks, s
   return state;
 }
 
-std::shared_ptr<RequestState> RequestState::failed(Status status) {
+std::shared_ptr<RequestState> RequestState::ready(Result<Transfer> result) {
   auto state = std::make_shared<RequestState>();
-  state->first_error_ = std::move(status);
-  state->failed_ = true;
-  state->complete(/*callbacks_here=*/true);
+  state->complete_deferred(std::move(result));
   return state;
 }
 
@@ -81,7 +75,6 @@ void RequestState::complete_deferred(Result<Transfer> result) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (done_.load(std::memory_order_relaxed)) return;
-    if (!first_error_.ok()) result = first_error_;  // cancelled (a deferred request without on_cancel)
     callbacks.swap(callbacks_);
     if (result.ok()) {
       bytes_done_.store(result->bytes, std::memory_order_relaxed);
@@ -92,10 +85,20 @@ void RequestState::complete_deferred(Result<Transfer> result) {
     done_.store(true, std::memory_order_release);
     progress_ = nullptr;
   }
+  // A process that made only stream-ordered requests has no worker yet.
+  if (!callbacks.empty()) shared_pool().ensure_workers(1);
+  announce(std::move(callbacks), std::move(result), /*callbacks_here=*/false);
+}
+
+void RequestState::announce(std::vector<Callback> callbacks, std::optional<Result<Transfer>> result,
+                            bool callbacks_here) {
   done_cv_.notify_all();
   if (callbacks.empty()) return;
-  shared_pool().ensure_workers(1);  // a process that made only stream-ordered requests has no worker yet
-  shared_pool().submit([callbacks = std::move(callbacks), result = std::move(result)] {
+  if (callbacks_here) {
+    run_callbacks(callbacks, *result);
+    return;
+  }
+  shared_pool().submit([callbacks = std::move(callbacks), result = std::move(*result)] {
     run_callbacks(callbacks, result);
   });
 }
@@ -191,10 +194,9 @@ void RequestState::retire(std::span<const Op> ops, std::span<Result<std::uint64_
 void RequestState::complete(bool callbacks_here) {
   std::vector<Callback> callbacks;
   Status status;
-  // The backend's finish_request settles the status; then the backend lets go of the File, before anyone can
-  // see the request done: it holds the File's state (descriptors, and the Syscalls they were opened with).
-  // Otherwise the last reference could drop on this worker after get() returned, closing descriptors behind
-  // a caller that already destroyed the File (and whatever it was opened with).
+  // The backend's finish_request settles the status; then the backend lets go of the File's state (its
+  // descriptors, and the Syscalls they were opened with) before anyone can see the request done, so that no
+  // descriptor closes on this worker behind a caller that destroyed the File once get() returned.
   {
     std::lock_guard<std::mutex> lock(mutex_);
     status = first_error_;
@@ -212,14 +214,7 @@ void RequestState::complete(bool callbacks_here) {
     if (!callbacks.empty()) for_callbacks = outcome();
     done_.store(true, std::memory_order_release);
   }
-  done_cv_.notify_all();
-  if (!callbacks_here && !callbacks.empty()) {
-    shared_pool().submit([callbacks = std::move(callbacks), result = std::move(*for_callbacks)] {
-      run_callbacks(callbacks, result);
-    });
-  } else if (!callbacks.empty()) {
-    run_callbacks(callbacks, *for_callbacks);
-  }
+  announce(std::move(callbacks), std::move(for_callbacks), callbacks_here);
   // Drop the self-reference last: waiters and callbacks may hold their own references.
   std::shared_ptr<RequestState> keep;
   {
@@ -247,7 +242,7 @@ void RequestState::run_here_if_unclaimed() const {
   auto* self = const_cast<RequestState*>(this);
   if (!self->claim()) return;
   queue_->withdraw(*this, pool_ticket_.load(std::memory_order_acquire));
-  const Op op{single_, backend_.get()};
+  const Op op = push_node_.first.op;  // written by push() before the request was shared
   Result<std::uint64_t> got(std::uint64_t{0});
   Report report;
   const auto started = std::chrono::steady_clock::now();

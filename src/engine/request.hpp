@@ -1,13 +1,8 @@
 // One request in flight: a count of ops still to retire, the first error, the outcome and the callbacks behind
-// a Future.
-//
-// A request's tasks become ops on an OpQueue (engine/queue.hpp): the queue of its file, route and GPU, or one
-// of its own. Workers retire its ops as they land; the request completes once every op retired, so after a
-// failure nothing writes into the caller's buffer any more. A request of one op is left to its submitter for
-// a moment: the waiter runs it on its own thread (run_here_if_unclaimed).
-// Thread safety: a RequestState is shared by the workers, its Futures and whoever completes a deferred one;
-// every public member may be called from any thread at once (counters are atomics; the outcome, the callbacks
-// and a deferred request's progress are guarded by mutex_). Callbacks never run under that lock.
+// a Future (docs/engine.md). Its ops are on an OpQueue (engine/queue.hpp).
+// Thread safety: every public member may be called from any thread at once (counters are atomics; the
+// outcome, the callbacks and a deferred request's progress are guarded by mutex_). Callbacks never run under
+// that lock.
 #pragma once
 
 #include <atomic>
@@ -30,13 +25,10 @@ namespace ferry::detail {
 
 /// What a read expects of the file: tasks cover the file as it was when the request began, so a task
 /// that comes back short means the file shrank under the read (an error: other tasks may already have
-/// written past that point). Only a read of a file whose size cannot be known (/proc, character devices)
-/// is one sequential task that may end early.
+/// written past that point), unless its size cannot be known (/proc, character devices).
 struct EndOfFileRule {
   bool short_task_ends_request = false;  // size unknown: a short task is the end of the data
-  // For the error otherwise: the File's path, which outlives the request's ops (they hold a use of the File),
-  // so that a request copies no string.
-  const std::string* path = nullptr;
+  const std::string* path = nullptr;  // the File's, which outlives the request's ops (they hold a use of it)
   std::uint64_t size_at_start = 0;
 
   /// The error for task `t` that moved only `bytes`: the file shrank while it was read.
@@ -48,22 +40,18 @@ class RequestState {
   using Callback = std::function<void(const Result<Transfer>&)>;
 
   /// Queues `tasks` as ops on `queue` (null: a queue of its own, drained by at most `threads` workers) for
-  /// `backend` to run. An op that moves fewer bytes than its length fails the request, unless `eof` says the
-  /// file's size is unknown; the request's byte count is the sum of what its ops moved, so no byte past it
-  /// was written. `on_complete` gets (and may annotate) the request's report at completion, failed or not
-  /// (File accounting), before the future is done and before callbacks registered by then() run. `stop`,
-  /// when given, is set once the request is cancelled or an op failed (SourceRequest::stop).
+  /// `backend` to run. A short op fails the request as `eof` says; the byte count is the sum of what the ops
+  /// moved. `on_complete` gets (and may annotate) the report at completion, failed or not, before the future
+  /// is done and callbacks run. `stop`, when given, is set once the request is cancelled or an op failed.
   static std::shared_ptr<RequestState> start(std::span<const Task> tasks, std::shared_ptr<RouteBackend> backend,
                                              std::shared_ptr<OpQueue> queue, unsigned threads, EndOfFileRule eof,
                                              std::function<void(Report&)> on_complete, bool trace_tasks = false,
                                              std::shared_ptr<std::atomic<bool>> stop = nullptr);
-  /// A request that failed before any I/O.
-  static std::shared_ptr<RequestState> failed(Status status);
+  /// A request done before any I/O: `result`, or the error it failed with.
+  static std::shared_ptr<RequestState> ready(Result<Transfer> result);
   /// A request whose work is done elsewhere (a stream-ordered request's pipeline). It is done when
-  /// complete_deferred() is called. `on_cancel`, when given, is called (once, outside any lock) when cancel()
-  /// is, instead of ending the request: the work decides when it has stopped and then calls
-  /// complete_deferred(). Without it, cancel() marks the request (stop_requested()) and complete_deferred()
-  /// ends it `cancelled`.
+  /// complete_deferred() is called. cancel() calls `on_cancel` (once, outside any lock) instead of ending the
+  /// request: the work decides when it has stopped and then calls complete_deferred().
   static std::shared_ptr<RequestState> deferred(std::function<void()> on_cancel);
   /// Ends a deferred request. Its callbacks run on a worker of the shared pool, never on the calling thread.
   void complete_deferred(Result<Transfer> result);
@@ -101,8 +89,7 @@ class RequestState {
   void drop(std::size_t n);
   /// Retires `ops` of this request that moved `results` (counted in `report`, `ns_each` nanoseconds each;
   /// `gathered`: run together with other requests' ops). The last op's retirement completes the request,
-  /// its callbacks running on a worker of the shared pool (a worker holds its staging meanwhile), or here
-  /// (`callbacks_here`: a waiter that ran its own request).
+  /// its callbacks running on a worker of the shared pool, or here (`callbacks_here`: a waiter that ran it).
   void retire(std::span<const Op> ops, std::span<Result<std::uint64_t>> results, Report& report,
               std::uint64_t ns_each, bool gathered, bool callbacks_here = false);
 
@@ -113,6 +100,9 @@ class RequestState {
   // Runs the request's end (the backend's finish_request, File accounting), marks it done and runs its
   // callbacks: here, or (`callbacks_here` false) on a worker of the shared pool.
   void complete(bool callbacks_here);
+  // Once done_ is set: wakes the waiters and runs `callbacks` with `result` (set when there are callbacks),
+  // here or on a worker of the shared pool.
+  void announce(std::vector<Callback> callbacks, std::optional<Result<Transfer>> result, bool callbacks_here);
   // A caller that polls or waits with a timeout is not about to run the request itself: its one op's grace
   // period ends (once).
   void expedite() const;
@@ -124,7 +114,6 @@ class RequestState {
   std::shared_ptr<OpQueue> queue_;
   OpQueue::PushNode push_node_;
   std::function<void(Report&)> on_complete_;
-  Task single_;                       // a one-op request's op, for its waiter
   std::size_t ops_ = 0;               // how many ops it has
   std::atomic<std::size_t> ops_left_{0};
   std::atomic<bool> claimed_{false};  // a one-op request's op was taken (by a worker or its waiter)
@@ -140,8 +129,7 @@ class RequestState {
   std::atomic<bool> done_{false};  // set once, under mutex_ (waiters wait on done_cv_)
   Status first_error_;  // once done_: the request's outcome, OK or the error it ends with
   // The ops' operations as they retire, and once done_ (first_error_ OK) what get() returns. One Transfer
-  // rather than a Report and a Result: a small request's state then fits glibc's per-thread cache of small
-  // blocks (1 KiB), which a larger state missed, taking the arena's lock (often another thread's).
+  // rather than a Report and a Result: a small request's state then fits glibc's per-thread cache (1 KiB).
   Transfer outcome_;
   Result<Transfer> outcome() const;  // a copy of the outcome (for callbacks), once done_
   std::vector<Callback> callbacks_;

@@ -12,6 +12,7 @@
 
 #include "base/fork_guard.hpp"
 #include "engine/thread_pool.hpp"
+#include "ferry/file.hpp"
 
 namespace ferry::detail {
 
@@ -230,6 +231,6 @@ std::string StreamPipeline::describe() const {
                      cpu_->load());
 }
 
-std::vector<std::string> pending_stream_pipelines() { return StreamWatcher::instance().describe(); }
-
 }  // namespace ferry::detail
+
+std::vector<std::string> ferry::pending_stream_requests() { return detail::StreamWatcher::instance().describe(); }

@@ -1,17 +1,9 @@
-// The CPU side of a stream-ordered request (File::read_async / write_async): the steps Ferry's threads
-// do, and the two words of pinned memory it shares with the caller's CUDA stream.
-//
-//   gpu word  written by the stream (cuStreamWriteValue32) as it passes the request's points: 1 when it
-//             reaches the request, then one more after each of its copies; Ferry only reads it.
-//   cpu word  written by Ferry: how many of the request's steps, counted from the first, have ended;
-//             the stream waits on it (cuStreamWaitValue32) before each copy and at the end.
-//
-// Nothing here calls CUDA, and no thread that runs a step ever waits for the GPU. Steps run on the stream
-// pool (stream_pool()), whose threads run nothing else: no user callback, no other request's copies. One
-// watcher thread reads the gpu words of every pending request and starts the steps they allow. So every
-// stream wait Ferry queued is met by work that depends only on the CPU and on commands queued before
-// that wait, however the driver serializes streams and whatever other threads do meanwhile
-// (docs/stream-order.md argues it).
+// The CPU side of a stream-ordered request (File::read_async / write_async): the steps Ferry's threads do,
+// and the two words of pinned memory it shares with the caller's CUDA stream: the gpu word, which the stream
+// writes as it passes the request's points (1 when it reaches it, one more after each copy), and the cpu
+// word, Ferry's count of the steps ended from the first, which the stream waits on. Nothing here calls CUDA:
+// steps run on stream_pool(), started by one watcher thread that reads every pending request's gpu word, so
+// every wait Ferry queued is met (docs/stream-order.md argues it).
 // Thread safety: all members may be called from any thread.
 #pragma once
 
@@ -59,12 +51,10 @@ class StreamPipeline {
   /// Called once before the first step runs, on the watcher (it must not block): an error fails the
   /// request without running a step (a File closed before the stream reached the request).
   using Begin = std::function<Status()>;
-  /// Called once after the last step ended (before the stream is done with the request), off the
-  /// watcher: the owner lets go of what the steps used on the CPU side (the File).
+  /// Called once after the last step ended, off the watcher: the owner lets go of the File.
   using StepsEnded = std::function<void()>;
   /// Called once the stream is done with the request and no step runs, on the watcher (it must not block,
-  /// and must leave user callbacks to the shared pool): the owner frees the slots and words and completes
-  /// the future.
+  /// and leaves user callbacks to the shared pool): the owner frees the slots and words, completes the future.
   using Finish = std::function<void(PipelineOutcome)>;
 
   /// `gpu` and `cpu` are words of pinned host memory the stream can see, both 0 now. Starts nothing:
@@ -73,8 +63,7 @@ class StreamPipeline {
                  Begin begin, StepsEnded steps_ended, Finish finish, std::string description);
 
   /// Hands the pipeline to the watcher. Call it before queueing the stream's commands: a wait already
-  /// queued must be met while the caller's thread still queues the rest (its next driver call may wait
-  /// behind another thread's implicit synchronisation, which waits for this very stream).
+  /// queued must be met while the caller's thread still queues the rest (docs/stream-order.md).
   static void watch(std::shared_ptr<StreamPipeline> pipeline);
   /// The caller's thread has queued what it could: `error` (OK when all of it) and the last gpu-word
   /// value actually queued, which becomes the end (0: nothing was queued; the pipeline ends at once).
@@ -123,8 +112,5 @@ class StreamPipeline {
   Report report_;
   std::shared_ptr<StreamPipeline> self_;  // set by watch(): alive until finished
 };
-
-/// Lines describing every stream-ordered request that has not finished (for watchdogs); empty when none.
-std::vector<std::string> pending_stream_pipelines();
 
 }  // namespace ferry::detail

@@ -1,8 +1,6 @@
-// The process-wide worker pool that runs the tasks of every request.
-//
-// Workers never block waiting for other tasks: a request's jobs pull tasks until none are left, and a
-// wait issued on a worker thread (a nested read inside a completion callback) runs queued jobs while it
-// waits (help_one), so nested requests cannot deadlock the pool however small it is.
+// The process-wide worker pool that runs the tasks of every request. A wait issued on a worker thread (a
+// nested read inside a completion callback) runs queued jobs while it waits (help_one), so nested requests
+// cannot deadlock the pool however small it is.
 // Thread safety: all members may be called from any thread.
 #pragma once
 
@@ -22,9 +20,8 @@
 namespace ferry::detail {
 
 /// What a worker runs: a function with the object it works on, which the job keeps alive while it waits, or
-/// any callable. The first form allocates nothing: a std::function holding a lambda that captures a shared_ptr
-/// lives on the heap (libstdc++ keeps only trivially copyable callables inline), one allocation a request,
-/// made by the submitting thread and freed by a worker, which with glibc's arenas is the expensive kind.
+/// any callable. The first form allocates nothing (a std::function holding a lambda that captures a shared_ptr
+/// lives on the heap), so that no worker frees a block the submitting thread made (docs/engine.md).
 class PoolJob {
  public:
   PoolJob(void (*run)(void*), std::shared_ptr<void> owner) : run_(run), owner_(std::move(owner)) {}

@@ -15,11 +15,8 @@
 #include <fmt/format.h>
 
 #include "base/fork_guard.hpp"
-#include "base/setup_ledger.hpp"
-#include "engine/request.hpp"
 #include "engine/task_split.hpp"
 #include "engine/thread_pool.hpp"
-#include "engine/queue.hpp"
 #include "file/file_state.hpp"
 #include "file/route_selection.hpp"
 #include "file/stream_order.hpp"
@@ -186,7 +183,7 @@ void FileState::add_to_report(const Report& report) {
 }
 
 Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, std::uint64_t offset) {
-  auto fail = [](Status s) { return Future(RequestState::failed(std::move(s))); };
+  auto fail = [](Status s) { return Future(RequestState::ready(std::move(s))); };
   if (Status s = check_request(direction, buffer, size, offset); !s.ok()) return fail(s);
   auto in_use = use();
   if (!in_use.ok()) return fail(in_use.status());
@@ -247,11 +244,10 @@ Future FileState::start(Direction direction, const Destination& destination, std
   SourceRequest request{direction, extent, size, stop};
   auto backend =
       make_route_backend(*this, request, std::move(plan), destination, batch_pieces > 0 ? 0 : size, tasks);
-  if (!backend.ok()) return Future(RequestState::failed(backend.status()));
+  if (!backend.ok()) return Future(RequestState::ready(backend.status()));
   // Failed requests count too: their operations, notes and I/O counters belong to the file's trail. The
-  // Use ends here, before the future is done: close() may be called from the future's callbacks. Until then
-  // it keeps this FileState and its source (~File closes, and close() waits for it): the completion takes no
-  // reference of its own, which every small read would have moved between the submitter's and a worker's cache.
+  // Use ends in on_complete, before the future is done (close() may be called from its callbacks); until then
+  // it keeps this FileState and its source, and the completion takes no reference of its own (docs/engine.md).
   ProcessPart* part_of_use = std::move(in_use).hand_over();
   // Nsight Systems: one range per request, from here to its completion (on whichever thread that is).
   std::uint64_t nvtx_range = 0;

@@ -1,11 +1,9 @@
-// The shared state behind a File: its source, settings, position and the File's report.
-// Everything that touches the source holds a Use; close() waits until none is held, so a descriptor
-// is never closed (and its number handed to another file) under a running task. ~File closes too, so a
-// FileState outlives every Use: the last one ends in a request's completion, before the File can go.
-// Thread safety: every member may be called from any thread at once (Files are shared by threads, and their
-// requests complete on the pool): uses and closing are atomics of the process part (ProcessPart), the report
-// and the position are guarded by its mutex, the cuFile state by gds_mutex; path, config, source, flags and
-// append never change after opening.
+// The shared state behind a File: its source, settings, position and the File's report. Everything that
+// touches the source holds a Use; close() (~File's too) waits until none is held, so a descriptor is never
+// closed (and its number handed to another file) under a running task, and a FileState outlives every Use.
+// Thread safety: every member may be called from any thread at once: uses and closing are atomics of the
+// ProcessPart, the report and the position are guarded by its mutex, the cuFile state by gds_mutex; the
+// rest never changes after opening.
 #pragma once
 
 #include <atomic>
@@ -52,19 +50,15 @@ class FileState : public std::enable_shared_from_this<FileState> {
     return source->parallel_tasks() != 0 ? source->parallel_tasks() : config.threads();
   }
 
-  // What belongs to the process that made it. A child of fork() has none of its parent's threads, and perhaps a
-  // copy of a lock one of them held (a thread asking for the report at that moment), so it starts its own part,
-  // leaving the parent's alone: its uses (its close() waits for its own requests only), its report (its own
-  // operations), the position and end where the parent left them, and its queues (the parent's drainers are
-  // not there).
+  // What belongs to the process that made it: a child of fork() starts its own (docs/engine.md, "After
+  // fork()"), with the position and end where the parent left them.
   struct ProcessPart {
     explicit ProcessPart(std::uint64_t generation_in) : generation(generation_in) {}
     const std::uint64_t generation;  // fork_generation() of the process it belongs to
-    // Uses are counted without a lock, begun and ended apart, each on a cache line of its own: a small read's use
-    // begins on the thread that submits it and ends on the worker that completes it, and one count (or one lock)
-    // that both wrote moved between their caches with every request. close() sets `closed` and then reads the
-    // counts, use() counts and then reads `closed` (all sequentially consistent): one of them sees the other.
-    // close() waits on a process-wide wake (file.cpp): a use's end touches nothing of the File after its count.
+    // Uses are counted without a lock, begun (by the submitter) and ended (by the worker) apart, each on a cache
+    // line of its own. close() sets `closed` and then reads the counts, use() counts and then reads `closed`
+    // (all sequentially consistent): one of them sees the other. close() waits on a process-wide wake
+    // (file.cpp): a use's end touches nothing of the File after its count.
     std::atomic<bool> closed{false};
     alignas(64) std::atomic<std::uint64_t> uses_begun{0};
     alignas(64) std::atomic<std::uint64_t> uses_ended{0};
@@ -86,8 +80,7 @@ class FileState : public std::enable_shared_from_this<FileState> {
   };
 
   /// Keeps the descriptors open while held. Errors: failed_precondition once close() began. A use belongs to
-  /// the process that took it: in a child forked meanwhile it was never counted (the parent's requests never
-  /// end there, and close() must not wait for them).
+  /// the process that took it (end_use).
   class Use {
    public:
     Use(FileState* state, ProcessPart* part) : state_(state), part_(part) {}
@@ -111,21 +104,17 @@ class FileState : public std::enable_shared_from_this<FileState> {
   Future submit(Direction direction, void* buffer, std::uint64_t size, std::uint64_t offset);
   /// File::pread_batch (file/batch.cpp).
   Future submit_batch(std::span<const Piece> pieces);
-  /// Reads `size` bytes at `offset` into several buffers (file/scattered_read.cpp): `segments` say where
+  /// Reads `size` bytes at `offset` into several buffers (file/batch.cpp): `segments` say where
   /// each part of the request goes (Destination::scattered), all host memory or all device memory of one
-  /// GPU. The file is read in the tasks of a plain read of the range, aligned for O_DIRECT, and each task's
-  /// bytes are copied to the buffers it covers (how, the host and staged backends say); cuFile, which reads
-  /// into one buffer at a time, gets tasks that each lie in one segment. One Future, as pread(). Errors as
-  /// pread's, and invalid_argument (naming the segment) for segments that do not follow one another from
-  /// offset 0, a null address, or memory of another kind or GPU than the first segment's.
+  /// GPU. The tasks are a plain read's, each task's bytes copied to the buffers it covers; cuFile's each lie
+  /// in one segment. Errors as pread's, and invalid_argument (naming the segment) for segments that do not
+  /// follow one another from offset 0, a null address, or memory of another kind or GPU than the first's.
   Future submit_scattered(std::vector<Segment> segments, std::uint64_t offset);
   /// Starts the tasks of a request at `offset` (covering the file as `extent` says) on the backend of the route
-  /// `plan` chose, holding `in_use` until it completes, and accounts for it in the File's report (set-up costs
-  /// and the source's activity noted). Its ops join the file's queue for the route to the buffer's GPU where the
-  /// backend shares workers (queue_for). `short_task_ends_request`: a task that moves fewer bytes than asked is
-  /// where the data ends (a file without a size, or a read planned by the size seen before), rather than a file
-  /// that shrank during the read. `batch_pieces`: the pieces of a batch (File::pread_batch), whose tasks carry
-  /// their addresses (`destination` has base 0); 0 for any other request.
+  /// `plan` chose, on queue_for()'s queue, holding `in_use` until it completes, and accounts for it in the
+  /// File's report. `short_task_ends_request`: a short task is where the data ends (a file without a size, or
+  /// a read planned by the size seen before), not a file that shrank. `batch_pieces`: the pieces of a batch,
+  /// whose tasks carry their addresses (`destination` has base 0); 0 for any other request.
   Future start(Direction direction, const Destination& destination, std::uint64_t offset, std::span<const Task> tasks,
                Extent extent, bool short_task_ends_request, RoutePlanDetail plan, Use in_use,
                const SetupMark& setup_before, std::size_t batch_pieces = 0);

@@ -14,7 +14,6 @@
 #include <ctime>
 #include <tuple>
 #include <utility>
-#include <vector>
 
 #include <fmt/format.h>
 
@@ -128,10 +127,9 @@ std::pair<std::string, std::string> split_path(const std::string& path) {
   return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
 }
 
-// The process's umask, read without changing it: umask() can only be read by setting it, and a save runs on
-// any thread, so setting it to 0 for a moment gave files other threads created meanwhile no umask (98 of
-// 224,831 in 15 s, the reliability review of 2026-12-04). Linux 4.7 and later show it in /proc/self/status;
-// without that, the usual 022.
+// The process's umask from /proc/self/status (Linux 4.7 and later; else the usual 022): umask() reads it only
+// by setting it, which gave files other threads created meanwhile no umask (98 of 224,831 in 15 s, the
+// reliability review of 2026-12-04).
 mode_t current_umask() {
   UniqueFd status(::open("/proc/self/status", O_RDONLY | O_CLOEXEC));
   char text[4096];

@@ -1,33 +1,11 @@
 // Creating or replacing a file safely, for the library's own writers (ferry::safetensors::save and its
 // index) and for `ferry write` and `ferry-bench` (one of the headers of src/ the tools may include), so that
-// the library and the tools share one copy of these rules.
-//
-// The rules (README, "Command line"; docs/safetensors.md, "Saving"):
-// - The destination is replaced only once the new data is complete (written, and synced unless told not
-//   to): before that it is left exactly as it was, also when the process is interrupted or killed.
-// - The new data goes into a file nobody else can name: an unnamed O_TMPFILE file in the destination's
-//   directory where the file system supports that (it vanishes with the process), else a file created with
-//   O_CREAT|O_EXCL|O_NOFOLLOW under a hidden name that says who writes it (".ferry-<pid>-<host tag>-" + 8
-//   random characters; the host tag is 8 hex digits of a hash of the host name), mode 0600, which a
-//   program's handlers of SIGINT, SIGTERM and SIGHUP remove (remove_named_temporary; the environment
-//   variable FERRY_CLI_TEST_NO_O_TMPFILE=1 forces this way, for tests). A process killed outright (SIGKILL, a
-//   preemption) cannot remove its own: the next TempFile::create in that directory removes the temporaries
-//   of this machine's processes that no longer exist (never another machine's, nor a live process's).
-//   Names of the older form (".ferry-" + 12 random characters) say no pid and are left alone. A planted symlink or file is
-//   never written through: O_TMPFILE has no name, O_EXCL|O_NOFOLLOW refuses existing names, and linkat
-//   never replaces.
-// - Only regular files are created or replaced: a directory, device, FIFO or socket is refused, never
-//   unlinked or renamed over.
-// - A symlink is written through, as `>` does: the file it leads to is replaced (renamed over, in that
-//   file's directory), the link stays. A symlink to nothing is refused, and so is a symlink owned by another
-//   user in a sticky world-writable directory (what fs.protected_symlinks refuses, refused even where that
-//   sysctl is off).
-// - An existing destination must be writable by the caller as `>` needs it (it is opened O_WRONLY,
-//   without truncating, to check): otherwise permission_denied, before anything is written. The
-//   replacement keeps its mode, and its owner and group where the caller may set them (root); a new file
-//   gets 0666 & ~umask, as `>` gives. Differences from `>` that remain: other hard links to the old file
-//   keep the old data, ACLs and extended attributes are not carried over, and the directory must be
-//   writable (the new file is made there).
+// they share one copy of the rules, which README ("Command line") and docs/safetensors.md ("Saving") give:
+// the destination is replaced only once the new data is complete; the new data goes into an unnamed
+// O_TMPFILE file, else one created O_CREAT|O_EXCL|O_NOFOLLOW under a hidden name that says who writes it
+// (kTemporaryPrefix, the pid, a host tag), which the signal slot below removes and a later TempFile::create
+// removes once its process is gone; only regular files are created or replaced, a symlink is written through
+// as `>` does. FERRY_CLI_TEST_NO_O_TMPFILE=1 forces the named way, for tests.
 // Thread safety: one Destination/TempFile per thread; the signal handlers are process-wide.
 #pragma once
 
@@ -108,8 +86,9 @@ inline constexpr char kTemporaryPrefix[] = ".ferry-";
 [[nodiscard]] Status replace_file_contents(const std::string& path, std::string_view bytes, bool durable);
 
 /// Removes the named temporary file that holds the signal handlers' one slot (the first of the TempFiles not
-/// yet committed that has a name; the CLI writes one file at a time), if any. Async-signal-safe, and keeps errno: for a program's handler of SIGINT, SIGTERM and SIGHUP
-/// (cli/support/cleanup_signals.hpp). The library itself never takes over a process's signals.
+/// yet committed that has a name; the CLI writes one file at a time), if any. Async-signal-safe, and keeps
+/// errno: for a program's handler of SIGINT, SIGTERM and SIGHUP (cli/support/cleanup_signals.hpp). The
+/// library itself never takes over a process's signals.
 void remove_named_temporary() noexcept;
 
 }  // namespace ferry::detail

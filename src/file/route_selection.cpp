@@ -3,10 +3,13 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "backends/gds_backend.hpp"
 #include "backends/host_backend.hpp"
 #include "backends/staged_backend.hpp"
 #include "backends/staging_pool.hpp"
+#include "engine/thread_pool.hpp"
 #include "platform/cuda/primary_context.hpp"
 #include "platform/cufile/cufile_driver.hpp"
 #include "platform/cufile/cufile_env.hpp"
@@ -138,16 +141,42 @@ Result<std::shared_ptr<RouteBackend>> make_route_backend(FileState& file, const 
   return make_gds_backend(request, std::move(target), std::move(decision), std::move(edges));
 }
 
+namespace {
+
+// Pins the staging kits of `threads` workers for GPU `device`, in its context; the caller's thread's context
+// is left as it was.
+Status reserve_staging(const CudaApi& api, int device, std::uint64_t bounce_buffer_size, unsigned buffers_per_worker,
+                       unsigned threads) {
+  ScopedDeviceContext context(api, device);
+  FERRY_RETURN_IF_ERROR(context.status());
+  return process_staging_pool().reserve({&api, device, bounce_buffer_size}, buffers_per_worker, threads);
+}
+
+}  // namespace
+
 Result<RoutePlanDetail> prepare_route(FileState& file, const void* buffer, std::uint64_t size) {
   FERRY_ASSIGN_OR_RETURN(RoutePlanDetail plan, route_for(file, buffer, size));
   if (plan.decision.route == Route::staged) {
     StagedTarget t = staged_target(file, plan, Destination(buffer), size);
-    ScopedDeviceContext context(*t.api, t.device);  // the caller's thread: leave its context as it was
-    FERRY_RETURN_IF_ERROR(context.status());
-    FERRY_RETURN_IF_ERROR(process_staging_pool().reserve({t.api, t.device, t.bounce_buffer_size},
-                                                         t.buffers_per_worker, file.config.threads()));
+    FERRY_RETURN_IF_ERROR(
+        reserve_staging(*t.api, t.device, t.bounce_buffer_size, t.buffers_per_worker, file.config.threads()));
   }
   return plan;
 }
 
+Status warm_up(const CudaApi& api, int device, const Config& config) {
+  const unsigned threads = std::max(1u, config.threads());
+  shared_pool().ensure_workers(threads);
+  return reserve_staging(api, device, config.bounce_buffer_size(), config.bounce_buffers_per_thread(), threads);
+}
+
 }  // namespace ferry::detail
+
+ferry::Status ferry::warm_up(int device, const Config& config) {
+  const detail::CudaApi* api = detail::process_cuda_api();
+  if (api == nullptr) {
+    return Status(ErrorCode::unavailable,
+                  fmt::format("cannot warm up GPU {}: {}", device, detail::process_cuda_status().message()));
+  }
+  return detail::warm_up(*api, device, config);
+}

@@ -1,7 +1,8 @@
 // Choosing the route of one request and building the backend that carries it out: classify the buffer,
 // learn what cuFile can do for this file (once per file), ask the router, and hand the decision to the
 // host, staged or cuFile backend. route_for() is the decision alone, shared by real requests,
-// File::prepare() and `ferry doctor`, so a prediction is the decision a read would make.
+// File::prepare() and `ferry doctor`, so a prediction is the decision a read would make. prepare_route() and
+// warm_up() do a route's one-time work ahead of a read.
 #pragma once
 
 #include <memory>
@@ -45,5 +46,8 @@ Result<std::shared_ptr<RouteBackend>> make_route_backend(FileState& file, const 
 /// Does the one-time work of the route a request would take: loads CUDA and cuFile, registers the file,
 /// and for the staged route pins bounce buffers for every worker. Returns the decision.
 Result<RoutePlanDetail> prepare_route(FileState& file, const void* buffer, std::uint64_t size);
+
+/// ferry::warm_up with a given driver table (the fake one in the tests); ferry::warm_up passes the process's.
+Status warm_up(const CudaApi& api, int device, const Config& config);
 
 }  // namespace ferry::detail

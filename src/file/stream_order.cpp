@@ -1,5 +1,4 @@
 // Stream-ordered requests: the choice of mechanism, and what the caller's thread queues on its stream.
-// The design and why it cannot deadlock: stream_order.hpp and docs/stream-order.md.
 #include "file/stream_order.hpp"
 
 #include <algorithm>
@@ -88,20 +87,18 @@ class StreamWords {
   std::vector<Word> free_;
 };
 
-std::mutex& words_mutex() {
-  static std::mutex m;
-  return m;
-}
-// Never destroyed: a request may finish on the watcher while statics are torn down at exit.
-std::map<const CudaApi*, std::unique_ptr<StreamWords>>& all_words() {
-  using Words = std::map<const CudaApi*, std::unique_ptr<StreamWords>>;
-  static constinit std::atomic<Words*> words{nullptr};
-  return made_once(words, [] { return new Words; });
-}
+// The words of every driver table. Never destroyed: a request may finish on the watcher while statics are torn
+// down at exit.
+struct AllWords {
+  std::mutex mutex;
+  std::map<const CudaApi*, std::unique_ptr<StreamWords>> of;  // guarded by mutex
+};
+constinit std::atomic<AllWords*> g_all_words{nullptr};
 
 StreamWords& words_for(const CudaApi& api) {
-  std::lock_guard<std::mutex> lock(words_mutex());
-  auto& slot = all_words()[&api];
+  AllWords& all = made_once(g_all_words, [] { return new AllWords; });
+  std::lock_guard<std::mutex> lock(all.mutex);
+  auto& slot = all.of[&api];
   if (!slot) slot = std::make_unique<StreamWords>(api);
   return *slot;
 }
@@ -167,10 +164,8 @@ Future synchronized_request(FileState& file, const CudaApi& api, const RequestLa
                             const std::string& why) {
   auto stream = static_cast<CUstream>(label.stream);
   Status synced = cuda_check(api, api.cuStreamSynchronize(stream), "cuStreamSynchronize");
-  if (!synced.ok()) return Future(RequestState::failed(label.error(synced)));
-  Future inner = file.submit(label.direction, buffer, label.size, label.offset);
-  inner.wait();
-  Result<Transfer> result = inner.get();
+  if (!synced.ok()) return Future(RequestState::ready(label.error(synced)));
+  Result<Transfer> result = file.submit(label.direction, buffer, label.size, label.offset).get();
   // Counted in the File's and the process's reports, and in the request's own.
   Report counted;
   counted.stream_order[static_cast<std::size_t>(StreamOrder::synchronized)] = 1;
@@ -178,9 +173,7 @@ Future synchronized_request(FileState& file, const CudaApi& api, const RequestLa
   file.add_to_report(counted);
   add_to_process_report(counted);
   if (result.ok()) result->report.merge(counted);
-  auto done = RequestState::deferred(nullptr);
-  done->complete_deferred(std::move(result));
-  return Future(done);
+  return Future(RequestState::ready(std::move(result)));
 }
 
 // Why a request cannot have its work ordered by stream memory operations (then it is synchronized), or
@@ -380,9 +373,9 @@ Status check_not_capturing(const CudaApi& api, CUstream stream) {
 Future submit_on_stream(FileState& file, Direction direction, void* buffer, std::uint64_t size, std::uint64_t offset,
                         void* stream_handle) {
   RequestLabel label{direction, size, offset, file.path, stream_handle};
-  auto fail = [&](const Status& why) { return Future(RequestState::failed(label.error(why))); };
+  auto fail = [&](const Status& why) { return Future(RequestState::ready(label.error(why))); };
   if (Status s = file.check_request(direction, buffer, size, offset); !s.ok()) {
-    return Future(RequestState::failed(s));
+    return Future(RequestState::ready(s));
   }
   const GpuPlatform& gpu = file.gpu ? *file.gpu : process_gpu_platform();
   Status why;
@@ -399,13 +392,13 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
   Extent extent;
   if (is_read(direction)) {
     auto e = file.source->extent();
-    if (!e.ok()) return Future(RequestState::failed(e.status()));
+    if (!e.ok()) return Future(RequestState::ready(e.status()));
     extent = *e;
     if (extent.known) size = offset >= extent.bytes ? 0 : std::min(size, extent.bytes - offset);
     label.size = size;
   }
   auto plan = route_for(file, buffer, size);
-  if (!plan.ok()) return Future(RequestState::failed(plan.status()));
+  if (!plan.ok()) return Future(RequestState::ready(plan.status()));
   if (std::string reason = why_synchronized(*api, *plan, extent, context.context()); !reason.empty()) {
     return synchronized_request(file, *api, label, buffer, reason);
   }
@@ -422,6 +415,13 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
   const bool copies = r->mechanism == StreamOrder::stream_copies;
   const std::uint64_t chunk = copies ? std::min(config.task_size(), config.bounce_buffer_size()) : config.task_size();
   r->tasks = split_request(offset, size, chunk, file.source->task_alignment());
+  if (r->tasks.empty()) {  // nothing to move: the request is over before the stream gets there
+    Transfer empty;
+    empty.report.stream_order[static_cast<std::size_t>(r->mechanism)] = 1;
+    file.add_to_report(empty.report);  // counted as every stream-ordered request is
+    add_to_process_report(empty.report);
+    return Future(RequestState::ready(std::move(empty)));
+  }
   if (copies) {
     // Two slots per thread keep every thread reading while the stream copies; never more than the steps,
     // nor than half the pinned budget (a second request, or the staged route's workers, find room too). The
@@ -441,16 +441,6 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
       }
     }
   }
-  if (r->tasks.empty()) {  // nothing to move: the request is over before the stream gets there
-    for (auto& k : r->kits) process_staging_pool().release(std::move(k));
-    auto done = RequestState::deferred(nullptr);
-    Transfer empty;
-    empty.report.stream_order[static_cast<std::size_t>(r->mechanism)] = 1;
-    file.add_to_report(empty.report);  // counted as every stream-ordered request is
-    add_to_process_report(empty.report);
-    done->complete_deferred(empty);
-    return Future(done);
-  }
   r->words = &words_for(*api);
   auto gpu_word = r->words->acquire();
   auto cpu_word = gpu_word.ok() ? r->words->acquire() : Result<StreamWords::Word>(gpu_word.status());
@@ -462,15 +452,16 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
   r->gpu = *gpu_word;
   r->cpu = *cpu_word;
 
-  PipelinePlan pipeline_plan;
-  pipeline_plan.steps = r->tasks.size();
-  pipeline_plan.gate = !copies ? StepGate::stream_reached : is_read(direction) ? StepGate::slot_free : StepGate::copied_out;
-  pipeline_plan.window = r->slots.size();
-  pipeline_plan.max_parallel = std::max(1u, config.threads());
-  // The gpu word's last value: 1 when the stream reaches the request, one more after each copy, and one
-  // more after the final wait where there is one (writes, host memory).
   const auto steps = static_cast<std::uint32_t>(r->tasks.size());
-  pipeline_plan.gpu_final = !copies ? 2 : is_read(direction) ? steps + 1 : steps + 2;
+  const PipelinePlan pipeline_plan{
+      .steps = r->tasks.size(),
+      .gate = !copies ? StepGate::stream_reached : is_read(direction) ? StepGate::slot_free : StepGate::copied_out,
+      .window = r->slots.size(),
+      .max_parallel = std::max(1u, config.threads()),
+      // 1 when the stream reaches the request, one more after each copy, and one more after the final wait
+      // where there is one (writes, host memory).
+      .gpu_final = !copies ? 2 : is_read(direction) ? steps + 1 : steps + 2,
+  };
   stream_pool().ensure_workers(pipeline_plan.max_parallel);
 
   auto holder = std::make_shared<std::weak_ptr<StreamPipeline>>();
@@ -507,10 +498,9 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
 }
 
 void release_stream_words_for_testing(const CudaApi& api) {
-  std::lock_guard<std::mutex> lock(words_mutex());
-  all_words().erase(&api);  // frees the pages
+  AllWords& all = made_once(g_all_words, [] { return new AllWords; });
+  std::lock_guard<std::mutex> lock(all.mutex);
+  all.of.erase(&api);  // frees the pages
 }
 
 }  // namespace ferry::detail
-
-std::vector<std::string> ferry::pending_stream_requests() { return detail::pending_stream_pipelines(); }

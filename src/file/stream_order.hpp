@@ -1,10 +1,6 @@
-// Stream-ordered requests (File::read_async, File::write_async, whose documentation describes the three
-// mechanisms of Report::stream_order and what the caller sees). Everything that calls the driver is done on the
-// caller's thread before anything is queued: the route, the bounce slots, two words of pinned memory. With
-// stream_copies, a cuStreamWriteValue32 after each copy tells Ferry that its slot is free; writes mirror reads.
-// Ferry's side of stream_copies and stream_wait runs on the stream pool, started by the watcher
-// (engine/stream_pipeline.hpp): no thread the stream waits for ever calls CUDA or runs user code, so the waits
-// are always met, whatever the caller and the driver do meanwhile (docs/stream-order.md argues it).
+// Stream-ordered requests (File::read_async, File::write_async; docs/stream-order.md). Everything that calls the
+// driver is done on the caller's thread before anything is queued; Ferry's side runs in a StreamPipeline
+// (engine/stream_pipeline.hpp).
 // Thread safety: all functions may be called from any thread.
 #pragma once
 

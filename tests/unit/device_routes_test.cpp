@@ -13,7 +13,7 @@
 #include "report/cufile_attribution.hpp"
 #include "backends/gds_backend.hpp"
 #include "file/open_options.hpp"
-#include "file/warm_up.hpp"
+#include "file/route_selection.hpp"
 #include "platform/cuda/primary_context.hpp"
 #include "platform/gpu_platform.hpp"
 #include "support/fake_cuda.hpp"
