@@ -28,6 +28,7 @@
 #include "sigint_counter.hpp"
 
 namespace py = pybind11;
+using namespace pybind11::literals;
 
 namespace ferry::python {
 namespace {
@@ -352,13 +353,8 @@ PYBIND11_MODULE(_ferry, m) {
   m.def("set_default_config", &set_default_config, py::arg("config"));
   m.def("pinned_memory", [] {
     const PinnedMemoryUse use = pinned_memory_use();
-    py::dict d;
-    d["budget"] = use.budget;
-    d["pinned_bytes"] = use.pinned_bytes;
-    d["peak_bytes"] = use.peak_bytes;
-    d["waits"] = use.waits;
-    d["waited_seconds"] = use.waited_seconds;
-    return d;
+    return py::dict("budget"_a = use.budget, "pinned_bytes"_a = use.pinned_bytes, "peak_bytes"_a = use.peak_bytes,
+                    "waits"_a = use.waits, "waited_seconds"_a = use.waited_seconds);
   });
   m.def("warm_up", [](int device, std::optional<Config> config) {
     const Config c = config ? *config : current_default_config();
