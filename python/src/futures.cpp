@@ -303,8 +303,7 @@ const Transfer& PyFuture::transfer() {
 py::object PyFuture::exception() {
   wait_until(std::nullopt);
   const Result<Transfer>& r = settle();
-  if (r.ok()) return py::none();
-  return status_exception(r.status());
+  return r.ok() ? py::none() : status_exception(r.status());
 }
 
 bool PyFuture::cancel(bool wait) {
@@ -312,11 +311,6 @@ bool PyFuture::cancel(bool wait) {
   request_stop();
   if (!wait) return was_running;
   without_gil([this] { completion_->wait(); });
-  return cancelled();  // done now
-}
-
-bool PyFuture::cancelled() {
-  if (!done()) return false;
   const Result<Transfer>& r = settle();
   return !r.ok() && r.status().code() == ErrorCode::cancelled;
 }

@@ -209,8 +209,6 @@ class PyFuture {
   /// ended cancelled (result() raises ferry.CancelledError), false when it had completed or failed first.
   /// Without `wait`, returns whether the request was still running when asked.
   bool cancel(bool wait);
-  /// True when the request is done and ended cancelled. Never blocks.
-  bool cancelled();
   /// Bytes moved so far by the request's finished tasks.
   std::uint64_t bytes_done();
   /// Future::cancel() without waiting (cancel_requests). Any thread, GIL or not.

@@ -384,7 +384,6 @@ PYBIND11_MODULE(_ferry, m) {
       .def("report", &PyFuture::report)
       .def("exception", &PyFuture::exception)
       .def("cancel", &PyFuture::cancel, py::arg("wait") = true)
-      .def("cancelled", &PyFuture::cancelled)
       .def("bytes_done", &PyFuture::bytes_done)
       .def("notify_when_done", &PyFuture::notify_when_done, py::arg("token"));
   m.def("wait_for_done_futures", &wait_for_done_futures, py::arg("timeout") = py::none(),
