@@ -459,7 +459,20 @@ PYBIND11_MODULE(_ferry, m) {
     throw py::value_error("unknown error code " + code);
   }, py::arg("code"), py::arg("message"), py::arg("errno") = 0, py::arg("path") = "");
 
-  register_cuda(m);
+  // The CUDA checks ferry/_buffers.py makes before it hands a producer's pointer to C++ (through Ferry's own
+  // driver table, never ctypes).
+  m.def("describe_memory", [](std::uintptr_t address) {
+    MemoryInfo info = unwrap(describe_memory(reinterpret_cast<const void*>(address)));
+    return py::make_tuple(info.kind, info.device, info.allocation_start, info.allocation_size);
+  }, py::arg("address"), "(kind, device, allocation start, allocation size) of a pointer, as CUDA knows it.");
+  m.def("synchronize_stream", [](std::uintptr_t stream, int device) {
+    check(without_gil([&] { return synchronize_stream(reinterpret_cast<void*>(stream), device); }));
+  }, py::arg("stream"), py::arg("device"), "Waits for the work queued on a CUDA stream of the device.");
+  m.def("cuda_driver_error", []() -> py::object {
+    Status status = cuda_driver_status();
+    if (status.ok()) return py::none();
+    return message_text(status.message());
+  }, "None where the CUDA driver can be used, else why not.");
   register_safetensors(m);
   register_safetensors_save(m);
   m.def("remote_unavailable_reason", &remote::unavailable_reason);
