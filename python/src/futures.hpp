@@ -45,6 +45,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <pybind11/pybind11.h>
@@ -92,9 +93,15 @@ bool wait_interruptibly(WaitSlice&& wait_slice, std::optional<Clock::time_point>
   }
 }
 
-/// What a File shares with its futures: how many of its requests have not completed, for close().
+/// What a File shares with its futures: how many of its requests have not completed, for close(), and the
+/// position of blocking read() and write() (in mode "a" the end of the file that write() appends at), kept
+/// exactly as ferry::File keeps its own (FileState::reserve and at_position in src/file/file.cpp). The blocking
+/// calls run on pread/pwrite futures, so that a wait can be interrupted and the request cancelled, and
+/// therefore keep the position here: File::read/write block in C++.
 class FileRequests {
  public:
+  FileRequests(bool append, std::uint64_t end) : append_(append), end_(end) {}
+
   /// A request is about to be submitted. Call with the GIL held, after checking that the File is open,
   /// so that a close() on another thread either refuses the request or waits for it.
   void started() {
@@ -112,9 +119,44 @@ class FileRequests {
     return idle_.wait_for(lock, timeout, [this] { return running_ == 0; });
   }
 
+  bool append() const { return append_; }
+  /// Reserves `size` bytes at the position (for a write in mode "a": at the end of the file, which is at
+  /// least `size_now`, so bytes added since by pwrite() or another writer are not overwritten) and
+  /// advances past them. Returns where they start.
+  std::uint64_t reserve(std::uint64_t size, Direction direction, std::uint64_t size_now) {
+    std::lock_guard<std::mutex> lock(this_process_mutex());
+    const bool appending = direction == Direction::write && append_;
+    if (appending) end_ = std::max(end_, size_now);
+    std::uint64_t& cursor = appending ? end_ : position_;
+    return std::exchange(cursor, cursor + size);
+  }
+  /// The position: where the next read() starts (in mode "a", where the next write() appends at the
+  /// earliest: the end of the last write, or of the file at open).
+  std::uint64_t tell() {
+    std::lock_guard<std::mutex> lock(this_process_mutex());
+    return append_ ? end_ : position_;
+  }
+  /// Moves the position. In mode "a" a write still lands at the end of the file (reserve() takes the
+  /// larger of the position and the file's size), as with O_APPEND.
+  void seek(std::uint64_t to) {
+    std::lock_guard<std::mutex> lock(this_process_mutex());
+    (append_ ? end_ : position_) = to;
+  }
+  /// After a request of `reserved` bytes at `at` ended with `r`: pulls the position back to where the bytes
+  /// moved end, unless another call moved it since (a short read ends where the data did; a write that
+  /// succeeds moved every byte; a failed or cancelled read or write leaves it where it began).
+  void settle_position(std::uint64_t at, std::uint64_t reserved, const Result<Transfer>& r, Direction direction) {
+    const std::uint64_t bytes = r.ok() ? (direction == Direction::read ? r->bytes : reserved) : 0;
+    if (bytes == reserved) return;
+    std::lock_guard<std::mutex> lock(this_process_mutex());
+    std::uint64_t& cursor = (direction == Direction::write && append_) ? end_ : position_;
+    if (cursor == at + reserved) cursor = at + bytes;
+  }
+
  private:
   // The mutex, made anew with the condition variable in a child forked since (fork_stamp.hpp). The parent's
-  // requests, which never end there, are not counted: the child's close() does not wait for them.
+  // requests, which never end there, are not counted: the child's close() does not wait for them. The
+  // position goes on from the parent's.
   std::mutex& this_process_mutex() {
     stamp_.renew_if_forked([this] {
       new (&mutex_) std::mutex();
@@ -128,6 +170,9 @@ class FileRequests {
   std::mutex mutex_;
   std::condition_variable idle_;
   std::uint64_t running_ = 0;
+  const bool append_;
+  std::uint64_t position_ = 0;
+  std::uint64_t end_;
 };
 
 /// Asks the requests of every live future of `file` (of every file, when null) to stop. Does not wait.
