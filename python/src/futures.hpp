@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -45,6 +46,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -52,7 +54,6 @@
 
 #include "errors.hpp"
 #include "ferry/file.hpp"
-#include "fork_stamp.hpp"
 
 namespace ferry::python {
 
@@ -154,19 +155,27 @@ class FileRequests {
   }
 
  private:
-  // The mutex, made anew with the condition variable in a child forked since (fork_stamp.hpp). The parent's
-  // requests, which never end there, are not counted: the child's close() does not wait for them. The
-  // position goes on from the parent's.
+  // The mutex, made anew with the condition variable in a child forked since. A child of fork() has none of
+  // its parent's threads, and a copy of a lock one of them held then stays held for good: a DataLoader
+  // worker's first read through a File its parent opened hung in started(), the parent's pool threads having
+  // been counting its reads' ends at the fork (about 1 fork in 3,000; python/tests/test_fork.py). The
+  // parent's requests, which never end in the child, are not counted there, and the position goes on.
   std::mutex& this_process_mutex() {
-    stamp_.renew_if_forked([this] {
+    const pid_t now = ::getpid();
+    pid_t seen = pid_.load(std::memory_order_acquire);
+    if (seen == now) return mutex_;
+    // -now: this process's renewal is under way, and a second thread waits for it.
+    if (seen != -now && pid_.compare_exchange_strong(seen, -now, std::memory_order_acq_rel)) {
       new (&mutex_) std::mutex();
       new (&idle_) std::condition_variable();
       running_ = 0;
-    });
+      pid_.store(now, std::memory_order_release);
+    }
+    while (pid_.load(std::memory_order_acquire) != now) std::this_thread::yield();
     return mutex_;
   }
 
-  ForkStamp stamp_;
+  std::atomic<pid_t> pid_{::getpid()};  // the process the locks belong to
   std::mutex mutex_;
   std::condition_variable idle_;
   std::uint64_t running_ = 0;
@@ -174,6 +183,12 @@ class FileRequests {
   std::uint64_t position_ = 0;
   std::uint64_t end_;
 };
+
+/// Puts a handler that counts SIGINTs in front of the SIGINT handler installed now (Python's), which it calls
+/// on: a future dropped after a Ctrl-C is then cancelled, not waited for, on Python 3.12 too (see futures.cpp).
+/// Does nothing where SIGINT is ignored or has its default action (no Python handler to chain to). A later
+/// signal.signal(SIGINT, ...) replaces the counter: from then on only the error indicator tells.
+void install_sigint_counter();
 
 /// Asks the requests of every live future of `file` (of every file, when null) to stop. Does not wait.
 void cancel_requests(const FileRequests* file);
@@ -285,7 +300,7 @@ class PyFuture {
   std::optional<Result<Transfer>> outcome_;
   std::uint64_t bytes_at_end_ = 0;
   pybind11::object keep_;  // changed with the GIL held only
-  std::uint64_t sigints_at_start_;  // sigint_count() when the request began
+  std::uint64_t sigints_at_start_;  // SIGINTs counted when the request began (install_sigint_counter)
   const bool waiter_runs_;
 };
 

@@ -25,7 +25,6 @@
 #include "ferry/ferry.hpp"
 #include "ferry/remote.hpp"
 #include "futures.hpp"
-#include "sigint_counter.hpp"
 
 namespace py = pybind11;
 using namespace pybind11::literals;
@@ -259,7 +258,7 @@ class PyFile {
 }  // namespace ferry::python
 
 PYBIND11_MODULE(_ferry, m) {
-  ferry::python::install_sigint_counter();  // see sigint_counter.hpp: a Ctrl-C cancels dropped futures on Python 3.12 too
+  ferry::python::install_sigint_counter();
   using namespace ferry;
   using namespace ferry::python;
   m.doc() = "Ferry's private extension; use the `ferry` package.";
