@@ -1,37 +1,30 @@
 // Requests in flight as Python sees them: PyFuture (the extension's half of ferry.Future), FileRequests
-// (what a File shares with its futures: how many of its requests run), and the registry of live and
-// parked futures behind cancel_requests() and reap_parked().
+// (what a File shares with its futures) and the registry of live and parked futures.
 //
-// Waits and signals. Every wait releases the GIL and wakes every kWaitSlice to run Python's signal
-// handlers (PyErr_CheckSignals). When a handler raises (KeyboardInterrupt on Ctrl-C, or whatever a
-// handler of the program's own raises), the request waited for is cancelled, the wait goes on without
-// the GIL and without checking signals until the request's running tasks have stopped (at most one
-// task_size each), and only then does the handler's exception propagate. A request never outlives its
-// buffer: that invariant is why the last part of the wait cannot be interrupted. Python runs signal
-// handlers on the main thread only, so waits on other threads are not interrupted.
+// Waits and signals. Every wait releases the GIL and wakes every kWaitSlice to run Python's signal handlers
+// (main thread only). When one raises (KeyboardInterrupt, or a handler of the program's own), the request is
+// cancelled, the wait goes on without the GIL or signal checks until its running tasks stopped (at most one
+// task_size each), and only then does the exception propagate: a request never outlives its buffer.
 //
 // Dropped futures. A PyFuture dropped while its request runs waits for it (its buffer must outlive the
-// request), so a pwrite() whose future is discarded still completes. Two exceptions, so that Ctrl-C
-// stops a program instead of waiting for transfers nobody will look at:
-// - a future dropped while a KeyboardInterrupt or SystemExit propagates (the interpreter discards the
-//   temporaries of the frames it unwinds: `futures = [f.pread(...) for ...]` interrupted half-way)
-//   cancels its request and does not wait: the request, its buffer and its outcome hook are parked, and
-//   reap_parked() lets the buffer go once the request is over (the next request or close() of any File,
-//   and at exit). Waiting in turn for each dropped future would wait for the requests queued before it,
-//   which are not cancelled yet;
-// - at exit after an unhandled KeyboardInterrupt, every live request is cancelled (cancel_requests(
-//   nullptr), from an atexit hook in ferry/__init__.py), so the futures the interpreter drops then wait
-//   for running tasks only.
+// request), so a discarded pwrite() still completes. So that Ctrl-C stops a program instead of waiting for
+// transfers nobody will look at, two exceptions:
+// - one dropped while a KeyboardInterrupt or SystemExit propagates (`[f.pread(...) for ...]` interrupted
+//   half-way: the interpreter discards the unwound frames' temporaries) cancels its request and parks it with
+//   its buffer and outcome hook; reap_parked() lets the buffer go once the request is over (the next request
+//   or close() of any File, and at exit). Waiting for each in turn would wait for the requests queued before
+//   it, not cancelled yet;
+// - at exit after an unhandled KeyboardInterrupt, an atexit hook (ferry/__init__.py) cancels every live
+//   request, so the futures the interpreter drops then wait for running tasks only.
 //
-// Completion announcements, for concurrent.futures.wait, as_completed, add_done_callback and asyncio, whose
-// waits are Python's own: a PyFuture asked to (notify_when_done(token)) puts its token on one process-wide
-// queue when its request completes, from whichever thread completes it, without the GIL. One Python thread
-// (ferry._file's watcher) takes the tokens (wait_for_done_futures) and sets the Python futures' states. The
-// engine's threads never take the GIL, so no completion waits for Python.
+// Completion announcements, for Python's own waits (concurrent.futures.wait, as_completed, add_done_callback,
+// asyncio): a PyFuture given a token (notify_when_done) puts it on one process-wide queue when its request
+// completes, without the GIL; one Python thread (ferry._file's watcher) takes the tokens and sets the Python
+// futures' states. The engine's threads never take the GIL, so no completion waits for Python.
 //
-// Thread safety: a PyFuture may be used from several Python threads at once; FileRequests,
-// cancel_requests and reap_parked from any thread. Lock order: the registry of live and parked futures,
-// then PyFuture::mutex_; nothing waits for the GIL while holding either.
+// Thread safety: a PyFuture may be used from several Python threads at once; FileRequests, cancel_requests
+// and reap_parked from any thread. Lock order: the registry, then PyFuture::mutex_; nothing waits for the GIL
+// while holding either.
 #pragma once
 
 #include <unistd.h>
@@ -242,12 +235,11 @@ class PyFuture {
   /// future is dropped, without the GIL: blocking read()/write() settle the file position with it.
   using OutcomeHook = std::function<void(const Result<Transfer>&)>;
 
-  /// `future` must be valid. `keep`: what owns the buffer (dropped once the outcome is taken). `what`
-  /// ("read 4096 bytes at offset 0 from \"/d/x.bin\"") and `path` name the request in the message of a
-  /// cancelled one. `requests` (may be null) learns when the request completes. `waiter_runs`: a wait
-  /// without a limit waits in one piece, running a one-task request on its own thread (see wait_until); only
-  /// for small requests of local files, whose running task a Ctrl-C waits for anyway (a remote task watches
-  /// for cancellation mid-task).
+  /// `future` must be valid. `keep` owns the buffer (dropped once the outcome is taken). `what` ("read 4096
+  /// bytes at offset 0 from \"/d/x.bin\"") and `path` name a cancelled request in its message. `requests`
+  /// (may be null) learns when the request completes. `waiter_runs`: a wait without a limit runs a one-task
+  /// request on its own thread (see wait_until); only for small requests of local files (a remote task
+  /// watches for cancellation mid-task).
   PyFuture(Future future, pybind11::object keep, std::shared_ptr<FileRequests> requests, std::string what,
            std::string path, OutcomeHook on_outcome = {}, bool waiter_runs = false);
   PyFuture(const PyFuture&) = delete;

@@ -71,10 +71,9 @@ std::uint64_t size_or_zero(const File& f) {
   return size.ok() ? *size : 0;
 }
 
-// A File whose close() runs once. Every request goes through a PyFuture, the blocking ones too, so that
-// every wait can be interrupted; FileRequests counts the requests in flight for close() and keeps the position.
-// Thread safety: methods are called with the GIL held, from any thread; closing_ changes only with the GIL
-// held.
+// A File whose close() runs once. Every request, the blocking ones too, goes through a PyFuture so that every
+// wait can be interrupted; FileRequests counts them for close() and keeps the position. Thread safety:
+// methods are called with the GIL held, from any thread (closing_ changes only with it held).
 class PyFile {
  public:
   PyFile(File file, bool append, std::uint64_t end)
