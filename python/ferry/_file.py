@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Generator, Iterator, List
 from . import _args, _ferry, _progress
 from ._buffers import acquire as _acquire
 from ._config import SettingValue, _overrides, _setting_names, _value_from_text
-from ._errors import InvalidBufferError
+from ._errors import CancelledError, InvalidBufferError
 from ._errors import invalid_argument as _errors_invalid_argument
 from ._report import Report
 
@@ -149,12 +149,13 @@ class Future(_FutureBase):
     def _take_outcome(self, nbytes: Optional[int]) -> None:
         if nbytes is not None:
             self._result = nbytes
-        elif self._impl.cancelled():
-            self._state = _cf.CANCELLED_AND_NOTIFIED
-            return
         else:
-            self._exception = self._impl.exception()
-            if self._exception is None:
+            exception = self._impl.exception()  # the request is done: no wait
+            if isinstance(exception, CancelledError):
+                self._state = _cf.CANCELLED_AND_NOTIFIED
+                return
+            self._exception = exception
+            if exception is None:
                 self._result = int(self._impl.result())
         self._state = _cf.FINISHED
 

@@ -14,10 +14,6 @@ pybind11::list list_of(const Items& items, Row&& row) {
   return out;
 }
 
-/// describe_memory, synchronize_stream and cuda_driver_error: the CUDA checks ferry/_buffers.py makes before
-/// it hands a producer's pointer to C++ (through Ferry's own driver table, never ctypes).
-void register_cuda(pybind11::module_& m);
-
 /// SafetensorsCheckpoint and friends: the private binding of ferry::safetensors that ferry/safetensors.py
 /// builds the public ferry.safetensors module on.
 void register_safetensors(pybind11::module_& m);

@@ -11,12 +11,10 @@ namespace {
 // The DLPack ABI (dlpack.h, versions 0.x and 1.x), declared here so the build needs no DLPack header.
 // Field order and types follow the specification; only the parts Ferry reads are named.
 struct DlDevice {
-  std::int32_t device_type;
-  std::int32_t device_id;
+  std::int32_t device_type, device_id;
 };
 struct DlDataType {
-  std::uint8_t code;
-  std::uint8_t bits;
+  std::uint8_t code, bits;
   std::uint16_t lanes;
 };
 struct DlTensor {
@@ -34,8 +32,7 @@ struct DlManagedTensor {  // capsule name "dltensor"
   void (*deleter)(DlManagedTensor*);
 };
 struct DlPackVersion {
-  std::uint32_t major;
-  std::uint32_t minor;
+  std::uint32_t major, minor;
 };
 struct DlManagedTensorVersioned {  // capsule name "dltensor_versioned" (DLPack >= 1.0)
   DlPackVersion version;
@@ -109,6 +106,14 @@ std::unique_ptr<Buffer> Buffer::from_dlpack(py::handle capsule) {
   if (!PyCapsule_CheckExact(cap)) throw py::type_error("__dlpack__() did not return a PyCapsule");
   std::unique_ptr<Buffer> b(new Buffer());
   b->origin = "dlpack";
+  auto consume = [&](auto* m, const char* used_name) {
+    PyCapsule_SetName(cap, used_name);
+    b->dlpack_release_ = [m] {
+      if (m->deleter) m->deleter(m);
+    };
+    describe_tensor(m->dl_tensor, *b);
+    return std::move(b);
+  };
   if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
     auto* m = static_cast<DlManagedTensorVersioned*>(PyCapsule_GetPointer(cap, "dltensor_versioned"));
     if (m->version.major != 1) {
@@ -116,22 +121,11 @@ std::unique_ptr<Buffer> Buffer::from_dlpack(py::handle capsule) {
       std::string v = std::to_string(m->version.major) + "." + std::to_string(m->version.minor);
       throw py::value_error("DLPack " + v + " tensors are not supported (Ferry reads DLPack 1.x)");
     }
-    PyCapsule_SetName(cap, "used_dltensor_versioned");
-    b->dlpack_release_ = [m] {
-      if (m->deleter) m->deleter(m);
-    };
     b->readonly = (m->flags & kDlFlagReadOnly) != 0;
-    describe_tensor(m->dl_tensor, *b);
-    return b;
+    return consume(m, "used_dltensor_versioned");
   }
   if (PyCapsule_IsValid(cap, "dltensor")) {
-    auto* m = static_cast<DlManagedTensor*>(PyCapsule_GetPointer(cap, "dltensor"));
-    PyCapsule_SetName(cap, "used_dltensor");
-    b->dlpack_release_ = [m] {
-      if (m->deleter) m->deleter(m);
-    };
-    describe_tensor(m->dl_tensor, *b);
-    return b;
+    return consume(static_cast<DlManagedTensor*>(PyCapsule_GetPointer(cap, "dltensor")), "used_dltensor");
   }
   const char* name = PyCapsule_GetName(cap);
   PyErr_Clear();

@@ -4,13 +4,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <csignal>
 #include <iterator>
 #include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "errors.hpp"
-#include "sigint_counter.hpp"
 
 namespace py = pybind11;
 
@@ -44,6 +44,24 @@ const int g_registry_held_across_forks = pthread_atfork([] { g_registry_mutex.lo
 thread_local bool t_dropped_by_interrupt = false;
 
 destructor g_base_dealloc = nullptr;
+
+// The SIGINTs (Ctrl-C) that reached the process, so that a future dropped after one is cancelled even where
+// Python's error indicator no longer says so: Python 3.12 inlines list comprehensions, and when a
+// KeyboardInterrupt leaves one, the half-built list is released by the comprehension's own clean-up handler,
+// after the interpreter took the exception off the thread state.
+std::atomic<std::uint64_t> g_sigints{0};
+struct sigaction g_previous_sigint{};
+
+std::uint64_t sigint_count() { return g_sigints.load(std::memory_order_relaxed); }
+
+void count_then_chain(int signo, siginfo_t* info, void* context) {
+  g_sigints.fetch_add(1, std::memory_order_relaxed);  // lock-free: async-signal-safe
+  if (g_previous_sigint.sa_flags & SA_SIGINFO) {
+    g_previous_sigint.sa_sigaction(signo, info, context);
+  } else if (g_previous_sigint.sa_handler != SIG_DFL && g_previous_sigint.sa_handler != SIG_IGN) {
+    g_previous_sigint.sa_handler(signo);
+  }
+}
 
 // The tokens of announced futures whose requests completed (Completion::announce_as), for the one Python
 // thread that waits for them. A leaf lock: nothing else is locked while it is held.
@@ -83,6 +101,22 @@ void set_up_future_type(PyHeapTypeObject* heap_type) {
   PyTypeObject* type = &heap_type->ht_type;
   g_base_dealloc = type->tp_dealloc != nullptr ? type->tp_dealloc : py::detail::pybind11_object_dealloc;
   type->tp_dealloc = future_dealloc;
+}
+
+void install_sigint_counter() {
+  static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
+  static bool installed = false;  // module init runs under the GIL
+  if (installed) return;
+  struct sigaction now{};
+  if (::sigaction(SIGINT, nullptr, &now) != 0) return;
+  const bool has_handler = (now.sa_flags & SA_SIGINFO) ? now.sa_sigaction != nullptr
+                                                        : now.sa_handler != SIG_DFL && now.sa_handler != SIG_IGN;
+  if (!has_handler) return;
+  g_previous_sigint = now;
+  struct sigaction counting = now;
+  counting.sa_flags |= SA_SIGINFO;
+  counting.sa_sigaction = count_then_chain;
+  if (::sigaction(SIGINT, &counting, nullptr) == 0) installed = true;
 }
 
 void cancel_requests(const FileRequests* file) {
@@ -303,8 +337,7 @@ const Transfer& PyFuture::transfer() {
 py::object PyFuture::exception() {
   wait_until(std::nullopt);
   const Result<Transfer>& r = settle();
-  if (r.ok()) return py::none();
-  return status_exception(r.status());
+  return r.ok() ? py::none() : status_exception(r.status());
 }
 
 bool PyFuture::cancel(bool wait) {
@@ -312,11 +345,6 @@ bool PyFuture::cancel(bool wait) {
   request_stop();
   if (!wait) return was_running;
   without_gil([this] { completion_->wait(); });
-  return cancelled();  // done now
-}
-
-bool PyFuture::cancelled() {
-  if (!done()) return false;
   const Result<Transfer>& r = settle();
   return !r.ok() && r.status().code() == ErrorCode::cancelled;
 }

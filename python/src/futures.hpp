@@ -1,42 +1,36 @@
 // Requests in flight as Python sees them: PyFuture (the extension's half of ferry.Future), FileRequests
-// (what a File shares with its futures: how many of its requests run), and the registry of live and
-// parked futures behind cancel_requests() and reap_parked().
+// (what a File shares with its futures) and the registry of live and parked futures.
 //
-// Waits and signals. Every wait releases the GIL and wakes every kWaitSlice to run Python's signal
-// handlers (PyErr_CheckSignals). When a handler raises (KeyboardInterrupt on Ctrl-C, or whatever a
-// handler of the program's own raises), the request waited for is cancelled, the wait goes on without
-// the GIL and without checking signals until the request's running tasks have stopped (at most one
-// task_size each), and only then does the handler's exception propagate. A request never outlives its
-// buffer: that invariant is why the last part of the wait cannot be interrupted. Python runs signal
-// handlers on the main thread only, so waits on other threads are not interrupted.
+// Waits and signals. Every wait releases the GIL and wakes every kWaitSlice to run Python's signal handlers
+// (main thread only). When one raises (KeyboardInterrupt, or a handler of the program's own), the request is
+// cancelled, the wait goes on without the GIL or signal checks until its running tasks stopped (at most one
+// task_size each), and only then does the exception propagate: a request never outlives its buffer.
 //
 // Dropped futures. A PyFuture dropped while its request runs waits for it (its buffer must outlive the
-// request), so a pwrite() whose future is discarded still completes. Two exceptions, so that Ctrl-C
-// stops a program instead of waiting for transfers nobody will look at:
-// - a future dropped while a KeyboardInterrupt or SystemExit propagates (the interpreter discards the
-//   temporaries of the frames it unwinds: `futures = [f.pread(...) for ...]` interrupted half-way)
-//   cancels its request and does not wait: the request, its buffer and its outcome hook are parked, and
-//   reap_parked() lets the buffer go once the request is over (the next request or close() of any File,
-//   and at exit). Waiting in turn for each dropped future would wait for the requests queued before it,
-//   which are not cancelled yet;
-// - at exit after an unhandled KeyboardInterrupt, every live request is cancelled (cancel_requests(
-//   nullptr), from an atexit hook in ferry/__init__.py), so the futures the interpreter drops then wait
-//   for running tasks only.
+// request), so a discarded pwrite() still completes. So that Ctrl-C stops a program instead of waiting for
+// transfers nobody will look at, two exceptions:
+// - one dropped while a KeyboardInterrupt or SystemExit propagates (`[f.pread(...) for ...]` interrupted
+//   half-way: the interpreter discards the unwound frames' temporaries) cancels its request and parks it with
+//   its buffer and outcome hook; reap_parked() lets the buffer go once the request is over (the next request
+//   or close() of any File, and at exit). Waiting for each in turn would wait for the requests queued before
+//   it, not cancelled yet;
+// - at exit after an unhandled KeyboardInterrupt, an atexit hook (ferry/__init__.py) cancels every live
+//   request, so the futures the interpreter drops then wait for running tasks only.
 //
-// Completion announcements, for concurrent.futures.wait, as_completed, add_done_callback and asyncio, whose
-// waits are Python's own: a PyFuture asked to (notify_when_done(token)) puts its token on one process-wide
-// queue when its request completes, from whichever thread completes it, without the GIL. One Python thread
-// (ferry._file's watcher) takes the tokens (wait_for_done_futures) and sets the Python futures' states. The
-// engine's threads never take the GIL, so no completion waits for Python.
+// Completion announcements, for Python's own waits (concurrent.futures.wait, as_completed, add_done_callback,
+// asyncio): a PyFuture given a token (notify_when_done) puts it on one process-wide queue when its request
+// completes, without the GIL; one Python thread (ferry._file's watcher) takes the tokens and sets the Python
+// futures' states. The engine's threads never take the GIL, so no completion waits for Python.
 //
-// Thread safety: a PyFuture may be used from several Python threads at once; FileRequests,
-// cancel_requests and reap_parked from any thread. Lock order: the registry of live and parked futures,
-// then PyFuture::mutex_; nothing waits for the GIL while holding either.
+// Thread safety: a PyFuture may be used from several Python threads at once; FileRequests, cancel_requests
+// and reap_parked from any thread. Lock order: the registry, then PyFuture::mutex_; nothing waits for the GIL
+// while holding either.
 #pragma once
 
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -45,13 +39,14 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include <pybind11/pybind11.h>
 
 #include "errors.hpp"
 #include "ferry/file.hpp"
-#include "fork_stamp.hpp"
 
 namespace ferry::python {
 
@@ -92,9 +87,15 @@ bool wait_interruptibly(WaitSlice&& wait_slice, std::optional<Clock::time_point>
   }
 }
 
-/// What a File shares with its futures: how many of its requests have not completed, for close().
+/// What a File shares with its futures: how many of its requests have not completed, for close(), and the
+/// position of blocking read() and write() (in mode "a" the end of the file that write() appends at), kept
+/// exactly as ferry::File keeps its own (FileState::reserve and at_position in src/file/file.cpp). The blocking
+/// calls run on pread/pwrite futures, so that a wait can be interrupted and the request cancelled, and
+/// therefore keep the position here: File::read/write block in C++.
 class FileRequests {
  public:
+  FileRequests(bool append, std::uint64_t end) : append_(append), end_(end) {}
+
   /// A request is about to be submitted. Call with the GIL held, after checking that the File is open,
   /// so that a close() on another thread either refuses the request or waits for it.
   void started() {
@@ -112,23 +113,75 @@ class FileRequests {
     return idle_.wait_for(lock, timeout, [this] { return running_ == 0; });
   }
 
+  bool append() const { return append_; }
+  /// Reserves `size` bytes at the position (for a write in mode "a": at the end of the file, which is at
+  /// least `size_now`, so bytes added since by pwrite() or another writer are not overwritten) and
+  /// advances past them. Returns where they start.
+  std::uint64_t reserve(std::uint64_t size, Direction direction, std::uint64_t size_now) {
+    std::lock_guard<std::mutex> lock(this_process_mutex());
+    const bool appending = direction == Direction::write && append_;
+    if (appending) end_ = std::max(end_, size_now);
+    std::uint64_t& cursor = appending ? end_ : position_;
+    return std::exchange(cursor, cursor + size);
+  }
+  /// The position: where the next read() starts (in mode "a", where the next write() appends at the
+  /// earliest: the end of the last write, or of the file at open).
+  std::uint64_t tell() {
+    std::lock_guard<std::mutex> lock(this_process_mutex());
+    return append_ ? end_ : position_;
+  }
+  /// Moves the position. In mode "a" a write still lands at the end of the file (reserve() takes the
+  /// larger of the position and the file's size), as with O_APPEND.
+  void seek(std::uint64_t to) {
+    std::lock_guard<std::mutex> lock(this_process_mutex());
+    (append_ ? end_ : position_) = to;
+  }
+  /// After a request of `reserved` bytes at `at` ended with `r`: pulls the position back to where the bytes
+  /// moved end, unless another call moved it since (a short read ends where the data did; a write that
+  /// succeeds moved every byte; a failed or cancelled read or write leaves it where it began).
+  void settle_position(std::uint64_t at, std::uint64_t reserved, const Result<Transfer>& r, Direction direction) {
+    const std::uint64_t bytes = r.ok() ? (direction == Direction::read ? r->bytes : reserved) : 0;
+    if (bytes == reserved) return;
+    std::lock_guard<std::mutex> lock(this_process_mutex());
+    std::uint64_t& cursor = (direction == Direction::write && append_) ? end_ : position_;
+    if (cursor == at + reserved) cursor = at + bytes;
+  }
+
  private:
-  // The mutex, made anew with the condition variable in a child forked since (fork_stamp.hpp). The parent's
-  // requests, which never end there, are not counted: the child's close() does not wait for them.
+  // The mutex, made anew with the condition variable in a child forked since. A child of fork() has none of
+  // its parent's threads, and a copy of a lock one of them held then stays held for good: a DataLoader
+  // worker's first read through a File its parent opened hung in started(), the parent's pool threads having
+  // been counting its reads' ends at the fork (about 1 fork in 3,000; python/tests/test_fork.py). The
+  // parent's requests, which never end in the child, are not counted there, and the position goes on.
   std::mutex& this_process_mutex() {
-    stamp_.renew_if_forked([this] {
+    const pid_t now = ::getpid();
+    pid_t seen = pid_.load(std::memory_order_acquire);
+    if (seen == now) return mutex_;
+    // -now: this process's renewal is under way, and a second thread waits for it.
+    if (seen != -now && pid_.compare_exchange_strong(seen, -now, std::memory_order_acq_rel)) {
       new (&mutex_) std::mutex();
       new (&idle_) std::condition_variable();
       running_ = 0;
-    });
+      pid_.store(now, std::memory_order_release);
+    }
+    while (pid_.load(std::memory_order_acquire) != now) std::this_thread::yield();
     return mutex_;
   }
 
-  ForkStamp stamp_;
+  std::atomic<pid_t> pid_{::getpid()};  // the process the locks belong to
   std::mutex mutex_;
   std::condition_variable idle_;
   std::uint64_t running_ = 0;
+  const bool append_;
+  std::uint64_t position_ = 0;
+  std::uint64_t end_;
 };
+
+/// Puts a handler that counts SIGINTs in front of the SIGINT handler installed now (Python's), which it calls
+/// on: a future dropped after a Ctrl-C is then cancelled, not waited for, on Python 3.12 too (see futures.cpp).
+/// Does nothing where SIGINT is ignored or has its default action (no Python handler to chain to). A later
+/// signal.signal(SIGINT, ...) replaces the counter: from then on only the error indicator tells.
+void install_sigint_counter();
 
 /// Asks the requests of every live future of `file` (of every file, when null) to stop. Does not wait.
 void cancel_requests(const FileRequests* file);
@@ -182,12 +235,11 @@ class PyFuture {
   /// future is dropped, without the GIL: blocking read()/write() settle the file position with it.
   using OutcomeHook = std::function<void(const Result<Transfer>&)>;
 
-  /// `future` must be valid. `keep`: what owns the buffer (dropped once the outcome is taken). `what`
-  /// ("read 4096 bytes at offset 0 from \"/d/x.bin\"") and `path` name the request in the message of a
-  /// cancelled one. `requests` (may be null) learns when the request completes. `waiter_runs`: a wait
-  /// without a limit waits in one piece, running a one-task request on its own thread (see wait_until); only
-  /// for small requests of local files, whose running task a Ctrl-C waits for anyway (a remote task watches
-  /// for cancellation mid-task).
+  /// `future` must be valid. `keep` owns the buffer (dropped once the outcome is taken). `what` ("read 4096
+  /// bytes at offset 0 from \"/d/x.bin\"") and `path` name a cancelled request in its message. `requests`
+  /// (may be null) learns when the request completes. `waiter_runs`: a wait without a limit runs a one-task
+  /// request on its own thread (see wait_until); only for small requests of local files (a remote task
+  /// watches for cancellation mid-task).
   PyFuture(Future future, pybind11::object keep, std::shared_ptr<FileRequests> requests, std::string what,
            std::string path, OutcomeHook on_outcome = {}, bool waiter_runs = false);
   PyFuture(const PyFuture&) = delete;
@@ -209,8 +261,6 @@ class PyFuture {
   /// ended cancelled (result() raises ferry.CancelledError), false when it had completed or failed first.
   /// Without `wait`, returns whether the request was still running when asked.
   bool cancel(bool wait);
-  /// True when the request is done and ended cancelled. Never blocks.
-  bool cancelled();
   /// Bytes moved so far by the request's finished tasks.
   std::uint64_t bytes_done();
   /// Future::cancel() without waiting (cancel_requests). Any thread, GIL or not.
@@ -242,7 +292,7 @@ class PyFuture {
   std::optional<Result<Transfer>> outcome_;
   std::uint64_t bytes_at_end_ = 0;
   pybind11::object keep_;  // changed with the GIL held only
-  std::uint64_t sigints_at_start_;  // sigint_count() when the request began
+  std::uint64_t sigints_at_start_;  // SIGINTs counted when the request began (install_sigint_counter)
   const bool waiter_runs_;
 };
 

@@ -25,9 +25,9 @@
 #include "ferry/ferry.hpp"
 #include "ferry/remote.hpp"
 #include "futures.hpp"
-#include "sigint_counter.hpp"
 
 namespace py = pybind11;
+using namespace pybind11::literals;
 
 namespace ferry::python {
 namespace {
@@ -63,63 +63,6 @@ Buffer& checked_buffer(py::handle obj, std::uint64_t size, Direction direction) 
   return b;
 }
 
-// The position of blocking read() and write(), and in mode "a" the end of the file that write() appends
-// at, kept exactly as ferry::File keeps its own (FileState::reserve and at_position in
-// src/file/file.cpp). The blocking calls run on pread/pwrite futures, so that a wait can be interrupted
-// and the request cancelled, and therefore keep the position here: File::read/write block in C++.
-class Cursor {
- public:
-  Cursor(bool append, std::uint64_t end) : append_(append), end_(end) {}
-
-  /// Reserves `size` bytes at the position (for a write in mode "a": at the end of the file, which is at
-  /// least `size_now`, so bytes added since by pwrite() or another writer are not overwritten) and
-  /// advances past them. Returns where they start.
-  std::uint64_t reserve(std::uint64_t size, Direction direction, std::uint64_t size_now) {
-    std::lock_guard<std::mutex> lock(this_process_mutex());
-    const bool appending = direction == Direction::write && append_;
-    if (appending) end_ = std::max(end_, size_now);
-    std::uint64_t& cursor = appending ? end_ : position_;
-    return std::exchange(cursor, cursor + size);
-  }
-
-  /// The position: where the next read() starts (in mode "a", where the next write() appends at the
-  /// earliest: the end of the last write, or of the file at open).
-  std::uint64_t tell() {
-    std::lock_guard<std::mutex> lock(this_process_mutex());
-    return append_ ? end_ : position_;
-  }
-  /// Moves the position. In mode "a" a write still lands at the end of the file (reserve() takes the
-  /// larger of the position and the file's size), as with O_APPEND.
-  void seek(std::uint64_t to) {
-    std::lock_guard<std::mutex> lock(this_process_mutex());
-    (append_ ? end_ : position_) = to;
-  }
-
-  /// After a request of `reserved` bytes at `at` ended with `r`: pulls the cursor back to where the bytes
-  /// moved end, unless another call moved it since (a short read ends where the data did; a write that
-  /// succeeds moved every byte; a failed or cancelled read or write leaves it where it began).
-  void settle(std::uint64_t at, std::uint64_t reserved, const Result<Transfer>& r, Direction direction) {
-    const std::uint64_t bytes = r.ok() ? (direction == Direction::read ? r->bytes : reserved) : 0;
-    if (bytes == reserved) return;
-    std::lock_guard<std::mutex> lock(this_process_mutex());
-    std::uint64_t& cursor = (direction == Direction::write && append_) ? end_ : position_;
-    if (cursor == at + reserved) cursor = at + bytes;
-  }
-
- private:
-  // The mutex, made anew in a child forked since (fork_stamp.hpp); the position goes on from the parent's.
-  std::mutex& this_process_mutex() {
-    stamp_.renew_if_forked([this] { new (&mutex_) std::mutex(); });
-    return mutex_;
-  }
-
-  ForkStamp stamp_;
-  std::mutex mutex_;
-  const bool append_;
-  std::uint64_t position_ = 0;
-  std::uint64_t end_;
-};
-
 Config current_default_config() { return unwrap(default_config()); }
 
 // The file's size, or 0 where it cannot be told (a write in mode "a" then appends at the end it knew).
@@ -128,17 +71,14 @@ std::uint64_t size_or_zero(const File& f) {
   return size.ok() ? *size : 0;
 }
 
-// A File whose close() runs once. Every request goes through a PyFuture, the blocking ones too, so that
-// every wait can be interrupted; FileRequests counts the requests in flight for close().
-// Thread safety: methods are called with the GIL held, from any thread; closing_ changes only with the GIL
-// held.
+// A File whose close() runs once. Every request, the blocking ones too, goes through a PyFuture so that every
+// wait can be interrupted; FileRequests counts them for close() and keeps the position. Thread safety:
+// methods are called with the GIL held, from any thread (closing_ changes only with it held).
 class PyFile {
  public:
   PyFile(File file, bool append, std::uint64_t end)
       : file_(std::make_unique<File>(std::move(file))),
-        requests_(std::make_shared<FileRequests>()),
-        cursor_(std::make_shared<Cursor>(append, end)),
-        append_(append) {}
+        requests_(std::make_shared<FileRequests>(append, end)) {}
 
   /// `credentials` (access key id, secret, session token): S3 credentials for a URL (ferry::remote::open).
   static std::unique_ptr<PyFile> open(const std::string& path, const std::string& mode, std::optional<Config> config,
@@ -195,11 +135,11 @@ class PyFile {
 
   std::uint64_t tell() {
     open_file();
-    return cursor_->tell();
+    return requests_->tell();
   }
   void seek(std::uint64_t to) {
     open_file();
-    cursor_->seek(to);
+    requests_->seek(to);
   }
   int fileno() { return open_file().fileno(); }
 
@@ -289,9 +229,9 @@ class PyFile {
     PyFuture::OutcomeHook settle;
     Future future = without_gil([&] {
       if (!offset) {
-        offset = cursor_->reserve(size, direction, is_read || !append_ ? 0 : size_or_zero(f));
-        settle = [cursor = cursor_, at = *offset, size, direction](const Result<Transfer>& r) {
-          cursor->settle(at, size, r, direction);
+        offset = requests_->reserve(size, direction, is_read || !requests_->append() ? 0 : size_or_zero(f));
+        settle = [requests = requests_, at = *offset, size, direction](const Result<Transfer>& r) {
+          requests->settle_position(at, size, r, direction);
         };
       }
       if (stream) {
@@ -310,8 +250,6 @@ class PyFile {
 
   std::unique_ptr<File> file_;
   std::shared_ptr<FileRequests> requests_;
-  std::shared_ptr<Cursor> cursor_;
-  const bool append_;
   bool closing_ = false;  // close() began: new requests are refused
 };
 
@@ -319,7 +257,7 @@ class PyFile {
 }  // namespace ferry::python
 
 PYBIND11_MODULE(_ferry, m) {
-  ferry::python::install_sigint_counter();  // see sigint_counter.hpp: a Ctrl-C cancels dropped futures on Python 3.12 too
+  ferry::python::install_sigint_counter();
   using namespace ferry;
   using namespace ferry::python;
   m.doc() = "Ferry's private extension; use the `ferry` package.";
@@ -352,13 +290,8 @@ PYBIND11_MODULE(_ferry, m) {
   m.def("set_default_config", &set_default_config, py::arg("config"));
   m.def("pinned_memory", [] {
     const PinnedMemoryUse use = pinned_memory_use();
-    py::dict d;
-    d["budget"] = use.budget;
-    d["pinned_bytes"] = use.pinned_bytes;
-    d["peak_bytes"] = use.peak_bytes;
-    d["waits"] = use.waits;
-    d["waited_seconds"] = use.waited_seconds;
-    return d;
+    return py::dict("budget"_a = use.budget, "pinned_bytes"_a = use.pinned_bytes, "peak_bytes"_a = use.peak_bytes,
+                    "waits"_a = use.waits, "waited_seconds"_a = use.waited_seconds);
   });
   m.def("warm_up", [](int device, std::optional<Config> config) {
     const Config c = config ? *config : current_default_config();
@@ -388,7 +321,6 @@ PYBIND11_MODULE(_ferry, m) {
       .def("report", &PyFuture::report)
       .def("exception", &PyFuture::exception)
       .def("cancel", &PyFuture::cancel, py::arg("wait") = true)
-      .def("cancelled", &PyFuture::cancelled)
       .def("bytes_done", &PyFuture::bytes_done)
       .def("notify_when_done", &PyFuture::notify_when_done, py::arg("token"));
   m.def("wait_for_done_futures", &wait_for_done_futures, py::arg("timeout") = py::none(),
@@ -464,7 +396,20 @@ PYBIND11_MODULE(_ferry, m) {
     throw py::value_error("unknown error code " + code);
   }, py::arg("code"), py::arg("message"), py::arg("errno") = 0, py::arg("path") = "");
 
-  register_cuda(m);
+  // The CUDA checks ferry/_buffers.py makes before it hands a producer's pointer to C++ (through Ferry's own
+  // driver table, never ctypes).
+  m.def("describe_memory", [](std::uintptr_t address) {
+    MemoryInfo info = unwrap(describe_memory(reinterpret_cast<const void*>(address)));
+    return py::make_tuple(info.kind, info.device, info.allocation_start, info.allocation_size);
+  }, py::arg("address"), "(kind, device, allocation start, allocation size) of a pointer, as CUDA knows it.");
+  m.def("synchronize_stream", [](std::uintptr_t stream, int device) {
+    check(without_gil([&] { return synchronize_stream(reinterpret_cast<void*>(stream), device); }));
+  }, py::arg("stream"), py::arg("device"), "Waits for the work queued on a CUDA stream of the device.");
+  m.def("cuda_driver_error", []() -> py::object {
+    Status status = cuda_driver_status();
+    if (status.ok()) return py::none();
+    return message_text(status.message());
+  }, "None where the CUDA driver can be used, else why not.");
   register_safetensors(m);
   register_safetensors_save(m);
   m.def("remote_unavailable_reason", &remote::unavailable_reason);

@@ -17,6 +17,7 @@
 #include "futures.hpp"
 
 namespace py = pybind11;
+using namespace pybind11::literals;
 
 namespace ferry::python {
 namespace {
@@ -24,69 +25,18 @@ namespace {
 namespace st = ferry::safetensors;
 
 py::dict stats_dict(const st::LoadStats& s) {
-  py::dict d;
-  d["bytes_read"] = s.bytes_read;
-  d["bytes_copied"] = s.bytes_copied;
-  d["requests"] = s.requests;
-  d["seconds"] = s.seconds;
-  d["replicate_wait_seconds"] = s.replicate_wait_seconds;
-  d["report"] = report_parts(s.report);
-  d["notes"] = list_of(s.notes, message_text);  // for people: they may quote file names that are not UTF-8
-  return d;
-}
-
-st::LoadOptions request_options(std::uint64_t max_request_bytes, unsigned max_requests_in_flight) {
-  st::LoadOptions o;
-  o.max_request_bytes = max_request_bytes;
-  o.max_requests_in_flight = max_requests_in_flight;
-  return o;
-}
-
-/// A plan's regions: [(device, size_bytes, alignment, copy_of)].
-py::list regions(const st::LoadPlan& p) {
-  return list_of(p.regions, [](auto& r) { return py::make_tuple(r.device, r.size_bytes, r.alignment, r.copy_of); });
-}
-
-/// A plan's placements: [(tensor index, region, offset)], in tensor order.
-py::list placements(const st::LoadPlan& p) {
-  return list_of(p.placements, [](auto& x) { return py::make_tuple(x.tensor, x.region, x.offset); });
+  return py::dict("bytes_read"_a = s.bytes_read, "bytes_copied"_a = s.bytes_copied, "requests"_a = s.requests,
+                  "seconds"_a = s.seconds, "replicate_wait_seconds"_a = s.replicate_wait_seconds,
+                  "report"_a = report_parts(s.report),  // the notes are for people, and may quote names not UTF-8
+                  "notes"_a = list_of(s.notes, message_text));
 }
 
 /// `path`: bytes, as the kernel gets them (Python passes os.fsencode of what it was given).
 st::Checkpoint open_checkpoint(const std::string& path, std::optional<Config> config, std::uint64_t max_header_bytes,
                                std::uint64_t max_staging_bytes) {
-  st::OpenOptions o;
-  o.config = std::move(config);
-  o.max_header_bytes = max_header_bytes;
-  o.max_staging_bytes = max_staging_bytes;
+  st::OpenOptions o{.config = std::move(config), .max_header_bytes = max_header_bytes,
+                    .max_staging_bytes = max_staging_bytes};
   return unwrap(without_gil([&] { return st::Checkpoint::open(path, o); }));
-}
-
-/// The shard paths as bytes (Python decodes them with os.fsdecode, as File.path).
-py::list files(const st::Checkpoint& c) {
-  return list_of(c.files(), [](const std::string& f) { return py::bytes(f); });
-}
-
-/// [(name, dtype, shape, size_bytes, shard, file_offset)], by shard then offset.
-py::list tensors(const st::Checkpoint& c) {
-  return list_of(c.tensors(), [](const st::TensorInfo& t) {
-    return py::make_tuple(t.name, st::dtype_name(t.dtype), py::tuple(py::cast(t.shape)), t.size_bytes(), t.shard,
-                          t.file_offset);
-  });
-}
-
-/// [(file_bytes, header_bytes, metadata)] per shard.
-py::list shard_facts(const st::Checkpoint& c) {
-  return list_of(c.shard_facts(), [](auto& f) { return py::make_tuple(f.file_bytes, f.header_bytes, f.metadata); });
-}
-
-st::LoadPlan make_plan(const st::Checkpoint& c, int device, std::vector<std::pair<std::string, int>> device_map,
-                       std::vector<int> replicas) {
-  st::LoadOptions o;
-  o.device = device;
-  o.device_map = std::move(device_map);
-  o.replicas = std::move(replicas);
-  return unwrap(c.plan(o));
 }
 
 /// Reads into regions at `bases` (addresses of buffers Python allocated): the stats as a dict.
@@ -95,7 +45,7 @@ py::dict load_into(const st::Checkpoint& c, const st::LoadPlan& plan, const std:
                    double progress_interval_s) {
   std::vector<void*> pointers;
   for (std::uintptr_t b : bases) pointers.push_back(reinterpret_cast<void*>(b));
-  st::LoadOptions o = request_options(max_request_bytes, max_requests_in_flight);
+  st::LoadOptions o{.max_request_bytes = max_request_bytes, .max_requests_in_flight = max_requests_in_flight};
   return stats_dict(with_progress(std::move(progress), progress_interval_s, o, [&] {
     return c.load_into(plan, pointers, o);
   }));
@@ -113,7 +63,7 @@ py::dict read_into(const st::Checkpoint& c,
   for (const auto& [name, address, offset, size] : items) {
     destinations.push_back(st::Destination{name, reinterpret_cast<void*>(address), offset, size});
   }
-  st::LoadOptions o = request_options(max_request_bytes, max_requests_in_flight);
+  st::LoadOptions o{.max_request_bytes = max_request_bytes, .max_requests_in_flight = max_requests_in_flight};
   st::LoadStats stats = with_progress(std::move(progress), progress_interval_s, o, [&] {
     return c.read_into(destinations, o);
   });
@@ -127,8 +77,15 @@ void register_safetensors(py::module_& m) {
   m.attr("SAFETENSORS_DEFAULT_MAX_HEADER_BYTES") = st::kDefaultMaxHeaderBytes;
 
   py::class_<st::LoadPlan>(m, "SafetensorsPlan", "Where a load puts each tensor (ferry::safetensors::LoadPlan).")
-      .def_property_readonly("regions", &regions)
-      .def_property_readonly("placements", &placements)
+      // [(device, size_bytes, alignment, copy_of)]
+      .def_property_readonly("regions", [](const st::LoadPlan& p) {
+        return list_of(p.regions,
+                       [](auto& r) { return py::make_tuple(r.device, r.size_bytes, r.alignment, r.copy_of); });
+      })
+      // [(tensor index, region, offset)], in tensor order
+      .def_property_readonly("placements", [](const st::LoadPlan& p) {
+        return list_of(p.placements, [](auto& x) { return py::make_tuple(x.tensor, x.region, x.offset); });
+      })
       .def_property_readonly("read_bytes", [](const st::LoadPlan& p) { return p.read_bytes; });
 
   py::class_<Report>(m, "SafetensorsReportSum", "Route reports of several read_into calls, added up.")
@@ -139,13 +96,27 @@ void register_safetensors(py::module_& m) {
                              "An opened safetensors checkpoint (ferry::safetensors::Checkpoint).")
       .def_static("open", &open_checkpoint, py::arg("path"), py::arg("config") = py::none(),
                   py::arg("max_header_bytes") = st::kDefaultMaxHeaderBytes, py::arg("max_staging_bytes") = 0)
-      .def("files", &files)
-      .def("tensors", &tensors)
+      // The shard paths as bytes (Python decodes them with os.fsdecode, as File.path).
+      .def("files", [](const st::Checkpoint& c) { return list_of(c.files(), [](auto& f) { return py::bytes(f); }); })
+      // [(name, dtype, shape, size_bytes, shard, file_offset)], by shard then offset
+      .def("tensors", [](const st::Checkpoint& c) {
+        return list_of(c.tensors(), [](const st::TensorInfo& t) {
+          return py::make_tuple(t.name, st::dtype_name(t.dtype), py::tuple(py::cast(t.shape)), t.size_bytes(),
+                                t.shard, t.file_offset);
+        });
+      })
       .def("metadata", &st::Checkpoint::metadata)
-      .def("shard_facts", &shard_facts)
+      // [(file_bytes, header_bytes, metadata)] per shard
+      .def("shard_facts", [](const st::Checkpoint& c) {
+        return list_of(c.shard_facts(),
+                       [](auto& f) { return py::make_tuple(f.file_bytes, f.header_bytes, f.metadata); });
+      })
       .def("notes", [](const st::Checkpoint& c) { return list_of(c.notes(), message_text); })
       .def("data_bytes", &st::Checkpoint::data_bytes)
-      .def("plan", &make_plan, py::arg("device"), py::arg("device_map"), py::arg("replicas"))
+      .def("plan", [](const st::Checkpoint& c, int device, std::vector<std::pair<std::string, int>> device_map,
+                      std::vector<int> replicas) {
+        return unwrap(c.plan({.device = device, .device_map = std::move(device_map), .replicas = std::move(replicas)}));
+      }, py::arg("device"), py::arg("device_map"), py::arg("replicas"))
       .def("load_into", &load_into, py::arg("plan"), py::arg("bases"), py::arg("max_request_bytes") = 0,
            py::arg("max_requests_in_flight") = 0, py::arg("progress") = py::none(),
            py::arg("progress_interval") = 0.1)

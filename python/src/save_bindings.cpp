@@ -19,6 +19,7 @@
 #include "progress_bridge.hpp"
 
 namespace py = pybind11;
+using namespace pybind11::literals;
 
 namespace ferry::python {
 namespace {
@@ -41,34 +42,19 @@ std::vector<st::SaveTensor> save_tensors(const std::vector<Row>& rows) {
 
 st::SaveOptions save_options(Metadata metadata, bool durable, std::optional<Config> config,
                              std::uint64_t max_staging_bytes, bool refuse_overlapping) {
-  st::SaveOptions o;
-  o.metadata = std::move(metadata);
-  o.durable = durable;
-  o.config = std::move(config);
-  o.max_staging_bytes = max_staging_bytes;
-  o.refuse_overlapping = refuse_overlapping;
-  return o;
+  return {.metadata = std::move(metadata), .durable = durable, .config = std::move(config),
+          .max_staging_bytes = max_staging_bytes, .refuse_overlapping = refuse_overlapping};
 }
 
 py::dict stats_dict(const st::SaveStats& s) {
-  py::dict d;
-  d["path"] = py::bytes(s.path);
-  d["target"] = py::bytes(s.target);
-  d["replaced"] = s.replaced;
-  d["file_bytes"] = s.file_bytes;
-  d["tensors"] = s.tensors;
-  d["device_bytes"] = s.device_bytes;
-  d["staging_bytes"] = s.staging_bytes;
-  d["staging_pinned"] = s.staging_pinned;
-  d["requests"] = s.requests;
-  d["seconds"] = s.seconds;
-  d["snapshot_seconds"] = s.snapshot_seconds;
-  d["snapshot_wait_seconds"] = s.snapshot_wait_seconds;
-  d["sync_seconds"] = s.sync_seconds;
-  d["commit_seconds"] = s.commit_seconds;
-  d["report"] = report_parts(s.report);
-  d["notes"] = list_of(s.notes, message_text);  // they may quote a directory whose name is not UTF-8
-  return d;
+  return py::dict("path"_a = py::bytes(s.path), "target"_a = py::bytes(s.target), "replaced"_a = s.replaced,
+                  "file_bytes"_a = s.file_bytes, "tensors"_a = s.tensors, "device_bytes"_a = s.device_bytes,
+                  "staging_bytes"_a = s.staging_bytes, "staging_pinned"_a = s.staging_pinned,
+                  "requests"_a = s.requests, "seconds"_a = s.seconds, "snapshot_seconds"_a = s.snapshot_seconds,
+                  "snapshot_wait_seconds"_a = s.snapshot_wait_seconds, "sync_seconds"_a = s.sync_seconds,
+                  "commit_seconds"_a = s.commit_seconds, "report"_a = report_parts(s.report),
+                  // the notes may quote a directory whose name is not UTF-8
+                  "notes"_a = list_of(s.notes, message_text));
 }
 
 py::dict save(const std::string& path, const std::vector<Row>& rows, Metadata metadata, bool durable,
@@ -138,24 +124,17 @@ py::dict save_sharded(const std::string& directory, const std::vector<Row>& rows
                       std::uint64_t max_shard_bytes, const std::string& prefix, bool remove_stale, py::object progress,
                       double progress_interval_s) {
   std::vector<st::SaveTensor> tensors = save_tensors(rows);
-  st::ShardedSaveOptions o;
-  o.save = save_options(std::move(metadata), durable, std::move(config), max_staging_bytes, refuse_overlapping);
-  o.max_shard_bytes = max_shard_bytes;
-  o.prefix = prefix;
-  o.remove_stale = remove_stale;
+  st::ShardedSaveOptions o{
+      .save = save_options(std::move(metadata), durable, std::move(config), max_staging_bytes, refuse_overlapping),
+      .max_shard_bytes = max_shard_bytes, .prefix = prefix, .remove_stale = remove_stale};
   st::ShardedSaveStats s = with_progress(std::move(progress), progress_interval_s, o.save, [&] {
     return st::save_sharded(directory, tensors, o);
   });
   auto as_bytes = [](const std::string& path) { return py::bytes(path); };
-  py::dict d;
-  d["files"] = list_of(s.files, as_bytes);
-  d["index"] = s.index.empty() ? py::object(py::none()) : py::object(py::bytes(s.index));
-  d["total_size"] = s.total_size;
-  d["aliases"] = s.aliases;
-  d["removed"] = list_of(s.removed, as_bytes);
-  d["shards"] = list_of(s.shards, stats_dict);
-  d["seconds"] = s.seconds;
-  return d;
+  return py::dict("files"_a = list_of(s.files, as_bytes),
+                  "index"_a = s.index.empty() ? py::object(py::none()) : py::object(py::bytes(s.index)),
+                  "total_size"_a = s.total_size, "aliases"_a = s.aliases, "removed"_a = list_of(s.removed, as_bytes),
+                  "shards"_a = list_of(s.shards, stats_dict), "seconds"_a = s.seconds);
 }
 
 }  // namespace
