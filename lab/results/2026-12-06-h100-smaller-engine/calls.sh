@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 on the CPU machine. Carry .device-deps and .old-tree (git archive 189e30e). The tree after the
+# Written 2026-12-06 on the CPU machine (it ran as lab/results/pending-smaller-engine). Carry .device-deps and .old-tree (git archive 189e30e). The tree after the
 # session's line cuts (staging kits made in platform/cuda/staging_kit, KitShape, one way to make a ready future,
 # batch and scattered reads in one file, the Python binding's cursor in FileRequests, comments kept once): its
 # full build with the Python package, the C++ GPU tests, issue 50's small-read rows beside the plain loop and
