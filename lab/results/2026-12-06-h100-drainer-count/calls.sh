@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 on the CPU machine. Carry .device-deps. One thread's 4 KiB reads in flight cost 20-21 us of CPU
+# Written 2026-12-06 on the CPU machine (it ran as lab/results/pending-drainer-count). Carry .device-deps. One thread's 4 KiB reads in flight cost 20-21 us of CPU
 # a request on all threads (189e30e 12-13) while the submitter's own pread() took 1.8-2.1 us (189e30e 1.3-1.4)
 # (bench/results/2026-12-06-h100-smaller-engine); on the CPU machine the same submit takes 0.7 us. Question: do
 # the other threads (drainers lingering, the pool's clock watcher) slow the submitting thread, e.g. from a sibling
