@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 on the CPU machine. Carry .device-deps. The drainer-count call
+# Written 2026-12-06 on the CPU machine (it ran as lab/results/pending-small-ops-per-drainer). Carry .device-deps. The drainer-count call
 # (bench/results/2026-12-06-h100-drainer-count) lifted one thread's 4 KiB reads in flight from 1.54-2.05 GB/s to
 # 2.40-2.47 (the plain loop 2.42-2.53) by giving the engine 8 threads instead of 16, its submitter's pread() from
 # 1.4-1.8 us to 1.1-1.2: every drainer that waits on the queue costs the submitter's pushes. Fewer drainers for
