@@ -13,7 +13,7 @@ f=big-8GiB.bin
 for t in tree:. old:.old-tree; do
   IFS=: read -r name dir <<< "$t"
   ( cmake -S "$dir" -B "build-n$name" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFERRY_BUILD_PYTHON=OFF -DFERRY_REMOTE=OFF \
-      -DFERRY_BUILD_TESTS=OFF > "$o/$name-cmake.log" 2>&1 &&
+      > "$o/$name-cmake.log" 2>&1 &&
     cmake --build "build-n$name" -j 8 --target ferry_bench ferry_small_reads > "$o/$name-build.log" 2>&1 ||
     tail -20 "$o/$name-build.log" ) &
 done
