@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 on the CPU machine. Carry .device-deps and .old-tree (git archive 189e30e). Issue 50's
+# Written 2026-12-06 on the CPU machine (it ran as lab/results/pending-no-regression). Carry .device-deps and .old-tree (git archive 189e30e). Issue 50's
 # no-regression rows on the tree after the line cuts (staging kits now made in platform/cuda/staging_kit, the pool
 # keyed by KitShape), against 189e30e in two alternating rounds: hot 8 GiB staged reads against the copy ceiling
 # (ferry-bench, 3 repeats), 16 MiB reads with 64 in flight beside the plain loop, and batches of 64 KiB and 1 MiB
