@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 on the CPU machine. Carry .device-deps and .base-tree (git archive f7db709, the session's
+# Written 2026-12-06 on the CPU machine (it ran as lab/results/pending-batch-ab). Carry .device-deps and .base-tree (git archive f7db709, the session's
 # start). The no-regression call (bench/results/2026-12-06-h100-no-regression) found 64 KiB pieces in 64 MiB
 # batches at 0.70-0.74x 189e30e on the tree after the line cuts. Did the line cuts (the staging pool keyed by
 # KitShape, kits made in platform/cuda/staging_kit) do it? The tree against f7db709, three alternating rounds of
