@@ -29,7 +29,8 @@
 //   pageable-1   plain-1 from a pageable buffer (the driver's own path for small pageable copies)
 //   raw-host     `threads` threads of preads into host memory, nothing copied: the page cache's rate at that
 //                size and depth (hot), or the disk's with O_DIRECT (cold): the most any staged path can read
-// Under each row: the process's CPU time and context switches a request over the timed run, for ferry and
+// Under each row: the process's CPU time and context switches a request over the timed run, the machine's steal
+// time (CPUs' time taken by the host, in a virtual machine) a request, for ferry and
 // ferry-mt the submitting threads' time in pread() and in get(), and for Ferry's modes the engine's pool jobs
 // (worker starts) and the ops taken together with other requests', a request.
 // Each mode first runs one window untimed (its one-time set-up), then the timed run, then again, not timed,
@@ -160,6 +161,9 @@ struct ModeResult {
   // that its wall time hides (threads spinning, or sleeping and being woken, per request).
   double cpu_seconds = 0;
   long voluntary_switches = 0, involuntary_switches = 0;
+  // Time the machine's CPUs were ready but ran another guest (steal, /proc/stat), summed over the CPUs: in a
+  // virtual machine a mode's threads may lose cores to the host without any switch the guest counts.
+  double steal_seconds = 0;
   // Ferry's side of it: pool jobs submitted (a start of a worker, mostly a wake on the submitting thread) and ops
   // taken together with other requests' ops (the File's io.gathered_ops), over the timed run.
   std::uint64_t pool_jobs = 0, gathered_ops = 0;
@@ -342,6 +346,17 @@ class Bench {
   // Times `run` over every request, then checks every byte window by window. One untimed window first, so
   // that the mode's one-time work (pinning staging for as many workers as it keeps busy, starting them) is
   // not timed: without it, a batch measured after the one-at-a-time modes pinned 15 kits in its timed region.
+  // The steal time of all CPUs so far, in seconds (the kernel counts it in USER_HZ ticks); 0 where unknown.
+  static double steal_seconds_now() {
+    std::FILE* f = std::fopen("/proc/stat", "r");
+    if (f == nullptr) return 0;
+    unsigned long long user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+    const int got = std::fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &user, &nice, &system, &idle, &iowait,
+                                &irq, &softirq, &steal);
+    std::fclose(f);
+    return got == 8 ? static_cast<double>(steal) / static_cast<double>(::sysconf(_SC_CLK_TCK)) : 0;
+  }
+
   ModeResult measure(const std::string& mode, const Plan& p, CUdeviceptr dev, const Runner& run) {
     ModeResult r;
     r.mode = mode;
@@ -350,11 +365,13 @@ class Bench {
     struct rusage before {}, after {};
     const std::uint64_t jobs_before = detail::shared_pool().submitted();
     const std::uint64_t gathered_before = file().report().io.gathered_ops;
+    const double steal_before = steal_seconds_now();
     ::getrusage(RUSAGE_SELF, &before);
     double t = now_s();
     run(p, 0, p.offsets.size(), false);
     r.seconds = now_s() - t;
     ::getrusage(RUSAGE_SELF, &after);
+    r.steal_seconds = steal_seconds_now() - steal_before;
     r.pool_jobs = detail::shared_pool().submitted() - jobs_before;
     r.gathered_ops = file().report().io.gathered_ops - gathered_before;
     auto cpu = [](const struct rusage& u) {
@@ -775,9 +792,10 @@ int main(int argc, char** argv) {
                   static_cast<unsigned long long>(r.requests), gbps, mreq, us,
                   r.verified ? "all" : ("FAILED: " + r.error).c_str());
       const double n = static_cast<double>(r.requests);
-      std::printf("          (per request: cpu %.1f us, %.2f voluntary and %.2f involuntary context switches",
+      std::printf("          (per request: cpu %.1f us, %.2f voluntary and %.2f involuntary context switches, "
+                  "the machine's steal %.1f us",
                   r.cpu_seconds / n * 1e6, static_cast<double>(r.voluntary_switches) / n,
-                  static_cast<double>(r.involuntary_switches) / n);
+                  static_cast<double>(r.involuntary_switches) / n, r.steal_seconds / n * 1e6);
       if (name == "ferry" || name == "ferry-mt") {
         std::printf("; submitting %.1f us, waiting %.1f us a request a thread", in_flight_times.submit_us(),
                     in_flight_times.wait_us());
@@ -793,10 +811,11 @@ int main(int argc, char** argv) {
                           "\"gb_per_s\":{:.4f},\"m_requests_per_s\":{:.4f},\"us_per_request\":{:.2f},"
                           "\"verified\":{},\"in_flight\":{},\"batches_in_flight\":{},\"batch_bytes\":{},\"threads\":{},"
                           "\"cpu_seconds\":{:.6f},\"voluntary_switches\":{},\"involuntary_switches\":{},"
-                          "\"pool_jobs\":{},\"gathered_ops\":{}}}",
+                          "\"steal_seconds\":{:.6f},\"pool_jobs\":{},\"gathered_ops\":{}}}",
                           json.size() > 1 ? "," : "", size, name, o.cold ? "cold" : "hot", r.requests, r.seconds,
                           gbps, mreq, us, r.verified ? "true" : "false", o.in_flight, o.batches_in_flight, o.batch_bytes, o.threads,
-                          r.cpu_seconds, r.voluntary_switches, r.involuntary_switches, r.pool_jobs, r.gathered_ops);
+                          r.cpu_seconds, r.voluntary_switches, r.involuntary_switches, r.steal_seconds, r.pool_jobs,
+                          r.gathered_ops);
     }
   }
   json += "]\n";
