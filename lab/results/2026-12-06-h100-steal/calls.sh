@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 on the CPU machine. Carry .device-deps. One thread's 4 KiB reads in flight ran 0.56-0.63x the
+# Written 2026-12-06 on the CPU machine (it ran as lab/results/pending-steal). Carry .device-deps. One thread's 4 KiB reads in flight ran 0.56-0.63x the
 # plain loop on one H100 and 0.89-0.91x on the next, the same code (bench/NOTES.md, "One thread's small reads: the
 # machine, the engine's threads"). ferry_small_reads now prints the machine's steal time a request: four rounds of
 # the small-read rows (one thread, 16 threads, the plain loop) with /proc/stat's cpu line before and after.
