@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 on the CPU machine. Carry .device-deps. Small page-cache ops 8 to a drainer (v8:
+# Written 2026-12-06 on the CPU machine (it ran as lab/results/pending-steal-ab). Carry .device-deps. Small page-cache ops 8 to a drainer (v8:
 # `kSmallOpsPerDrainer` 4 -> 8 in src/engine/queue.cpp, by the sed below) lifted nothing on an H100 whose tree ran
 # one thread's 4 KiB reads at 0.89-0.91x the plain loop (bench/results/2026-12-06-h100-small-ops-per-drainer); 8
 # engine threads lifted them on one in the slow mode (2026-12-06-h100-drainer-count), where the rate follows the
