@@ -170,7 +170,7 @@ Result<Kits> StagingPool::complete(const KitShape& shape, Grant grant) {
         continue;
       }
     }
-    failed = make_charged(shape, count, kits);
+    failed = make_charged(shape, count, &kits);
   }
   if (!failed.ok()) {
     for (auto& kit : kits) release(std::move(kit));  // good kits, back for others
@@ -264,14 +264,18 @@ Result<std::unique_ptr<StagingKit>> StagingPool::try_acquire(const KitShape& sha
   return std::move(kits.front());
 }
 
-Status StagingPool::make_charged(const KitShape& shape, unsigned count, Kits& into) {
+Status StagingPool::make_charged(const KitShape& shape, unsigned count, Kits* in_use) {
   auto made = make_kit(*shape.api, shape.device, shape.buffer_size, count);
   std::lock_guard<std::mutex> lock(mutex_);
   held_ -= kit_charge(shape.buffer_size, count);
   if (!made.ok()) return made.status();
   held_ += (*made)->pinned_bytes;  // a kit off huge pages pins less than it was charged
-  if (&into != &idle_) ++in_use_;
-  into.push_back(std::move(*made));
+  if (in_use == nullptr) {
+    idle_.push_back(std::move(*made));
+  } else {
+    ++in_use_;
+    in_use->push_back(std::move(*made));
+  }
   return Status();
 }
 
@@ -290,7 +294,7 @@ Status StagingPool::reserve(const KitShape& shape, unsigned count, unsigned kits
       }
       held_ += charge;
     }
-    FERRY_RETURN_IF_ERROR(make_charged(shape, count, idle_));
+    FERRY_RETURN_IF_ERROR(make_charged(shape, count, nullptr));
   }
 }
 

@@ -101,9 +101,9 @@ class StagingPool {
   // Queues a caller for room (owner null: the waiter itself is the owner).
   std::shared_ptr<Waiter> enqueue_locked(const void* owner, const KitShape& shape, std::span<const unsigned> counts);
 
-  // Makes a kit the budget was charged for (kit_charge) and settles the charge; the kit goes to `into`
-  // (idle_, or a caller's kits: then in use).
-  Status make_charged(const KitShape& shape, unsigned count, Kits& into);
+  // Makes a kit the budget was charged for (kit_charge) and settles the charge; the kit goes into `in_use`
+  // (a caller's kits), or with null into the idle ones.
+  Status make_charged(const KitShape& shape, unsigned count, Kits* in_use);
 
   const std::uint64_t fixed_budget_;
   mutable std::mutex mutex_;  // guards everything below

@@ -143,13 +143,12 @@ Result<std::shared_ptr<RouteBackend>> make_route_backend(FileState& file, const 
 
 namespace {
 
-// Pins the staging kits of `threads` workers for GPU `device`, in its context; the caller's thread's context
+// Pins the staging kits of `threads` workers of `shape`'s GPU, in its context; the caller's thread's context
 // is left as it was.
-Status reserve_staging(const CudaApi& api, int device, std::uint64_t bounce_buffer_size, unsigned buffers_per_worker,
-                       unsigned threads) {
-  ScopedDeviceContext context(api, device);
+Status reserve_staging(const KitShape& shape, unsigned buffers_per_worker, unsigned threads) {
+  ScopedDeviceContext context(*shape.api, shape.device);
   FERRY_RETURN_IF_ERROR(context.status());
-  return process_staging_pool().reserve({&api, device, bounce_buffer_size}, buffers_per_worker, threads);
+  return process_staging_pool().reserve(shape, buffers_per_worker, threads);
 }
 
 }  // namespace
@@ -159,7 +158,7 @@ Result<RoutePlanDetail> prepare_route(FileState& file, const void* buffer, std::
   if (plan.decision.route == Route::staged) {
     StagedTarget t = staged_target(file, plan, Destination(buffer), size);
     FERRY_RETURN_IF_ERROR(
-        reserve_staging(*t.api, t.device, t.bounce_buffer_size, t.buffers_per_worker, file.config.threads()));
+        reserve_staging({t.api, t.device, t.bounce_buffer_size}, t.buffers_per_worker, file.config.threads()));
   }
   return plan;
 }
@@ -167,7 +166,7 @@ Result<RoutePlanDetail> prepare_route(FileState& file, const void* buffer, std::
 Status warm_up(const CudaApi& api, int device, const Config& config) {
   const unsigned threads = std::max(1u, config.threads());
   shared_pool().ensure_workers(threads);
-  return reserve_staging(api, device, config.bounce_buffer_size(), config.bounce_buffers_per_thread(), threads);
+  return reserve_staging({&api, device, config.bounce_buffer_size()}, config.bounce_buffers_per_thread(), threads);
 }
 
 }  // namespace ferry::detail
