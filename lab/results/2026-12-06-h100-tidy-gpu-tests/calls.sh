@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 on the CPU machine. Carry .device-deps. The C++ GPU tests on c20e925 (the staging pool's
+# Written 2026-12-06 on the CPU machine (it ran as lab/results/pending-tidy-gpu-tests). Carry .device-deps. The C++ GPU tests on c20e925 (the staging pool's
 # make_charged and route selection's reserve_staging tidied after the review; no change of behaviour meant).
 set -uo pipefail
 source .device-deps/gpu-env.sh
