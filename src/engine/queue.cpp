@@ -395,6 +395,16 @@ void OpQueue::drain() {
   // A batch's next push wants every worker started all the same.
   bool singles = false;
   auto& staging = process_staging_pool();
+  bool worker_traced = false;  // its set-up had a range of its own (the request that made it was traced)
+  // Waits for what is in flight and gives the worker's staging back, in a range of its own where its set-up had one.
+  auto finish_worker = [&] {
+    if (!worker) return Status();
+    if (worker_traced) nvtx::push("ferry worker finish");
+    const Status finished = worker->finish();
+    if (worker_traced) nvtx::pop();
+    worker.reset();
+    return finished;
+  };
   for (;;) {
     Take take;
     if (!spare.empty()) {
@@ -416,12 +426,7 @@ void OpQueue::drain() {
       // Nothing waits (or others want the staging): wait for what is in flight, give the worker's staging
       // back, then retire (so that the last request this worker served holds none of its staging once
       // done), and look again.
-      const bool traced = !pending.empty() && !pending.front().requests.empty() && pending.front().requests[0]->traced();
-      if (traced) nvtx::push("ferry worker finish");
-      const Status finished = worker ? worker->finish() : Status();
-      if (traced) nvtx::pop();
-      worker.reset();
-      retire_all(pending, finished, spare);
+      retire_all(pending, finish_worker(), spare);
       continue;
     }
     for (const auto& [request, n] : take.dropped) request->drop(n);
@@ -440,6 +445,7 @@ void OpQueue::drain() {
       }
     }
     const std::uint64_t room_generation = room_generation_.load();
+    const bool had_worker = worker != nullptr;
     if (!run(take, worker)) {  // no room for a worker's staging: the ops wait in the queue, not on this thread
       busy = false;
       const bool again = put_back(take, room_generation);
@@ -448,6 +454,7 @@ void OpQueue::drain() {
       if (!again) return;
       continue;
     }
+    if (!had_worker && worker) worker_traced = take.requests.front()->traced();
     pending.push_back(std::move(take));
     if (!worker) {  // it could not be made: every op taken failed with it
       retire_all(pending, Status(), spare);
@@ -457,10 +464,7 @@ void OpQueue::drain() {
     const Take& ran = pending.back();
     if (!lone_fill(ran) && ends_requests(ran)) {
       // With nothing else waiting, the staging goes back first (as when the queue empties, below).
-      const bool last = !ops_waiting();
-      const Status landed = last ? worker->finish() : worker->wait_landed(ran.fill);
-      if (last) worker.reset();
-      retire_all(pending, landed, spare);
+      retire_all(pending, ops_waiting() ? worker->wait_landed(ran.fill) : finish_worker(), spare);
       continue;
     }
     // More ops wait: retire what landed and go on with the same staging.
