@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 on the CPU machine (it ran as lab/results/pending-fin-gpu-tests). Carry .device-deps. The C++ GPU tests on c20e925 (the staging pool's
-# make_charged and route selection's reserve_staging tidied after the review; no change of behaviour meant).
+# Written 2026-12-06 on the CPU machine. Carry .device-deps. The C++ GPU tests on e6e16b1 (the op queue's worker
+# finish range: one finish_worker() for both of a worker's ends, its NVTX range following the set-up's).
 set -uo pipefail
 source .device-deps/gpu-env.sh
 o="$OUT/fin"; mkdir -p "$o"
