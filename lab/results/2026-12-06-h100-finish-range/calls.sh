@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 on the CPU machine. Carry .device-deps. The C++ GPU tests on e6e16b1 (the op queue's worker
+# Written 2026-12-06 on the CPU machine (it ran as lab/results/pending-finish-range). Carry .device-deps. The C++ GPU tests on e6e16b1 (the op queue's worker
 # finish range: one finish_worker() for both of a worker's ends, its NVTX range following the set-up's).
 set -uo pipefail
 source .device-deps/gpu-env.sh
