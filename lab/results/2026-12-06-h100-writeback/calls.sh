@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 on the CPU machine. Carry .device-deps and .old-tree (git archive 189e30e). Two timelines of one
+# Written 2026-12-06 on the CPU machine (it ran as lab/results/pending-writeback). Carry .device-deps and .old-tree (git archive 189e30e). Two timelines of one
 # binary an instant apart read a 64-piece take at 1.95 and 0.84 ms (lab/results/2026-12-06-h100-batch-timeline):
 # is the page cache slower while the file just written is still being written back? Phase A right after the file is
 # made (no sync), with the kernel's Dirty and Writeback before each run; then sync, and phase B: three alternating

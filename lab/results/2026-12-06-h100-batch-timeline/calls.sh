@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 on the CPU machine. Carry .device-deps and .old-tree (git archive 189e30e). Issue 50's batch row
+# Written 2026-12-06 on the CPU machine (it ran as lab/results/pending-batch-timeline). Carry .device-deps and .old-tree (git archive 189e30e). Issue 50's batch row
 # that stays behind 189e30e (64 KiB pieces in 64 MiB batches, two in flight: 0.70-0.74x on 2026-12-06): is the gap a
 # start-up cost (2 GiB a mode is about 70 ms) or steady, and where the workers' time goes. Three alternating rounds
 # of the row at 2 GiB and 16 GiB a mode for this tree and 189e30e, then one NVTX timeline of each at 2 GiB
