@@ -38,6 +38,10 @@ const int g_registry_held_across_forks = pthread_atfork([] { g_registry_mutex.lo
                                                         [] { g_registry_mutex.unlock(); },
                                                         [] { g_registry_mutex.unlock(); });
 
+// Counted in the child of every fork() (forks_seen): a relaxed load, where getpid() is a system call.
+std::atomic<std::uint64_t> g_forks{0};
+const int g_forks_counted = pthread_atfork(nullptr, nullptr, [] { g_forks.fetch_add(1, std::memory_order_relaxed); });
+
 // Set while the Python object of a PyFuture is deallocated as a KeyboardInterrupt or SystemExit
 // propagates: the interpreter's error indicator is still set while it pops the stacks of the frames it
 // unwinds, and pybind11 clears it before it runs the C++ destructor, hence this flag.
@@ -96,6 +100,8 @@ void future_dealloc(PyObject* self) {
 }
 
 }  // namespace
+
+std::uint64_t forks_seen() { return g_forks.load(std::memory_order_relaxed); }
 
 void set_up_future_type(PyHeapTypeObject* heap_type) {
   PyTypeObject* type = &heap_type->ht_type;

@@ -27,8 +27,6 @@
 // while holding either.
 #pragma once
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -86,6 +84,9 @@ bool wait_interruptibly(WaitSlice&& wait_slice, std::optional<Clock::time_point>
     }
   }
 }
+
+/// How many times this process is a child forked since the extension loaded (0 in the process that loaded it).
+std::uint64_t forks_seen();
 
 /// What a File shares with its futures: how many of its requests have not completed, for close(), and the
 /// position of blocking read() and write() (in mode "a" the end of the file that write() appends at), kept
@@ -153,22 +154,23 @@ class FileRequests {
   // worker's first read through a File its parent opened hung in started(), the parent's pool threads having
   // been counting its reads' ends at the fork (about 1 fork in 3,000; python/tests/test_fork.py). The
   // parent's requests, which never end in the child, are not counted there, and the position goes on.
+  // The stamp is twice the forks seen when the locks were made (a load, not a getpid() system call a lock).
   std::mutex& this_process_mutex() {
-    const pid_t now = ::getpid();
-    pid_t seen = pid_.load(std::memory_order_acquire);
+    const std::uint64_t now = 2 * forks_seen();
+    std::uint64_t seen = stamp_.load(std::memory_order_acquire);
     if (seen == now) return mutex_;
-    // -now: this process's renewal is under way, and a second thread waits for it.
-    if (seen != -now && pid_.compare_exchange_strong(seen, -now, std::memory_order_acq_rel)) {
+    // now + 1: this process's renewal is under way, and a second thread waits for it.
+    if (seen != now + 1 && stamp_.compare_exchange_strong(seen, now + 1, std::memory_order_acq_rel)) {
       new (&mutex_) std::mutex();
       new (&idle_) std::condition_variable();
       running_ = 0;
-      pid_.store(now, std::memory_order_release);
+      stamp_.store(now, std::memory_order_release);
     }
-    while (pid_.load(std::memory_order_acquire) != now) std::this_thread::yield();
+    while (stamp_.load(std::memory_order_acquire) != now) std::this_thread::yield();
     return mutex_;
   }
 
-  std::atomic<pid_t> pid_{::getpid()};  // the process the locks belong to
+  std::atomic<std::uint64_t> stamp_{2 * forks_seen()};  // the process the locks belong to
   std::mutex mutex_;
   std::condition_variable idle_;
   std::uint64_t running_ = 0;
