@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 on the CPU machine. Carry .device-deps. In the batch timelines (2026-12-06-h100-batch-timeline)
+# Written 2026-12-06 on the CPU machine (it ran as lab/results/pending-kit-timeline). Carry .device-deps. In the batch timelines (2026-12-06-h100-batch-timeline)
 # half the workers spent 4.7-6.7 ms in their set-up at the first timed batches, all ending together, while 16 kits
 # had been made in the untimed window before: are they making kits, or waiting to? probe-ranges-2.patch adds NVTX
 # ranges around making a kit and waiting for the pool's one-at-a-time making lock (and the take's inner ranges).
