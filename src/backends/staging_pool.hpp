@@ -108,6 +108,7 @@ class StagingPool {
   const std::uint64_t fixed_budget_;
   mutable std::mutex mutex_;  // guards everything below
   std::mutex making_mutex_;   // one kit is made at a time (see complete)
+  std::condition_variable kit_idle_;  // on mutex_: a kit went idle, or the making lock came free
   Kits idle_;                 // oldest first
   unsigned in_use_ = 0;       // kits handed out (once made) and not yet released, of any shape
   std::uint64_t held_ = 0;    // pinned bytes of every kit of this pool, plus those charged for kits being made

@@ -475,6 +475,7 @@ CUresult fake_cuMemFree_v2(CUdeviceptr pointer) {
 }
 
 CUresult fake_cuMemHostAlloc(void** pointer, std::size_t bytes, unsigned int /*flags*/) {
+  std::this_thread::sleep_for(state().script.pinned_alloc_delay);  // outside the fake's lock: others go on
   FAKE_ENTER_SYNCING_("cuMemHostAlloc");
   if (CUresult r = need_context(); r != CUDA_SUCCESS) return r;
   ++s.counters.pinned_allocs;
@@ -493,6 +494,7 @@ CUresult fake_cuMemFreeHost(void* pointer) {
 }
 
 CUresult fake_cuMemHostRegister_v2(void* pointer, std::size_t bytes, unsigned int /*flags*/) {
+  std::this_thread::sleep_for(state().script.pinned_alloc_delay);
   FAKE_ENTER_SYNCING_("cuMemHostRegister_v2");
   if (CUresult r = need_context(); r != CUDA_SUCCESS) return r;
   if (pointer == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;

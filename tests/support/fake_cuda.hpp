@@ -57,6 +57,9 @@ struct FakeCudaScript {
   /// autonomous: a copy runs no sooner than this long after it was queued (a GPU's submission and DMA latency,
   /// some microseconds), so that a CPU run sees work waiting for copies as on a GPU (lab/submit_profile.cpp).
   std::chrono::microseconds copy_latency{0};
+  /// How long cuMemHostAlloc and cuMemHostRegister take (pinning is slow on a GPU machine: about 1.5 ms a kit of two
+  /// 4 MiB buffers). Set it before the threads that pin start.
+  std::chrono::microseconds pinned_alloc_delay{0};
   bool implicit_sync_blocks_driver = false;  // autonomous: cuMemAlloc, cuMemFree, cuMemHostAlloc,
                                              // cuMemHostRegister, cuStreamCreate, cuCtxSynchronize
   /// Streams that cuStreamIsCapturing reports as being captured into a graph.

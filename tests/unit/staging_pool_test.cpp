@@ -199,5 +199,41 @@ TEST_F(Budget, AWarmUpReservesOnlyWhatFits) {
   pool.clear();
 }
 
+// Kits are made one at a time. A caller waiting for its turn to make one takes a kit released meanwhile rather than
+// wait for the maker: on the GPU machine half of a batch run's workers waited up to 5.6 ms for the making lock while
+// kits went idle (bench/results/2026-12-06-h100-kit-timeline).
+TEST_F(Budget, ACallerWaitingToMakeAKitTakesOneReleasedMeanwhile) {
+  fd::StagingPool pool(64 * kMiB);
+  auto first = kit(pool);
+  ASSERT_TRUE(first.ok());
+  const fd::CUstream released_stream = (*first)->stream;
+  ft::fake_cuda_script().pinned_alloc_delay = std::chrono::milliseconds(400);  // each pinning call
+  auto in_thread = [&] {
+    return std::async(std::launch::async, [&] {
+      EXPECT_TRUE(fd::make_current(api, 0).ok());
+      return kit(pool);
+    });
+  };
+  auto maker = in_thread();  // makes a kit: 400 ms or more
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto started = std::chrono::steady_clock::now();
+  auto waiter = in_thread();  // granted a kit to make, and waits for its turn
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  pool.release(std::move(*first));
+  ASSERT_EQ(waiter.wait_for(std::chrono::milliseconds(300)), std::future_status::ready)
+      << "the caller waited for the maker instead of taking the kit released meanwhile";
+  auto taken = waiter.get();
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(500));
+  ASSERT_TRUE(taken.ok());
+  EXPECT_EQ((*taken)->stream, released_stream);
+  auto made = maker.get();
+  ASSERT_TRUE(made.ok());
+  EXPECT_EQ(ft::fake_cuda_counters().streams_created, 2u) << "two kits made (a stream each), none more";
+  ft::fake_cuda_script().pinned_alloc_delay = std::chrono::microseconds(0);
+  pool.release(std::move(*taken));
+  pool.release(std::move(*made));
+  pool.clear();
+}
+
 }  // namespace
 }  // namespace ferry
