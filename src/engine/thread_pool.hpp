@@ -108,7 +108,7 @@ class ThreadPool {
 
 /// The pool all Files share.
 ThreadPool& shared_pool();
-/// The pool of stream-ordered requests' steps (stream_pipeline.hpp). Its threads run nothing that could
+/// The pool of stream-ordered requests' steps (file/stream_request.hpp). Its threads run nothing that could
 /// wait for a GPU stream (no copies, no user callbacks), so a stream waiting for one of its steps always
 /// gets it done, even while every thread of shared_pool() waits for copies queued behind that stream.
 ThreadPool& stream_pool();

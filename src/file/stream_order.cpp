@@ -6,7 +6,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <vector>
 
 #include <fmt/format.h>
@@ -14,78 +13,55 @@
 #include "backends/staging_pool.hpp"
 #include "base/fork_guard.hpp"
 #include "engine/request.hpp"
-#include "engine/stream_pipeline.hpp"
 #include "engine/task_split.hpp"
 #include "engine/thread_pool.hpp"
 #include "file/file_state.hpp"
 #include "file/route_selection.hpp"
+#include "file/stream_request.hpp"
 #include "platform/cuda/cuda_api.hpp"
 #include "platform/cuda/primary_context.hpp"
 #include "platform/gpu_platform.hpp"
 #include "report/process_report.hpp"
 
 namespace ferry::detail {
+
+// StreamWords' members that call the driver, all on the caller's thread.
+StreamWords::~StreamWords() {
+  for (void* page : pages_) (void)api_.cuMemFreeHost(page);
+}
+
+Result<StreamWord> StreamWords::acquire() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (free_.empty()) FERRY_RETURN_IF_ERROR(add_page());
+  StreamWord w = free_.back();
+  free_.pop_back();
+  w.host->store(0, std::memory_order_relaxed);
+  return w;
+}
+
+Status StreamWords::add_page() {
+  void* host = nullptr;
+  FERRY_RETURN_IF_ERROR(cuda_check(api_, api_.cuMemHostAlloc(&host, kPageBytes, kMemHostAllocPortable | kMemHostAllocDeviceMap),
+                                   "cuMemHostAlloc of the words streams wait on"));
+  CUdeviceptr device = 0;
+  Status mapped = cuda_check(api_, api_.cuMemHostGetDevicePointer_v2(&device, host, 0), "cuMemHostGetDevicePointer");
+  if (!mapped.ok()) {
+    (void)api_.cuMemFreeHost(host);
+    return mapped;
+  }
+  static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t));
+  static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
+  auto* words = static_cast<std::atomic<std::uint32_t>*>(host);
+  constexpr std::size_t kWords = kPageBytes / sizeof(std::uint32_t);
+  for (std::size_t i = kWords; i > 0; --i) {
+    new (&words[i - 1]) std::atomic<std::uint32_t>(0);
+    free_.push_back(StreamWord{&words[i - 1], device + (i - 1) * sizeof(std::uint32_t)});
+  }
+  pages_.push_back(host);
+  return Status();
+}
+
 namespace {
-
-// Words of pinned, device-mapped host memory shared with streams: a request takes two and gives them back
-// once its stream has passed its last command, so a word is never in two requests' commands at once.
-class StreamWords {
- public:
-  struct Word {
-    std::atomic<std::uint32_t>* host = nullptr;
-    CUdeviceptr device = 0;
-  };
-
-  explicit StreamWords(const CudaApi& api) : api_(api) {}
-  ~StreamWords() {
-    for (void* page : pages_) (void)api_.cuMemFreeHost(page);
-  }
-
-  // Needs a current context (the pages are portable: usable from every context). The word reads 0.
-  Result<Word> acquire() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (free_.empty()) FERRY_RETURN_IF_ERROR(add_page());
-    Word w = free_.back();
-    free_.pop_back();
-    w.host->store(0, std::memory_order_relaxed);
-    return w;
-  }
-
-  void release(const Word& w) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    free_.push_back(w);
-  }
-
- private:
-  static constexpr std::size_t kPageBytes = 4096;
-
-  Status add_page() {
-    void* host = nullptr;
-    FERRY_RETURN_IF_ERROR(cuda_check(api_, api_.cuMemHostAlloc(&host, kPageBytes, kMemHostAllocPortable | kMemHostAllocDeviceMap),
-                                     "cuMemHostAlloc of the words streams wait on"));
-    CUdeviceptr device = 0;
-    Status mapped = cuda_check(api_, api_.cuMemHostGetDevicePointer_v2(&device, host, 0), "cuMemHostGetDevicePointer");
-    if (!mapped.ok()) {
-      (void)api_.cuMemFreeHost(host);
-      return mapped;
-    }
-    static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t));
-    static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
-    auto* words = static_cast<std::atomic<std::uint32_t>*>(host);
-    constexpr std::size_t kWords = kPageBytes / sizeof(std::uint32_t);
-    for (std::size_t i = kWords; i > 0; --i) {
-      new (&words[i - 1]) std::atomic<std::uint32_t>(0);
-      free_.push_back(Word{&words[i - 1], device + (i - 1) * sizeof(std::uint32_t)});
-    }
-    pages_.push_back(host);
-    return Status();
-  }
-
-  const CudaApi& api_;
-  std::mutex mutex_;
-  std::vector<void*> pages_;
-  std::vector<Word> free_;
-};
 
 // The words of every driver table. Never destroyed: a request may finish on the watcher while statics are torn
 // down at exit.
@@ -140,24 +116,6 @@ class StreamContext {
   Status status_;
 };
 
-// A request's facts, as its messages and the watchdog name them.
-struct RequestLabel {
-  Direction direction;
-  std::uint64_t size, offset;
-  std::string path;
-  void* stream;
-
-  std::string text() const {
-    const bool reading = is_read(direction);
-    return fmt::format("stream-ordered {} of {} bytes at offset {} {} \"{}\" on stream {}", reading ? "read" : "write",
-                       size, offset, reading ? "from" : "to", path, stream);
-  }
-  Status error(const Status& why) const {
-    return Status(why.code() == ErrorCode::ok ? ErrorCode::internal : why.code(),
-                  fmt::format("Could not queue a {}: {}", text(), why.message()), why.sys_errno(), path);
-  }
-};
-
 // The calling thread synchronises the stream, then does the request as pread/pwrite would and waits for
 // it: nothing of Ferry's is ever queued on the stream, so nothing can wait for Ferry there.
 Future synchronized_request(FileState& file, const CudaApi& api, const RequestLabel& label, void* buffer,
@@ -198,76 +156,6 @@ std::string why_synchronized(const CudaApi& api, const RoutePlanDetail& plan, co
   return {};
 }
 
-// What a request queued through stream memory operations holds until its stream has passed it.
-struct OrderedRequest {
-  std::shared_ptr<FileState> file;
-  StreamOrder mechanism = StreamOrder::stream_copies;
-  RequestLabel label;
-  Decision decision;
-  SourceRequest source_request;
-  EndOfFileRule eof;
-  std::vector<Task> tasks;
-  char* buffer = nullptr;                        // the caller's (host memory: stream_wait)
-  std::vector<std::unique_ptr<StagingKit>> kits;  // bounce slots (stream_copies)
-  std::uint64_t pinned_wait_ns = 0;                // how long the submission waited for them
-  std::vector<void*> slots;
-  StreamWords* words = nullptr;
-  StreamWords::Word gpu, cpu;
-  std::optional<FileState::Use> use;  // from the stream reaching the request to its last step
-  std::mutex use_mutex;
-
-  // One step: a task between the source and its slot (or the caller's host buffer).
-  Result<std::uint64_t> step(std::size_t i, Report& report) {
-    const Task& t = tasks[i];
-    void* at = slots.empty() ? buffer + t.buffer_offset : slots[i % slots.size()];
-    const char* label_text = route_name(decision.route);
-    auto started = std::chrono::steady_clock::now();
-    std::uint64_t bytes = t.length;
-    if (is_read(label.direction)) {
-      FERRY_ASSIGN_OR_RETURN(bytes, file->source->read(source_request, t, at, label_text, report));
-      if (bytes < t.length) return eof.shrank(t, bytes);
-    } else {
-      FERRY_RETURN_IF_ERROR(file->source->write(source_request, t, at, label_text, report));
-    }
-    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started);
-    report.count(decision.route, decision.reason, decision.detail, bytes, static_cast<std::uint64_t>(ns.count()));
-    return bytes;
-  }
-
-  Status begin() {
-    auto in_use = file->use();
-    if (!in_use.ok()) {
-      return Status(ErrorCode::failed_precondition,
-                    fmt::format("\"{}\" was closed before the stream reached the {}", label.path, label.text()),
-                    EBADF, label.path);
-    }
-    std::lock_guard<std::mutex> lock(use_mutex);
-    use.emplace(std::move(*in_use));
-    return Status();
-  }
-
-  void steps_ended() {
-    std::lock_guard<std::mutex> lock(use_mutex);
-    use.reset();
-  }
-
-  // Gives back the slots and words (the stream is done with them) and ends the future.
-  void finish(PipelineOutcome outcome, const std::shared_ptr<RequestState>& outer) {
-    for (auto& kit : kits) process_staging_pool().release(std::move(kit));
-    kits.clear();
-    words->release(gpu);
-    words->release(cpu);
-    Report& report = outcome.report;
-    report.stream_order[static_cast<std::size_t>(mechanism)] = 1;
-    report.io.pinned_wait_ns += pinned_wait_ns;
-    file->add_to_report(report);
-    add_to_process_report(report);
-    Result<Transfer> result = outcome.status;
-    if (outcome.status.ok()) result = Transfer{outcome.bytes, std::move(report)};
-    if (outer) outer->complete_deferred(std::move(result));
-  }
-};
-
 // The run of pieces that begins at `first` and moves in one copy: consecutive pieces whose slots lie side by
 // side in pinned memory (the buffers of one kit) and whose bytes are adjacent in the caller's buffer, up to
 // kMaxCopyRun bytes. On the H200 one stream's wait, copy and write cost about 3 us more per 4 MiB than a
@@ -280,7 +168,7 @@ struct CopyRun {
   std::uint64_t bytes = 0;  // all its pieces' bytes
 };
 
-CopyRun copy_run_from(const OrderedRequest& r, std::size_t first) {
+CopyRun copy_run_from(const StreamRequest& r, std::size_t first) {
   const std::size_t window = r.slots.size();
   CopyRun run{first, r.tasks[first].length};
   while (run.last + 1 < r.tasks.size()) {
@@ -304,7 +192,7 @@ struct Queued {
   bool any = false;  // anything queued at all
 };
 
-Queued queue_commands(const CudaApi& api, CUstream stream, const OrderedRequest& r, CUdeviceptr device_base) {
+Queued queue_commands(const CudaApi& api, CUstream stream, const StreamRequest& r, CUdeviceptr device_base) {
   Queued q;
   const std::size_t n = r.tasks.size();
   const std::size_t window = r.slots.size();
@@ -403,7 +291,7 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
     return synchronized_request(file, *api, label, buffer, reason);
   }
 
-  auto r = std::make_shared<OrderedRequest>();
+  auto r = std::make_shared<StreamRequest>();
   r->file = file.shared_from_this();
   r->mechanism = plan->decision.route == Route::host ? StreamOrder::stream_wait : StreamOrder::stream_copies;
   r->label = label;
@@ -412,6 +300,7 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
   r->eof = EndOfFileRule{false, &file.path, extent.bytes};
   r->buffer = static_cast<char*>(buffer);
   const Config& config = file.config;
+  r->max_parallel = std::max(1u, config.threads());
   const bool copies = r->mechanism == StreamOrder::stream_copies;
   const std::uint64_t chunk = copies ? std::min(config.task_size(), config.bounce_buffer_size()) : config.task_size();
   r->tasks = split_request(offset, size, chunk, file.source->task_alignment());
@@ -429,7 +318,7 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
     // holds the rest.
     auto& pool = process_staging_pool();
     const unsigned per_kit = config.bounce_buffers_per_thread();
-    const std::size_t wanted = std::min<std::size_t>(r->tasks.size(), 2 * std::max(1u, config.threads()));
+    const std::size_t wanted = std::min<std::size_t>(r->tasks.size(), 2 * r->max_parallel);
     const std::uint64_t fit = std::max<std::uint64_t>(1, pool.kits_that_fit(config.bounce_buffer_size(), per_kit) / 2);
     const std::vector<unsigned> counts(std::min<std::uint64_t>((wanted + per_kit - 1) / per_kit, fit), per_kit);
     auto kits = pool.acquire({api, plan->buffer.device, config.bounce_buffer_size()}, counts, &r->pinned_wait_ns);
@@ -443,7 +332,7 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
   }
   r->words = &words_for(*api);
   auto gpu_word = r->words->acquire();
-  auto cpu_word = gpu_word.ok() ? r->words->acquire() : Result<StreamWords::Word>(gpu_word.status());
+  auto cpu_word = gpu_word.ok() ? r->words->acquire() : Result<StreamWord>(gpu_word.status());
   if (!cpu_word.ok()) {
     if (gpu_word.ok()) r->words->release(*gpu_word);
     for (auto& k : r->kits) process_staging_pool().release(std::move(k));
@@ -452,42 +341,23 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
   r->gpu = *gpu_word;
   r->cpu = *cpu_word;
 
-  const auto steps = static_cast<std::uint32_t>(r->tasks.size());
-  const PipelinePlan pipeline_plan{
-      .steps = r->tasks.size(),
-      .gate = !copies ? StepGate::stream_reached : is_read(direction) ? StepGate::slot_free : StepGate::copied_out,
-      .window = r->slots.size(),
-      .max_parallel = std::max(1u, config.threads()),
-      // 1 when the stream reaches the request, one more after each copy, and one more after the final wait
-      // where there is one (writes, host memory).
-      .gpu_final = !copies ? 2 : is_read(direction) ? steps + 1 : steps + 2,
-  };
-  stream_pool().ensure_workers(pipeline_plan.max_parallel);
-
-  auto holder = std::make_shared<std::weak_ptr<StreamPipeline>>();
-  auto outer = RequestState::deferred([holder] {
-    if (auto p = holder->lock()) p->cancel();
+  stream_pool().ensure_workers(r->max_parallel);
+  auto outer = RequestState::deferred([weak = std::weak_ptr<StreamRequest>(r)] {
+    if (auto p = weak.lock()) p->cancel();
   });
-  auto pipeline = std::make_shared<StreamPipeline>(
-      pipeline_plan, r->gpu.host, r->cpu.host, [r](std::size_t i, Report& report) { return r->step(i, report); },
-      [r] { return r->begin(); }, [r] { r->steps_ended(); },
-      [r, weak_outer = std::weak_ptr<RequestState>(outer)](PipelineOutcome outcome) {
-        r->finish(std::move(outcome), weak_outer.lock());  // null when nobody holds the Future any more
-      },
-      fmt::format("{} ({}, {})", label.text(), route_name(r->decision.route), stream_order_name(r->mechanism)));
-  *holder = pipeline;
-  outer->set_progress([weak = std::weak_ptr<StreamPipeline>(pipeline)] {
+  r->future = outer;
+  outer->set_progress([weak = std::weak_ptr<StreamRequest>(r)] {
     auto p = weak.lock();
     return p ? p->bytes_done() : 0;
   });
   // Watched before anything is queued: the steps that meet the stream's waits must be able to run while
   // this thread still queues (docs/stream-order.md).
-  StreamPipeline::watch(pipeline);
+  r->watch();
   const auto device_base = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(buffer));
   Queued queued = queue_commands(*api, stream, *r, device_base);
-  pipeline->queueing_ended(queued.error.ok() ? Status() : label.error(queued.error), queued.gpu_final);
+  r->queueing_ended(queued.error.ok() ? Status() : label.error(queued.error), queued.gpu_final);
   if (!queued.any) {
-    // Nothing was queued, so the watcher ends the pipeline at once; it is waited for, so that its slots and
+    // Nothing was queued, so the watcher ends the request at once; it is waited for, so that its slots and
     // words are given back before the caller has its answer. A driver that refuses stream memory operations
     // here still gets its request, synchronized.
     Future(outer).wait();

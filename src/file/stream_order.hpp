@@ -1,6 +1,6 @@
 // Stream-ordered requests (File::read_async, File::write_async; docs/stream-order.md). Everything that calls the
-// driver is done on the caller's thread before anything is queued; Ferry's side runs in a StreamPipeline
-// (engine/stream_pipeline.hpp).
+// driver is done on the caller's thread before anything is queued; Ferry's side runs in a StreamRequest
+// (stream_request.hpp).
 // Thread safety: all functions may be called from any thread.
 #pragma once
 
