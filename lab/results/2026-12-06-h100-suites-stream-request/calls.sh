@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 on the CPU machine. Carry .device-deps. The GPU suites on the tip: stream-ordered requests as one
+# Written 2026-12-06 on the CPU machine (it ran as lab/results/pending-suites). Carry .device-deps. The GPU suites on the tip: stream-ordered requests as one
 # StreamRequest (96025f1), the staging pool's callers taking a kit released while they wait to make one (d73fd0e),
 # the Python binding's fork count (no getpid() a lock). The full build with the Python package, the C++ GPU tests
 # (the stream-order and batch stresses among them), then the Python GPU tests.
