@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 on the CPU machine. Carry .device-deps and .base-tree (git archive 9f74251). Run on the warm machine
+# Written 2026-12-06 on the CPU machine (it ran as lab/results/pending-kit-ab). Carry .device-deps and .base-tree (git archive 9f74251). Run on the warm machine
 # of the suites call (build-gpu there is this tree's). The staging pool's callers now take a kit released while they
 # wait to make one (d73fd0e): 64 KiB pieces in 64 MiB batches at 2 and 16 GiB a mode, this tree against 9f74251,
 # three alternating rounds.
