@@ -17,13 +17,12 @@ namespace py = pybind11;
 namespace ferry::python {
 namespace {
 
-// A future dropped by an interrupt: its request (cancelled), the buffer it must keep alive until the
-// request is over, and the hook its outcome still owes (a blocking call's file position).
+// A future dropped by an interrupt: its request (cancelled), and the buffer it must keep alive until the
+// request is over.
 struct Parked {
   Future future;
   py::object keep;
   std::shared_ptr<Completion> completion;
-  PyFuture::OutcomeHook on_outcome;
 };
 
 // Every live PyFuture (for cancel_requests) and every parked one. Allocated once and never freed: they
@@ -152,9 +151,6 @@ void reap_parked(bool wait) {
     over.assign(std::make_move_iterator(over_from), std::make_move_iterator(g_parked->end()));
     g_parked->erase(over_from, g_parked->end());
   }
-  for (Parked& p : over) {
-    if (p.on_outcome) p.on_outcome(p.future.get());
-  }
   // `over` goes here, with the GIL held: the buffers are released.
 }
 
@@ -248,13 +244,21 @@ PyFuture::~PyFuture() {
   const bool interrupted =
       t_dropped_by_interrupt || (sigint_count() != sigints_at_start_ && PyGILState_Check());
   if (interrupted && !done()) {
-    // Cancel, and hand the request, its buffer and its hook to reap_parked().
-    std::lock_guard<std::mutex> registry(g_registry_mutex);
-    g_live->erase(this);
-    std::lock_guard<std::mutex> lock(mutex_);
-    future_.cancel();
-    g_parked->push_back(Parked{std::move(future_), std::move(keep_), completion_, std::move(on_outcome_)});
-    return;
+    if (on_outcome_) {
+      // A blocking read()'s or write()'s own future, dropped between its start and its wait: the call's caller
+      // must find the position where the call began, so its cancelled request is waited for below (its running
+      // tasks, a task each at most) and settled before the interrupt goes on. Parked, its position was settled
+      // only after the next read() had reserved from the advanced one.
+      request_stop();
+    } else {
+      // Cancel, and hand the request and its buffer to reap_parked().
+      std::lock_guard<std::mutex> registry(g_registry_mutex);
+      g_live->erase(this);
+      std::lock_guard<std::mutex> lock(mutex_);
+      future_.cancel();
+      g_parked->push_back(Parked{std::move(future_), std::move(keep_), completion_});
+      return;
+    }
   }
   // A request that is over needs no wait, so the GIL stays (the locks are never held by a thread waiting for
   // it): a daemon thread dropping a done future at interpreter exit must not retake the GIL in a destructor.

@@ -11,9 +11,10 @@
 // transfers nobody will look at, two exceptions:
 // - one dropped while a KeyboardInterrupt or SystemExit propagates (`[f.pread(...) for ...]` interrupted
 //   half-way: the interpreter discards the unwound frames' temporaries) cancels its request and parks it with
-//   its buffer and outcome hook; reap_parked() lets the buffer go once the request is over (the next request
-//   or close() of any File, and at exit). Waiting for each in turn would wait for the requests queued before
-//   it, not cancelled yet;
+//   its buffer; reap_parked() lets the buffer go once the request is over (the next request or close() of any
+//   File, and at exit). Waiting for each in turn would wait for the requests queued before it, not cancelled
+//   yet. A blocking read()'s or write()'s own future (one with an outcome hook) is cancelled and waited for
+//   instead: the file position it settles must be back before the call's caller goes on;
 // - at exit after an unhandled KeyboardInterrupt, an atexit hook (ferry/__init__.py) cancels every live
 //   request, so the futures the interpreter drops then wait for running tasks only.
 //
@@ -188,7 +189,7 @@ void install_sigint_counter();
 /// Asks the requests of every live future of `file` (of every file, when null) to stop. Does not wait.
 void cancel_requests(const FileRequests* file);
 
-/// Lets go of the buffers of parked futures whose requests are over, after running their outcome hooks;
+/// Lets go of the buffers of parked futures whose requests are over;
 /// with `wait`, waits (GIL released) for all of them first. Call with the GIL held.
 void reap_parked(bool wait);
 
