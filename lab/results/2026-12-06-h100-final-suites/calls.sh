@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 on the CPU machine. Carry .device-deps. The GPU suites on the session's last tip: a blocking
+# Written 2026-12-06 on the CPU machine (it ran as lab/results/pending-final-suites). Carry .device-deps. The GPU suites on the session's last tip: a blocking
 # read()'s or write()'s own future dropped by a Ctrl-C is cancelled and waited for, not parked (5f1a5b2), on top of
 # what 2026-12-06-h100-suites-stream-request ran. The full build with the Python package, the C++ GPU tests, then the
 # Python GPU tests.
