@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 on the CPU machine. Carry .device-deps and .old-tree (git archive 189e30e). Issue 50's
+# Written 2026-12-06 on the CPU machine (it ran as lab/results/pending-goals). Carry .device-deps and .old-tree (git archive 189e30e). Issue 50's
 # goal rows, this tree against 189e30e in alternating rounds, with the probe's Ferry modes now calling
 # File::prepare before their untimed window (every worker's staging pinned before the timed run, as 189e30e's
 # untimed window did by itself): hot 8 GiB staged reads against the copy ceiling (ferry-bench), 16 MiB reads 64 in
