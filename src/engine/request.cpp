@@ -59,79 +59,44 @@ std::shared_ptr<RequestState> RequestState::ready(Result<Transfer> result) {
   return state;
 }
 
-std::shared_ptr<RequestState> RequestState::deferred(std::function<void()> on_cancel) {
+std::shared_ptr<RequestState> RequestState::deferred(std::weak_ptr<DeferredWork> work) {
   auto state = std::make_shared<RequestState>();
-  state->on_cancel_ = std::move(on_cancel);
+  state->work_ = std::move(work);
   return state;
 }
 
-void RequestState::set_progress(std::function<std::uint64_t()> progress) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  progress_ = std::move(progress);
-}
-
 void RequestState::complete_deferred(Result<Transfer> result) {
-  std::vector<Callback> callbacks;
-  {
+  if (result.ok()) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (done_.load(std::memory_order_relaxed)) return;
-    callbacks.swap(callbacks_);
-    if (result.ok()) {
-      bytes_done_.store(result->bytes, std::memory_order_relaxed);
-      outcome_ = callbacks.empty() ? std::move(*result) : *result;  // callbacks get `result` itself
-    } else {
-      first_error_ = result.status();
-    }
-    done_.store(true, std::memory_order_release);
-    progress_ = nullptr;
+    bytes_done_.store(result->bytes, std::memory_order_relaxed);
+    outcome_ = std::move(*result);
   }
-  // A process that made only stream-ordered requests has no worker yet.
-  if (!callbacks.empty()) shared_pool().ensure_workers(1);
-  announce(std::move(callbacks), std::move(result), /*callbacks_here=*/false);
-}
-
-void RequestState::announce(std::vector<Callback> callbacks, std::optional<Result<Transfer>> result,
-                            bool callbacks_here) {
-  done_cv_.notify_all();
-  if (callbacks.empty()) return;
-  if (callbacks_here) {
-    run_callbacks(callbacks, *result);
-    return;
-  }
-  shared_pool().submit([callbacks = std::move(callbacks), result = std::move(*result)] {
-    run_callbacks(callbacks, result);
-  });
+  publish(result.status(), /*callbacks_here=*/false);
 }
 
 std::uint64_t RequestState::bytes_done() const {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (progress_) return progress_();
+  if (!done_.load(std::memory_order_acquire)) {
+    if (auto work = work_.lock()) return work->bytes_done();
   }
   return bytes_done_.load(std::memory_order_relaxed);
 }
 
-void RequestState::record_error(Status s) {
+bool RequestState::fail(Status s) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (first_error_.ok()) first_error_ = std::move(s);
+  if (done_.load(std::memory_order_relaxed) || !first_error_.ok()) return false;
+  first_error_ = std::move(s);
   failed_.store(true, std::memory_order_release);
   if (stop_) stop_->store(true, std::memory_order_release);
+  return true;
 }
 
 void RequestState::cancel() {
-  if (on_cancel_) {  // a deferred request: its work stops itself and then completes it
-    if (!done()) on_cancel_();
+  if (auto work = work_.lock()) {  // a deferred request: its work stops itself and then completes it
+    if (!done()) work->cancel();
     return;
   }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (done_.load(std::memory_order_relaxed) || !first_error_.ok()) return;
-    first_error_ = Status(ErrorCode::cancelled, "the request was cancelled");
-    failed_.store(true, std::memory_order_release);
-    if (stop_) stop_->store(true, std::memory_order_release);
-  }
   // Its ops may be waiting with no worker at the queue (no room in the pinned budget): a worker drops them.
-  if (queue_) queue_->restart();
+  if (fail(Status(ErrorCode::cancelled, "the request was cancelled")) && queue_) queue_->restart();
 }
 
 Status EndOfFileRule::shrank(const Task& t, std::uint64_t bytes) const {
@@ -167,11 +132,11 @@ void RequestState::retire(std::span<const Op> ops, std::span<Result<std::uint64_
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const Task& t = ops[i].task;
     if (!results[i].ok()) {
-      record_error(results[i].status());
+      fail(results[i].status());
       continue;
     }
     const std::uint64_t moved = *results[i];
-    if (moved < t.length && !eof_.short_task_ends_request) record_error(eof_.shrank(t, moved));
+    if (moved < t.length && !eof_.short_task_ends_request) fail(eof_.shrank(t, moved));
     const Decision& decision = backend_->decision_for(t);
     if (&decision != counting) {
       count_run();
@@ -192,7 +157,6 @@ void RequestState::retire(std::span<const Op> ops, std::span<Result<std::uint64_
 }
 
 void RequestState::complete(bool callbacks_here) {
-  std::vector<Callback> callbacks;
   Status status;
   // The backend's finish_request settles the status; then the backend lets go of the File's state (its
   // descriptors, and the Syscalls they were opened with) before anyone can see the request done, so that no
@@ -205,22 +169,36 @@ void RequestState::complete(bool callbacks_here) {
   if (backend_) backend_->let_go();
   if (on_complete_) on_complete_(outcome_.report);
   add_to_process_report(outcome_.report);
-  std::optional<Result<Transfer>> for_callbacks;  // the common case: nobody but get() needs the outcome
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    outcome_.bytes = bytes_done_.load(std::memory_order_relaxed);
-    first_error_ = status;
-    callbacks.swap(callbacks_);
-    if (!callbacks.empty()) for_callbacks = outcome();
-    done_.store(true, std::memory_order_release);
-  }
-  announce(std::move(callbacks), std::move(for_callbacks), callbacks_here);
+  publish(std::move(status), callbacks_here);
   // Drop the self-reference last: waiters and callbacks may hold their own references.
   std::shared_ptr<RequestState> keep;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     keep.swap(self_);
   }
+}
+
+void RequestState::publish(Status status, bool callbacks_here) {
+  std::vector<Callback> callbacks;
+  std::optional<Result<Transfer>> result;  // the common case: nobody but get() needs the outcome
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    outcome_.bytes = bytes_done_.load(std::memory_order_relaxed);
+    first_error_ = std::move(status);
+    callbacks.swap(callbacks_);
+    if (!callbacks.empty()) result = outcome();
+    done_.store(true, std::memory_order_release);
+  }
+  done_cv_.notify_all();
+  if (callbacks.empty()) return;
+  if (callbacks_here) {
+    run_callbacks(callbacks, *result);
+    return;
+  }
+  // Up to one worker: a process that made only stream-ordered requests has none yet.
+  shared_pool().submit([callbacks = std::move(callbacks), result = std::move(*result)] {
+    run_callbacks(callbacks, result);
+  }, /*grow_to=*/1);
 }
 
 bool RequestState::done() const {

@@ -1,8 +1,7 @@
 // One request in flight: a count of ops still to retire, the first error, the outcome and the callbacks behind
 // a Future (docs/engine.md). Its ops are on an OpQueue (engine/queue.hpp).
 // Thread safety: every public member may be called from any thread at once (counters are atomics; the
-// outcome, the callbacks and a deferred request's progress are guarded by mutex_). Callbacks never run under
-// that lock.
+// outcome and the callbacks are guarded by mutex_). Callbacks never run under that lock.
 #pragma once
 
 #include <atomic>
@@ -35,6 +34,15 @@ struct EndOfFileRule {
   Status shrank(const Task& t, std::uint64_t bytes) const;
 };
 
+/// The work behind a deferred request (a stream-ordered request's steps), which the request asks to stop and
+/// for its progress. The work ends the request with complete_deferred() once it has stopped.
+class DeferredWork {
+ public:
+  virtual ~DeferredWork() = default;
+  virtual void cancel() = 0;
+  virtual std::uint64_t bytes_done() const = 0;
+};
+
 class RequestState {
  public:
   using Callback = std::function<void(const Result<Transfer>&)>;
@@ -49,14 +57,13 @@ class RequestState {
                                              std::shared_ptr<std::atomic<bool>> stop = nullptr);
   /// A request done before any I/O: `result`, or the error it failed with.
   static std::shared_ptr<RequestState> ready(Result<Transfer> result);
-  /// A request whose work is done elsewhere (a stream-ordered request's pipeline). It is done when
-  /// complete_deferred() is called. cancel() calls `on_cancel` (once, outside any lock) instead of ending the
-  /// request: the work decides when it has stopped and then calls complete_deferred().
-  static std::shared_ptr<RequestState> deferred(std::function<void()> on_cancel);
-  /// Ends a deferred request. Its callbacks run on a worker of the shared pool, never on the calling thread.
+  /// A request whose work is done elsewhere. It is done when complete_deferred() is called. While `work` lives
+  /// and the request is not done, cancel() calls its cancel() (outside any lock) instead of ending the request,
+  /// and bytes_done() is its bytes_done().
+  static std::shared_ptr<RequestState> deferred(std::weak_ptr<DeferredWork> work);
+  /// Ends a deferred (or ready) request, once. Its callbacks run on a worker of the shared pool, never on the
+  /// calling thread.
   void complete_deferred(Result<Transfer> result);
-  /// How a deferred request reports bytes_done() while it runs.
-  void set_progress(std::function<std::uint64_t()> progress);
 
   /// True once cancel() was called or an op failed.
   bool stop_requested() const { return failed_.load(std::memory_order_acquire); }
@@ -96,13 +103,13 @@ class RequestState {
  private:
   // A waiting caller runs a one-op request itself if no worker has taken it.
   void run_here_if_unclaimed() const;
-  void record_error(Status s);
-  // Runs the request's end (the backend's finish_request, File accounting), marks it done and runs its
-  // callbacks: here, or (`callbacks_here` false) on a worker of the shared pool.
+  // Makes `s` the outcome unless the request is done or has failed already, and stops its ops. True if it did.
+  bool fail(Status s);
+  // Runs the request's end (the backend's finish_request, File accounting), then publish().
   void complete(bool callbacks_here);
-  // Once done_ is set: wakes the waiters and runs `callbacks` with `result` (set when there are callbacks),
-  // here or on a worker of the shared pool.
-  void announce(std::vector<Callback> callbacks, std::optional<Result<Transfer>> result, bool callbacks_here);
+  // Marks the request done with `status` (outcome_ is in place), wakes the waiters and runs the callbacks:
+  // here, or (`callbacks_here` false) on a worker of the shared pool.
+  void publish(Status status, bool callbacks_here);
   // A caller that polls or waits with a timeout is not about to run the request itself: its one op's grace
   // period ends (once).
   void expedite() const;
@@ -134,8 +141,7 @@ class RequestState {
   Result<Transfer> outcome() const;  // a copy of the outcome (for callbacks), once done_
   std::vector<Callback> callbacks_;
   std::shared_ptr<RequestState> self_;  // keeps the state alive while ops are queued
-  std::function<void()> on_cancel_;       // a deferred request's (set once, before it is shared)
-  std::function<std::uint64_t()> progress_;  // a deferred request's bytes_done (guarded by mutex_)
+  std::weak_ptr<DeferredWork> work_;     // a deferred request's (set before it is shared)
 };
 
 }  // namespace ferry::detail

@@ -19,8 +19,6 @@ std::optional<Task> only_task(std::uint64_t offset, std::uint64_t size, std::uin
 std::vector<Task> split_request(std::uint64_t offset, std::uint64_t size, std::uint64_t task_size,
                                 std::uint64_t alignment) {
   std::vector<Task> tasks;
-  if (size == 0) return tasks;
-  if (auto only = only_task(offset, size, task_size, alignment)) return {*only};
   const std::uint64_t end = offset + size;
   const std::uint64_t body_begin = align_up(offset, alignment);
   const std::uint64_t body_end = align_down(end, alignment);

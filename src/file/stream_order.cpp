@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -30,13 +31,14 @@ StreamWords::~StreamWords() {
   for (void* page : pages_) (void)api_.cuMemFreeHost(page);
 }
 
-Result<StreamWord> StreamWords::acquire() {
+Result<std::pair<StreamWord, StreamWord>> StreamWords::acquire() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (free_.empty()) FERRY_RETURN_IF_ERROR(add_page());
-  StreamWord w = free_.back();
-  free_.pop_back();
-  w.host->store(0, std::memory_order_relaxed);
-  return w;
+  if (free_.size() < 2) FERRY_RETURN_IF_ERROR(add_page());
+  std::pair<StreamWord, StreamWord> taken{free_.back(), free_[free_.size() - 2]};
+  free_.resize(free_.size() - 2);
+  taken.first.host->store(0, std::memory_order_relaxed);
+  taken.second.host->store(0, std::memory_order_relaxed);
+  return taken;
 }
 
 Status StreamWords::add_page() {
@@ -79,42 +81,23 @@ StreamWords& words_for(const CudaApi& api) {
   return *slot;
 }
 
-// Makes the stream's context current for a scope on the caller's thread, restoring what was there.
-class StreamContext {
- public:
-  StreamContext(const CudaApi& api, CUstream stream) : api_(api) {
-    CUresult got = api.cuStreamGetCtx(stream, &context_);
-    const auto handle = reinterpret_cast<std::uintptr_t>(stream);
-    if (got == CUDA_ERROR_INVALID_CONTEXT && handle <= 2) {
-      // The special handles (0 and 1: the legacy default stream, 2: the per-thread one) mean "of the
-      // context current on this thread", and there is none.
-      status_ = Status(ErrorCode::invalid_argument,
-                       fmt::format("stream {} is a default stream, which belongs to the CUDA context current on "
-                                   "the calling thread, and none is current: make one current (cudaSetDevice, "
-                                   "cuCtxSetCurrent) or pass a stream you created",
-                                   handle));
-      return;
-    }
-    status_ = cuda_check(api, got, "cuStreamGetCtx (the stream given to a stream-ordered request)");
-    if (!status_.ok()) return;
-    status_ = cuda_check(api, api.cuCtxGetCurrent(&previous_), "cuCtxGetCurrent");
-    if (!status_.ok() || previous_ == context_) return;
-    status_ = cuda_check(api, api.cuCtxSetCurrent(context_), "cuCtxSetCurrent");
-    restore_ = status_.ok();
+// The context of `stream`, which the caller's thread makes current while it queues the request.
+Result<CUcontext> stream_context(const CudaApi& api, CUstream stream) {
+  CUcontext context = nullptr;
+  CUresult got = api.cuStreamGetCtx(stream, &context);
+  const auto handle = reinterpret_cast<std::uintptr_t>(stream);
+  if (got == CUDA_ERROR_INVALID_CONTEXT && handle <= 2) {
+    // The special handles (0 and 1: the legacy default stream, 2: the per-thread one) mean "of the
+    // context current on this thread", and there is none.
+    return Status(ErrorCode::invalid_argument,
+                  fmt::format("stream {} is a default stream, which belongs to the CUDA context current on the "
+                              "calling thread, and none is current: make one current (cudaSetDevice, "
+                              "cuCtxSetCurrent) or pass a stream you created",
+                              handle));
   }
-  ~StreamContext() {
-    if (restore_) (void)api_.cuCtxSetCurrent(previous_);
-  }
-  const Status& status() const { return status_; }
-  CUcontext context() const { return context_; }
-
- private:
-  const CudaApi& api_;
-  CUcontext context_ = nullptr;
-  CUcontext previous_ = nullptr;
-  bool restore_ = false;
-  Status status_;
-};
+  FERRY_RETURN_IF_ERROR(cuda_check(api, got, "cuStreamGetCtx (the stream given to a stream-ordered request)"));
+  return context;
+}
 
 // The calling thread synchronises the stream, then does the request as pread/pwrite would and waits for
 // it: nothing of Ferry's is ever queued on the stream, so nothing can wait for Ferry there.
@@ -184,12 +167,12 @@ CopyRun copy_run_from(const StreamRequest& r, std::size_t first) {
   return run;
 }
 
-// Queues the request's commands on the stream. Returns the last value of the gpu word queued and, where
-// queueing failed part-way, the error (the part queued still runs, and the stream must be let through it).
+// Queues the request's commands on the stream. Returns the last value of the gpu word queued (0: nothing was
+// queued) and, where queueing failed part-way, the error (the part queued still runs, and the stream must be
+// let through it).
 struct Queued {
   std::uint32_t gpu_final = 0;
   Status error;
-  bool any = false;  // anything queued at all
 };
 
 Queued queue_commands(const CudaApi& api, CUstream stream, const StreamRequest& r, CUdeviceptr device_base) {
@@ -200,14 +183,13 @@ Queued queue_commands(const CudaApi& api, CUstream stream, const StreamRequest& 
   auto queued = [&](CUresult rc, const char* what) {
     if (rc == CUDA_SUCCESS) return true;
     q.error = cuda_check(api, rc, fmt::format("{} (after {} of the request's commands were queued)", what,
-                                              q.any ? "some" : "none"));
+                                              q.gpu_final > 0 ? "some" : "none"));
     return false;
   };
   auto write = [&](std::uint32_t value) {
     CUresult rc = api.cuStreamWriteValue32_v2(stream, r.gpu.device, value, CU_STREAM_WRITE_VALUE_DEFAULT);
     if (!queued(rc, "cuStreamWriteValue32")) return false;
     q.gpu_final = value;
-    q.any = true;
     return true;
   };
   auto wait = [&](std::size_t value) {
@@ -271,8 +253,10 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
   if (api == nullptr) return fail(why);
   if (Status s = api->stream_ordering_status(); !s.ok()) return fail(s);
   auto stream = static_cast<CUstream>(stream_handle);
-  StreamContext context(*api, stream);
-  if (!context.status().ok()) return fail(context.status());
+  auto context = stream_context(*api, stream);
+  if (!context.ok()) return fail(context.status());
+  ScopedDeviceContext current(*api, *context);
+  if (!current.status().ok()) return fail(current.status());
   if (Status s = check_not_capturing(*api, stream); !s.ok()) return fail(s);
 
   // Everything that may call the driver happens here, on the caller's thread, before anything is queued:
@@ -287,7 +271,7 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
   }
   auto plan = route_for(file, buffer, size);
   if (!plan.ok()) return Future(RequestState::ready(plan.status()));
-  if (std::string reason = why_synchronized(*api, *plan, extent, context.context()); !reason.empty()) {
+  if (std::string reason = why_synchronized(*api, *plan, extent, *context); !reason.empty()) {
     return synchronized_request(file, *api, label, buffer, reason);
   }
 
@@ -297,7 +281,6 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
   r->label = label;
   r->decision = plan->decision;
   r->source_request = SourceRequest{direction, extent, size};
-  r->eof = EndOfFileRule{false, &file.path, extent.bytes};
   r->buffer = static_cast<char*>(buffer);
   const Config& config = file.config;
   r->max_parallel = std::max(1u, config.threads());
@@ -331,32 +314,23 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
     }
   }
   r->words = &words_for(*api);
-  auto gpu_word = r->words->acquire();
-  auto cpu_word = gpu_word.ok() ? r->words->acquire() : Result<StreamWord>(gpu_word.status());
-  if (!cpu_word.ok()) {
-    if (gpu_word.ok()) r->words->release(*gpu_word);
+  auto words = r->words->acquire();
+  if (!words.ok()) {
     for (auto& k : r->kits) process_staging_pool().release(std::move(k));
-    return fail(cpu_word.status());
+    return fail(words.status());
   }
-  r->gpu = *gpu_word;
-  r->cpu = *cpu_word;
+  std::tie(r->gpu, r->cpu) = *words;
 
   stream_pool().ensure_workers(r->max_parallel);
-  auto outer = RequestState::deferred([weak = std::weak_ptr<StreamRequest>(r)] {
-    if (auto p = weak.lock()) p->cancel();
-  });
+  auto outer = RequestState::deferred(r);
   r->future = outer;
-  outer->set_progress([weak = std::weak_ptr<StreamRequest>(r)] {
-    auto p = weak.lock();
-    return p ? p->bytes_done() : 0;
-  });
   // Watched before anything is queued: the steps that meet the stream's waits must be able to run while
   // this thread still queues (docs/stream-order.md).
   r->watch();
   const auto device_base = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(buffer));
   Queued queued = queue_commands(*api, stream, *r, device_base);
   r->queueing_ended(queued.error.ok() ? Status() : label.error(queued.error), queued.gpu_final);
-  if (!queued.any) {
+  if (queued.gpu_final == 0) {
     // Nothing was queued, so the watcher ends the request at once; it is waited for, so that its slots and
     // words are given back before the caller has its answer. A driver that refuses stream memory operations
     // here still gets its request, synchronized.

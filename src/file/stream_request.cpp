@@ -97,14 +97,7 @@ Status RequestLabel::error(const Status& why) const {
 }
 
 void StreamRequest::watch() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    // 1 when the stream reaches the request, one more after each copy, and one more after the final wait
-    // where there is one (writes, host memory): the end, unless queueing stops short.
-    const auto steps = static_cast<std::uint32_t>(tasks.size());
-    gpu_final_ = mechanism == StreamOrder::stream_wait ? 2 : is_read(label.direction) ? steps + 1 : steps + 2;
-    ended_.assign(tasks.size(), false);
-  }
+  ended_.assign(tasks.size(), false);  // before the watcher, which takes its lock, can see the request
   StreamWatcher::instance().add(shared_from_this());
 }
 
@@ -154,12 +147,9 @@ bool StreamRequest::poll() {
   }
   release_if_stopped();
   if (begun_ && !stopped_) {
-    unsigned start = 0;
     std::size_t next = next_step_;
-    while (running_ + start < max_parallel && next < tasks.size() && gpu_now >= gate(next)) {
-      ++start;
-      ++next;
-    }
+    while (running_ + (next - next_step_) < max_parallel && next < tasks.size() && gpu_now >= gate(next)) ++next;
+    const auto start = static_cast<unsigned>(next - next_step_);
     running_ += start;
     lock.unlock();
     for (unsigned i = 0; i < start; ++i) {
@@ -201,7 +191,7 @@ Result<std::uint64_t> StreamRequest::step(std::size_t index, Report& report) {
   std::uint64_t bytes = t.length;
   if (is_read(label.direction)) {
     FERRY_ASSIGN_OR_RETURN(bytes, file->source->read(source_request, t, at, route_text, report));
-    if (bytes < t.length) return eof.shrank(t, bytes);
+    if (bytes < t.length) return EndOfFileRule{false, &file->path, source_request.extent.bytes}.shrank(t, bytes);
   } else {
     FERRY_RETURN_IF_ERROR(file->source->write(source_request, t, at, route_text, report));
   }
@@ -229,8 +219,7 @@ void StreamRequest::step_ended(std::size_t index, Result<std::uint64_t> result) 
 void StreamRequest::finish(const Status& status, Report report) {
   for (auto& kit : kits) process_staging_pool().release(std::move(kit));
   kits.clear();
-  words->release(gpu);
-  words->release(cpu);
+  words->release(gpu, cpu);
   report.stream_order[static_cast<std::size_t>(mechanism)] = 1;
   report.io.pinned_wait_ns += pinned_wait_ns;
   file->add_to_report(report);

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/decision.hpp"
@@ -37,17 +38,19 @@ struct StreamWord {
 };
 
 /// The words of one driver table. A request takes two and gives them back once its stream has passed its last
-/// command, so a word is never in two requests' commands at once. Taking one may call the driver, so it is
-/// done on the caller's thread (stream_order.cpp defines what calls the driver); giving one back never does.
+/// command, so a word is never in two requests' commands at once. Taking them may call the driver, so it is
+/// done on the caller's thread (stream_order.cpp defines what calls the driver); giving them back never does.
 class StreamWords {
  public:
   explicit StreamWords(const CudaApi& api) : api_(api) {}
   ~StreamWords();
-  /// Needs a current context (the pages are portable: usable from every context). The word reads 0.
-  Result<StreamWord> acquire();
-  void release(const StreamWord& w) {
+  /// A request's two words (gpu, cpu), both reading 0. Needs a current context (the pages are portable:
+  /// usable from every context).
+  Result<std::pair<StreamWord, StreamWord>> acquire();
+  void release(const StreamWord& gpu, const StreamWord& cpu) {
     std::lock_guard<std::mutex> lock(mutex_);
-    free_.push_back(w);
+    free_.push_back(gpu);
+    free_.push_back(cpu);
   }
 
  private:
@@ -73,7 +76,7 @@ struct RequestLabel {
 };
 
 /// One stream-ordered request: queued by submit_on_stream, its steps run as its stream's gpu word allows.
-class StreamRequest : public std::enable_shared_from_this<StreamRequest> {
+class StreamRequest : public std::enable_shared_from_this<StreamRequest>, public DeferredWork {
  public:
   // Set by submit_on_stream before watch().
   std::shared_ptr<FileState> file;
@@ -81,7 +84,6 @@ class StreamRequest : public std::enable_shared_from_this<StreamRequest> {
   RequestLabel label;
   Decision decision;
   SourceRequest source_request;
-  EndOfFileRule eof;
   std::vector<Task> tasks;                        // one per step, never none
   char* buffer = nullptr;                         // the caller's (host memory: stream_wait)
   std::vector<std::unique_ptr<StagingKit>> kits;  // bounce slots (stream_copies)
@@ -100,9 +102,9 @@ class StreamRequest : public std::enable_shared_from_this<StreamRequest> {
   void queueing_ended(const Status& error, std::uint32_t gpu_final);
   /// Runs no further step; the request fails with `cancelled` unless it has ended. The stream is released
   /// (the cpu word set to the steps' count) once the steps already running have ended.
-  void cancel();
+  void cancel() override;
   /// Bytes the ended steps moved.
-  std::uint64_t bytes_done() const { return bytes_done_.load(std::memory_order_relaxed); }
+  std::uint64_t bytes_done() const override { return bytes_done_.load(std::memory_order_relaxed); }
   /// One line for watchdogs: what the request is, and the words' values against what it waits for. Empty
   /// once the stream is done with the request and it has been finished.
   std::string describe() const;
@@ -128,7 +130,8 @@ class StreamRequest : public std::enable_shared_from_this<StreamRequest> {
   bool stopped_ = false;     // no further step starts (an error, a cancel, or every step started)
   bool released_ = false;    // the cpu word was set for good and the File's use ended
   bool finished_ = false;
-  std::uint32_t gpu_final_ = 0;  // the gpu word's value once the stream is done with the request
+  // The gpu word's value once the stream is done with the request: unreachable until queueing ended.
+  std::uint32_t gpu_final_ = UINT32_MAX;
   std::size_t next_step_ = 0;
   unsigned running_ = 0;     // steps running now, and jobs about to
   std::size_t prefix_ = 0;   // steps ended, counted from the first

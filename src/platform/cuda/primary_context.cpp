@@ -117,6 +117,13 @@ ScopedDeviceContext::ScopedDeviceContext(const CudaApi& api, int device) : api_(
   restore_ = status_.ok();
 }
 
+ScopedDeviceContext::ScopedDeviceContext(const CudaApi& api, CUcontext context) : api_(api) {
+  status_ = cuda_check(api_, api_.cuCtxGetCurrent(&previous_), "cuCtxGetCurrent");
+  if (!status_.ok() || context == previous_) return;
+  status_ = cuda_check(api_, api_.cuCtxSetCurrent(context), "cuCtxSetCurrent");
+  restore_ = status_.ok();
+}
+
 ScopedDeviceContext::~ScopedDeviceContext() {
   if (restore_) (void)api_.cuCtxSetCurrent(previous_);
 }

@@ -37,12 +37,13 @@ struct DeviceInfo {
 /// first CUDA or cuFile call). Cheap when it is current already.
 [[nodiscard]] Status make_current(const CudaApi& api, int device);
 
-/// Makes `device`'s primary context current for a scope on a caller's thread, and restores whatever was
-/// current before (possibly nothing), so that Ferry never leaves a caller's thread on another context.
-/// Ferry's own worker threads use make_current() instead.
+/// Makes `device`'s primary context (or `context`, a stream's) current for a scope on a caller's thread, and
+/// restores whatever was current before (possibly nothing), so that Ferry never leaves a caller's thread on
+/// another context. Ferry's own worker threads use make_current() instead.
 class ScopedDeviceContext {
  public:
   ScopedDeviceContext(const CudaApi& api, int device);
+  ScopedDeviceContext(const CudaApi& api, CUcontext context);
   ~ScopedDeviceContext();
   ScopedDeviceContext(const ScopedDeviceContext&) = delete;
   ScopedDeviceContext& operator=(const ScopedDeviceContext&) = delete;
