@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include "engine/thread_pool.hpp"
-#include "platform/nvtx/nvtx.hpp"
 #include "report/process_report.hpp"
 
 namespace ferry::detail {
@@ -42,14 +41,13 @@ std::shared_ptr<RequestState> RequestState::start(std::span<const Task> tasks, s
     state->complete(/*callbacks_here=*/true);
     return state;
   }
-  if (!queue) queue = std::make_shared<OpQueue>(threads);  // (it counts 0 as 1)
-  state->queue_ = queue;
+  state->queue_ = queue ? std::move(queue) : std::make_shared<OpQueue>(threads);  // (it counts 0 as 1)
   state->self_ = state;
   // A one-op request is left to its submitter for a moment (wait() runs it on the caller's thread), unless it
   // came from a worker, which never waits for one.
   const auto grace = tasks.size() == 1 && !ThreadPool::on_worker_thread() ? kSubmitterRunsGrace
                                                                           : std::chrono::microseconds(0);
-  state->pool_ticket_.store(queue->push(*state, *state->backend_, tasks, grace), std::memory_order_release);
+  state->pool_ticket_.store(state->queue_->push(*state, *state->backend_, tasks, grace), std::memory_order_release);
   return state;
 }
 
@@ -170,12 +168,9 @@ void RequestState::complete(bool callbacks_here) {
   if (on_complete_) on_complete_(outcome_.report);
   add_to_process_report(outcome_.report);
   publish(std::move(status), callbacks_here);
-  // Drop the self-reference last: waiters and callbacks may hold their own references.
-  std::shared_ptr<RequestState> keep;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    keep.swap(self_);
-  }
+  // Drop the self-reference last: waiters and callbacks may hold their own references. (Only start(), before
+  // the ops were queued, and this, after the last one retired, touch it.)
+  auto keep = std::move(self_);
 }
 
 void RequestState::publish(Status status, bool callbacks_here) {

@@ -34,8 +34,7 @@ struct EndOfFileRule {
   Status shrank(const Task& t, std::uint64_t bytes) const;
 };
 
-/// The work behind a deferred request (a stream-ordered request's steps), which the request asks to stop and
-/// for its progress. The work ends the request with complete_deferred() once it has stopped.
+/// The work behind a deferred request (a stream-ordered request's steps): see RequestState::deferred().
 class DeferredWork {
  public:
   virtual ~DeferredWork() = default;
@@ -57,9 +56,9 @@ class RequestState {
                                              std::shared_ptr<std::atomic<bool>> stop = nullptr);
   /// A request done before any I/O: `result`, or the error it failed with.
   static std::shared_ptr<RequestState> ready(Result<Transfer> result);
-  /// A request whose work is done elsewhere. It is done when complete_deferred() is called. While `work` lives
-  /// and the request is not done, cancel() calls its cancel() (outside any lock) instead of ending the request,
-  /// and bytes_done() is its bytes_done().
+  /// A request whose work is done elsewhere. It is done when the work calls complete_deferred(). While `work`
+  /// lives and the request is not done, cancel() calls its cancel() (outside any lock) instead of ending the
+  /// request (the work completes it once it has stopped), and bytes_done() is its bytes_done().
   static std::shared_ptr<RequestState> deferred(std::weak_ptr<DeferredWork> work);
   /// Ends a deferred (or ready) request, once. Its callbacks run on a worker of the shared pool, never on the
   /// calling thread.

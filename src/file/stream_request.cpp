@@ -159,10 +159,8 @@ bool StreamRequest::poll() {
   }
   if (released_ && running_ == 0 && gpu_now >= gpu_final_ && !finished_) {
     finished_ = true;
-    const Status status = status_;
-    Report report = std::move(report_);
     lock.unlock();
-    finish(status, std::move(report));
+    finish();
     return true;
   }
   return false;
@@ -216,16 +214,16 @@ void StreamRequest::step_ended(std::size_t index, Result<std::uint64_t> result) 
   }
 }
 
-void StreamRequest::finish(const Status& status, Report report) {
+void StreamRequest::finish() {
   for (auto& kit : kits) process_staging_pool().release(std::move(kit));
   kits.clear();
   words->release(gpu, cpu);
-  report.stream_order[static_cast<std::size_t>(mechanism)] = 1;
-  report.io.pinned_wait_ns += pinned_wait_ns;
-  file->add_to_report(report);
-  add_to_process_report(report);
-  Result<Transfer> result = status;
-  if (status.ok()) result = Transfer{bytes_done(), std::move(report)};
+  report_.stream_order[static_cast<std::size_t>(mechanism)] = 1;
+  report_.io.pinned_wait_ns += pinned_wait_ns;
+  file->add_to_report(report_);
+  add_to_process_report(report_);
+  Result<Transfer> result = status_;
+  if (status_.ok()) result = Transfer{bytes_done(), std::move(report_)};
   if (auto outer = future.lock()) outer->complete_deferred(std::move(result));
 }
 

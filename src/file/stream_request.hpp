@@ -120,9 +120,9 @@ class StreamRequest : public std::enable_shared_from_this<StreamRequest>, public
   void step_ended(std::size_t index, Result<std::uint64_t> result);  // under mutex_: counts the prefix
   std::uint32_t gate(std::size_t index) const;  // the least gpu word step `index` needs
   void release_if_stopped();                    // under mutex_: sets the cpu word once nothing runs
-  // Once the stream is done and no step runs, off the lock: gives back the slots and words and ends the
-  // future (its callbacks go to the shared pool, never run on the watcher).
-  void finish(const Status& status, Report report);
+  // Once finished_ is set (nothing writes status_ or report_ any more), off the lock: gives back the slots and
+  // words and ends the future (its callbacks go to the shared pool, never run on the watcher).
+  void finish();
 
   std::atomic<std::uint64_t> bytes_done_{0};
   mutable std::mutex mutex_;
