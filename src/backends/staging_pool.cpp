@@ -37,54 +37,45 @@ std::uint64_t StagingPool::kits_that_fit(std::uint64_t buffer_size, unsigned cou
   return budget() / kit_charge(buffer_size, count);
 }
 
-StagingPool::Plan StagingPool::plan_locked(const KitShape& shape, std::span<const unsigned> counts) const {
+bool StagingPool::grant_locked(const KitShape& shape, std::span<const unsigned> counts, Grant* grant) {
   // Idle kits of the shapes asked for, the kit released last first: taking the oldest instead made every
   // small request meet the kit that had been idle longest, its stream and buffers out of the caches (H200
   // machine, two alternating rounds: 64 KiB reads with 64 in flight from 16 threads 1.03-1.08x, 1 MiB ones
   // from one thread 1.05-1.10x, one 1 MiB read at a time 0.83-0.88x of the time;
   // bench/results/2026-12-03-h200-copy-wait).
-  Plan plan;
-  auto chosen = [&](std::size_t i) {
-    return std::find(plan.taken.begin(), plan.taken.end(), i) != plan.taken.end() ||
-           std::find(plan.evicted.begin(), plan.evicted.end(), i) != plan.evicted.end();
-  };
+  enum Role : char { kStays, kTaken, kEvicted };
+  std::vector<Role> roles(idle_.size(), kStays);  // of each idle kit
+  std::vector<unsigned> to_make;
+  std::uint64_t charge = 0, freed = 0;
   for (unsigned count : counts) {
     std::size_t i = idle_.size();
-    while (i-- > 0 && (chosen(i) || !has_shape(*idle_[i], shape, count))) {
+    while (i-- > 0 && (roles[i] != kStays || !has_shape(*idle_[i], shape, count))) {
     }
     if (i < idle_.size()) {
-      plan.taken.push_back(i);
+      roles[i] = kTaken;
     } else {
-      plan.to_make.push_back(count);
-      plan.charge += kit_charge(shape.buffer_size, count);
+      to_make.push_back(count);
+      charge += kit_charge(shape.buffer_size, count);
     }
   }
   // Room for the rest: what the budget has left, then idle kits of other shapes, the oldest first.
   const std::uint64_t limit = budget();
-  for (std::size_t i = 0; i < idle_.size() && held_ + plan.charge > limit + plan.freed; ++i) {
-    if (chosen(i)) continue;
-    plan.evicted.push_back(i);
-    plan.freed += idle_[i]->pinned_bytes;
+  for (std::size_t i = 0; i < idle_.size() && held_ + charge > limit + freed; ++i) {
+    if (roles[i] != kStays) continue;
+    roles[i] = kEvicted;
+    freed += idle_[i]->pinned_bytes;
   }
-  plan.fits = held_ + plan.charge <= limit + plan.freed;
-  return plan;
-}
-
-bool StagingPool::grant_locked(const KitShape& shape, std::span<const unsigned> counts, Grant& grant) {
-  Plan plan = plan_locked(shape, counts);
-  if (!plan.fits) return false;
-  std::vector<std::pair<std::size_t, bool>> leaving;  // (index, evicted), taken out from the back
-  for (std::size_t i : plan.taken) leaving.emplace_back(i, false);
-  for (std::size_t i : plan.evicted) leaving.emplace_back(i, true);
-  std::sort(leaving.rbegin(), leaving.rend());
-  for (const auto& [i, evicted] : leaving) {
-    (evicted ? grant.evicted : grant.kits).push_back(std::move(idle_[i]));
+  if (held_ + charge > limit + freed) return false;
+  if (grant == nullptr) return true;
+  for (std::size_t i = idle_.size(); i-- > 0;) {  // from the back, so that the indices still hold
+    if (roles[i] == kStays) continue;
+    (roles[i] == kEvicted ? grant->evicted : grant->kits).push_back(std::move(idle_[i]));
     idle_.erase(idle_.begin() + static_cast<std::ptrdiff_t>(i));
   }
-  grant.to_make = std::move(plan.to_make);
+  grant->to_make = std::move(to_make);
   // The evicted kits stay counted until complete() has freed them: nobody else may pin into their room first.
-  held_ += plan.charge;
-  in_use_ += static_cast<unsigned>(grant.kits.size());  // the rest count once made (a warm-up counts on them)
+  held_ += charge;
+  in_use_ += static_cast<unsigned>(grant->kits.size());  // the rest count once made (a warm-up counts on them)
   return true;
 }
 
@@ -102,11 +93,13 @@ void StagingPool::update_first_waiter_locked() {
 }
 
 std::shared_ptr<StagingPool::Waiter> StagingPool::enqueue_locked(const void* owner, const KitShape& shape,
-                                                                std::span<const unsigned> counts) {
+                                                                std::span<const unsigned> counts,
+                                                                const std::function<void()>* when_room) {
   auto w = std::make_shared<Waiter>();
   w->owner = owner != nullptr ? owner : w.get();
   w->shape = shape;
   w->counts.assign(counts.begin(), counts.end());
+  if (when_room != nullptr) w->when_room = *when_room;
   waiters_.push_back(w);
   update_first_waiter_locked();
   return w;
@@ -116,14 +109,13 @@ void StagingPool::serve_locked(std::vector<std::function<void()>>& calls) {
   bool served = false;
   while (!waiters_.empty()) {
     Waiter& w = *waiters_.front();
+    // A worker is called back, not served: it asks again (and its ops wait in their queue meanwhile).
+    if (!grant_locked(w.shape, w.counts, w.when_room ? nullptr : &w.grant)) break;
     if (w.when_room) {
-      // A worker is called back, not served: it asks again (and its ops wait in their queue meanwhile).
-      if (!plan_locked(w.shape, w.counts).fits) break;
       // Its next try_acquire keeps this place in the line, ahead of those who waited behind it.
       if (std::find(passes_.begin(), passes_.end(), w.owner) == passes_.end()) passes_.push_back(w.owner);
       calls.push_back(std::move(w.when_room));
     } else {
-      if (!grant_locked(w.shape, w.counts, w.grant)) break;
       w.served = served = true;
     }
     waiters_.pop_front();
@@ -193,38 +185,58 @@ Result<Kits> StagingPool::complete(const KitShape& shape, Grant grant) {
   return kits;
 }
 
-Result<Kits> StagingPool::acquire(const KitShape& shape, std::span<const unsigned> counts, std::uint64_t* waited_ns) {
+Result<Kits> StagingPool::take(const KitShape& shape, std::span<const unsigned> counts, const void* owner,
+                               const std::function<void()>* when_room, std::uint64_t* waited_ns) {
   if (waited_ns) *waited_ns = 0;
-  std::uint64_t need = 0;
-  for (unsigned count : counts) need += kit_charge(shape.buffer_size, count);
-  const std::uint64_t limit = budget();
-  if (need > limit) return too_large(shape.buffer_size, counts, need, limit);
   Grant grant;
   std::unique_lock<std::mutex> lock(mutex_);
-  if (!waiters_.empty() || !grant_locked(shape, counts, grant)) {
+  const auto pass = std::find(passes_.begin(), passes_.end(), owner);
+  const bool first = waiters_.empty() || pass != passes_.end();
+  if (pass != passes_.end()) passes_.erase(pass);
+  if (first && counts.size() == 1) {
+    // The common case, a kit of this shape idle and nobody waiting, costs what it did before the budget.
+    if (auto kit = take_idle_locked(shape, counts[0])) grant.kits.push_back(std::move(kit));
+  }
+  if (grant.kits.empty() && (!first || !grant_locked(shape, counts, &grant))) {
+    std::uint64_t need = 0;
+    for (unsigned count : counts) need += kit_charge(shape.buffer_size, count);
+    if (const std::uint64_t limit = budget(); need > limit) return too_large(shape.buffer_size, counts, need, limit);
+    auto w = enqueue_locked(owner, shape, counts, when_room);
+    g_waits.fetch_add(1);
+    if (when_room != nullptr) return Kits();
     // Wait in turn. A budget raised meanwhile (ferry.config) is seen at the next look, within 50 ms.
-    auto w = enqueue_locked(nullptr, shape, counts);
     const auto started = std::chrono::steady_clock::now();
     while (!w->served) {
       served_.wait_for(lock, std::chrono::milliseconds(50));
       if (!w->served && waiters_.front() == w) {
-        std::vector<std::function<void()>> calls;
-        serve_locked(calls);
-        if (!calls.empty()) {
-          lock.unlock();
-          for (auto& call : calls) call();
-          lock.lock();
-        }
+        lock.unlock();
+        room_came();
+        lock.lock();
       }
     }
     grant = std::move(w->grant);
     const auto waited = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started);
     if (waited_ns) *waited_ns = static_cast<std::uint64_t>(waited.count());
-    g_waits.fetch_add(1);
     g_waited_ns.fetch_add(static_cast<std::uint64_t>(waited.count()));
   }
   lock.unlock();
   return complete(shape, std::move(grant));
+}
+
+Result<Kits> StagingPool::acquire(const KitShape& shape, std::span<const unsigned> counts, std::uint64_t* waited_ns) {
+  return take(shape, counts, nullptr, nullptr, waited_ns);
+}
+
+Result<std::unique_ptr<StagingKit>> StagingPool::acquire(const KitShape& shape, unsigned count) {
+  FERRY_ASSIGN_OR_RETURN(Kits kits, take(shape, std::span<const unsigned>(&count, 1), nullptr, nullptr, nullptr));
+  return std::move(kits.front());
+}
+
+Result<std::unique_ptr<StagingKit>> StagingPool::try_acquire(const KitShape& shape, unsigned count, const void* owner,
+                                                             const std::function<void()>& when_room) {
+  FERRY_ASSIGN_OR_RETURN(Kits kits, take(shape, std::span<const unsigned>(&count, 1), owner, &when_room, nullptr));
+  if (kits.empty()) return std::unique_ptr<StagingKit>();  // queued: when_room runs later
+  return std::move(kits.front());
 }
 
 std::unique_ptr<StagingKit> StagingPool::take_idle_locked(const KitShape& shape, unsigned count) {
@@ -236,44 +248,6 @@ std::unique_ptr<StagingKit> StagingPool::take_idle_locked(const KitShape& shape,
     return kit;
   }
   return nullptr;
-}
-
-Result<std::unique_ptr<StagingKit>> StagingPool::acquire(const KitShape& shape, unsigned count) {
-  {
-    // The common case, a kit of this shape idle and nobody waiting, costs what it did before the budget.
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (waiters_.empty()) {
-      if (auto kit = take_idle_locked(shape, count)) return kit;
-    }
-  }
-  FERRY_ASSIGN_OR_RETURN(Kits kits, acquire(shape, std::span<const unsigned>(&count, 1)));
-  return std::move(kits.front());
-}
-
-Result<std::unique_ptr<StagingKit>> StagingPool::try_acquire(const KitShape& shape, unsigned count, const void* owner,
-                                                             const std::function<void()>& when_room) {
-  const std::span<const unsigned> counts(&count, 1);
-  Grant grant;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const auto pass = passes_.empty() ? passes_.end() : std::find(passes_.begin(), passes_.end(), owner);
-    const bool first = waiters_.empty() || pass != passes_.end();
-    if (pass != passes_.end()) passes_.erase(pass);
-    if (first) {
-      if (auto kit = take_idle_locked(shape, count)) return kit;
-    }
-    if (!first || !grant_locked(shape, counts, grant)) {
-      if (const std::uint64_t limit = budget(); kit_charge(shape.buffer_size, count) > limit) {
-        return too_large(shape.buffer_size, counts, kit_charge(shape.buffer_size, count), limit);
-      }
-      enqueue_locked(owner, shape, counts)->when_room = when_room;
-      g_waits.fetch_add(1);
-      return std::unique_ptr<StagingKit>();
-    }
-  }
-  // Granted: made outside the lock.
-  FERRY_ASSIGN_OR_RETURN(Kits kits, complete(shape, std::move(grant)));
-  return std::move(kits.front());
 }
 
 Status StagingPool::make_charged(const KitShape& shape, unsigned count, Kits* in_use) {

@@ -78,17 +78,14 @@ class StagingPool {
     Kits evicted;
   };
 
-  // Which idle kits `counts` would take, which it would free to make room, what the rest would be charged.
-  struct Plan {
-    std::vector<std::size_t> taken, evicted;  // indices into idle_
-    std::vector<unsigned> to_make;
-    std::uint64_t charge = 0, freed = 0;
-    bool fits = false;
-  };
-  Plan plan_locked(const KitShape& shape, std::span<const unsigned> counts) const;
-  // Takes what `counts` needs if the budget has room (freeing idle kits of other shapes where that makes
-  // room); false, and nothing changed, otherwise.
-  bool grant_locked(const KitShape& shape, std::span<const unsigned> counts, Grant& grant);
+  // Every acquire: the kits `counts` needs, taken or made. Without `when_room` it waits in turn for room; with
+  // it, when the budget has no room now (or others wait first), it queues `when_room` for `owner` and returns
+  // no kits.
+  Result<Kits> take(const KitShape& shape, std::span<const unsigned> counts, const void* owner,
+                    const std::function<void()>* when_room, std::uint64_t* waited_ns);
+  // Whether the budget has room for what `counts` needs (freeing idle kits of other shapes where that makes
+  // room). With `grant`, takes it then; nothing changes otherwise.
+  bool grant_locked(const KitShape& shape, std::span<const unsigned> counts, Grant* grant);
   // Serves the callers waiting for room, first come first: fills their grants, or collects a worker's call.
   void serve_locked(std::vector<std::function<void()>>& calls);
   // Takes the idle kit of this shape released last (now in use); null when there is none.
@@ -99,7 +96,8 @@ class StagingPool {
   void room_came();
   void update_first_waiter_locked();
   // Queues a caller for room (owner null: the waiter itself is the owner).
-  std::shared_ptr<Waiter> enqueue_locked(const void* owner, const KitShape& shape, std::span<const unsigned> counts);
+  std::shared_ptr<Waiter> enqueue_locked(const void* owner, const KitShape& shape, std::span<const unsigned> counts,
+                                         const std::function<void()>* when_room);
 
   // Makes a kit the budget was charged for (kit_charge) and settles the charge; the kit goes into `in_use`
   // (a caller's kits), or with null into the idle ones.
