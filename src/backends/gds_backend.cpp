@@ -20,9 +20,8 @@ std::atomic<int> g_cufile_requests_in_flight{0};
 class GdsBackend final : public RouteBackend {
  public:
   GdsBackend(const SourceRequest& request, GdsTarget target, Decision decision, std::shared_ptr<RouteBackend> edges)
-      : RouteBackend(request, target.destination),
+      : RouteBackend(request, target.destination, std::move(decision), nullptr, /*shares_workers=*/false),
         target_(std::move(target)),
-        decision_(std::move(decision)),
         edges_(std::move(edges)) {
     // cuFile does not order its DMA after work the caller queued on the legacy default stream (a memset
     // of the destination, say); wait for that work first, as the staged route's blocking streams do.
@@ -45,7 +44,6 @@ class GdsBackend final : public RouteBackend {
     raise_to_max(max_concurrent_, g_cufile_requests_in_flight.load());
     return std::unique_ptr<RouteWorker>(new Worker(*this, std::move(edges)));
   }
-  const Decision& decision() const override { return decision_; }
   void let_go() override {
     target_.handle.reset();  // the registration: close() deregisters before the descriptor's number is reused
     if (edges_) edges_->let_go();
@@ -54,7 +52,7 @@ class GdsBackend final : public RouteBackend {
     return std::make_shared<ScopedDeviceContext>(*target_.cuda, target_.device);
   }
   const Decision& decision_for(const Task& t) const override {
-    return edges_ && !t.aligned ? edges_->decision() : decision_;
+    return edges_ && !t.aligned ? edges_->decision() : decision();
   }
 
   Status finish_request(Report& report, Status status) override {
@@ -143,7 +141,6 @@ class GdsBackend final : public RouteBackend {
   };
 
   GdsTarget target_;
-  Decision decision_;
   std::shared_ptr<RouteBackend> edges_;
   std::optional<CuFileCounters> before_;
   std::atomic<int> max_concurrent_{1};

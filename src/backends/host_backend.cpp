@@ -12,17 +12,13 @@ class HostBackend final : public RouteBackend {
  public:
   HostBackend(std::shared_ptr<Source> source, const SourceRequest& request, Destination destination,
               Decision decision)
-      : RouteBackend(request, std::move(destination)), source_(std::move(source)), decision_(std::move(decision)) {}
+      : RouteBackend(request, std::move(destination), std::move(decision), std::move(source), /*shares_workers=*/true) {}
 
   Result<std::unique_ptr<RouteWorker>> make_worker(const WorkerWait& /*wait*/) override {
-    return std::unique_ptr<RouteWorker>(new Worker(source_));
+    return std::unique_ptr<RouteWorker>(new Worker(source()));
   }
-  const Decision& decision() const override { return decision_; }
-  bool shares_workers() const override { return true; }
-  bool from_memory(const Task& t) const override { return source_->reads_from_memory(t.length); }
-  void let_go() override { source_.reset(); }
   std::size_t ops_together() const override {
-    return is_read(source_request().direction) ? std::max<std::size_t>(1, source_->queue_depth()) : 1;
+    return is_read(source_request().direction) ? std::max<std::size_t>(1, source()->queue_depth()) : 1;
   }
 
  private:
@@ -82,9 +78,6 @@ class HostBackend final : public RouteBackend {
     std::vector<TaskRead> reads_;
     std::vector<MemoryPart> parts_;  // the parts of an op that spans several buffers
   };
-
-  std::shared_ptr<Source> source_;
-  Decision decision_;
 };
 
 }  // namespace

@@ -66,21 +66,21 @@ class RouteBackend {
   /// `wait.when_room` set) when the pinned budget has no room for its staging now.
   virtual Result<std::unique_ptr<RouteWorker>> make_worker(const WorkerWait& wait) = 0;
   /// The decision the request's operations are counted under.
-  virtual const Decision& decision() const = 0;
+  const Decision& decision() const { return decision_; }
   /// The decision op `t` is counted under: decision() unless the backend sends some ops another way (the
   /// cuFile route reads a request's unaligned edges through a bounce buffer).
   virtual const Decision& decision_for(const Task& /*t*/) const { return decision(); }
   /// Whether this request's ops are queued with those of the other requests of its file, route and GPU, to
   /// be run by a worker made by any of them (one that keeps nothing of any one request). False: they are
   /// queued on their own.
-  virtual bool shares_workers() const { return false; }
+  bool shares_workers() const { return shares_workers_; }
   /// How many bytes of ops a worker takes at once (one bounce buffer), at most its share of the ops waiting;
   /// ops longer than that go one a take. 0: ops_together() ops a take, whatever their size (a route that
   /// moves each op on its own gains nothing from taking more, and would only run ops after a failure).
   virtual std::uint64_t fill_bytes() const { return 0; }
   /// Whether op `t` is a small one expected to come from memory (Source::reads_from_memory): several such ops
   /// share a worker, while ops that wait for a disk each get one.
-  virtual bool from_memory(const Task& /*t*/) const { return false; }
+  bool from_memory(const Task& t) const { return source_ && source_->reads_from_memory(t.length); }
   /// How many ops a worker takes at once at least, where there are that many: a source that keeps several in
   /// flight together (io_uring) wants its queue's depth.
   virtual std::size_t ops_together() const { return 1; }
@@ -90,21 +90,30 @@ class RouteBackend {
   /// At the request's completion, before anyone can see it done: lets go of what it holds of the File (its
   /// source, cuFile handle), which may be closed and destroyed from then on. The backend itself goes with the
   /// request, mostly on the thread that made both (docs/engine.md, "One small request at a time").
-  virtual void let_go() = 0;
+  virtual void let_go() { source_.reset(); }
   /// Held while a worker runs on a caller's thread (a waiter running its request itself): puts back what
   /// the worker changes of that thread (its current CUDA context) when released. Null when nothing changes.
   virtual std::shared_ptr<void> borrow_thread() { return nullptr; }
 
   const SourceRequest& source_request() const { return source_request_; }
   const Destination& destination() const { return destination_; }
+  const std::shared_ptr<Source>& source() const { return source_; }
 
  protected:
-  RouteBackend(SourceRequest source_request, Destination destination)
-      : source_request_(std::move(source_request)), destination_(std::move(destination)) {}
+  RouteBackend(SourceRequest source_request, Destination destination, Decision decision,
+               std::shared_ptr<Source> source, bool shares_workers)
+      : source_request_(std::move(source_request)),
+        destination_(std::move(destination)),
+        decision_(std::move(decision)),
+        source_(std::move(source)),
+        shares_workers_(shares_workers) {}
 
  private:
   SourceRequest source_request_;
   Destination destination_;  // task buffer offsets index into it (base 0: tasks carry their addresses)
+  Decision decision_;
+  std::shared_ptr<Source> source_;  // the file's bytes; null for cuFile, which moves them itself
+  bool shares_workers_;
 };
 
 }  // namespace ferry::detail

@@ -19,26 +19,15 @@ class StagedBackend final : public RouteBackend {
  public:
   StagedBackend(std::shared_ptr<Source> source, const SourceRequest& request, const StagedTarget& target,
                 Decision decision, bool shared)
-      : RouteBackend(request, target.destination),
-        source_(std::move(source)),
-        target_(target),
-        decision_(std::move(decision)),
-        shared_(shared) {}
+      : RouteBackend(request, target.destination, std::move(decision), std::move(source), shared), target_(target) {}
 
   Result<std::unique_ptr<RouteWorker>> make_worker(const WorkerWait& wait) override;
-  const Decision& decision() const override { return decision_; }
-  bool shares_workers() const override { return shared_; }
   std::uint64_t fill_bytes() const override { return target_.bounce_buffer_size; }
-  bool from_memory(const Task& t) const override { return source_->reads_from_memory(t.length); }
-  void let_go() override { source_.reset(); }
   std::shared_ptr<void> borrow_thread() override {
     return std::make_shared<ScopedDeviceContext>(*target_.api, target_.device);
   }
 
-  std::shared_ptr<Source> source_;
   StagedTarget target_;
-  Decision decision_;
-  bool shared_;
 };
 
 // The staged request an op belongs to: a worker runs only ops of requests it is shared with, all staged.
@@ -47,7 +36,7 @@ const StagedBackend& staged(const Op& op) { return static_cast<const StagedBacke
 class StagedWorker final : public RouteWorker {
  public:
   StagedWorker(const StagedBackend& maker, std::unique_ptr<StagingKit> kit)
-      : source_(maker.source_),
+      : source_(maker.source()),
         api_(*maker.target_.api),
         device_(maker.target_.device),
         kit_(std::move(kit)),
@@ -264,23 +253,15 @@ class StagedWorker final : public RouteWorker {
   // batched call failed); `what()` says what was copied, for messages.
   template <typename Failed, typename What>
   void queue_runs(Failed&& failed, What&& what) {
-    if (runs_.size() > 1 && api_.cuMemcpyBatchAsync_v2 != nullptr) {
-      Status copied = copy_batched(what);
-      if (!copied.ok()) {
-        for (const CopyRun& run : runs_) failed(run, copied);
+    if (runs_.size() <= 1 || api_.cuMemcpyBatchAsync_v2 == nullptr) {
+      for (const CopyRun& run : runs_) {
+        Status copied = cuda_check(api_, api_.cuMemcpyHtoDAsync_v2(run.dst, run.src, run.bytes, kit_->stream), [&] {
+          return fmt::format("copying {} bytes {} to GPU {}", run.bytes, what(), device_);
+        });
+        if (!copied.ok()) failed(run, copied);
       }
       return;
     }
-    for (const CopyRun& run : runs_) {
-      Status copied = cuda_check(api_, api_.cuMemcpyHtoDAsync_v2(run.dst, run.src, run.bytes, kit_->stream), [&] {
-        return fmt::format("copying {} bytes {} to GPU {}", run.bytes, what(), device_);
-      });
-      if (!copied.ok()) failed(run, copied);
-    }
-  }
-
-  template <typename What>
-  Status copy_batched(What&& what) {
     batch_dsts_.clear();
     batch_srcs_.clear();
     batch_sizes_.clear();
@@ -295,13 +276,16 @@ class StagedWorker final : public RouteWorker {
     CUmemcpyAttributes in_stream_order{CU_MEMCPY_SRC_ACCESS_ORDER_STREAM, {CU_MEM_LOCATION_TYPE_INVALID, 0},
                                        {CU_MEM_LOCATION_TYPE_INVALID, 0}, CU_MEMCPY_FLAG_DEFAULT};
     std::size_t first_copy = 0;
-    return cuda_check(api_,
-                      api_.cuMemcpyBatchAsync_v2(batch_dsts_.data(), batch_srcs_.data(), batch_sizes_.data(),
-                                                runs_.size(), &in_stream_order, &first_copy, 1, kit_->stream),
-                      [&] {
-                        return fmt::format("copying {} bytes {} to GPU {} in {} batched copies", bytes, what(),
-                                           device_, runs_.size());
-                      });
+    Status copied = cuda_check(
+        api_,
+        api_.cuMemcpyBatchAsync_v2(batch_dsts_.data(), batch_srcs_.data(), batch_sizes_.data(), runs_.size(),
+                                   &in_stream_order, &first_copy, 1, kit_->stream),
+        [&] {
+          return fmt::format("copying {} bytes {} to GPU {} in {} batched copies", bytes, what(), device_, runs_.size());
+        });
+    if (!copied.ok()) {
+      for (const CopyRun& run : runs_) failed(run, copied);
+    }
   }
 
   static constexpr std::uint64_t kFirstPieceBytes = 256 << 10;
@@ -315,7 +299,7 @@ class StagedWorker final : public RouteWorker {
     std::size_t begin, end;
   };
   std::vector<CopyRun> runs_;
-  std::vector<CUdeviceptr> batch_dsts_, batch_srcs_;  // copy_batched's arguments, kept between fills
+  std::vector<CUdeviceptr> batch_dsts_, batch_srcs_;  // a batched copy's arguments, kept between fills
   std::vector<std::size_t> batch_sizes_;
 
   std::shared_ptr<Source> source_;
@@ -331,11 +315,9 @@ class StagedWorker final : public RouteWorker {
 Result<std::unique_ptr<RouteWorker>> StagedBackend::make_worker(const WorkerWait& wait) {
   const CudaApi& api = *target_.api;
   FERRY_RETURN_IF_ERROR(make_current(api, target_.device));
-  auto& pool = process_staging_pool();
-  const KitShape shape{&api, target_.device, target_.bounce_buffer_size};
-  FERRY_ASSIGN_OR_RETURN(auto kit, wait.when_room ? pool.try_acquire(shape, target_.buffers_per_worker, wait.owner,
-                                                                     *wait.when_room)
-                                                  : pool.acquire(shape, target_.buffers_per_worker));
+  FERRY_ASSIGN_OR_RETURN(auto kit, process_staging_pool().acquire({&api, target_.device, target_.bounce_buffer_size},
+                                                                  target_.buffers_per_worker, wait.owner,
+                                                                  wait.when_room));
   if (!kit) return std::unique_ptr<RouteWorker>();
   return std::unique_ptr<RouteWorker>(new StagedWorker(*this, std::move(kit)));
 }

@@ -73,9 +73,10 @@ bool StagingPool::grant_locked(const KitShape& shape, std::span<const unsigned> 
     idle_.erase(idle_.begin() + static_cast<std::ptrdiff_t>(i));
   }
   grant->to_make = std::move(to_make);
-  // The evicted kits stay counted until complete() has freed them: nobody else may pin into their room first.
+  // The evicted kits count as in use until complete() has freed them (release): nobody else may pin into their
+  // room first. The kits to make count once made (a warm-up counts on them).
   held_ += charge;
-  in_use_ += static_cast<unsigned>(grant->kits.size());  // the rest count once made (a warm-up counts on them)
+  in_use_ += static_cast<unsigned>(grant->kits.size() + grant->evicted.size());
   return true;
 }
 
@@ -88,31 +89,17 @@ struct StagingPool::Waiter {
   Grant grant;
 };
 
-void StagingPool::update_first_waiter_locked() {
-  first_waiter_.store(waiters_.empty() ? nullptr : waiters_.front()->owner, std::memory_order_relaxed);
-}
-
-std::shared_ptr<StagingPool::Waiter> StagingPool::enqueue_locked(const void* owner, const KitShape& shape,
-                                                                std::span<const unsigned> counts,
-                                                                const std::function<void()>* when_room) {
-  auto w = std::make_shared<Waiter>();
-  w->owner = owner != nullptr ? owner : w.get();
-  w->shape = shape;
-  w->counts.assign(counts.begin(), counts.end());
-  if (when_room != nullptr) w->when_room = *when_room;
-  waiters_.push_back(w);
-  update_first_waiter_locked();
-  return w;
-}
-
-void StagingPool::serve_locked(std::vector<std::function<void()>>& calls) {
+void StagingPool::room_came(std::unique_lock<std::mutex> lock) {
+  if (!lock) lock = std::unique_lock<std::mutex>(mutex_);
+  if (waiters_.empty()) return;
+  std::vector<std::function<void()>> calls;
   bool served = false;
   while (!waiters_.empty()) {
     Waiter& w = *waiters_.front();
     // A worker is called back, not served: it asks again (and its ops wait in their queue meanwhile).
     if (!grant_locked(w.shape, w.counts, w.when_room ? nullptr : &w.grant)) break;
     if (w.when_room) {
-      // Its next try_acquire keeps this place in the line, ahead of those who waited behind it.
+      // Its next acquire keeps this place in the line, ahead of those who waited behind it.
       if (std::find(passes_.begin(), passes_.end(), w.owner) == passes_.end()) passes_.push_back(w.owner);
       calls.push_back(std::move(w.when_room));
     } else {
@@ -120,26 +107,14 @@ void StagingPool::serve_locked(std::vector<std::function<void()>>& calls) {
     }
     waiters_.pop_front();
   }
-  update_first_waiter_locked();
+  first_waiter_.store(waiters_.empty() ? nullptr : waiters_.front()->owner, std::memory_order_relaxed);
   if (served) served_.notify_all();
-}
-
-void StagingPool::room_came() {
-  std::vector<std::function<void()>> calls;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    serve_locked(calls);
-  }
+  lock.unlock();
   for (auto& call : calls) call();
 }
 
 Result<Kits> StagingPool::complete(const KitShape& shape, Grant grant) {
-  for (auto& kit : grant.evicted) {
-    const std::uint64_t bytes = kit->pinned_bytes;
-    destroy_kit(*kit);
-    std::lock_guard<std::mutex> lock(mutex_);
-    held_ -= bytes;
-  }
+  for (auto& kit : grant.evicted) release(std::move(kit), /*destroy=*/true);
   Kits kits = std::move(grant.kits);
   // Kits are made one at a time. Measured on the GPU machine (bench/results/2026-11-30-h200-pinning): the
   // 16 workers of a first request pinning their 8 MiB each at once took 40 ms before any of them could
@@ -148,45 +123,31 @@ Result<Kits> StagingPool::complete(const KitShape& shape, Grant grant) {
   // later workers still wait.
   Status failed;
   for (unsigned count : grant.to_make) {
-    if (!failed.ok()) {  // not made: an earlier kit failed
-      std::lock_guard<std::mutex> lock(mutex_);
-      held_ -= kit_charge(shape.buffer_size, count);
-      continue;
-    }
     // While another caller makes its kit, this one waits for its turn, and takes a kit that is released or made
     // for the pool meanwhile instead (its bytes are counted already). Waiting for the turn alone, half of a batch
     // run's 16 workers were each held up to 5.6 ms while kits went idle (bench/results/2026-12-06-h100-kit-timeline).
-    std::unique_lock<std::mutex> making(making_mutex_, std::defer_lock);
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      std::unique_ptr<StagingKit> idle;
-      while (!(idle = take_idle_locked(shape, count)) && !making.try_lock()) {
-        kit_idle_.wait_for(lock, std::chrono::milliseconds(1));  // notified by release() and after each kit is made
-      }
-      if (idle) {
-        held_ -= kit_charge(shape.buffer_size, count);
-        kits.push_back(std::move(idle));
-        continue;
-      }
+    std::unique_lock<std::mutex> lock(mutex_);
+    std::unique_ptr<StagingKit> idle;
+    while (failed.ok() && !(idle = take_idle_locked(shape, count)) && making_) kit_idle_.wait(lock);
+    if (failed.ok() && !idle) {
+      making_ = true;
+      lock.unlock();
+      failed = make_charged(shape, count, &kits);
+      continue;
     }
-    failed = make_charged(shape, count, &kits);
-    {
-      std::lock_guard<std::mutex> lock(mutex_);  // a waiter is before its try_lock, or inside its wait
-      making.unlock();
-    }
-    kit_idle_.notify_all();  // the next in turn may make its own
+    held_ -= kit_charge(shape.buffer_size, count);  // taken instead, or not made (an earlier kit failed)
+    if (idle) kits.push_back(std::move(idle));
   }
   if (!failed.ok()) {
     for (auto& kit : kits) release(std::move(kit));  // good kits, back for others
-    room_came();
-    return failed;
   }
   if (!grant.evicted.empty() || !grant.to_make.empty()) room_came();  // a made kit may have pinned less
+  if (!failed.ok()) return failed;
   return kits;
 }
 
-Result<Kits> StagingPool::take(const KitShape& shape, std::span<const unsigned> counts, const void* owner,
-                               const std::function<void()>* when_room, std::uint64_t* waited_ns) {
+Result<Kits> StagingPool::acquire(const KitShape& shape, std::span<const unsigned> counts, std::uint64_t* waited_ns,
+                                  const void* owner, const std::function<void()>* when_room) {
   if (waited_ns) *waited_ns = 0;
   Grant grant;
   std::unique_lock<std::mutex> lock(mutex_);
@@ -201,7 +162,11 @@ Result<Kits> StagingPool::take(const KitShape& shape, std::span<const unsigned> 
     std::uint64_t need = 0;
     for (unsigned count : counts) need += kit_charge(shape.buffer_size, count);
     if (const std::uint64_t limit = budget(); need > limit) return too_large(shape.buffer_size, counts, need, limit);
-    auto w = enqueue_locked(owner, shape, counts, when_room);
+    auto w = std::make_shared<Waiter>(
+        Waiter{owner, shape, {counts.begin(), counts.end()}, when_room ? *when_room : std::function<void()>()});
+    if (owner == nullptr) w->owner = w.get();  // a caller that waits is its own owner
+    waiters_.push_back(w);
+    first_waiter_.store(waiters_.front()->owner, std::memory_order_relaxed);
     g_waits.fetch_add(1);
     if (when_room != nullptr) return Kits();
     // Wait in turn. A budget raised meanwhile (ferry.config) is seen at the next look, within 50 ms.
@@ -209,9 +174,8 @@ Result<Kits> StagingPool::take(const KitShape& shape, std::span<const unsigned> 
     while (!w->served) {
       served_.wait_for(lock, std::chrono::milliseconds(50));
       if (!w->served && waiters_.front() == w) {
-        lock.unlock();
-        room_came();
-        lock.lock();
+        room_came(std::move(lock));
+        lock = std::unique_lock<std::mutex>(mutex_);
       }
     }
     grant = std::move(w->grant);
@@ -223,18 +187,9 @@ Result<Kits> StagingPool::take(const KitShape& shape, std::span<const unsigned> 
   return complete(shape, std::move(grant));
 }
 
-Result<Kits> StagingPool::acquire(const KitShape& shape, std::span<const unsigned> counts, std::uint64_t* waited_ns) {
-  return take(shape, counts, nullptr, nullptr, waited_ns);
-}
-
-Result<std::unique_ptr<StagingKit>> StagingPool::acquire(const KitShape& shape, unsigned count) {
-  FERRY_ASSIGN_OR_RETURN(Kits kits, take(shape, std::span<const unsigned>(&count, 1), nullptr, nullptr, nullptr));
-  return std::move(kits.front());
-}
-
-Result<std::unique_ptr<StagingKit>> StagingPool::try_acquire(const KitShape& shape, unsigned count, const void* owner,
-                                                             const std::function<void()>& when_room) {
-  FERRY_ASSIGN_OR_RETURN(Kits kits, take(shape, std::span<const unsigned>(&count, 1), owner, &when_room, nullptr));
+Result<std::unique_ptr<StagingKit>> StagingPool::acquire(const KitShape& shape, unsigned count, const void* owner,
+                                                         const std::function<void()>* when_room) {
+  FERRY_ASSIGN_OR_RETURN(Kits kits, acquire(shape, std::span<const unsigned>(&count, 1), nullptr, owner, when_room));
   if (kits.empty()) return std::unique_ptr<StagingKit>();  // queued: when_room runs later
   return std::move(kits.front());
 }
@@ -253,6 +208,8 @@ std::unique_ptr<StagingKit> StagingPool::take_idle_locked(const KitShape& shape,
 Status StagingPool::make_charged(const KitShape& shape, unsigned count, Kits* in_use) {
   auto made = make_kit(*shape.api, shape.device, shape.buffer_size, count);
   std::lock_guard<std::mutex> lock(mutex_);
+  making_ = false;
+  kit_idle_.notify_all();  // the next in turn may make its own (or take this one, made for the pool)
   held_ -= kit_charge(shape.buffer_size, count);
   if (!made.ok()) return made.status();
   held_ += (*made)->pinned_bytes;  // a kit off huge pages pins less than it was charged
@@ -268,17 +225,18 @@ Status StagingPool::make_charged(const KitShape& shape, unsigned count, Kits* in
 Status StagingPool::reserve(const KitShape& shape, unsigned count, unsigned kits) {
   const std::uint64_t charge = kit_charge(shape.buffer_size, count);
   for (;;) {
-    std::lock_guard<std::mutex> making(making_mutex_);
     {
-      // Only into free room: a warm-up frees nothing and waits for nothing. Every kit in use (of any shape)
-      // counts as one of the `kits`.
-      std::lock_guard<std::mutex> lock(mutex_);
+      // Only into free room: a warm-up frees nothing and waits for nothing but its turn to make a kit. Every kit
+      // in use (of any shape) counts as one of the `kits`.
+      std::unique_lock<std::mutex> lock(mutex_);
+      kit_idle_.wait(lock, [&] { return !making_; });
       const auto idle =
           std::count_if(idle_.begin(), idle_.end(), [&](const auto& k) { return has_shape(*k, shape, count); });
       if (static_cast<unsigned>(idle) + in_use_ >= kits || !waiters_.empty() || held_ + charge > budget()) {
         return Status();
       }
       held_ += charge;
+      making_ = true;
     }
     FERRY_RETURN_IF_ERROR(make_charged(shape, count, nullptr));
   }
@@ -287,18 +245,15 @@ Status StagingPool::reserve(const KitShape& shape, unsigned count, unsigned kits
 void StagingPool::release(std::unique_ptr<StagingKit> kit, bool destroy) {
   const std::uint64_t bytes = kit->pinned_bytes;
   if (destroy) destroy_kit(*kit);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    --in_use_;
-    if (destroy) {
-      held_ -= bytes;
-    } else {
-      idle_.push_back(std::move(kit));
-    }
-    kit_idle_.notify_all();
-    if (waiters_.empty()) return;
+  std::unique_lock<std::mutex> lock(mutex_);
+  --in_use_;
+  if (destroy) {
+    held_ -= bytes;
+  } else {
+    idle_.push_back(std::move(kit));
   }
-  room_came();
+  kit_idle_.notify_all();
+  room_came(std::move(lock));
 }
 
 void StagingPool::clear() {

@@ -1,8 +1,8 @@
 // The staging pool: staging kits (platform/cuda/staging_kit.hpp) kept for the life of the process and handed
 // out again, since pinning costs far more than the copy it serves (a third of the throughput when done inside
 // the timed region). Every kit of the process counts against one budget; callers wait in turn and get all
-// their kits at once, and pool workers never wait (try_acquire). docs/engine.md ("One pinned budget") says
-// why each rule holds.
+// their kits at once, and pool workers never wait (acquire with when_room). docs/engine.md ("One pinned
+// budget") says why each rule holds.
 // Thread safety: every member may be called from any thread.
 #pragma once
 
@@ -36,17 +36,18 @@ class StagingPool {
   /// `budget`: the most pinned bytes its kits may hold at once; 0 follows the process's pinned_budget.
   explicit StagingPool(std::uint64_t budget = 0) : fixed_budget_(budget) {}
 
-  /// Kits of `shape` with counts[i] buffers each, all at once, waiting for room in
-  /// the budget as long as it takes; `waited_ns` (if given) gets how long that was. The caller's thread must
-  /// have the device's context current. Errors: invalid_argument when the kits need more than the whole
-  /// budget (size the request with kits_that_fit first), the driver's (pinned memory exhausted, ...).
-  Result<Kits> acquire(const KitShape& shape, std::span<const unsigned> counts, std::uint64_t* waited_ns = nullptr);
-  Result<std::unique_ptr<StagingKit>> acquire(const KitShape& shape, unsigned count);
-  /// As acquire(), one kit, without waiting: null when the budget has no room for it now (or others wait
-  /// for room first), and then `when_room` runs once, on the thread that gives memory back, when there may
-  /// be. `owner` says whose wait it is (room_wanted_by_other).
-  Result<std::unique_ptr<StagingKit>> try_acquire(const KitShape& shape, unsigned count, const void* owner,
-                                                  const std::function<void()>& when_room);
+  /// Kits of `shape` with counts[i] buffers each, all at once. The caller's thread must have the device's
+  /// context current. Without `when_room`, waits for room in the budget as long as it takes; `waited_ns` (if
+  /// given) gets how long that was. With it (a pool worker's, which never waits), returns no kits when the
+  /// budget has no room for them now (or others wait for room first), and then `when_room` runs once, on the
+  /// thread that gives memory back, when there may be; `owner` says whose wait it is (room_wanted_by_other).
+  /// Errors: invalid_argument when the kits need more than the whole budget (size the request with
+  /// kits_that_fit first), the driver's (pinned memory exhausted, ...).
+  Result<Kits> acquire(const KitShape& shape, std::span<const unsigned> counts, std::uint64_t* waited_ns = nullptr,
+                       const void* owner = nullptr, const std::function<void()>* when_room = nullptr);
+  /// One kit, as above: null where that returns none.
+  Result<std::unique_ptr<StagingKit>> acquire(const KitShape& shape, unsigned count, const void* owner = nullptr,
+                                              const std::function<void()>* when_room = nullptr);
   /// Whether a caller other than `owner` waits for room: a worker that keeps a kit between takes gives it
   /// back at its next one.
   bool room_wanted_by_other(const void* owner) const {
@@ -78,40 +79,30 @@ class StagingPool {
     Kits evicted;
   };
 
-  // Every acquire: the kits `counts` needs, taken or made. Without `when_room` it waits in turn for room; with
-  // it, when the budget has no room now (or others wait first), it queues `when_room` for `owner` and returns
-  // no kits.
-  Result<Kits> take(const KitShape& shape, std::span<const unsigned> counts, const void* owner,
-                    const std::function<void()>* when_room, std::uint64_t* waited_ns);
   // Whether the budget has room for what `counts` needs (freeing idle kits of other shapes where that makes
   // room). With `grant`, takes it then; nothing changes otherwise.
   bool grant_locked(const KitShape& shape, std::span<const unsigned> counts, Grant* grant);
-  // Serves the callers waiting for room, first come first: fills their grants, or collects a worker's call.
-  void serve_locked(std::vector<std::function<void()>>& calls);
   // Takes the idle kit of this shape released last (now in use); null when there is none.
   std::unique_ptr<StagingKit> take_idle_locked(const KitShape& shape, unsigned count);
   // Frees the evicted kits and makes the rest of a grant (outside the lock).
   Result<Kits> complete(const KitShape& shape, Grant grant);
-  // After memory came back: serves the waiters and runs the workers' calls (mutex_ not held).
-  void room_came();
-  void update_first_waiter_locked();
-  // Queues a caller for room (owner null: the waiter itself is the owner).
-  std::shared_ptr<Waiter> enqueue_locked(const void* owner, const KitShape& shape, std::span<const unsigned> counts,
-                                         const std::function<void()>* when_room);
+  // After memory came back: serves the callers waiting for room, first come first (fills their grants), and
+  // calls back the workers among them, mutex_ released. `lock`: mutex_, where the caller holds it already.
+  void room_came(std::unique_lock<std::mutex> lock = {});
 
-  // Makes a kit the budget was charged for (kit_charge) and settles the charge; the kit goes into `in_use`
-  // (a caller's kits), or with null into the idle ones.
+  // Makes a kit the budget was charged for (kit_charge), its maker having set making_, and settles the charge
+  // and the turn; the kit goes into `in_use` (a caller's kits), or with null into the idle ones.
   Status make_charged(const KitShape& shape, unsigned count, Kits* in_use);
 
   const std::uint64_t fixed_budget_;
   mutable std::mutex mutex_;  // guards everything below
-  std::mutex making_mutex_;   // one kit is made at a time (see complete)
-  std::condition_variable kit_idle_;  // on mutex_: a kit went idle, or the making lock came free
+  bool making_ = false;       // a kit is being made: one at a time (see complete)
+  std::condition_variable kit_idle_;  // on mutex_: a kit went idle, or making_ came false
   Kits idle_;                 // oldest first
-  unsigned in_use_ = 0;       // kits handed out (once made) and not yet released, of any shape
+  unsigned in_use_ = 0;       // kits handed out (once made) or evicted, and not yet released, of any shape
   std::uint64_t held_ = 0;    // pinned bytes of every kit of this pool, plus those charged for kits being made
   std::deque<std::shared_ptr<Waiter>> waiters_;
-  std::vector<const void*> passes_;  // workers called back: their next try_acquire goes first
+  std::vector<const void*> passes_;  // workers called back: their next acquire goes first
   std::condition_variable served_;
   std::atomic<const void*> first_waiter_{nullptr};  // waiters_.front()'s owner, read without the lock
 };

@@ -162,7 +162,8 @@ TEST_F(Budget, AWorkerIsToldNotNowAndCalledBackWhenAKitComesBack) {
   ASSERT_TRUE(a.ok() && b.ok());
   const int owner = 0;
   std::atomic<int> calls{0};
-  auto none = pool.try_acquire({&api, 0, 4 * kMiB}, 2, &owner, [&] { ++calls; });
+  const std::function<void()> call = [&] { ++calls; };
+  auto none = pool.acquire({&api, 0, 4 * kMiB}, 2, &owner, &call);
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(*none, nullptr);
   EXPECT_TRUE(pool.room_wanted_by_other(&a)) << "holders are not told that someone waits";
@@ -171,7 +172,7 @@ TEST_F(Budget, AWorkerIsToldNotNowAndCalledBackWhenAKitComesBack) {
   pool.release(std::move(*a));
   EXPECT_EQ(calls.load(), 1);
   EXPECT_FALSE(pool.room_wanted_by_other(nullptr));
-  auto now = pool.try_acquire({&api, 0, 4 * kMiB}, 2, &owner, [&] { ++calls; });
+  auto now = pool.acquire({&api, 0, 4 * kMiB}, 2, &owner, &call);
   ASSERT_TRUE(now.ok() && *now != nullptr) << "called back, and still no kit";
   pool.release(std::move(*b));
   pool.release(std::move(*now));
@@ -186,7 +187,8 @@ TEST_F(Budget, MoreThanTheWholeBudgetAtOnceIsRefusedNotWaitedFor) {
   EXPECT_THAT(too_many.status(), ft::StatusIs(ErrorCode::invalid_argument));
   EXPECT_NE(too_many.status().message().find("pinned_budget"), std::string::npos) << too_many.status().to_string();
   const int owner = 0;
-  auto too_big = pool.try_acquire({&api, 0, 32 * kMiB}, 2, &owner, [] {});
+  const std::function<void()> nothing = [] {};
+  auto too_big = pool.acquire({&api, 0, 32 * kMiB}, 2, &owner, &nothing);
   EXPECT_THAT(too_big.status(), ft::StatusIs(ErrorCode::invalid_argument));
   EXPECT_NE(too_big.status().message().find("bounce_buffer_size"), std::string::npos);
   EXPECT_EQ(ft::fake_cuda_counters().streams_created, 0u);
