@@ -244,7 +244,8 @@ std::string StreamRequest::describe() const {
       "{} ({}, {}): {} of {} steps ended ({} running){}{}; the stream's word is {} (done at {}), Ferry's {}",
       label.text(), route_name(decision.route), stream_order_name(mechanism), prefix_, tasks.size(), running_,
       begun_ ? "" : ", the stream has not reached it", status_.ok() ? "" : ", failing: " + status_.message(),
-      gpu.host->load(), gpu_final_, cpu.host->load());
+      gpu.host->load(), gpu_final_ != UINT32_MAX ? std::to_string(gpu_final_) : "not known while the caller queues",
+      cpu.host->load());
 }
 
 }  // namespace ferry::detail
