@@ -25,6 +25,7 @@ namespace ferry {
 namespace detail {
 class RequestState;
 class FileState;
+struct PositionReservation;
 }  // namespace detail
 
 /// The pending result of pread/pwrite. It completes when every task of the request has stopped: after
@@ -46,7 +47,8 @@ class [[nodiscard]] Future {
   /// Bytes moved so far by the request's finished tasks (for progress displays); the total once done.
   std::uint64_t bytes_done() const;
   /// Waits, then returns bytes and report, or the first error of any task (its message names the file,
-  /// the offset and the cause).
+  /// the offset and the cause). For a request at the file position (File::read_at_position), the position
+  /// is settled by then.
   Result<Transfer> get();
   /// Asks the request to stop: no task starts after this, tasks already running finish, and get() then
   /// returns `cancelled` (unless the request had already completed or failed). Does not wait; the
@@ -57,7 +59,9 @@ class [[nodiscard]] Future {
   void then(std::function<void(const Result<Transfer>&)> callback);
 
  private:
+  friend class detail::FileState;
   std::shared_ptr<detail::RequestState> state_;
+  std::shared_ptr<detail::PositionReservation> at_position_;  // a request at the file position: settles it
 };
 
 /// One piece of a batch (File::pread_batch): `size` bytes at file `offset` into `buffer`.
@@ -136,10 +140,26 @@ class File {
   /// later read_async of the same bytes sees them. Otherwise as read_async().
   [[nodiscard]] Future write_async(const void* buffer, std::uint64_t size, std::uint64_t offset, void* stream);
 
-  /// Blocking read at the file position, which advances by the bytes read.
+  /// Blocking read at the file position, which advances by the bytes read: read_at_position(...).get().
   [[nodiscard]] Result<Transfer> read(void* buffer, std::uint64_t size);
-  /// Blocking write at the file position (at the end of the file in mode "a"), which advances.
+  /// Blocking write at the file position (at the end of the file in mode "a"), which advances:
+  /// write_at_position(...).get().
   [[nodiscard]] Result<Transfer> write(const void* buffer, std::uint64_t size);
+  /// read() as a future: reserves `size` bytes at the file position, which moves past them at once (a read on
+  /// another thread reads on from there), and reads them as pread(). When the request completes, a read that
+  /// ended early (where the data did) pulls the position back to where it ended, and one that failed or was
+  /// cancelled back to where it began, unless another call moved it since; get() returns after that.
+  [[nodiscard]] Future read_at_position(void* buffer, std::uint64_t size);
+  /// write() as a future, as read_at_position(). In mode "a" it lands at the end of the file as it is now (the
+  /// larger of the position and the file's size: bytes another writer added are not overwritten).
+  [[nodiscard]] Future write_at_position(const void* buffer, std::uint64_t size);
+  /// The file position: where the next read() starts (in mode "a", where the next write() appends at the
+  /// earliest: the end of the last write, or of the file at open). pread(), pwrite() and the stream-ordered
+  /// calls neither use nor move it.
+  std::uint64_t tell() const;
+  /// Moves the file position. Requests in flight keep the offsets they reserved; in mode "a" a write still
+  /// lands at the end of the file.
+  void seek(std::uint64_t position);
 
   /// Decides now the route a request of `size` bytes with `buffer` would take (reads and writes take the same
   /// one: `direction` changes nothing today), and does its one-time work (loading CUDA and cuFile, registering

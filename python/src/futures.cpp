@@ -217,14 +217,14 @@ std::vector<std::uint64_t> wait_for_done_futures(std::optional<double> timeout) 
 // ---- PyFuture
 
 PyFuture::PyFuture(Future future, py::object keep, std::shared_ptr<FileRequests> requests, std::string what,
-                   std::string path, OutcomeHook on_outcome, bool waiter_runs)
+                   std::string path, bool at_position, bool waiter_runs)
     : requests_(std::move(requests)),
       what_(std::move(what)),
       path_(std::move(path)),
       future_(std::move(future)),
-      on_outcome_(std::move(on_outcome)),
       keep_(std::move(keep)),
       sigints_at_start_(sigint_count()),
+      at_position_(at_position),
       waiter_runs_(waiter_runs) {
   {
     std::lock_guard<std::mutex> lock(g_registry_mutex);
@@ -244,7 +244,7 @@ PyFuture::~PyFuture() {
   const bool interrupted =
       t_dropped_by_interrupt || (sigint_count() != sigints_at_start_ && PyGILState_Check());
   if (interrupted && !done()) {
-    if (on_outcome_) {
+    if (at_position_) {
       // A blocking read()'s or write()'s own future, dropped between its start and its wait: the call's caller
       // must find the position where the call began, so its cancelled request is waited for below (its running
       // tasks, a task each at most) and settled before the interrupt goes on. Parked, its position was settled
@@ -270,7 +270,7 @@ PyFuture::~PyFuture() {
     g_live->erase(this);
   }
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!outcome_ && on_outcome_) on_outcome_(future_.get());
+  if (!outcome_ && at_position_) (void)future_.get();  // settles the position
 }
 
 bool PyFuture::done() const {
@@ -330,7 +330,6 @@ const Result<Transfer>& PyFuture::settle() {
                    r.status().sys_errno(), path_);
       }
       outcome_.emplace(std::move(r));
-      if (on_outcome_) std::exchange(on_outcome_, nullptr)(*outcome_);
     }
   }
   if (first) keep_ = py::none();  // the request is over: let the buffer go

@@ -13,8 +13,8 @@
 //   half-way: the interpreter discards the unwound frames' temporaries) cancels its request and parks it with
 //   its buffer; reap_parked() lets the buffer go once the request is over (the next request or close() of any
 //   File, and at exit). Waiting for each in turn would wait for the requests queued before it, not cancelled
-//   yet. A blocking read()'s or write()'s own future (one with an outcome hook) is cancelled and waited for
-//   instead: the file position it settles must be back before the call's caller goes on;
+//   yet. A blocking read()'s or write()'s own future (a request at the file position) is cancelled and waited
+//   for instead: the file position it settles must be back before the call's caller goes on;
 // - at exit after an unhandled KeyboardInterrupt, an atexit hook (ferry/__init__.py) cancels every live
 //   request, so the futures the interpreter drops then wait for running tasks only.
 //
@@ -33,7 +33,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -89,15 +88,9 @@ bool wait_interruptibly(WaitSlice&& wait_slice, std::optional<Clock::time_point>
 /// How many times this process is a child forked since the extension loaded (0 in the process that loaded it).
 std::uint64_t forks_seen();
 
-/// What a File shares with its futures: how many of its requests have not completed, for close(), and the
-/// position of blocking read() and write() (in mode "a" the end of the file that write() appends at), kept
-/// exactly as ferry::File keeps its own (FileState::reserve and at_position in src/file/file.cpp). The blocking
-/// calls run on pread/pwrite futures, so that a wait can be interrupted and the request cancelled, and
-/// therefore keep the position here: File::read/write block in C++.
+/// What a File shares with its futures: how many of its requests have not completed, for close().
 class FileRequests {
  public:
-  FileRequests(bool append, std::uint64_t end) : append_(append), end_(end) {}
-
   /// A request is about to be submitted. Call with the GIL held, after checking that the File is open,
   /// so that a close() on another thread either refuses the request or waits for it.
   void started() {
@@ -115,46 +108,12 @@ class FileRequests {
     return idle_.wait_for(lock, timeout, [this] { return running_ == 0; });
   }
 
-  bool append() const { return append_; }
-  /// Reserves `size` bytes at the position (for a write in mode "a": at the end of the file, which is at
-  /// least `size_now`, so bytes added since by pwrite() or another writer are not overwritten) and
-  /// advances past them. Returns where they start.
-  std::uint64_t reserve(std::uint64_t size, Direction direction, std::uint64_t size_now) {
-    std::lock_guard<std::mutex> lock(this_process_mutex());
-    const bool appending = direction == Direction::write && append_;
-    if (appending) end_ = std::max(end_, size_now);
-    std::uint64_t& cursor = appending ? end_ : position_;
-    return std::exchange(cursor, cursor + size);
-  }
-  /// The position: where the next read() starts (in mode "a", where the next write() appends at the
-  /// earliest: the end of the last write, or of the file at open).
-  std::uint64_t tell() {
-    std::lock_guard<std::mutex> lock(this_process_mutex());
-    return append_ ? end_ : position_;
-  }
-  /// Moves the position. In mode "a" a write still lands at the end of the file (reserve() takes the
-  /// larger of the position and the file's size), as with O_APPEND.
-  void seek(std::uint64_t to) {
-    std::lock_guard<std::mutex> lock(this_process_mutex());
-    (append_ ? end_ : position_) = to;
-  }
-  /// After a request of `reserved` bytes at `at` ended with `r`: pulls the position back to where the bytes
-  /// moved end, unless another call moved it since (a short read ends where the data did; a write that
-  /// succeeds moved every byte; a failed or cancelled read or write leaves it where it began).
-  void settle_position(std::uint64_t at, std::uint64_t reserved, const Result<Transfer>& r, Direction direction) {
-    const std::uint64_t bytes = r.ok() ? (direction == Direction::read ? r->bytes : reserved) : 0;
-    if (bytes == reserved) return;
-    std::lock_guard<std::mutex> lock(this_process_mutex());
-    std::uint64_t& cursor = (direction == Direction::write && append_) ? end_ : position_;
-    if (cursor == at + reserved) cursor = at + bytes;
-  }
-
  private:
   // The mutex, made anew with the condition variable in a child forked since. A child of fork() has none of
   // its parent's threads, and a copy of a lock one of them held then stays held for good: a DataLoader
   // worker's first read through a File its parent opened hung in started(), the parent's pool threads having
   // been counting its reads' ends at the fork (about 1 fork in 3,000; python/tests/test_fork.py). The
-  // parent's requests, which never end in the child, are not counted there, and the position goes on.
+  // parent's requests, which never end in the child, are not counted there.
   // The stamp is twice the forks seen when the locks were made (a load, not a getpid() system call a lock).
   std::mutex& this_process_mutex() {
     const std::uint64_t now = 2 * forks_seen();
@@ -175,9 +134,6 @@ class FileRequests {
   std::mutex mutex_;
   std::condition_variable idle_;
   std::uint64_t running_ = 0;
-  const bool append_;
-  std::uint64_t position_ = 0;
-  std::uint64_t end_;
 };
 
 /// Puts a handler that counts SIGINTs in front of the SIGINT handler installed now (Python's), which it calls
@@ -234,17 +190,14 @@ std::vector<std::uint64_t> wait_for_done_futures(std::optional<double> timeout);
 /// into memory Python freed. result() may be called any number of times (the outcome is kept).
 class PyFuture {
  public:
-  /// Runs once with the request's outcome, when it is first taken (result(), cancel(), ...) or when the
-  /// future is dropped, without the GIL: blocking read()/write() settle the file position with it.
-  using OutcomeHook = std::function<void(const Result<Transfer>&)>;
-
   /// `future` must be valid. `keep` owns the buffer (dropped once the outcome is taken). `what` ("read 4096
   /// bytes at offset 0 from \"/d/x.bin\"") and `path` name a cancelled request in its message. `requests`
-  /// (may be null) learns when the request completes. `waiter_runs`: a wait without a limit runs a one-task
-  /// request on its own thread (see wait_until); only for small requests of local files (a remote task
-  /// watches for cancellation mid-task).
+  /// (may be null) learns when the request completes. `at_position`: a request at the file position
+  /// (File::read_at_position), which its outcome's taking settles. `waiter_runs`: a wait without a limit runs
+  /// a one-task request on its own thread (see wait_until); only for small requests of local files (a remote
+  /// task watches for cancellation mid-task).
   PyFuture(Future future, pybind11::object keep, std::shared_ptr<FileRequests> requests, std::string what,
-           std::string path, OutcomeHook on_outcome = {}, bool waiter_runs = false);
+           std::string path, bool at_position = false, bool waiter_runs = false);
   PyFuture(const PyFuture&) = delete;
   PyFuture& operator=(const PyFuture&) = delete;
   ~PyFuture();
@@ -278,7 +231,7 @@ class PyFuture {
   bool wait_until(std::optional<Clock::time_point> deadline);
   /// Waits as wait(None) does, then the transfer, or the request's error raised.
   const Transfer& transfer();
-  /// Takes the outcome (once), runs the hook, drops the buffer. Call with the GIL held, once done.
+  /// Takes the outcome (once), drops the buffer. Call with the GIL held, once done.
   const Result<Transfer>& settle();
   /// A one-task request that nobody runs on their own thread goes to a worker now (polls, timed waits).
   void hurry() const;
@@ -291,11 +244,11 @@ class PyFuture {
   // its own thread (one task at most).
   mutable std::mutex mutex_;
   Future future_;
-  OutcomeHook on_outcome_;
   std::optional<Result<Transfer>> outcome_;
   std::uint64_t bytes_at_end_ = 0;
   pybind11::object keep_;  // changed with the GIL held only
   std::uint64_t sigints_at_start_;  // SIGINTs counted when the request began (install_sigint_counter)
+  const bool at_position_;
   const bool waiter_runs_;
 };
 

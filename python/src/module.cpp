@@ -65,36 +65,24 @@ Buffer& checked_buffer(py::handle obj, std::uint64_t size, Direction direction) 
 
 Config current_default_config() { return unwrap(default_config()); }
 
-// The file's size, or 0 where it cannot be told (a write in mode "a" then appends at the end it knew).
-std::uint64_t size_or_zero(const File& f) {
-  auto size = f.size();
-  return size.ok() ? *size : 0;
-}
-
 // A File whose close() runs once. Every request, the blocking ones too, goes through a PyFuture so that every
-// wait can be interrupted; FileRequests counts them for close() and keeps the position. Thread safety:
-// methods are called with the GIL held, from any thread (closing_ changes only with it held).
+// wait can be interrupted; FileRequests counts them for close(). Thread safety: methods are called with the
+// GIL held, from any thread (closing_ changes only with it held).
 class PyFile {
  public:
-  PyFile(File file, bool append, std::uint64_t end)
-      : file_(std::make_unique<File>(std::move(file))),
-        requests_(std::make_shared<FileRequests>(append, end)) {}
+  explicit PyFile(File file) : file_(std::make_unique<File>(std::move(file))) {}
 
   /// `credentials` (access key id, secret, session token): S3 credentials for a URL (ferry::remote::open).
   static std::unique_ptr<PyFile> open(const std::string& path, const std::string& mode, std::optional<Config> config,
                                       std::optional<std::tuple<std::string, std::string, std::string>> credentials) {
-    const bool append = mode == "a";
     std::optional<remote::Credentials> given;
     if (credentials) given = remote::Credentials{std::get<0>(*credentials), std::get<1>(*credentials), std::get<2>(*credentials)};
     if (given && !config) config = current_default_config();
-    std::uint64_t end = 0;
     auto r = without_gil([&] {
-      Result<File> f = given ? remote::open(path, *given, *config, mode)
-                             : (config ? File::open(path, mode, *config) : File::open(path, mode));
-      if (append && f.ok()) end = size_or_zero(*f);  // as FileState does: appends start at the end at open
-      return f;
+      return given ? remote::open(path, *given, *config, mode)
+                   : (config ? File::open(path, mode, *config) : File::open(path, mode));
     });
-    return std::make_unique<PyFile>(unwrap(std::move(r)), append, end);
+    return std::make_unique<PyFile>(unwrap(std::move(r)));
   }
 
   /// A read or write of the first `size` bytes of `buffer`: at the file position when `where` is empty
@@ -133,14 +121,8 @@ class PyFile {
     return std::make_unique<PyFuture>(std::move(future), std::move(keep), requests_, std::move(what), f.path());
   }
 
-  std::uint64_t tell() {
-    open_file();
-    return requests_->tell();
-  }
-  void seek(std::uint64_t to) {
-    open_file();
-    requests_->seek(to);
-  }
+  std::uint64_t tell() { return open_file().tell(); }
+  void seek(std::uint64_t to) { open_file().seek(to); }
   int fileno() { return open_file().fileno(); }
 
   /// Blocking read at the file position into a new bytes object: (bytes object, (json, table)).
@@ -217,8 +199,7 @@ class PyFile {
     return *file_;
   }
 
-  // Starts a read or write of `size` bytes at `offset`, or (none) at the file position, which it reserves
-  // and the outcome settles, as File::read/write do.
+  // Starts a read or write of `size` bytes at `offset`, or (none) at the file position (File::read_at_position).
   std::unique_ptr<PyFuture> start(Direction direction, py::object keep, void* address, std::uint64_t size,
                                   std::optional<std::uint64_t> offset = std::nullopt,
                                   std::optional<std::uintptr_t> stream = std::nullopt) {
@@ -226,30 +207,25 @@ class PyFile {
     File& f = open_file();
     reap_parked(false);
     requests_->started();  // with the GIL still held: a close() from now on waits for this request
-    PyFuture::OutcomeHook settle;
     Future future = without_gil([&] {
-      if (!offset) {
-        offset = requests_->reserve(size, direction, is_read || !requests_->append() ? 0 : size_or_zero(f));
-        settle = [requests = requests_, at = *offset, size, direction](const Result<Transfer>& r) {
-          requests->settle_position(at, size, r, direction);
-        };
-      }
+      if (!offset) return is_read ? f.read_at_position(address, size) : f.write_at_position(address, size);
       if (stream) {
         auto* s = reinterpret_cast<void*>(*stream);
         return is_read ? f.read_async(address, size, *offset, s) : f.write_async(address, size, *offset, s);
       }
       return is_read ? f.pread(address, size, *offset) : f.pwrite(address, size, *offset);
     });
-    std::string what = std::string(is_read ? "read " : "write ") + std::to_string(size) + " bytes at offset " +
-                       std::to_string(*offset) + (is_read ? " from \"" : " to \"") + f.path() + "\"";
+    std::string what = std::string(is_read ? "read " : "write ") + std::to_string(size) + " bytes " +
+                       (offset ? "at offset " + std::to_string(*offset) : "at the file position") +
+                       (is_read ? " from \"" : " to \"") + f.path() + "\"";
     const bool local_file = f.fileno() >= 0;  // a remote object's task must stay interruptible mid-way
     const bool small = size <= f.config().task_size();  // a task or two, however it is aligned
     return std::make_unique<PyFuture>(std::move(future), std::move(keep), requests_, std::move(what), f.path(),
-                                      std::move(settle), /*waiter_runs=*/local_file && !stream && small);
+                                      /*at_position=*/!offset, /*waiter_runs=*/local_file && !stream && small);
   }
 
   std::unique_ptr<File> file_;
-  std::shared_ptr<FileRequests> requests_;
+  std::shared_ptr<FileRequests> requests_ = std::make_shared<FileRequests>();
   bool closing_ = false;  // close() began: new requests are refused
 };
 

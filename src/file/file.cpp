@@ -39,7 +39,7 @@ FileState::FileState(std::string path_in, Config config_in, std::shared_ptr<Sour
   ProcessPart& p = *part_.load();
   if (append) {
     auto size = current_size();
-    p.end = size.ok() ? *size : 0;
+    p.position = size.ok() ? *size : 0;
   }
   if (!source->open_note().empty()) p.report.add_note(source->open_note());
 }
@@ -49,7 +49,6 @@ FileState::ProcessPart& FileState::part() const {
     auto* own = new ProcessPart(generation);  // read without the parent's locks: nothing writes it here
     own->closed = parents.closed.load();      // a File the parent closed stays closed
     own->position = parents.position;
-    own->end = parents.end;
     return own;
   });
 }
@@ -304,37 +303,50 @@ std::shared_ptr<OpQueue> FileState::queue_for(const RouteBackend& backend, int d
   return p.queues.back().second;
 }
 
-std::uint64_t FileState::reserve(std::uint64_t size, Direction direction) {
-  const bool appending = !is_read(direction) && append;
+Future FileState::at_position(Direction direction, void* buffer, std::uint64_t size) {
+  // Held while the size is asked for (mode "a"): a closed File fails here, before anything is reserved.
+  auto in_use = use();
+  if (!in_use.ok()) return Future(RequestState::ready(in_use.status()));
   // Mode "a": a write lands at the end of the file as it is now, not as it was at open: bytes added since
   // (by pwrite() or another writer) must not be overwritten.
   std::uint64_t size_now = 0;
-  if (appending) {
+  if (!is_read(direction) && append) {
     auto s = current_size();
     if (s.ok()) size_now = *s;
   }
-  ProcessPart& p = part();
-  std::lock_guard<std::mutex> lock(p.mutex);
-  if (appending) p.end = std::max(p.end, size_now);
-  std::uint64_t& cursor = appending ? p.end : p.position;
-  return std::exchange(cursor, cursor + size);
-}
-
-Result<Transfer> FileState::at_position(Direction direction, void* buffer, std::uint64_t size) {
-  FERRY_ASSIGN_OR_RETURN(auto in_use, use());
-  const std::uint64_t at = reserve(size, direction);
-  auto r = submit(direction, buffer, size, at).get();
-  // A write that succeeds moved every byte; a read may end early, where the data did.
-  const std::uint64_t bytes = r.ok() ? (is_read(direction) ? r->bytes : size) : 0;
-  if (bytes != size) {
+  auto reservation = std::make_shared<PositionReservation>(weak_from_this(), 0, size, is_read(direction));
+  {
     ProcessPart& p = part();
     std::lock_guard<std::mutex> lock(p.mutex);
-    std::uint64_t& cursor = (!is_read(direction) && append) ? p.end : p.position;
-    // Only pull the cursor back if nobody moved it since: a short read ends where the data ended, a failed
-    // request leaves the cursor where it began.
-    if (cursor == at + size) cursor = at + bytes;
+    p.position = std::max(p.position, size_now);
+    reservation->at = std::exchange(p.position, p.position + size);
   }
-  return r;
+  Future future = submit(direction, buffer, size, reservation->at);
+  future.then([reservation](const Result<Transfer>& r) { reservation->settle(r); });  // also if never waited for
+  future.at_position_ = std::move(reservation);
+  return future;
+}
+
+void PositionReservation::settle(const Result<Transfer>& result) {
+  const auto state = file.lock();
+  if (!state) return;
+  const std::uint64_t bytes = result.ok() ? (reading ? result->bytes : size) : 0;
+  FileState::ProcessPart& p = state->part();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  if (std::exchange(settled, true) || bytes == size) return;
+  if (p.position == at + size) p.position = at + bytes;
+}
+
+std::uint64_t FileState::position() const {
+  ProcessPart& p = part();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  return p.position;
+}
+
+void FileState::set_position(std::uint64_t to) {
+  ProcessPart& p = part();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  p.position = to;
 }
 
 Result<File> open_file(const std::string& path, std::string_view mode, const Config& config,
@@ -390,7 +402,9 @@ std::uint64_t Future::bytes_done() const { return state_ ? state_->bytes_done() 
 Result<Transfer> Future::get() {
   if (!state_) return Status(ErrorCode::failed_precondition, "get() on an empty Future");
   auto state = std::move(state_);
-  return state->take_result();
+  Result<Transfer> result = state->take_result();
+  if (at_position_) at_position_->settle(result);  // its completion's callback may not have run yet
+  return result;
 }
 
 void Future::cancel() {
@@ -451,13 +465,21 @@ Future File::write_async(const void* buffer, std::uint64_t size, std::uint64_t o
   return detail::submit_on_stream(*state_, detail::Direction::write, const_cast<void*>(buffer), size, offset, stream);
 }
 
-Result<Transfer> File::read(void* buffer, std::uint64_t size) {
+Result<Transfer> File::read(void* buffer, std::uint64_t size) { return read_at_position(buffer, size).get(); }
+
+Result<Transfer> File::write(const void* buffer, std::uint64_t size) { return write_at_position(buffer, size).get(); }
+
+Future File::read_at_position(void* buffer, std::uint64_t size) {
   return state_->at_position(detail::Direction::read, buffer, size);
 }
 
-Result<Transfer> File::write(const void* buffer, std::uint64_t size) {
+Future File::write_at_position(const void* buffer, std::uint64_t size) {
   return state_->at_position(detail::Direction::write, const_cast<void*>(buffer), size);
 }
+
+std::uint64_t File::tell() const { return state_->position(); }
+
+void File::seek(std::uint64_t position) { state_->set_position(position); }
 
 // Reads and writes take the same routes: the direction does not enter the decision.
 Result<RoutePlan> File::prepare(const void* buffer, std::uint64_t size, Direction /*direction*/) {

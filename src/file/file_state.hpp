@@ -29,6 +29,20 @@ namespace ferry::detail {
 struct GdsFileState;  // route_selection.cpp: what cuFile said about this file, and its handle
 struct RoutePlanDetail;  // route_selection.hpp: a request's route decision and what it was made from
 
+/// The bytes a request at the file position reserved (FileState::at_position). settle() runs once, when the
+/// request completes or in Future::get(), whichever comes first: a get() returns with the position settled.
+struct PositionReservation {
+  std::weak_ptr<FileState> file;  // once the File is gone, nobody reads its position
+  std::uint64_t at = 0;
+  std::uint64_t size = 0;
+  bool reading = true;
+  bool settled = false;  // guarded by the part's mutex
+
+  /// Pulls the position back to where the bytes moved end (a short read ends where the data did; a write that
+  /// succeeds moved every byte; a failed or cancelled request moved none), unless another call moved it since.
+  void settle(const Result<Transfer>& result);
+};
+
 class FileState : public std::enable_shared_from_this<FileState> {
  public:
   FileState(std::string path, Config config, std::shared_ptr<Source> source, OpenFlags flags, bool append,
@@ -65,8 +79,7 @@ class FileState : public std::enable_shared_from_this<FileState> {
     // The workers' part: each request's operations join the report as it completes.
     alignas(64) std::mutex mutex;
     Report report;              // guarded by mutex
-    std::uint64_t position = 0;  // guarded by mutex
-    std::uint64_t end = 0;       // guarded by mutex; append mode: where the next write() lands
+    std::uint64_t position = 0;  // guarded by mutex; in mode "a", where the next write() appends at the earliest
     // The submitters' part.
     alignas(64) std::mutex queues_mutex;
     std::vector<std::pair<std::pair<Route, int>, std::shared_ptr<OpQueue>>> queues;  // guarded by queues_mutex
@@ -137,9 +150,13 @@ class FileState : public std::enable_shared_from_this<FileState> {
   bool is_closed() { return part().closed.load(); }
   /// The source's size now (0 for sources without one).
   Result<std::uint64_t> current_size() const;
-  /// File::read and File::write: a blocking request at the position (or the end, in append mode), which
-  /// it reserves and advances, and pulls back to where the bytes moved end unless another call moved it since.
-  Result<Transfer> at_position(Direction direction, void* buffer, std::uint64_t size);
+  /// File::read_at_position and write_at_position: a request at the position (for a write in mode "a", at the
+  /// end of the file as it is now, if that is further), which it reserves and moves past; it settles as
+  /// PositionReservation says.
+  Future at_position(Direction direction, void* buffer, std::uint64_t size);
+  /// File::tell and File::seek.
+  std::uint64_t position() const;
+  void set_position(std::uint64_t to);
 
   const std::string path;
   const Config config;
@@ -155,8 +172,7 @@ class FileState : public std::enable_shared_from_this<FileState> {
   std::shared_ptr<GdsFileState> gds;
 
  private:
-  // Reserves [offset, offset + size) at the position (or the end, in append mode) and advances it.
-  std::uint64_t reserve(std::uint64_t size, Direction direction);
+  friend struct PositionReservation;  // settles in this process's part
 
   // Ends a Use's use: one taken by an earlier process (`part` is not this process's) was never counted here and
   // is ignored.

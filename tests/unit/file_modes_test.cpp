@@ -1,9 +1,12 @@
-// File modes ("r", "w", "r+", "a"), the blocking read()/write() position, size(), sync() and close().
+// File modes ("r", "w", "r+", "a"), the position of read()/write() and their futures (tell, seek), size(), sync()
+// and close().
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ferry/ferry.hpp"
@@ -202,6 +205,95 @@ TEST(FileModes, PreadAndPwriteDoNotMoveThePosition) {
   auto r = file->read(buf.data(), buf.size());
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(buf, testing::pattern(0, 100));
+}
+
+TEST(FileModes, TellAndSeekMoveTheBlockingCallsPosition) {
+  auto dir = testing::test_dir();
+  const std::uint64_t size = 10000;
+  auto path = testing::write_pattern_file(dir / "pos.bin", size);
+  auto file = File::open(path, "r+", small_config());
+  ASSERT_TRUE(file.ok());
+  std::vector<std::uint8_t> buf(100);
+  EXPECT_EQ(file->tell(), 0u);
+  ASSERT_TRUE(file->read(buf.data(), buf.size()).ok());
+  EXPECT_EQ(file->tell(), 100u);
+  file->seek(5000);
+  EXPECT_EQ(file->tell(), 5000u);
+  ASSERT_TRUE(file->read(buf.data(), buf.size()).ok());
+  EXPECT_EQ(buf, testing::pattern(5000, 100));
+  EXPECT_EQ(file->tell(), 5100u);
+  file->seek(size - 30);
+  auto r = file->read(buf.data(), buf.size());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->bytes, 30u);
+  EXPECT_EQ(file->tell(), size) << "a short read pulls the position back to where the data ended";
+  file->seek(size + 50);  // past the end: a write there extends the file
+  ASSERT_TRUE(file->write(buf.data(), 10).ok());
+  EXPECT_EQ(file->tell(), size + 60);
+  EXPECT_EQ(*file->size(), size + 60);
+}
+
+TEST(FileModes, ReadAtPositionReservesAtOnceAndSettlesWhenDone) {
+  auto dir = testing::test_dir();
+  const std::uint64_t size = 3 * kTask;
+  auto path = testing::write_pattern_file(dir / "pos.bin", size);
+  auto file = File::open(path, "r", small_config());
+  ASSERT_TRUE(file.ok());
+  std::vector<std::uint8_t> a(kTask + 5), b(kTask);
+  Future first = file->read_at_position(a.data(), a.size());
+  EXPECT_EQ(file->tell(), a.size()) << "the bytes are reserved when the request starts";
+  Future second = file->read_at_position(b.data(), b.size());
+  EXPECT_EQ(file->tell(), a.size() + b.size());
+  auto rb = second.get();
+  auto ra = first.get();
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  EXPECT_EQ(a, testing::pattern(0, a.size()));
+  EXPECT_EQ(b, testing::pattern(a.size(), b.size()));
+  // A short read: get() returns with the position back where the data ended.
+  std::vector<std::uint8_t> rest(kTask);
+  auto short_read = file->read_at_position(rest.data(), rest.size()).get();
+  ASSERT_TRUE(short_read.ok());
+  EXPECT_EQ(short_read->bytes, size - a.size() - b.size());
+  EXPECT_EQ(file->tell(), size);
+  // One whose outcome is never taken settles when it completes.
+  file->seek(size - 10);
+  Future untaken = file->read_at_position(rest.data(), rest.size());
+  untaken.wait();
+  for (int i = 0; i < 5000 && file->tell() != size; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(file->tell(), size);
+  // A seek made while a request is in flight wins over its settling.
+  file->seek(size - 10);
+  Future moved = file->read_at_position(rest.data(), rest.size());
+  file->seek(7);
+  ASSERT_TRUE(moved.get().ok());
+  EXPECT_EQ(file->tell(), 7u);
+}
+
+TEST(FileModes, AFailedRequestAtThePositionLeavesItWhereItBegan) {
+  auto dir = testing::test_dir();
+  auto path = (dir / "out.bin").string();
+  auto file = File::open(path, "w", small_config());
+  ASSERT_TRUE(file.ok());
+  file->seek(40);
+  std::vector<std::uint8_t> buf(100);
+  EXPECT_THAT(file->read_at_position(buf.data(), buf.size()).get(), StatusIs(ErrorCode::failed_precondition))
+      << "mode \"w\" is for writing only";
+  EXPECT_EQ(file->tell(), 40u);
+}
+
+TEST(FileModes, WriteAtPositionInAppendModeLandsAtTheEndAndTellSaysWhere) {
+  auto dir = testing::test_dir();
+  auto path = (dir / "log.txt").string();
+  auto file = File::open(path, "a", small_config());
+  ASSERT_TRUE(file.ok());
+  auto head = bytes_of("0123456789");
+  ASSERT_TRUE(file->pwrite(head.data(), head.size(), 0).get().ok());
+  file->seek(2);  // mode "a": a write still lands at the end of the file
+  auto tail = bytes_of("abc");
+  auto w = file->write_at_position(tail.data(), tail.size()).get();
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  EXPECT_EQ(contents(path), "0123456789abc");
+  EXPECT_EQ(file->tell(), 13u);
 }
 
 TEST(FileModes, SizeFollowsWritesAndSyncSucceeds) {
