@@ -142,8 +142,7 @@ class File {
 
   /// Blocking read at the file position, which advances by the bytes read: read_at_position(...).get().
   [[nodiscard]] Result<Transfer> read(void* buffer, std::uint64_t size);
-  /// Blocking write at the file position (at the end of the file in mode "a"), which advances:
-  /// write_at_position(...).get().
+  /// Blocking write at the file position (mode "a": the end of the file), which advances: write_at_position(...).get().
   [[nodiscard]] Result<Transfer> write(const void* buffer, std::uint64_t size);
   /// read() as a future: reserves `size` bytes at the file position, which moves past them at once (a read on
   /// another thread reads on from there), and reads them as pread(). When the request completes, a read that

@@ -1,6 +1,5 @@
 #include "buffers.hpp"
 
-#include <cstring>
 #include <string>
 
 namespace py = pybind11;

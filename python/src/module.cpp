@@ -2,12 +2,10 @@
 // (File, Future, Config, process reports) with the GIL released around every call that may block; the
 // Python layer in ferry/__init__.py gives it its Pythonic shape (keyword arguments, buffers from any
 // producer, dict reports, exceptions, argument checks). Nothing here includes Ferry's internals.
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
