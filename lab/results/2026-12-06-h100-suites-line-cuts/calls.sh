@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 on the CPU machine. Carry .device-deps. The GPU suites on the session's tip after three line
+# Written 2026-12-06 on the CPU machine (it ran as lab/results/pending-suites). Carry .device-deps. The GPU suites on the session's tip after three line
 # cuts merged (the staging pool's one acquire path and making turn, the route backend base; stream order's deferred-work
 # interface and one publish path; the file position kept by ferry::File for Python too): the full build with the
 # Python package, the C++ GPU tests, then the Python GPU tests.
