@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 on the CPU machine. Carry .device-deps and .old-tree (git archive 189e30e). Issue 50's
+# Written 2026-12-06 on the CPU machine (it ran as lab/results/pending-goals-final). Carry .device-deps and .old-tree (git archive 189e30e). Issue 50's
 # goal rows on the tree after the merged line cuts (staging pool, stream order, the file position), against 189e30e
 # in alternating rounds, as lab/results/2026-12-06-h100-goals-prepare ran them (the probe pins every worker's staging
 # with File::prepare before its untimed window): hot 8 GiB staged reads, 16 MiB reads 64 in flight, batches of 64 KiB

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 on the CPU machine. Carry .device-deps and .base-tree (git archive 63c4344: the engine before the
+# Written 2026-12-06 on the CPU machine (it ran as lab/results/pending-cuts-ab). Carry .device-deps and .base-tree (git archive 63c4344: the engine before the
 # session's line cuts, with the same probe). Did the merged line cuts (staging pool, stream order, the file position)
 # cost speed? The call before (lab/results/2026-12-06-h100-goals-final) ran on a noisy instance (steal up to 0.9 us a
 # request) and showed low single rounds. Here the tree against 63c4344, three alternating rounds, on the rows that
