@@ -25,7 +25,6 @@ namespace ferry {
 namespace detail {
 class RequestState;
 class FileState;
-struct PositionReservation;
 }  // namespace detail
 
 /// The pending result of pread/pwrite. It completes when every task of the request has stopped: after
@@ -47,8 +46,7 @@ class [[nodiscard]] Future {
   /// Bytes moved so far by the request's finished tasks (for progress displays); the total once done.
   std::uint64_t bytes_done() const;
   /// Waits, then returns bytes and report, or the first error of any task (its message names the file,
-  /// the offset and the cause). For a request at the file position (File::read_at_position), the position
-  /// is settled by then.
+  /// the offset and the cause).
   Result<Transfer> get();
   /// Asks the request to stop: no task starts after this, tasks already running finish, and get() then
   /// returns `cancelled` (unless the request had already completed or failed). Does not wait; the
@@ -59,9 +57,7 @@ class [[nodiscard]] Future {
   void then(std::function<void(const Result<Transfer>&)> callback);
 
  private:
-  friend class detail::FileState;
   std::shared_ptr<detail::RequestState> state_;
-  std::shared_ptr<detail::PositionReservation> at_position_;  // a request at the file position: settles it
 };
 
 /// One piece of a batch (File::pread_batch): `size` bytes at file `offset` into `buffer`.

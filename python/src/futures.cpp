@@ -269,8 +269,6 @@ PyFuture::~PyFuture() {
     std::lock_guard<std::mutex> lock(g_registry_mutex);
     g_live->erase(this);
   }
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!outcome_ && at_position_) (void)future_.get();  // settles the position
 }
 
 bool PyFuture::done() const {

@@ -193,7 +193,7 @@ class PyFuture {
   /// `future` must be valid. `keep` owns the buffer (dropped once the outcome is taken). `what` ("read 4096
   /// bytes at offset 0 from \"/d/x.bin\"") and `path` name a cancelled request in its message. `requests`
   /// (may be null) learns when the request completes. `at_position`: a request at the file position
-  /// (File::read_at_position), which its outcome's taking settles. `waiter_runs`: a wait without a limit runs
+  /// (File::read_at_position), which settles the position as it completes. `waiter_runs`: a wait without a limit runs
   /// a one-task request on its own thread (see wait_until); only for small requests of local files (a remote
   /// task watches for cancellation mid-task).
   PyFuture(Future future, pybind11::object keep, std::shared_ptr<FileRequests> requests, std::string what,

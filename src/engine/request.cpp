@@ -24,7 +24,7 @@ void run_callbacks(const std::vector<RequestState::Callback>& callbacks, const R
 
 std::shared_ptr<RequestState> RequestState::start(std::span<const Task> tasks, std::shared_ptr<RouteBackend> backend,
                                                   std::shared_ptr<OpQueue> queue, unsigned threads, EndOfFileRule eof,
-                                                  std::function<void(Report&)> on_complete, bool trace_tasks,
+                                                  OnComplete on_complete, bool trace_tasks,
                                                   std::shared_ptr<std::atomic<bool>> stop) {
   auto state = std::make_shared<RequestState>();
   state->trace_tasks_ = trace_tasks;
@@ -165,7 +165,7 @@ void RequestState::complete(bool callbacks_here) {
     if (backend_) status = backend_->finish_request(outcome_.report, status);
   }
   if (backend_) backend_->let_go();
-  if (on_complete_) on_complete_(outcome_.report);
+  if (on_complete_) on_complete_(outcome_.report, status, bytes_done_.load(std::memory_order_relaxed));
   add_to_process_report(outcome_.report);
   publish(std::move(status), callbacks_here);
   // Drop the self-reference last: waiters and callbacks may hold their own references. (Only start(), before

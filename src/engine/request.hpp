@@ -45,14 +45,15 @@ class DeferredWork {
 class RequestState {
  public:
   using Callback = std::function<void(const Result<Transfer>&)>;
+  using OnComplete = std::function<void(Report& report, const Status& status, std::uint64_t bytes)>;
 
   /// Queues `tasks` as ops on `queue` (null: a queue of its own, drained by at most `threads` workers) for
   /// `backend` to run. A short op fails the request as `eof` says; the byte count is the sum of what the ops
-  /// moved. `on_complete` gets (and may annotate) the report at completion, failed or not, before the future
-  /// is done and callbacks run. `stop`, when given, is set once the request is cancelled or an op failed.
+  /// moved. `on_complete` gets (and may annotate) the report at completion, failed or not, with the request's
+  /// status and bytes moved, before the future is done and callbacks run. `stop`, when given, is set once the request is cancelled or an op failed.
   static std::shared_ptr<RequestState> start(std::span<const Task> tasks, std::shared_ptr<RouteBackend> backend,
                                              std::shared_ptr<OpQueue> queue, unsigned threads, EndOfFileRule eof,
-                                             std::function<void(Report&)> on_complete, bool trace_tasks = false,
+                                             OnComplete on_complete, bool trace_tasks = false,
                                              std::shared_ptr<std::atomic<bool>> stop = nullptr);
   /// A request done before any I/O: `result`, or the error it failed with.
   static std::shared_ptr<RequestState> ready(Result<Transfer> result);
@@ -119,7 +120,7 @@ class RequestState {
   std::shared_ptr<RouteBackend> backend_;
   std::shared_ptr<OpQueue> queue_;
   OpQueue::PushNode push_node_;
-  std::function<void(Report&)> on_complete_;
+  OnComplete on_complete_;
   std::size_t ops_ = 0;               // how many ops it has
   std::atomic<std::size_t> ops_left_{0};
   std::atomic<bool> claimed_{false};  // a one-op request's op was taken (by a worker or its waiter)

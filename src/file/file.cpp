@@ -181,7 +181,8 @@ void FileState::add_to_report(const Report& report) {
   p.report.merge(report);
 }
 
-Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, std::uint64_t offset) {
+Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, std::uint64_t offset,
+                         std::shared_ptr<PositionReservation> at_position) {
   auto fail = [](Status s) { return Future(RequestState::ready(std::move(s))); };
   if (Status s = check_request(direction, buffer, size, offset); !s.ok()) return fail(s);
   auto in_use = use();
@@ -200,7 +201,8 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
     if (plan->decision.route == Route::staged && !plan->buffer.is_host()) {
       if (auto task = only_task(offset, size, config.task_size(), source->task_alignment())) {
         return start(direction, Destination(buffer), offset, std::span<const Task>(&*task, 1), Extent{true, seen},
-                     /*short_task_ends_request=*/true, std::move(*plan), std::move(*in_use), setup_before);
+                     /*short_task_ends_request=*/true, std::move(*plan), std::move(*in_use), setup_before, 0,
+                     std::move(at_position));
       }
     }
     early_plan = std::move(*plan);
@@ -228,12 +230,13 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
                                                : route_for(*this, buffer, size);
   if (!plan.ok()) return fail(plan.status());
   return start(direction, Destination(buffer), offset, tasks, extent, /*short_task_ends_request=*/!extent.known,
-               std::move(*plan), std::move(*in_use), setup_before);
+               std::move(*plan), std::move(*in_use), setup_before, 0, std::move(at_position));
 }
 
 Future FileState::start(Direction direction, const Destination& destination, std::uint64_t offset,
                         std::span<const Task> tasks, Extent extent, bool short_task_ends_request, RoutePlanDetail plan,
-                        Use in_use, const SetupMark& setup_before, std::size_t batch_pieces) {
+                        Use in_use, const SetupMark& setup_before, std::size_t batch_pieces,
+                        std::shared_ptr<PositionReservation> at_position) {
   const bool reading = is_read(direction);
   std::uint64_t size = 0;  // what the tasks cover: no further than the file's end
   for (const Task& t : tasks) size += t.length;
@@ -258,8 +261,12 @@ Future FileState::start(Direction direction, const Destination& destination, std
                           reading ? "from" : "to", path);
     nvtx_range = nvtx::range_start(label.c_str());
   }
-  auto on_complete = [this, part_of_use, setup_before, nvtx_range](Report& report) {
+  auto on_complete = [this, part_of_use, setup_before, nvtx_range, reading, at_position = std::move(at_position)](
+                         Report& report, const Status& status, std::uint64_t bytes) {
     nvtx::range_end(nvtx_range);
+    if (at_position) {  // a write that succeeds moved every byte
+      settle_position(*part_of_use, *at_position, !status.ok() ? 0 : reading ? bytes : at_position->size);
+    }
     // The one-time work done while this request ran (all of it, in a fresh process's first request).
     if (std::string note = setup_note_since(setup_before); !note.empty()) report.add_note(note);
     if (std::string note = source->activity_note(); !note.empty()) report.add_note(note);
@@ -314,27 +321,25 @@ Future FileState::at_position(Direction direction, void* buffer, std::uint64_t s
     auto s = current_size();
     if (s.ok()) size_now = *s;
   }
-  auto reservation = std::make_shared<PositionReservation>(weak_from_this(), 0, size, is_read(direction));
+  auto reservation = std::make_shared<PositionReservation>();
+  reservation->size = size;
+  ProcessPart& p = part();
   {
-    ProcessPart& p = part();
     std::lock_guard<std::mutex> lock(p.mutex);
     p.position = std::max(p.position, size_now);
     reservation->at = std::exchange(p.position, p.position + size);
   }
-  Future future = submit(direction, buffer, size, reservation->at);
-  future.then([reservation](const Result<Transfer>& r) { reservation->settle(r); });  // also if never waited for
-  future.at_position_ = std::move(reservation);
+  Future future = submit(direction, buffer, size, reservation->at, reservation);
+  // Failed before it started (a closed File, a refused buffer or range, no route): no completion settles it, and
+  // it moved nothing. A request that started settled before it was done.
+  if (future.done()) settle_position(p, *reservation, 0);
   return future;
 }
 
-void PositionReservation::settle(const Result<Transfer>& result) {
-  const auto state = file.lock();
-  if (!state) return;
-  const std::uint64_t bytes = result.ok() ? (reading ? result->bytes : size) : 0;
-  FileState::ProcessPart& p = state->part();
+void FileState::settle_position(ProcessPart& p, PositionReservation& r, std::uint64_t moved) {
   std::lock_guard<std::mutex> lock(p.mutex);
-  if (std::exchange(settled, true) || bytes == size) return;
-  if (p.position == at + size) p.position = at + bytes;
+  if (std::exchange(r.settled, true) || moved == r.size) return;
+  if (p.position == r.at + r.size) p.position = r.at + moved;
 }
 
 std::uint64_t FileState::position() const {
@@ -402,9 +407,7 @@ std::uint64_t Future::bytes_done() const { return state_ ? state_->bytes_done() 
 Result<Transfer> Future::get() {
   if (!state_) return Status(ErrorCode::failed_precondition, "get() on an empty Future");
   auto state = std::move(state_);
-  Result<Transfer> result = state->take_result();
-  if (at_position_) at_position_->settle(result);  // its completion's callback may not have run yet
-  return result;
+  return state->take_result();
 }
 
 void Future::cancel() {

@@ -29,18 +29,14 @@ namespace ferry::detail {
 struct GdsFileState;  // route_selection.cpp: what cuFile said about this file, and its handle
 struct RoutePlanDetail;  // route_selection.hpp: a request's route decision and what it was made from
 
-/// The bytes a request at the file position reserved (FileState::at_position). settle() runs once, when the
-/// request completes or in Future::get(), whichever comes first: a get() returns with the position settled.
+/// The bytes a request at the file position reserved (FileState::at_position). Its completion, before anyone
+/// can see it done, pulls the position back to where the bytes moved end (a short read ends where the data did;
+/// a write that succeeds moved every byte; a failed or cancelled request moved none), unless another call moved
+/// it since.
 struct PositionReservation {
-  std::weak_ptr<FileState> file;  // once the File is gone, nobody reads its position
   std::uint64_t at = 0;
   std::uint64_t size = 0;
-  bool reading = true;
   bool settled = false;  // guarded by the part's mutex
-
-  /// Pulls the position back to where the bytes moved end (a short read ends where the data did; a write that
-  /// succeeds moved every byte; a failed or cancelled request moved none), unless another call moved it since.
-  void settle(const Result<Transfer>& result);
 };
 
 class FileState : public std::enable_shared_from_this<FileState> {
@@ -114,7 +110,9 @@ class FileState : public std::enable_shared_from_this<FileState> {
   };
   [[nodiscard]] Result<Use> use();
 
-  Future submit(Direction direction, void* buffer, std::uint64_t size, std::uint64_t offset);
+  /// A read or write of `size` bytes at `offset`; `at_position`: the position's reservation it settles (at_position).
+  Future submit(Direction direction, void* buffer, std::uint64_t size, std::uint64_t offset,
+                std::shared_ptr<PositionReservation> at_position = nullptr);
   /// File::pread_batch (file/batch.cpp).
   Future submit_batch(std::span<const Piece> pieces);
   /// Reads `size` bytes at `offset` into several buffers (file/batch.cpp): `segments` say where
@@ -127,10 +125,12 @@ class FileState : public std::enable_shared_from_this<FileState> {
   /// `plan` chose, on queue_for()'s queue, holding `in_use` until it completes, and accounts for it in the
   /// File's report. `short_task_ends_request`: a short task is where the data ends (a file without a size, or
   /// a read planned by the size seen before), not a file that shrank. `batch_pieces`: the pieces of a batch,
-  /// whose tasks carry their addresses (`destination` has base 0); 0 for any other request.
+  /// whose tasks carry their addresses (`destination` has base 0); 0 for any other request. `at_position`: as
+  /// submit()'s.
   Future start(Direction direction, const Destination& destination, std::uint64_t offset, std::span<const Task> tasks,
                Extent extent, bool short_task_ends_request, RoutePlanDetail plan, Use in_use,
-               const SetupMark& setup_before, std::size_t batch_pieces = 0);
+               const SetupMark& setup_before, std::size_t batch_pieces = 0,
+               std::shared_ptr<PositionReservation> at_position = nullptr);
   /// The queue of this file's requests on `backend`'s route to GPU `device`, shared by every request whose
   /// backend shares workers; null for one that does not (its ops get a queue of their own).
   std::shared_ptr<OpQueue> queue_for(const RouteBackend& backend, int device);
@@ -172,7 +172,8 @@ class FileState : public std::enable_shared_from_this<FileState> {
   std::shared_ptr<GdsFileState> gds;
 
  private:
-  friend struct PositionReservation;  // settles in this process's part
+  // Settles `r` in `p` (the part that reserved it), `moved` bytes of it moved; once only.
+  static void settle_position(ProcessPart& p, PositionReservation& r, std::uint64_t moved);
 
   // Ends a Use's use: one taken by an earlier process (`part` is not this process's) was never counted here and
   // is ignored.
