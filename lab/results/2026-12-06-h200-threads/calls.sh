@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 on the CPU machine; NOT RUN yet (no device could be started, three tries): a next step for issue 50. Carry .device-deps. One thread's 4 KiB reads in flight are bimodal run to run
+# Written 2026-12-06 on the CPU machine; ran 2026-12-06 on the H200 (it ran as lab/results/pending-threads): a next step for issue 50. Carry .device-deps. One thread's 4 KiB reads in flight are bimodal run to run
 # in both engines on one instance (1.57-1.79 or 2.30-2.42 GB/s, no steal: lab/results/2026-12-06-h100-cuts-ab), and
 # with 8 engine threads they were high in both runs (2026-12-06-h100-drainer-count). Is the low mode 16 drainers
 # plus the submitting thread on 16 vCPUs? This tree with the engine's threads at 16, 15, 14 and 12, four rounds in

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 on the CPU machine; NOT RUN (no device time left this session): run it first next session. Carry .device-deps. The GPU suites after a request at the file position
+# Written 2026-12-06 on the CPU machine; ran 2026-12-06 on the H200 (it ran as lab/results/pending-suites-position). Carry .device-deps. The GPU suites after a request at the file position
 # settles it in its own completion (b447c93): the full build with the Python package, the C++ GPU tests, then the
 # Python GPU tests.
 set -uo pipefail
