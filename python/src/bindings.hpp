@@ -1,7 +1,14 @@
 // The parts of ferry._ferry that module.cpp adds from files of their own, and what the binding files share.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <utility>
+
 #include <pybind11/pybind11.h>
+
+#include "errors.hpp"
 
 namespace ferry::python {
 
@@ -12,6 +19,33 @@ pybind11::list list_of(const Items& items, Row&& row) {
   pybind11::list out;
   for (const auto& item : items) out.append(row(item));
   return out;
+}
+
+/// with_progress: a C++ progress callback (done, total) that calls a Python one and notices Ctrl-C, for the
+/// safetensors loads and saves. A callback that raises, returns False, or a pending KeyboardInterrupt stops
+/// the operation; the exception is raised once the operation returned, with the GIL held.
+///
+/// Runs `call()` without the GIL, with `options.progress` calling `progress` (a Python callable or None)
+/// at most every `interval_s` seconds; raises what the callback raised, else returns call()'s value
+/// unwrapped. `options` is the one `call` passes on; its callback is not to be used after this returns.
+template <typename Options, typename Call>
+auto with_progress(pybind11::object progress, double interval_s, Options& options, Call&& call) {
+  std::exception_ptr error;
+  // Called without the GIL (it takes it): false stops the operation.
+  options.progress = [&progress, &error](std::uint64_t done, std::uint64_t total) {
+    pybind11::gil_scoped_acquire gil;
+    try {
+      if (PyErr_CheckSignals() != 0) throw pybind11::error_already_set();
+      return progress.is_none() || !progress(done, total).is(pybind11::bool_(false));
+    } catch (...) {
+      error = std::current_exception();
+      return false;
+    }
+  };
+  options.progress_interval = std::chrono::milliseconds(static_cast<long long>(interval_s * 1000.0));
+  auto r = without_gil(call);
+  if (error) std::rethrow_exception(error);
+  return unwrap(std::move(r));
 }
 
 /// SafetensorsCheckpoint and friends: the private binding of ferry::safetensors that ferry/safetensors.py

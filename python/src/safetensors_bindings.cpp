@@ -12,7 +12,6 @@
 #include <pybind11/stl.h>
 
 #include "errors.hpp"
-#include "progress_bridge.hpp"
 #include "ferry/safetensors.hpp"
 #include "futures.hpp"
 

@@ -16,7 +16,6 @@
 #include "errors.hpp"
 #include "ferry/safetensors.hpp"
 #include "futures.hpp"
-#include "progress_bridge.hpp"
 
 namespace py = pybind11;
 using namespace pybind11::literals;
