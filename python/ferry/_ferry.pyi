@@ -138,15 +138,13 @@ class SafetensorsCheckpoint:
 
 # ferry.safetensors saving (python/src/save_bindings.cpp); rows are (name, dtype, shape, address)
 
-def safetensors_save(path: bytes, tensors: List[Tuple[str, str, List[int], int]], metadata: Optional[Dict[str, str]],
-                     durable: bool, config: Optional[Config], max_staging_bytes: int, refuse_overlapping: bool,
-                     progress: Any, progress_interval: float = 0.1) -> Dict[str, Any]: ...
-def safetensors_start_save(path: bytes, tensors: List[Tuple[str, str, List[int], int]],
-                           metadata: Optional[Dict[str, str]], durable: bool, config: Optional[Config],
-                           max_staging_bytes: int, refuse_overlapping: bool, keep: Any) -> SafetensorsSaveHandle: ...
-def safetensors_save_sharded(directory: bytes, tensors: List[Tuple[str, str, List[int], int]],
-                             metadata: Optional[Dict[str, str]], durable: bool, config: Optional[Config],
-                             max_staging_bytes: int, refuse_overlapping: bool, max_shard_bytes: int, prefix: str,
+class SafetensorsSaveJob:
+    def __init__(self, tensors: List[Tuple[str, str, List[int], int]], metadata: Optional[Dict[str, str]],
+                 durable: bool, config: Optional[Config], max_staging_bytes: int, refuse_overlapping: bool) -> None: ...
+def safetensors_save(path: bytes, job: SafetensorsSaveJob, progress: Any,
+                     progress_interval: float = 0.1) -> Dict[str, Any]: ...
+def safetensors_start_save(path: bytes, job: SafetensorsSaveJob, keep: Any) -> SafetensorsSaveHandle: ...
+def safetensors_save_sharded(directory: bytes, job: SafetensorsSaveJob, max_shard_bytes: int, prefix: str,
                              remove_stale: bool, progress: Any, progress_interval: float = 0.1) -> Dict[str, Any]: ...
 
 class SafetensorsSaveHandle:

@@ -210,13 +210,15 @@ def _synchronize(tensors: Iterable[_Tensor]) -> None:
 
 
 def _prepare(tensors: Any, metadata: Any, dtypes: Optional[Mapping[str, str]], max_staging_bytes: Optional[Union[int, str]],
-             settings: Dict[str, Any]) -> Tuple[List[_Tensor], Optional[Dict[str, str]], Any, int, bool]:
+             durable: Any, settings: Dict[str, Any]) -> Tuple[List[_Tensor], "_ferry.SafetensorsSaveJob"]:
     specs = _tensors(tensors, dtypes)
     meta = _metadata(metadata)
     staging = 0 if max_staging_bytes is None else _parse_bytes("max_staging_bytes", max_staging_bytes)
     refuse_overlapping = not specs or any(t.framework != "numpy" for t in specs)
     _synchronize(specs)
-    return specs, meta, _overrides(settings, "unknown setting"), staging, refuse_overlapping
+    job = _ferry.SafetensorsSaveJob([t.row() for t in specs], meta, bool(durable),
+                                    _overrides(settings, "unknown setting"), staging, refuse_overlapping)
+    return specs, job
 
 
 def _parse_bytes(what: str, value: Union[int, str]) -> int:
@@ -364,18 +366,15 @@ def save_file(tensors: Mapping[str, Any], filename: PathLike, metadata: Optional
     and other I/O errors from the writes (the target is then as it was). In the background, errors found
     before any data moves are raised here and later ones by the handle.
     """
-    specs, meta, config, staging, refuse = _prepare(tensors, metadata, dtypes, max_staging_bytes, settings)
+    specs, job = _prepare(tensors, metadata, dtypes, max_staging_bytes, durable, settings)
     path = _path(filename)
-    rows = [t.row() for t in specs]
     if background:
         if progress not in (None, False):
             raise ValueError("progress is for foreground saves; poll handle.bytes_written instead")
-        impl = _ferry.safetensors_start_save(path, rows, meta, bool(durable), config, staging, refuse,
-                                             [t.keep for t in specs])
-        return SaveHandle(impl, os.fsdecode(path))
+        return SaveHandle(_ferry.safetensors_start_save(path, job, [t.keep for t in specs]), os.fsdecode(path))
     callback = _save_progress(progress, specs, f"saving {os.path.basename(os.fsdecode(path))}")
     with _exit_cleanly_on_sigterm():
-        return SaveResult(_ferry.safetensors_save(path, rows, meta, bool(durable), config, staging, refuse, callback))
+        return SaveResult(_ferry.safetensors_save(path, job, callback))
 
 
 @contextlib.contextmanager
@@ -450,12 +449,11 @@ def save_sharded(tensors: Mapping[str, Any], save_directory: PathLike, max_shard
     removed once the new index is in place with ``remove_stale=True``. The directory is created if missing.
     ``progress`` is the whole save's (every shard's tensor bytes). Other options as :func:`save_file`.
     """
-    specs, meta, config, staging, refuse = _prepare(tensors, metadata, dtypes, max_staging_bytes, settings)
+    specs, job = _prepare(tensors, metadata, dtypes, max_staging_bytes, durable, settings)
     prefix = _args.text("prefix", prefix)
     directory = _path(save_directory)
     limit = _parse_bytes("max_shard_size", max_shard_size)
     callback = _save_progress(progress, specs, f"saving {os.path.basename(os.fsdecode(directory))}")
     with _exit_cleanly_on_sigterm():
-        d = _ferry.safetensors_save_sharded(directory, [t.row() for t in specs], meta, bool(durable), config, staging,
-                                            refuse, limit, prefix, bool(remove_stale), callback)
+        d = _ferry.safetensors_save_sharded(directory, job, limit, prefix, bool(remove_stale), callback)
     return ShardedSaveResult(d)

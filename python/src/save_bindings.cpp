@@ -28,21 +28,23 @@ namespace st = ferry::safetensors;
 using Row = std::tuple<std::string, std::string, std::vector<std::uint64_t>, std::uintptr_t>;
 using Metadata = std::optional<std::map<std::string, std::string>>;
 
-std::vector<st::SaveTensor> save_tensors(const std::vector<Row>& rows) {
-  std::vector<st::SaveTensor> out;
-  out.reserve(rows.size());
+// What every save takes, converted once from Python's rows and arguments (SafetensorsSaveJob).
+struct SaveJob {
+  std::vector<st::SaveTensor> tensors;
+  st::SaveOptions options;
+};
+
+SaveJob save_job(const std::vector<Row>& rows, Metadata metadata, bool durable, std::optional<Config> config,
+                 std::uint64_t max_staging_bytes, bool refuse_overlapping) {
+  SaveJob job{.options = {.metadata = std::move(metadata), .durable = durable, .config = std::move(config),
+                          .max_staging_bytes = max_staging_bytes, .refuse_overlapping = refuse_overlapping}};
+  job.tensors.reserve(rows.size());
   for (const auto& [name, dtype, shape, address] : rows) {
     auto d = st::dtype_from_name(dtype);
     if (!d) throw py::value_error("tensor '" + name + "': unknown safetensors dtype " + dtype);
-    out.push_back(st::SaveTensor{name, *d, shape, reinterpret_cast<const void*>(address)});
+    job.tensors.push_back(st::SaveTensor{name, *d, shape, reinterpret_cast<const void*>(address)});
   }
-  return out;
-}
-
-st::SaveOptions save_options(Metadata metadata, bool durable, std::optional<Config> config,
-                             std::uint64_t max_staging_bytes, bool refuse_overlapping) {
-  return {.metadata = std::move(metadata), .durable = durable, .config = std::move(config),
-          .max_staging_bytes = max_staging_bytes, .refuse_overlapping = refuse_overlapping};
+  return job;
 }
 
 py::dict stats_dict(const st::SaveStats& s) {
@@ -56,14 +58,9 @@ py::dict stats_dict(const st::SaveStats& s) {
                   "notes"_a = list_of(s.notes, message_text));
 }
 
-py::dict save(const std::string& path, const std::vector<Row>& rows, Metadata metadata, bool durable,
-              std::optional<Config> config, std::uint64_t max_staging_bytes, bool refuse_overlapping, py::object progress,
-              double progress_interval_s) {
-  std::vector<st::SaveTensor> tensors = save_tensors(rows);
-  st::SaveOptions o = save_options(std::move(metadata), durable, std::move(config), max_staging_bytes,
-                                   refuse_overlapping);
-  return stats_dict(with_progress(std::move(progress), progress_interval_s, o, [&] {
-    return st::save(path, tensors, o);
+py::dict save(const std::string& path, SaveJob job, py::object progress, double progress_interval_s) {
+  return stats_dict(with_progress(std::move(progress), progress_interval_s, job.options, [&] {
+    return st::save(path, job.tensors, job.options);
   }));
 }
 
@@ -108,26 +105,17 @@ class PySaveHandle {
   py::object keep_;
 };
 
-std::unique_ptr<PySaveHandle> start_save(const std::string& path, const std::vector<Row>& rows, Metadata metadata,
-                                         bool durable, std::optional<Config> config, std::uint64_t max_staging_bytes,
-                                         bool refuse_overlapping, py::object keep) {
-  std::vector<st::SaveTensor> tensors = save_tensors(rows);
-  st::SaveOptions o = save_options(std::move(metadata), durable, std::move(config), max_staging_bytes,
-                                   refuse_overlapping);
-  auto handle = unwrap(without_gil([&] { return st::start_save(path, tensors, o); }));
+std::unique_ptr<PySaveHandle> start_save(const std::string& path, const SaveJob& job, py::object keep) {
+  auto handle = unwrap(without_gil([&] { return st::start_save(path, job.tensors, job.options); }));
   return std::make_unique<PySaveHandle>(std::move(handle), std::move(keep));
 }
 
-py::dict save_sharded(const std::string& directory, const std::vector<Row>& rows, Metadata metadata, bool durable,
-                      std::optional<Config> config, std::uint64_t max_staging_bytes, bool refuse_overlapping,
-                      std::uint64_t max_shard_bytes, const std::string& prefix, bool remove_stale, py::object progress,
-                      double progress_interval_s) {
-  std::vector<st::SaveTensor> tensors = save_tensors(rows);
-  st::ShardedSaveOptions o{
-      .save = save_options(std::move(metadata), durable, std::move(config), max_staging_bytes, refuse_overlapping),
-      .max_shard_bytes = max_shard_bytes, .prefix = prefix, .remove_stale = remove_stale};
+py::dict save_sharded(const std::string& directory, SaveJob job, std::uint64_t max_shard_bytes,
+                      const std::string& prefix, bool remove_stale, py::object progress, double progress_interval_s) {
+  st::ShardedSaveOptions o{.save = std::move(job.options), .max_shard_bytes = max_shard_bytes, .prefix = prefix,
+                           .remove_stale = remove_stale};
   st::ShardedSaveStats s = with_progress(std::move(progress), progress_interval_s, o.save, [&] {
-    return st::save_sharded(directory, tensors, o);
+    return st::save_sharded(directory, job.tensors, o);
   });
   auto as_bytes = [](const std::string& path) { return py::bytes(path); };
   return py::dict("files"_a = list_of(s.files, as_bytes),
@@ -139,16 +127,14 @@ py::dict save_sharded(const std::string& directory, const std::vector<Row>& rows
 }  // namespace
 
 void register_safetensors_save(py::module_& m) {
-  m.def("safetensors_save", &save, py::arg("path"), py::arg("tensors"), py::arg("metadata"), py::arg("durable"),
-        py::arg("config"), py::arg("max_staging_bytes"), py::arg("refuse_overlapping"), py::arg("progress"),
+  py::class_<SaveJob>(m, "SafetensorsSaveJob", "The tensors and options of a save (SaveTensor rows, SaveOptions).")
+      .def(py::init(&save_job), py::arg("tensors"), py::arg("metadata"), py::arg("durable"), py::arg("config"),
+           py::arg("max_staging_bytes"), py::arg("refuse_overlapping"));
+  m.def("safetensors_save", &save, py::arg("path"), py::arg("job"), py::arg("progress"),
         py::arg("progress_interval") = 0.1);
-  m.def("safetensors_start_save", &start_save, py::arg("path"), py::arg("tensors"), py::arg("metadata"),
-        py::arg("durable"), py::arg("config"), py::arg("max_staging_bytes"), py::arg("refuse_overlapping"),
-        py::arg("keep"));
-  m.def("safetensors_save_sharded", &save_sharded, py::arg("directory"), py::arg("tensors"), py::arg("metadata"),
-        py::arg("durable"), py::arg("config"), py::arg("max_staging_bytes"), py::arg("refuse_overlapping"),
-        py::arg("max_shard_bytes"), py::arg("prefix"), py::arg("remove_stale"), py::arg("progress"),
-        py::arg("progress_interval") = 0.1);
+  m.def("safetensors_start_save", &start_save, py::arg("path"), py::arg("job"), py::arg("keep"));
+  m.def("safetensors_save_sharded", &save_sharded, py::arg("directory"), py::arg("job"), py::arg("max_shard_bytes"),
+        py::arg("prefix"), py::arg("remove_stale"), py::arg("progress"), py::arg("progress_interval") = 0.1);
   py::class_<PySaveHandle>(m, "SafetensorsSaveHandle", "A background save (ferry::safetensors::SaveHandle).")
       .def("snapshot", &PySaveHandle::snapshot, py::arg("timeout") = py::none())
       .def("result", &PySaveHandle::result, py::arg("timeout") = py::none())
