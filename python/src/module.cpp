@@ -50,17 +50,6 @@ class PendingReport {
   std::shared_ptr<Completion> cancelled_ = std::make_shared<Completion>();  // marked by cancel()
 };
 
-Buffer& checked_buffer(py::handle obj, std::uint64_t size, Direction direction) {
-  Buffer& b = obj.cast<Buffer&>();
-  if (size > b.nbytes) {
-    throw_invalid_buffer("buffer too small: " + std::to_string(size) + " bytes requested, the buffer holds " +
-                         std::to_string(b.nbytes));
-  }
-  if (direction == Direction::read && b.readonly) throw_invalid_buffer("cannot read into a read-only buffer");
-  if (!b.contiguous) throw_invalid_buffer("buffer is not contiguous: " + b.layout_note);
-  return b;
-}
-
 Config current_default_config() { return unwrap(default_config()); }
 
 // A File whose close() runs once. Every request, the blocking ones too, goes through a PyFuture so that every
@@ -88,7 +77,13 @@ class PyFile {
   /// and ordered on a CUstream (read_async/write_async).
   template <Direction D, typename... Where>
   std::unique_ptr<PyFuture> request(py::object buffer, std::uint64_t size, Where... where) {
-    Buffer& b = checked_buffer(buffer, size, D);
+    const Buffer& b = buffer.cast<const Buffer&>();
+    if (size > b.nbytes) {
+      throw_invalid_buffer("buffer too small: " + std::to_string(size) + " bytes requested, the buffer holds " +
+                           std::to_string(b.nbytes));
+    }
+    if (D == Direction::read && b.readonly) throw_invalid_buffer("cannot read into a read-only buffer");
+    if (!b.contiguous) throw_invalid_buffer("buffer is not contiguous: " + b.layout_note);
     return start(D, std::move(buffer), reinterpret_cast<void*>(b.address), size, where...);
   }
 
