@@ -221,9 +221,6 @@ bool OpQueue::run(Take& take, std::unique_ptr<RouteWorker>& worker) {
   take.reports.assign(one_request ? 1 : n, Report());
   take.fill = 0;
   if (n == 0) return true;
-  // A request that was cancelled or failed moves no more bytes: its ops are retired unrun.
-  const bool any_stopped =
-      std::any_of(take.requests.begin(), take.requests.end(), [](const RequestState* r) { return r->stop_requested(); });
   const bool traced = take.requests[0]->traced();
   if (!worker) {
     if (traced) nvtx::push("ferry worker set-up");
@@ -257,27 +254,19 @@ bool OpQueue::run(Take& take, std::unique_ptr<RouteWorker>& worker) {
                     take.ops[0].task.file_offset);
     nvtx::push(label.c_str());
   }
-  if (!any_stopped) {
-    worker->run(take.ops, take.reports, take.results);
-  } else {
-    std::vector<Op> running;
-    std::vector<std::size_t> index;  // running[j] is take.ops[index[j]]
-    for (std::size_t i = 0; i < n; ++i) {
-      if (take.requests[i]->stop_requested()) {
-        take.results[i] = Status(ErrorCode::cancelled, "the request was cancelled");
-        continue;
-      }
-      running.push_back(take.ops[i]);
-      index.push_back(i);
+  // A request that was cancelled or failed moves no more bytes: its ops are retired unrun, and the others run
+  // in spans of consecutive ops (all of them in one span but where a request stopped).
+  const std::span<Report> reports(take.reports);
+  for (std::size_t i = 0; i < n;) {
+    if (take.requests[i]->stop_requested()) {
+      take.results[i++] = Status(ErrorCode::cancelled, "the request was cancelled");
+      continue;
     }
-    std::vector<Result<std::uint64_t>> got(running.size(), Result<std::uint64_t>(std::uint64_t{0}));
-    std::vector<Report> reports(one_request ? 1 : running.size());
-    if (!running.empty()) worker->run(running, reports, got);
-    for (std::size_t j = 0; j < running.size(); ++j) {
-      take.results[index[j]] = std::move(got[j]);
-      if (!one_request) take.reports[index[j]] = std::move(reports[j]);
-    }
-    if (one_request) take.reports[0] = std::move(reports[0]);
+    std::size_t end = i + 1;
+    while (end < n && !take.requests[end]->stop_requested()) ++end;
+    worker->run(std::span<const Op>(take.ops).subspan(i, end - i), one_request ? reports : reports.subspan(i, end - i),
+                std::span(take.results).subspan(i, end - i));
+    i = end;
   }
   take.fill = worker->last_fill();
   if (traced) nvtx::pop();
@@ -289,16 +278,9 @@ bool OpQueue::put_back(Take& take, std::uint64_t room_generation) {
   std::lock_guard<SpinningMutex> lock(mutex_);
   take_pushed_locked();
   --busy_;
-  std::vector<Queued> back;
-  back.reserve(take.ops.size());
-  for (std::size_t i = 0; i < take.ops.size(); ++i) back.push_back(Queued{take.ops[i], take.requests[i], true, now});
-  for (const auto& [i, since] : take.waited) back[i].put_back = since;  // waiting since the first time
-  if (head_ >= back.size()) {
-    head_ -= back.size();
-    std::move(back.begin(), back.end(), queued_.begin() + static_cast<std::ptrdiff_t>(head_));
-  } else {
-    queued_.insert(queued_.begin() + static_cast<std::ptrdiff_t>(head_), back.begin(), back.end());
-  }
+  queued_.insert(queued_.begin() + static_cast<std::ptrdiff_t>(head_), take.ops.size(), Queued{});
+  for (std::size_t i = 0; i < take.ops.size(); ++i) queued_[head_ + i] = Queued{take.ops[i], take.requests[i], true, now};
+  for (const auto& [i, since] : take.waited) queued_[head_ + i].put_back = since;  // waiting since the first time
   // Nothing may run until room comes: ops of stopped requests anywhere in the queue are dropped now (a
   // cancelled read waiting for pinned memory ends at once).
   for (std::size_t i = head_; i < queued_.size(); ++i) {
