@@ -44,8 +44,8 @@ class RouteWorker {
   virtual bool landed(std::uint64_t /*fill*/) { return true; }
   /// Waits until `fill` (and everything before it) has landed, yielding the core meanwhile.
   virtual Status wait_landed(std::uint64_t /*fill*/) { return Status(); }
-  /// Waits for everything in flight and gives the worker's resources back. After an error, nothing that
-  /// was in flight may be taken as landed.
+  /// Waits for everything in flight and gives the worker's resources back: the worker's last call. After an
+  /// error, nothing that was in flight may be taken as landed.
   virtual Status finish() { return Status(); }
   /// Whether it holds pinned staging (a kit of the pinned budget), which it gives back when others wait.
   virtual bool holds_pinned() const { return false; }

@@ -115,8 +115,6 @@ class StagedWorker final : public RouteWorker {
   Status finish() override {
     FERRY_RETURN_IF_ERROR(cuda_check(api_, wait_for_stream(api_, kit_->stream),
                                      [&] { return fmt::format("waiting for copies to GPU {}", device_); }));
-    unmarked_slot_.reset();  // the whole stream is done: no slot needs its own mark
-    std::fill(pending_.begin(), pending_.end(), false);
     process_staging_pool().release(std::move(kit_));
     return Status();
   }
