@@ -10,7 +10,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <type_traits>
@@ -19,26 +18,20 @@
 
 namespace ferry::detail {
 
-/// What a worker runs: a function with the object it works on, which the job keeps alive while it waits, or
-/// any callable. The first form allocates nothing (a std::function holding a lambda that captures a shared_ptr
-/// lives on the heap), so that no worker frees a block the submitting thread made (docs/engine.md).
+/// What a worker runs: a function with the object it works on, which the job keeps alive while it waits. That
+/// form allocates nothing, so that no worker frees a block the submitting thread made (docs/engine.md); any
+/// other callable is moved into a block of its own, made here, and is its object.
 class PoolJob {
  public:
   PoolJob(void (*run)(void*), std::shared_ptr<void> owner) : run_(run), owner_(std::move(owner)) {}
-  template <typename F, typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, PoolJob>>>
-  PoolJob(F&& callable) : callable_(std::forward<F>(callable)) {}  // NOLINT: implicit, as std::function's
-  void operator()() {
-    if (run_ != nullptr) {
-      run_(owner_.get());
-    } else {
-      callable_();
-    }
-  }
+  template <typename F, typename C = std::decay_t<F>, typename = std::enable_if_t<!std::is_same_v<C, PoolJob>>>
+  PoolJob(F&& callable)  // NOLINT: implicit, as std::function's
+      : PoolJob([](void* c) { (*static_cast<C*>(c))(); }, std::make_shared<C>(std::forward<F>(callable))) {}
+  void operator()() { run_(owner_.get()); }
 
  private:
-  void (*run_)(void*) = nullptr;
+  void (*run_)(void*);
   std::shared_ptr<void> owner_;
-  std::function<void()> callable_;
 };
 
 class ThreadPool {
