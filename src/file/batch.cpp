@@ -61,20 +61,19 @@ Status check_memory(const RoutePlanDetail& plan, std::size_t from, std::size_t c
 }  // namespace
 
 Future FileState::submit_batch(std::span<const Piece> pieces) {
-  auto fail = [](Status s) { return Future(RequestState::ready(std::move(s))); };
   std::size_t first_piece = pieces.size();  // the first that is not empty: it decides the route
   for (std::size_t i = 0; i < pieces.size(); ++i) {
     const Piece& p = pieces[i];
     if (Status s = check_request(Direction::read, p.buffer, p.size, p.offset); !s.ok()) {
-      return fail(piece_error(s, i, pieces.size()));
+      return done_future(piece_error(s, i, pieces.size()));
     }
     if (p.size > 0 && first_piece == pieces.size()) first_piece = i;
   }
   auto in_use = use();
-  if (!in_use.ok()) return fail(in_use.status());
+  if (!in_use.ok()) return done_future(in_use.status());
   const SetupMark setup_before = setup_mark();
   auto sized = size_to_plan_by("a batch");
-  if (!sized.ok()) return fail(sized.status());
+  if (!sized.ok()) return done_future(sized.status());
   const std::uint64_t file_bytes = *sized;
   // Pieces cover the file as it is now: a piece past its end reads what is there, or nothing.
   std::vector<Task> tasks;
@@ -91,9 +90,9 @@ Future FileState::submit_batch(std::span<const Piece> pieces) {
     }
   }
   // Every piece empty or past the end: nothing to read, done with no route taken.
-  if (tasks.empty()) return Future(RequestState::ready(Transfer{}));
+  if (tasks.empty()) return done_future(Transfer{});
   auto plan = route_for(*this, pieces[first_piece].buffer, pieces[first_piece].size, BufferQuery::ask, /*pieces=*/true);
-  if (!plan.ok()) return fail(piece_error(plan.status(), first_piece, pieces.size()));
+  if (!plan.ok()) return done_future(piece_error(plan.status(), first_piece, pieces.size()));
   auto piece_at = [&](std::size_t i) {
     return std::pair(reinterpret_cast<std::uintptr_t>(pieces[i].buffer), pieces[i].size);
   };
@@ -107,26 +106,25 @@ Future FileState::submit_batch(std::span<const Piece> pieces) {
                               memory_kind_name(plan->buffer.kind), plan->buffer.device),
                   EINVAL, path);
   };
-  if (Status s = check_memory(*plan, first_piece + 1, pieces.size(), piece_at, refuse); !s.ok()) return fail(s);
+  if (Status s = check_memory(*plan, first_piece + 1, pieces.size(), piece_at, refuse); !s.ok()) return done_future(s);
   return start(Direction::read, Destination(), 0, tasks, Extent{true, file_bytes},
                /*short_task_ends_request=*/false, std::move(*plan), std::move(*in_use), setup_before, pieces.size());
 }
 
 Future FileState::submit_scattered(std::vector<Segment> segments, std::uint64_t offset) {
-  auto fail = [](Status s) { return Future(RequestState::ready(std::move(s))); };
-  if (Status s = check_segments(segments, path); !s.ok()) return fail(s);
+  if (Status s = check_segments(segments, path); !s.ok()) return done_future(s);
   const std::uint64_t asked = segments.empty() ? 0 : segments.back().offset + segments.back().length;
   const void* first = segments.empty() ? nullptr : reinterpret_cast<const void*>(segments.front().address);
-  if (Status s = check_request(Direction::read, first, asked, offset); !s.ok()) return fail(s);
+  if (Status s = check_request(Direction::read, first, asked, offset); !s.ok()) return done_future(s);
   auto in_use = use();
-  if (!in_use.ok()) return fail(in_use.status());
+  if (!in_use.ok()) return done_future(in_use.status());
   const SetupMark setup_before = setup_mark();
   auto file_bytes = size_to_plan_by("a range into several buffers");
-  if (!file_bytes.ok()) return fail(file_bytes.status());
+  if (!file_bytes.ok()) return done_future(file_bytes.status());
   // As pread(): the file as it is now, and no further.
   const std::uint64_t size = offset >= *file_bytes ? 0 : std::min(asked, *file_bytes - offset);
   auto plan = route_for(*this, first, size, BufferQuery::stand_in);
-  if (!plan.ok()) return fail(plan.status());
+  if (!plan.ok()) return done_future(plan.status());
   auto segment_at = [&](std::size_t i) { return std::pair(segments[i].address, segments[i].length); };
   auto refuse = [&](std::size_t i, const Result<BufferKind>& kind) {
     if (!kind.ok()) return segment_error(path, i, segments.size(), kind.status().message());
@@ -136,7 +134,7 @@ Future FileState::submit_scattered(std::vector<Segment> segments, std::uint64_t 
                                      memory_kind_name(kind->kind), memory_kind_name(plan->buffer.kind),
                                      plan->buffer.device));
   };
-  if (Status s = check_memory(*plan, 0, segments.size(), segment_at, refuse); !s.ok()) return fail(s);
+  if (Status s = check_memory(*plan, 0, segments.size(), segment_at, refuse); !s.ok()) return done_future(s);
   const std::uint64_t alignment = source->task_alignment();
   std::vector<Task> tasks;
   if (plan->decision.route == Route::host || plan->decision.route == Route::staged) {

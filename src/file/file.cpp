@@ -151,14 +151,12 @@ Status open_error(const std::string& name, const Status& why) {
 
 Status FileState::check_request(Direction direction, const void* buffer, std::uint64_t size,
                                 std::uint64_t offset) const {
-  if (is_read(direction) && flags.access == AccessMode::write_only) {
+  const bool reading = is_read(direction);
+  if (flags.access == (reading ? AccessMode::write_only : AccessMode::read_only)) {
     return Status(ErrorCode::failed_precondition,
-                  fmt::format("Could not read \"{}\": it was opened for writing only", path), EBADF, path);
-  }
-  if (!is_read(direction) && flags.access == AccessMode::read_only) {
-    return Status(ErrorCode::failed_precondition,
-                  fmt::format("Could not write \"{}\": it was opened for reading only (mode \"r\")", path), EBADF,
-                  path);
+                  fmt::format("Could not {} \"{}\": it was opened for {}", reading ? "read" : "write", path,
+                              reading ? "writing only" : "reading only (mode \"r\")"),
+                  EBADF, path);
   }
   if (size > 0 && buffer == nullptr) {
     return Status(ErrorCode::invalid_argument, fmt::format("null buffer for {} bytes of \"{}\"", size, path), 0,
@@ -170,8 +168,7 @@ Status FileState::check_request(Direction direction, const void* buffer, std::ui
   return Status(ErrorCode::invalid_argument,
                 fmt::format("Could not {} {} bytes at offset {} {} \"{}\": the range ends past the largest file "
                             "offset ({})",
-                            is_read(direction) ? "read" : "write", size, offset, is_read(direction) ? "from" : "to",
-                            path, kMaxOffset),
+                            reading ? "read" : "write", size, offset, reading ? "from" : "to", path, kMaxOffset),
                 EINVAL, path);
 }
 
@@ -181,12 +178,21 @@ void FileState::add_to_report(const Report& report) {
   p.report.merge(report);
 }
 
+Result<Extent> FileState::extent_for(Direction direction, std::uint64_t offset, std::uint64_t& size) {
+  if (!is_read(direction)) return Extent{};
+  FERRY_ASSIGN_OR_RETURN(Extent extent, source->extent());
+  if (extent.known) {
+    size_seen_.store(extent.bytes, std::memory_order_relaxed);  // for submit()'s plan made before the size
+    size = offset >= extent.bytes ? 0 : std::min(size, extent.bytes - offset);
+  }
+  return extent;
+}
+
 Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, std::uint64_t offset,
                          std::shared_ptr<PositionReservation> at_position) {
-  auto fail = [](Status s) { return Future(RequestState::ready(std::move(s))); };
-  if (Status s = check_request(direction, buffer, size, offset); !s.ok()) return fail(s);
+  if (Status s = check_request(direction, buffer, size, offset); !s.ok()) return done_future(s);
   auto in_use = use();
-  if (!in_use.ok()) return fail(in_use.status());
+  if (!in_use.ok()) return done_future(in_use.status());
   const SetupMark setup_before = setup_mark();
   const bool reading = is_read(direction);
   // A one-task read into GPU memory through bounce buffers, inside the size the File saw last, needs no size
@@ -197,7 +203,7 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
   if (const std::uint64_t seen = size_seen_.load(std::memory_order_relaxed);
       reading && size > 0 && offset < seen && size <= seen - offset) {
     auto plan = route_for(*this, buffer, size);
-    if (!plan.ok()) return fail(plan.status());
+    if (!plan.ok()) return done_future(plan.status());
     if (plan->decision.route == Route::staged && !plan->buffer.is_host()) {
       if (auto task = only_task(offset, size, config.task_size(), source->task_alignment())) {
         return start(direction, Destination(buffer), offset, std::span<const Task>(&*task, 1), Extent{true, seen},
@@ -210,16 +216,9 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
   // A read covers the file as it is now and no further: nothing past its end is ever asked for, so no
   // byte of the buffer past the returned count is written. A file without a size (a /proc file, a
   // character device) is read front to back in one task, which stops where the data does.
-  Extent extent;
-  if (reading) {
-    auto e = source->extent();
-    if (!e.ok()) return fail(e.status());
-    extent = *e;
-    if (extent.known) {
-      size_seen_.store(extent.bytes, std::memory_order_relaxed);
-      size = offset >= extent.bytes ? 0 : std::min(size, extent.bytes - offset);
-    }
-  }
+  auto covered = extent_for(direction, offset, size);
+  if (!covered.ok()) return done_future(covered.status());
+  const Extent extent = *covered;
   std::vector<Task> tasks;
   if (extent.known) {
     tasks = split_request(offset, size, config.task_size(), source->task_alignment());
@@ -228,7 +227,7 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
   }
   auto plan = early_plan && size == early_size ? Result<RoutePlanDetail>(std::move(*early_plan))
                                                : route_for(*this, buffer, size);
-  if (!plan.ok()) return fail(plan.status());
+  if (!plan.ok()) return done_future(plan.status());
   return start(direction, Destination(buffer), offset, tasks, extent, /*short_task_ends_request=*/!extent.known,
                std::move(*plan), std::move(*in_use), setup_before, 0, std::move(at_position));
 }
@@ -246,7 +245,7 @@ Future FileState::start(Direction direction, const Destination& destination, std
   SourceRequest request{direction, extent, size, stop};
   auto backend =
       make_route_backend(*this, request, std::move(plan), destination, batch_pieces > 0 ? 0 : size, tasks);
-  if (!backend.ok()) return Future(RequestState::ready(backend.status()));
+  if (!backend.ok()) return done_future(backend.status());
   // Failed requests count too: their operations, notes and I/O counters belong to the file's trail. The
   // Use ends in on_complete, before the future is done (close() may be called from its callbacks); until then
   // it keeps this FileState and its source, and the completion takes no reference of its own (docs/engine.md).
@@ -313,7 +312,7 @@ std::shared_ptr<OpQueue> FileState::queue_for(const RouteBackend& backend, int d
 Future FileState::at_position(Direction direction, void* buffer, std::uint64_t size) {
   // Held while the size is asked for (mode "a"): a closed File fails here, before anything is reserved.
   auto in_use = use();
-  if (!in_use.ok()) return Future(RequestState::ready(in_use.status()));
+  if (!in_use.ok()) return done_future(in_use.status());
   // Mode "a": a write lands at the end of the file as it is now, not as it was at open: bytes added since
   // (by pwrite() or another writer) must not be overwritten.
   std::uint64_t size_now = 0;

@@ -39,6 +39,9 @@ struct PositionReservation {
   bool settled = false;  // guarded by the part's mutex
 };
 
+/// A Future that is done already: a request refused before it started, or one with nothing to move.
+inline Future done_future(Result<Transfer> result) { return Future(RequestState::ready(std::move(result))); }
+
 class FileState : public std::enable_shared_from_this<FileState> {
  public:
   FileState(std::string path, Config config, std::shared_ptr<Source> source, OpenFlags flags, bool append,
@@ -55,6 +58,9 @@ class FileState : public std::enable_shared_from_this<FileState> {
   /// "Could not read <what> from <path>: it has no size to plan by (...); read it with pread" for a /proc file
   /// or a character device.
   Result<std::uint64_t> size_to_plan_by(std::string_view what) const;
+  /// What a request at `offset` covers: for a read, the file as it is now, `size` cut at its end where it has
+  /// one; a write's extent is unknown and its size kept.
+  Result<Extent> extent_for(Direction direction, std::uint64_t offset, std::uint64_t& size);
   /// Tasks one request may run at once: the source's own limit (a remote object's connections), else `threads`.
   unsigned parallel_tasks() const {
     return source->parallel_tasks() != 0 ? source->parallel_tasks() : config.threads();

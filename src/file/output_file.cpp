@@ -20,6 +20,7 @@
 #include "file/open_options.hpp"
 #include "source/file_descriptors.hpp"
 #include "source/posix_source.hpp"
+#include "source/transfer_loops.hpp"
 
 namespace ferry::detail {
 namespace {
@@ -400,11 +401,9 @@ Status TempFile::commit(const Destination& d, bool replace, bool sync_directory)
 Status replace_file_contents(const std::string& path, std::string_view bytes, bool durable) {
   FERRY_ASSIGN_OR_RETURN(Destination d, inspect_destination(path));
   FERRY_ASSIGN_OR_RETURN(TempFile temp, TempFile::create(d));
-  for (std::size_t done = 0; done < bytes.size();) {
-    ssize_t n = ::pwrite(temp.fd(), bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return write_error(n < 0 ? errno : EIO, path);
-    done += static_cast<std::size_t>(n);
+  IoCounters io;
+  if (LoopOutcome w = write_fully(real_syscalls(), temp.fd(), bytes.data(), bytes.size(), 0, io); w.error != 0) {
+    return write_error(w.error, path);
   }
   if (durable && ::fdatasync(temp.fd()) != 0) return write_error(errno, path, "syncing it to its device");
   return temp.commit(d, /*replace=*/true, durable);

@@ -71,6 +71,7 @@ Result<RoutePlanDetail> route_for(FileState& file, const void* buffer, std::uint
   }
 
   RouteQuery q;
+  CuFileFacts facts;  // what the router is told about cuFile (needs_cufile() requests only)
   q.buffer = plan.buffer;
   q.size = size;
   q.compat = file.config.compat_mode();
@@ -86,16 +87,16 @@ Result<RoutePlanDetail> route_for(FileState& file, const void* buffer, std::uint
       hint = gpu.direct_route_hint();
     }
     if (!file.source->local_file()) {
-      plan.facts.source_without_descriptor = true;  // cuFile registers descriptors: nothing to load
+      facts.source_without_descriptor = true;  // cuFile registers descriptors: nothing to load
     } else if (!hint.maybe_direct) {
-      plan.facts.checked_without_cufile = hint.evidence;
-      plan.facts.forced_compat = cufile_forced_compat(nullptr).forced;
+      facts.checked_without_cufile = hint.evidence;
+      facts.forced_compat = cufile_forced_compat(nullptr).forced;
     } else {
       plan.gds = cufile_state(file, gpu);
-      plan.facts = plan.gds->facts;
+      facts = plan.gds->facts;
     }
   }
-  FERRY_ASSIGN_OR_RETURN(plan.decision, decide(q, plan.facts));
+  FERRY_ASSIGN_OR_RETURN(plan.decision, decide(q, facts));
   return plan;
 }
 
@@ -143,12 +144,13 @@ Result<std::shared_ptr<RouteBackend>> make_route_backend(FileState& file, const 
 
 namespace {
 
-// Pins the staging kits of `threads` workers of `shape`'s GPU, in its context; the caller's thread's context
-// is left as it was.
-Status reserve_staging(const KitShape& shape, unsigned buffers_per_worker, unsigned threads) {
-  ScopedDeviceContext context(*shape.api, shape.device);
+// Pins the staging kits `config` gives each of `threads` workers on GPU `device`, in its context; the caller's
+// thread's context is left as it was.
+Status reserve_staging(const CudaApi& api, int device, const Config& config, unsigned threads) {
+  ScopedDeviceContext context(api, device);
   FERRY_RETURN_IF_ERROR(context.status());
-  return process_staging_pool().reserve(shape, buffers_per_worker, threads);
+  return process_staging_pool().reserve({&api, device, config.bounce_buffer_size()},
+                                        config.bounce_buffers_per_thread(), threads);
 }
 
 }  // namespace
@@ -156,9 +158,7 @@ Status reserve_staging(const KitShape& shape, unsigned buffers_per_worker, unsig
 Result<RoutePlanDetail> prepare_route(FileState& file, const void* buffer, std::uint64_t size) {
   FERRY_ASSIGN_OR_RETURN(RoutePlanDetail plan, route_for(file, buffer, size));
   if (plan.decision.route == Route::staged) {
-    StagedTarget t = staged_target(file, plan, Destination(buffer), size);
-    FERRY_RETURN_IF_ERROR(
-        reserve_staging({t.api, t.device, t.bounce_buffer_size}, t.buffers_per_worker, file.config.threads()));
+    FERRY_RETURN_IF_ERROR(reserve_staging(*plan.cuda, plan.buffer.device, file.config, file.config.threads()));
   }
   return plan;
 }
@@ -166,7 +166,7 @@ Result<RoutePlanDetail> prepare_route(FileState& file, const void* buffer, std::
 Status warm_up(const CudaApi& api, int device, const Config& config) {
   const unsigned threads = std::max(1u, config.threads());
   shared_pool().ensure_workers(threads);
-  return reserve_staging({&api, device, config.bounce_buffer_size()}, config.bounce_buffers_per_thread(), threads);
+  return reserve_staging(api, device, config, threads);
 }
 
 }  // namespace ferry::detail

@@ -26,7 +26,6 @@ struct RoutePlanDetail {
   Decision decision;
   BufferKind buffer;
   const CudaApi* cuda = nullptr;     // nullptr where CUDA is unusable
-  CuFileFacts facts;                 // what the router was told about cuFile (needs_cufile() requests only)
   std::shared_ptr<GdsFileState> gds; // set when cuFile itself was asked (loaded, driver opened, file registered)
 };
 

@@ -105,7 +105,7 @@ Future synchronized_request(FileState& file, const CudaApi& api, const RequestLa
                             const std::string& why) {
   auto stream = static_cast<CUstream>(label.stream);
   Status synced = cuda_check(api, api.cuStreamSynchronize(stream), "cuStreamSynchronize");
-  if (!synced.ok()) return Future(RequestState::ready(label.error(synced)));
+  if (!synced.ok()) return done_future(label.error(synced));
   Result<Transfer> result = file.submit(label.direction, buffer, label.size, label.offset).get();
   // Counted in the File's and the process's reports, and in the request's own.
   Report counted;
@@ -114,7 +114,7 @@ Future synchronized_request(FileState& file, const CudaApi& api, const RequestLa
   file.add_to_report(counted);
   add_to_process_report(counted);
   if (result.ok()) result->report.merge(counted);
-  return Future(RequestState::ready(std::move(result)));
+  return done_future(std::move(result));
 }
 
 // Why a request cannot have its work ordered by stream memory operations (then it is synchronized), or
@@ -243,9 +243,9 @@ Status check_not_capturing(const CudaApi& api, CUstream stream) {
 Future submit_on_stream(FileState& file, Direction direction, void* buffer, std::uint64_t size, std::uint64_t offset,
                         void* stream_handle) {
   RequestLabel label{direction, size, offset, file.path, stream_handle};
-  auto fail = [&](const Status& why) { return Future(RequestState::ready(label.error(why))); };
+  auto fail = [&](const Status& why) { return done_future(label.error(why)); };
   if (Status s = file.check_request(direction, buffer, size, offset); !s.ok()) {
-    return Future(RequestState::ready(s));
+    return done_future(s);
   }
   const GpuPlatform& gpu = file.gpu ? *file.gpu : process_gpu_platform();
   Status why;
@@ -261,17 +261,12 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
 
   // Everything that may call the driver happens here, on the caller's thread, before anything is queued:
   // the extent, the route, the bounce slots, the words.
-  Extent extent;
-  if (is_read(direction)) {
-    auto e = file.source->extent();
-    if (!e.ok()) return Future(RequestState::ready(e.status()));
-    extent = *e;
-    if (extent.known) size = offset >= extent.bytes ? 0 : std::min(size, extent.bytes - offset);
-    label.size = size;
-  }
+  auto extent = file.extent_for(direction, offset, size);
+  if (!extent.ok()) return done_future(extent.status());
+  label.size = size;
   auto plan = route_for(file, buffer, size);
-  if (!plan.ok()) return Future(RequestState::ready(plan.status()));
-  if (std::string reason = why_synchronized(*api, *plan, extent, *context); !reason.empty()) {
+  if (!plan.ok()) return done_future(plan.status());
+  if (std::string reason = why_synchronized(*api, *plan, *extent, *context); !reason.empty()) {
     return synchronized_request(file, *api, label, buffer, reason);
   }
 
@@ -280,7 +275,7 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
   r->mechanism = plan->decision.route == Route::host ? StreamOrder::stream_wait : StreamOrder::stream_copies;
   r->label = label;
   r->decision = plan->decision;
-  r->source_request = SourceRequest{direction, extent, size};
+  r->source_request = SourceRequest{direction, *extent, size};
   r->buffer = static_cast<char*>(buffer);
   const Config& config = file.config;
   r->max_parallel = std::max(1u, config.threads());
@@ -292,7 +287,7 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
     empty.report.stream_order[static_cast<std::size_t>(r->mechanism)] = 1;
     file.add_to_report(empty.report);  // counted as every stream-ordered request is
     add_to_process_report(empty.report);
-    return Future(RequestState::ready(std::move(empty)));
+    return done_future(std::move(empty));
   }
   if (copies) {
     // Two slots per thread keep every thread reading while the stream copies; never more than the steps,
