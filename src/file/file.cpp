@@ -362,8 +362,9 @@ Result<File> open_file(const std::string& path, std::string_view mode, const Con
   if (remote::is_remote_url(path)) {
     FERRY_ASSIGN_OR_RETURN(source, open_remote_source(path, mode, config.remote()));
   } else {
-    FERRY_ASSIGN_OR_RETURN(FileDescriptors fds, FileDescriptors::open(*options.syscalls, path, *flags));
-    source = std::make_shared<PosixSource>(*options.syscalls, std::move(fds), path, config.direct_io(),
+    const std::string& name = options.name.empty() ? path : options.name;
+    FERRY_ASSIGN_OR_RETURN(FileDescriptors fds, FileDescriptors::open(*options.syscalls, path, *flags, name));
+    source = std::make_shared<PosixSource>(*options.syscalls, std::move(fds), name, config.direct_io(),
                                            config.io_engine());
   }
   return open_source(std::move(source), mode, config, options);

@@ -17,6 +17,7 @@ struct OpenOptions {
   Syscalls* syscalls = &real_syscalls();
   // nullptr: the process's real platform (CUDA and cuFile loaded on first use).
   const GpuPlatform* gpu = nullptr;
+  std::string name;  // the file's name in messages and reports, as FileDescriptors::open's; empty: the path
 };
 
 [[nodiscard]] Result<File> open_file(const std::string& path, std::string_view mode, const Config& config,

@@ -18,8 +18,6 @@
 #include <fmt/format.h>
 
 #include "file/open_options.hpp"
-#include "source/file_descriptors.hpp"
-#include "source/posix_source.hpp"
 #include "source/transfer_loops.hpp"
 
 namespace ferry::detail {
@@ -345,11 +343,8 @@ Result<File> TempFile::open_file(const Destination& d, const Config& config, con
   OpenOptions options = seams ? *seams : OpenOptions{};
   // Opened through /proc/self/fd (the one path an unnamed file has), but named after the destination, so
   // that every message and report speaks of the file the caller asked for.
-  FERRY_ASSIGN_OR_RETURN(auto fds, FileDescriptors::open(*options.syscalls, reopen_path(),
-                                                         OpenFlags{AccessMode::read_write, false, false}, d.path));
-  auto source =
-      std::make_shared<PosixSource>(*options.syscalls, std::move(fds), d.path, config.direct_io(), config.io_engine());
-  return open_source(std::move(source), "r+", config, options);
+  options.name = d.path;
+  return detail::open_file(reopen_path(), "r+", config, options);
 }
 
 Status TempFile::commit(const Destination& d, bool replace, bool sync_directory) {
