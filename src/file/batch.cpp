@@ -72,9 +72,8 @@ Future FileState::submit_batch(std::span<const Piece> pieces) {
   auto in_use = use();
   if (!in_use.ok()) return done_future(in_use.status());
   const SetupMark setup_before = setup_mark();
-  auto sized = size_to_plan_by("a batch");
-  if (!sized.ok()) return done_future(sized.status());
-  const std::uint64_t file_bytes = *sized;
+  std::uint64_t file_bytes = UINT64_MAX;  // the whole file, cut to its size
+  if (auto e = extent_for(Direction::read, 0, file_bytes, "a batch"); !e.ok()) return done_future(e.status());
   // Pieces cover the file as it is now: a piece past its end reads what is there, or nothing.
   std::vector<Task> tasks;
   tasks.reserve(pieces.size());
@@ -119,10 +118,9 @@ Future FileState::submit_scattered(std::vector<Segment> segments, std::uint64_t 
   auto in_use = use();
   if (!in_use.ok()) return done_future(in_use.status());
   const SetupMark setup_before = setup_mark();
-  auto file_bytes = size_to_plan_by("a range into several buffers");
-  if (!file_bytes.ok()) return done_future(file_bytes.status());
-  // As pread(): the file as it is now, and no further.
-  const std::uint64_t size = offset >= *file_bytes ? 0 : std::min(asked, *file_bytes - offset);
+  std::uint64_t size = asked;  // as pread(): the file as it is now, and no further
+  auto extent = extent_for(Direction::read, offset, size, "a range into several buffers");
+  if (!extent.ok()) return done_future(extent.status());
   auto plan = route_for(*this, first, size, BufferQuery::stand_in);
   if (!plan.ok()) return done_future(plan.status());
   auto segment_at = [&](std::size_t i) { return std::pair(segments[i].address, segments[i].length); };
@@ -148,8 +146,7 @@ Future FileState::submit_scattered(std::vector<Segment> segments, std::uint64_t 
       }
     }
   }
-  return start(Direction::read, Destination::scattered(std::move(segments)), offset, tasks,
-               Extent{true, *file_bytes},
+  return start(Direction::read, Destination::scattered(std::move(segments)), offset, tasks, *extent,
                /*short_task_ends_request=*/false, std::move(*plan), std::move(*in_use), setup_before);
 }
 

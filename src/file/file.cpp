@@ -119,16 +119,6 @@ Status FileState::close() {
   return source->close();
 }
 
-Result<std::uint64_t> FileState::size_to_plan_by(std::string_view what) const {
-  FERRY_ASSIGN_OR_RETURN(Extent e, source->extent());
-  if (e.known) return e.bytes;
-  return Status(ErrorCode::invalid_argument,
-                fmt::format("Could not read {} from \"{}\": it has no size to plan by (a /proc file or a character "
-                            "device); read it with pread",
-                            what, path),
-                EINVAL, path);
-}
-
 Result<std::uint64_t> FileState::current_size() const {
   FERRY_ASSIGN_OR_RETURN(Extent e, source->extent());
   return e.bytes;
@@ -178,12 +168,19 @@ void FileState::add_to_report(const Report& report) {
   p.report.merge(report);
 }
 
-Result<Extent> FileState::extent_for(Direction direction, std::uint64_t offset, std::uint64_t& size) {
+Result<Extent> FileState::extent_for(Direction direction, std::uint64_t offset, std::uint64_t& size,
+                                     std::string_view planned) {
   if (!is_read(direction)) return Extent{};
   FERRY_ASSIGN_OR_RETURN(Extent extent, source->extent());
   if (extent.known) {
     size_seen_.store(extent.bytes, std::memory_order_relaxed);  // for submit()'s plan made before the size
     size = offset >= extent.bytes ? 0 : std::min(size, extent.bytes - offset);
+  } else if (!planned.empty()) {
+    return Status(ErrorCode::invalid_argument,
+                  fmt::format("Could not read {} from \"{}\": it has no size to plan by (a /proc file or a "
+                              "character device); read it with pread",
+                              planned, path),
+                  EINVAL, path);
   }
   return extent;
 }

@@ -54,13 +54,12 @@ class FileState : public std::enable_shared_from_this<FileState> {
   /// The state behind a File (for `ferry doctor`, which asks the router about an open file).
   static FileState& of(const File& file) { return *file.state_; }
 
-  /// The size now, for requests that must plan by one (batches, scattered reads): invalid_argument saying
-  /// "Could not read <what> from <path>: it has no size to plan by (...); read it with pread" for a /proc file
-  /// or a character device.
-  Result<std::uint64_t> size_to_plan_by(std::string_view what) const;
   /// What a request at `offset` covers: for a read, the file as it is now, `size` cut at its end where it has
-  /// one; a write's extent is unknown and its size kept.
-  Result<Extent> extent_for(Direction direction, std::uint64_t offset, std::uint64_t& size);
+  /// one; a write's extent is unknown and its size kept. `planned`: what a read that must plan by a size is
+  /// (a batch, a scattered read), for the invalid_argument a file without one gets: "Could not read <planned>
+  /// from <path>: it has no size to plan by (...); read it with pread" (a /proc file, a character device).
+  Result<Extent> extent_for(Direction direction, std::uint64_t offset, std::uint64_t& size,
+                            std::string_view planned = {});
   /// Tasks one request may run at once: the source's own limit (a remote object's connections), else `threads`.
   unsigned parallel_tasks() const {
     return source->parallel_tasks() != 0 ? source->parallel_tasks() : config.threads();
