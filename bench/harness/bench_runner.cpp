@@ -173,7 +173,7 @@ Status fill_generated_file(int fd, const std::string& path, std::uint64_t size, 
 // A missing FILE: made in a private temporary file and given its name only when complete, and only if the
 // name is still free (file/output_file.hpp).
 Status create_generated_file(const Plan& plan, TerminalProgress& progress) {
-  FERRY_ASSIGN_OR_RETURN(detail::Destination dest, detail::inspect_destination(plan.path));
+  FERRY_ASSIGN_OR_RETURN(detail::OutputDestination dest, detail::inspect_destination(plan.path));
   FERRY_ASSIGN_OR_RETURN(detail::TempFile temp, detail::TempFile::create(dest));
   std::uint64_t start = now_ns();
   FERRY_RETURN_IF_ERROR(fill_generated_file(temp.fd(), plan.path, plan.size, progress, "creating"));

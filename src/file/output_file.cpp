@@ -141,7 +141,7 @@ mode_t current_umask() {
 }
 
 // Follows the symlink at `path` through the kernel (which applies its own protections), or explains why not.
-Status follow_symlink(Destination& d, const struct stat& link) {
+Status follow_symlink(OutputDestination& d, const struct stat& link) {
   struct stat dir {};
   const std::string link_dir = split_path(d.path).first;
   if (::stat(link_dir.c_str(), &dir) == 0 && (dir.st_mode & S_ISVTX) && (dir.st_mode & S_IWOTH) &&
@@ -178,8 +178,8 @@ Status follow_symlink(Destination& d, const struct stat& link) {
 
 // One look at `path` (inspect_destination); `replaced` is set when the file changed between the look at its
 // name and the check of the file itself (another writer's rename landed in between).
-Result<Destination> inspect_once(const std::string& path, bool* replaced) {
-  Destination d;
+Result<OutputDestination> inspect_once(const std::string& path, bool* replaced) {
+  OutputDestination d;
   d.path = path;
   d.target = path;
   if (path.empty()) return refusal(ErrorCode::invalid_argument, path, "the file name is empty");
@@ -284,7 +284,7 @@ Result<std::string> name_new_file(int dir, Make&& make, const std::string& path,
 
 }  // namespace
 
-Result<Destination> inspect_destination(const std::string& path) {
+Result<OutputDestination> inspect_destination(const std::string& path) {
   // A save replaces the name anyway: another save's rename landing during the checks is no reason to fail
   // (two processes saving one path: one failed now and then with "it was replaced while being checked", the
   // reliability review of 2026-12-04). Look again; the last writer wins.
@@ -296,7 +296,7 @@ Result<Destination> inspect_destination(const std::string& path) {
   }
 }
 
-Result<TempFile> TempFile::create(const Destination& d) {
+Result<TempFile> TempFile::create(const OutputDestination& d) {
   TempFile t;
   t.dir_ = UniqueFd(::fcntl(d.dir.get(), F_DUPFD_CLOEXEC, 0));
   if (t.dir_.get() < 0) return write_error(errno, d.path);
@@ -339,7 +339,7 @@ TempFile::~TempFile() {
 
 std::string TempFile::reopen_path() const { return fmt::format("/proc/self/fd/{}", fd_.get()); }
 
-Result<File> TempFile::open_file(const Destination& d, const Config& config, const OpenOptions* seams) const {
+Result<File> TempFile::open_file(const OutputDestination& d, const Config& config, const OpenOptions* seams) const {
   OpenOptions options = seams ? *seams : OpenOptions{};
   // Opened through /proc/self/fd (the one path an unnamed file has), but named after the destination, so
   // that every message and report speaks of the file the caller asked for.
@@ -347,7 +347,7 @@ Result<File> TempFile::open_file(const Destination& d, const Config& config, con
   return detail::open_file(reopen_path(), "r+", config, options);
 }
 
-Status TempFile::commit(const Destination& d, bool replace, bool sync_directory) {
+Status TempFile::commit(const OutputDestination& d, bool replace, bool sync_directory) {
   // What `>` would have kept: the mode, and the owner and group where the caller may set them.
   mode_t mode = 0666 & ~current_umask();
   if (d.exists) {
@@ -394,7 +394,7 @@ Status TempFile::commit(const Destination& d, bool replace, bool sync_directory)
 }
 
 Status replace_file_contents(const std::string& path, std::string_view bytes, bool durable) {
-  FERRY_ASSIGN_OR_RETURN(Destination d, inspect_destination(path));
+  FERRY_ASSIGN_OR_RETURN(OutputDestination d, inspect_destination(path));
   FERRY_ASSIGN_OR_RETURN(TempFile temp, TempFile::create(d));
   IoCounters io;
   if (LoopOutcome w = write_fully(real_syscalls(), temp.fd(), bytes.data(), bytes.size(), 0, io); w.error != 0) {

@@ -6,7 +6,7 @@
 // (kTemporaryPrefix, the pid, a host tag), which the signal slot below removes and a later TempFile::create
 // removes once its process is gone; only regular files are created or replaced, a symlink is written through
 // as `>` does. FERRY_CLI_TEST_NO_O_TMPFILE=1 forces the named way, for tests.
-// Thread safety: one Destination/TempFile per thread; the signal handlers are process-wide.
+// Thread safety: one OutputDestination/TempFile per thread; the signal handlers are process-wide.
 #pragma once
 
 #include <sys/stat.h>
@@ -25,7 +25,7 @@ namespace ferry::detail {
 struct OpenOptions;
 
 /// What a command will create or replace, learned without changing anything.
-struct Destination {
+struct OutputDestination {
   std::string path;       // as the user gave it: every message names this
   std::string target;     // the file created or replaced: `path`, or the file its symlink leads to
   std::string directory;  // the target's directory
@@ -40,14 +40,14 @@ struct Destination {
 /// failed_precondition for a device, FIFO or socket; not_found for a missing directory or a symlink to
 /// nothing; permission_denied when an existing file may not be written, when the symlink may not be
 /// followed, or when the file belongs to another user in a sticky directory (rename would fail at the end).
-[[nodiscard]] Result<Destination> inspect_destination(const std::string& path);
+[[nodiscard]] Result<OutputDestination> inspect_destination(const std::string& path);
 
 /// A new, private file in the destination's directory (rules above). Removed unless committed.
 class TempFile {
  public:
   /// Errors name the destination's path: permission_denied, no_space, ... for its directory. First removes
   /// the directory's temporaries of this machine's processes that are gone (rules above).
-  [[nodiscard]] static Result<TempFile> create(const Destination& d);
+  [[nodiscard]] static Result<TempFile> create(const OutputDestination& d);
   /// The names create() removed as a dead process's temporaries (for a note).
   const std::vector<std::string>& removed_stale() const { return removed_stale_; }
   TempFile(TempFile&& o) noexcept;
@@ -60,13 +60,13 @@ class TempFile {
   /// This file opened as a ferry::File ("r+") whose messages and reports name `d.path`, the file the caller
   /// asked for, rather than the temporary one. `seams`: system calls and GPU platform (tests); nullptr:
   /// the real ones. Errors: File::open's, naming d.path.
-  [[nodiscard]] Result<File> open_file(const Destination& d, const Config& config,
+  [[nodiscard]] Result<File> open_file(const OutputDestination& d, const Config& config,
                                        const OpenOptions* seams = nullptr) const;
   /// Gives the file the destination's name. `replace`: atomically replaces an existing target (rename),
   /// carrying its mode (and owner where allowed) over; otherwise fails with already_exists if the name was
   /// taken meanwhile (linkat never replaces). `sync_directory`: fsync the directory afterwards.
   /// Errors name the destination's path.
-  Status commit(const Destination& d, bool replace, bool sync_directory);
+  Status commit(const OutputDestination& d, bool replace, bool sync_directory);
 
  private:
   TempFile() = default;

@@ -45,7 +45,7 @@ struct PreparedSave {
   int staging_device = -1;
   std::size_t windows = 0;
   Config config;
-  ferry::detail::Destination dest;
+  ferry::detail::OutputDestination dest;
   std::optional<ferry::detail::TempFile> temp;
   std::optional<File> file;
   std::uint64_t started_ns = 0;  // ferry::detail::now_ns()
