@@ -38,8 +38,8 @@ FileState::FileState(std::string path_in, Config config_in, std::shared_ptr<Sour
       part_(new ProcessPart(fork_generation())) {
   ProcessPart& p = *part_.load();
   if (append) {
-    auto size = current_size();
-    p.position = size.ok() ? *size : 0;
+    auto extent = source->extent();
+    p.position = extent.ok() ? extent->bytes : 0;
   }
   if (!source->open_note().empty()) p.report.add_note(source->open_note());
 }
@@ -117,11 +117,6 @@ Status FileState::close() {
     gds.reset();
   }
   return source->close();
-}
-
-Result<std::uint64_t> FileState::current_size() const {
-  FERRY_ASSIGN_OR_RETURN(Extent e, source->extent());
-  return e.bytes;
 }
 
 Report FileState::report() const {
@@ -314,8 +309,8 @@ Future FileState::at_position(Direction direction, void* buffer, std::uint64_t s
   // (by pwrite() or another writer) must not be overwritten.
   std::uint64_t size_now = 0;
   if (!is_read(direction) && append) {
-    auto s = current_size();
-    if (s.ok()) size_now = *s;
+    auto extent = source->extent();
+    if (extent.ok()) size_now = extent->bytes;
   }
   auto reservation = std::make_shared<PositionReservation>();
   reservation->size = size;
@@ -444,7 +439,8 @@ Result<File> File::open(const std::string& path, std::string_view mode, const Co
 
 Result<std::uint64_t> File::size() const {
   FERRY_ASSIGN_OR_RETURN(auto in_use, state_->use());
-  return state_->current_size();
+  FERRY_ASSIGN_OR_RETURN(detail::Extent extent, state_->source->extent());
+  return extent.bytes;  // 0 for a source without a size
 }
 
 Future File::pread(void* buffer, std::uint64_t size, std::uint64_t offset) {

@@ -153,8 +153,6 @@ class FileState : public std::enable_shared_from_this<FileState> {
   Status close();
   /// True once close() began.
   bool is_closed() { return part().closed.load(); }
-  /// The source's size now (0 for sources without one).
-  Result<std::uint64_t> current_size() const;
   /// File::read_at_position and write_at_position: a request at the position (for a write in mode "a", at the
   /// end of the file as it is now, if that is further), which it reserves and moves past; it settles as
   /// PositionReservation says.
