@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 on the CPU machine; NOT RUN yet. Carry .device-deps. The session's last call for issue 50, on e4a16f4,
+# Written 2026-12-06 on the CPU machine; ran 2026-12-06 on an H100 (it ran as lab/results/pending-final). Carry .device-deps. The session's last call for issue 50, on e4a16f4,
 # the merged structural cuts: (1) the GPU suites (the full build with the Python package, the C++ GPU tests, the
 # Python GPU tests); (2) one thread's small reads, this tree ("tree") against it with busy-drainers-take.patch
 # ("busy": a busy drainer counts as a taker of small ops from memory, so the submitting thread starts a drainer
