@@ -23,7 +23,7 @@ void run_callbacks(const std::vector<RequestState::Callback>& callbacks, const R
 }  // namespace
 
 std::shared_ptr<RequestState> RequestState::start(std::span<const Task> tasks, std::shared_ptr<RouteBackend> backend,
-                                                  std::shared_ptr<OpQueue> queue, EndOfFileRule eof,
+                                                  std::shared_ptr<OpQueue> queue, unsigned threads, EndOfFileRule eof,
                                                   OnComplete on_complete, bool trace_tasks,
                                                   std::shared_ptr<std::atomic<bool>> stop) {
   auto state = std::make_shared<RequestState>();
@@ -41,7 +41,7 @@ std::shared_ptr<RequestState> RequestState::start(std::span<const Task> tasks, s
     state->complete(/*callbacks_here=*/true);
     return state;
   }
-  state->queue_ = std::move(queue);
+  state->queue_ = queue ? std::move(queue) : std::make_shared<OpQueue>(threads);  // (it counts 0 as 1)
   state->self_ = state;
   // A one-op request is left to its submitter for a moment (wait() runs it on the caller's thread), unless it
   // came from a worker, which never waits for one.

@@ -47,12 +47,12 @@ class RequestState {
   using Callback = std::function<void(const Result<Transfer>&)>;
   using OnComplete = std::function<void(Report& report, const Status& status, std::uint64_t bytes)>;
 
-  /// Queues `tasks` as ops on `queue` for `backend` to run. A short op fails the request as `eof` says; the byte
-  /// count is the sum of what the ops moved. `on_complete` gets (and may annotate) the report at completion,
-  /// failed or not, with the request's status and bytes moved, before the future is done and callbacks run.
-  /// `stop`, when given, is set once the request is cancelled or an op failed.
+  /// Queues `tasks` as ops on `queue` (null: a queue of its own, drained by at most `threads` workers) for
+  /// `backend` to run. A short op fails the request as `eof` says; the byte count is the sum of what the ops
+  /// moved. `on_complete` gets (and may annotate) the report at completion, failed or not, with the request's
+  /// status and bytes moved, before the future is done and callbacks run. `stop`, when given, is set once the request is cancelled or an op failed.
   static std::shared_ptr<RequestState> start(std::span<const Task> tasks, std::shared_ptr<RouteBackend> backend,
-                                             std::shared_ptr<OpQueue> queue, EndOfFileRule eof,
+                                             std::shared_ptr<OpQueue> queue, unsigned threads, EndOfFileRule eof,
                                              OnComplete on_complete, bool trace_tasks = false,
                                              std::shared_ptr<std::atomic<bool>> stop = nullptr);
   /// A request done before any I/O: `result`, or the error it failed with.

@@ -265,7 +265,7 @@ Future FileState::start(Direction direction, const Destination& destination, std
     end_use(part_of_use);
   };
   auto queue = queue_for(**backend, buffer.device);
-  auto state = RequestState::start(tasks, std::move(*backend), std::move(queue),
+  auto state = RequestState::start(tasks, std::move(*backend), std::move(queue), parallel_tasks(),
                                    EndOfFileRule{short_task_ends_request, &path, extent.bytes}, std::move(on_complete),
                                    nvtx_range != 0, std::move(stop));
   if (batch_pieces == 0 && buffer.kind == MemoryKind::device && cuda != nullptr) {
@@ -290,7 +290,7 @@ std::optional<BufferKind> FileState::allocation_in_flight(const CudaApi* cuda, c
 }
 
 std::shared_ptr<OpQueue> FileState::queue_for(const RouteBackend& backend, int device) {
-  if (!backend.shares_workers()) return std::make_shared<OpQueue>(parallel_tasks());
+  if (!backend.shares_workers()) return nullptr;
   ProcessPart& p = part();  // a forked child's queues are its own: the parent's drainers are not there
   const Route route = backend.decision().route;
   std::lock_guard<std::mutex> lock(p.queues_mutex);

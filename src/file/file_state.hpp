@@ -137,7 +137,7 @@ class FileState : public std::enable_shared_from_this<FileState> {
                const SetupMark& setup_before, std::size_t batch_pieces = 0,
                std::shared_ptr<PositionReservation> at_position = nullptr);
   /// The queue of this file's requests on `backend`'s route to GPU `device`, shared by every request whose
-  /// backend shares workers; a queue of its own for a request whose backend does not.
+  /// backend shares workers; null for one that does not (its ops get a queue of their own).
   std::shared_ptr<OpQueue> queue_for(const RouteBackend& backend, int device);
   /// The classification of [buffer, buffer + size) without asking the driver, where it lies in the GPU
   /// allocation of a request still in flight (noted by start(), for any request but a batch): that allocation
