@@ -111,15 +111,20 @@ std::string SetupCosts::to_json() const {
 }
 
 detail::SetupMark detail::setup_mark() {
+  static constinit std::atomic<const SetupSnapshot*> latest{nullptr};
   // The count first: a piece recorded between the two is in the sums, and its count shows it as new at the
   // end (since() then leaves it out), rather than hidden in the count and missing from the sums.
   const std::uint64_t records = ledger().records.load(std::memory_order_acquire);
-  return SetupMark{records, process_setup_costs()};
+  const SetupSnapshot* seen = latest.load(std::memory_order_acquire);
+  if (seen != nullptr && seen->records == records) return seen;
+  const auto* made = new SetupSnapshot{records, process_setup_costs()};
+  latest.store(made, std::memory_order_release);
+  return made;
 }
 
 std::string detail::setup_note_since(const SetupMark& before) {
-  if (ledger().records.load(std::memory_order_acquire) == before.records) return {};
-  const SetupCosts setup = process_setup_costs().since(before.costs);
+  if (ledger().records.load(std::memory_order_acquire) == before->records) return {};
+  const SetupCosts setup = process_setup_costs().since(before->costs);
   return setup.empty() ? std::string() : "one-time set-up during this request: " + setup.summary();
 }
 

@@ -19,10 +19,13 @@ enum class SetupStep { cuda_init, cuda_context, cufile_load, cufile_driver_open,
 void record_setup(SetupStep step, std::chrono::nanoseconds elapsed, std::uint64_t count = 1, std::uint64_t bytes = 0);
 
 /// Where the ledger stood when a request began: how many pieces it held, and their sums.
-struct SetupMark {
+struct SetupSnapshot {
   std::uint64_t records = 0;
   SetupCosts costs;
 };
+/// A pointer to the snapshot of the ledger as it stands, made once for each number of pieces and never freed
+/// (pieces are few): a request's mark is one pointer, and taking it is two loads.
+using SetupMark = const SetupSnapshot*;
 SetupMark setup_mark();
 
 /// The note a request's report gets for the one-time work done since `before` (setup_mark() when it began), or

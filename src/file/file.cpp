@@ -226,7 +226,7 @@ Future FileState::submit(Direction direction, void* buffer, std::uint64_t size, 
 
 Future FileState::start(Direction direction, const Destination& destination, std::uint64_t offset,
                         std::span<const Task> tasks, Extent extent, bool short_task_ends_request, RoutePlanDetail plan,
-                        Use in_use, const SetupMark& setup_before, std::size_t batch_pieces,
+                        Use in_use, SetupMark setup_before, std::size_t batch_pieces,
                         std::shared_ptr<PositionReservation> at_position) {
   const bool reading = is_read(direction);
   std::uint64_t size = 0;  // what the tasks cover: no further than the file's end

@@ -134,7 +134,7 @@ class FileState : public std::enable_shared_from_this<FileState> {
   /// submit()'s.
   Future start(Direction direction, const Destination& destination, std::uint64_t offset, std::span<const Task> tasks,
                Extent extent, bool short_task_ends_request, RoutePlanDetail plan, Use in_use,
-               const SetupMark& setup_before, std::size_t batch_pieces = 0,
+               SetupMark setup_before, std::size_t batch_pieces = 0,
                std::shared_ptr<PositionReservation> at_position = nullptr);
   /// The queue of this file's requests on `backend`'s route to GPU `device`, shared by every request whose
   /// backend shares workers; null for one that does not (its ops get a queue of their own).
