@@ -233,7 +233,8 @@ Future FileState::start(Direction direction, const Destination& destination, std
   for (const Task& t : tasks) size += t.length;
   const BufferKind buffer = plan.buffer;
   const CudaApi* cuda = plan.cuda;
-  auto stop = std::make_shared<std::atomic<bool>>(false);
+  // Only a source whose task can wait long (a remote transfer) watches for a stop mid-task.
+  auto stop = source->local_file() ? nullptr : std::make_shared<std::atomic<bool>>(false);
   SourceRequest request{direction, extent, size, stop};
   auto backend =
       make_route_backend(*this, request, std::move(plan), destination, batch_pieces > 0 ? 0 : size, tasks);
