@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 on the CPU machine. Carry .device-deps. One call for issue 50: (1) the GPU suites on d4fa226 (a
-# request's set-up mark one pointer to a ledger snapshot): the full build with the Python package, the C++ GPU
+# Written 2026-12-06 on the CPU machine. Carry .device-deps. One call for issue 50: (1) the GPU suites on 0399da1 (a
+# request's set-up mark one pointer to a ledger snapshot, d4fa226; a stop flag only for remote sources, 0399da1): the full build with the Python package, the C++ GPU
 # tests, the Python GPU tests last, with the time left; (2) one thread's 4 KiB reads, 64 in flight beside the plain
-# loop and one at a time beside it, three alternating rounds of four trees: tree (d4fa226), prev (prev.patch:
-# d4fa226 undone), park (park.patch, an experiment not for landing, whose parked kits never go back to the budget:
+# loop and one at a time beside it, three alternating rounds of four trees: tree (0399da1), prev (prev.patch:
+# both undone), park (park.patch, an experiment not for landing, whose parked kits never go back to the budget:
 # a drainer that leaves keeps its worker and staging kit in its queue for the next drainer, where now the kit goes
 # back to the pool after every take that empties the queue, 0.77 kit cycles a 4 KiB read in flight on the CPU
 # machine), parkbusy (park plus 2026-12-06-h100-final's busy-drainers-take.patch); 1 MiB pieces in 64 MiB batches
