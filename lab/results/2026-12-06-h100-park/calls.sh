@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 on the CPU machine. Carry .device-deps. One call for issue 50: (1) the GPU suites on 0399da1 (a
+# Written 2026-12-06 on the CPU machine; ran 2026-12-06 on an H100 (it ran as lab/results/pending-park). Carry .device-deps. One call for issue 50: (1) the GPU suites on 0399da1 (a
 # request's set-up mark one pointer to a ledger snapshot, d4fa226; a stop flag only for remote sources, 0399da1): the full build with the Python package, the C++ GPU
 # tests, the Python GPU tests last, with the time left; (2) one thread's 4 KiB reads, 64 in flight beside the plain
 # loop and one at a time beside it, three alternating rounds of four trees: tree (0399da1), prev (prev.patch:
