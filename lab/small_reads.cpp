@@ -41,6 +41,7 @@
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -54,6 +55,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -178,16 +180,29 @@ struct InFlightTimes {
   std::mutex mutex;
   double submitting = 0, waiting = 0;
   std::uint64_t requests = 0;
-  void add(double s, double w, std::uint64_t n) {
+  // The CPUs the submitting threads were seen on (every 256th request) and how often one had moved: whether a
+  // slow run is one whose submitter shared or changed its CPU.
+  std::set<int> cpus;
+  std::uint64_t moves = 0;
+  void add(double s, double w, std::uint64_t n, const std::set<int>& seen, std::uint64_t moved) {
     std::lock_guard<std::mutex> lock(mutex);
     submitting += s;
     waiting += w;
     requests += n;
+    cpus.insert(seen.begin(), seen.end());
+    moves += moved;
   }
   void reset() {
     std::lock_guard<std::mutex> lock(mutex);
     submitting = waiting = 0;
     requests = 0;
+    cpus.clear();
+    moves = 0;
+  }
+  std::string cpus_text() const {
+    std::string text;
+    for (int c : cpus) text += (text.empty() ? "" : ",") + std::to_string(c);
+    return text;
   }
   double submit_us() const { return requests ? submitting / static_cast<double>(requests) * 1e6 : 0; }
   double wait_us() const { return requests ? waiting / static_cast<double>(requests) * 1e6 : 0; }
@@ -453,7 +468,9 @@ int main(int argc, char** argv) {
       std::vector<Future> live;
       live.reserve(depth);
       double submitting = 0, waiting = 0;
-      std::uint64_t requests = 0;
+      std::uint64_t requests = 0, moved = 0;
+      std::set<int> seen;
+      int last_cpu = -1;
       auto get_oldest = [&] {
         const double t = now_s();
         auto r = live.front().get();
@@ -466,10 +483,14 @@ int main(int argc, char** argv) {
         const double t = now_s();
         live.push_back(f.pread(slot(i - first), pl.size, pl.offsets[i]));
         submitting += now_s() - t;
-        ++requests;
+        if (++requests % 256 == 0) {
+          const int cpu = sched_getcpu();
+          moved += last_cpu >= 0 && cpu != last_cpu;
+          seen.insert(last_cpu = cpu);
+        }
       }
       while (!live.empty()) get_oldest();
-      if (!checking) in_flight_times.add(submitting, waiting, requests);
+      if (!checking) in_flight_times.add(submitting, waiting, requests, seen, moved);
     };
     std::vector<std::pair<std::string, Runner>> modes;
     modes.emplace_back("ferry", [&](const Plan& pl, std::size_t first, std::size_t count, bool checking) {
@@ -804,8 +825,9 @@ int main(int argc, char** argv) {
                   r.cpu_seconds / n * 1e6, static_cast<double>(r.voluntary_switches) / n,
                   static_cast<double>(r.involuntary_switches) / n, r.steal_seconds / n * 1e6);
       if (name == "ferry" || name == "ferry-mt") {
-        std::printf("; submitting %.1f us, waiting %.1f us a request a thread", in_flight_times.submit_us(),
-                    in_flight_times.wait_us());
+        std::printf("; submitting %.1f us, waiting %.1f us a request a thread; seen on CPUs %s, %llu moves",
+                    in_flight_times.submit_us(), in_flight_times.wait_us(), in_flight_times.cpus_text().c_str(),
+                    static_cast<unsigned long long>(in_flight_times.moves));
       }
       if (name.rfind("ferry", 0) == 0 || name == "batch") {
         std::printf("; %.3f pool jobs and %.3f ops taken with others' a request", static_cast<double>(r.pool_jobs) / n,
