@@ -30,7 +30,7 @@ sr() { find "build-s$1" -name ferry_small_reads -type f | head -1; }
 for round in 1 2 3 4 5 6 7 8 9 10; do
   order="tree old"; [ $((round % 2)) = 0 ] && order="old tree"
   for t in $order; do
-    [ $(( $(date +%s) - start )) -gt 400 ] && break 2
+    [ $(( $(date +%s) - start )) -gt 230 ] && break 2
     timeout 40 "$(sr $t)" $f --sizes 4KiB --modes ferry,plain --bytes-per-mode 256MiB > "$o/$t-singles-$round.txt" 2>&1
     timeout 40 "$(sr $t)" $f --sizes 4KiB --modes ferry-1,plain-1 --latency-requests 8000 > "$o/$t-one-$round.txt" 2>&1
   done
