@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 on the CPU machine. Carry .device-deps. Issue 50: on a quiet H100 (2026-12-06-h100-spread) one
+# Written 2026-12-06 on the CPU machine; ran 2026-12-06 on an H100 (it ran as lab/results/pending-busy). Carry .device-deps. Issue 50: on a quiet H100 (2026-12-06-h100-spread) one
 # thread's 4 KiB reads in flight followed the submitter's drainer starts round by round: 0.044 pool jobs a request
 # gave 1.10x the plain loop, 0.10 gave 0.89x. This tree lands busy-drainers-take (a busy drainer counts as a taker
 # of small ops from memory: 0.045 pool jobs a request on 2026-12-06-h100-final). (1) The C++ GPU tests on this tree

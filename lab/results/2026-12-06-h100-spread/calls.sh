@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 on the CPU machine. Carry .device-deps and .old-tree (git archive 189e30e). Issue 50: how
+# Written 2026-12-06 on the CPU machine; ran 2026-12-06 on an H100 (it ran as lab/results/pending-spread). Carry .device-deps and .old-tree (git archive 189e30e). Issue 50: how
 # widely one thread's 4 KiB reads move from run to run on one machine, in this tree and in 189e30e, each run beside
 # the plain loop. Every earlier call had three rounds at most, and the same tree moved up to 1.7x between them
 # (2026-12-06-h100-park). Here: the machine's CPU topology (which vCPUs are hyperthreads of one core), then up to
