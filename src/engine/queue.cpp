@@ -65,10 +65,7 @@ bool OpQueue::drainers_will_take(std::size_t each) const {
   if (draining == 0) return false;
   if (draining >= limit_) return true;
   const unsigned busy = std::min(draining, busy_.load());  // after the push, as take_next() needs
-  // Small ops from memory: a busy drainer is back for them within a read or two, so it counts as a taker too
-  // (the submitting thread then starts a drainer only once `each` wait for every one).
-  const unsigned takers = each > 1 ? draining : draining - busy;
-  return waiting_.load(std::memory_order_relaxed) < takers * each;
+  return waiting_.load(std::memory_order_relaxed) < (draining - busy) * each;
 }
 
 void OpQueue::take_pushed_locked() {

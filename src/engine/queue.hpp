@@ -105,8 +105,7 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   // Whether ops wait, in queued_ or pushed (a hint: read without the lock).
   bool ops_waiting() const;
   // Whether the drainers counted now will take a one-op push without one more started: they all run, or those
-  // between takes (every one, busy or not, for small ops from memory: `each` above 1), `each` ops to a drainer,
-  // are enough for what waits. Called after the push is on the stack
+  // between takes, `each` ops to a drainer, are enough for what waits. Called after the push is on the stack
   // (take_next() says why no op is then left without a drainer).
   bool drainers_will_take(std::size_t each) const;
   // Starts `n` more drainers (mutex_ not held).
