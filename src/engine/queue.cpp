@@ -35,6 +35,7 @@ std::uint64_t OpQueue::push(RequestState& request, RouteBackend& route, std::spa
   // Asked before the push: once it is on the stack, a drainer may run and retire it, and the request's
   // completion lets go of `route`.
   const std::size_t each = route.from_memory(tasks[0]) ? kSmallOpsPerDrainer : 1;
+  pushed_ops_.fetch_add(tasks.size(), std::memory_order_relaxed);  // before the push: never below 0
   // Sequentially consistent, as the drainer count read after it: see drainers_will_take().
   PushNode* head = pushed_.load(std::memory_order_relaxed);
   do {
@@ -65,7 +66,11 @@ bool OpQueue::drainers_will_take(std::size_t each) const {
   if (draining == 0) return false;
   if (draining >= limit_) return true;
   const unsigned busy = std::min(draining, busy_.load());  // after the push, as take_next() needs
-  return waiting_.load(std::memory_order_relaxed) < (draining - busy) * each;
+  // Small ops from memory: a busy drainer is back for them within a read or two, so it counts as a taker too, and
+  // the submitting thread wakes another only once more than `each` wait for every one (this push and those
+  // still on the stack counted: a busy drainer's count of the queue is as old as its take).
+  const unsigned takers = each > 1 ? draining : draining - busy;
+  return waiting_.load(std::memory_order_relaxed) + pushed_ops_.load(std::memory_order_relaxed) <= takers * each;
 }
 
 void OpQueue::take_pushed_locked() {
@@ -73,10 +78,13 @@ void OpQueue::take_pushed_locked() {
   if (p == nullptr) return;
   PushNode* oldest = nullptr;  // the stack is newest first: reversed
   while (p != nullptr) oldest = std::exchange(p, std::exchange(p->next, oldest));
+  std::size_t ops = 0;
   for (; oldest != nullptr; oldest = oldest->next) {
     queued_.push_back(oldest->first);
     for (Queued& q : oldest->more) queued_.push_back(q);
+    ops += 1 + oldest->more.size();
   }
+  pushed_ops_.fetch_sub(ops, std::memory_order_relaxed);
 }
 
 bool OpQueue::ops_waiting() const {

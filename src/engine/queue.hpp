@@ -105,7 +105,8 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   // Whether ops wait, in queued_ or pushed (a hint: read without the lock).
   bool ops_waiting() const;
   // Whether the drainers counted now will take a one-op push without one more started: they all run, or those
-  // between takes, `each` ops to a drainer, are enough for what waits. Called after the push is on the stack
+  // between takes (every one, busy or not, for small ops from memory: `each` above 1), `each` ops to a drainer,
+  // are enough for what waits. Called after the push is on the stack
   // (take_next() says why no op is then left without a drainer).
   bool drainers_will_take(std::size_t each) const;
   // Starts `n` more drainers (mutex_ not held).
@@ -134,6 +135,7 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   std::atomic<std::uint64_t> room_generation_{0};  // restart() calls so far
   std::atomic<bool> lingering_{false};  // a drainer lingers (linger())
   alignas(64) std::atomic<PushNode*> pushed_{nullptr};  // the pushes not yet in queued_, newest first
+  std::atomic<std::size_t> pushed_ops_{0};  // their ops (a hint: counted before a push, uncounted once moved)
   // The thread of the newest push, and whether the one before came from it too (one thread keeps reads in
   // flight: linger() stays for it).
   alignas(64) std::atomic<std::thread::id> last_pusher_{};

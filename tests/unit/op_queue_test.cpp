@@ -228,6 +228,48 @@ TEST_F(Queue, ReadsInFlightFromOneThreadStartFewerWorkersThanReads) {
   EXPECT_LT(jobs, kReads / 4) << "workers started for " << kReads << " reads kept " << kInFlight << " in flight";
 }
 
+// A small read from memory pushed while the only drainer is busy reading is left to it: that drainer is back
+// for it within a read, and starting another wakes a pool thread, which cost the GPU machine's submitting thread
+// about 6 us a start (bench/results/2026-12-06-h100-spread). A busy drainer counts as a taker of four.
+TEST_F(Queue, SmallReadsPushedWhileTheDrainerIsBusyWaitForItRatherThanWakeAnother) {
+  std::atomic<int> nowait_reads{0};
+  std::atomic<bool> first_in_read{false}, go{false};
+  testing::ScriptedSyscalls sys;
+  sys.add(testing::Rule::on(testing::Op::pread).only_nowait().runs_first([&] {
+    if (++nowait_reads != 1) return;
+    first_in_read = true;
+    while (!go) std::this_thread::yield();
+  }));
+  File f = open(4, &sys);
+  struct Go {  // the first read goes on however the test ends (before the File closes, which waits for it)
+    std::atomic<bool>& go;
+    ~Go() { go = true; }
+  } go_at_end{go};
+  constexpr std::size_t kReads = 4;  // the first, then three more: fewer than four for the busy drainer
+  std::vector<std::uint8_t> out(kReads * kPage, kPoison);
+  std::vector<Future> reads;
+  reads.push_back(f.pread(out.data(), kPage, 0));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!first_in_read && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  ASSERT_TRUE(first_in_read) << "no drainer began the first read";
+  detail::ThreadPool& pool = detail::shared_pool();
+  const std::uint64_t jobs_before = pool.submitted();
+  for (std::size_t i = 1; i < kReads; ++i) reads.push_back(f.pread(out.data() + i * kPage, kPage, i * kPage));
+  const std::uint64_t started = pool.submitted() - jobs_before;
+  go = true;
+  for (auto& r : reads) {
+    auto got = r.get();
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    EXPECT_EQ(got->bytes, kPage);
+  }
+  EXPECT_EQ(started, 0u) << "drainers started for " << kReads - 1 << " small reads while one drainer read";
+  for (std::size_t i = 0; i < kReads; ++i) {
+    EXPECT_EQ(std::vector<std::uint8_t>(out.begin() + i * kPage, out.begin() + (i + 1) * kPage),
+              testing::pattern(i * kPage, kPage))
+        << "read " << i;
+  }
+}
+
 // Small reads from memory kept in flight from one thread are taken together, but reads that take longer than
 // they take to push must still spread over the workers (with 4 workers and the waiter, 4-5 at once here).
 TEST_F(Queue, SlowReadsInFlightFromOneThreadSpreadOverTheWorkers) {
