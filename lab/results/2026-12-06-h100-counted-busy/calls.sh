@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 on the CPU machine, for the next session: apply counted-busy.patch to main and commit it first;
+# Written 2026-12-06 on the CPU machine, for the next session: apply counted-busy.patch to main and commit it first; ran 2026-12-06 on an H100 (it ran as lab/results/pending-counted-busy)
 # this script then tests that commit. Carry .device-deps. Issue 50: one thread's small reads start a drainer
 # (a wake, about 6 us of the submitter's time on the GPU machine's guest: 2026-12-06-h100-spread) far less often.
 # The change counts a busy drainer as a taker of small ops from memory, and counts the pushes still on the stack

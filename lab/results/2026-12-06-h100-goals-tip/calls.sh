@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 on the CPU machine. Carry .device-deps and .old-tree (git archive 189e30e). Issue 50's goal rows
+# Written 2026-12-06 on the CPU machine. Carry .device-deps and .old-tree (git archive 189e30e). Issue 50's goal rows; ran 2026-12-06 on an H100 (it ran as lab/results/pending-goals-tip)
 # on the session's tip against 189e30e in alternating rounds, the rows of lab/results/2026-12-06-h100-goals-final:
 # hot 8 GiB staged reads, 16 MiB reads 64 in flight, batches of 64 KiB and 1 MiB pieces in 64 and 256 MiB batches
 # (three rounds), then one thread's 4 KiB and 1 MiB reads 64 in flight beside the plain loop and one 4 KiB read at a
