@@ -6,6 +6,7 @@
 #   one 4 KiB read at a time takes over the loop (2026-12-06-h100-goals-tip)?
 # - no-linger.patch: the last drainer to find the queue empty leaves at once. Now that busy drainers take small ops
 #   (93a7f89), does staying still pay for one thread's 4 KiB reads in flight? If not, OpQueue::linger can go.
+# ROUNDS_UNTIL (seconds, default 290): no round starts after it (a call with less device time left).
 set -uo pipefail
 source .device-deps/gpu-env.sh
 o="$OUT/wl"; mkdir -p "$o"
@@ -33,7 +34,7 @@ sr() { find "build-w$1" -name ferry_small_reads -type f | head -1; }
 for round in 1 2 3 4 5 6 7 8 9 10; do
   case $((round % 3)) in 1) order="tip sync no-linger" ;; 2) order="sync no-linger tip" ;; *) order="no-linger tip sync" ;; esac
   for t in $order; do
-    [ $(( $(date +%s) - start )) -gt 290 ] && break 2
+    [ $(( $(date +%s) - start )) -gt ${ROUNDS_UNTIL:-290} ] && break 2
     timeout 30 "$(sr $t)" $f --sizes 4KiB --modes ferry,plain --bytes-per-mode 256MiB > "$o/$t-singles-$round.txt" 2>&1
     timeout 30 "$(sr $t)" $f --sizes 4KiB --modes ferry-1,plain-1 --latency-requests 8000 > "$o/$t-one-$round.txt" 2>&1
   done
