@@ -66,6 +66,17 @@ def make_file(tmp_path: Path) -> Callable[..., Tuple[Path, np.ndarray]]:
     return make
 
 
+def load_lab_tool(name: str):
+    """A Python tool of lab/ (not a package) loaded as a module, for the tests of its verdicts."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "lab" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def cli_path() -> Optional[str]:
     """The ferry CLI of the same build: $FERRY_CLI (set by CTest), else <build>/cli/ferry next to the
     package's build directory."""

@@ -1,21 +1,16 @@
 """lab/issue50_goals.py: issue 50's goal rows judged from a goals call's folder (no GPU needed)."""
 
-import importlib.util
 import pathlib
 
 import pytest
+from conftest import load_lab_tool
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-TOOL = ROOT / "lab" / "issue50_goals.py"
-RECORDED = ROOT / "bench" / "results" / "2026-12-06-h100-goals-tip"
+RECORDED = pathlib.Path(__file__).resolve().parents[2] / "bench" / "results" / "2026-12-06-h100-goals-tip"
 
 
 @pytest.fixture(scope="module")
 def goals():
-    spec = importlib.util.spec_from_file_location("issue50_goals", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_lab_tool("issue50_goals")
 
 
 def lines(goals, capsys, folder):

@@ -1,21 +1,16 @@
 """lab/small_reads_goals.py: issue 21's goals judged from ferry_small_reads' JSON (no GPU needed)."""
 
-import importlib.util
 import json
-import pathlib
 
 import pytest
+from conftest import load_lab_tool
 
-TOOL = pathlib.Path(__file__).resolve().parents[2] / "lab" / "small_reads_goals.py"
 KIB, MIB = 1024, 1024 * 1024
 
 
 @pytest.fixture(scope="module")
 def goals():
-    spec = importlib.util.spec_from_file_location("small_reads_goals", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_lab_tool("small_reads_goals")
 
 
 def row(mode, size, cache="hot", gb=0.0, mreq=0.0, us=0.0, batch_bytes=32 * MIB, batches_in_flight=2, verified=True):
