@@ -65,11 +65,11 @@ bool OpQueue::drainers_will_take(std::size_t each) const {
   const unsigned draining = draining_.load();
   if (draining == 0) return false;
   if (draining >= limit_) return true;
-  const unsigned busy = std::min(draining, busy_.load());  // after the push, as take_next() needs
   // Small ops from memory: a busy drainer is back for them within a read or two, so it counts as a taker too, and
   // the submitting thread wakes another only once more than `each` wait for every one (this push and those
-  // still on the stack counted: a busy drainer's count of the queue is as old as its take).
-  const unsigned takers = each > 1 ? draining : draining - busy;
+  // still on the stack counted: a busy drainer's count of the queue is as old as its take). Otherwise only the
+  // drainers between takes count, busy_ read after the push, as take_next() needs.
+  const unsigned takers = each > 1 ? draining : draining - std::min(draining, busy_.load());
   return waiting_.load(std::memory_order_relaxed) + pushed_ops_.load(std::memory_order_relaxed) <= takers * each;
 }
 
@@ -78,13 +78,12 @@ void OpQueue::take_pushed_locked() {
   if (p == nullptr) return;
   PushNode* oldest = nullptr;  // the stack is newest first: reversed
   while (p != nullptr) oldest = std::exchange(p, std::exchange(p->next, oldest));
-  std::size_t ops = 0;
+  const std::size_t queued_before = queued_.size();
   for (; oldest != nullptr; oldest = oldest->next) {
     queued_.push_back(oldest->first);
     for (Queued& q : oldest->more) queued_.push_back(q);
-    ops += 1 + oldest->more.size();
   }
-  pushed_ops_.fetch_sub(ops, std::memory_order_relaxed);
+  pushed_ops_.fetch_sub(queued_.size() - queued_before, std::memory_order_relaxed);
 }
 
 bool OpQueue::ops_waiting() const {
