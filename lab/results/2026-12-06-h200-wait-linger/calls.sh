@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 on the CPU machine. Carry .device-deps. Two questions for issue 50's small-read rows, on the tip
+# Written 2026-12-06 on the CPU machine. Carry .device-deps. Two questions for issue 50's small-read rows, on the tip; ran 2026-12-06 on an H200 (it ran as lab/results/pending-wait-linger)
 # (93a7f89's engine) in alternating rounds, each judged by the median of its rounds:
 # - sync-wait.patch: a worker's finish() waits for its stream with cuStreamSynchronize (the plain loop's wait) instead
 #   of polling cuStreamQuery (5 us of pauses, then yields). Does the wait's kind account for part of the 1.1-1.3 us
