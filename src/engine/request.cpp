@@ -249,6 +249,8 @@ bool RequestState::help_until(std::optional<std::chrono::steady_clock::time_poin
 }
 
 void RequestState::wait() const {
+  // Done already (the usual oldest read of many in flight): no claim, no lock, nothing the worker wrote but this.
+  if (done_.load(std::memory_order_acquire)) return;
   if (ThreadPool::on_worker_thread()) {
     help_until(std::nullopt);
     return;
