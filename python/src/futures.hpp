@@ -37,12 +37,12 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include <pybind11/pybind11.h>
 
+#include "../../src/base/fork_guard.hpp"  // the library's own fork helpers, so that both agree on a child
 #include "errors.hpp"
 #include "ferry/file.hpp"
 
@@ -70,7 +70,7 @@ template <typename WaitSlice, typename OnInterrupt>
 bool wait_interruptibly(WaitSlice&& wait_slice, std::optional<Clock::time_point> deadline,
                         OnInterrupt&& on_interrupt) {
   for (;;) {
-    auto slice = std::chrono::duration_cast<std::chrono::milliseconds>(kWaitSlice);
+    std::chrono::milliseconds slice = kWaitSlice;
     if (deadline) {
       auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now());
       slice = std::clamp(left, std::chrono::milliseconds(0), slice);
@@ -85,55 +85,53 @@ bool wait_interruptibly(WaitSlice&& wait_slice, std::optional<Clock::time_point>
   }
 }
 
-/// How many times this process is a child forked since the extension loaded (0 in the process that loaded it).
-std::uint64_t forks_seen();
-
 /// What a File shares with its futures: how many of its requests have not completed, for close().
 class FileRequests {
  public:
+  ~FileRequests() {
+    // A parent's part is never destroyed in a child: its lock or condition variable may be copied in use.
+    if (Count* c = count_.load(); c->generation == detail::fork_generation()) delete c;
+  }
   /// A request is about to be submitted. Call with the GIL held, after checking that the File is open,
   /// so that a close() on another thread either refuses the request or waits for it.
   void started() {
-    std::lock_guard<std::mutex> lock(this_process_mutex());
-    ++running_;
+    Count& c = this_process_count();
+    std::lock_guard<std::mutex> lock(c.mutex);
+    ++c.running;
   }
   /// A request completed (a Future::then callback, on any thread).
   void finished() {
-    std::lock_guard<std::mutex> lock(this_process_mutex());
-    if (running_ > 0 && --running_ == 0) idle_.notify_all();
+    Count& c = this_process_count();
+    std::lock_guard<std::mutex> lock(c.mutex);
+    if (c.running > 0 && --c.running == 0) c.idle.notify_all();
   }
   /// Waits at most `timeout` until no request runs; returns whether none does.
   bool wait_idle_for(std::chrono::milliseconds timeout) {
-    std::unique_lock<std::mutex> lock(this_process_mutex());
-    return idle_.wait_for(lock, timeout, [this] { return running_ == 0; });
+    Count& c = this_process_count();
+    std::unique_lock<std::mutex> lock(c.mutex);
+    return c.idle.wait_for(lock, timeout, [&c] { return c.running == 0; });
   }
 
  private:
-  // The mutex, made anew with the condition variable in a child forked since. A child of fork() has none of
-  // its parent's threads, and a copy of a lock one of them held then stays held for good: a DataLoader
-  // worker's first read through a File its parent opened hung in started(), the parent's pool threads having
-  // been counting its reads' ends at the fork (about 1 fork in 3,000; python/tests/test_fork.py). The
-  // parent's requests, which never end in the child, are not counted there.
-  // The stamp is twice the forks seen when the locks were made (a load, not a getpid() system call a lock).
-  std::mutex& this_process_mutex() {
-    const std::uint64_t now = 2 * forks_seen();
-    std::uint64_t seen = stamp_.load(std::memory_order_acquire);
-    if (seen == now) return mutex_;
-    // now + 1: this process's renewal is under way, and a second thread waits for it.
-    if (seen != now + 1 && stamp_.compare_exchange_strong(seen, now + 1, std::memory_order_acq_rel)) {
-      new (&mutex_) std::mutex();
-      new (&idle_) std::condition_variable();
-      running_ = 0;
-      stamp_.store(now, std::memory_order_release);
-    }
-    while (stamp_.load(std::memory_order_acquire) != now) std::this_thread::yield();
-    return mutex_;
+  struct Count {
+    std::uint64_t generation;  // detail::fork_generation() of the process that made it
+    std::mutex mutex;
+    std::condition_variable idle;
+    std::uint64_t running = 0;
+  };
+
+  // Made anew in a forked child, which has none of its parent's threads: a copy of the lock that one of them
+  // held at the fork would stay held for good. A DataLoader worker's first read through a File its parent
+  // opened hung in started(), the parent's pool threads having been counting its reads' ends at the fork
+  // (about 1 fork in 3,000; python/tests/test_fork.py). The parent's requests, which never end in the child,
+  // are not counted there.
+  Count& this_process_count() {
+    return detail::this_process_part(count_, [](const Count&, std::uint64_t generation) {
+      return new Count{generation};
+    });
   }
 
-  std::atomic<std::uint64_t> stamp_{2 * forks_seen()};  // the process the locks belong to
-  std::mutex mutex_;
-  std::condition_variable idle_;
-  std::uint64_t running_ = 0;
+  std::atomic<Count*> count_{new Count{detail::fork_generation()}};
 };
 
 /// Puts a handler that counts SIGINTs in front of the SIGINT handler installed now (Python's), which it calls
@@ -231,8 +229,15 @@ class PyFuture {
   bool wait_until(std::optional<Clock::time_point> deadline);
   /// Waits as wait(None) does, then the transfer, or the request's error raised.
   const Transfer& transfer();
+  /// Waits as wait(None) does, then settles.
+  const Result<Transfer>& outcome() {
+    wait_until(std::nullopt);
+    return settle();
+  }
   /// Takes the outcome (once), drops the buffer. Call with the GIL held, once done.
   const Result<Transfer>& settle();
+  /// Asks the request to stop, waits (GIL released, no signal checks) until its running tasks stopped, settles.
+  const Result<Transfer>& stop_and_settle();
   /// A one-task request that nobody runs on their own thread goes to a worker now (polls, timed waits).
   void hurry() const;
 
