@@ -239,10 +239,8 @@ PyFuture::~PyFuture() {
       t_dropped_by_interrupt || (sigint_count() != sigints_at_start_ && PyGILState_Check());
   if (interrupted && !done()) {
     if (at_position_) {
-      // A blocking read()'s or write()'s own future, dropped between its start and its wait: the call's caller
-      // must find the position where the call began, so its cancelled request is waited for below (its running
-      // tasks, a task each at most) and settled before the interrupt goes on. Parked, its position was settled
-      // only after the next read() had reserved from the advanced one.
+      // A blocking read()'s or write()'s own future (see futures.hpp): waited for below (a task each at most).
+      // Parked, its position was settled only after the next read() had reserved from the advanced one.
       request_stop();
     } else {
       // Cancel, and hand the request and its buffer to reap_parked().
