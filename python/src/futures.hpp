@@ -124,9 +124,8 @@ class FileRequests {
   // (about 1 fork in 3,000; python/tests/test_fork.py). The parent's requests, which never end in the child,
   // are not counted there.
   Count& this_process_count() {
-    return detail::this_process_part(count_, [](const Count&, std::uint64_t generation) {
-      return new Count{generation};
-    });
+    return detail::this_process_part(count_,
+                                     [](const Count&, std::uint64_t generation) { return new Count{generation}; });
   }
 
   std::atomic<Count*> count_{new Count{detail::fork_generation()}};
@@ -179,9 +178,8 @@ struct Completion {
 /// time, a daemon thread: at interpreter exit it may be ended inside, which is safe. Call with the GIL held.
 std::vector<std::uint64_t> wait_for_done_futures(std::optional<double> timeout);
 
-/// The extension's side of ferry.Future. Keeps the buffer's owner alive until the request is done; a
-/// PyFuture dropped before then waits for its request (or parks it, see above), so no task ever writes
-/// into memory Python freed. result() may be called any number of times (the outcome is kept).
+/// The extension's side of ferry.Future: keeps the buffer's owner alive until the request is done (dropped
+/// before, it waits or parks: see above). result() may be called any number of times (the outcome is kept).
 class PyFuture {
  public:
   /// `future` must be valid. `keep` owns the buffer (dropped once the outcome is taken). `what` ("read 4096 bytes

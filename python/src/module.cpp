@@ -110,8 +110,12 @@ class PyFile {
   std::uint64_t tell() { return open_file().tell(); }
   void seek(std::uint64_t to) { open_file().seek(to); }
   int fileno() { return open_file().fileno(); }
-  std::uint64_t size() { return unwrap(without_gil([&f = open_file()] { return f.size(); })); }
-  void sync() { check(without_gil([&f = open_file()] { return f.sync(); })); }
+  std::uint64_t size() {
+    return unwrap(without_gil([&f = open_file()] { return f.size(); }));
+  }
+  void sync() {
+    check(without_gil([&f = open_file()] { return f.sync(); }));
+  }
 
   /// Blocking read at the file position into a new bytes object: (bytes object, (json, table)).
   py::tuple read_bytes(std::uint64_t size) {
