@@ -41,7 +41,7 @@
 
 #include <pybind11/pybind11.h>
 
-#include "../../src/base/fork_guard.hpp"  // the library's own fork helpers, so that both agree on a child
+#include "base/fork_guard.hpp"  // the library's own fork helpers, so that both agree on a child
 #include "errors.hpp"
 #include "ferry/file.hpp"
 
