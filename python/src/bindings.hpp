@@ -21,13 +21,11 @@ pybind11::list list_of(const Items& items, Row&& row) {
   return out;
 }
 
-/// with_progress: a C++ progress callback (done, total) that calls a Python one and notices Ctrl-C, for the
-/// safetensors loads and saves. A callback that raises, returns False, or a pending KeyboardInterrupt stops
-/// the operation; the exception is raised once the operation returned, with the GIL held.
-///
-/// Runs `call()` without the GIL, with `options.progress` calling `progress` (a Python callable or None)
-/// at most every `interval_s` seconds; raises what the callback raised, else returns call()'s value
-/// unwrapped. `options` is the one `call` passes on; its callback is not to be used after this returns.
+/// Runs `call()` without the GIL, for the safetensors loads and saves, with `options.progress` calling
+/// `progress(done, total)` (a Python callable or None) at most every `interval_s` seconds; returns call()'s value
+/// unwrapped. A callback that raises or returns False, or a pending KeyboardInterrupt, stops the operation, and
+/// the exception is raised once call() returned, with the GIL held. `options` is the one `call` passes on; its
+/// callback is not to be used after this returns.
 template <typename Options, typename Call>
 auto with_progress(pybind11::object progress, double interval_s, Options& options, Call&& call) {
   std::exception_ptr error;

@@ -87,7 +87,7 @@ void describe_tensor(const DlTensor& t, Buffer& b) {
 std::unique_ptr<Buffer> Buffer::from_buffer_protocol(py::handle obj) {
   std::unique_ptr<Buffer> b(new Buffer());
   if (PyObject_GetBuffer(obj.ptr(), &b->view_, PyBUF_STRIDES) != 0) throw py::error_already_set();
-  b->has_view_ = true;
+  b->release_ = [view = &b->view_] { PyBuffer_Release(view); };
   b->origin = "buffer protocol";
   b->address = reinterpret_cast<std::uintptr_t>(b->view_.buf);
   b->nbytes = static_cast<std::uint64_t>(b->view_.len);
@@ -107,7 +107,7 @@ std::unique_ptr<Buffer> Buffer::from_dlpack(py::handle capsule) {
   b->origin = "dlpack";
   auto consume = [&](auto* m, const char* used_name) {
     PyCapsule_SetName(cap, used_name);
-    b->dlpack_release_ = [m] {
+    b->release_ = [m] {
       if (m->deleter) m->deleter(m);
     };
     describe_tensor(m->dl_tensor, *b);
@@ -144,11 +144,6 @@ std::unique_ptr<Buffer> Buffer::from_pointer(std::uintptr_t address, std::uint64
   b->device_id = device_id;
   b->owner_ = std::move(owner);
   return b;
-}
-
-Buffer::~Buffer() {
-  if (has_view_) PyBuffer_Release(&view_);
-  if (dlpack_release_) dlpack_release_();
 }
 
 }  // namespace ferry::python

@@ -37,7 +37,9 @@ class Buffer {
 
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
-  ~Buffer();  // releases the view, or hands the DLPack tensor back to its deleter
+  ~Buffer() {
+    if (release_) release_();  // releases the view, or hands the DLPack tensor back to its deleter
+  }
 
   std::uintptr_t address = 0;
   std::uint64_t nbytes = 0;
@@ -51,8 +53,7 @@ class Buffer {
  private:
   Buffer() = default;
   Py_buffer view_{};
-  bool has_view_ = false;
-  std::function<void()> dlpack_release_;
+  std::function<void()> release_;
   pybind11::object owner_;
 };
 

@@ -1,5 +1,6 @@
 #include "errors.hpp"
 
+#include <cstring>
 #include <string>
 
 namespace py = pybind11;
@@ -11,10 +12,7 @@ namespace {
 // and the errno's name ("Could not read ... from \"/d/x.bin\": Input/output error (EIO)"); the code is an
 // attribute of the exception instead.
 std::string python_message(const Status& status) {
-  std::string text = status.to_string();
-  std::string prefix = std::string(error_code_name(status.code())) + ": ";
-  if (text.compare(0, prefix.size(), prefix) == 0) text.erase(0, prefix.size());
-  return text;
+  return status.to_string().substr(std::strlen(error_code_name(status.code())) + 2);
 }
 
 // Paths are bytes on Linux: decode them as os.fsdecode() does, so odd names round-trip; messages are for

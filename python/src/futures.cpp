@@ -37,10 +37,6 @@ const int g_registry_held_across_forks = pthread_atfork([] { g_registry_mutex.lo
                                                         [] { g_registry_mutex.unlock(); },
                                                         [] { g_registry_mutex.unlock(); });
 
-// Counted in the child of every fork() (forks_seen): a relaxed load, where getpid() is a system call.
-std::atomic<std::uint64_t> g_forks{0};
-const int g_forks_counted = pthread_atfork(nullptr, nullptr, [] { g_forks.fetch_add(1, std::memory_order_relaxed); });
-
 // Set while the Python object of a PyFuture is deallocated as a KeyboardInterrupt or SystemExit
 // propagates: the interpreter's error indicator is still set while it pops the stacks of the frames it
 // unwinds, and pybind11 clears it before it runs the C++ destructor, hence this flag.
@@ -99,8 +95,6 @@ void future_dealloc(PyObject* self) {
 }
 
 }  // namespace
-
-std::uint64_t forks_seen() { return g_forks.load(std::memory_order_relaxed); }
 
 void set_up_future_type(PyHeapTypeObject* heap_type) {
   PyTypeObject* type = &heap_type->ht_type;
@@ -245,10 +239,8 @@ PyFuture::~PyFuture() {
       t_dropped_by_interrupt || (sigint_count() != sigints_at_start_ && PyGILState_Check());
   if (interrupted && !done()) {
     if (at_position_) {
-      // A blocking read()'s or write()'s own future, dropped between its start and its wait: the call's caller
-      // must find the position where the call began, so its cancelled request is waited for below (its running
-      // tasks, a task each at most) and settled before the interrupt goes on. Parked, its position was settled
-      // only after the next read() had reserved from the advanced one.
+      // A blocking read()'s or write()'s own future (see futures.hpp): waited for below (a task each at most).
+      // Parked, its position was settled only after the next read() had reserved from the advanced one.
       request_stop();
     } else {
       // Cancel, and hand the request and its buffer to reap_parked().
@@ -296,14 +288,8 @@ bool PyFuture::wait_until(std::optional<Clock::time_point> deadline) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!outcome_) future_.wait();
   }
-  // After a signal handler raised: cancel, wait for the running tasks without checking signals, settle.
-  auto stop = [this] {
-    request_stop();
-    without_gil([this] { completion_->wait(); });
-    settle();
-  };
   return wait_interruptibly([this](std::chrono::milliseconds d) { return completion_->wait_for(d); }, deadline,
-                            stop);
+                            [this] { stop_and_settle(); });
 }
 
 const Result<Transfer>& PyFuture::settle() {
@@ -334,16 +320,20 @@ const Result<Transfer>& PyFuture::settle() {
   return *outcome_;
 }
 
+const Result<Transfer>& PyFuture::stop_and_settle() {
+  request_stop();
+  without_gil([this] { completion_->wait(); });
+  return settle();
+}
+
 const Transfer& PyFuture::transfer() {
-  wait_until(std::nullopt);
-  const Result<Transfer>& r = settle();
-  if (!r.ok()) throw_status(r.status());
+  const Result<Transfer>& r = outcome();
+  check(r.status());
   return *r;
 }
 
 py::object PyFuture::exception() {
-  wait_until(std::nullopt);
-  const Result<Transfer>& r = settle();
+  const Result<Transfer>& r = outcome();
   return r.ok() ? py::none() : status_exception(r.status());
 }
 
@@ -351,8 +341,7 @@ bool PyFuture::cancel(bool wait) {
   const bool was_running = !done();
   request_stop();
   if (!wait) return was_running;
-  without_gil([this] { completion_->wait(); });
-  const Result<Transfer>& r = settle();
+  const Result<Transfer>& r = stop_and_settle();
   return !r.ok() && r.status().code() == ErrorCode::cancelled;
 }
 

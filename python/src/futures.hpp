@@ -10,11 +10,10 @@
 // request), so a discarded pwrite() still completes. So that Ctrl-C stops a program instead of waiting for
 // transfers nobody will look at, two exceptions:
 // - one dropped while a KeyboardInterrupt or SystemExit propagates (`[f.pread(...) for ...]` interrupted
-//   half-way: the interpreter discards the unwound frames' temporaries) cancels its request and parks it with
-//   its buffer; reap_parked() lets the buffer go once the request is over (the next request or close() of any
-//   File, and at exit). Waiting for each in turn would wait for the requests queued before it, not cancelled
-//   yet. A blocking read()'s or write()'s own future (a request at the file position) is cancelled and waited
-//   for instead: the file position it settles must be back before the call's caller goes on;
+//   half-way) cancels its request and parks it with its buffer, which reap_parked() lets go once the request is
+//   over (at the next request or close() of any File, and at exit): waiting for each in turn would wait for the
+//   requests queued before it, not cancelled yet. A blocking read()'s or write()'s own future is cancelled and
+//   waited for instead: the file position it settles must be back before the call's caller goes on;
 // - at exit after an unhandled KeyboardInterrupt, an atexit hook (ferry/__init__.py) cancels every live
 //   request, so the futures the interpreter drops then wait for running tasks only.
 //
@@ -37,12 +36,12 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include <pybind11/pybind11.h>
 
+#include "base/fork_guard.hpp"  // the library's own fork helpers, so that both agree on a child
 #include "errors.hpp"
 #include "ferry/file.hpp"
 
@@ -62,15 +61,14 @@ inline constexpr std::chrono::milliseconds kWaitSlice{20};
 /// NaN and negative values are the caller's to refuse or clamp (the Python layer does).
 std::optional<Clock::time_point> deadline_after(std::optional<double> seconds);
 
-/// Calls `wait_slice(d)` (which must block at most `d` and return whether the awaited event happened)
-/// with the GIL released until it returns true or `deadline` passes; returns whether it happened.
-/// Between slices it runs Python's signal handlers; when one raises, it calls `on_interrupt()` (GIL
-/// held) and rethrows the handler's exception. Call with the GIL held.
+/// Calls `wait_slice(d)` (blocks at most `d`, returns whether the awaited event happened) with the GIL released
+/// until it returns true or `deadline` passes; returns whether it happened. Between slices it runs Python's
+/// signal handlers; when one raises, it calls `on_interrupt()` (GIL held) and rethrows. Call with the GIL held.
 template <typename WaitSlice, typename OnInterrupt>
 bool wait_interruptibly(WaitSlice&& wait_slice, std::optional<Clock::time_point> deadline,
                         OnInterrupt&& on_interrupt) {
   for (;;) {
-    auto slice = std::chrono::duration_cast<std::chrono::milliseconds>(kWaitSlice);
+    std::chrono::milliseconds slice = kWaitSlice;
     if (deadline) {
       auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now());
       slice = std::clamp(left, std::chrono::milliseconds(0), slice);
@@ -85,55 +83,52 @@ bool wait_interruptibly(WaitSlice&& wait_slice, std::optional<Clock::time_point>
   }
 }
 
-/// How many times this process is a child forked since the extension loaded (0 in the process that loaded it).
-std::uint64_t forks_seen();
-
 /// What a File shares with its futures: how many of its requests have not completed, for close().
 class FileRequests {
  public:
+  ~FileRequests() {
+    // A parent's part is never destroyed in a child: its lock or condition variable may be copied in use.
+    if (Count* c = count_.load(); c->generation == detail::fork_generation()) delete c;
+  }
   /// A request is about to be submitted. Call with the GIL held, after checking that the File is open,
   /// so that a close() on another thread either refuses the request or waits for it.
   void started() {
-    std::lock_guard<std::mutex> lock(this_process_mutex());
-    ++running_;
+    Count& c = this_process_count();
+    std::lock_guard<std::mutex> lock(c.mutex);
+    ++c.running;
   }
   /// A request completed (a Future::then callback, on any thread).
   void finished() {
-    std::lock_guard<std::mutex> lock(this_process_mutex());
-    if (running_ > 0 && --running_ == 0) idle_.notify_all();
+    Count& c = this_process_count();
+    std::lock_guard<std::mutex> lock(c.mutex);
+    if (c.running > 0 && --c.running == 0) c.idle.notify_all();
   }
   /// Waits at most `timeout` until no request runs; returns whether none does.
   bool wait_idle_for(std::chrono::milliseconds timeout) {
-    std::unique_lock<std::mutex> lock(this_process_mutex());
-    return idle_.wait_for(lock, timeout, [this] { return running_ == 0; });
+    Count& c = this_process_count();
+    std::unique_lock<std::mutex> lock(c.mutex);
+    return c.idle.wait_for(lock, timeout, [&c] { return c.running == 0; });
   }
 
  private:
-  // The mutex, made anew with the condition variable in a child forked since. A child of fork() has none of
-  // its parent's threads, and a copy of a lock one of them held then stays held for good: a DataLoader
-  // worker's first read through a File its parent opened hung in started(), the parent's pool threads having
-  // been counting its reads' ends at the fork (about 1 fork in 3,000; python/tests/test_fork.py). The
-  // parent's requests, which never end in the child, are not counted there.
-  // The stamp is twice the forks seen when the locks were made (a load, not a getpid() system call a lock).
-  std::mutex& this_process_mutex() {
-    const std::uint64_t now = 2 * forks_seen();
-    std::uint64_t seen = stamp_.load(std::memory_order_acquire);
-    if (seen == now) return mutex_;
-    // now + 1: this process's renewal is under way, and a second thread waits for it.
-    if (seen != now + 1 && stamp_.compare_exchange_strong(seen, now + 1, std::memory_order_acq_rel)) {
-      new (&mutex_) std::mutex();
-      new (&idle_) std::condition_variable();
-      running_ = 0;
-      stamp_.store(now, std::memory_order_release);
-    }
-    while (stamp_.load(std::memory_order_acquire) != now) std::this_thread::yield();
-    return mutex_;
+  struct Count {
+    std::uint64_t generation;  // detail::fork_generation() of the process that made it
+    std::mutex mutex;
+    std::condition_variable idle;
+    std::uint64_t running = 0;
+  };
+
+  // Made anew in a forked child, which has none of its parent's threads: a copy of the lock that one of them
+  // held at the fork would stay held for good. A DataLoader worker's first read through a File its parent
+  // opened hung in started(), the parent's pool threads having been counting its reads' ends at the fork
+  // (about 1 fork in 3,000; python/tests/test_fork.py). The parent's requests, which never end in the child,
+  // are not counted there.
+  Count& this_process_count() {
+    return detail::this_process_part(count_,
+                                     [](const Count&, std::uint64_t generation) { return new Count{generation}; });
   }
 
-  std::atomic<std::uint64_t> stamp_{2 * forks_seen()};  // the process the locks belong to
-  std::mutex mutex_;
-  std::condition_variable idle_;
-  std::uint64_t running_ = 0;
+  std::atomic<Count*> count_{new Count{detail::fork_generation()}};
 };
 
 /// Puts a handler that counts SIGINTs in front of the SIGINT handler installed now (Python's), which it calls
@@ -145,8 +140,8 @@ void install_sigint_counter();
 /// Asks the requests of every live future of `file` (of every file, when null) to stop. Does not wait.
 void cancel_requests(const FileRequests* file);
 
-/// Lets go of the buffers of parked futures whose requests are over;
-/// with `wait`, waits (GIL released) for all of them first. Call with the GIL held.
+/// Lets go of the buffers of parked futures whose requests are over; with `wait`, waits (GIL released) for all of
+/// them first. Call with the GIL held.
 void reap_parked(bool wait);
 
 /// Makes the Python type of PyFuture tell a future dropped while a KeyboardInterrupt or SystemExit
@@ -161,8 +156,7 @@ struct Completion {
   bool done = false;
   std::optional<std::uint64_t> announce;  // the token mark() puts on the queue of done futures, if any
 
-  /// Done: wakes the waiters, and announces the token given to announce_as(), if any.
-  void mark();
+  void mark();  // done: wakes the waiters, and announces the token given to announce_as(), if any
   bool wait_for(std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(mutex);
     return cv.wait_for(lock, timeout, [this] { return done; });
@@ -179,23 +173,21 @@ struct Completion {
   void announce_as(std::uint64_t token);
 };
 
-/// Waits (GIL released) until some announced futures are done, or `timeout` seconds passed (None: no
-/// limit); returns the tokens announced since the last call, in order of completion (maybe none). For one
-/// thread at a time, a daemon thread: at interpreter exit it may be ended inside, which is safe. Call with
-/// the GIL held.
+/// Waits (GIL released) until some announced futures are done, or `timeout` seconds passed (None: no limit);
+/// returns the tokens announced since the last call, in order of completion (maybe none). For one thread at a
+/// time, a daemon thread: at interpreter exit it may be ended inside, which is safe. Call with the GIL held.
 std::vector<std::uint64_t> wait_for_done_futures(std::optional<double> timeout);
 
-/// The extension's side of ferry.Future. Keeps the buffer's owner alive until the request is done; a
-/// PyFuture dropped before then waits for its request (or parks it, see above), so no task ever writes
-/// into memory Python freed. result() may be called any number of times (the outcome is kept).
+/// The extension's side of ferry.Future: keeps the buffer's owner alive until the request is done (dropped
+/// before, it waits or parks: see above). result() may be called any number of times (the outcome is kept).
 class PyFuture {
  public:
-  /// `future` must be valid. `keep` owns the buffer (dropped once the outcome is taken). `what` ("read 4096
-  /// bytes at offset 0 from \"/d/x.bin\"") and `path` name a cancelled request in its message. `requests`
-  /// (may be null) learns when the request completes. `at_position`: a request at the file position
-  /// (File::read_at_position), which settles the position as it completes. `waiter_runs`: a wait without a limit runs
-  /// a one-task request on its own thread (see wait_until); only for small requests of local files (a remote
-  /// task watches for cancellation mid-task).
+  /// `future` must be valid. `keep` owns the buffer (dropped once the outcome is taken). `what` ("read 4096 bytes
+  /// at offset 0 from \"/d/x.bin\"") and `path` name a cancelled request in its message. `requests` (may be null)
+  /// learns when the request completes. `at_position`: a request at the file position (File::read_at_position),
+  /// which settles the position as it completes. `waiter_runs`: a wait without a limit runs a one-task request on
+  /// its own thread (see wait_until); only for small requests of local files (a remote task watches for
+  /// cancellation mid-task).
   PyFuture(Future future, pybind11::object keep, std::shared_ptr<FileRequests> requests, std::string what,
            std::string path, bool at_position = false, bool waiter_runs = false);
   PyFuture(const PyFuture&) = delete;
@@ -204,8 +196,8 @@ class PyFuture {
 
   /// True once every task of the request has stopped. Never blocks.
   bool done() const;
-  /// Waits until done, or until `timeout` seconds passed (None: no limit); returns done(). A signal
-  /// handler's exception cancels the request and propagates once its running tasks stopped.
+  /// Waits until done, or until `timeout` seconds passed (None: no limit); returns done(). A signal handler's
+  /// exception cancels the request and propagates once its running tasks stopped.
   bool wait(std::optional<double> timeout) { return wait_until(deadline_after(timeout)); }
   /// Bytes transferred, or the request's error as an exception (waits as wait(None) does).
   std::uint64_t result() { return transfer().bytes; }
@@ -221,18 +213,24 @@ class PyFuture {
   std::uint64_t bytes_done();
   /// Future::cancel() without waiting (cancel_requests). Any thread, GIL or not.
   void request_stop();
-  /// Announces `token` (see wait_for_done_futures) once the request is done, at once if it is. Never
-  /// blocks; a one-task request kept for its waiter goes to a worker now, as for a poll. Once per future.
+  /// Announces `token` (see wait_for_done_futures) once the request is done, at once if it is. Never blocks; a
+  /// one-task request kept for its waiter goes to a worker now, as for a poll. Once per future.
   void notify_when_done(std::uint64_t token);
   const FileRequests* file() const { return requests_.get(); }
 
  private:
-  /// Waits (interruptibly) until done; on a signal handler's exception stops the request first.
   bool wait_until(std::optional<Clock::time_point> deadline);
-  /// Waits as wait(None) does, then the transfer, or the request's error raised.
+  /// Waits as wait(None) does, then settles.
+  const Result<Transfer>& outcome() {
+    wait_until(std::nullopt);
+    return settle();
+  }
+  /// outcome()'s transfer, or its error raised.
   const Transfer& transfer();
   /// Takes the outcome (once), drops the buffer. Call with the GIL held, once done.
   const Result<Transfer>& settle();
+  /// Asks the request to stop, waits (GIL released, no signal checks) until its running tasks stopped, settles.
+  const Result<Transfer>& stop_and_settle();
   /// A one-task request that nobody runs on their own thread goes to a worker now (polls, timed waits).
   void hurry() const;
 
@@ -240,8 +238,8 @@ class PyFuture {
   std::shared_ptr<FileRequests> requests_;
   std::string what_;
   std::string path_;
-  // Guards everything below; never held while waiting for the GIL. Held by a wait that runs the request on
-  // its own thread (one task at most).
+  // Guards everything below; never held while waiting for the GIL. Held by a wait that runs the request on its
+  // own thread (one task at most).
   mutable std::mutex mutex_;
   Future future_;
   std::optional<Result<Transfer>> outcome_;

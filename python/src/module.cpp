@@ -1,14 +1,16 @@
 // ferry._ferry: the private extension under the `ferry` package. It binds the public C++ API one to one
 // (File, Future, Config, process reports) with the GIL released around every call that may block; the
 // Python layer in ferry/__init__.py gives it its Pythonic shape (keyword arguments, buffers from any
-// producer, dict reports, exceptions, argument checks). Nothing here includes Ferry's internals.
+// producer, dict reports, exceptions, argument checks). Of Ferry's internals only its fork helpers are used.
 #include <chrono>
 #include <cstdio>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -30,25 +32,21 @@ using namespace pybind11::literals;
 namespace ferry::python {
 namespace {
 
-// The Python tests' watchdog (conftest.py) arms one per test, beside faulthandler's traceback dump.
-class PendingReport {
- public:
-  PendingReport(double seconds, std::string label) {
-    std::thread([cancelled = cancelled_, seconds, label = std::move(label)] {
-      auto limit = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(seconds));
-      if (cancelled->wait_for(limit)) return;
-      auto pending = pending_stream_requests();
-      std::fprintf(stderr, "\nWATCHDOG: %s still running after %.0f s; stream-ordered requests pending: %zu\n",
-                   label.c_str(), seconds, pending.size());
-      for (const auto& line : pending) std::fprintf(stderr, "  %s\n", line.c_str());
-      std::fflush(stderr);
-    }).detach();
-  }
-  void cancel() { cancelled_->mark(); }
-
- private:
-  std::shared_ptr<Completion> cancelled_ = std::make_shared<Completion>();  // marked by cancel()
-};
+// The Python tests' watchdog (conftest.py) arms one per test, beside faulthandler's traceback dump: a flag
+// that cancels the report when marked.
+std::shared_ptr<Completion> pending_report(double seconds, std::string label) {
+  auto cancelled = std::make_shared<Completion>();
+  std::thread([cancelled, seconds, label = std::move(label)] {
+    auto limit = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(seconds));
+    if (cancelled->wait_for(limit)) return;
+    auto pending = pending_stream_requests();
+    std::fprintf(stderr, "\nWATCHDOG: %s still running after %.0f s; stream-ordered requests pending: %zu\n",
+                 label.c_str(), seconds, pending.size());
+    for (const auto& line : pending) std::fprintf(stderr, "  %s\n", line.c_str());
+    std::fflush(stderr);
+  }).detach();
+  return cancelled;
+}
 
 Config current_default_config() { return unwrap(default_config()); }
 
@@ -63,7 +61,7 @@ class PyFile {
   static std::unique_ptr<PyFile> open(const std::string& path, const std::string& mode, std::optional<Config> config,
                                       std::optional<std::tuple<std::string, std::string, std::string>> credentials) {
     std::optional<remote::Credentials> given;
-    if (credentials) given = remote::Credentials{std::get<0>(*credentials), std::get<1>(*credentials), std::get<2>(*credentials)};
+    if (credentials) given = std::make_from_tuple<remote::Credentials>(*credentials);
     if (given && !config) config = current_default_config();
     auto r = without_gil([&] {
       return given ? remote::open(path, *given, *config, mode)
@@ -105,24 +103,24 @@ class PyFile {
       pieces[i] = Piece{reinterpret_cast<void*>(static_cast<std::uintptr_t>(a[i])), z[i], o[i]};
       total += z[i];
     }
-    File& f = open_file();
-    reap_parked(false);
-    requests_->started();
-    Future future = without_gil([&] { return f.pread_batch(pieces); });
-    std::string what = "read a batch of " + std::to_string(n) + " pieces (" + std::to_string(total) +
-                       " bytes) from \"" + f.path() + "\"";
-    return std::make_unique<PyFuture>(std::move(future), std::move(keep), requests_, std::move(what), f.path());
+    std::string what = "read a batch of " + std::to_string(n) + " pieces (" + std::to_string(total) + " bytes) from";
+    return submit(std::move(keep), std::move(what), [&](File& f) { return f.pread_batch(pieces); });
   }
 
   std::uint64_t tell() { return open_file().tell(); }
   void seek(std::uint64_t to) { open_file().seek(to); }
   int fileno() { return open_file().fileno(); }
+  std::uint64_t size() {
+    return unwrap(without_gil([&f = open_file()] { return f.size(); }));
+  }
+  void sync() {
+    check(without_gil([&f = open_file()] { return f.sync(); }));
+  }
 
   /// Blocking read at the file position into a new bytes object: (bytes object, (json, table)).
   py::tuple read_bytes(std::uint64_t size) {
     if (size > static_cast<std::uint64_t>(PY_SSIZE_T_MAX)) {
-      PyErr_SetString(PyExc_OverflowError, "size does not fit in a bytes object");
-      throw py::error_already_set();
+      throw std::overflow_error("size does not fit in a bytes object");  // pybind11 raises OverflowError
     }
     open_file();  // a closed file allocates nothing
     py::object data = steal_or_throw(PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(size)));
@@ -141,16 +139,6 @@ class PyFile {
       data = py::reinterpret_steal<py::object>(raw);
     }
     return py::make_tuple(data, parts);
-  }
-
-  std::uint64_t size() {
-    File& f = open_file();
-    return unwrap(without_gil([&] { return f.size(); }));
-  }
-
-  void sync() {
-    File& f = open_file();
-    check(without_gil([&] { return f.sync(); }));
   }
 
   /// Refuses new requests, waits for those in flight, then closes the File. A signal handler's exception
@@ -197,24 +185,35 @@ class PyFile {
                                   std::optional<std::uint64_t> offset = std::nullopt,
                                   std::optional<std::uintptr_t> stream = std::nullopt) {
     const bool is_read = direction == Direction::read;
+    const File& f = open_file();
+    const bool local_file = f.fileno() >= 0;  // a remote object's task must stay interruptible mid-way
+    const bool small = size <= f.config().task_size();  // a task or two, however it is aligned
+    std::string what = std::string(is_read ? "read " : "write ") + std::to_string(size) + " bytes " +
+                       (offset ? "at offset " + std::to_string(*offset) : "at the file position") +
+                       (is_read ? " from" : " to");
+    auto call = [&](File& file) {
+      if (!offset) return is_read ? file.read_at_position(address, size) : file.write_at_position(address, size);
+      if (stream) {
+        auto* s = reinterpret_cast<void*>(*stream);
+        return is_read ? file.read_async(address, size, *offset, s) : file.write_async(address, size, *offset, s);
+      }
+      return is_read ? file.pread(address, size, *offset) : file.pwrite(address, size, *offset);
+    };
+    return submit(std::move(keep), std::move(what), call, /*at_position=*/!offset,
+                  /*waiter_runs=*/local_file && !stream && small);
+  }
+
+  // Submits `call(file)` as a request of this File, counted for close(), as a PyFuture that keeps `keep` alive
+  // until it is over; `what` ("read 8 bytes at offset 0 from") and the path name the request in its errors.
+  template <typename Call>
+  std::unique_ptr<PyFuture> submit(py::object keep, std::string what, Call&& call, bool at_position = false,
+                                   bool waiter_runs = false) {
     File& f = open_file();
     reap_parked(false);
     requests_->started();  // with the GIL still held: a close() from now on waits for this request
-    Future future = without_gil([&] {
-      if (!offset) return is_read ? f.read_at_position(address, size) : f.write_at_position(address, size);
-      if (stream) {
-        auto* s = reinterpret_cast<void*>(*stream);
-        return is_read ? f.read_async(address, size, *offset, s) : f.write_async(address, size, *offset, s);
-      }
-      return is_read ? f.pread(address, size, *offset) : f.pwrite(address, size, *offset);
-    });
-    std::string what = std::string(is_read ? "read " : "write ") + std::to_string(size) + " bytes " +
-                       (offset ? "at offset " + std::to_string(*offset) : "at the file position") +
-                       (is_read ? " from \"" : " to \"") + f.path() + "\"";
-    const bool local_file = f.fileno() >= 0;  // a remote object's task must stay interruptible mid-way
-    const bool small = size <= f.config().task_size();  // a task or two, however it is aligned
-    return std::make_unique<PyFuture>(std::move(future), std::move(keep), requests_, std::move(what), f.path(),
-                                      /*at_position=*/!offset, /*waiter_runs=*/local_file && !stream && small);
+    Future future = without_gil([&] { return call(f); });
+    return std::make_unique<PyFuture>(std::move(future), std::move(keep), requests_,
+                                      std::move(what) + " \"" + f.path() + "\"", f.path(), at_position, waiter_runs);
   }
 
   std::unique_ptr<File> file_;
@@ -232,10 +231,10 @@ PYBIND11_MODULE(_ferry, m) {
   m.doc() = "Ferry's private extension; use the `ferry` package.";
 
   py::class_<Buffer>(m, "Buffer", "Memory pinned for Ferry: a buffer-protocol view, a DLPack tensor or a pointer.")
-      .def_static("from_buffer_protocol", &Buffer::from_buffer_protocol, py::arg("obj"))
-      .def_static("from_dlpack", &Buffer::from_dlpack, py::arg("capsule"))
-      .def_static("from_pointer", &Buffer::from_pointer, py::arg("address"), py::arg("nbytes"), py::arg("readonly"),
-                  py::arg("device_type"), py::arg("device_id"), py::arg("owner"), py::arg("origin"))
+      .def_static("from_buffer_protocol", &Buffer::from_buffer_protocol, "obj"_a)
+      .def_static("from_dlpack", &Buffer::from_dlpack, "capsule"_a)
+      .def_static("from_pointer", &Buffer::from_pointer, "address"_a, "nbytes"_a, "readonly"_a, "device_type"_a,
+                  "device_id"_a, "owner"_a, "origin"_a)
       .def_readonly("address", &Buffer::address)
       .def_readonly("nbytes", &Buffer::nbytes)
       .def_readonly("readonly", &Buffer::readonly)
@@ -247,16 +246,16 @@ PYBIND11_MODULE(_ferry, m) {
 
   py::class_<Config>(m, "Config", "A copy of Ferry's settings (ferry::Config).")
       .def(py::init<>())
-      .def("get", &Config::get, py::arg("name"))
+      .def("get", &Config::get, "name"_a)
       .def("set", [](Config& c, const std::string& name, const std::string& value) {
              check(c.set(name, value, SettingSource::api));
-           }, py::arg("name"), py::arg("value"))
+           }, "name"_a, "value"_a)
       .def("source", [](const Config& c, const std::string& name) {
              return std::string(setting_source_name(c.source(name)));
-           }, py::arg("name"));
+           }, "name"_a);
 
   m.def("default_config", &current_default_config, "A copy of the configuration File.open uses by default.");
-  m.def("set_default_config", &set_default_config, py::arg("config"));
+  m.def("set_default_config", &set_default_config, "config"_a);
   m.def("pinned_memory", [] {
     const PinnedMemoryUse use = pinned_memory_use();
     return py::dict("budget"_a = use.budget, "pinned_bytes"_a = use.pinned_bytes, "peak_bytes"_a = use.peak_bytes,
@@ -265,7 +264,7 @@ PYBIND11_MODULE(_ferry, m) {
   m.def("warm_up", [](int device, std::optional<Config> config) {
     const Config c = config ? *config : current_default_config();
     check(without_gil([&] { return warm_up(device, c); }));  // it pins for tens of ms
-  }, py::arg("device"), py::arg("config") = py::none());
+  }, "device"_a, "config"_a = py::none());
   m.def("environment_config", [] { return unwrap(Config::from_environment()); },
         "Built-in defaults overridden by FERRY_* environment variables.");
   m.def("route_names", [] {
@@ -280,40 +279,36 @@ PYBIND11_MODULE(_ferry, m) {
   });
   m.def("parse_size", [](const std::string& text, const std::string& setting) {
     return unwrap(parse_size(text, setting));
-  }, py::arg("text"), py::arg("setting") = "size");
-  m.def("format_size", &format_size, py::arg("bytes"));
+  }, "text"_a, "setting"_a = "size");
+  m.def("format_size", &format_size, "bytes"_a);
 
   py::class_<PyFuture>(m, "Future", "A pending pread/pwrite.", py::custom_type_setup(&set_up_future_type))
       .def("done", &PyFuture::done)
-      .def("wait", &PyFuture::wait, py::arg("timeout") = py::none())
+      .def("wait", &PyFuture::wait, "timeout"_a = py::none())
       .def("result", &PyFuture::result)
       .def("report", &PyFuture::report)
       .def("exception", &PyFuture::exception)
-      .def("cancel", &PyFuture::cancel, py::arg("wait") = true)
+      .def("cancel", &PyFuture::cancel, "wait"_a = true)
       .def("bytes_done", &PyFuture::bytes_done)
-      .def("notify_when_done", &PyFuture::notify_when_done, py::arg("token"));
-  m.def("wait_for_done_futures", &wait_for_done_futures, py::arg("timeout") = py::none(),
+      .def("notify_when_done", &PyFuture::notify_when_done, "token"_a);
+  m.def("wait_for_done_futures", &wait_for_done_futures, "timeout"_a = py::none(),
         "Tokens of the futures given to notify_when_done() whose requests completed since the last call; waits "
         "(GIL released) for at least one, at most `timeout` seconds.");
 
   py::class_<PyFile>(m, "File", "An open file (ferry::File).")
-      .def_static("open", &PyFile::open, py::arg("path"), py::arg("mode"), py::arg("config") = py::none(),
-                  py::arg("credentials") = py::none())
-      .def("pread", &PyFile::request<Direction::read, std::uint64_t>, py::arg("buffer"), py::arg("size"),
-           py::arg("offset"))
-      .def("pread_batch", &PyFile::pread_batch, py::arg("keep"), py::arg("addresses"), py::arg("sizes"),
-           py::arg("offsets"))
-      .def("pwrite", &PyFile::request<Direction::write, std::uint64_t>, py::arg("buffer"), py::arg("size"),
-           py::arg("offset"))
-      .def("read_bytes", &PyFile::read_bytes, py::arg("size"))
-      .def("read_async", &PyFile::request<Direction::read, std::uint64_t, std::uintptr_t>, py::arg("buffer"),
-           py::arg("size"), py::arg("offset"), py::arg("stream"))
-      .def("write_async", &PyFile::request<Direction::write, std::uint64_t, std::uintptr_t>, py::arg("buffer"),
-           py::arg("size"), py::arg("offset"), py::arg("stream"))
-      .def("read_at_position", &PyFile::request<Direction::read>, py::arg("buffer"), py::arg("size"))
-      .def("write_at_position", &PyFile::request<Direction::write>, py::arg("buffer"), py::arg("size"))
+      .def_static("open", &PyFile::open, "path"_a, "mode"_a, "config"_a = py::none(), "credentials"_a = py::none())
+      .def("pread", &PyFile::request<Direction::read, std::uint64_t>, "buffer"_a, "size"_a, "offset"_a)
+      .def("pread_batch", &PyFile::pread_batch, "keep"_a, "addresses"_a, "sizes"_a, "offsets"_a)
+      .def("pwrite", &PyFile::request<Direction::write, std::uint64_t>, "buffer"_a, "size"_a, "offset"_a)
+      .def("read_bytes", &PyFile::read_bytes, "size"_a)
+      .def("read_async", &PyFile::request<Direction::read, std::uint64_t, std::uintptr_t>, "buffer"_a,
+           "size"_a, "offset"_a, "stream"_a)
+      .def("write_async", &PyFile::request<Direction::write, std::uint64_t, std::uintptr_t>, "buffer"_a,
+           "size"_a, "offset"_a, "stream"_a)
+      .def("read_at_position", &PyFile::request<Direction::read>, "buffer"_a, "size"_a)
+      .def("write_at_position", &PyFile::request<Direction::write>, "buffer"_a, "size"_a)
       .def("tell", &PyFile::tell)
-      .def("seek", &PyFile::seek, py::arg("position"))
+      .def("seek", &PyFile::seek, "position"_a)
       .def("fileno", &PyFile::fileno)
       .def("size", &PyFile::size)
       .def("sync", &PyFile::sync)
@@ -322,58 +317,56 @@ PYBIND11_MODULE(_ferry, m) {
       .def_property_readonly("closed", &PyFile::closed)
       .def_property_readonly("path", &PyFile::path)
       .def("config", &PyFile::config)
-      .def("report", &PyFile::report, py::arg("others") = std::vector<const PyFile*>())
+      .def("report", &PyFile::report, "others"_a = std::vector<const PyFile*>())
       .def("direct_io_available", &PyFile::direct_io_available)
       .def("direct_io_note", &PyFile::direct_io_note);
 
   m.def("cancel_all_requests", [] { cancel_requests(nullptr); },
         "Asks every request still running, of every file, to stop (at exit after an unhandled Ctrl-C).");
-  m.def("reap_parked", &reap_parked, py::arg("wait"),
+  m.def("reap_parked", &reap_parked, "wait"_a,
         "Lets go of the buffers of futures dropped by an interrupt once their requests are over.");
   m.def("process_report", [] { return report_parts(process_report()); });
-  py::class_<PendingReport>(m, "_PendingReport",
-                            "Prints the pending stream-ordered requests to stderr after `seconds`, from a thread "
-                            "of its own (so a hang with the GIL held still gets it), unless cancelled first.")
-      .def(py::init<double, std::string>(), py::arg("seconds"), py::arg("label"))
-      .def("cancel", &PendingReport::cancel);
+  py::class_<Completion, std::shared_ptr<Completion>>(
+      m, "_PendingReport",
+      "Prints the pending stream-ordered requests to stderr after `seconds`, from a thread of its own (so a hang "
+      "with the GIL held still gets it), unless cancelled first.")
+      .def(py::init(&pending_report), "seconds"_a, "label"_a)
+      .def("cancel", &Completion::mark);
   // ferry.page_cache: (cached_bytes, range_bytes, page_bytes, method).
   auto residency_tuple = [](const page_cache::Residency& r) {
     return py::make_tuple(r.cached_bytes, r.range_bytes, r.page_bytes, r.method);
   };
   m.def("page_cache_residency", [residency_tuple](const std::string& path, std::uint64_t offset, std::uint64_t length) {
     return residency_tuple(unwrap(without_gil([&] { return page_cache::residency(path, offset, length); })));
-  }, py::arg("path"), py::arg("offset"), py::arg("length"));
+  }, "path"_a, "offset"_a, "length"_a);
   m.def("page_cache_evict", [residency_tuple](const std::string& path, bool write_back_first) {
     return residency_tuple(unwrap(without_gil([&] { return page_cache::evict(path, write_back_first); })));
-  }, py::arg("path"), py::arg("write_back_first"));
+  }, "path"_a, "write_back_first"_a);
   m.def("reset_process_report", [] { reset_process_report(); });
-  m.def("error_code_names", [] {
-    py::list names;
-    for (int c = 0; c <= static_cast<int>(ErrorCode::internal); ++c) {
-      names.append(error_code_name(static_cast<ErrorCode>(c)));
-    }
-    return names;
-  });
-  // Raises the exception a Status with these fields becomes (for tests of the mapping).
-  m.def("_raise_status", [](const std::string& code, const std::string& message, int sys_errno,
-                            const std::string& path) {
-    for (int c = 0; c <= static_cast<int>(ErrorCode::internal); ++c) {
-      if (code == error_code_name(static_cast<ErrorCode>(c))) {
-        throw_status(Status(static_cast<ErrorCode>(c), message, sys_errno, path));
-      }
+  // The error codes and the exception a Status with these fields becomes, for tests of the mapping.
+  auto error_codes = [] {
+    std::vector<ErrorCode> codes;
+    for (int c = 0; c <= static_cast<int>(ErrorCode::internal); ++c) codes.push_back(static_cast<ErrorCode>(c));
+    return codes;
+  };
+  m.def("error_code_names", [error_codes] { return list_of(error_codes(), error_code_name); });
+  m.def("_raise_status", [error_codes](const std::string& code, const std::string& message, int sys_errno,
+                                       const std::string& path) {
+    for (ErrorCode c : error_codes()) {
+      if (code == error_code_name(c)) throw_status(Status(c, message, sys_errno, path));
     }
     throw py::value_error("unknown error code " + code);
-  }, py::arg("code"), py::arg("message"), py::arg("errno") = 0, py::arg("path") = "");
+  }, "code"_a, "message"_a, "errno"_a = 0, "path"_a = "");
 
   // The CUDA checks ferry/_buffers.py makes before it hands a producer's pointer to C++ (through Ferry's own
   // driver table, never ctypes).
   m.def("describe_memory", [](std::uintptr_t address) {
     MemoryInfo info = unwrap(describe_memory(reinterpret_cast<const void*>(address)));
     return py::make_tuple(info.kind, info.device, info.allocation_start, info.allocation_size);
-  }, py::arg("address"), "(kind, device, allocation start, allocation size) of a pointer, as CUDA knows it.");
+  }, "address"_a, "(kind, device, allocation start, allocation size) of a pointer, as CUDA knows it.");
   m.def("synchronize_stream", [](std::uintptr_t stream, int device) {
     check(without_gil([&] { return synchronize_stream(reinterpret_cast<void*>(stream), device); }));
-  }, py::arg("stream"), py::arg("device"), "Waits for the work queued on a CUDA stream of the device.");
+  }, "stream"_a, "device"_a, "Waits for the work queued on a CUDA stream of the device.");
   m.def("cuda_driver_error", []() -> py::object {
     Status status = cuda_driver_status();
     if (status.ok()) return py::none();
@@ -387,5 +380,5 @@ PYBIND11_MODULE(_ferry, m) {
 
   m.def("doctor_json", [](const std::string& path, int device, bool probe) {
     return without_gil([&] { return ferry::doctor_json(path, device, probe); });
-  }, py::arg("path"), py::arg("device"), py::arg("probe"));
+  }, "path"_a, "device"_a, "probe"_a);
 }

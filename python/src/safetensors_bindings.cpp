@@ -93,8 +93,8 @@ void register_safetensors(py::module_& m) {
 
   py::class_<st::Checkpoint>(m, "SafetensorsCheckpoint",
                              "An opened safetensors checkpoint (ferry::safetensors::Checkpoint).")
-      .def_static("open", &open_checkpoint, py::arg("path"), py::arg("config") = py::none(),
-                  py::arg("max_header_bytes") = st::kDefaultMaxHeaderBytes, py::arg("max_staging_bytes") = 0)
+      .def_static("open", &open_checkpoint, "path"_a, "config"_a = py::none(),
+                  "max_header_bytes"_a = st::kDefaultMaxHeaderBytes, "max_staging_bytes"_a = 0)
       // The shard paths as bytes (Python decodes them with os.fsdecode, as File.path).
       .def("files", [](const st::Checkpoint& c) { return list_of(c.files(), [](auto& f) { return py::bytes(f); }); })
       // [(name, dtype, shape, size_bytes, shard, file_offset)], by shard then offset
@@ -115,13 +115,11 @@ void register_safetensors(py::module_& m) {
       .def("plan", [](const st::Checkpoint& c, int device, std::vector<std::pair<std::string, int>> device_map,
                       std::vector<int> replicas) {
         return unwrap(c.plan({.device = device, .device_map = std::move(device_map), .replicas = std::move(replicas)}));
-      }, py::arg("device"), py::arg("device_map"), py::arg("replicas"))
-      .def("load_into", &load_into, py::arg("plan"), py::arg("bases"), py::arg("max_request_bytes") = 0,
-           py::arg("max_requests_in_flight") = 0, py::arg("progress") = py::none(),
-           py::arg("progress_interval") = 0.1)
-      .def("read_into", &read_into, py::arg("items"), py::arg("max_request_bytes") = 0,
-           py::arg("max_requests_in_flight") = 0, py::arg("progress") = py::none(),
-           py::arg("progress_interval") = 0.1, py::arg("report_sum") = nullptr);
+      }, "device"_a, "device_map"_a, "replicas"_a)
+      .def("load_into", &load_into, "plan"_a, "bases"_a, "max_request_bytes"_a = 0, "max_requests_in_flight"_a = 0,
+           "progress"_a = py::none(), "progress_interval"_a = 0.1)
+      .def("read_into", &read_into, "items"_a, "max_request_bytes"_a = 0, "max_requests_in_flight"_a = 0,
+           "progress"_a = py::none(), "progress_interval"_a = 0.1, "report_sum"_a = nullptr);
 }
 
 }  // namespace ferry::python

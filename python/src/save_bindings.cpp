@@ -70,8 +70,7 @@ class PySaveHandle {
  public:
   PySaveHandle(st::SaveHandle handle, py::object keep) : handle_(std::move(handle)), keep_(std::move(keep)) {}
   ~PySaveHandle() {
-    without_gil([this] { handle_.reset(); });
-    keep_ = py::none();
+    without_gil([this] { handle_.reset(); });  // keep_ goes after, with the GIL
   }
 
   /// Whether the snapshot was taken within `timeout` (None: waits); raises the save's error.
@@ -128,16 +127,15 @@ py::dict save_sharded(const std::string& directory, SaveJob job, std::uint64_t m
 
 void register_safetensors_save(py::module_& m) {
   py::class_<SaveJob>(m, "SafetensorsSaveJob", "The tensors and options of a save (SaveTensor rows, SaveOptions).")
-      .def(py::init(&save_job), py::arg("tensors"), py::arg("metadata"), py::arg("durable"), py::arg("config"),
-           py::arg("max_staging_bytes"), py::arg("refuse_overlapping"));
-  m.def("safetensors_save", &save, py::arg("path"), py::arg("job"), py::arg("progress"),
-        py::arg("progress_interval") = 0.1);
-  m.def("safetensors_start_save", &start_save, py::arg("path"), py::arg("job"), py::arg("keep"));
-  m.def("safetensors_save_sharded", &save_sharded, py::arg("directory"), py::arg("job"), py::arg("max_shard_bytes"),
-        py::arg("prefix"), py::arg("remove_stale"), py::arg("progress"), py::arg("progress_interval") = 0.1);
+      .def(py::init(&save_job), "tensors"_a, "metadata"_a, "durable"_a, "config"_a, "max_staging_bytes"_a,
+           "refuse_overlapping"_a);
+  m.def("safetensors_save", &save, "path"_a, "job"_a, "progress"_a, "progress_interval"_a = 0.1);
+  m.def("safetensors_start_save", &start_save, "path"_a, "job"_a, "keep"_a);
+  m.def("safetensors_save_sharded", &save_sharded, "directory"_a, "job"_a, "max_shard_bytes"_a, "prefix"_a,
+        "remove_stale"_a, "progress"_a, "progress_interval"_a = 0.1);
   py::class_<PySaveHandle>(m, "SafetensorsSaveHandle", "A background save (ferry::safetensors::SaveHandle).")
-      .def("snapshot", &PySaveHandle::snapshot, py::arg("timeout") = py::none())
-      .def("result", &PySaveHandle::result, py::arg("timeout") = py::none())
+      .def("snapshot", &PySaveHandle::snapshot, "timeout"_a = py::none())
+      .def("result", &PySaveHandle::result, "timeout"_a = py::none())
       .def("done", &PySaveHandle::done)
       .def("cancel", &PySaveHandle::cancel)
       .def_property_readonly("bytes_written", &PySaveHandle::bytes_written)
