@@ -20,7 +20,7 @@ std::atomic<int> g_cufile_requests_in_flight{0};
 class GdsBackend final : public RouteBackend {
  public:
   GdsBackend(const SourceRequest& request, GdsTarget target, Decision decision, std::shared_ptr<RouteBackend> edges)
-      : RouteBackend(request, target.destination, std::move(decision), nullptr, /*shares_workers=*/false),
+      : RouteBackend(request, std::move(target.destination), std::move(decision), nullptr, /*shares_workers=*/false),
         target_(std::move(target)),
         edges_(std::move(edges)) {
     // cuFile does not order its DMA after work the caller queued on the legacy default stream (a memset
@@ -70,10 +70,10 @@ class GdsBackend final : public RouteBackend {
                                   target_.driver->stats_status().ok() ? "cuFileGetStatsL3 failed"
                                                                       : target_.driver->stats_status().message()));
     }
-    if (target_.destination.is_scattered()) {
+    if (destination().is_scattered()) {
       report.add_note(fmt::format("cuFile reads into one buffer at a time: each of the {} buffers of this read "
                                   "was read on its own",
-                                  target_.destination.segments().size()));
+                                  destination().segments().size()));
     }
     if (!status.ok() || target_.require != Requirement::gds) return status;
     const auto& posix = report.at(Route::cufile_posix);
@@ -107,14 +107,13 @@ class GdsBackend final : public RouteBackend {
       if (s_.edges_ && !t.aligned) {
         const Op edge{t, s_.edges_.get()};
         Result<std::uint64_t> got(std::uint64_t{0});
-        edge_worker_->run(std::span<const Op>(&edge, 1), std::span<Report>(&report, 1),
-                          std::span<Result<std::uint64_t>>(&got, 1));
+        edge_worker_->run({&edge, 1}, {&report, 1}, {&got, 1});
         return got;
       }
       const GdsTarget& g = s_.target_;
       // The task's buffer, and the task's offset in it (cuFile takes a base and an offset from it).
-      const bool scattered = g.destination.is_scattered();
-      void* base = reinterpret_cast<void*>(g.destination.address(scattered ? t.buffer_offset : 0));
+      const bool scattered = s_.destination().is_scattered();
+      void* base = reinterpret_cast<void*>(s_.destination().address(scattered ? t.buffer_offset : 0));
       const std::uint64_t task_offset = scattered ? 0 : t.buffer_offset;
       const bool reading = is_read(s_.source_request().direction);
       std::uint64_t done = 0;

@@ -18,8 +18,8 @@ namespace ferry::detail {
 struct GdsTarget {
   const CudaApi* cuda = nullptr;
   int device = -1;
-  // The caller's device memory. A scattered read's tasks each lie in one of its buffers (cuFile reads into one
-  // buffer at a time): FileState::submit_scattered splits them so for this route.
+  // The caller's device memory, moved into the backend (RouteBackend::destination). A scattered read's tasks each
+  // lie in one of its buffers (cuFile reads into one buffer at a time): FileState::submit_scattered splits them so.
   Destination destination;
   const CuFileDriver* driver = nullptr;
   std::shared_ptr<GdsFileHandle> handle;
