@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <memory>
 #include <tuple>
 #include <utility>
 
@@ -126,9 +127,8 @@ std::pair<std::string, std::string> split_path(const std::string& path) {
   return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
 }
 
-// The process's umask from /proc/self/status (Linux 4.7 and later; else the usual 022): umask() reads it only
-// by setting it, which gave files other threads created meanwhile no umask (98 of 224,831 in 15 s, the
-// reliability review of 2026-12-04).
+// The process's umask from /proc/self/status (Linux 4.7 and later; else the usual 022): umask() reads it only by
+// setting it, and files other threads created meanwhile got no umask (the reliability review of 2026-12-04).
 mode_t current_umask() {
   UniqueFd status(::open("/proc/self/status", O_RDONLY | O_CLOEXEC));
   char text[4096];
@@ -244,15 +244,12 @@ Result<OutputDestination> inspect_once(const std::string& path, bool* replaced) 
 // Removes the temporaries in `dir` of this machine's processes that no longer exist; returns their names.
 std::vector<std::string> remove_stale_temporaries(int dir) {
   std::vector<std::string> removed;
-  const int listing = ::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (listing < 0) return removed;
-  DIR* entries = ::fdopendir(listing);
-  if (entries == nullptr) {
-    ::close(listing);
-    return removed;
-  }
+  UniqueFd opened(::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  std::unique_ptr<DIR, int (*)(DIR*)> entries(opened.valid() ? ::fdopendir(opened.get()) : nullptr, &::closedir);
+  if (!entries) return removed;
+  const int listing = opened.release();  // closed with `entries`
   const std::string host = host_tag();
-  while (const struct dirent* e = ::readdir(entries)) {
+  while (const struct dirent* e = ::readdir(entries.get())) {
     const pid_t writer = writer_of(e->d_name, host);
     if (writer == 0 || writer == ::getpid()) continue;
     if (::kill(writer, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to ask about: kept
@@ -260,14 +257,12 @@ std::vector<std::string> remove_stale_temporaries(int dir) {
     if (::fstatat(listing, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
     if (::unlinkat(listing, e->d_name, 0) == 0) removed.emplace_back(e->d_name);
   }
-  ::closedir(entries);
   return removed;
 }
 
-// Gives a new file a hidden name of its own in `dir` (random_name()): `make(name)` makes it under that name and
-// returns 0 or an errno. A name taken already is tried again with another. The name is armed for the signal
-// handlers before the file exists (`armed`: whether it holds the slot), so that a signal right after it is made
-// still removes it. Errors name `path`.
+// Gives a new file a hidden name of its own in `dir`: `make(name)` makes it under that name and returns 0 or an
+// errno (EEXIST: another name is tried). The name is armed for the signal handlers (`armed`: whether it holds the
+// slot) before the file exists, so that a signal right after it is made still removes it. Errors name `path`.
 template <typename Make>
 Result<std::string> name_new_file(int dir, Make&& make, const std::string& path, const std::string& doing,
                                   bool& armed) {
@@ -305,22 +300,18 @@ Result<TempFile> TempFile::create(const OutputDestination& d) {
   // An unnamed file first: nothing to plant, nothing to clean up. Tests can force the named way.
   const char* no_tmpfile = std::getenv("FERRY_CLI_TEST_NO_O_TMPFILE");
   if (no_tmpfile == nullptr || *no_tmpfile == '\0') {
-    int fd = ::openat(t.dir_.get(), ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-    if (fd >= 0) {
-      t.fd_ = UniqueFd(fd);
-      return t;
-    }
+    t.fd_ = UniqueFd(::openat(t.dir_.get(), ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+    if (t.fd_.valid()) return t;
     // File systems without O_TMPFILE say so in several ways; anything else is a real refusal.
     if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL && errno != ENOENT)
       return write_error(errno, d.path, in_dir);
   }
-  int fd = -1;
   auto create_named = [&](const std::string& name) {
-    fd = ::openat(t.dir_.get(), name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    return fd >= 0 ? 0 : errno;
+    const int flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+    t.fd_ = UniqueFd(::openat(t.dir_.get(), name.c_str(), flags, 0600));
+    return t.fd_.valid() ? 0 : errno;
   };
   FERRY_ASSIGN_OR_RETURN(t.name_, name_new_file(t.dir_.get(), create_named, d.path, in_dir, t.armed_));
-  t.fd_ = UniqueFd(fd);
   return t;
 }
 

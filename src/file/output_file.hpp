@@ -1,11 +1,8 @@
-// Creating or replacing a file safely, for the library's own writers (ferry::safetensors::save and its
-// index) and for `ferry write` and `ferry-bench` (one of the headers of src/ the tools may include), so that
-// they share one copy of the rules, which README ("Command line") and docs/safetensors.md ("Saving") give:
-// the destination is replaced only once the new data is complete; the new data goes into an unnamed
-// O_TMPFILE file, else one created O_CREAT|O_EXCL|O_NOFOLLOW under a hidden name that says who writes it
-// (kTemporaryPrefix, the pid, a host tag), which the signal slot below removes and a later TempFile::create
-// removes once its process is gone; only regular files are created or replaced, a symlink is written through
-// as `>` does. FERRY_CLI_TEST_NO_O_TMPFILE=1 forces the named way, for tests.
+// Creating or replacing a file safely: the one copy of the rules (docs/safetensors.md, "Saving") that
+// ferry::safetensors::save, `ferry write` and `ferry-bench` share. The new data goes into an unnamed O_TMPFILE
+// file, else one created O_EXCL|O_NOFOLLOW under a hidden name saying who writes it (kTemporaryPrefix, pid,
+// host tag), and replaces the destination once complete; only regular files are created or replaced, and a
+// symlink is written through as `>` does. FERRY_CLI_TEST_NO_O_TMPFILE=1 forces the named way, for tests.
 // Thread safety: one OutputDestination/TempFile per thread; the signal handlers are process-wide.
 #pragma once
 
@@ -46,7 +43,7 @@ struct OutputDestination {
 class TempFile {
  public:
   /// Errors name the destination's path: permission_denied, no_space, ... for its directory. First removes
-  /// the directory's temporaries of this machine's processes that are gone (rules above).
+  /// the directory's temporaries of this machine's processes that are gone.
   [[nodiscard]] static Result<TempFile> create(const OutputDestination& d);
   /// The names create() removed as a dead process's temporaries (for a note).
   const std::vector<std::string>& removed_stale() const { return removed_stale_; }
@@ -57,9 +54,8 @@ class TempFile {
   int fd() const { return fd_.get(); }
   /// A path that opens this very file ("/proc/self/fd/N").
   std::string reopen_path() const;
-  /// This file opened as a ferry::File ("r+") whose messages and reports name `d.path`, the file the caller
-  /// asked for, rather than the temporary one. `seams`: system calls and GPU platform (tests); nullptr:
-  /// the real ones. Errors: File::open's, naming d.path.
+  /// This file opened as a ferry::File ("r+") whose messages and reports name `d.path`, not the temporary.
+  /// `seams`: system calls and GPU platform (tests); nullptr: the real ones. Errors: File::open's, naming d.path.
   [[nodiscard]] Result<File> open_file(const OutputDestination& d, const Config& config,
                                        const OpenOptions* seams = nullptr) const;
   /// Gives the file the destination's name. `replace`: atomically replaces an existing target (rename),
@@ -85,10 +81,9 @@ inline constexpr char kTemporaryPrefix[] = ".ferry-";
 /// errors name `path`, which is then as it was.
 [[nodiscard]] Status replace_file_contents(const std::string& path, std::string_view bytes, bool durable);
 
-/// Removes the named temporary file that holds the signal handlers' one slot (the first of the TempFiles not
-/// yet committed that has a name; the CLI writes one file at a time), if any. Async-signal-safe, and keeps
-/// errno: for a program's handler of SIGINT, SIGTERM and SIGHUP (cli/support/cleanup_signals.hpp). The
-/// library itself never takes over a process's signals.
+/// Removes the named temporary that holds the signal handlers' one slot (the first uncommitted TempFile with a
+/// name), if any. Async-signal-safe, keeps errno: for a program's handler of SIGINT, SIGTERM and SIGHUP
+/// (cli/support/cleanup_signals.hpp); the library never takes over a process's signals.
 void remove_named_temporary() noexcept;
 
 }  // namespace ferry::detail
