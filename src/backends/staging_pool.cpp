@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "base/fork_guard.hpp"
+#include "base/timing.hpp"
 #include "ferry/config.hpp"
 
 #include <fmt/format.h>
@@ -38,11 +39,8 @@ std::uint64_t StagingPool::kits_that_fit(std::uint64_t buffer_size, unsigned cou
 }
 
 bool StagingPool::grant_locked(const KitShape& shape, std::span<const unsigned> counts, Grant* grant) {
-  // Idle kits of the shapes asked for, the kit released last first: taking the oldest instead made every
-  // small request meet the kit that had been idle longest, its stream and buffers out of the caches (H200
-  // machine, two alternating rounds: 64 KiB reads with 64 in flight from 16 threads 1.03-1.08x, 1 MiB ones
-  // from one thread 1.05-1.10x, one 1 MiB read at a time 0.83-0.88x of the time;
-  // bench/results/2026-12-03-h200-copy-wait).
+  // Idle kits of the shapes asked for, the kit released last first: the oldest, its stream and buffers out of
+  // the caches, made small requests up to 1.2x slower (bench/results/2026-12-03-h200-copy-wait).
   enum Role : char { kStays, kTaken, kEvicted };
   std::vector<Role> roles(idle_.size(), kStays);  // of each idle kit
   std::vector<unsigned> to_make;
@@ -116,16 +114,14 @@ void StagingPool::room_came(std::unique_lock<std::mutex> lock) {
 Result<Kits> StagingPool::complete(const KitShape& shape, Grant grant) {
   for (auto& kit : grant.evicted) release(std::move(kit), /*destroy=*/true);
   Kits kits = std::move(grant.kits);
-  // Kits are made one at a time. Measured on the GPU machine (bench/results/2026-11-30-h200-pinning): the
-  // 16 workers of a first request pinning their 8 MiB each at once took 40 ms before any of them could
-  // start, one after another 31 ms, the first ready after 2 ms: first-touching the memory does not get faster
-  // with threads, and the registrations contend. So a worker starts as soon as its own kit is made, while
-  // later workers still wait.
+  // Kits are made one at a time, so that a worker starts as soon as its own is made: pinning does not get
+  // faster with threads (16 kits at once: 40 ms before any worker started; one after another: the first
+  // after 2 ms, all after 31; bench/results/2026-11-30-h200-pinning).
   Status failed;
   for (unsigned count : grant.to_make) {
-    // While another caller makes its kit, this one waits for its turn, and takes a kit that is released or made
-    // for the pool meanwhile instead (its bytes are counted already). Waiting for the turn alone, half of a batch
-    // run's 16 workers were each held up to 5.6 ms while kits went idle (bench/results/2026-12-06-h100-kit-timeline).
+    // While another caller makes its kit, this one waits for its turn, or takes a kit released or made for the
+    // pool meanwhile (its bytes are counted already): waiting for the turn alone held workers up to 5.6 ms
+    // while kits went idle (bench/results/2026-12-06-h100-kit-timeline).
     std::unique_lock<std::mutex> lock(mutex_);
     std::unique_ptr<StagingKit> idle;
     while (failed.ok() && !(idle = take_idle_locked(shape, count)) && making_) kit_idle_.wait(lock);
@@ -170,7 +166,7 @@ Result<Kits> StagingPool::acquire(const KitShape& shape, std::span<const unsigne
     g_waits.fetch_add(1);
     if (when_room != nullptr) return Kits();
     // Wait in turn. A budget raised meanwhile (ferry.config) is seen at the next look, within 50 ms.
-    const auto started = std::chrono::steady_clock::now();
+    const std::uint64_t started = now_ns();
     while (!w->served) {
       served_.wait_for(lock, std::chrono::milliseconds(50));
       if (!w->served && waiters_.front() == w) {
@@ -179,9 +175,9 @@ Result<Kits> StagingPool::acquire(const KitShape& shape, std::span<const unsigne
       }
     }
     grant = std::move(w->grant);
-    const auto waited = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started);
-    if (waited_ns) *waited_ns = static_cast<std::uint64_t>(waited.count());
-    g_waited_ns.fetch_add(static_cast<std::uint64_t>(waited.count()));
+    const std::uint64_t waited = now_ns() - started;
+    if (waited_ns) *waited_ns = waited;
+    g_waited_ns.fetch_add(waited);
   }
   lock.unlock();
   return complete(shape, std::move(grant));

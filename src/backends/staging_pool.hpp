@@ -1,8 +1,6 @@
 // The staging pool: staging kits (platform/cuda/staging_kit.hpp) kept for the life of the process and handed
 // out again, since pinning costs far more than the copy it serves (a third of the throughput when done inside
-// the timed region). Every kit of the process counts against one budget; callers wait in turn and get all
-// their kits at once, and pool workers never wait (acquire with when_room). docs/engine.md ("One pinned
-// budget") says why each rule holds.
+// the timed region), all within one budget by the rules of docs/engine.md ("One pinned budget").
 // Thread safety: every member may be called from any thread.
 #pragma once
 
@@ -36,13 +34,11 @@ class StagingPool {
   /// `budget`: the most pinned bytes its kits may hold at once; 0 follows the process's pinned_budget.
   explicit StagingPool(std::uint64_t budget = 0) : fixed_budget_(budget) {}
 
-  /// Kits of `shape` with counts[i] buffers each, all at once. The caller's thread must have the device's
-  /// context current. Without `when_room`, waits for room in the budget as long as it takes; `waited_ns` (if
-  /// given) gets how long that was. With it (a pool worker's, which never waits), returns no kits when the
-  /// budget has no room for them now (or others wait for room first), and then `when_room` runs once, on the
-  /// thread that gives memory back, when there may be; `owner` says whose wait it is (room_wanted_by_other).
-  /// Errors: invalid_argument when the kits need more than the whole budget (size the request with
-  /// kits_that_fit first), the driver's (pinned memory exhausted, ...).
+  /// Kits of `shape` with counts[i] buffers each, all at once; the device's context must be current. Without
+  /// `when_room`, waits for room in the budget (`waited_ns`, if given, gets how long). With it (a pool worker,
+  /// which never waits), returns no kits when there is no room now or others wait first, and `when_room` runs
+  /// once, on the thread that gives memory back, when there may be; `owner` says whose wait it is. Errors:
+  /// invalid_argument when the kits need more than the whole budget (see kits_that_fit), the driver's.
   Result<Kits> acquire(const KitShape& shape, std::span<const unsigned> counts, std::uint64_t* waited_ns = nullptr,
                        const void* owner = nullptr, const std::function<void()>* when_room = nullptr);
   /// One kit, as above: null where that returns none.
@@ -57,10 +53,9 @@ class StagingPool {
   /// Gives a kit back; its stream must be idle (synchronised). `destroy`: frees it instead (destroy_kit), for
   /// a kit whose stream could not be synchronised.
   void release(std::unique_ptr<StagingKit> kit, bool destroy = false);
-  /// Makes kits of this shape, one at a time and each into the pool as soon as it is made, until `kits`
-  /// kits are idle in the pool or in use, or the budget has no room for more: a request of that many
-  /// workers then pins nothing, and workers that start meanwhile (a load begun during a warm-up) take each
-  /// kit as it comes instead of making their own. The caller's thread must have the device's context current.
+  /// Makes kits of this shape into the pool, one at a time, until `kits` kits are idle or in use or the budget
+  /// is full: a request of that many workers then pins nothing, and workers that start meanwhile take each kit
+  /// as it comes. The device's context must be current.
   Status reserve(const KitShape& shape, unsigned count, unsigned kits);
   /// Frees every idle kit (tests use it for leak checks).
   void clear();

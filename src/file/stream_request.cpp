@@ -12,6 +12,7 @@
 
 #include "backends/staging_pool.hpp"
 #include "base/fork_guard.hpp"
+#include "base/timing.hpp"
 #include "engine/thread_pool.hpp"
 #include "ferry/file.hpp"
 #include "report/process_report.hpp"
@@ -185,7 +186,7 @@ Result<std::uint64_t> StreamRequest::step(std::size_t index, Report& report) {
   const Task& t = tasks[index];
   void* at = slots.empty() ? buffer + t.buffer_offset : slots[index % slots.size()];
   const char* route_text = route_name(decision.route);
-  auto started = std::chrono::steady_clock::now();
+  const std::uint64_t started = now_ns();
   std::uint64_t bytes = t.length;
   if (is_read(label.direction)) {
     FERRY_ASSIGN_OR_RETURN(bytes, file->source->read(source_request, t, at, route_text, report));
@@ -193,8 +194,7 @@ Result<std::uint64_t> StreamRequest::step(std::size_t index, Report& report) {
   } else {
     FERRY_RETURN_IF_ERROR(file->source->write(source_request, t, at, route_text, report));
   }
-  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started);
-  report.count(decision.route, decision.reason, decision.detail, bytes, static_cast<std::uint64_t>(ns.count()));
+  report.count(decision.route, decision.reason, decision.detail, bytes, now_ns() - started);
   return bytes;
 }
 
