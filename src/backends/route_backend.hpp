@@ -70,13 +70,12 @@ class RouteBackend {
   /// The decision op `t` is counted under: decision() unless the backend sends some ops another way (the
   /// cuFile route reads a request's unaligned edges through a bounce buffer).
   virtual const Decision& decision_for(const Task& /*t*/) const { return decision(); }
-  /// Whether this request's ops are queued with those of the other requests of its file, route and GPU, to
-  /// be run by a worker made by any of them (one that keeps nothing of any one request). False: they are
-  /// queued on their own.
+  /// Whether this request's ops share a queue with the other requests of its file, route and GPU, run by a
+  /// worker made by any of them (one that keeps nothing of any one request); false: a queue of their own.
   bool shares_workers() const { return shares_workers_; }
   /// How many bytes of ops a worker takes at once (one bounce buffer), at most its share of the ops waiting;
-  /// ops longer than that go one a take. 0: ops_together() ops a take, whatever their size (a route that
-  /// moves each op on its own gains nothing from taking more, and would only run ops after a failure).
+  /// longer ops go one a take. 0: ops_together() ops a take (a route that moves each op on its own gains
+  /// nothing from taking more, and would only run ops after a failure).
   virtual std::uint64_t fill_bytes() const { return 0; }
   /// Whether op `t` is a small one expected to come from memory (Source::reads_from_memory): several such ops
   /// share a worker, while ops that wait for a disk each get one.

@@ -139,11 +139,9 @@ std::string why_synchronized(const CudaApi& api, const RoutePlanDetail& plan, co
   return {};
 }
 
-// The run of pieces that begins at `first` and moves in one copy: consecutive pieces whose slots lie side by
-// side in pinned memory (the buffers of one kit) and whose bytes are adjacent in the caller's buffer, up to
-// kMaxCopyRun bytes. On the H200 one stream's wait, copy and write cost about 3 us more per 4 MiB than a
-// copy alone: 7% below the copy ceiling at 4 MiB a copy, 2% at 16 MiB
-// (bench/results/2026-12-01-h200-stream-copy-runs).
+// The run of pieces that begins at `first` and moves in one copy (docs/stream-order.md), up to kMaxCopyRun
+// bytes: a wait, copy and write per 4 MiB ran 7% below the copy ceiling, per 16 MiB 2% (on the H200,
+// bench/results/2026-12-01-h200-stream-copy-runs).
 constexpr std::uint64_t kMaxCopyRun = 16u << 20;
 
 struct CopyRun {
@@ -290,10 +288,9 @@ Future submit_on_stream(FileState& file, Direction direction, void* buffer, std:
     return done_future(std::move(empty));
   }
   if (copies) {
-    // Two slots per thread keep every thread reading while the stream copies; never more than the steps,
-    // nor than half the pinned budget (a second request, or the staged route's workers, find room too). The
-    // kits come all at once: a request holding some while it waited for the rest could wait for another that
-    // holds the rest.
+    // Two slots per thread keep every thread reading while the stream copies; never more than the steps, nor
+    // than half the pinned budget (so others find room too). All kits at once: a request holding some while
+    // it waited for the rest could wait for another that holds the rest.
     auto& pool = process_staging_pool();
     const unsigned per_kit = config.bounce_buffers_per_thread();
     const std::size_t wanted = std::min<std::size_t>(r->tasks.size(), 2 * r->max_parallel);
