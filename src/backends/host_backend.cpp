@@ -10,9 +10,9 @@ namespace {
 
 class HostBackend final : public RouteBackend {
  public:
-  HostBackend(std::shared_ptr<Source> source, const SourceRequest& request, Destination destination,
+  HostBackend(Source* source, const SourceRequest& request, Destination destination,
               Decision decision)
-      : RouteBackend(request, std::move(destination), std::move(decision), std::move(source), /*shares_workers=*/true) {}
+      : RouteBackend(request, std::move(destination), std::move(decision), source, /*shares_workers=*/true) {}
 
   Result<std::unique_ptr<RouteWorker>> make_worker(const WorkerWait& /*wait*/) override {
     return std::unique_ptr<RouteWorker>(new Worker(source()));
@@ -24,7 +24,7 @@ class HostBackend final : public RouteBackend {
  private:
   class Worker final : public RouteWorker {
    public:
-    explicit Worker(std::shared_ptr<Source> source) : source_(std::move(source)) {}
+    explicit Worker(Source* source) : source_(source) {}
 
     void run(std::span<const Op> ops, std::span<Report> reports, std::span<Result<std::uint64_t>> results) override {
       // Reads of one request into one buffer go to the source together (an io_uring source keeps them in
@@ -74,7 +74,7 @@ class HostBackend final : public RouteBackend {
       return t.length;
     }
 
-    std::shared_ptr<Source> source_;
+    Source* source_;  // the File's: every op it runs holds a use of that File
     std::vector<TaskRead> reads_;
     std::vector<MemoryPart> parts_;  // the parts of an op that spans several buffers
   };
@@ -82,9 +82,9 @@ class HostBackend final : public RouteBackend {
 
 }  // namespace
 
-std::shared_ptr<RouteBackend> make_host_backend(std::shared_ptr<Source> source, const SourceRequest& request,
+std::shared_ptr<RouteBackend> make_host_backend(Source* source, const SourceRequest& request,
                                                 Destination destination, Decision decision) {
-  return std::make_shared<HostBackend>(std::move(source), request, std::move(destination), std::move(decision));
+  return std::make_shared<HostBackend>(source, request, std::move(destination), std::move(decision));
 }
 
 }  // namespace ferry::detail

@@ -12,7 +12,7 @@ namespace ferry::detail {
 /// `destination`: the caller's memory (read: where the bytes go, write: where they come from); a task's
 /// buffer offset indexes into it. The request's ops join those of the file's other host requests. A task of
 /// a scattered read that spans several buffers is read into each of them (Source::read_parts).
-std::shared_ptr<RouteBackend> make_host_backend(std::shared_ptr<Source> source, const SourceRequest& request,
+std::shared_ptr<RouteBackend> make_host_backend(Source* source, const SourceRequest& request,
                                                 Destination destination, Decision decision);
 
 }  // namespace ferry::detail

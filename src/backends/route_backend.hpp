@@ -89,29 +89,31 @@ class RouteBackend {
   /// At the request's completion, before anyone can see it done: lets go of what it holds of the File (its
   /// source, cuFile handle), which may be closed and destroyed from then on. The backend itself goes with the
   /// request, mostly on the thread that made both (docs/engine.md, "One small request at a time").
-  virtual void let_go() { source_.reset(); }
+  virtual void let_go() { source_ = nullptr; }
   /// Held while a worker runs on a caller's thread (a waiter running its request itself): puts back what
   /// the worker changes of that thread (its current CUDA context) when released. Null when nothing changes.
   virtual std::shared_ptr<void> borrow_thread() { return nullptr; }
 
   const SourceRequest& source_request() const { return source_request_; }
   const Destination& destination() const { return destination_; }
-  const std::shared_ptr<Source>& source() const { return source_; }
+  Source* source() const { return source_; }
 
  protected:
   RouteBackend(SourceRequest source_request, Destination destination, Decision decision,
-               std::shared_ptr<Source> source, bool shares_workers)
+               Source* source, bool shares_workers)
       : source_request_(std::move(source_request)),
         destination_(std::move(destination)),
         decision_(std::move(decision)),
-        source_(std::move(source)),
+        source_(source),
         shares_workers_(shares_workers) {}
 
  private:
   SourceRequest source_request_;
   Destination destination_;  // task buffer offsets index into it (base 0: tasks carry their addresses)
   Decision decision_;
-  std::shared_ptr<Source> source_;  // the file's bytes; null for cuFile, which moves them itself
+  // The file's bytes; null for cuFile, which moves them itself. The FileState owns it and outlives the request's
+  // ops (they hold a use of it): a plain pointer, so that no request writes a count the workers write too.
+  Source* source_;
   bool shares_workers_;
 };
 

@@ -17,9 +17,9 @@ namespace {
 
 class StagedBackend final : public RouteBackend {
  public:
-  StagedBackend(std::shared_ptr<Source> source, const SourceRequest& request, const StagedTarget& target,
+  StagedBackend(Source* source, const SourceRequest& request, const StagedTarget& target,
                 Decision decision, bool shared)
-      : RouteBackend(request, target.destination, std::move(decision), std::move(source), shared), target_(target) {}
+      : RouteBackend(request, target.destination, std::move(decision), source, shared), target_(target) {}
 
   Result<std::unique_ptr<RouteWorker>> make_worker(const WorkerWait& wait) override;
   std::uint64_t fill_bytes() const override { return target_.bounce_buffer_size; }
@@ -300,7 +300,7 @@ class StagedWorker final : public RouteWorker {
   std::vector<CUdeviceptr> batch_dsts_, batch_srcs_;  // a batched copy's arguments, kept between fills
   std::vector<std::size_t> batch_sizes_;
 
-  std::shared_ptr<Source> source_;
+  Source* source_;  // the File's: every op it runs holds a use of that File
   const CudaApi& api_;
   int device_;
   std::unique_ptr<StagingKit> kit_;
@@ -322,9 +322,9 @@ Result<std::unique_ptr<RouteWorker>> StagedBackend::make_worker(const WorkerWait
 
 }  // namespace
 
-std::shared_ptr<RouteBackend> make_staged_backend(std::shared_ptr<Source> source, const SourceRequest& request,
+std::shared_ptr<RouteBackend> make_staged_backend(Source* source, const SourceRequest& request,
                                                   const StagedTarget& target, Decision decision, bool shared) {
-  return std::make_shared<StagedBackend>(std::move(source), request, target, std::move(decision), shared);
+  return std::make_shared<StagedBackend>(source, request, target, std::move(decision), shared);
 }
 
 }  // namespace ferry::detail

@@ -31,7 +31,7 @@ struct StagedTarget {
 };
 
 /// `shared`: whether the request's ops join those of the file's other staged requests to the same GPU.
-std::shared_ptr<RouteBackend> make_staged_backend(std::shared_ptr<Source> source, const SourceRequest& request,
+std::shared_ptr<RouteBackend> make_staged_backend(Source* source, const SourceRequest& request,
                                                   const StagedTarget& target, Decision decision, bool shared = true);
 
 }  // namespace ferry::detail

@@ -163,7 +163,7 @@ class FileState : public std::enable_shared_from_this<FileState> {
 
   const std::string path;
   const Config config;
-  const std::shared_ptr<Source> source;  // shared with the requests' backends, which keep it alive
+  const std::shared_ptr<Source> source;  // the requests' backends and workers point to it while a use is held
   const OpenFlags flags;
   const bool append;
   const GpuPlatform* const gpu;  // nullptr until a device buffer needs it (then the process's platform)
