@@ -7,6 +7,6 @@ set -uo pipefail
 source .device-deps/gpu-env.sh
 start=$(date +%s)
 { nvidia-smi -L; nproc; uname -r; echo "tree: ${TREE_COMMIT:-unknown}"; } > /tmp/machine.txt 2>&1
-scripts/gpu-bounded.sh "190:build 110:test 75:budget 150:pytest-gpu 55:pip"
+scripts/gpu-bounded.sh "${STEPS:-190:build 110:test 75:budget 150:pytest-gpu 55:pip}"
 cp /tmp/machine.txt build-gpu/out/ 2>/dev/null; tar czf "$OUT/out.tgz" -C build-gpu/out .
 echo "done after $(( $(date +%s) - start )) s"
