@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 on the CPU machine. Carry .device-deps. The GPU suites on the session's tip (issue 50's size
+# Written 2026-12-06 on the CPU machine. Carry .device-deps. The GPU suites on the session's tip (issue 50's size; ran 2026-12-06 on an H100 (it ran as lab/results/pending-final-suites, with STEPS="170:build 100:test 65:budget 135:pytest-gpu 50:pip" ROWS_UNTIL=500 TREE_COMMIT=6902001)
 # pass touched the backends, stream order and the bindings): the full build with the Python package, the C++ GPU
 # tests (stress included), the stresses within a 64 MiB pinned budget, the Python GPU tests, then pip install of the
 # package (its bindings changed). With time left before ROWS_UNTIL (seconds, default 500): rounds of one thread's
