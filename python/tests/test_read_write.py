@@ -286,7 +286,11 @@ def test_read_to_the_end_of_a_file_without_a_size():
     with ferry.open("/proc/self/status") as f:
         assert f.size() == 0
         got = f.read()
-    # The file describes this process, which may change a line between the two reads: compare the start.
-    assert len(got) > 100 and got[:40] == want[:40] and got.count(b"\n") == want.count(b"\n")
+    # The file describes this process, whose values (its state, its memory) may change between the two reads:
+    # compare the fields, line by line.
+    def fields(text):
+        return [line.split(b":")[0] for line in text.splitlines()]
+
+    assert len(got) > 100 and fields(got) == fields(want)
     with ferry.open("/dev/zero") as f:
         assert f.read(100000) == bytes(100000)
