@@ -120,9 +120,10 @@ Result<std::shared_ptr<RouteBackend>> make_route_backend(FileState& file, const 
                                                          RoutePlanDetail plan, const Destination& destination,
                                                          std::uint64_t size, std::span<const Task> tasks) {
   Decision& decision = plan.decision;
-  if (decision.route == Route::host) return make_host_backend(file.source.get(), request, destination, std::move(decision));
+  Source* source = file.source.get();
+  if (decision.route == Route::host) return make_host_backend(source, request, destination, std::move(decision));
   if (decision.route == Route::staged) {
-    return make_staged_backend(file.source.get(), request, staged_target(file, plan, destination, size), std::move(decision));
+    return make_staged_backend(source, request, staged_target(file, plan, destination, size), std::move(decision));
   }
   GdsTarget target;
   target.cuda = plan.cuda;
@@ -136,7 +137,7 @@ Result<std::shared_ptr<RouteBackend>> make_route_backend(FileState& file, const 
   // Unaligned edges go through a bounce buffer, which a worker takes when it is made (a read without them
   // keeps the pinned budget free).
   if (is_read(request.direction) && std::any_of(tasks.begin(), tasks.end(), [](const Task& t) { return !t.aligned; })) {
-    edges = make_staged_backend(file.source.get(), request, staged_target(file, plan, destination, 0),
+    edges = make_staged_backend(source, request, staged_target(file, plan, destination, 0),
                                 Decision{Route::staged, Reason::cufile_unaligned_edge, ""}, /*shared=*/false);
   }
   return make_gds_backend(request, std::move(target), std::move(decision), std::move(edges));

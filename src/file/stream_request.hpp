@@ -1,7 +1,8 @@
 // The CPU side of a stream-ordered request (File::read_async / write_async): what it holds, and the steps
 // Ferry's threads run for it. The stream writes the gpu word as it passes the request's points (1 on reaching
 // it, one more after each copy) and waits on the cpu word, Ferry's count of the steps ended from the first.
-// Nothing here calls CUDA, so every wait Ferry queued is met (docs/stream-order.md, "On Ferry's side").
+// Nothing here calls CUDA: steps run on stream_pool(), started by one watcher thread that reads every pending
+// request's gpu word, so every wait Ferry queued is met (docs/stream-order.md, "On Ferry's side").
 // submit_on_stream (stream_order.cpp) fills a request, takes its slots and words and queues its commands.
 // Thread safety: the request's data is written before watch() and only read after it (finish() alone gives the
 // kits back); every member function may be called from any thread.
@@ -36,7 +37,8 @@ struct StreamWord {
 };
 
 /// The words of one driver table. A request takes two and gives them back once its stream has passed its last
-/// command. Taking them may call the driver, so only the caller's thread does (in stream_order.cpp).
+/// command, so a word is never in two requests' commands at once. Taking them may call the driver, so only the
+/// caller's thread does (in stream_order.cpp); giving them back never does.
 class StreamWords {
  public:
   explicit StreamWords(const CudaApi& api) : api_(api) {}
