@@ -134,6 +134,9 @@ class ScatteredRead : public ::testing::Test {
 };
 
 TEST_F(ScatteredRead, IntoHostMemoryFromThePageCacheEachPartLandsInPlace) {
+  // Cached by script, not by trust: a file just written may already be written back and evicted under load
+  // (one ThreadSanitizer run in CI found a task not cached, and read it with O_DIRECT).
+  sys_.add(Rule::on(Op::cached_pages).reports_cached(true));
   File f = open(DirectIo::automatic);
   for (std::uint64_t offset : {std::uint64_t{0}, std::uint64_t{8}, std::uint64_t{4097}}) {
     const std::uint64_t size = kFile - offset - 500;
@@ -146,7 +149,7 @@ TEST_F(ScatteredRead, IntoHostMemoryFromThePageCacheEachPartLandsInPlace) {
     EXPECT_EQ(r->bytes, size);
     EXPECT_TRUE(lands(segments, offset, memory.data(), bytes)) << "offset " << offset;
     EXPECT_EQ(r->report.at(Route::host).ops, r->report.total_ops());
-    EXPECT_EQ(r->report.io.direct_ops, 0u) << "the file was just written: its pages are cached";
+    EXPECT_EQ(r->report.io.direct_ops, 0u) << "every page reported cached";
   }
 }
 
