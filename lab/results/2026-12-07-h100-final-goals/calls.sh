@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Ran 2026-12-07 at db7f229 (the code of 7be1e93) as bench/results/2026-12-07-h100-final-goals, with ROUNDS_UNTIL=330, in the same call as 2026-12-07-h100-submit-phases (it was written as lab/results/pending-final-goals).
 # Written 2026-12-06 on the CPU machine. Carry .device-deps and .old-tree (git archive 189e30e). Issue 50's goal rows
 # on the session's tip against 189e30e in alternating rounds, the rows of lab/results/2026-12-06-h100-goals-final:
 # hot 8 GiB staged reads, 16 MiB reads 64 in flight, batches of 64 KiB and 1 MiB pieces in 64 and 256 MiB batches
