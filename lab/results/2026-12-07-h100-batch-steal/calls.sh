@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Ran 2026-12-07 at ec3b8a3 as bench/results/2026-12-07-h100-batch-steal with ROUNDS_UNTIL=190 (it was written as lab/results/pending-batch-steal).
 # Written 2026-12-07 on the CPU machine. Carry .device-deps and .old-tree (git archive 189e30e). Settles the open
 # question of 2026-12-07-h100-final-goals: four of the tree's twelve batch runs fell to 20-37 GB/s on a noisy host,
 # none of 189e30e's, whose build prints no steal. Here both trees' batch rows (64 KiB and 1 MiB pieces in 64 and
